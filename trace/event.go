@@ -1,0 +1,285 @@
+// Package trace defines the event model every other sqscope package speaks:
+// what the probes saw on the verbs data path, decoded and typed, plus the
+// recording file format that stores it.
+//
+// Times are CLOCK_MONOTONIC nanoseconds as read by bpf_ktime_get_ns (or
+// clock_gettime(CLOCK_MONOTONIC) in user space); they compare across CPUs and
+// processes of one boot, never across machines.
+package trace
+
+import "fmt"
+
+// Event is one thing the tracer saw. Use a type switch on the concrete types
+// below; every one of them embeds Header.
+type Event interface {
+	Hdr() *Header
+	Kind() Kind
+}
+
+// Kind numbers the event types. The values are stored in recordings: never
+// renumber, only append.
+type Kind uint8
+
+const (
+	KindQPCreate   Kind = 1
+	KindQPDestroy  Kind = 2
+	KindQPModify   Kind = 3
+	KindPost       Kind = 4
+	KindPoll       Kind = 5
+	KindEmptyPolls Kind = 6
+	KindPostRecv   Kind = 7
+	KindLost       Kind = 8
+	KindExit       Kind = 9
+	KindAttach     Kind = 10
+	KindQPCounters Kind = 11
+)
+
+var kindNames = map[Kind]string{
+	KindQPCreate: "qp_create", KindQPDestroy: "qp_destroy", KindQPModify: "qp_modify",
+	KindPost: "post", KindPoll: "poll", KindEmptyPolls: "empty_polls",
+	KindPostRecv: "post_recv", KindLost: "lost", KindExit: "exit",
+	KindAttach: "attach", KindQPCounters: "qp_counters",
+}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Header is common to every event.
+type Header struct {
+	TimeNS uint64 // CLOCK_MONOTONIC ns when the call returned (or happened)
+	PID    uint32 // thread group id of the traced process
+	TID    uint32 // thread id
+}
+
+func (h *Header) Hdr() *Header { return h }
+
+// QPType mirrors enum ibv_qp_type for the types sqscope models.
+type QPType uint8
+
+const (
+	QPTypeRC      QPType = 2
+	QPTypeUC      QPType = 3
+	QPTypeUD      QPType = 4
+	QPTypeRawPkt  QPType = 8
+	QPTypeXRCSend QPType = 9
+	QPTypeDriver  QPType = 0xff
+)
+
+func (t QPType) String() string {
+	switch t {
+	case QPTypeRC:
+		return "RC"
+	case QPTypeUC:
+		return "UC"
+	case QPTypeUD:
+		return "UD"
+	case QPTypeRawPkt:
+		return "RAW"
+	case QPTypeXRCSend:
+		return "XRC"
+	case 0:
+		return "?"
+	}
+	return fmt.Sprintf("type%d", uint8(t))
+}
+
+// Caps are the capabilities a QP reports after creation (struct ibv_qp_cap),
+// which may exceed what the application asked for.
+type Caps struct {
+	MaxSendWR     uint32
+	MaxRecvWR     uint32
+	MaxSendSGE    uint32
+	MaxRecvSGE    uint32
+	MaxInlineData uint32
+}
+
+// QPCreate: a QP was created and its caps are known.
+type QPCreate struct {
+	Header
+	QP     uint64 // address of struct ibv_qp in the target (its identity there)
+	QPNum  uint32
+	Type   QPType
+	SigAll bool
+	SendCQ uint64
+	RecvCQ uint64
+	Caps   Caps
+	// Via names the call that revealed the QP, e.g. "ibv_create_qp" or
+	// "sqsim_create_qp".
+	Via string
+}
+
+func (*QPCreate) Kind() Kind { return KindQPCreate }
+
+// QPDestroy: a QP was destroyed.
+type QPDestroy struct {
+	Header
+	QP    uint64
+	QPNum uint32
+	Ret   int32
+}
+
+func (*QPDestroy) Kind() Kind { return KindQPDestroy }
+
+// QPModify: ibv_modify_qp on a QP. State is the requested state when the
+// attribute mask carried IBV_QP_STATE, else -1.
+type QPModify struct {
+	Header
+	QP    uint64
+	QPNum uint32
+	State int32
+	Ret   int32
+}
+
+func (*QPModify) Kind() Kind { return KindQPModify }
+
+// API says which posting interface a Post came through.
+type API uint8
+
+const (
+	APIPostSend API = 0 // ibv_post_send with a WR list
+	APIWR       API = 1 // ibv_wr_start ... ibv_wr_complete
+)
+
+func (a API) String() string {
+	if a == APIWR {
+		return "wr"
+	}
+	return "post_send"
+}
+
+// WR is one work request as the application handed it over.
+type WR struct {
+	ID     uint64
+	Opcode uint8  // enum ibv_wr_opcode
+	Flags  uint32 // enum ibv_send_flags
+	NumSGE uint32
+	Bytes  uint32 // sum of the SGE lengths, or the inline length on the wr API
+}
+
+// Post is one call that posts send WRs: ibv_post_send, or a whole
+// ibv_wr_start..ibv_wr_complete batch (one doorbell at most).
+type Post struct {
+	Header
+	QP    uint64
+	QPNum uint32
+	API   API
+	WRs   []WR
+	// Truncated counts WRs of the list past the tracer's bound: seen to exist
+	// but not recorded. Never silently dropped.
+	Truncated uint32
+	Ret       int32  // 0 or a positive errno (ENOMEM, EINVAL, ...)
+	Accepted  uint32 // WRs of the list the provider took (index of *bad_wr)
+	EntryNS   uint64 // when the call was entered
+	Aborted   bool   // wr API: ibv_wr_abort instead of ibv_wr_complete
+}
+
+func (*Post) Kind() Kind { return KindPost }
+
+// NumWRs is the length of the list, recorded or not.
+func (p *Post) NumWRs() uint32 { return uint32(len(p.WRs)) + p.Truncated }
+
+// WC is one work completion returned by ibv_poll_cq.
+type WC struct {
+	ID      uint64
+	Status  uint8 // enum ibv_wc_status
+	Opcode  uint8 // enum ibv_wc_opcode
+	ByteLen uint32
+	QPNum   uint32
+}
+
+// Poll is one ibv_poll_cq call that returned at least one completion, or an
+// error. Empty polls are counted separately (EmptyPolls) or carried here.
+type Poll struct {
+	Header
+	CQ  uint64
+	Max int32 // num_entries asked for
+	Ret int32 // completions returned, or a negative error
+	WCs []WC
+	// Truncated counts returned completions past the tracer's bound.
+	Truncated uint32
+	// EmptyBefore counts polls of this CQ that returned 0 since the last
+	// event that reported empty polls for it.
+	EmptyBefore uint64
+	EntryNS     uint64
+}
+
+func (*Poll) Kind() Kind { return KindPoll }
+
+// EmptyPolls reports polls of a CQ that returned nothing, aggregated in the
+// kernel and flushed periodically.
+type EmptyPolls struct {
+	Header
+	CQ    uint64
+	Count uint64
+}
+
+func (*EmptyPolls) Kind() Kind { return KindEmptyPolls }
+
+// PostRecv is one ibv_post_recv call (counts only).
+type PostRecv struct {
+	Header
+	QP       uint64
+	QPNum    uint32
+	NumWRs   uint32
+	Ret      int32
+	Accepted uint32
+}
+
+func (*PostRecv) Kind() Kind { return KindPostRecv }
+
+// Lost says events were dropped (ring buffer full) on some CPU. Count is the
+// number of events lost since the previous Lost event.
+type Lost struct {
+	Header
+	Count uint64
+}
+
+func (*Lost) Kind() Kind { return KindLost }
+
+// Exit: the traced process exited.
+type Exit struct {
+	Header
+	Code   int32 // exit status, or -1 when killed by a signal
+	Signal int32
+}
+
+func (*Exit) Kind() Kind { return KindExit }
+
+// Attach records where a probe was placed and how it was found, so a report
+// can say what was and was not seen.
+type Attach struct {
+	Header
+	Func   string // post_send, poll_cq, post_recv, wr_start, ... or create_qp
+	Path   string // the ELF file
+	Offset uint64 // file offset
+	How    string // "symbol", "ops-table", "explicit"
+	Err    string // empty when attached
+}
+
+func (*Attach) Kind() Kind { return KindAttach }
+
+// QPCounters is a per-QP aggregate kept in the kernel by the low-overhead
+// mode instead of per-call events. Values are totals since attach.
+type QPCounters struct {
+	Header
+	QP            uint64
+	QPNum         uint32
+	PostCalls     uint64
+	WRs           uint64
+	Inline        uint64
+	Signaled      uint64
+	Doorbells     uint64
+	Errors        uint64
+	ENOMEM        uint64
+	EINVAL        uint64
+	InlineBytes   uint64
+	PayloadBytes  uint64
+	PayloadSGEs   uint64
+	WRsPerCallMax uint64
+}
+
+func (*QPCounters) Kind() Kind { return KindQPCounters }

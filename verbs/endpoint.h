@@ -1,0 +1,41 @@
+/* One sending QP and everything a traffic loop needs to post on it and reap
+ * its completions. Filled by the simulator (sim.c) or by the libibverbs
+ * device backend (device.c); used by the workload's traffic loop. */
+#ifndef SQSCOPE_ENDPOINT_H
+#define SQSCOPE_ENDPOINT_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <infiniband/verbs.h>
+
+struct sq_endpoint {
+	struct ibv_qp *qp;       /* the sending QP */
+	struct ibv_qp_ex *qpx;   /* its extended view, or NULL without wr API */
+	struct ibv_cq *cq;       /* its send CQ */
+
+	void *buf;               /* local payload buffer, registered */
+	size_t buf_len;
+	uint32_t lkey;
+
+	/* RDMA WRITE target */
+	uint64_t raddr;
+	uint32_t rkey;
+
+	/* UD addressing */
+	struct ibv_ah *ah;
+	uint32_t remote_qpn;
+	uint32_t remote_qkey;
+
+	/* Receiving side of a real connection (device backend, SEND opcode):
+	 * the loop keeps rq_depth receives posted on peer_qp and reaps peer_rcq.
+	 * NULL on the simulator, whose wire has no receiver. */
+	struct ibv_qp *peer_qp;
+	struct ibv_cq *peer_rcq;
+	void *rbuf;
+	size_t rbuf_len;
+	uint32_t rlkey;
+	uint32_t rq_depth;
+	uint32_t recv_size;      /* bytes per receive buffer slot */
+};
+
+#endif

@@ -1,0 +1,1107 @@
+/* The simulated mlx5-like HCA: send-queue semantics of rdma-core's
+ * providers/mlx5 (qp.c, cq.c, verbs.c) as design.md states them, a NIC
+ * model that executes WQEs in order, and ground-truth counters per QP.
+ * See sim.h for the entry points and sim.go for the model's parameters. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim.h"
+
+#define WQEBB 64u
+#define CTRL_SEG 16u
+#define RADDR_SEG 16u
+#define DATA_SEG 16u
+#define INL_HDR 4u
+#define DGRAM_SEG 48u
+#define MAX_WQE_BYTES 1024u /* 16 WQEBBs per WQE at most */
+#define MAX_CQ_QPS 64
+
+#define OVH_RC_LEGACY 192u
+#define OVH_RC_WRITE_SEND 32u
+#define OVH_UD 64u
+
+struct sim_ctx {
+	struct ibv_context ibctx; /* first: ibv_context * converts */
+	struct sqsim_config cfg;
+	uint64_t manual_clock;
+};
+
+struct sim_wr {
+	uint64_t wr_id;
+	uint64_t done_ns;   /* CQE visible at (or the WR executed by) */
+	uint32_t bytes;     /* payload bytes */
+	uint16_t wqebbs;
+	uint8_t opcode;
+	uint8_t signaled;
+	uint8_t inl;
+	uint8_t sges;       /* non-empty data segments (DMA gathers) */
+	uint8_t flush;      /* completes with IBV_WC_WR_FLUSH_ERR */
+	uint8_t size16;     /* WQE size in 16 B units (the BlueFlame test) */
+};
+
+struct sim_cqe {
+	struct ibv_wc wc;
+	struct sim_qp *qp;
+	uint64_t seq;
+};
+
+struct sim_cq {
+	struct ibv_cq ibcq; /* first */
+	pthread_mutex_t lock;
+	struct sim_cqe *ring;
+	uint32_t cap;
+	uint64_t prod, cons;
+	struct sim_qp *qps[MAX_CQ_QPS];
+	int nqps;
+	struct sqsim_cq_counters c;
+};
+
+struct sim_qp {
+	struct ibv_qp_ex qpx; /* first: qpx.qp_base is the ibv_qp */
+	struct sim_ctx *ctx;
+	pthread_mutex_t lock;
+
+	uint32_t ovh, wqe_size, max_post, max_gs, max_inline, wqe_cnt;
+	int sig_all;
+	int has_qpx;
+	uint64_t send_ops;
+
+	uint64_t head, tail;   /* WR sequence numbers: posted, retired */
+	uint64_t next_cqe;     /* first WR not yet turned into a CQE */
+	struct sim_wr *wrs;
+	uint64_t ring_mask;
+	uint8_t *wqe_buf;      /* the SQ buffer inline data is copied into */
+	uint64_t cur_post;     /* WQEBB producer index */
+	uint64_t engine_free_ns;
+
+	/* ibv_wr_* batch between wr_start and wr_complete/wr_abort */
+	int batch_active;
+	uint32_t batch_n;
+	int batch_err;
+	uint64_t *batch_err_counter;
+	uint32_t cur_size;     /* bytes of the WQE being built */
+	uint64_t batch_post;   /* cur_post at wr_start */
+	struct sim_wr *cur;
+
+	struct sqsim_counters c;
+};
+
+static struct ibv_device sim_ibdev = {
+	.node_type = IBV_NODE_CA,
+	.transport_type = IBV_TRANSPORT_IB,
+	.name = "sim",
+	.dev_name = "sim",
+};
+
+static uint32_t next_qpn = 0x1c0;
+static pthread_mutex_t qpn_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline struct sim_ctx *to_sctx(struct ibv_context *c) { return (struct sim_ctx *)c; }
+static inline struct sim_qp *to_sqp(struct ibv_qp *q) { return (struct sim_qp *)q; }
+static inline struct sim_qp *qpx_to_sqp(struct ibv_qp_ex *q) { return (struct sim_qp *)q; }
+static inline struct sim_cq *to_scq(struct ibv_cq *c) { return (struct sim_cq *)c; }
+
+static inline uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
+
+static uint64_t roundup_pow2(uint64_t v)
+{
+	uint64_t p = 1;
+	while (p < v)
+		p <<= 1;
+	return p;
+}
+
+static uint64_t sim_now(struct sim_ctx *ctx)
+{
+	struct timespec ts;
+
+	if (ctx->cfg.deterministic)
+		return 0;
+	if (ctx->manual_clock)
+		return ctx->manual_clock;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int env_flag(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+
+	if (!v)
+		return dflt;
+	return strcmp(v, "0") ? 1 : 0;
+}
+
+void sqsim_default_config(struct sqsim_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->prefer_bf = env_flag("MLX5_POST_SEND_PREFER_BF", 1);
+	cfg->shut_up_bf = env_flag("MLX5_SHUT_UP_BF", 0);
+	cfg->bf_buf_size = 256;
+	cfg->link_gbps = 100.0;
+	cfg->wqe_ns = 10;
+	cfg->dma_read_ns = 450;
+	cfg->rtt_ns = 1500;
+	cfg->max_qp_wr = 32768;
+	cfg->max_sge = 30;
+}
+
+/* ---------------------------------------------------------------- data path */
+
+static int opcode_valid(struct sim_qp *qp, int opcode)
+{
+	int rc = qp->qpx.qp_base.qp_type == IBV_QPT_RC;
+
+	switch (opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		return 1;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return rc;
+	}
+	return 0;
+}
+
+static uint32_t op_overhead(struct sim_qp *qp, int opcode)
+{
+	uint32_t size = CTRL_SEG;
+
+	if (qp->qpx.qp_base.qp_type == IBV_QPT_UD)
+		size += DGRAM_SEG;
+	switch (opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		size += RADDR_SEG;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		size += RADDR_SEG + 16;
+		break;
+	}
+	return size;
+}
+
+/* Copy inline payload into the SQ buffer the way the CPU does on mlx5 (so
+ * inline costs what it costs), wrapping at the end of the ring. */
+static void copy_inline(struct sim_qp *qp, const void *src, uint32_t len)
+{
+	uint64_t ring = (uint64_t)qp->wqe_cnt * WQEBB;
+	uint64_t off = (qp->cur_post * WQEBB + CTRL_SEG + INL_HDR) % ring;
+	uint64_t first = len;
+
+	if (!src || !len)
+		return;
+	if (off + first > ring)
+		first = ring - off;
+	memcpy(qp->wqe_buf + off, src, first);
+	if (first < len)
+		memcpy(qp->wqe_buf, (const uint8_t *)src + first, len - first);
+}
+
+static void update_peak(struct sim_qp *qp)
+{
+	uint64_t out = qp->head - qp->tail;
+
+	if (out > qp->c.peak_outstanding)
+		qp->c.peak_outstanding = out;
+}
+
+/* Ring one doorbell for the n WRs starting at head (already described in
+ * qp->wrs), count them and schedule their execution on the NIC. The
+ * BlueFlame test looks at the last WQE, as mlx5's post_send_db does. */
+static void commit(struct sim_qp *qp, uint32_t n)
+{
+	struct sim_ctx *ctx = qp->ctx;
+	const struct sqsim_config *cfg = &ctx->cfg;
+	int err_state = qp->qpx.qp_base.state == IBV_QPS_ERR;
+	uint64_t now, batch_bytes = 0;
+	int bf;
+	uint32_t i;
+
+	uint32_t size16;
+	int inl;
+
+	if (!n)
+		return;
+	inl = qp->wrs[(qp->head + n - 1) & qp->ring_mask].inl;
+	size16 = qp->wrs[(qp->head + n - 1) & qp->ring_mask].size16;
+	bf = !cfg->shut_up_bf && cfg->bf_buf_size && n == 1 && (inl || cfg->prefer_bf) &&
+	     size16 > 1 && size16 <= cfg->bf_buf_size / 16;
+	qp->c.doorbells++;
+	if (bf) {
+		qp->c.bf_writes++;
+		qp->c.mmio_bytes += align_up(size16 * 16, 64);
+	} else {
+		qp->c.mmio_bytes += 8;
+		qp->c.dma_reads_wqe++;
+	}
+
+	now = sim_now(ctx);
+	for (i = 0; i < n; i++) {
+		struct sim_wr *w = &qp->wrs[(qp->head + i) & qp->ring_mask];
+
+		qp->c.wrs++;
+		qp->c.wqebbs += w->wqebbs;
+		batch_bytes += (uint64_t)w->wqebbs * WQEBB;
+		if (w->signaled)
+			qp->c.signaled++;
+		if (w->inl) {
+			qp->c.inline_wrs++;
+			qp->c.inline_bytes += w->bytes;
+		} else {
+			qp->c.dma_reads_payload += w->sges;
+			qp->c.dma_bytes_payload += w->bytes;
+		}
+		w->flush = err_state;
+		if (cfg->deterministic || err_state) {
+			w->done_ns = now;
+		} else {
+			/* Latencies overlap (pipelined); engine occupancy does not. */
+			uint64_t lat = now + (bf ? 0 : cfg->dma_read_ns) +
+				       ((w->inl || !w->sges) ? 0 : cfg->dma_read_ns);
+			uint64_t occ = cfg->wqe_ns +
+				       (uint64_t)((double)w->bytes * 8.0 / cfg->link_gbps);
+			uint64_t done = lat + occ;
+
+			if (qp->engine_free_ns + occ > done)
+				done = qp->engine_free_ns + occ;
+			qp->engine_free_ns = done;
+			if (qp->qpx.qp_base.qp_type == IBV_QPT_RC)
+				done += cfg->rtt_ns;
+			w->done_ns = done;
+		}
+		qp->cur_post += w->wqebbs;
+	}
+	if (!bf)
+		qp->c.dma_bytes_wqe += batch_bytes;
+	qp->head += n;
+	update_peak(qp);
+}
+
+static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr)
+{
+	struct sim_qp *qp = to_sqp(ibqp);
+	uint32_t nreq = 0;
+	uint64_t saved_post;
+	int err = 0, inl;
+
+	pthread_mutex_lock(&qp->lock);
+	qp->c.post_calls++;
+	saved_post = qp->cur_post;
+	if (ibqp->state < IBV_QPS_RTS) {
+		/* Not an mlx5 check (the HCA would fail the WQE), but a post
+		 * before RTS is an application bug the model refuses early. */
+		qp->c.einval++;
+		err = EINVAL;
+		goto out;
+	}
+	for (; wr; wr = wr->next, nreq++) {
+		struct sim_wr *w;
+		uint32_t size, total = 0;
+		int i;
+
+		if (!opcode_valid(qp, wr->opcode)) {
+			qp->c.einval++;
+			err = EINVAL;
+			break;
+		}
+		if (qp->head - qp->tail + nreq >= qp->max_post) {
+			qp->c.enomem_sq_full++;
+			err = ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_gs) {
+			qp->c.enomem_sge++;
+			err = ENOMEM;
+			break;
+		}
+		w = &qp->wrs[(qp->head + nreq) & qp->ring_mask];
+		size = op_overhead(qp, wr->opcode);
+		for (i = 0; i < wr->num_sge; i++)
+			total += wr->sg_list[i].length;
+		inl = 0;
+		w->sges = 0;
+		if (wr->send_flags & IBV_SEND_INLINE) {
+			if (total > qp->max_inline) {
+				qp->c.enomem_inline++;
+				err = ENOMEM;
+				break;
+			}
+			/* the CPU copies the payload into the WQE */
+			for (i = 0; i < wr->num_sge; i++)
+				copy_inline(qp, (void *)(uintptr_t)wr->sg_list[i].addr,
+					    wr->sg_list[i].length);
+			if (total)
+				size += align_up(INL_HDR + total, 16);
+			inl = 1;
+		} else {
+			for (i = 0; i < wr->num_sge; i++)
+				if (wr->sg_list[i].length) {
+					size += DATA_SEG;
+					w->sges++;
+				}
+		}
+		w->wr_id = wr->wr_id;
+		w->opcode = wr->opcode;
+		w->bytes = total;
+		w->inl = inl;
+		w->signaled = qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+		w->wqebbs = (size + WQEBB - 1) / WQEBB;
+		w->flush = 0;
+		w->size16 = (uint8_t)((size + 15) / 16);
+		/* later WQEs of this list go after this one */
+		qp->cur_post += w->wqebbs;
+	}
+	qp->cur_post = saved_post; /* commit() advances it for real */
+	commit(qp, nreq);
+out:
+	if (err)
+		*bad_wr = wr;
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+/* Turn executed WRs of qp into CQEs on cq (caller holds cq->lock). */
+static void advance_qp(struct sim_cq *cq, struct sim_qp *qp, uint64_t now)
+{
+	pthread_mutex_lock(&qp->lock);
+	while (qp->next_cqe < qp->head) {
+		struct sim_wr *w = &qp->wrs[qp->next_cqe & qp->ring_mask];
+		struct sim_cqe *e;
+
+		if (w->done_ns > now)
+			break; /* in order: later WRs are not done either */
+		if (w->signaled || w->flush) {
+			if (cq->prod - cq->cons >= cq->cap)
+				break; /* CQ full: the NIC waits (no overrun modelled) */
+			e = &cq->ring[cq->prod % cq->cap];
+			memset(&e->wc, 0, sizeof(e->wc));
+			e->wc.wr_id = w->wr_id;
+			e->wc.qp_num = qp->qpx.qp_base.qp_num;
+			e->wc.byte_len = w->bytes;
+			if (w->flush) {
+				e->wc.status = IBV_WC_WR_FLUSH_ERR;
+				qp->c.flushed_cqes++;
+			} else {
+				e->wc.status = IBV_WC_SUCCESS;
+			}
+			switch (w->opcode) {
+			case IBV_WR_RDMA_WRITE:
+			case IBV_WR_RDMA_WRITE_WITH_IMM:
+				e->wc.opcode = IBV_WC_RDMA_WRITE;
+				break;
+			case IBV_WR_RDMA_READ:
+				e->wc.opcode = IBV_WC_RDMA_READ;
+				break;
+			case IBV_WR_ATOMIC_CMP_AND_SWP:
+				e->wc.opcode = IBV_WC_COMP_SWAP;
+				break;
+			case IBV_WR_ATOMIC_FETCH_AND_ADD:
+				e->wc.opcode = IBV_WC_FETCH_ADD;
+				break;
+			default:
+				e->wc.opcode = IBV_WC_SEND;
+			}
+			e->qp = qp;
+			e->seq = qp->next_cqe;
+			cq->prod++;
+			qp->c.cqe_writes++;
+		}
+		qp->next_cqe++;
+	}
+	pthread_mutex_unlock(&qp->lock);
+}
+
+static void advance_cq(struct sim_cq *cq, uint64_t now)
+{
+	int i;
+
+	for (i = 0; i < cq->nqps; i++)
+		advance_qp(cq, cq->qps[i], now);
+}
+
+static int sim_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
+{
+	struct sim_cq *cq = to_scq(ibcq);
+	struct sim_ctx *ctx = to_sctx(ibcq->context);
+	int n = 0;
+
+	if (num_entries < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	cq->c.polls++;
+	if (cq->prod - cq->cons < (uint64_t)num_entries)
+		advance_cq(cq, sim_now(ctx));
+	while (n < num_entries && cq->cons < cq->prod) {
+		struct sim_cqe *e = &cq->ring[cq->cons % cq->cap];
+
+		cq->cons++;
+		if (!e->qp)
+			continue; /* its QP was destroyed */
+		wc[n++] = e->wc;
+		/* mlx5: a send CQE retires its WR and every earlier one */
+		pthread_mutex_lock(&e->qp->lock);
+		e->qp->tail = e->seq + 1;
+		e->qp->c.cqes_polled++;
+		pthread_mutex_unlock(&e->qp->lock);
+	}
+	if (n == 0)
+		cq->c.empty_polls++;
+	cq->c.cqes += n;
+	pthread_mutex_unlock(&cq->lock);
+	return n;
+}
+
+static int sim_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad_wr)
+{
+	struct sim_qp *qp = to_sqp(ibqp);
+
+	(void)bad_wr;
+	pthread_mutex_lock(&qp->lock);
+	for (; wr; wr = wr->next)
+		qp->c.post_recvs++;
+	pthread_mutex_unlock(&qp->lock);
+	return 0;
+}
+
+static int sim_req_notify_cq(struct ibv_cq *cq, int solicited_only)
+{
+	(void)cq;
+	(void)solicited_only;
+	return EOPNOTSUPP;
+}
+
+/* ------------------------------------------------------- the ibv_wr_* API */
+
+static void finish_cur(struct sim_qp *qp)
+{
+	if (!qp->cur)
+		return;
+	qp->cur->wqebbs = (qp->cur_size + WQEBB - 1) / WQEBB;
+	qp->cur->size16 = (uint8_t)((qp->cur_size + 15) / 16);
+	qp->cur_post += qp->cur->wqebbs;
+	qp->cur = NULL;
+}
+
+static void batch_fail(struct sim_qp *qp, int err, uint64_t *counter)
+{
+	if (qp->batch_err)
+		return;
+	qp->batch_err = err;
+	qp->batch_err_counter = counter;
+}
+
+static void wr_begin(struct ibv_qp_ex *qpx, int opcode)
+{
+	struct sim_qp *qp = qpx_to_sqp(qpx);
+	struct sim_wr *w;
+
+	finish_cur(qp);
+	if (qp->batch_err)
+		return;
+	if (!opcode_valid(qp, opcode)) {
+		batch_fail(qp, EINVAL, &qp->c.einval);
+		return;
+	}
+	if (qp->head - qp->tail + qp->batch_n >= qp->max_post) {
+		batch_fail(qp, ENOMEM, &qp->c.enomem_sq_full);
+		return;
+	}
+	w = &qp->wrs[(qp->head + qp->batch_n) & qp->ring_mask];
+	memset(w, 0, sizeof(*w));
+	w->wr_id = qpx->wr_id;
+	w->opcode = opcode;
+	w->signaled = qp->sig_all || (qpx->wr_flags & IBV_SEND_SIGNALED);
+	qp->cur = w;
+	qp->cur_size = op_overhead(qp, opcode);
+	qp->batch_n++;
+}
+
+static void sim_wr_send(struct ibv_qp_ex *qpx) { wr_begin(qpx, IBV_WR_SEND); }
+
+static void sim_wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm)
+{
+	(void)imm;
+	wr_begin(qpx, IBV_WR_SEND_WITH_IMM);
+}
+
+static void sim_wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr)
+{
+	(void)rkey;
+	(void)raddr;
+	wr_begin(qpx, IBV_WR_RDMA_WRITE);
+}
+
+static void sim_wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr,
+				  __be32 imm)
+{
+	(void)rkey;
+	(void)raddr;
+	(void)imm;
+	wr_begin(qpx, IBV_WR_RDMA_WRITE_WITH_IMM);
+}
+
+static void sim_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr)
+{
+	(void)rkey;
+	(void)raddr;
+	wr_begin(qpx, IBV_WR_RDMA_READ);
+}
+
+static void sim_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t qpn,
+			       uint32_t qkey)
+{
+	(void)qpx;
+	(void)ah;
+	(void)qpn;
+	(void)qkey;
+}
+
+static void set_inline(struct sim_qp *qp, size_t num, const struct ibv_data_buf *bufs)
+{
+	uint64_t total = 0;
+	size_t i;
+
+	if (qp->batch_err || !qp->cur)
+		return;
+	for (i = 0; i < num; i++)
+		total += bufs[i].length;
+	if (total > qp->max_inline) {
+		batch_fail(qp, ENOMEM, &qp->c.enomem_inline);
+		return;
+	}
+	for (i = 0; i < num; i++)
+		copy_inline(qp, bufs[i].addr, bufs[i].length);
+	if (total)
+		qp->cur_size += align_up(INL_HDR + (uint32_t)total, 16);
+	qp->cur->inl = 1;
+	qp->cur->bytes = (uint32_t)total;
+}
+
+static void sim_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr, size_t length)
+{
+	struct ibv_data_buf b = { .addr = addr, .length = length };
+
+	set_inline(qpx_to_sqp(qpx), 1, &b);
+}
+
+static void sim_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t num,
+					const struct ibv_data_buf *bufs)
+{
+	set_inline(qpx_to_sqp(qpx), num, bufs);
+}
+
+static void set_sges(struct sim_qp *qp, size_t num, const struct ibv_sge *sg)
+{
+	size_t i;
+
+	if (qp->batch_err || !qp->cur)
+		return;
+	if (num > qp->max_gs) {
+		batch_fail(qp, ENOMEM, &qp->c.enomem_sge);
+		return;
+	}
+	qp->cur->inl = 0;
+	qp->cur->bytes = 0;
+	qp->cur->sges = 0;
+	for (i = 0; i < num; i++) {
+		qp->cur->bytes += sg[i].length;
+		if (sg[i].length) {
+			qp->cur_size += DATA_SEG;
+			qp->cur->sges++;
+		}
+	}
+}
+
+static void sim_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr,
+			   uint32_t length)
+{
+	struct ibv_sge s = { .addr = addr, .length = length, .lkey = lkey };
+
+	set_sges(qpx_to_sqp(qpx), 1, &s);
+}
+
+static void sim_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num, const struct ibv_sge *sg)
+{
+	set_sges(qpx_to_sqp(qpx), num, sg);
+}
+
+static void sim_wr_start(struct ibv_qp_ex *qpx)
+{
+	struct sim_qp *qp = qpx_to_sqp(qpx);
+
+	pthread_mutex_lock(&qp->lock); /* held until wr_complete/wr_abort, as mlx5 */
+	qp->batch_active = 1;
+	qp->batch_n = 0;
+	qp->batch_err = 0;
+	qp->batch_err_counter = NULL;
+	qp->cur = NULL;
+	qp->cur_size = 0;
+	qp->batch_post = qp->cur_post;
+}
+
+static int sim_wr_complete(struct ibv_qp_ex *qpx)
+{
+	struct sim_qp *qp = qpx_to_sqp(qpx);
+	int err;
+
+	if (!qp->batch_active)
+		return EINVAL;
+	finish_cur(qp);
+	qp->cur_post = qp->batch_post; /* commit() advances it for real */
+	qp->c.post_calls++;
+	err = qp->batch_err;
+	if (!err && qp->qpx.qp_base.state < IBV_QPS_RTS) {
+		err = EINVAL;
+		qp->batch_err_counter = &qp->c.einval;
+	}
+	if (err)
+		(*qp->batch_err_counter)++; /* mlx5 drops the whole batch */
+	else
+		commit(qp, qp->batch_n);
+	qp->batch_active = 0;
+	qp->batch_n = 0;
+	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+static void sim_wr_abort(struct ibv_qp_ex *qpx)
+{
+	struct sim_qp *qp = qpx_to_sqp(qpx);
+
+	if (!qp->batch_active)
+		return;
+	qp->cur = NULL;
+	qp->cur_post = qp->batch_post;
+	qp->batch_active = 0;
+	qp->batch_n = 0;
+	pthread_mutex_unlock(&qp->lock);
+}
+
+/* -------------------------------------------------------- control path */
+
+struct ibv_context *sqsim_open_device(const struct sqsim_config *cfg)
+{
+	struct sim_ctx *ctx = calloc(1, sizeof(*ctx));
+
+	if (!ctx) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (cfg)
+		ctx->cfg = *cfg;
+	else
+		sqsim_default_config(&ctx->cfg);
+	if (ctx->cfg.link_gbps <= 0)
+		ctx->cfg.link_gbps = 100.0;
+	if (!ctx->cfg.max_qp_wr)
+		ctx->cfg.max_qp_wr = 32768;
+	if (!ctx->cfg.max_sge)
+		ctx->cfg.max_sge = 30;
+	ctx->ibctx.device = &sim_ibdev;
+	ctx->ibctx.cmd_fd = -1;
+	ctx->ibctx.async_fd = -1;
+	ctx->ibctx.num_comp_vectors = 1;
+	pthread_mutex_init(&ctx->ibctx.mutex, NULL);
+	ctx->ibctx.ops.poll_cq = sim_poll_cq;
+	ctx->ibctx.ops.req_notify_cq = sim_req_notify_cq;
+	ctx->ibctx.ops.post_send = sim_post_send;
+	ctx->ibctx.ops.post_recv = sim_post_recv;
+	return &ctx->ibctx;
+}
+
+int sqsim_close_device(struct ibv_context *ctx)
+{
+	if (!ctx)
+		return EINVAL;
+	pthread_mutex_destroy(&ctx->mutex);
+	free(ctx);
+	return 0;
+}
+
+void sqsim_set_clock(struct ibv_context *ctx, uint64_t ns)
+{
+	to_sctx(ctx)->manual_clock = ns;
+}
+
+struct ibv_pd *sqsim_alloc_pd(struct ibv_context *ctx)
+{
+	struct ibv_pd *pd = calloc(1, sizeof(*pd));
+
+	if (!pd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	pd->context = ctx;
+	return pd;
+}
+
+int sqsim_dealloc_pd(struct ibv_pd *pd)
+{
+	free(pd);
+	return 0;
+}
+
+static uint32_t next_key = 0x1000;
+
+struct ibv_mr *sqsim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)
+{
+	struct ibv_mr *mr = calloc(1, sizeof(*mr));
+
+	(void)access;
+	if (!mr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	mr->context = pd->context;
+	mr->pd = pd;
+	mr->addr = addr;
+	mr->length = length;
+	pthread_mutex_lock(&qpn_lock);
+	mr->lkey = mr->rkey = next_key++;
+	pthread_mutex_unlock(&qpn_lock);
+	return mr;
+}
+
+int sqsim_dereg_mr(struct ibv_mr *mr)
+{
+	free(mr);
+	return 0;
+}
+
+struct ibv_cq *sqsim_create_cq(struct ibv_context *ctx, int cqe)
+{
+	struct sim_cq *cq;
+
+	if (cqe < 1 || cqe > 4194304) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	cq->cap = (uint32_t)roundup_pow2((uint64_t)cqe + 1) - 1;
+	cq->ring = calloc(cq->cap, sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(cq);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&cq->lock, NULL);
+	pthread_mutex_init(&cq->ibcq.mutex, NULL);
+	pthread_cond_init(&cq->ibcq.cond, NULL);
+	cq->ibcq.context = ctx;
+	cq->ibcq.cqe = (int)cq->cap;
+	return &cq->ibcq;
+}
+
+int sqsim_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct sim_cq *cq = to_scq(ibcq);
+
+	if (!cq)
+		return EINVAL;
+	if (cq->nqps)
+		return EBUSY;
+	pthread_mutex_destroy(&cq->lock);
+	free(cq->ring);
+	free(cq);
+	return 0;
+}
+
+struct ibv_ah *sqsim_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct ibv_ah *ah = calloc(1, sizeof(*ah));
+
+	(void)attr;
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ah->context = pd->context;
+	ah->pd = pd;
+	return ah;
+}
+
+int sqsim_destroy_ah(struct ibv_ah *ah)
+{
+	free(ah);
+	return 0;
+}
+
+#define WRITE_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+			IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
+			IBV_QP_EX_WITH_RDMA_READ)
+
+static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *attr)
+{
+	struct sim_ctx *ctx = to_sctx(ibctx);
+	struct sim_qp *qp;
+	uint32_t ovh, wqe, inl;
+	uint64_t wq_size, ring;
+	int with_ops = !!(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);
+
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!attr->send_cq || !attr->recv_cq || !attr->pd || attr->cap.max_send_wr == 0 ||
+	    attr->cap.max_send_wr > ctx->cfg.max_qp_wr ||
+	    attr->cap.max_recv_wr > ctx->cfg.max_qp_wr ||
+	    attr->cap.max_send_sge > ctx->cfg.max_sge ||
+	    attr->cap.max_recv_sge > ctx->cfg.max_sge ||
+	    (with_ops && (attr->send_ops_flags & ~(uint64_t)WRITE_SEND_OPS))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (to_scq(attr->send_cq)->nqps >= MAX_CQ_QPS) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	/* mlx5 sq_overhead / calc_send_wqe / calc_sq_size */
+	if (attr->qp_type == IBV_QPT_UD)
+		ovh = OVH_UD;
+	else if (with_ops)
+		ovh = OVH_RC_WRITE_SEND;
+	else
+		ovh = OVH_RC_LEGACY;
+	wqe = ovh + attr->cap.max_send_sge * DATA_SEG;
+	if (attr->cap.max_inline_data) {
+		inl = ovh + align_up(INL_HDR + attr->cap.max_inline_data, 16);
+		if (inl > wqe)
+			wqe = inl;
+	}
+	wqe = align_up(wqe, WQEBB);
+	if (wqe > MAX_WQE_BYTES) {
+		errno = EINVAL;
+		return NULL;
+	}
+	wq_size = roundup_pow2((uint64_t)attr->cap.max_send_wr * wqe);
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	qp->ctx = ctx;
+	qp->ovh = ovh;
+	qp->wqe_size = wqe;
+	qp->wqe_cnt = (uint32_t)(wq_size / WQEBB);
+	qp->max_post = (uint32_t)(wq_size / wqe);
+	qp->max_gs = attr->cap.max_send_sge;
+	qp->max_inline = wqe - ovh - INL_HDR;
+	qp->sig_all = attr->sq_sig_all;
+	qp->has_qpx = with_ops;
+	qp->send_ops = attr->send_ops_flags;
+	ring = roundup_pow2(qp->max_post);
+	qp->ring_mask = ring - 1;
+	qp->wrs = calloc(ring, sizeof(*qp->wrs));
+	qp->wqe_buf = calloc(qp->wqe_cnt, WQEBB);
+	if (!qp->wrs || !qp->wqe_buf) {
+		free(qp->wrs);
+		free(qp->wqe_buf);
+		free(qp);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&qp->lock, NULL);
+
+	struct ibv_qp *b = &qp->qpx.qp_base;
+	b->context = ibctx;
+	b->qp_context = attr->qp_context;
+	b->pd = attr->pd;
+	b->send_cq = attr->send_cq;
+	b->recv_cq = attr->recv_cq;
+	b->srq = attr->srq;
+	b->state = IBV_QPS_RESET;
+	b->qp_type = attr->qp_type;
+	pthread_mutex_init(&b->mutex, NULL);
+	pthread_cond_init(&b->cond, NULL);
+	pthread_mutex_lock(&qpn_lock);
+	b->qp_num = next_qpn++;
+	b->handle = b->qp_num;
+	pthread_mutex_unlock(&qpn_lock);
+
+	qp->qpx.wr_send = sim_wr_send;
+	qp->qpx.wr_send_imm = sim_wr_send_imm;
+	qp->qpx.wr_rdma_write = sim_wr_rdma_write;
+	qp->qpx.wr_rdma_write_imm = sim_wr_rdma_write_imm;
+	qp->qpx.wr_rdma_read = sim_wr_rdma_read;
+	qp->qpx.wr_set_ud_addr = sim_wr_set_ud_addr;
+	qp->qpx.wr_set_inline_data = sim_wr_set_inline_data;
+	qp->qpx.wr_set_inline_data_list = sim_wr_set_inline_data_list;
+	qp->qpx.wr_set_sge = sim_wr_set_sge;
+	qp->qpx.wr_set_sge_list = sim_wr_set_sge_list;
+	qp->qpx.wr_start = sim_wr_start;
+	qp->qpx.wr_complete = sim_wr_complete;
+	qp->qpx.wr_abort = sim_wr_abort;
+
+	qp->c.qp_num = b->qp_num;
+	qp->c.max_send_wr = qp->max_post;
+	qp->c.max_inline_data = qp->max_inline;
+
+	/* report the caps the QP has, as mlx5 does */
+	attr->cap.max_send_wr = qp->max_post;
+	attr->cap.max_inline_data = qp->max_inline;
+	if (attr->cap.max_recv_wr)
+		attr->cap.max_recv_wr = (uint32_t)roundup_pow2(attr->cap.max_recv_wr);
+
+	{
+		struct sim_cq *scq = to_scq(attr->send_cq);
+
+		pthread_mutex_lock(&scq->lock);
+		scq->qps[scq->nqps++] = qp;
+		pthread_mutex_unlock(&scq->lock);
+	}
+	return b;
+}
+
+struct ibv_qp *sqsim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex;
+	struct ibv_qp *qp;
+
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	memset(&ex, 0, sizeof(ex));
+	ex.qp_context = attr->qp_context;
+	ex.send_cq = attr->send_cq;
+	ex.recv_cq = attr->recv_cq;
+	ex.srq = attr->srq;
+	ex.cap = attr->cap;
+	ex.qp_type = attr->qp_type;
+	ex.sq_sig_all = attr->sq_sig_all;
+	ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	ex.pd = pd;
+	qp = create_qp(pd->context, &ex);
+	if (qp)
+		attr->cap = ex.cap;
+	return qp;
+}
+
+struct ibv_qp *sqsim_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
+{
+	if (!ctx || !attr || !(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return create_qp(ctx, attr);
+}
+
+struct ibv_qp_ex *sqsim_qp_to_qp_ex(struct ibv_qp *ibqp)
+{
+	struct sim_qp *qp = to_sqp(ibqp);
+
+	if (!qp || !qp->has_qpx) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	return &qp->qpx;
+}
+
+int sqsim_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask)
+{
+	struct sim_qp *qp = to_sqp(ibqp);
+	uint64_t now, s;
+
+	if (!qp || !attr)
+		return EINVAL;
+	if (!(attr_mask & IBV_QP_STATE))
+		return 0;
+	if (attr->qp_state > IBV_QPS_ERR)
+		return EINVAL;
+	pthread_mutex_lock(&qp->lock);
+	if (attr->qp_state == IBV_QPS_ERR && ibqp->state != IBV_QPS_ERR) {
+		/* flush: every WR the NIC has not executed yet completes in error */
+		now = sim_now(qp->ctx);
+		for (s = qp->next_cqe; s < qp->head; s++) {
+			struct sim_wr *w = &qp->wrs[s & qp->ring_mask];
+
+			if (w->done_ns > now) {
+				w->flush = 1;
+				w->done_ns = now;
+			}
+		}
+	}
+	if (attr->qp_state == IBV_QPS_RESET) {
+		qp->head = qp->tail = qp->next_cqe = 0;
+		qp->cur_post = 0;
+		qp->engine_free_ns = 0;
+	}
+	ibqp->state = attr->qp_state;
+	pthread_mutex_unlock(&qp->lock);
+	return 0;
+}
+
+int sqsim_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct sim_qp *qp = to_sqp(ibqp);
+	struct sim_cq *cq;
+	int i;
+
+	if (!qp)
+		return EINVAL;
+	cq = to_scq(ibqp->send_cq);
+	pthread_mutex_lock(&cq->lock);
+	for (i = 0; i < cq->nqps; i++)
+		if (cq->qps[i] == qp) {
+			cq->qps[i] = cq->qps[--cq->nqps];
+			break;
+		}
+	/* drop its CQEs still queued on the CQ */
+	for (uint64_t k = cq->cons; k < cq->prod; k++)
+		if (cq->ring[k % cq->cap].qp == qp)
+			cq->ring[k % cq->cap].qp = NULL;
+	pthread_mutex_unlock(&cq->lock);
+	pthread_mutex_destroy(&qp->lock);
+	free(qp->wrs);
+	free(qp->wqe_buf);
+	free(qp);
+	return 0;
+}
+
+int sqsim_qp_counters(struct ibv_qp *ibqp, struct sqsim_counters *out)
+{
+	struct sim_qp *qp = to_sqp(ibqp);
+	struct sim_cq *cq;
+
+	if (!qp || !out)
+		return EINVAL;
+	/* let the NIC write what it has executed by now */
+	cq = to_scq(ibqp->send_cq);
+	pthread_mutex_lock(&cq->lock);
+	advance_qp(cq, qp, sim_now(qp->ctx));
+	pthread_mutex_unlock(&cq->lock);
+	pthread_mutex_lock(&qp->lock);
+	*out = qp->c;
+	out->outstanding = qp->head - qp->tail;
+	pthread_mutex_unlock(&qp->lock);
+	return 0;
+}
+
+int sqsim_cq_counters(struct ibv_cq *ibcq, struct sqsim_cq_counters *out)
+{
+	struct sim_cq *cq = to_scq(ibcq);
+
+	if (!cq || !out)
+		return EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	*out = cq->c;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}

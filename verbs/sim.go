@@ -1,0 +1,387 @@
+package verbs
+
+/*
+#include <stdlib.h>
+#include "sim.h"
+#include "endpoint.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// SimName is the device name of the simulated HCA.
+const SimName = "sim"
+
+// NICModel parameterises the simulated NIC. A WR posted at time t completes
+// (its CQE becomes visible, if signaled) at
+//
+//	done = max(t + fetch + gather + occ, engineFree + occ) + rtt
+//
+// where fetch = DMAReadNS unless the doorbell was a BlueFlame write (the WQE
+// came with the MMIO), gather = DMAReadNS unless the WR is inline or empty
+// (the payload came inside the WQE), occ = WQENS + bytes*8/LinkGbps is the
+// engine time the WR occupies (WQEs execute in order, one at a time per QP),
+// and rtt = RTTNS for RC (the responder's ACK) and 0 for UD. Latencies
+// overlap between WRs; engine time does not. So SQ occupancy rises and falls
+// as on hardware, and inline and BlueFlame visibly lower latency.
+//
+// Defaults: LinkGbps 100, WQENS 10, DMAReadNS 450 (a PCIe read round trip),
+// RTTNS 1500, BFBufSize 256, PreferBF from MLX5_POST_SEND_PREFER_BF (default
+// on), ShutUpBF from MLX5_SHUT_UP_BF (default off), device limits
+// max_qp_wr 32768 and max_sge 30. With Deterministic set every CQE is visible
+// at the doorbell and no clock is read: tests use it.
+type NICModel struct {
+	Deterministic bool
+	LinkGbps      float64
+	WQENS         uint32
+	DMAReadNS     uint32
+	RTTNS         uint32
+	BFBufSize     uint32
+	PreferBF      bool
+	ShutUpBF      bool
+}
+
+// DefaultNICModel returns the defaults, with the BlueFlame knobs read from
+// the environment as libmlx5 reads them.
+func DefaultNICModel() NICModel {
+	var c C.struct_sqsim_config
+	C.sqsim_default_config(&c)
+	return NICModel{
+		LinkGbps:  float64(c.link_gbps),
+		WQENS:     uint32(c.wqe_ns),
+		DMAReadNS: uint32(c.dma_read_ns),
+		RTTNS:     uint32(c.rtt_ns),
+		BFBufSize: uint32(c.bf_buf_size),
+		PreferBF:  c.prefer_bf != 0,
+		ShutUpBF:  c.shut_up_bf != 0,
+	}
+}
+
+// Sim is the simulated HCA device.
+type Sim struct {
+	mu    sync.Mutex
+	ctx   *C.struct_ibv_context
+	pd    *C.struct_ibv_pd
+	model NICModel
+	eps   []*simEndpoint
+}
+
+type simEndpoint struct {
+	ep  *Endpoint
+	qp  *C.struct_ibv_qp
+	cq  *C.struct_ibv_cq
+	mr  *C.struct_ibv_mr
+	ah  *C.struct_ibv_ah
+	buf unsafe.Pointer
+}
+
+// OpenSim opens a simulated HCA with the given NIC model.
+func OpenSim(m NICModel) (*Sim, error) {
+	var c C.struct_sqsim_config
+	C.sqsim_default_config(&c)
+	c.deterministic = simFlag(m.Deterministic)
+	c.prefer_bf = simFlag(m.PreferBF)
+	c.shut_up_bf = simFlag(m.ShutUpBF)
+	if m.BFBufSize != 0 {
+		c.bf_buf_size = C.uint32_t(m.BFBufSize)
+	}
+	if m.LinkGbps > 0 {
+		c.link_gbps = C.double(m.LinkGbps)
+	}
+	c.wqe_ns = C.uint32_t(m.WQENS)
+	c.dma_read_ns = C.uint32_t(m.DMAReadNS)
+	c.rtt_ns = C.uint32_t(m.RTTNS)
+	ctx, err := C.sqsim_open_device(&c)
+	if ctx == nil {
+		return nil, fmt.Errorf("opening simulated HCA: %w", err)
+	}
+	pd, err := C.sqsim_alloc_pd(ctx)
+	if pd == nil {
+		C.sqsim_close_device(ctx)
+		return nil, fmt.Errorf("allocating PD on sim: %w", err)
+	}
+	return &Sim{ctx: ctx, pd: pd, model: m}, nil
+}
+
+func (s *Sim) Name() string    { return SimName }
+func (s *Sim) Simulated() bool { return true }
+
+// Model returns the NIC model the device runs.
+func (s *Sim) Model() NICModel { return s.model }
+
+// NewEndpoint creates a QP (through sqsim_create_qp, or sqsim_create_qp_ex
+// for the wr API), its CQ and a registered buffer, and moves the QP to RTS.
+func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		return nil, errors.New("simulated HCA is closed")
+	}
+	if cfg.Type != RC && cfg.Type != UD {
+		return nil, fmt.Errorf("creating QP on sim: unsupported QP type %v", cfg.Type)
+	}
+	if cfg.MaxSendSGE == 0 {
+		cfg.MaxSendSGE = 1
+	}
+	bufSize := cfg.BufSize
+	if bufSize < 4096 {
+		bufSize = 4096
+	}
+	se := &simEndpoint{}
+	ok := false
+	defer func() {
+		if !ok {
+			s.freeEndpoint(se)
+		}
+	}()
+	se.buf = C.calloc(1, C.size_t(bufSize))
+	if se.buf == nil {
+		return nil, fmt.Errorf("allocating %d B buffer: %w", bufSize, syscall.ENOMEM)
+	}
+	mr, err := C.sqsim_reg_mr(s.pd, se.buf, C.size_t(bufSize), C.IBV_ACCESS_LOCAL_WRITE|C.IBV_ACCESS_REMOTE_WRITE)
+	if mr == nil {
+		return nil, fmt.Errorf("registering buffer on sim: %w", err)
+	}
+	se.mr = mr
+	// The CQ holds every CQE the SQ can have outstanding.
+	cqDepth := cfg.MaxSendWR*4 + 16
+	cq, err := C.sqsim_create_cq(s.ctx, C.int(cqDepth))
+	if cq == nil {
+		return nil, fmt.Errorf("creating CQ on sim: %w", err)
+	}
+	se.cq = cq
+
+	var qp *C.struct_ibv_qp
+	var caps C.struct_ibv_qp_cap
+	caps.max_send_wr = C.uint32_t(cfg.MaxSendWR)
+	caps.max_recv_wr = C.uint32_t(cfg.MaxRecvWR)
+	caps.max_send_sge = C.uint32_t(cfg.MaxSendSGE)
+	caps.max_recv_sge = 1
+	caps.max_inline_data = C.uint32_t(cfg.MaxInline)
+	if cfg.WRAPI || cfg.SendOps != 0 {
+		var attr C.struct_ibv_qp_init_attr_ex
+		attr.send_cq = cq
+		attr.recv_cq = cq
+		attr.cap = caps
+		attr.qp_type = C.enum_ibv_qp_type(cfg.Type)
+		attr.sq_sig_all = simFlag(cfg.SigAll)
+		attr.comp_mask = C.IBV_QP_INIT_ATTR_PD | C.IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+		attr.pd = s.pd
+		ops := cfg.SendOps
+		if ops == 0 {
+			ops = C.IBV_QP_EX_WITH_SEND | C.IBV_QP_EX_WITH_RDMA_WRITE
+		}
+		attr.send_ops_flags = C.uint64_t(ops)
+		qp, err = C.sqsim_create_qp_ex(s.ctx, &attr)
+		caps = attr.cap
+	} else {
+		var attr C.struct_ibv_qp_init_attr
+		attr.send_cq = cq
+		attr.recv_cq = cq
+		attr.cap = caps
+		attr.qp_type = C.enum_ibv_qp_type(cfg.Type)
+		attr.sq_sig_all = simFlag(cfg.SigAll)
+		qp, err = C.sqsim_create_qp(s.pd, &attr)
+		caps = attr.cap
+	}
+	if qp == nil {
+		return nil, fmt.Errorf("creating %v QP on sim (max_send_wr %d, max_inline %d, max_send_sge %d): %w",
+			cfg.Type, cfg.MaxSendWR, cfg.MaxInline, cfg.MaxSendSGE, err)
+	}
+	se.qp = qp
+	for _, st := range []C.enum_ibv_qp_state{C.IBV_QPS_INIT, C.IBV_QPS_RTR, C.IBV_QPS_RTS} {
+		var a C.struct_ibv_qp_attr
+		a.qp_state = st
+		if rc := C.sqsim_modify_qp(qp, &a, C.IBV_QP_STATE); rc != 0 {
+			return nil, fmt.Errorf("moving sim QP to state %d: %w", st, syscall.Errno(rc))
+		}
+	}
+	c := (*C.struct_sq_endpoint)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_sq_endpoint{}))))
+	if c == nil {
+		return nil, fmt.Errorf("allocating endpoint: %w", syscall.ENOMEM)
+	}
+	c.qp = qp
+	c.cq = cq
+	if cfg.WRAPI {
+		c.qpx = C.sqsim_qp_to_qp_ex(qp)
+	}
+	c.buf = se.buf
+	c.buf_len = C.size_t(bufSize)
+	c.lkey = mr.lkey
+	c.raddr = C.uint64_t(uintptr(se.buf))
+	c.rkey = mr.rkey
+	if cfg.Type == UD {
+		var ah C.struct_ibv_ah_attr
+		se.ah = C.sqsim_create_ah(s.pd, &ah)
+		c.ah = se.ah
+		c.remote_qpn = qp.qp_num
+		c.remote_qkey = 0x11111111
+	}
+	ep := &Endpoint{
+		c:      c,
+		QPNum:  uint32(qp.qp_num),
+		Type:   cfg.Type,
+		SigAll: cfg.SigAll,
+		Caps: Caps{
+			MaxSendWR:     uint32(caps.max_send_wr),
+			MaxRecvWR:     uint32(caps.max_recv_wr),
+			MaxSendSGE:    uint32(caps.max_send_sge),
+			MaxRecvSGE:    uint32(caps.max_recv_sge),
+			MaxInlineData: uint32(caps.max_inline_data),
+		},
+	}
+	se.ep = ep
+	s.eps = append(s.eps, se)
+	ok = true
+	return ep, nil
+}
+
+func (s *Sim) freeEndpoint(se *simEndpoint) {
+	if se.ep != nil && se.ep.c != nil {
+		C.free(unsafe.Pointer(se.ep.c))
+		se.ep.c = nil
+	}
+	if se.ah != nil {
+		C.sqsim_destroy_ah(se.ah)
+	}
+	if se.qp != nil {
+		C.sqsim_destroy_qp(se.qp)
+	}
+	if se.cq != nil {
+		C.sqsim_destroy_cq(se.cq)
+	}
+	if se.mr != nil {
+		C.sqsim_dereg_mr(se.mr)
+	}
+	if se.buf != nil {
+		C.free(se.buf)
+	}
+}
+
+func (s *Sim) find(e *Endpoint) *simEndpoint {
+	for _, se := range s.eps {
+		if se.ep == e {
+			return se
+		}
+	}
+	return nil
+}
+
+// Counters returns the ground truth for the endpoint's QP.
+func (s *Sim) Counters(e *Endpoint) (Counters, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.find(e)
+	if se == nil {
+		return Counters{}, false
+	}
+	var c C.struct_sqsim_counters
+	if C.sqsim_qp_counters(se.qp, &c) != 0 {
+		return Counters{}, false
+	}
+	return Counters{
+		QPNum:           uint32(c.qp_num),
+		MaxSendWR:       uint32(c.max_send_wr),
+		MaxInlineData:   uint32(c.max_inline_data),
+		WRs:             uint64(c.wrs),
+		PostCalls:       uint64(c.post_calls),
+		Inline:          uint64(c.inline_wrs),
+		Signaled:        uint64(c.signaled),
+		Doorbells:       uint64(c.doorbells),
+		BFWrites:        uint64(c.bf_writes),
+		WQEBBs:          uint64(c.wqebbs),
+		DMAReadsWQE:     uint64(c.dma_reads_wqe),
+		DMAReadsPayload: uint64(c.dma_reads_payload),
+		CQEWrites:       uint64(c.cqe_writes),
+		ENOMEMSQFull:    uint64(c.enomem_sq_full),
+		ENOMEMInline:    uint64(c.enomem_inline),
+		ENOMEMSGE:       uint64(c.enomem_sge),
+		EINVAL:          uint64(c.einval),
+		PeakOutstanding: uint64(c.peak_outstanding),
+		CQEsPolled:      uint64(c.cqes_polled),
+		MMIOBytes:       uint64(c.mmio_bytes),
+		DMABytesWQE:     uint64(c.dma_bytes_wqe),
+		DMABytesPayload: uint64(c.dma_bytes_payload),
+		InlineBytes:     uint64(c.inline_bytes),
+		FlushedCQEs:     uint64(c.flushed_cqes),
+		PostRecvs:       uint64(c.post_recvs),
+		Outstanding:     uint64(c.outstanding),
+	}, true
+}
+
+// CQCounters are the simulator's poll counters for an endpoint's CQ.
+type CQCounters struct {
+	Polls      uint64 `json:"polls"`
+	EmptyPolls uint64 `json:"empty_polls"`
+	CQEs       uint64 `json:"cqes"`
+}
+
+// CQCounters returns the poll counters of the endpoint's send CQ.
+func (s *Sim) CQCounters(e *Endpoint) (CQCounters, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.find(e)
+	if se == nil {
+		return CQCounters{}, false
+	}
+	var c C.struct_sqsim_cq_counters
+	if C.sqsim_cq_counters(se.cq, &c) != 0 {
+		return CQCounters{}, false
+	}
+	return CQCounters{Polls: uint64(c.polls), EmptyPolls: uint64(c.empty_polls), CQEs: uint64(c.cqes)}, true
+}
+
+// SetError moves the QP to the error state; the NIC flushes every WR it has
+// not executed with an IBV_WC_WR_FLUSH_ERR CQE.
+func (s *Sim) SetError(e *Endpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.find(e)
+	if se == nil {
+		return errors.New("endpoint not on this device")
+	}
+	var a C.struct_ibv_qp_attr
+	a.qp_state = C.IBV_QPS_ERR
+	if rc := C.sqsim_modify_qp(se.qp, &a, C.IBV_QP_STATE); rc != 0 {
+		return fmt.Errorf("moving sim QP %d to error: %w", e.QPNum, syscall.Errno(rc))
+	}
+	return nil
+}
+
+// SetClock switches the simulator to a manual clock (tests): ns is the
+// current time; 0 returns to CLOCK_MONOTONIC.
+func (s *Sim) SetClock(ns uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	C.sqsim_set_clock(s.ctx, C.uint64_t(ns))
+}
+
+// Close destroys every endpoint and the device.
+func (s *Sim) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		return nil
+	}
+	for _, se := range s.eps {
+		s.freeEndpoint(se)
+	}
+	s.eps = nil
+	C.sqsim_dealloc_pd(s.pd)
+	C.sqsim_close_device(s.ctx)
+	s.ctx = nil
+	return nil
+}
+
+func simFlag(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}

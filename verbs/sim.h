@@ -1,0 +1,101 @@
+/* The simulated mlx5-like HCA.
+ *
+ * Objects are real <infiniband/verbs.h> structs: the context's ops table
+ * holds the simulator's post_send/poll_cq/post_recv, so an application calls
+ * the unmodified static inline ibv_post_send()/ibv_poll_cq() of verbs.h, and
+ * a QP's struct ibv_qp_ex holds the simulator's wr_* functions.
+ *
+ * The sqsim_create_qp, sqsim_create_qp_ex, sqsim_qp_to_qp_ex,
+ * sqsim_modify_qp and sqsim_destroy_qp entry points play the role of
+ * libibverbs' exported ibv_create_qp, ibv_create_qp_ex (through
+ * verbs_context), ibv_qp_to_qp_ex, ibv_modify_qp and ibv_destroy_qp for
+ * simulated QPs. Their names and signatures are stable: the tracer hooks them
+ * to discover the data-path functions through the ops table, exactly as it
+ * does for a stripped provider. */
+#ifndef SQSCOPE_SIM_H
+#define SQSCOPE_SIM_H
+
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+/* The NIC model; see the package documentation (sim.go) for the meaning and
+ * defaults of each parameter. */
+struct sqsim_config {
+	int deterministic;      /* CQE visible at the doorbell, no clock reads */
+	int prefer_bf;          /* MLX5_POST_SEND_PREFER_BF */
+	int shut_up_bf;         /* MLX5_SHUT_UP_BF */
+	uint32_t bf_buf_size;   /* BlueFlame buffer bytes (256) */
+	double link_gbps;       /* wire rate */
+	uint32_t wqe_ns;        /* NIC engine time per WQE */
+	uint32_t dma_read_ns;   /* one PCIe DMA read round trip */
+	uint32_t rtt_ns;        /* RC: until the responder's ACK */
+	uint32_t max_qp_wr;     /* device limit on max_send_wr */
+	uint32_t max_sge;       /* device limit on max_send_sge */
+};
+
+/* Ground truth per QP; mirrored by verbs.Counters. */
+struct sqsim_counters {
+	uint32_t qp_num;
+	uint32_t max_send_wr;
+	uint32_t max_inline_data;
+	uint32_t pad;
+	uint64_t wrs;
+	uint64_t post_calls;
+	uint64_t inline_wrs;
+	uint64_t signaled;
+	uint64_t doorbells;
+	uint64_t bf_writes;
+	uint64_t wqebbs;
+	uint64_t dma_reads_wqe;
+	uint64_t dma_reads_payload;
+	uint64_t cqe_writes;
+	uint64_t enomem_sq_full;
+	uint64_t enomem_inline;
+	uint64_t enomem_sge;
+	uint64_t einval;
+	uint64_t peak_outstanding;
+	uint64_t cqes_polled;
+	uint64_t mmio_bytes;
+	uint64_t dma_bytes_wqe;
+	uint64_t dma_bytes_payload;
+	uint64_t inline_bytes;
+	uint64_t flushed_cqes;
+	uint64_t post_recvs;
+	uint64_t outstanding;
+};
+
+/* Per-CQ ground truth. */
+struct sqsim_cq_counters {
+	uint64_t polls;
+	uint64_t empty_polls;
+	uint64_t cqes;
+};
+
+struct ibv_context *sqsim_open_device(const struct sqsim_config *cfg);
+void sqsim_default_config(struct sqsim_config *cfg);
+int sqsim_close_device(struct ibv_context *ctx);
+
+struct ibv_pd *sqsim_alloc_pd(struct ibv_context *ctx);
+int sqsim_dealloc_pd(struct ibv_pd *pd);
+struct ibv_mr *sqsim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access);
+int sqsim_dereg_mr(struct ibv_mr *mr);
+struct ibv_cq *sqsim_create_cq(struct ibv_context *ctx, int cqe);
+int sqsim_destroy_cq(struct ibv_cq *cq);
+struct ibv_ah *sqsim_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+int sqsim_destroy_ah(struct ibv_ah *ah);
+
+/* The exported entry points the tracer hooks. */
+struct ibv_qp *sqsim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+struct ibv_qp *sqsim_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
+struct ibv_qp_ex *sqsim_qp_to_qp_ex(struct ibv_qp *qp);
+int sqsim_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
+int sqsim_destroy_qp(struct ibv_qp *qp);
+
+int sqsim_qp_counters(struct ibv_qp *qp, struct sqsim_counters *out);
+int sqsim_cq_counters(struct ibv_cq *cq, struct sqsim_cq_counters *out);
+
+/* Tests: a manual clock. When set (ns != 0) the simulator reads time from
+ * it instead of CLOCK_MONOTONIC. */
+void sqsim_set_clock(struct ibv_context *ctx, uint64_t ns);
+
+#endif

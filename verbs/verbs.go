@@ -1,0 +1,119 @@
+// Package verbs holds sqscope's verbs facts (opcodes, flags, ABI offsets) and
+// the two devices its workload can drive: the simulated mlx5-like HCA ("sim",
+// sim.c) and real libibverbs devices (device.c). Both hand out Endpoints, a
+// sending QP with its CQ and buffers, on which the workload posts through the
+// unmodified static inline ibv_post_send()/ibv_poll_cq()/ibv_wr_*() of
+// <infiniband/verbs.h>. Nothing here knows about tracing.
+package verbs
+
+/*
+#cgo CFLAGS: -O2 -g -Wall -Wno-unused-function
+#cgo LDFLAGS: -libverbs
+#include "endpoint.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// QPType is the transport of a QP.
+type QPType int
+
+const (
+	RC QPType = C.IBV_QPT_RC
+	UD QPType = C.IBV_QPT_UD
+)
+
+func (t QPType) String() string {
+	switch t {
+	case RC:
+		return "RC"
+	case UD:
+		return "UD"
+	}
+	return fmt.Sprintf("qptype(%d)", int(t))
+}
+
+// ParseQPType accepts RC or UD (any case).
+func ParseQPType(s string) (QPType, error) {
+	switch s {
+	case "RC", "rc":
+		return RC, nil
+	case "UD", "ud":
+		return UD, nil
+	}
+	return 0, fmt.Errorf("unknown connection type %q (want RC or UD)", s)
+}
+
+// Opcodes and flags of <infiniband/verbs.h> the workload uses.
+const (
+	OpRDMAWrite = C.IBV_WR_RDMA_WRITE
+	OpSend      = C.IBV_WR_SEND
+
+	SendFenceFlag    = C.IBV_SEND_FENCE
+	SendSignaledFlag = C.IBV_SEND_SIGNALED
+	SendSolicited    = C.IBV_SEND_SOLICITED
+	SendInlineFlag   = C.IBV_SEND_INLINE
+)
+
+// QPConfig is what the application asks for when it creates a QP.
+type QPConfig struct {
+	Type       QPType
+	MaxSendWR  uint32 // the SQ depth asked for (perftest -t)
+	MaxRecvWR  uint32
+	MaxSendSGE uint32
+	MaxInline  uint32 // max_inline_data asked for (perftest -I)
+	SigAll     bool   // sq_sig_all
+	// WRAPI creates the QP with ibv_create_qp_ex and IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+	// so the ibv_wr_* API can post on it. SendOps lists the opcodes it will
+	// use (IBV_QP_EX_WITH_*); on the simulator a QP limited to SEND and
+	// RDMA_WRITE gets the smaller WQE overhead, as on mlx5.
+	WRAPI   bool
+	SendOps uint64
+	// ExOnly limits a QP created without the wr API to WRITE/SEND opcodes
+	// (ibv_create_qp_ex with send_ops_flags but posting with ibv_post_send).
+	BufSize int // payload buffer bytes
+}
+
+// Caps are what the QP reports after creation; always use these, not the
+// requested ones.
+type Caps struct {
+	MaxSendWR     uint32 `json:"max_send_wr"`
+	MaxRecvWR     uint32 `json:"max_recv_wr"`
+	MaxSendSGE    uint32 `json:"max_send_sge"`
+	MaxRecvSGE    uint32 `json:"max_recv_sge"`
+	MaxInlineData uint32 `json:"max_inline_data"`
+}
+
+// Endpoint is one sending QP with its CQ, registered buffer and remote
+// addressing; see endpoint.h. It is owned by the Device that made it.
+type Endpoint struct {
+	c      *C.struct_sq_endpoint
+	QPNum  uint32
+	Type   QPType
+	Caps   Caps
+	SigAll bool
+}
+
+// Ptr is the struct sq_endpoint * for the workload's C traffic loop.
+func (e *Endpoint) Ptr() unsafe.Pointer { return unsafe.Pointer(e.c) }
+
+// Device is a verbs device the workload can drive.
+type Device interface {
+	// Name is the device name ("sim", "rxe0", "mlx5_0").
+	Name() string
+	// Simulated reports whether Counters are the HCA's ground truth.
+	Simulated() bool
+	// NewEndpoint creates a QP (and, on a real device, its connected peer),
+	// brings it to RTS and registers its buffers.
+	NewEndpoint(cfg QPConfig) (*Endpoint, error)
+	// Counters returns the device's own counters for an endpoint's QP, or
+	// ok=false when the device keeps none (real hardware).
+	Counters(e *Endpoint) (c Counters, ok bool)
+	// SetError moves the endpoint's QP to the error state (flushing it).
+	SetError(e *Endpoint) error
+	// Close destroys every endpoint and releases the device.
+	Close() error
+}
