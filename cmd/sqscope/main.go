@@ -1,0 +1,102 @@
+// Command sqscope watches RDMA send queues from the outside: how full they
+// are, how many doorbells were rung, and how much PCIe DMA inline sends,
+// unsignaled completions and doorbell batching saved.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sqscope/sqscope/workload"
+)
+
+// version is set by the build (-ldflags -X main.version=...).
+var version = "dev"
+
+// command is one sqscope subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"workload", "drive inline/unsignaled send traffic on the simulated HCA or a verbs device", runWorkload},
+		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+			fmt.Fprintln(stdout, "sqscope", version)
+			return nil
+		}},
+	}
+}
+
+// exitError carries an exit status other than 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, a ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, a...)}
+}
+
+func topUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: sqscope COMMAND [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run 'sqscope COMMAND --help' for a command's flags and examples.")
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		topUsage(stderr)
+		return &exitError{code: 2, err: errors.New("no command given")}
+	}
+	name := args[0]
+	if name == "-h" || name == "--help" || name == "help" {
+		topUsage(stdout)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	return usageErr("unknown command %q (run 'sqscope --help')", name)
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	var ue *workload.UsageError
+	if errors.As(err, &ue) {
+		code = 2
+	}
+	fmt.Fprintln(os.Stderr, "sqscope:", err)
+	os.Exit(code)
+}

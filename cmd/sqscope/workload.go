@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sqscope/sqscope/verbs"
+	"github.com/sqscope/sqscope/workload"
+)
+
+type workloadFlags struct {
+	cfg           workload.Config
+	conn, opcode  string
+	fault         string
+	json          bool
+	deterministic bool
+	duration      float64
+}
+
+const workloadExamples = `
+EXAMPLES
+  sqscope workload -s 64 -I 64 -Q 16 -t 128 -n 1000000
+        inline 64 B SENDs, a CQE every 16th WR, on the simulated HCA
+  sqscope workload -s 64 -I 64 -Q 16 -l 16 --api wr --json
+        batches of 16 WRs per doorbell through ibv_wr_*, JSON per QP
+  sqscope workload -t 128 --fault never-signal -n 10000
+        reproduce SQ overflow: no WR is ever signaled
+  sqscope workload -d rxe0 -x 1 -s 32 -I 32 -Q 16
+        the same traffic on a Soft-RoCE device, RoCE v2 GID index 1
+`
+
+func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
+	f := &workloadFlags{cfg: workload.Defaults()}
+	fs := flag.NewFlagSet("workload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &f.cfg
+	both := func(short, long string, fn func(name string)) {
+		fn(short)
+		fn(long)
+	}
+	both("d", "ib-dev", func(n string) { fs.StringVar(&c.Device, n, c.Device, "device: sim (simulated mlx5-like HCA) or a verbs device name") })
+	both("x", "gid-index", func(n string) { fs.IntVar(&c.GIDIndex, n, c.GIDIndex, "GID index on RoCE (-1: choose RoCE v2)") })
+	fs.IntVar(&c.Port, "ib-port", c.Port, "device port")
+	both("s", "size", func(n string) { uintVar(fs, &c.Size, n, c.Size, "payload bytes per WR") })
+	both("I", "inline_size", func(n string) {
+		uintVar(fs, &c.InlineSize, n, c.InlineSize, "max inline data asked for; WRs of -s <= -I are posted inline")
+	})
+	both("Q", "cq-mod", func(n string) { uintVar(fs, &c.CQMod, n, c.CQMod, "signal every Nth WR (capped to -t when not given)") })
+	both("t", "tx-depth", func(n string) { uintVar(fs, &c.TxDepth, n, c.TxDepth, "SQ depth asked for, and the outstanding-WR limit") })
+	both("l", "post_list", func(n string) { uintVar(fs, &c.PostList, n, c.PostList, "WRs per post call (one doorbell)") })
+	both("n", "iters", func(n string) { fs.Uint64Var(&c.Iters, n, c.Iters, "WRs per QP") })
+	both("D", "duration", func(n string) { fs.Float64Var(&f.duration, n, 0, "run for this many seconds instead of -n") })
+	fs.IntVar(&c.QPs, "qps", c.QPs, "QPs, one thread each")
+	fs.StringVar(&f.conn, "connection", "RC", "RC or UD")
+	fs.StringVar(&f.opcode, "opcode", "send", "send or write")
+	fs.StringVar(&c.API, "api", c.API, "post_send or wr (ibv_wr_start..ibv_wr_complete)")
+	uintVar(fs, &c.PollBatch, "poll-batch", c.PollBatch, "work completions per ibv_poll_cq")
+	fs.Uint64Var(&c.Rate, "rate", 0, "cap the post rate, WR/s per QP (0: none)")
+	fs.BoolVar(&c.SigAll, "sig-all", false, "create QPs with sq_sig_all=1")
+	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode")
+	fs.BoolVar(&f.json, "json", false, "print one JSON object per QP")
+	fs.StringVar(&c.ReadyFile, "ready-file", "", "write this file once the QPs exist, before traffic")
+	fs.BoolVar(&c.WaitSignal, "wait-signal", false, "block before traffic until SIGUSR1")
+	fs.BoolVar(&f.deterministic, "sim-deterministic", false, "simulated NIC: CQEs visible at the doorbell")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sqscope workload [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Drive send traffic and print what happened to each send queue. On the")
+		fmt.Fprintln(stderr, "simulated HCA (the default) the counters are the HCA's ground truth.")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "FLAGS")
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, workloadExamples)
+	}
+	return fs, f
+}
+
+// uintVar registers a uint32 flag.
+func uintVar(fs *flag.FlagSet, p *uint32, name string, v uint32, usage string) {
+	*p = v
+	fs.Func(name, fmt.Sprintf("%s (default %d)", usage, v), func(s string) error {
+		var x uint64
+		if _, err := fmt.Sscan(s, &x); err != nil || x > 1<<32-1 || strings.HasPrefix(s, "-") {
+			return fmt.Errorf("want a non-negative integer, got %q", s)
+		}
+		*p = uint32(x)
+		return nil
+	})
+}
+
+// parseWorkload turns arguments into a validated workload.Config.
+func parseWorkload(args []string, stderr io.Writer) (*workloadFlags, error) {
+	fs, f := newWorkloadFlags(stderr)
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil, err
+		}
+		return nil, usageErr("workload: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErr("workload: unexpected argument %q", fs.Arg(0))
+	}
+	c := &f.cfg
+	qt, err := verbs.ParseQPType(f.conn)
+	if err != nil {
+		return nil, usageErr("workload: --connection: %v", err)
+	}
+	c.Conn = qt
+	switch strings.ToLower(f.opcode) {
+	case "send":
+		c.Opcode = verbs.OpSend
+	case "write":
+		c.Opcode = verbs.OpRDMAWrite
+	default:
+		return nil, usageErr("workload: --opcode %q: want send or write", f.opcode)
+	}
+	if f.fault != "" {
+		c.Fault, c.LazyPoll, err = workload.ParseFault(f.fault)
+		if err != nil {
+			return nil, usageErr("workload: %v", err)
+		}
+	}
+	if f.duration < 0 {
+		return nil, usageErr("workload: -D/--duration must be positive")
+	}
+	if f.duration > 0 {
+		c.Duration = time.Duration(f.duration * float64(time.Second))
+		if !flagGiven(fs, "n", "iters") {
+			c.Iters = 0
+		}
+	}
+	c.Sim.Deterministic = f.deterministic
+	if err := c.Validate(flagGiven(fs, "Q", "cq-mod")); err != nil {
+		return nil, usageErr("workload: %v", err)
+	}
+	return f, nil
+}
+
+func flagGiven(fs *flag.FlagSet, names ...string) bool {
+	given := false
+	fs.Visit(func(fl *flag.Flag) {
+		for _, n := range names {
+			if fl.Name == n {
+				given = true
+			}
+		}
+	})
+	return given
+}
+
+func runWorkload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseWorkload(args, stderr)
+	if err != nil {
+		return err
+	}
+	res, err := workload.Run(ctx, f.cfg)
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "no RDMA device") {
+			return usageErr("%v", err)
+		}
+		return err
+	}
+	if f.json {
+		return res.WriteJSON(stdout)
+	}
+	res.WriteText(stdout)
+	return nil
+}

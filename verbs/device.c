@@ -1,0 +1,583 @@
+/* The libibverbs device backend; see device.h. Every failure fills a
+ * struct sqd_err with what was being done and the errno, and frees whatever
+ * the call had built so far. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device.h"
+
+static void fail(struct sqd_err *err, int errnum, const char *op,
+		 const char *detail_fmt, ...)
+{
+	va_list ap;
+
+	err->errnum = errnum;
+	snprintf(err->op, sizeof(err->op), "%s", op);
+	err->detail[0] = '\0';
+	if (detail_fmt) {
+		va_start(ap, detail_fmt);
+		vsnprintf(err->detail, sizeof(err->detail), detail_fmt, ap);
+		va_end(ap);
+	}
+}
+
+/* Verbs calls returning int report the error either as the return value or,
+ * in older providers, as -1 with errno. */
+static int ret_errno(int ret)
+{
+	if (ret > 0)
+		return ret;
+	return errno ? errno : EIO;
+}
+
+int sqd_device_names(char *buf, size_t len)
+{
+	struct ibv_device **list;
+	size_t used = 0;
+	int n, i;
+
+	if (len)
+		buf[0] = '\0';
+	errno = 0;
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		/* ENOSYS: no uverbs class in sysfs, i.e. no RDMA in this kernel */
+		if (errno == ENOSYS || errno == 0)
+			return 0;
+		return -errno;
+	}
+	for (i = 0; i < n; i++) {
+		int w = snprintf(buf + used, len - used, "%s%s", i ? "," : "",
+				 ibv_get_device_name(list[i]));
+		if (w < 0 || (size_t)w >= len - used)
+			break;
+		used += w;
+	}
+	ibv_free_device_list(list);
+	return n;
+}
+
+struct sqd_device *sqd_open(const char *name, int *found, struct sqd_err *err)
+{
+	struct ibv_device **list, *dev = NULL;
+	struct ibv_context *ctx;
+	struct sqd_device *d;
+	int n, i, ret;
+
+	*found = 0;
+	errno = 0;
+	list = ibv_get_device_list(&n);
+	if (!list) {
+		if (errno == ENOSYS || errno == 0)
+			return NULL;
+		fail(err, errno, "listing RDMA devices", NULL);
+		return NULL;
+	}
+	for (i = 0; i < n; i++)
+		if (strcmp(ibv_get_device_name(list[i]), name) == 0)
+			dev = list[i];
+	if (!dev) {
+		ibv_free_device_list(list);
+		return NULL;
+	}
+	*found = 1;
+	errno = 0;
+	ctx = ibv_open_device(dev);
+	/* an opened device outlives the list it came from */
+	ibv_free_device_list(list);
+	if (!ctx) {
+		fail(err, errno, "opening device", NULL);
+		return NULL;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		ibv_close_device(ctx);
+		fail(err, ENOMEM, "opening device", NULL);
+		return NULL;
+	}
+	d->ctx = ctx;
+	d->gid_index = -1;
+	errno = 0;
+	ret = ibv_query_device(ctx, &d->dattr);
+	if (ret) {
+		fail(err, ret_errno(ret), "querying device", NULL);
+		sqd_close(d);
+		return NULL;
+	}
+	return d;
+}
+
+int sqd_use_port(struct sqd_device *d, int port, struct sqd_err *err)
+{
+	int ret;
+
+	errno = 0;
+	ret = ibv_query_port(d->ctx, (uint8_t)port, &d->pattr);
+	if (ret) {
+		fail(err, ret_errno(ret), "querying port", "port %d", port);
+		return -1;
+	}
+	d->port = (uint8_t)port;
+	d->roce = d->pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
+	return 0;
+}
+
+void sqd_close(struct sqd_device *d)
+{
+	if (!d)
+		return;
+	if (d->ctx)
+		ibv_close_device(d->ctx);
+	free(d);
+}
+
+int sqd_gid_table(struct sqd_device *d, struct ibv_gid_entry *out, int max)
+{
+	int n = 0, i;
+	ssize_t total;
+	struct ibv_gid_entry *all;
+	size_t cap = (size_t)d->pattr.gid_tbl_len * (d->dattr.phys_port_cnt ? d->dattr.phys_port_cnt : 1);
+
+	if (max <= 0 || cap == 0)
+		return 0;
+	/* ibv_query_gid_table returns every port's entries; keep ours */
+	all = calloc(cap, sizeof(*all));
+	if (all) {
+		total = ibv_query_gid_table(d->ctx, all, cap, 0);
+		for (i = 0; i < total && n < max; i++)
+			if (all[i].port_num == d->port)
+				out[n++] = all[i];
+		free(all);
+		if (total >= 0)
+			return n;
+	}
+	/* kernels without the table ioctl: one entry at a time */
+	for (i = 0; i < d->pattr.gid_tbl_len && n < max; i++)
+		if (ibv_query_gid_ex(d->ctx, d->port, i, &out[n], 0) == 0)
+			n++;
+	return n;
+}
+
+int sqd_use_gid(struct sqd_device *d, int index, struct sqd_err *err)
+{
+	static const uint8_t zero[16];
+	int ret;
+
+	errno = 0;
+	ret = ibv_query_gid(d->ctx, d->port, index, &d->gid);
+	if (ret) {
+		fail(err, ret_errno(ret), "querying GID", "port %d index %d",
+		     d->port, index);
+		return -1;
+	}
+	if (memcmp(d->gid.raw, zero, sizeof(zero)) == 0) {
+		fail(err, ENODATA, "querying GID",
+		     "port %d index %d is empty; is the netdev up with an address?",
+		     d->port, index);
+		return -1;
+	}
+	d->gid_index = index;
+	return 0;
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+static void fill_ah(struct sqd_device *d, struct ibv_ah_attr *ah)
+{
+	memset(ah, 0, sizeof(*ah));
+	ah->port_num = d->port;
+	if (d->roce) {
+		ah->is_global = 1;
+		ah->grh.dgid = d->gid;
+		ah->grh.sgid_index = (uint8_t)d->gid_index;
+		ah->grh.hop_limit = 64;
+	} else {
+		ah->dlid = d->pattr.lid;
+	}
+}
+
+/* RESET -> INIT -> RTR -> RTS, toward remote_qpn on the same port. */
+static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type,
+		      uint32_t remote_qpn, const char **step)
+{
+	struct ibv_qp_attr a;
+	int mask, ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = d->port;
+	mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	if (type == IBV_QPT_UD) {
+		a.qkey = SQD_UD_QKEY;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	*step = "moving QP to INIT";
+	errno = 0;
+	if ((ret = ibv_modify_qp(qp, &a, mask)))
+		return ret_errno(ret);
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	mask = IBV_QP_STATE;
+	if (type == IBV_QPT_RC) {
+		a.path_mtu = d->pattr.active_mtu;
+		a.dest_qp_num = remote_qpn;
+		a.rq_psn = 0;
+		a.max_dest_rd_atomic = (uint8_t)min_u32(1, d->dattr.max_qp_rd_atom);
+		a.min_rnr_timer = 12;
+		fill_ah(d, &a.ah_attr);
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			IBV_QP_MIN_RNR_TIMER;
+	}
+	*step = "moving QP to RTR";
+	errno = 0;
+	if ((ret = ibv_modify_qp(qp, &a, mask)))
+		return ret_errno(ret);
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0;
+	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (type == IBV_QPT_RC) {
+		a.timeout = 14;
+		a.retry_cnt = 7;
+		a.rnr_retry = 7; /* retry forever while the loop reposts receives */
+		a.max_rd_atomic = (uint8_t)min_u32(1, d->dattr.max_qp_rd_atom);
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	*step = "moving QP to RTS";
+	errno = 0;
+	if ((ret = ibv_modify_qp(qp, &a, mask)))
+		return ret_errno(ret);
+	return 0;
+}
+
+static int post_receives(struct sq_endpoint *ep)
+{
+	struct ibv_recv_wr wr[64], *bad;
+	struct ibv_sge sge[64];
+	uint32_t i = 0, n, k;
+	int ret;
+
+	while (i < ep->rq_depth) {
+		n = min_u32(64, ep->rq_depth - i);
+		for (k = 0; k < n; k++) {
+			sge[k].addr = (uintptr_t)ep->rbuf + (uint64_t)(i + k) * ep->recv_size;
+			sge[k].length = ep->recv_size;
+			sge[k].lkey = ep->rlkey;
+			wr[k].wr_id = i + k;
+			wr[k].sg_list = &sge[k];
+			wr[k].num_sge = 1;
+			wr[k].next = k + 1 < n ? &wr[k + 1] : NULL;
+		}
+		errno = 0;
+		if ((ret = ibv_post_recv(ep->peer_qp, wr, &bad)))
+			return ret_errno(ret);
+		i += n;
+	}
+	return 0;
+}
+
+static void *alloc_buf(size_t len)
+{
+	void *p = NULL;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (posix_memalign(&p, page > 0 ? (size_t)page : 4096, len))
+		return NULL;
+	memset(p, 0, len);
+	return p;
+}
+
+static const char *type_name(int type)
+{
+	return type == IBV_QPT_UD ? "UD" : "RC";
+}
+
+/* Creates the sending QP. With the wr API, a failure is blamed on the API
+ * only when the same QP without it can be created. */
+static struct ibv_qp *create_send_qp(struct sqd_device *d, struct sqd_endpoint *e,
+				     const struct sqd_qp_config *cfg,
+				     struct sqd_err *err)
+{
+	struct ibv_qp_init_attr_ex ax;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp *qp, *probe;
+	int errnum;
+
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = e->ep.cq;
+	ia.recv_cq = e->ep.cq; /* nothing is ever received on the sending QP */
+	ia.qp_type = cfg->qp_type;
+	ia.sq_sig_all = cfg->sig_all;
+	ia.cap.max_send_wr = cfg->max_send_wr;
+	ia.cap.max_recv_wr = 1;
+	ia.cap.max_send_sge = cfg->max_send_sge;
+	ia.cap.max_recv_sge = 1;
+	ia.cap.max_inline_data = cfg->max_inline;
+
+	if (!cfg->wr_api) {
+		errno = 0;
+		qp = ibv_create_qp(e->pd, &ia);
+		if (!qp)
+			goto caps_error;
+		e->caps = ia.cap;
+		return qp;
+	}
+
+	memset(&ax, 0, sizeof(ax));
+	ax.send_cq = ia.send_cq;
+	ax.recv_cq = ia.recv_cq;
+	ax.qp_type = ia.qp_type;
+	ax.sq_sig_all = ia.sq_sig_all;
+	ax.cap = ia.cap;
+	ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ax.pd = e->pd;
+	ax.send_ops_flags = cfg->send_ops;
+	errno = 0;
+	qp = ibv_create_qp_ex(d->ctx, &ax);
+	if (!qp) {
+		errnum = errno;
+		errno = 0;
+		probe = ibv_create_qp(e->pd, &ia);
+		if (!probe)
+			goto caps_error;
+		ibv_destroy_qp(probe);
+		fail(err, errnum ? errnum : EOPNOTSUPP, "", "send_ops_flags 0x%llx",
+		     (unsigned long long)cfg->send_ops);
+		err->no_wr_api = 1;
+		return NULL;
+	}
+	e->caps = ax.cap;
+	e->ep.qpx = ibv_qp_to_qp_ex(qp);
+	if (!e->ep.qpx) {
+		ibv_destroy_qp(qp);
+		fail(err, EOPNOTSUPP, "", "ibv_qp_to_qp_ex returned NULL");
+		err->no_wr_api = 1;
+		return NULL;
+	}
+	return qp;
+
+caps_error:
+	fail(err, errno, "creating QP",
+	     "%s, max_send_wr %u, max_send_sge %u, max_inline_data %u; "
+	     "device max_qp_wr %d, max_sge %d",
+	     type_name(cfg->qp_type), cfg->max_send_wr, cfg->max_send_sge,
+	     cfg->max_inline, d->dattr.max_qp_wr, d->dattr.max_sge);
+	return NULL;
+}
+
+static int cq_size(struct sqd_device *d, uint64_t want)
+{
+	if (d->dattr.max_cqe > 0 && want > (uint64_t)d->dattr.max_cqe)
+		return d->dattr.max_cqe;
+	return (int)want;
+}
+
+struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
+					 const struct sqd_qp_config *cfg,
+					 struct sqd_err *err)
+{
+	struct sqd_endpoint *e;
+	struct sq_endpoint *ep;
+	struct ibv_qp_init_attr pa;
+	struct ibv_ah_attr ah;
+	const char *step = "";
+	long page = sysconf(_SC_PAGESIZE);
+	size_t align = page > 0 ? (size_t)page : 4096;
+	int ret;
+
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		fail(err, ENOMEM, "allocating endpoint", NULL);
+		return NULL;
+	}
+	ep = &e->ep;
+
+	errno = 0;
+	e->pd = ibv_alloc_pd(d->ctx);
+	if (!e->pd) {
+		fail(err, errno, "allocating protection domain", NULL);
+		goto out;
+	}
+
+	ep->buf_len = (cfg->buf_size + align - 1) / align * align;
+	ep->buf = alloc_buf(ep->buf_len);
+	if (!ep->buf) {
+		fail(err, ENOMEM, "allocating buffer", "%zu bytes", ep->buf_len);
+		goto out;
+	}
+	errno = 0;
+	e->mr = ibv_reg_mr(e->pd, ep->buf, ep->buf_len, IBV_ACCESS_LOCAL_WRITE);
+	if (!e->mr) {
+		fail(err, errno, "registering buffer", "%zu bytes", ep->buf_len);
+		goto out;
+	}
+	ep->lkey = e->mr->lkey;
+
+	/* The peer's ring of receive slots doubles as the RDMA WRITE target,
+	 * so an RC slot holds a whole buffer; a UD message is at most one MTU
+	 * and lands after the GRH. */
+	ep->rq_depth = cfg->rq_depth;
+	if (cfg->qp_type == IBV_QPT_UD)
+		ep->recv_size = SQD_GRH_LEN + (128u << d->pattr.active_mtu);
+	else
+		ep->recv_size = (uint32_t)ep->buf_len;
+	ep->rbuf_len = (size_t)ep->rq_depth * ep->recv_size;
+	if (ep->rbuf_len < ep->buf_len)
+		ep->rbuf_len = ep->buf_len;
+	ep->rbuf_len = (ep->rbuf_len + align - 1) / align * align;
+	ep->rbuf = alloc_buf(ep->rbuf_len);
+	if (!ep->rbuf) {
+		fail(err, ENOMEM, "allocating receive buffer", "%zu bytes",
+		     ep->rbuf_len);
+		goto out;
+	}
+	errno = 0;
+	e->rmr = ibv_reg_mr(e->pd, ep->rbuf, ep->rbuf_len,
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!e->rmr) {
+		fail(err, errno, "registering receive buffer", "%zu bytes",
+		     ep->rbuf_len);
+		goto out;
+	}
+	ep->rlkey = e->rmr->lkey;
+	ep->rkey = e->rmr->rkey;
+	ep->raddr = (uintptr_t)ep->rbuf;
+
+	/* Room for every WR the provider may round max_send_wr up to, all
+	 * signaled or all flushed. */
+	errno = 0;
+	ep->cq = ibv_create_cq(d->ctx, cq_size(d, 2 * (uint64_t)cfg->max_send_wr + 16),
+			       NULL, NULL, 0);
+	if (!ep->cq) {
+		fail(err, errno, "creating send CQ", "%llu entries",
+		     (unsigned long long)(2 * (uint64_t)cfg->max_send_wr + 16));
+		goto out;
+	}
+	errno = 0;
+	e->peer_scq = ibv_create_cq(d->ctx, 16, NULL, NULL, 0);
+	if (!e->peer_scq) {
+		fail(err, errno, "creating peer send CQ", NULL);
+		goto out;
+	}
+	errno = 0;
+	ep->peer_rcq = ibv_create_cq(d->ctx, cq_size(d, (uint64_t)ep->rq_depth + 16),
+				     NULL, NULL, 0);
+	if (!ep->peer_rcq) {
+		fail(err, errno, "creating peer receive CQ", "%u entries",
+		     ep->rq_depth + 16);
+		goto out;
+	}
+
+	ep->qp = create_send_qp(d, e, cfg, err);
+	if (!ep->qp)
+		goto out;
+
+	memset(&pa, 0, sizeof(pa));
+	pa.send_cq = e->peer_scq;
+	pa.recv_cq = ep->peer_rcq;
+	pa.qp_type = cfg->qp_type;
+	pa.cap.max_send_wr = 1;
+	pa.cap.max_recv_wr = ep->rq_depth;
+	pa.cap.max_send_sge = 1;
+	pa.cap.max_recv_sge = 1;
+	errno = 0;
+	ep->peer_qp = ibv_create_qp(e->pd, &pa);
+	if (!ep->peer_qp) {
+		fail(err, errno, "creating peer QP",
+		     "%s, max_recv_wr %u; device max_qp_wr %d",
+		     type_name(cfg->qp_type), ep->rq_depth, d->dattr.max_qp_wr);
+		goto out;
+	}
+
+	ret = connect_qp(d, ep->qp, cfg->qp_type, ep->peer_qp->qp_num, &step);
+	if (ret) {
+		fail(err, ret, step, "sending %s QP %u", type_name(cfg->qp_type),
+		     ep->qp->qp_num);
+		goto out;
+	}
+	ret = connect_qp(d, ep->peer_qp, cfg->qp_type, ep->qp->qp_num, &step);
+	if (ret) {
+		fail(err, ret, step, "peer %s QP %u", type_name(cfg->qp_type),
+		     ep->peer_qp->qp_num);
+		goto out;
+	}
+
+	ep->remote_qpn = ep->peer_qp->qp_num;
+	if (cfg->qp_type == IBV_QPT_UD) {
+		ep->remote_qkey = SQD_UD_QKEY;
+		fill_ah(d, &ah);
+		errno = 0;
+		ep->ah = ibv_create_ah(e->pd, &ah);
+		if (!ep->ah) {
+			fail(err, errno, "creating address handle", NULL);
+			goto out;
+		}
+	}
+
+	ret = post_receives(ep);
+	if (ret) {
+		fail(err, ret, "posting receives", "%u on the peer QP",
+		     ep->rq_depth);
+		goto out;
+	}
+	return e;
+
+out:
+	sqd_endpoint_destroy(e);
+	return NULL;
+}
+
+int sqd_endpoint_set_error(struct sqd_endpoint *e)
+{
+	struct ibv_qp_attr a;
+	int ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_ERR;
+	errno = 0;
+	ret = ibv_modify_qp(e->ep.qp, &a, IBV_QP_STATE);
+	return ret ? ret_errno(ret) : 0;
+}
+
+void sqd_endpoint_destroy(struct sqd_endpoint *e)
+{
+	struct sq_endpoint *ep;
+
+	if (!e)
+		return;
+	ep = &e->ep;
+	/* QPs before the CQs they complete into; everything before the PD */
+	if (ep->qp)
+		ibv_destroy_qp(ep->qp);
+	if (ep->peer_qp)
+		ibv_destroy_qp(ep->peer_qp);
+	if (ep->ah)
+		ibv_destroy_ah(ep->ah);
+	if (ep->cq)
+		ibv_destroy_cq(ep->cq);
+	if (e->peer_scq)
+		ibv_destroy_cq(e->peer_scq);
+	if (ep->peer_rcq)
+		ibv_destroy_cq(ep->peer_rcq);
+	if (e->mr)
+		ibv_dereg_mr(e->mr);
+	if (e->rmr)
+		ibv_dereg_mr(e->rmr);
+	if (e->pd)
+		ibv_dealloc_pd(e->pd);
+	free(ep->buf);
+	free(ep->rbuf);
+	free(e);
+}

@@ -1,0 +1,319 @@
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "loop.h"
+
+#define MAX_LIST 4096
+#define MAX_SGE 64
+#define MAX_POLL 4096
+
+static volatile int stop_requested;
+
+void wl_request_stop(void) { stop_requested = 1; }
+void wl_reset_stop(void) { stop_requested = 0; }
+
+uint64_t wl_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Keep the peer's receive queue full for SEND on a real connection. */
+static void replenish(struct sq_endpoint *ep, struct wl_result *r)
+{
+	struct ibv_wc wc[64];
+	int n, i;
+
+	if (!ep->peer_rcq)
+		return;
+	n = ibv_poll_cq(ep->peer_rcq, 64, wc);
+	for (i = 0; i < n; i++) {
+		struct ibv_sge sge;
+		struct ibv_recv_wr wr, *bad;
+		uint64_t slot = wc[i].wr_id % (ep->rq_depth ? ep->rq_depth : 1);
+
+		r->recv_cqes++;
+		if (wc[i].status != IBV_WC_SUCCESS)
+			continue;
+		memset(&wr, 0, sizeof(wr));
+		sge.addr = (uintptr_t)ep->rbuf + slot * ep->recv_size;
+		sge.length = ep->recv_size;
+		sge.lkey = ep->rlkey;
+		wr.wr_id = wc[i].wr_id;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		if (ibv_post_recv(ep->peer_qp, &wr, &bad) == 0)
+			r->recvs_posted++;
+	}
+}
+
+struct state {
+	uint64_t retired;        /* WRs the application knows are done */
+	uint64_t last_signaled;  /* wr_id + 1 of the last signaled WR posted */
+};
+
+static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,
+		     struct state *st, uint64_t *stamps, struct ibv_wc *wc)
+{
+	int n, i;
+	uint64_t now = 0;
+
+	n = ibv_poll_cq(ep->cq, p->poll_batch, wc);
+	r->polls++;
+	if (n <= 0) {
+		if (n == 0)
+			r->empty_polls++;
+		replenish(ep, r);
+		return n;
+	}
+	if (stamps)
+		now = wl_now_ns();
+	for (i = 0; i < n; i++) {
+		r->cqes++;
+		if (wc[i].status != IBV_WC_SUCCESS)
+			r->cqe_errors++;
+		/* RC completes in order: a CQE retires its WR and all before it */
+		if (wc[i].wr_id + 1 > st->retired)
+			st->retired = wc[i].wr_id + 1;
+		if (stamps && wc[i].status == IBV_WC_SUCCESS) {
+			uint64_t d = now - stamps[wc[i].wr_id & p->stamp_mask];
+
+			r->lat_sum_ns += d;
+			r->lat_n++;
+			if (d > r->lat_max_ns)
+				r->lat_max_ns = d;
+		}
+	}
+	replenish(ep, r);
+	return n;
+}
+
+static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint64_t first,
+		      uint32_t k, const unsigned int *flags, uint32_t len, int opcode,
+		      uint32_t *accepted)
+{
+	uint32_t i;
+	int ret;
+
+	if (p->api_wr) {
+		struct ibv_qp_ex *qpx = ep->qpx;
+
+		ibv_wr_start(qpx);
+		for (i = 0; i < k; i++) {
+			qpx->wr_id = first + i;
+			qpx->wr_flags = flags[i] & ~IBV_SEND_INLINE;
+			if (opcode == IBV_WR_RDMA_WRITE)
+				ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);
+			else if (opcode == IBV_WR_SEND)
+				ibv_wr_send(qpx);
+			else
+				ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
+			if (ep->ah)
+				ibv_wr_set_ud_addr(qpx, ep->ah, ep->remote_qpn, ep->remote_qkey);
+			if (flags[i] & IBV_SEND_INLINE) {
+				ibv_wr_set_inline_data(qpx, ep->buf, len);
+			} else if (p->num_sge <= 1) {
+				ibv_wr_set_sge(qpx, ep->lkey, (uintptr_t)ep->buf, len);
+			} else {
+				struct ibv_sge sg[MAX_SGE];
+				uint32_t j, per = len / p->num_sge;
+
+				for (j = 0; j < p->num_sge && j < MAX_SGE; j++) {
+					sg[j].addr = (uintptr_t)ep->buf + j * per;
+					sg[j].length = j + 1 == p->num_sge ? len - per * j : per;
+					sg[j].lkey = ep->lkey;
+				}
+				ibv_wr_set_sge_list(qpx, p->num_sge, sg);
+			}
+		}
+		ret = ibv_wr_complete(qpx);
+		*accepted = ret ? 0 : k;
+		return ret;
+	} else {
+		static __thread struct ibv_send_wr wrs[MAX_LIST];
+		static __thread struct ibv_sge sges[MAX_LIST][4];
+		struct ibv_sge *big = NULL;
+		struct ibv_sge bigsg[MAX_SGE];
+		struct ibv_send_wr *bad = NULL;
+
+		for (i = 0; i < k; i++) {
+			struct ibv_send_wr *w = &wrs[i];
+			uint32_t j, n = p->num_sge ? p->num_sge : 1, per = len / n;
+			struct ibv_sge *sg = sges[i];
+
+			if (n > 4) {
+				/* only the too-many-sge fault uses this; one WR per list */
+				sg = big = bigsg;
+				if (n > MAX_SGE)
+					n = MAX_SGE;
+			}
+			memset(w, 0, sizeof(*w));
+			w->wr_id = first + i;
+			w->opcode = opcode;
+			w->send_flags = flags[i];
+			w->sg_list = sg;
+			w->num_sge = (int)n;
+			w->next = i + 1 < k ? &wrs[i + 1] : NULL;
+			for (j = 0; j < n; j++) {
+				sg[j].addr = (uintptr_t)ep->buf + j * per;
+				sg[j].length = j + 1 == n ? len - per * j : per;
+				sg[j].lkey = ep->lkey;
+			}
+			if (opcode == IBV_WR_RDMA_WRITE) {
+				w->wr.rdma.remote_addr = ep->raddr;
+				w->wr.rdma.rkey = ep->rkey;
+			}
+			if (ep->ah) {
+				w->wr.ud.ah = ep->ah;
+				w->wr.ud.remote_qpn = ep->remote_qpn;
+				w->wr.ud.remote_qkey = ep->remote_qkey;
+			}
+		}
+		(void)big;
+		ret = ibv_post_send(ep->qp, wrs, &bad);
+		*accepted = ret ? (uint32_t)(bad - wrs) : k;
+		return ret;
+	}
+}
+
+int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,
+	   uint64_t *stamps)
+{
+	static __thread unsigned int flags[MAX_LIST];
+	static __thread struct ibv_wc wc[MAX_POLL];
+	struct state st = { 0 };
+	uint64_t deadline = 0, idle_since;
+	int timed = p->duration_ns != 0;
+	uint32_t len = p->size;
+	int opcode = p->opcode;
+
+	if (p->post_list == 0 || p->post_list > MAX_LIST || p->poll_batch == 0 ||
+	    p->poll_batch > MAX_POLL || p->cq_mod == 0 || p->num_sge > MAX_SGE)
+		return EINVAL;
+	if (p->api_wr && !ep->qpx)
+		return EOPNOTSUPP;
+	if (p->fault == WL_FAULT_BAD_OPCODE)
+		opcode = 0x7f;
+
+	memset(r, 0, sizeof(*r));
+	r->start_ns = wl_now_ns();
+	if (timed)
+		deadline = r->start_ns + p->duration_ns;
+
+	while (!stop_requested) {
+		uint64_t remaining, out;
+		uint32_t k, i, acc = 0;
+		uint64_t t0, t1;
+		int ret;
+
+		if (timed) {
+			if (wl_now_ns() >= deadline)
+				break;
+			remaining = p->post_list;
+		} else {
+			if (r->attempts >= p->iters)
+				break;
+			remaining = p->iters - r->attempts;
+		}
+		k = remaining < p->post_list ? (uint32_t)remaining : p->post_list;
+
+		/* The application's own flow control: never more than tx_depth
+		 * outstanding. Fault modes that overflow the SQ skip it, as the
+		 * buggy applications they reproduce do. */
+		if (p->tx_depth) {
+			out = r->wrs - st.retired;
+			if (out + k > p->tx_depth) {
+				poll_once(ep, p, r, &st, stamps, wc);
+				continue;
+			}
+		}
+		if (p->rate) {
+			uint64_t due = r->start_ns + r->attempts * 1000000000ull / p->rate;
+			uint64_t now = wl_now_ns();
+
+			if (due > now) {
+				if (due - now > 50000) {
+					struct timespec ts = { 0, (long)(due - now) };
+					nanosleep(&ts, NULL);
+				}
+				continue;
+			}
+		}
+		for (i = 0; i < k; i++) {
+			uint64_t id = r->attempts + i;
+			unsigned int f = 0;
+
+			if (p->use_inline)
+				f |= IBV_SEND_INLINE;
+			if (p->fault != WL_FAULT_NEVER_SIGNAL &&
+			    ((id + 1) % p->cq_mod == 0 || (!timed && id + 1 == p->iters)))
+				f |= IBV_SEND_SIGNALED;
+			flags[i] = f;
+		}
+		/* in a timed run the last batch before the deadline is signaled */
+		if (timed && p->fault != WL_FAULT_NEVER_SIGNAL && wl_now_ns() + 1000 >= deadline)
+			flags[k - 1] |= IBV_SEND_SIGNALED;
+
+		t0 = wl_now_ns();
+		ret = post_batch(ep, p, r->attempts, k, flags, len, opcode, &acc);
+		t1 = wl_now_ns();
+		r->post_ns += t1 - t0;
+		r->post_calls++;
+		if (acc) {
+			r->doorbells++;
+			for (i = 0; i < acc; i++) {
+				if (flags[i] & IBV_SEND_INLINE)
+					r->inline_wrs++;
+				if (flags[i] & IBV_SEND_SIGNALED) {
+					r->signaled++;
+					st.last_signaled = r->attempts + i + 1;
+					if (stamps)
+						stamps[(r->attempts + i) & p->stamp_mask] = t1;
+				}
+			}
+			r->wrs += acc;
+		}
+		if (ret) {
+			if (!r->first_errno) {
+				r->first_errno = ret;
+				r->first_error_at = r->attempts + acc;
+			}
+			if (ret == ENOMEM)
+				r->enomem++;
+			else if (ret == EINVAL)
+				r->einval++;
+			else
+				r->other_errors++;
+		}
+		/* WRs of a failed list past *bad_wr are dropped, not retried */
+		r->attempts += k;
+		out = r->wrs - st.retired;
+		if (out > r->peak_outstanding)
+			r->peak_outstanding = out;
+
+		if (p->fault == WL_FAULT_LAZY_POLL && p->lazy_poll > 1) {
+			if (r->post_calls % p->lazy_poll == 0)
+				poll_once(ep, p, r, &st, stamps, wc);
+		} else {
+			poll_once(ep, p, r, &st, stamps, wc);
+		}
+	}
+
+	/* Drain: wait for the CQE of the last signaled WR. */
+	idle_since = wl_now_ns();
+	while (st.retired < st.last_signaled) {
+		int n = poll_once(ep, p, r, &st, stamps, wc);
+
+		if (n > 0)
+			idle_since = wl_now_ns();
+		else if (n < 0 || wl_now_ns() - idle_since > p->drain_ns)
+			break;
+	}
+	if (st.retired < st.last_signaled)
+		r->undrained = st.last_signaled - st.retired;
+	r->end_ns = wl_now_ns();
+	return 0;
+}

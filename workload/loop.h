@@ -1,0 +1,71 @@
+/* The workload's traffic loop: posts on one endpoint through the unmodified
+ * static inline ibv_post_send()/ibv_wr_*() of verbs.h and reaps with
+ * ibv_poll_cq(), the way perftest's bandwidth tests do. */
+#ifndef SQSCOPE_LOOP_H
+#define SQSCOPE_LOOP_H
+
+#include <stdint.h>
+#include "../verbs/endpoint.h"
+
+enum wl_fault {
+	WL_FAULT_NONE = 0,
+	WL_FAULT_NEVER_SIGNAL,  /* no WR signaled: the SQ never drains */
+	WL_FAULT_LAZY_POLL,     /* poll only every lazy_poll post calls */
+	WL_FAULT_INLINE_TOO_BIG,/* inline payload over max_inline_data */
+	WL_FAULT_TOO_MANY_SGE,  /* num_sge over max_send_sge */
+	WL_FAULT_BAD_OPCODE,    /* an opcode the provider rejects (EINVAL) */
+};
+
+struct wl_params {
+	int api_wr;          /* post with ibv_wr_start..ibv_wr_complete */
+	int opcode;          /* IBV_WR_SEND or IBV_WR_RDMA_WRITE */
+	uint32_t size;       /* payload bytes per WR */
+	int use_inline;      /* IBV_SEND_INLINE / ibv_wr_set_inline_data */
+	uint32_t num_sge;    /* SGEs per WR (size is split across them) */
+	uint32_t cq_mod;     /* signal every cq_mod-th WR (and the last) */
+	uint32_t tx_depth;   /* the application's own limit on outstanding WRs; 0: none */
+	uint32_t post_list;  /* WRs per post call */
+	uint64_t iters;      /* WRs to attempt; 0 with duration_ns */
+	uint64_t duration_ns;
+	uint32_t poll_batch; /* ibv_wc entries per ibv_poll_cq */
+	uint64_t rate;       /* WR/s cap; 0 = none */
+	int fault;
+	uint32_t lazy_poll;
+	uint64_t drain_ns;   /* how long to wait for outstanding CQEs at the end */
+	uint64_t stamp_mask; /* ring size - 1 for post timestamps (pow2 >= max_send_wr) */
+};
+
+struct wl_result {
+	uint64_t attempts;     /* WRs tried */
+	uint64_t wrs;          /* WRs accepted */
+	uint64_t post_calls;
+	uint64_t doorbells;    /* calls that posted >= 1 WR */
+	uint64_t inline_wrs;
+	uint64_t signaled;
+	uint64_t post_ns;      /* time spent inside post calls */
+	uint64_t cqes;         /* send CQEs polled */
+	uint64_t cqe_errors;   /* of those, status != success */
+	uint64_t polls;
+	uint64_t empty_polls;
+	uint64_t enomem;
+	uint64_t einval;
+	uint64_t other_errors;
+	int first_errno;
+	uint64_t first_error_at; /* attempts before the first failed post */
+	uint64_t lat_sum_ns;   /* post -> CQE polled, signaled WRs */
+	uint64_t lat_n;
+	uint64_t lat_max_ns;
+	uint64_t peak_outstanding; /* as the application counts it */
+	uint64_t recvs_posted;
+	uint64_t recv_cqes;
+	uint64_t start_ns, end_ns;
+	uint64_t undrained;    /* signaled WRs whose CQE never came */
+};
+
+int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,
+	   uint64_t *stamps);
+void wl_request_stop(void);
+void wl_reset_stop(void);
+uint64_t wl_now_ns(void);
+
+#endif

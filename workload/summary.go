@@ -1,0 +1,175 @@
+package workload
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+
+	"github.com/sqscope/sqscope/verbs"
+)
+
+// hcaOnly are the counter names only the simulated HCA can know.
+var hcaOnly = []string{"bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload", "cqe_writes",
+	"mmio_bytes", "dma_bytes_wqe", "dma_bytes_payload", "inline_bytes", "flushed_cqes", "post_recvs", "outstanding"}
+
+// MarshalJSON writes the shared counter names at the top level (the names a
+// trace report uses), then the application's view under "app". On a real
+// device the HCA-only counters are left out rather than shown as zero.
+func (q QPResult) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(q.Counters)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if !q.HCATruth {
+		for _, k := range hcaOnly {
+			delete(m, k)
+		}
+	}
+	m["qp_type"] = q.Type.String()
+	m["max_send_sge"] = q.Caps.MaxSendSGE
+	m["truth"] = map[bool]string{true: "hca", false: "application"}[q.HCATruth]
+	m["wr_size"] = q.WRSize
+	m["app"] = q.App
+	return json.Marshal(m)
+}
+
+// WriteJSON writes one object per QP as a JSON array.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r.QPs)
+}
+
+func opName(op int) string {
+	if op == verbs.OpRDMAWrite {
+		return "WRITE"
+	}
+	return "SEND"
+}
+
+// WriteText writes a perftest-like summary and, per QP, what happened.
+func (r *Result) WriteText(w io.Writer) {
+	c := r.Config
+	var wrs, attempts uint64
+	var secs, postNS, latNS float64
+	var latN int
+	for _, q := range r.QPs {
+		wrs += q.App.WRs
+		attempts += q.App.Attempts
+		if q.App.Seconds > secs {
+			secs = q.App.Seconds
+		}
+		postNS += q.App.AvgPostNS
+		if q.App.AvgLatencyNS > 0 {
+			latNS += q.App.AvgLatencyNS
+			latN++
+		}
+	}
+	n := float64(len(r.QPs))
+	size := c.Size
+	inl := "no"
+	if len(r.QPs) > 0 {
+		size = r.QPs[0].WRSize
+		if r.QPs[0].InlineOn {
+			inl = "yes"
+		}
+	}
+	fmt.Fprintf(w, "sqscope workload: device %s, %s %s, api %s, %d QP(s)", r.Device, c.Conn, opName(c.Opcode), c.API, len(r.QPs))
+	if c.Fault != FaultNone {
+		fmt.Fprintf(w, ", fault %s", c.Fault)
+		if c.Fault == FaultLazyPoll {
+			fmt.Fprintf(w, "=%d", c.LazyPoll)
+		}
+	}
+	if c.SigAll {
+		fmt.Fprint(w, ", sq_sig_all")
+	}
+	fmt.Fprintln(w)
+	line := strings.Repeat("-", 100)
+	fmt.Fprintln(w, line)
+	fmt.Fprintf(w, " %-8s %-12s %-10s %-7s %-7s %-10s %-10s %-12s %-12s\n",
+		"#bytes", "#WRs", "post_list", "cq_mod", "inline", "Mops", "MB/s", "post ns avg", "lat us avg")
+	var mops, mbs float64
+	if secs > 0 {
+		mops = float64(wrs) / secs / 1e6
+		mbs = float64(wrs) * float64(size) / secs / 1e6
+	}
+	lat := "-"
+	if latN > 0 {
+		lat = fmt.Sprintf("%.2f", latNS/float64(latN)/1000)
+	}
+	fmt.Fprintf(w, " %-8d %-12d %-10d %-7d %-7s %-10.3f %-10.1f %-12.1f %-12s\n",
+		size, wrs, c.PostList, c.CQMod, inl, mops, mbs, postNS/n, lat)
+	fmt.Fprintln(w, line)
+	for _, q := range r.QPs {
+		k := q.Counters
+		fmt.Fprintf(w, " QP %#x %s: max_send_wr %d, max_inline_data %d | WRs %d, post calls %d, inline %d, signaled %d, CQEs polled %d, peak outstanding %d\n",
+			k.QPNum, q.Type, k.MaxSendWR, k.MaxInlineData, k.WRs, k.PostCalls, k.Inline, k.Signaled, k.CQEsPolled, k.PeakOutstanding)
+		if q.HCATruth {
+			fmt.Fprintf(w, "   HCA: doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
+				k.Doorbells, k.BFWrites, k.WQEBBs, k.DMAReadsWQE, k.DMAReadsPayload, k.CQEWrites)
+		}
+		for _, s := range q.diagnosis(c) {
+			fmt.Fprintf(w, "   %s\n", s)
+		}
+	}
+	if r.Stopped {
+		fmt.Fprintln(w, " stopped early by signal: counts cover the WRs attempted so far")
+	}
+}
+
+// diagnosis explains failures in the application's words.
+func (q QPResult) diagnosis(c Config) []string {
+	k, a := q.Counters, q.App
+	var out []string
+	failed := a.ENOMEM + a.EINVAL + a.OtherErrors
+	if failed == 0 {
+		if a.Undrained > 0 {
+			out = append(out, fmt.Sprintf("WARNING: %d signaled WR(s) never completed within the drain timeout", a.Undrained))
+		}
+		if a.CQEErrors > 0 {
+			out = append(out, fmt.Sprintf("WARNING: %d completion(s) with error status", a.CQEErrors))
+		}
+		return out
+	}
+	first := "?"
+	if a.FirstErrno != 0 {
+		first = syscall.Errno(a.FirstErrno).Error()
+	}
+	if k.ENOMEMSQFull > 0 {
+		s := fmt.Sprintf("SQ OVERFLOW: %d post call(s) failed with ENOMEM (SQ full), %d WR(s) accepted in all; the first failure came at WR #%d with the SQ holding max_send_wr %d",
+			k.ENOMEMSQFull, k.WRs, a.FirstErrorAt, k.MaxSendWR)
+		switch c.Fault {
+		case FaultNeverSignal:
+			if c.SigAll {
+				s += "; sq_sig_all made every WR signaled anyway"
+			} else {
+				s += "; no WR was signaled, so no CQE ever retired a WQE (fault never-signal)"
+			}
+		case FaultLazyPoll:
+			s += fmt.Sprintf("; CQEs were polled only every %d post calls, too rarely to retire WQEs in time (fault lazy-poll)", c.LazyPoll)
+		}
+		out = append(out, s)
+	}
+	if k.ENOMEMInline > 0 {
+		out = append(out, fmt.Sprintf("INLINE TOO BIG: %d post call(s) failed with ENOMEM: %d B inline > max_inline_data %d",
+			k.ENOMEMInline, q.WRSize, k.MaxInlineData))
+	}
+	if k.ENOMEMSGE > 0 {
+		out = append(out, fmt.Sprintf("TOO MANY SGES: %d post call(s) failed with ENOMEM: num_sge %d > max_send_sge %d",
+			k.ENOMEMSGE, q.NumSGE, q.Caps.MaxSendSGE))
+	}
+	if k.EINVAL > 0 || a.EINVAL > 0 {
+		out = append(out, fmt.Sprintf("EINVAL: %d post call(s) rejected (bad opcode or QP state)", max(k.EINVAL, a.EINVAL)))
+	}
+	if a.OtherErrors > 0 {
+		out = append(out, fmt.Sprintf("%d post call(s) failed with other errors (first: %s)", a.OtherErrors, first))
+	}
+	return out
+}

@@ -1,0 +1,447 @@
+// Package workload is sqscope's traffic generator: perftest-style inline and
+// unsignaled send traffic on the simulated HCA or a real verbs device, with
+// fault modes that reproduce the classic send-queue bugs. Each QP runs on its
+// own thread in a C loop (loop.c) that posts through the unmodified inline
+// verbs calls, so a tracer sees exactly what it would see in a real
+// application.
+package workload
+
+/*
+#cgo CFLAGS: -O2 -g -Wall
+#cgo LDFLAGS: -libverbs
+#include <stdlib.h>
+#include "loop.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/sqscope/sqscope/verbs"
+)
+
+// Fault is a classic send-queue bug the workload can reproduce.
+type Fault int
+
+const (
+	FaultNone Fault = iota
+	FaultNeverSignal
+	FaultLazyPoll
+	FaultInlineTooBig
+	FaultTooManySGE
+	FaultBadOpcode
+)
+
+var faultNames = map[Fault]string{
+	FaultNone: "none", FaultNeverSignal: "never-signal", FaultLazyPoll: "lazy-poll",
+	FaultInlineTooBig: "inline-too-big", FaultTooManySGE: "too-many-sge", FaultBadOpcode: "bad-opcode",
+}
+
+func (f Fault) String() string { return faultNames[f] }
+
+// ParseFault parses --fault: never-signal, lazy-poll=N, inline-too-big,
+// too-many-sge, bad-opcode.
+func ParseFault(s string) (Fault, uint32, error) {
+	name, arg, hasArg := strings.Cut(s, "=")
+	for f, n := range faultNames {
+		if n != name || f == FaultNone {
+			continue
+		}
+		if f == FaultLazyPoll {
+			if !hasArg {
+				return 0, 0, fmt.Errorf("--fault lazy-poll needs a count: lazy-poll=N (poll every N posts)")
+			}
+			v, err := strconv.ParseUint(arg, 10, 32)
+			if err != nil || v < 2 {
+				return 0, 0, fmt.Errorf("--fault lazy-poll=%s: want an integer >= 2", arg)
+			}
+			return f, uint32(v), nil
+		}
+		if hasArg {
+			return 0, 0, fmt.Errorf("--fault %s takes no value", name)
+		}
+		return f, 0, nil
+	}
+	return 0, 0, fmt.Errorf("unknown fault %q (want never-signal, lazy-poll=N, inline-too-big, too-many-sge or bad-opcode)", s)
+}
+
+// Config is one workload run. Names follow perftest where it has the knob.
+type Config struct {
+	Device     string // -d: "sim" or a verbs device name
+	GIDIndex   int    // -x: -1 chooses a RoCE v2 GID
+	Port       int
+	Size       uint32 // -s
+	InlineSize uint32 // -I: WRs of Size <= InlineSize are posted inline
+	CQMod      uint32 // -Q: signal every CQMod-th WR
+	TxDepth    uint32 // -t: SQ depth asked for, and the outstanding limit
+	PostList   uint32 // -l: WRs per post call
+	Iters      uint64 // -n: WRs per QP
+	Duration   time.Duration
+	QPs        int
+	Conn       verbs.QPType
+	Opcode     int // verbs.OpSend or verbs.OpRDMAWrite
+	API        string
+	PollBatch  uint32
+	Rate       uint64 // WR/s per QP
+	SigAll     bool
+	Fault      Fault
+	LazyPoll   uint32
+	NumSGE     uint32
+	Sim        verbs.NICModel
+	ReadyFile  string
+	WaitSignal bool
+	// DrainTimeout bounds the wait for outstanding CQEs at the end.
+	DrainTimeout time.Duration
+}
+
+// Defaults returns perftest-like defaults.
+func Defaults() Config {
+	return Config{
+		Device: verbs.SimName, GIDIndex: -1, Port: 1,
+		Size: 64, InlineSize: 0, CQMod: 100, TxDepth: 128, PostList: 1, Iters: 5000,
+		QPs: 1, Conn: verbs.RC, Opcode: verbs.OpSend, API: "post_send", PollBatch: 16,
+		NumSGE: 1, Sim: verbs.DefaultNICModel(), DrainTimeout: 2 * time.Second,
+	}
+}
+
+// UsageError is a bad flag value: the command exits with status 2.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
+
+// cqModExplicit is set by the flag parser when -Q was given, so that the
+// perftest default (100) is capped to the depth silently but an explicit
+// value larger than the depth is an error.
+func (c *Config) Validate(cqModExplicit bool) error {
+	switch {
+	case c.TxDepth == 0:
+		return usagef("-t/--tx-depth must be at least 1")
+	case c.PostList == 0:
+		return usagef("-l/--post_list must be at least 1")
+	case c.PostList > c.TxDepth:
+		return usagef("-l/--post_list %d is larger than -t/--tx-depth %d", c.PostList, c.TxDepth)
+	case c.PostList > 4096:
+		return usagef("-l/--post_list %d is over the limit of 4096", c.PostList)
+	case c.CQMod == 0:
+		return usagef("-Q/--cq-mod must be at least 1")
+	case c.Size == 0 && c.InlineSize > 0:
+		return usagef("-s/--size 0 with -I/--inline_size %d: an inline WR needs a payload", c.InlineSize)
+	case c.Iters == 0 && c.Duration == 0:
+		return usagef("-n/--iters must be at least 1 (or give -D/--duration)")
+	case c.QPs < 1 || c.QPs > 256:
+		return usagef("--qps %d out of range 1..256", c.QPs)
+	case c.PollBatch == 0 || c.PollBatch > 4096:
+		return usagef("--poll-batch %d out of range 1..4096", c.PollBatch)
+	case c.API != "post_send" && c.API != "wr":
+		return usagef("--api %q: want post_send or wr", c.API)
+	case c.Conn == verbs.UD && c.Opcode == verbs.OpRDMAWrite:
+		return usagef("--opcode write needs --connection RC (UD has no RDMA WRITE)")
+	case c.Size > 1<<24:
+		return usagef("-s/--size %d over the limit of 16 MiB", c.Size)
+	case c.Duration < 0:
+		return usagef("-D/--duration must be positive")
+	}
+	if c.CQMod > c.TxDepth {
+		if cqModExplicit {
+			return usagef("-Q/--cq-mod %d is larger than -t/--tx-depth %d: the SQ would fill before a CQE is requested", c.CQMod, c.TxDepth)
+		}
+		c.CQMod = c.TxDepth
+	}
+	if c.Fault == FaultLazyPoll && c.LazyPoll < 2 {
+		return usagef("--fault lazy-poll needs N >= 2")
+	}
+	return nil
+}
+
+// AppCounters is what the application side knows, on any device.
+type AppCounters struct {
+	Attempts        uint64  `json:"attempts"`
+	WRs             uint64  `json:"wrs"`
+	PostCalls       uint64  `json:"post_calls"`
+	Doorbells       uint64  `json:"doorbells"`
+	Inline          uint64  `json:"inline"`
+	Signaled        uint64  `json:"signaled"`
+	CQEsPolled      uint64  `json:"cqes_polled"`
+	CQEErrors       uint64  `json:"cqe_errors"`
+	Polls           uint64  `json:"polls"`
+	EmptyPolls      uint64  `json:"empty_polls"`
+	ENOMEM          uint64  `json:"enomem"`
+	EINVAL          uint64  `json:"einval"`
+	OtherErrors     uint64  `json:"other_errors"`
+	FirstErrno      int     `json:"first_errno"`
+	FirstErrorAt    uint64  `json:"first_error_at"`
+	PeakOutstanding uint64  `json:"peak_outstanding"`
+	Undrained       uint64  `json:"undrained"`
+	AvgPostNS       float64 `json:"avg_post_ns"`
+	AvgLatencyNS    float64 `json:"avg_latency_ns"`
+	MaxLatencyNS    uint64  `json:"max_latency_ns"`
+	Seconds         float64 `json:"seconds"`
+	RecvsPosted     uint64  `json:"recvs_posted"`
+}
+
+// QPResult is one QP's outcome. Counters are the simulator's ground truth on
+// the sim device; on a real device they hold only what the application side
+// can know (HCA-only fields are omitted from JSON).
+type QPResult struct {
+	Index    int
+	Counters verbs.Counters
+	HCATruth bool
+	Caps     verbs.Caps
+	Type     verbs.QPType
+	App      AppCounters
+	WRSize   uint32 // payload bytes per WR actually used
+	InlineOn bool
+	NumSGE   uint32
+}
+
+// Result is a whole run.
+type Result struct {
+	Config Config
+	Device string
+	QPs    []QPResult
+	// Stopped is set when the run ended early on a signal.
+	Stopped bool
+}
+
+var runMu sync.Mutex
+
+// Run opens the device, creates the QPs, optionally announces readiness and
+// waits for SIGUSR1, then runs one traffic thread per QP until each has
+// attempted Iters WRs (or Duration passed, or ctx is done).
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	runMu.Lock()
+	defer runMu.Unlock()
+
+	dev, err := open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer dev.Close()
+
+	inline := cfg.InlineSize > 0 && cfg.Size <= cfg.InlineSize
+	qcfg := verbs.QPConfig{
+		Type:       cfg.Conn,
+		MaxSendWR:  cfg.TxDepth,
+		MaxRecvWR:  cfg.TxDepth,
+		MaxSendSGE: 1,
+		MaxInline:  cfg.InlineSize,
+		SigAll:     cfg.SigAll,
+		WRAPI:      cfg.API == "wr",
+		BufSize:    int(cfg.Size)*4 + 4096,
+	}
+	if cfg.NumSGE > 1 {
+		qcfg.MaxSendSGE = cfg.NumSGE
+	}
+	if cfg.Fault == FaultInlineTooBig && cfg.InlineSize == 0 {
+		qcfg.MaxInline = 64
+	}
+	eps := make([]*verbs.Endpoint, cfg.QPs)
+	for i := range eps {
+		ep, err := dev.NewEndpoint(qcfg)
+		if err != nil {
+			return nil, err
+		}
+		eps[i] = ep
+	}
+
+	// Per-QP WR shape, fixed by the fault mode against the reported caps.
+	type shape struct {
+		size   uint32
+		inline bool
+		sge    uint32
+	}
+	shapes := make([]shape, len(eps))
+	for i, ep := range eps {
+		sh := shape{size: cfg.Size, inline: inline, sge: max(cfg.NumSGE, 1)}
+		switch cfg.Fault {
+		case FaultInlineTooBig:
+			sh.inline = true
+			if sh.size <= ep.Caps.MaxInlineData {
+				sh.size = ep.Caps.MaxInlineData + 1
+			}
+		case FaultTooManySGE:
+			sh.sge = ep.Caps.MaxSendSGE + 1
+			if sh.size < sh.sge {
+				sh.size = sh.sge
+			}
+		}
+		if int(sh.size) > qcfg.BufSize {
+			return nil, fmt.Errorf("payload %d B exceeds the registered buffer", sh.size)
+		}
+		shapes[i] = sh
+	}
+
+	var usr1 *usr1Waiter
+	if cfg.WaitSignal {
+		usr1 = armUSR1()
+	}
+	if cfg.ReadyFile != "" {
+		if err := writeReady(cfg.ReadyFile, eps); err != nil {
+			return nil, err
+		}
+	}
+	if usr1 != nil {
+		if err := usr1.wait(ctx); err != nil {
+			return nil, fmt.Errorf("waiting for SIGUSR1: %w", err)
+		}
+	}
+
+	C.wl_reset_stop()
+	stopWatch := make(chan struct{})
+	var stopped bool
+	var stopMu sync.Mutex
+	go func() {
+		select {
+		case <-ctx.Done():
+			stopMu.Lock()
+			stopped = true
+			stopMu.Unlock()
+			C.wl_request_stop()
+		case <-stopWatch:
+		}
+	}()
+
+	res := &Result{Config: cfg, Device: dev.Name(), QPs: make([]QPResult, len(eps))}
+	var wg sync.WaitGroup
+	errs := make([]error, len(eps))
+	for i, ep := range eps {
+		wg.Add(1)
+		go func(i int, ep *verbs.Endpoint) {
+			defer wg.Done()
+			res.QPs[i], errs[i] = runQP(cfg, dev, ep, i, shapes[i].size, shapes[i].inline, shapes[i].sge)
+		}(i, ep)
+	}
+	wg.Wait()
+	close(stopWatch)
+	stopMu.Lock()
+	res.Stopped = stopped
+	stopMu.Unlock()
+	return res, errors.Join(errs...)
+}
+
+func open(cfg Config) (verbs.Device, error) {
+	if cfg.Device == verbs.SimName {
+		return verbs.OpenSim(cfg.Sim)
+	}
+	return verbs.OpenDevice(cfg.Device, verbs.DeviceOptions{Port: cfg.Port, GIDIndex: cfg.GIDIndex})
+}
+
+func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, size uint32, inline bool, nsge uint32) (QPResult, error) {
+	var p C.struct_wl_params
+	p.api_wr = boolInt(cfg.API == "wr")
+	p.opcode = C.int(cfg.Opcode)
+	p.size = C.uint32_t(size)
+	p.use_inline = boolInt(inline)
+	p.num_sge = C.uint32_t(nsge)
+	p.cq_mod = C.uint32_t(cfg.CQMod)
+	p.post_list = C.uint32_t(cfg.PostList)
+	p.iters = C.uint64_t(cfg.Iters)
+	p.duration_ns = C.uint64_t(cfg.Duration.Nanoseconds())
+	p.poll_batch = C.uint32_t(cfg.PollBatch)
+	p.rate = C.uint64_t(cfg.Rate)
+	p.fault = C.int(cfg.Fault)
+	p.lazy_poll = C.uint32_t(cfg.LazyPoll)
+	p.drain_ns = C.uint64_t(cfg.DrainTimeout.Nanoseconds())
+	switch cfg.Fault {
+	case FaultNeverSignal, FaultLazyPoll:
+		p.tx_depth = 0 // the buggy application trusts its SQ to never fill
+	default:
+		p.tx_depth = C.uint32_t(min(cfg.TxDepth, ep.Caps.MaxSendWR))
+	}
+	ring := uint64(1) << bits.Len64(uint64(ep.Caps.MaxSendWR)+uint64(cfg.PostList))
+	p.stamp_mask = C.uint64_t(ring - 1)
+	stamps := (*C.uint64_t)(C.calloc(C.size_t(ring), 8))
+	if stamps == nil {
+		return QPResult{}, syscall.ENOMEM
+	}
+	defer C.free(unsafe.Pointer(stamps))
+
+	var r C.struct_wl_result
+	if rc := C.wl_run((*C.struct_sq_endpoint)(ep.Ptr()), &p, &r, stamps); rc != 0 {
+		return QPResult{}, fmt.Errorf("QP %#x traffic loop: %w", ep.QPNum, syscall.Errno(rc))
+	}
+	app := AppCounters{
+		Attempts: uint64(r.attempts), WRs: uint64(r.wrs), PostCalls: uint64(r.post_calls),
+		Doorbells: uint64(r.doorbells), Inline: uint64(r.inline_wrs), Signaled: uint64(r.signaled),
+		CQEsPolled: uint64(r.cqes), CQEErrors: uint64(r.cqe_errors), Polls: uint64(r.polls),
+		EmptyPolls: uint64(r.empty_polls), ENOMEM: uint64(r.enomem), EINVAL: uint64(r.einval),
+		OtherErrors: uint64(r.other_errors), FirstErrno: int(r.first_errno), FirstErrorAt: uint64(r.first_error_at),
+		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained),
+		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted),
+		Seconds: float64(r.end_ns-r.start_ns) / 1e9,
+	}
+	if r.post_calls > 0 {
+		app.AvgPostNS = float64(r.post_ns) / float64(r.post_calls)
+	}
+	if r.lat_n > 0 {
+		app.AvgLatencyNS = float64(r.lat_sum_ns) / float64(r.lat_n)
+	}
+	q := QPResult{Index: idx, Caps: ep.Caps, Type: ep.Type, App: app, WRSize: size, InlineOn: inline, NumSGE: nsge}
+	if c, ok := dev.Counters(ep); ok {
+		q.Counters = c
+		q.HCATruth = true
+	} else {
+		q.Counters = appSideCounters(ep, app, cfg, size, nsge)
+	}
+	return q, nil
+}
+
+// appSideCounters fills the shared counter names with what an application
+// knows on a real device. The ENOMEM cause is the application's own
+// inference from the WR it posted and the caps its QP reported.
+func appSideCounters(ep *verbs.Endpoint, a AppCounters, cfg Config, size, nsge uint32) verbs.Counters {
+	c := verbs.Counters{
+		QPNum: ep.QPNum, MaxSendWR: ep.Caps.MaxSendWR, MaxInlineData: ep.Caps.MaxInlineData,
+		WRs: a.WRs, PostCalls: a.PostCalls, Inline: a.Inline, Signaled: a.Signaled,
+		Doorbells: a.Doorbells, EINVAL: a.EINVAL, PeakOutstanding: a.PeakOutstanding,
+		CQEsPolled: a.CQEsPolled,
+	}
+	if cfg.SigAll {
+		c.Signaled = a.WRs
+	}
+	switch {
+	case cfg.Fault == FaultInlineTooBig && size > ep.Caps.MaxInlineData:
+		c.ENOMEMInline = a.ENOMEM
+	case nsge > ep.Caps.MaxSendSGE:
+		c.ENOMEMSGE = a.ENOMEM
+	default:
+		c.ENOMEMSQFull = a.ENOMEM
+	}
+	return c
+}
+
+func boolInt(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// writeReady writes the QP numbers, one per line, atomically.
+func writeReady(path string, eps []*verbs.Endpoint) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pid %d\n", os.Getpid())
+	for _, ep := range eps {
+		fmt.Fprintf(&b, "qp %#x %s max_send_wr %d max_inline_data %d\n", ep.QPNum, ep.Type, ep.Caps.MaxSendWR, ep.Caps.MaxInlineData)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("writing ready file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing ready file: %w", err)
+	}
+	return nil
+}

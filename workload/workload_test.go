@@ -1,0 +1,207 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sqscope/sqscope/verbs"
+)
+
+func simConfig() Config {
+	c := Defaults()
+	c.Sim.Deterministic = true
+	return c
+}
+
+func run(t *testing.T, c Config) *Result {
+	t.Helper()
+	if err := c.Validate(true); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mut    func(*Config)
+		cqExpl bool
+		ok     bool
+	}{
+		{"defaults", func(*Config) {}, false, true},
+		{"depth 0", func(c *Config) { c.TxDepth = 0 }, false, false},
+		{"size 0 with inline", func(c *Config) { c.Size = 0; c.InlineSize = 64 }, false, false},
+		{"size 0 without inline", func(c *Config) { c.Size = 0 }, false, true},
+		{"explicit -Q larger than depth", func(c *Config) { c.CQMod = 256 }, true, false},
+		{"default -Q larger than depth is capped", func(c *Config) { c.TxDepth = 64 }, false, true},
+		{"post list over depth", func(c *Config) { c.PostList = 256 }, false, false},
+		{"UD write", func(c *Config) { c.Conn = verbs.UD; c.Opcode = verbs.OpRDMAWrite }, false, false},
+		{"bad api", func(c *Config) { c.API = "verbs" }, false, false},
+		{"no iters no duration", func(c *Config) { c.Iters = 0 }, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Defaults()
+			tc.mut(&c)
+			err := c.Validate(tc.cqExpl)
+			if (err == nil) != tc.ok {
+				t.Fatalf("Validate = %v, want ok=%v", err, tc.ok)
+			}
+			var ue *UsageError
+			if err != nil && !errors.As(err, &ue) {
+				t.Fatalf("not a UsageError: %T", err)
+			}
+			if tc.ok && c.CQMod > c.TxDepth {
+				t.Fatalf("cq_mod %d not capped to depth %d", c.CQMod, c.TxDepth)
+			}
+		})
+	}
+}
+
+func TestParseFault(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Fault
+		n    uint32
+		ok   bool
+	}{
+		{"never-signal", FaultNeverSignal, 0, true},
+		{"lazy-poll=8", FaultLazyPoll, 8, true},
+		{"lazy-poll", 0, 0, false},
+		{"lazy-poll=1", 0, 0, false},
+		{"inline-too-big", FaultInlineTooBig, 0, true},
+		{"too-many-sge", FaultTooManySGE, 0, true},
+		{"bad-opcode", FaultBadOpcode, 0, true},
+		{"none", 0, 0, false},
+		{"explode", 0, 0, false},
+		{"never-signal=3", 0, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			f, n, err := ParseFault(tc.in)
+			if (err == nil) != tc.ok || f != tc.want || n != tc.n {
+				t.Fatalf("ParseFault = %v %d %v", f, n, err)
+			}
+		})
+	}
+}
+
+// The acceptance case: inline, signal every 16th, one WR per call.
+func TestHealthyInline(t *testing.T) {
+	for _, api := range []string{"post_send", "wr"} {
+		t.Run(api, func(t *testing.T) {
+			c := simConfig()
+			c.Size, c.InlineSize, c.CQMod, c.TxDepth, c.Iters, c.API = 64, 64, 16, 128, 100000, api
+			r := run(t, c)
+			k := r.QPs[0].Counters
+			if k.Inline != k.WRs || k.WRs != 100000 || k.Signaled != k.WRs/16 || k.CQEWrites != k.Signaled ||
+				k.BFWrites != k.PostCalls || k.CQEsPolled != k.Signaled {
+				t.Fatalf("counters %+v", k)
+			}
+			if k.ENOMEMSQFull+k.ENOMEMInline+k.ENOMEMSGE+k.EINVAL != 0 {
+				t.Fatalf("errors %+v", k)
+			}
+			if k.PeakOutstanding > 128 {
+				t.Fatalf("peak %d over tx-depth", k.PeakOutstanding)
+			}
+		})
+	}
+}
+
+func TestFaults(t *testing.T) {
+	tests := []struct {
+		name  string
+		mut   func(*Config)
+		check func(t *testing.T, q QPResult)
+	}{
+		{"never-signal", func(c *Config) { c.Fault = FaultNeverSignal; c.Iters = 10000 }, func(t *testing.T, q QPResult) {
+			k := q.Counters
+			if k.WRs != uint64(k.MaxSendWR) || k.ENOMEMSQFull != 10000-k.WRs || k.PeakOutstanding != k.WRs {
+				t.Fatalf("%+v", k)
+			}
+		}},
+		{"lazy-poll", func(c *Config) { c.Fault = FaultLazyPoll; c.LazyPoll = 400; c.CQMod = 16; c.Iters = 10000 }, func(t *testing.T, q QPResult) {
+			if q.Counters.ENOMEMSQFull == 0 || q.Counters.WRs+q.Counters.ENOMEMSQFull != 10000 {
+				t.Fatalf("%+v", q.Counters)
+			}
+		}},
+		{"lazy-poll often enough", func(c *Config) { c.Fault = FaultLazyPoll; c.LazyPoll = 32; c.CQMod = 16; c.Iters = 10000 }, func(t *testing.T, q QPResult) {
+			if q.Counters.ENOMEMSQFull != 0 || q.Counters.WRs != 10000 {
+				t.Fatalf("%+v", q.Counters)
+			}
+		}},
+		{"inline-too-big", func(c *Config) { c.Fault = FaultInlineTooBig; c.Iters = 50 }, func(t *testing.T, q QPResult) {
+			if q.Counters.ENOMEMInline != 50 || q.Counters.WRs != 0 || q.WRSize != q.Caps.MaxInlineData+1 {
+				t.Fatalf("%+v", q.Counters)
+			}
+		}},
+		{"too-many-sge", func(c *Config) { c.Fault = FaultTooManySGE; c.Iters = 50 }, func(t *testing.T, q QPResult) {
+			if q.Counters.ENOMEMSGE != 50 || q.Counters.WRs != 0 {
+				t.Fatalf("%+v", q.Counters)
+			}
+		}},
+		{"bad-opcode", func(c *Config) { c.Fault = FaultBadOpcode; c.Iters = 50 }, func(t *testing.T, q QPResult) {
+			if q.Counters.EINVAL != 50 || q.App.EINVAL != 50 {
+				t.Fatalf("%+v", q.Counters)
+			}
+		}},
+		{"sig-all", func(c *Config) { c.SigAll = true; c.Iters = 1000 }, func(t *testing.T, q QPResult) {
+			if q.Counters.Signaled != 1000 || q.Counters.CQEWrites != 1000 || q.App.CQEsPolled != 1000 {
+				t.Fatalf("%+v", q.Counters)
+			}
+		}},
+		{"post list 8 write", func(c *Config) { c.PostList = 8; c.Opcode = verbs.OpRDMAWrite; c.Iters = 8000; c.CQMod = 64 }, func(t *testing.T, q QPResult) {
+			k := q.Counters
+			if k.Doorbells != 1000 || k.BFWrites != 0 || k.DMAReadsWQE != 1000 || k.Signaled != 125 {
+				t.Fatalf("%+v", k)
+			}
+		}},
+		{"UD", func(c *Config) { c.Conn = verbs.UD; c.Iters = 1000; c.InlineSize = 64 }, func(t *testing.T, q QPResult) {
+			if q.Counters.WRs != 1000 || q.Counters.Inline != 1000 {
+				t.Fatalf("%+v", q.Counters)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := simConfig()
+			tc.mut(&c)
+			r := run(t, c)
+			for _, q := range r.QPs {
+				tc.check(t, q)
+			}
+		})
+	}
+}
+
+func TestQPsAndTimedRun(t *testing.T) {
+	c := Defaults() // the real NIC model, not deterministic
+	c.QPs = 3
+	c.Iters = 20000
+	c.CQMod = 16
+	c.InlineSize = 64
+	r := run(t, c)
+	if len(r.QPs) != 3 {
+		t.Fatalf("%d QPs", len(r.QPs))
+	}
+	for _, q := range r.QPs {
+		k := q.Counters
+		if k.WRs != 20000 || k.CQEsPolled != k.Signaled || k.Outstanding != 0 || q.App.AvgLatencyNS <= 0 {
+			t.Fatalf("QP %#x %+v %+v", k.QPNum, k, q.App)
+		}
+	}
+}
+
+func TestUnknownDevice(t *testing.T) {
+	c := Defaults()
+	c.Device = "mlx5_9"
+	_, err := Run(context.Background(), c)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+}
