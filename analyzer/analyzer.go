@@ -43,6 +43,8 @@ type Counters struct {
 	Polls                uint64 `json:"polls"`
 	EmptyPolls           uint64 `json:"empty_polls"`
 	PostRecvs            uint64 `json:"post_recvs"`
+	InlineSGEs           uint64 `json:"inline_sges"`        // SGEs the CPU copied instead of the NIC reading
+	BaselineWQEBytes     uint64 `json:"baseline_wqe_bytes"` // WQE bytes had no WR been inline
 }
 
 // QP is one send queue in a snapshot.
@@ -59,6 +61,7 @@ type QP struct {
 	Destroyed    bool   `json:"destroyed"`
 	Outstanding  uint64 `json:"outstanding"`
 	Counters
+	PCIe Savings `json:"pcie"`
 }
 
 // Snapshot is a copy of the analyzer's state.
@@ -69,6 +72,7 @@ type Snapshot struct {
 	LastNS         uint64         `json:"last_ns"`
 	QPs            []QP           `json:"qps"`
 	Total          Counters       `json:"total"`
+	TotalPCIe      Savings        `json:"total_pcie"`
 	Attach         []trace.Attach `json:"probes,omitempty"`
 	Exited         bool           `json:"target_exited"`
 	ExitCode       int32          `json:"exit_code"`
@@ -236,7 +240,7 @@ func (a *Analyzer) Snapshot() Snapshot {
 			PID: k.pid, QPNum: k.qpNum, Type: q.typ.String(),
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
-			Destroyed: q.destroyed, Outstanding: q.outstanding(), Counters: c,
+			Destroyed: q.destroyed, Outstanding: q.outstanding(), Counters: c, PCIe: savings(&c),
 		})
 		addCounters(&s.Total, &c)
 	}
@@ -246,6 +250,7 @@ func (a *Analyzer) Snapshot() Snapshot {
 		s.Total.Polls += cs.polls
 		s.Total.EmptyPolls += cs.empty
 	}
+	s.TotalPCIe = savings(&s.Total)
 	sort.SliceStable(s.QPs, func(i, j int) bool {
 		if s.QPs[i].PID != s.QPs[j].PID {
 			return s.QPs[i].PID < s.QPs[j].PID
@@ -292,4 +297,6 @@ func addCounters(t, c *Counters) {
 	t.Polls += c.Polls
 	t.EmptyPolls += c.EmptyPolls
 	t.PostRecvs += c.PostRecvs
+	t.InlineSGEs += c.InlineSGEs
+	t.BaselineWQEBytes += c.BaselineWQEBytes
 }

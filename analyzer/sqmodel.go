@@ -269,7 +269,14 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 			if lastInline {
 				q.c.Inline++
 				q.c.InlineBytes += uint64(w.Bytes)
+				if w.Bytes > 0 {
+					q.c.InlineSGEs += uint64(max(w.NumSGE, 1))
+					q.c.BaselineWQEBytes += uint64((q.opOverhead(w.Opcode)+max(w.NumSGE, 1)*dataSeg+wqebb-1)/wqebb) * wqebb
+				} else {
+					q.c.BaselineWQEBytes += uint64(bbs) * wqebb
+				}
 			} else {
+				q.c.BaselineWQEBytes += uint64(bbs) * wqebb
 				q.c.DMAReadsPayload += uint64(gathers)
 				q.c.DMABytesPayload += uint64(w.Bytes)
 			}

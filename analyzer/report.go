@@ -1,0 +1,100 @@
+package analyzer
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteJSON writes the snapshot as one JSON object.
+func WriteJSON(w io.Writer, s Snapshot) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+func pct(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return 100 * float64(a) / float64(b)
+}
+
+// WriteText writes a per-QP summary a person reads: the queue, its traffic,
+// what the HCA did by the mlx5 model, what was saved, and what went wrong.
+func WriteText(w io.Writer, s Snapshot) {
+	secs := float64(s.LastNS-s.FirstNS) / 1e9
+	fmt.Fprintf(w, "sqscope: %d events over %.3f s, %d QP(s)", s.Events, secs, len(s.QPs))
+	if s.Lost > 0 {
+		fmt.Fprintf(w, ", LOST %d EVENTS: counts below are lower bounds", s.Lost)
+	} else {
+		fmt.Fprint(w, ", 0 lost events")
+	}
+	fmt.Fprintln(w)
+	for _, a := range s.Attach {
+		if a.Err != "" {
+			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
+		}
+	}
+	if len(s.QPs) == 0 {
+		fmt.Fprintln(w, "  no send queue activity seen")
+		return
+	}
+	for _, q := range s.QPs {
+		caps := "caps from QP creation"
+		switch {
+		case q.CapsInferred:
+			caps = "caps INFERRED (attached after QP creation): max_send_wr from the first SQ-full ENOMEM"
+		case !q.CapsKnown:
+			caps = "caps UNKNOWN (attached after QP creation)"
+		}
+		fmt.Fprintf(w, "QP %#x (pid %d, %s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
+			q.QPNum, q.PID, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		perDB := 0.0
+		if q.Doorbells > 0 {
+			perDB = float64(q.WRs) / float64(q.Doorbells)
+		}
+		fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%), longest unsignaled run %d\n",
+			q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
+		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
+			q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+		fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
+			q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
+		p := q.PCIe
+		fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
+			p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
+		var errs []string
+		if q.ENOMEMSQFull > 0 {
+			errs = append(errs, fmt.Sprintf("ENOMEM SQ full %d", q.ENOMEMSQFull))
+		}
+		if q.ENOMEMInline > 0 {
+			errs = append(errs, fmt.Sprintf("ENOMEM inline too big %d", q.ENOMEMInline))
+		}
+		if q.ENOMEMSGE > 0 {
+			errs = append(errs, fmt.Sprintf("ENOMEM too many SGEs %d", q.ENOMEMSGE))
+		}
+		if q.ENOMEMUnknown > 0 {
+			errs = append(errs, fmt.Sprintf("ENOMEM cause unknown %d", q.ENOMEMUnknown))
+		}
+		if q.EINVAL > 0 {
+			errs = append(errs, fmt.Sprintf("EINVAL %d", q.EINVAL))
+		}
+		if q.OtherErrors > 0 {
+			errs = append(errs, fmt.Sprintf("other errors %d", q.OtherErrors))
+		}
+		if q.CQEErrors > 0 {
+			errs = append(errs, fmt.Sprintf("error CQEs %d", q.CQEErrors))
+		}
+		if q.Truncated > 0 {
+			errs = append(errs, fmt.Sprintf("%d WRs past the tracer's list bound (counted, not decoded)", q.Truncated))
+		}
+		if len(errs) > 0 {
+			fmt.Fprintf(w, "  errors: %s\n", strings.Join(errs, ", "))
+		}
+	}
+	if s.UnknownQPPosts > 0 {
+		fmt.Fprintf(w, "note: %d post calls were on QPs created before the tracer attached\n", s.UnknownQPPosts)
+	}
+	fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
+}
