@@ -1,0 +1,144 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// FuzzReader feeds arbitrary bytes to the reader. For any input it must not
+// panic, must end in one known one-line error, must keep returning that
+// error, and every event it returns must survive the codec unchanged; a
+// recording it reads to io.EOF must read the same once written again.
+func FuzzReader(f *testing.F) {
+	for _, data := range seedCorpus(f) {
+		f.Add(data)
+	}
+	f.Fuzz(checkReader)
+}
+
+// FuzzChunk wraps arbitrary bytes in a chunk with a valid checksum, so the
+// fuzzer reaches the record decoder instead of stopping at the checksum.
+func FuzzChunk(f *testing.F) {
+	for _, evs := range [][]Event{allEvents(), manyEvents(30), postEvents(3)} {
+		var e encoder
+		var recs []byte
+		for _, ev := range evs {
+			recs, _ = e.appendRecord(recs, ev)
+		}
+		f.Add(recs, uint32(len(evs)), uint64(len(evs)))
+	}
+	head := writeRecording(f, nil, 0)
+	head = head[:len(head)-chunkHeaderLen-endChunkLen]
+	f.Fuzz(func(t *testing.T, payload []byte, count uint32, total uint64) {
+		data := bytes.Clone(head)
+		if len(payload) > 0 {
+			data = append(data, rawChunk(payload, count)...)
+		}
+		end := make([]byte, chunkHeaderLen+endChunkLen)
+		binary.LittleEndian.PutUint64(end[chunkHeaderLen:], total)
+		putChunkHeader(end, 0)
+		checkReader(t, append(data, end...))
+	})
+}
+
+// checkReader reads data as a recording and checks the properties
+// FuzzReader states.
+func checkReader(t *testing.T, data []byte) {
+	{
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			checkReadError(t, err)
+			return
+		}
+		var evs []Event
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				checkReadError(t, err)
+				if ev2, err2 := r.Next(); ev2 != nil || err2 != err {
+					t.Fatalf("Next after %v returned %v, %v", err, ev2, err2)
+				}
+				if err == io.EOF {
+					checkRewrite(t, r.Info(), evs)
+				}
+				return
+			}
+			if len(evs) > len(data) {
+				t.Fatalf("more events (%d) than input bytes (%d)", len(evs), len(data))
+			}
+			var e encoder
+			b, err := e.appendRecord(nil, ev)
+			if err != nil {
+				t.Fatalf("re-encoding %#v: %v", ev, err)
+			}
+			var d decoder
+			back, n, err := d.nextRecord(b)
+			if err != nil || n != len(b) || !reflect.DeepEqual(back, ev) {
+				t.Fatalf("codec round trip of %#v: got %#v (%d of %d bytes), %v", ev, back, n, len(b), err)
+			}
+			evs = append(evs, ev)
+		}
+	}
+}
+
+func checkReadError(t *testing.T, err error) {
+	t.Helper()
+	var (
+		te *TruncatedError
+		ce *CorruptError
+		ve *VersionError
+	)
+	switch {
+	case err == io.EOF, errors.As(err, &te), errors.As(err, &ce), errors.As(err, &ve), errors.Is(err, ErrBadMagic):
+	default:
+		t.Fatalf("unexpected error %T: %v", err, err)
+	}
+	if err == io.EOF {
+		return
+	}
+	msg := err.Error()
+	if msg == "" || strings.ContainsAny(msg, "\n\r") || unicode.IsUpper(rune(msg[0])) {
+		t.Fatalf("error is not one lowercase line: %q", msg)
+	}
+}
+
+func checkRewrite(t *testing.T, info FileInfo, evs []Event) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, info)
+	if err != nil {
+		t.Fatalf("rewriting: %v", err)
+	}
+	for _, ev := range evs {
+		if err := w.Write(ev); err != nil {
+			t.Fatalf("rewriting %#v: %v", ev, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("rewriting: %v", err)
+	}
+	info2, evs2, err := readAll(buf.Bytes())
+	if err != io.EOF {
+		t.Fatalf("reading the rewritten recording: %v", err)
+	}
+	if !info2.StartWall.Equal(info.StartWall) {
+		t.Fatalf("rewritten StartWall %v, was %v", info2.StartWall, info.StartWall)
+	}
+	info2.StartWall, info.StartWall = info.StartWall, info2.StartWall
+	if info2 != info {
+		t.Fatalf("rewritten info %+v, was %+v", info2, info)
+	}
+	if len(evs2) != len(evs) {
+		t.Fatalf("rewritten recording has %d events, was %d", len(evs2), len(evs))
+	}
+	for i := range evs {
+		if !reflect.DeepEqual(evs2[i], evs[i]) {
+			t.Fatalf("rewritten event %d: %#v, was %#v", i, evs2[i], evs[i])
+		}
+	}
+}

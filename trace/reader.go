@@ -1,0 +1,332 @@
+package trace
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"slices"
+)
+
+// ErrBadMagic is returned for a file that is not a recording.
+var ErrBadMagic = errors.New("not an sqscope recording (bad magic)")
+
+// VersionError is returned for a recording of a format version this package
+// does not read.
+type VersionError struct {
+	Version uint16
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("unsupported recording version %d (this sqscope reads %d)", e.Version, FormatVersion)
+}
+
+// TruncatedError says the recording ends before its end chunk: the writer was
+// killed, the disk filled up, or the copy is partial. Every whole record
+// before the cut has been returned.
+type TruncatedError struct {
+	// Offset is the byte offset where the last whole record ends (where the
+	// file header ends if there is none; 0 when the cut is inside the file
+	// header).
+	Offset int64
+	// Leftover counts the bytes past Offset that do not make a whole record.
+	Leftover int64
+	// Unverified counts the events returned from the cut chunk, whose
+	// checksum could not be checked.
+	Unverified int
+	// InHeader says the file header itself is cut: there is no event.
+	InHeader bool
+}
+
+func (e *TruncatedError) Error() string {
+	if e.InHeader {
+		return fmt.Sprintf("recording truncated inside its file header, after %d bytes", e.Leftover)
+	}
+	s := fmt.Sprintf("recording truncated: last whole record ends at byte %d, %d bytes left over", e.Offset, e.Leftover)
+	if e.Unverified > 0 {
+		s += fmt.Sprintf("; the last %d events were not verified by a checksum", e.Unverified)
+	}
+	return s
+}
+
+func (e *TruncatedError) Unwrap() error { return io.ErrUnexpectedEOF }
+
+// CorruptError says the recording is damaged at Offset (a chunk whose
+// checksum fails, or a malformed chunk or record). The events before it have
+// been returned; the reader does not go on.
+type CorruptError struct {
+	Offset int64
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("corrupt recording at byte %d: %s", e.Offset, e.Reason)
+}
+
+// Reader reads a recording event by event.
+type Reader struct {
+	br      *bufio.Reader
+	closer  io.Closer
+	info    FileInfo
+	off     int64 // bytes consumed so far
+	lastEnd int64 // offset where the last whole record ends
+	dec     decoder
+	buf     []byte
+	pending []Event
+	next    int   // index of the next pending event
+	err     error // returned once pending is drained; sticks
+	records int64 // records read, including skipped ones
+	skipped int64
+}
+
+// Open opens the recording at path and reads its header.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening recording: %w", err)
+	}
+	r, err := NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	r.closer = f
+	return r, nil
+}
+
+// NewReader reads the file header from r and returns a Reader for the
+// events that follow.
+func NewReader(r io.Reader) (*Reader, error) {
+	rd := &Reader{br: bufio.NewReaderSize(r, 64<<10)}
+	if err := rd.readHeader(); err != nil {
+		return nil, err
+	}
+	return rd, nil
+}
+
+// Info returns what the file header says about the recording.
+func (rd *Reader) Info() FileInfo { return rd.info }
+
+// Skipped counts records of kinds this version does not know, skipped so far.
+func (rd *Reader) Skipped() int64 { return rd.skipped }
+
+// Close closes the file opened by Open; for a Reader from NewReader it does
+// nothing.
+func (rd *Reader) Close() error {
+	if rd.closer == nil {
+		return nil
+	}
+	c := rd.closer
+	rd.closer = nil
+	return c.Close()
+}
+
+// Next returns the next event. It returns io.EOF at the end of a complete
+// recording, a *TruncatedError after the last whole record of a cut one and
+// a *CorruptError where a damaged chunk starts. Once it returns an error it
+// returns the same error again.
+func (rd *Reader) Next() (Event, error) {
+	for {
+		if rd.next < len(rd.pending) {
+			ev := rd.pending[rd.next]
+			rd.pending[rd.next] = nil
+			rd.next++
+			return ev, nil
+		}
+		if rd.err != nil {
+			return nil, rd.err
+		}
+		rd.pending, rd.next = rd.pending[:0], 0
+		rd.err = rd.readChunk()
+	}
+}
+
+// read reads n bytes into buf (reused), growing it as data arrives so that a
+// damaged length costs no memory it does not hold. It returns what it read;
+// err is io.EOF or io.ErrUnexpectedEOF when the input ends first.
+func (rd *Reader) read(buf []byte, n int) ([]byte, error) {
+	buf = buf[:0]
+	for len(buf) < n {
+		want := min(n-len(buf), 64<<10)
+		buf = slices.Grow(buf, want)
+		m, err := io.ReadFull(rd.br, buf[len(buf):len(buf)+want])
+		buf = buf[:len(buf)+m]
+		rd.off += int64(m)
+		if err != nil {
+			if err == io.EOF && len(buf) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+func isEOF(err error) bool { return err == io.EOF || err == io.ErrUnexpectedEOF }
+
+func (rd *Reader) ioError(err error) error {
+	return fmt.Errorf("reading recording at byte %d: %w", rd.off, err)
+}
+
+func (rd *Reader) headerCut() error {
+	return &TruncatedError{Leftover: rd.off, InHeader: true}
+}
+
+func (rd *Reader) readHeader() error {
+	// Magic and version first, so that a recording of another version is
+	// reported as such even when it is cut short.
+	p, err := rd.read(rd.buf, len(fileMagic)+2)
+	rd.buf = p
+	magicLen := min(len(p), len(fileMagic))
+	if string(p[:magicLen]) != fileMagic[:magicLen] {
+		return ErrBadMagic
+	}
+	if err == nil {
+		if v := binary.LittleEndian.Uint16(p[len(fileMagic):]); v != FormatVersion {
+			return &VersionError{Version: v}
+		}
+		p, err = rd.read(rd.buf, 8)
+		rd.buf = p
+	}
+	if err != nil {
+		if isEOF(err) {
+			return rd.headerCut()
+		}
+		return rd.ioError(err)
+	}
+	infoLen := binary.LittleEndian.Uint32(p[0:])
+	sum := binary.LittleEndian.Uint32(p[4:])
+	if infoLen > maxInfoLen {
+		return &CorruptError{Offset: 10, Reason: fmt.Sprintf("file header too large (%d bytes)", infoLen)}
+	}
+	body, err := rd.read(rd.buf, int(infoLen))
+	rd.buf = body
+	if err != nil {
+		if isEOF(err) {
+			return rd.headerCut()
+		}
+		return rd.ioError(err)
+	}
+	if crc32.Checksum(body, castagnoli) != sum {
+		return &CorruptError{Offset: int64(fileHeaderLen), Reason: "file header checksum mismatch"}
+	}
+	if rd.info, err = decodeInfo(body); err != nil {
+		return &CorruptError{Offset: int64(fileHeaderLen), Reason: "file header: " + err.Error()}
+	}
+	rd.lastEnd = rd.off
+	return nil
+}
+
+// truncated is the error for input that ends after lastEnd.
+func (rd *Reader) truncated(unverified int) error {
+	return &TruncatedError{Offset: rd.lastEnd, Leftover: rd.off - rd.lastEnd, Unverified: unverified}
+}
+
+// readChunk reads the next chunk and queues its events. The error it returns
+// is for Next to give out after them.
+func (rd *Reader) readChunk() error {
+	start := rd.off
+	hdr, err := rd.read(rd.buf, chunkHeaderLen)
+	rd.buf = hdr
+	if err != nil {
+		if isEOF(err) {
+			return rd.truncated(0)
+		}
+		return rd.ioError(err)
+	}
+	length := binary.LittleEndian.Uint32(hdr[0:])
+	count := binary.LittleEndian.Uint32(hdr[4:])
+	sum := binary.LittleEndian.Uint32(hdr[8:])
+	if count == 0 {
+		return rd.readEnd(start, length, sum)
+	}
+	if length == 0 || length > maxChunkLen {
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("bad chunk length %d", length)}
+	}
+	if count > length {
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("chunk of %d bytes cannot hold %d records", length, count)}
+	}
+	payload, err := rd.read(rd.buf, int(length))
+	rd.buf = payload
+	base := start + chunkHeaderLen
+	if err != nil {
+		if !isEOF(err) {
+			return rd.ioError(err)
+		}
+		// The writer was cut while writing this chunk: its records are
+		// self-delimiting, so the whole ones are still worth returning.
+		queued, _, _ := rd.decodeRecords(base, payload, count)
+		return rd.truncated(queued)
+	}
+	if crc32.Checksum(payload, castagnoli) != sum {
+		return &CorruptError{Offset: start, Reason: "chunk checksum mismatch"}
+	}
+	_, n, err := rd.decodeRecords(base, payload, count)
+	if err != nil {
+		return err
+	}
+	if rd.lastEnd != rd.off {
+		return &CorruptError{Offset: rd.lastEnd, Reason: "stray bytes after the last record of the chunk"}
+	}
+	if n < int(count) {
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("chunk holds fewer records than its header says (%d)", count)}
+	}
+	return nil
+}
+
+// decodeRecords queues the events of up to count whole records of payload,
+// which starts at byte offset base, and returns how many events it queued
+// and how many records it read. It stops at the first record that is cut
+// short or malformed and returns that as a *CorruptError.
+func (rd *Reader) decodeRecords(base int64, payload []byte, count uint32) (queued, n int, err error) {
+	rd.dec.reset()
+	pos := 0
+	for ; n < int(count) && pos < len(payload); n++ {
+		ev, size, err := rd.dec.nextRecord(payload[pos:])
+		if err != nil {
+			return queued, n, &CorruptError{Offset: base + int64(pos), Reason: err.Error()}
+		}
+		pos += size
+		rd.lastEnd = base + int64(pos)
+		rd.records++
+		if ev == nil {
+			rd.skipped++
+			continue
+		}
+		rd.pending = append(rd.pending, ev)
+		queued++
+	}
+	return queued, n, nil
+}
+
+// readEnd checks the end chunk, whose header has been read, and that nothing
+// follows it.
+func (rd *Reader) readEnd(start int64, length, sum uint32) error {
+	if length != endChunkLen {
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("bad chunk header (length %d, no records)", length)}
+	}
+	p, err := rd.read(rd.buf, endChunkLen)
+	rd.buf = p
+	if err != nil {
+		if isEOF(err) {
+			return rd.truncated(0)
+		}
+		return rd.ioError(err)
+	}
+	if crc32.Checksum(p, castagnoli) != sum {
+		return &CorruptError{Offset: start, Reason: "end chunk checksum mismatch"}
+	}
+	if total := binary.LittleEndian.Uint64(p); total != uint64(rd.records) {
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("recording ends saying it holds %d records, but %d were read", total, rd.records)}
+	}
+	if _, err := rd.br.ReadByte(); err != io.EOF {
+		if err != nil {
+			return rd.ioError(err)
+		}
+		return &CorruptError{Offset: rd.off, Reason: "data after the end of the recording"}
+	}
+	return io.EOF
+}
