@@ -91,14 +91,14 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 	return n;
 }
 
-static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint64_t first,
+static int post_batch(struct sq_endpoint *ep, uint32_t num_sge, int api_wr, uint64_t first,
 		      uint32_t k, const unsigned int *flags, uint32_t len, int opcode,
 		      uint32_t *accepted)
 {
 	uint32_t i;
 	int ret;
 
-	if (p->api_wr) {
+	if (api_wr) {
 		struct ibv_qp_ex *qpx = ep->qpx;
 
 		ibv_wr_start(qpx);
@@ -115,18 +115,18 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint64_
 				ibv_wr_set_ud_addr(qpx, ep->ah, ep->remote_qpn, ep->remote_qkey);
 			if (flags[i] & IBV_SEND_INLINE) {
 				ibv_wr_set_inline_data(qpx, ep->buf, len);
-			} else if (p->num_sge <= 1) {
+			} else if (num_sge <= 1) {
 				ibv_wr_set_sge(qpx, ep->lkey, (uintptr_t)ep->buf, len);
 			} else {
 				struct ibv_sge sg[MAX_SGE];
-				uint32_t j, per = len / p->num_sge;
+				uint32_t j, per = len / num_sge;
 
-				for (j = 0; j < p->num_sge && j < MAX_SGE; j++) {
+				for (j = 0; j < num_sge && j < MAX_SGE; j++) {
 					sg[j].addr = (uintptr_t)ep->buf + j * per;
-					sg[j].length = j + 1 == p->num_sge ? len - per * j : per;
+					sg[j].length = j + 1 == num_sge ? len - per * j : per;
 					sg[j].lkey = ep->lkey;
 				}
-				ibv_wr_set_sge_list(qpx, p->num_sge, sg);
+				ibv_wr_set_sge_list(qpx, num_sge, sg);
 			}
 		}
 		ret = ibv_wr_complete(qpx);
@@ -141,7 +141,7 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint64_
 
 		for (i = 0; i < k; i++) {
 			struct ibv_send_wr *w = &wrs[i];
-			uint32_t j, n = p->num_sge ? p->num_sge : 1, per = len / n;
+			uint32_t j, n = num_sge ? num_sge : 1, per = len / n;
 			struct ibv_sge *sg = sges[i];
 
 			if (n > 4) {
@@ -187,19 +187,18 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 	struct state st = { 0 };
 	uint64_t deadline = 0, idle_since;
 	int timed = p->duration_ns != 0;
-	uint32_t len = p->size;
-	int opcode = p->opcode;
+	int fault = WL_FAULT_NONE;
+	uint64_t last_now;
 
 	if (p->post_list == 0 || p->post_list > MAX_LIST || p->poll_batch == 0 ||
-	    p->poll_batch > MAX_POLL || p->cq_mod == 0 || p->num_sge > MAX_SGE)
+	    p->poll_batch > MAX_POLL || p->cq_mod == 0 || p->num_sge > MAX_SGE ||
+	    p->f_num_sge > MAX_SGE)
 		return EINVAL;
 	if (p->api_wr && !ep->qpx)
 		return EOPNOTSUPP;
-	if (p->fault == WL_FAULT_BAD_OPCODE)
-		opcode = 0x7f;
-
 	memset(r, 0, sizeof(*r));
 	r->start_ns = wl_now_ns();
+	last_now = r->start_ns;
 	if (timed)
 		deadline = r->start_ns + p->duration_ns;
 
@@ -207,10 +206,26 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		uint64_t remaining, out;
 		uint32_t k, i, acc = 0;
 		uint64_t t0, t1;
-		int ret;
+		int ret, opcode = p->opcode, use_inline = p->use_inline;
+		uint32_t len = p->size, num_sge = p->num_sge;
+
+		if (p->fault && fault == WL_FAULT_NONE &&
+		    last_now - r->start_ns >= p->fault_after_ns) {
+			fault = p->fault;
+			r->fault_start_ns = last_now;
+			r->fault_attempt = r->attempts;
+		}
+		if (fault) {
+			len = p->f_size;
+			use_inline = p->f_inline;
+			num_sge = p->f_num_sge;
+			if (fault == WL_FAULT_BAD_OPCODE)
+				opcode = 0x7f;
+		}
 
 		if (timed) {
-			if (wl_now_ns() >= deadline)
+			last_now = wl_now_ns();
+			if (last_now >= deadline)
 				break;
 			remaining = p->post_list;
 		} else {
@@ -223,7 +238,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		/* The application's own flow control: never more than tx_depth
 		 * outstanding. Fault modes that overflow the SQ skip it, as the
 		 * buggy applications they reproduce do. */
-		if (p->tx_depth) {
+		if (p->tx_depth && fault != WL_FAULT_NEVER_SIGNAL && fault != WL_FAULT_LAZY_POLL) {
 			out = r->wrs - st.retired;
 			if (out + k > p->tx_depth) {
 				poll_once(ep, p, r, &st, stamps, wc);
@@ -234,6 +249,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 			uint64_t due = r->start_ns + r->attempts * 1000000000ull / p->rate;
 			uint64_t now = wl_now_ns();
 
+			last_now = now;
 			if (due > now) {
 				if (due - now > 50000) {
 					struct timespec ts = { 0, (long)(due - now) };
@@ -246,20 +262,21 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 			uint64_t id = r->attempts + i;
 			unsigned int f = 0;
 
-			if (p->use_inline)
+			if (use_inline)
 				f |= IBV_SEND_INLINE;
-			if (p->fault != WL_FAULT_NEVER_SIGNAL &&
+			if (fault != WL_FAULT_NEVER_SIGNAL &&
 			    ((id + 1) % p->cq_mod == 0 || (!timed && id + 1 == p->iters)))
 				f |= IBV_SEND_SIGNALED;
 			flags[i] = f;
 		}
 		/* in a timed run the last batch before the deadline is signaled */
-		if (timed && p->fault != WL_FAULT_NEVER_SIGNAL && wl_now_ns() + 1000 >= deadline)
+		if (timed && fault != WL_FAULT_NEVER_SIGNAL && wl_now_ns() + 1000 >= deadline)
 			flags[k - 1] |= IBV_SEND_SIGNALED;
 
 		t0 = wl_now_ns();
-		ret = post_batch(ep, p, r->attempts, k, flags, len, opcode, &acc);
+		ret = post_batch(ep, num_sge, p->api_wr, r->attempts, k, flags, len, opcode, &acc);
 		t1 = wl_now_ns();
+		last_now = t1;
 		r->post_ns += t1 - t0;
 		r->post_calls++;
 		if (acc) {
@@ -294,7 +311,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		if (out > r->peak_outstanding)
 			r->peak_outstanding = out;
 
-		if (p->fault == WL_FAULT_LAZY_POLL && p->lazy_poll > 1) {
+		if (fault == WL_FAULT_LAZY_POLL && p->lazy_poll > 1) {
 			if (r->post_calls % p->lazy_poll == 0)
 				poll_once(ep, p, r, &st, stamps, wc);
 		} else {

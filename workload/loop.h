@@ -31,6 +31,10 @@ struct wl_params {
 	uint64_t rate;       /* WR/s cap; 0 = none */
 	int fault;
 	uint32_t lazy_poll;
+	uint64_t fault_after_ns; /* the fault starts this long into the run */
+	uint32_t f_size;         /* WR shape while the fault is active */
+	int f_inline;
+	uint32_t f_num_sge;
 	uint64_t drain_ns;   /* how long to wait for outstanding CQEs at the end */
 	uint64_t stamp_mask; /* ring size - 1 for post timestamps (pow2 >= max_send_wr) */
 };
@@ -60,6 +64,8 @@ struct wl_result {
 	uint64_t recv_cqes;
 	uint64_t start_ns, end_ns;
 	uint64_t undrained;    /* signaled WRs whose CQE never came */
+	uint64_t fault_start_ns; /* when the fault became active (0: never) */
+	uint64_t fault_attempt;  /* WRs attempted before it did */
 };
 
 int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,

@@ -145,14 +145,17 @@ func (q QPResult) diagnosis(c Config) []string {
 	if k.ENOMEMSQFull > 0 {
 		s := fmt.Sprintf("SQ OVERFLOW: %d post call(s) failed with ENOMEM (SQ full), %d WR(s) accepted in all; the first failure came at WR #%d with the SQ holding max_send_wr %d",
 			k.ENOMEMSQFull, k.WRs, a.FirstErrorAt, k.MaxSendWR)
-		switch c.Fault {
-		case FaultNeverSignal:
+		if q.App.FaultStartSeconds > 0 {
+			s += fmt.Sprintf("; the fault began %.2f s (WR #%d) into the run", q.App.FaultStartSeconds, q.App.FaultStartWR)
+		}
+		switch q.App.Fault {
+		case FaultNeverSignal.String():
 			if c.SigAll {
 				s += "; sq_sig_all made every WR signaled anyway"
 			} else {
-				s += "; no WR was signaled, so no CQE ever retired a WQE (fault never-signal)"
+				s += "; no WR was signaled from then on, so no CQE retired a WQE (fault never-signal)"
 			}
-		case FaultLazyPoll:
+		case FaultLazyPoll.String():
 			s += fmt.Sprintf("; CQEs were polled only every %d post calls, too rarely to retire WQEs in time (fault lazy-poll)", c.LazyPoll)
 		}
 		out = append(out, s)

@@ -96,6 +96,10 @@ type Config struct {
 	SigAll     bool
 	Fault      Fault
 	LazyPoll   uint32
+	// FaultAfter delays the fault into the run; FaultQP limits it to one
+	// QP index (-1: all QPs).
+	FaultAfter time.Duration
+	FaultQP    int
 	NumSGE     uint32
 	Sim        verbs.NICModel
 	ReadyFile  string
@@ -110,7 +114,7 @@ func Defaults() Config {
 		Device: verbs.SimName, GIDIndex: -1, Port: 1,
 		Size: 64, InlineSize: 0, CQMod: 100, TxDepth: 128, PostList: 1, Iters: 5000,
 		QPs: 1, Conn: verbs.RC, Opcode: verbs.OpSend, API: "post_send", PollBatch: 16,
-		NumSGE: 1, Sim: verbs.DefaultNICModel(), DrainTimeout: 2 * time.Second,
+		NumSGE: 1, Sim: verbs.DefaultNICModel(), DrainTimeout: 2 * time.Second, FaultQP: -1,
 	}
 }
 
@@ -162,6 +166,15 @@ func (c *Config) Validate(cqModExplicit bool) error {
 	if c.Fault == FaultLazyPoll && c.LazyPoll < 2 {
 		return usagef("--fault lazy-poll needs N >= 2")
 	}
+	if c.FaultQP < -1 || c.FaultQP >= c.QPs {
+		return usagef("--fault-qp %d out of range (QP indexes 0..%d, or -1 for all)", c.FaultQP, c.QPs-1)
+	}
+	if (c.FaultAfter != 0 || c.FaultQP >= 0) && c.Fault == FaultNone {
+		return usagef("--fault-after and --fault-qp need --fault")
+	}
+	if c.FaultAfter < 0 {
+		return usagef("--fault-after must be positive")
+	}
 	return nil
 }
 
@@ -189,6 +202,11 @@ type AppCounters struct {
 	MaxLatencyNS    uint64  `json:"max_latency_ns"`
 	Seconds         float64 `json:"seconds"`
 	RecvsPosted     uint64  `json:"recvs_posted"`
+	// FaultStartSeconds is when the fault became active (0: from the start
+	// or never); FaultStartWR how many WRs were attempted before.
+	FaultStartSeconds float64 `json:"fault_start_s,omitempty"`
+	FaultStartWR      uint64  `json:"fault_start_wr,omitempty"`
+	Fault             string  `json:"fault,omitempty"`
 }
 
 // QPResult is one QP's outcome. Counters are the simulator's ground truth on
@@ -256,15 +274,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		eps[i] = ep
 	}
 
-	// Per-QP WR shape, fixed by the fault mode against the reported caps.
-	type shape struct {
-		size   uint32
-		inline bool
-		sge    uint32
-	}
+	// Per-QP WR shapes: healthy, and while the fault is active (fixed by
+	// the fault mode against the reported caps).
+	healthy := shape{size: cfg.Size, inline: inline, sge: max(cfg.NumSGE, 1)}
 	shapes := make([]shape, len(eps))
 	for i, ep := range eps {
-		sh := shape{size: cfg.Size, inline: inline, sge: max(cfg.NumSGE, 1)}
+		sh := healthy
 		switch cfg.Fault {
 		case FaultInlineTooBig:
 			sh.inline = true
@@ -320,7 +335,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		wg.Add(1)
 		go func(i int, ep *verbs.Endpoint) {
 			defer wg.Done()
-			res.QPs[i], errs[i] = runQP(cfg, dev, ep, i, shapes[i].size, shapes[i].inline, shapes[i].sge)
+			res.QPs[i], errs[i] = runQP(cfg, dev, ep, i, healthy, shapes[i])
 		}(i, ep)
 	}
 	wg.Wait()
@@ -338,28 +353,46 @@ func open(cfg Config) (verbs.Device, error) {
 	return verbs.OpenDevice(cfg.Device, verbs.DeviceOptions{Port: cfg.Port, GIDIndex: cfg.GIDIndex})
 }
 
-func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, size uint32, inline bool, nsge uint32) (QPResult, error) {
+// shape is what every WR of a phase looks like.
+type shape struct {
+	size   uint32
+	inline bool
+	sge    uint32
+}
+
+func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, healthy, faulty shape) (QPResult, error) {
+	fault := cfg.Fault
+	if cfg.FaultQP >= 0 && cfg.FaultQP != idx {
+		fault = FaultNone
+	}
+	// what the application posts in the end: the fault shape when the
+	// fault runs from the start
+	size, inline, nsge := healthy.size, healthy.inline, healthy.sge
+	if fault != FaultNone && cfg.FaultAfter == 0 {
+		size, inline, nsge = faulty.size, faulty.inline, faulty.sge
+	}
 	var p C.struct_wl_params
 	p.api_wr = boolInt(cfg.API == "wr")
 	p.opcode = C.int(cfg.Opcode)
-	p.size = C.uint32_t(size)
-	p.use_inline = boolInt(inline)
-	p.num_sge = C.uint32_t(nsge)
+	p.size = C.uint32_t(healthy.size)
+	p.use_inline = boolInt(healthy.inline)
+	p.num_sge = C.uint32_t(healthy.sge)
+	p.f_size = C.uint32_t(faulty.size)
+	p.f_inline = boolInt(faulty.inline)
+	p.f_num_sge = C.uint32_t(faulty.sge)
+	p.fault_after_ns = C.uint64_t(cfg.FaultAfter.Nanoseconds())
 	p.cq_mod = C.uint32_t(cfg.CQMod)
 	p.post_list = C.uint32_t(cfg.PostList)
 	p.iters = C.uint64_t(cfg.Iters)
 	p.duration_ns = C.uint64_t(cfg.Duration.Nanoseconds())
 	p.poll_batch = C.uint32_t(cfg.PollBatch)
 	p.rate = C.uint64_t(cfg.Rate)
-	p.fault = C.int(cfg.Fault)
+	p.fault = C.int(fault)
 	p.lazy_poll = C.uint32_t(cfg.LazyPoll)
 	p.drain_ns = C.uint64_t(cfg.DrainTimeout.Nanoseconds())
-	switch cfg.Fault {
-	case FaultNeverSignal, FaultLazyPoll:
-		p.tx_depth = 0 // the buggy application trusts its SQ to never fill
-	default:
-		p.tx_depth = C.uint32_t(min(cfg.TxDepth, ep.Caps.MaxSendWR))
-	}
+	// never-signal and lazy-poll drop this limit while active: the buggy
+	// application trusts its SQ to never fill
+	p.tx_depth = C.uint32_t(min(cfg.TxDepth, ep.Caps.MaxSendWR))
 	ring := uint64(1) << bits.Len64(uint64(ep.Caps.MaxSendWR)+uint64(cfg.PostList))
 	p.stamp_mask = C.uint64_t(ring - 1)
 	stamps := (*C.uint64_t)(C.calloc(C.size_t(ring), 8))
@@ -382,18 +415,25 @@ func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, size uint3
 		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted),
 		Seconds: float64(r.end_ns-r.start_ns) / 1e9,
 	}
+	if r.fault_start_ns != 0 {
+		app.FaultStartSeconds = float64(r.fault_start_ns-r.start_ns) / 1e9
+		app.FaultStartWR = uint64(r.fault_attempt)
+	}
 	if r.post_calls > 0 {
 		app.AvgPostNS = float64(r.post_ns) / float64(r.post_calls)
 	}
 	if r.lat_n > 0 {
 		app.AvgLatencyNS = float64(r.lat_sum_ns) / float64(r.lat_n)
 	}
+	if fault != FaultNone {
+		app.Fault = fault.String()
+	}
 	q := QPResult{Index: idx, Caps: ep.Caps, Type: ep.Type, App: app, WRSize: size, InlineOn: inline, NumSGE: nsge}
 	if c, ok := dev.Counters(ep); ok {
 		q.Counters = c
 		q.HCATruth = true
 	} else {
-		q.Counters = appSideCounters(ep, app, cfg, size, nsge)
+		q.Counters = appSideCounters(ep, app, fault, size, nsge)
 	}
 	return q, nil
 }
@@ -401,18 +441,18 @@ func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, size uint3
 // appSideCounters fills the shared counter names with what an application
 // knows on a real device. The ENOMEM cause is the application's own
 // inference from the WR it posted and the caps its QP reported.
-func appSideCounters(ep *verbs.Endpoint, a AppCounters, cfg Config, size, nsge uint32) verbs.Counters {
+func appSideCounters(ep *verbs.Endpoint, a AppCounters, fault Fault, size, nsge uint32) verbs.Counters {
 	c := verbs.Counters{
 		QPNum: ep.QPNum, MaxSendWR: ep.Caps.MaxSendWR, MaxInlineData: ep.Caps.MaxInlineData,
 		WRs: a.WRs, PostCalls: a.PostCalls, Inline: a.Inline, Signaled: a.Signaled,
 		Doorbells: a.Doorbells, EINVAL: a.EINVAL, PeakOutstanding: a.PeakOutstanding,
 		CQEsPolled: a.CQEsPolled,
 	}
-	if cfg.SigAll {
+	if ep.SigAll {
 		c.Signaled = a.WRs
 	}
 	switch {
-	case cfg.Fault == FaultInlineTooBig && size > ep.Caps.MaxInlineData:
+	case fault == FaultInlineTooBig && size > ep.Caps.MaxInlineData:
 		c.ENOMEMInline = a.ENOMEM
 	case nsge > ep.Caps.MaxSendSGE:
 		c.ENOMEMSGE = a.ENOMEM

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sqscope/sqscope/verbs"
 )
@@ -203,5 +204,29 @@ func TestUnknownDevice(t *testing.T) {
 	_, err := Run(context.Background(), c)
 	if err == nil {
 		t.Fatal("want an error")
+	}
+}
+
+func TestFaultAfterOnOneQP(t *testing.T) {
+	c := simConfig()
+	c.QPs = 2
+	c.Iters = 0
+	c.Duration = 300 * time.Millisecond
+	c.Rate = 20000
+	c.CQMod = 16
+	c.Fault = FaultNeverSignal
+	c.FaultAfter = 100 * time.Millisecond
+	c.FaultQP = 1
+	r := run(t, c)
+	ok, bad := r.QPs[0], r.QPs[1]
+	if ok.Counters.ENOMEMSQFull != 0 || ok.App.Fault != "" {
+		t.Fatalf("healthy QP hit the fault: %+v", ok.Counters)
+	}
+	if bad.Counters.ENOMEMSQFull == 0 || bad.App.FaultStartSeconds < 0.09 || bad.App.FaultStartWR < 1000 {
+		t.Fatalf("faulty QP: %+v %+v", bad.Counters, bad.App)
+	}
+	// before the fault it signaled every 16th WR
+	if bad.Counters.Signaled < bad.App.FaultStartWR/16-1 {
+		t.Fatalf("signaled %d before WR %d", bad.Counters.Signaled, bad.App.FaultStartWR)
 	}
 }

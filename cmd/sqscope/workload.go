@@ -19,6 +19,7 @@ type workloadFlags struct {
 	json          bool
 	deterministic bool
 	duration      float64
+	faultAfter    float64
 }
 
 const workloadExamples = `
@@ -29,6 +30,8 @@ EXAMPLES
         batches of 16 WRs per doorbell through ibv_wr_*, JSON per QP
   sqscope workload -t 128 --fault never-signal -n 10000
         reproduce SQ overflow: no WR is ever signaled
+  sqscope workload --qps 4 -s 64 -I 64 -Q 16 -D 30 --rate 20000 --fault never-signal --fault-after 10 --fault-qp 2
+        four healthy QPs; after 10 s QP index 2 stops signaling and overflows
   sqscope workload -d rxe0 -x 1 -s 32 -I 32 -Q 16
         the same traffic on a Soft-RoCE device, RoCE v2 GID index 1
 `
@@ -62,6 +65,8 @@ func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.Uint64Var(&c.Rate, "rate", 0, "cap the post rate, WR/s per QP (0: none)")
 	fs.BoolVar(&c.SigAll, "sig-all", false, "create QPs with sq_sig_all=1")
 	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode")
+	fs.Float64Var(&f.faultAfter, "fault-after", 0, "start the fault this many seconds into the run")
+	fs.IntVar(&c.FaultQP, "fault-qp", -1, "apply the fault to this QP index only (-1: all)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per QP")
 	fs.StringVar(&c.ReadyFile, "ready-file", "", "write this file once the QPs exist, before traffic")
 	fs.BoolVar(&c.WaitSignal, "wait-signal", false, "block before traffic until SIGUSR1")
@@ -124,6 +129,10 @@ func parseWorkload(args []string, stderr io.Writer) (*workloadFlags, error) {
 			return nil, usageErr("workload: %v", err)
 		}
 	}
+	if f.faultAfter < 0 {
+		return nil, usageErr("workload: --fault-after must be positive")
+	}
+	c.FaultAfter = time.Duration(f.faultAfter * float64(time.Second))
 	if f.duration < 0 {
 		return nil, usageErr("workload: -D/--duration must be positive")
 	}
