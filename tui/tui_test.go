@@ -1,0 +1,225 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/rivo/tview"
+
+	"github.com/sqscope/sqscope/analyzer"
+)
+
+type fakeApp struct {
+	root    tview.Primitive
+	capture func(*tcell.EventKey) *tcell.EventKey
+	focus   tview.Primitive
+	stopped bool
+}
+
+func (f *fakeApp) QueueUpdateDraw(fn func()) *tview.Application { fn(); return nil }
+func (f *fakeApp) SetRoot(r tview.Primitive, _ bool) *tview.Application {
+	f.root = r
+	return nil
+}
+func (f *fakeApp) SetInputCapture(c func(*tcell.EventKey) *tcell.EventKey) *tview.Application {
+	f.capture = c
+	return nil
+}
+func (f *fakeApp) SetFocus(p tview.Primitive) *tview.Application { f.focus = p; return nil }
+func (f *fakeApp) Run() error                                   { return nil }
+func (f *fakeApp) Stop()                                        { f.stopped = true }
+
+// key delivers a key the way tview does: global capture, then the focused
+// primitive's handler.
+func (f *fakeApp) key(k tcell.Key, r rune) {
+	ev := tcell.NewEventKey(k, r, tcell.ModNone)
+	if ev = f.capture(ev); ev == nil {
+		return
+	}
+	if h := f.focus.InputHandler(); h != nil {
+		h(ev, func(p tview.Primitive) { f.focus = p })
+	}
+}
+
+type staticSource struct{ s analyzer.Snapshot }
+
+func (s *staticSource) Snapshot() analyzer.Snapshot { return s.s }
+
+func qp(num uint32, depth uint32, out uint64, c analyzer.Counters) analyzer.QP {
+	return analyzer.QP{PID: 42, QPNum: num, Type: "RC", MaxSendWR: depth, MaxInline: 124, MaxSendSGE: 1,
+		CapsKnown: true, Outstanding: out, Counters: c}
+}
+
+func newTestUI(t *testing.T, s analyzer.Snapshot) (*UI, *fakeApp, tcell.SimulationScreen) {
+	t.Helper()
+	app := &fakeApp{}
+	src := &staticSource{s}
+	u := New(src, Info{Target: "sqscope workload", PID: 42, Mode: "full events"}, app)
+	clock := time.Unix(1000, 0)
+	u.now = func() time.Time { return clock }
+	u.saveDir = t.TempDir()
+	u.Apply(s, clock)
+	scr := tcell.NewSimulationScreen("UTF-8")
+	if err := scr.Init(); err != nil {
+		t.Fatal(err)
+	}
+	scr.SetSize(170, 40)
+	return u, app, scr
+}
+
+func draw(u *UI, scr tcell.SimulationScreen) []string {
+	w, h := scr.Size()
+	scr.Clear()
+	u.Root().SetRect(0, 0, w, h)
+	u.Root().Draw(scr)
+	scr.Show()
+	cells, cw, ch := scr.GetContents()
+	lines := make([]string, ch)
+	for y := 0; y < ch; y++ {
+		var b strings.Builder
+		for x := 0; x < cw; x++ {
+			c := cells[y*cw+x]
+			if len(c.Runes) == 0 {
+				b.WriteRune(' ')
+			} else {
+				b.WriteRune(c.Runes[0])
+			}
+		}
+		lines[y] = b.String()
+	}
+	return lines
+}
+
+func find(lines []string, sub string) (int, string) {
+	for i, l := range lines {
+		if strings.Contains(l, sub) {
+			return i, l
+		}
+	}
+	return -1, ""
+}
+
+func healthy() analyzer.Snapshot {
+	return analyzer.Snapshot{Events: 1000, FirstNS: 1e9, LastNS: 2e9, QPs: []analyzer.QP{
+		qp(0x1c0, 128, 32, analyzer.Counters{WRs: 1600, PostCalls: 1600, Inline: 1600, Signaled: 100, Doorbells: 1600, BFWrites: 1600}),
+		qp(0x1c1, 204, 0, analyzer.Counters{WRs: 800, PostCalls: 50, Signaled: 50, Doorbells: 50}),
+	}}
+}
+
+func TestTableCells(t *testing.T) {
+	u, _, scr := newTestUI(t, healthy())
+	lines := draw(u, scr)
+	if _, l := find(lines, "OCCUPANCY"); !strings.Contains(l, "QP") || !strings.Contains(l, "STATUS") {
+		t.Fatalf("no header row: %q", l)
+	}
+	_, l := find(lines, "0x1c0")
+	for _, want := range []string{"RC", "128", "100", "16", "1.0", "OK"} {
+		if !strings.Contains(l, want) {
+			t.Fatalf("row %q lacks %q", l, want)
+		}
+	}
+	_, l = find(lines, "0x1c1")
+	if !strings.Contains(l, "204") || !strings.Contains(l, "16.0") {
+		t.Fatalf("row %q", l)
+	}
+	if _, l := find(lines, "sqscope workload (pid 42)"); !strings.Contains(l, "lost 0") {
+		t.Fatalf("header %q", l)
+	}
+}
+
+func TestOccupancyBar(t *testing.T) {
+	tests := []struct {
+		occ, depth uint64
+		filled     int
+	}{
+		{0, 128, 0}, {1, 128, 1}, {32, 128, 4}, {64, 128, 8}, {128, 128, 16}, {300, 128, 16}, {5, 0, 0},
+	}
+	for _, tc := range tests {
+		b := Bar(tc.occ, tc.depth)
+		if n := strings.Count(b, "█"); n != tc.filled || len([]rune(b)) != BarWidth {
+			t.Fatalf("Bar(%d,%d) = %q: %d filled, want %d", tc.occ, tc.depth, b, n, tc.filled)
+		}
+	}
+	// and on screen: QP 0x1c0 at 32/128 shows 4 full cells
+	u, _, scr := newTestUI(t, healthy())
+	_, l := find(draw(u, scr), "0x1c0")
+	if n := strings.Count(l, "█"); n != 4 {
+		t.Fatalf("screen row %q has %d bar cells, want 4", l, n)
+	}
+}
+
+func TestOverflowAlert(t *testing.T) {
+	s := healthy()
+	u, _, scr := newTestUI(t, s)
+	if _, l := find(draw(u, scr), "OVERFLOW"); l != "" {
+		t.Fatalf("overflow before it happened: %q", l)
+	}
+	s2 := healthy()
+	s2.LastNS = 3e9
+	s2.QPs[1] = qp(0x1c1, 204, 204, analyzer.Counters{WRs: 204, PostCalls: 300, Doorbells: 204, ENOMEMSQFull: 96, LongestUnsignaledRun: 204})
+	u.Apply(s2, time.Unix(1001, 0))
+	lines := draw(u, scr)
+	if _, l := find(lines, "SQ OVERFLOW"); !strings.Contains(l, "0x1c1") || !strings.Contains(l, "96 ENOMEM") {
+		t.Fatalf("alert line %q", l)
+	}
+	if _, l := find(lines, "0x1c1 "); !strings.Contains(l, "OVERFLOW") || strings.Count(l, "█") != BarWidth {
+		t.Fatalf("row %q", l)
+	}
+	if a := u.Alerts(); len(a) == 0 || a[0].Kind != "OVERFLOW" {
+		t.Fatalf("alerts %+v", a)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	u, app, scr := newTestUI(t, healthy())
+	draw(u, scr)
+	if n, _ := u.Selected(); n != 0x1c0 {
+		t.Fatalf("initial selection %#x", n)
+	}
+	app.key(tcell.KeyRune, 'j')
+	if n, _ := u.Selected(); n != 0x1c1 {
+		t.Fatalf("after j: %#x", n)
+	}
+	app.key(tcell.KeyUp, 0)
+	if n, _ := u.Selected(); n != 0x1c0 {
+		t.Fatalf("after up: %#x", n)
+	}
+	app.key(tcell.KeyRune, 'p')
+	if !u.Paused() {
+		t.Fatal("p did not pause")
+	}
+	if _, l := find(draw(u, scr), "PAUSED"); l == "" {
+		t.Fatal("no PAUSED in the header")
+	}
+	app.key(tcell.KeyRune, 'p')
+	if u.Paused() {
+		t.Fatal("p did not resume")
+	}
+	app.key(tcell.KeyRune, 's')
+	if _, l := find(draw(u, scr), "saved "); l == "" {
+		t.Fatal("s did not save")
+	}
+	app.key(tcell.KeyRune, '?')
+	if _, l := find(draw(u, scr), "keys (any key closes)"); l == "" {
+		t.Fatal("? did not show help")
+	}
+	app.key(tcell.KeyRune, 'x')
+	if _, l := find(draw(u, scr), "keys (any key closes)"); l != "" {
+		t.Fatal("help did not close")
+	}
+	app.key(tcell.KeyRune, 'q')
+	if !app.stopped {
+		t.Fatal("q did not stop")
+	}
+}
+
+func TestSparkline(t *testing.T) {
+	if got := Sparkline([]uint64{0, 64, 128}, 128, 3); got != "▁▄█" {
+		t.Fatalf("got %q", got)
+	}
+	if got := Sparkline([]uint64{0, 0, 128, 128}, 128, 2); got != "▁█" {
+		t.Fatalf("got %q", got)
+	}
+}
