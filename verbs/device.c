@@ -216,7 +216,8 @@ static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type,
 		a.qkey = SQD_UD_QKEY;
 		mask |= IBV_QP_QKEY;
 	} else {
-		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				    IBV_ACCESS_REMOTE_READ;
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	*step = "moving QP to INIT";
@@ -445,7 +446,8 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	}
 	errno = 0;
 	e->rmr = ibv_reg_mr(e->pd, ep->rbuf, ep->rbuf_len,
-			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_REMOTE_READ);
 	if (!e->rmr) {
 		fail(err, errno, "registering receive buffer", "%zu bytes",
 		     ep->rbuf_len);

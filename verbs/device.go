@@ -31,6 +31,7 @@ const (
 	maxBufSize     = 1 << 30
 	maxRecvRing    = 1 << 30 // bytes of receive slots per peer
 	defaultSendOps = C.IBV_QP_EX_WITH_SEND | C.IBV_QP_EX_WITH_RDMA_WRITE
+	udSendOps      = C.IBV_QP_EX_WITH_SEND | C.IBV_QP_EX_WITH_SEND_WITH_IMM
 )
 
 // device is a libibverbs device opened on one port.
@@ -326,8 +327,16 @@ func endpointConfig(dev string, cfg QPConfig, lim deviceLimits) (epConfig, error
 		return ec, fmt.Errorf("the peer's receive ring (%d x %d bytes) exceeds %d MiB; lower the buffer size or max_recv_wr",
 			ec.RQDepth, slot, maxRecvRing>>20)
 	}
-	if ec.WRAPI && ec.SendOps == 0 {
-		ec.SendOps = defaultSendOps
+	if ec.WRAPI {
+		if ec.SendOps == 0 {
+			ec.SendOps = defaultSendOps
+			if ec.Type == UD {
+				ec.SendOps = C.IBV_QP_EX_WITH_SEND
+			}
+		}
+		if ec.Type == UD && ec.SendOps&^udSendOps != 0 {
+			return ec, fmt.Errorf("send_ops_flags 0x%x ask a UD QP for more than SEND (UD allows 0x%x)", ec.SendOps, udSendOps)
+		}
 	}
 	return ec, nil
 }

@@ -46,7 +46,7 @@ struct sqd_endpoint {
 	struct sq_endpoint ep;     /* first: the Go side hands out &ep */
 	struct ibv_pd *pd;
 	struct ibv_mr *mr;         /* ep.buf */
-	struct ibv_mr *rmr;        /* ep.rbuf: the peer's receive and WRITE target */
+	struct ibv_mr *rmr;        /* ep.rbuf: the peer's receive and RDMA target */
 	struct ibv_cq *peer_scq;
 	struct ibv_qp_cap caps;    /* as the provider rewrote them */
 };

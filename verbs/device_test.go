@@ -145,6 +145,10 @@ func TestEndpointConfig(t *testing.T) {
 				SendOps: defaultSendOps, BufSize: 65536}, ""},
 		{"explicit ops and depth kept", QPConfig{Type: UD, MaxSendWR: 16, MaxSendSGE: 2, MaxRecvWR: 64, WRAPI: true, SendOps: 4, SigAll: true},
 			epConfig{Type: UD, MaxSendWR: 16, MaxSendSGE: 2, RQDepth: 64, WRAPI: true, SendOps: 4, SigAll: true, BufSize: 4096}, ""},
+		{"UD wr API defaults to SEND", QPConfig{Type: UD, MaxSendWR: 8, WRAPI: true},
+			epConfig{Type: UD, MaxSendWR: 8, MaxSendSGE: 1, RQDepth: 512, WRAPI: true, SendOps: 1 << 2, BufSize: 4096}, ""},
+		{"UD wr API with RDMA WRITE", QPConfig{Type: UD, MaxSendWR: 8, WRAPI: true, SendOps: 5}, epConfig{},
+			"send_ops_flags 0x5 ask a UD QP for more than SEND (UD allows 0xc)"},
 		{"bad type", QPConfig{Type: 9, MaxSendWR: 1}, epConfig{}, "unsupported QP type qptype(9) on rxe0 (want RC or UD)"},
 		{"zero depth", QPConfig{Type: RC}, epConfig{}, "max_send_wr must be at least 1"},
 		{"depth over device", QPConfig{Type: RC, MaxSendWR: 20000}, epConfig{}, "max_send_wr 20000 exceeds rxe0's max_qp_wr 16384"},
@@ -213,6 +217,7 @@ func TestDeviceEndpoints(t *testing.T) {
 		{"RC sig_all", QPConfig{Type: RC, MaxSendWR: 16, SigAll: true}},
 		{"UD", QPConfig{Type: UD, MaxSendWR: 64, MaxInline: 32, MaxRecvWR: 64}},
 		{"RC wr API", QPConfig{Type: RC, MaxSendWR: 32, WRAPI: true}},
+		{"UD wr API", QPConfig{Type: UD, MaxSendWR: 32, MaxInline: 64, WRAPI: true}},
 	}
 	var eps []*Endpoint
 	for _, tt := range tests {

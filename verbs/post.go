@@ -69,7 +69,7 @@ static int go_post_wr(struct sq_endpoint *ep, struct go_wr *in, int n, int abort
 	ibv_wr_start(qpx);
 	for (i = 0; i < n; i++) {
 		qpx->wr_id = in[i].wr_id;
-		qpx->wr_flags = in[i].flags & ~IBV_SEND_INLINE;
+		qpx->wr_flags = in[i].flags;
 		switch (in[i].opcode) {
 		case IBV_WR_RDMA_WRITE:
 			ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);

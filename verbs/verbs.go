@@ -72,8 +72,6 @@ type QPConfig struct {
 	// RDMA_WRITE gets the smaller WQE overhead, as on mlx5.
 	WRAPI   bool
 	SendOps uint64
-	// ExOnly limits a QP created without the wr API to WRITE/SEND opcodes
-	// (ibv_create_qp_ex with send_ops_flags but posting with ibv_post_send).
 	BufSize int // payload buffer bytes
 }
 

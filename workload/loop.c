@@ -104,7 +104,8 @@ static int post_batch(struct sq_endpoint *ep, uint32_t num_sge, int api_wr, uint
 		ibv_wr_start(qpx);
 		for (i = 0; i < k; i++) {
 			qpx->wr_id = first + i;
-			qpx->wr_flags = flags[i] & ~IBV_SEND_INLINE;
+			/* rxe reads IBV_SEND_INLINE from wr_flags; mlx5 ignores it there */
+			qpx->wr_flags = flags[i];
 			if (opcode == IBV_WR_RDMA_WRITE)
 				ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);
 			else if (opcode == IBV_WR_SEND)
