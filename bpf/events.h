@@ -1,0 +1,339 @@
+/* Everything the BPF programs share with Go: record layouts, map keys and
+ * values, enums, bounds, and the verbs ABI offsets the programs read user
+ * memory with.
+ *
+ * The BPF side does not include <infiniband/verbs.h>: it reads the
+ * application's structs at the offsets mirrored below. They are public ABI
+ * of rdma-core (x86-64); abi_test.go pins every one against offsetof() and
+ * sizeof() of the installed headers, and the Go types generated from this
+ * file against their C sizes.
+ */
+#ifndef SQSCOPE_EVENTS_H
+#define SQSCOPE_EVENTS_H
+
+#include <linux/types.h>
+
+/* ---- verbs ABI (rdma-core 44, x86-64) ---------------------------------- */
+
+/* struct ibv_context / struct ibv_context_ops */
+#define IBV_CONTEXT_OPS                8
+#define IBV_CONTEXT_ABI_COMPAT         320
+#define IBV_OPS_POLL_CQ                88
+#define IBV_OPS_POST_SEND              200
+#define IBV_OPS_POST_RECV              208
+
+/* struct verbs_context is laid out just before its struct ibv_context:
+ * these are the distances back from the ibv_context to the fields. */
+#define VERBS_CTX_CREATE_QP_EX_BACK    56
+#define VERBS_CTX_SZ_BACK              8
+/* vctx->sz must reach create_qp_ex: sizeof(struct verbs_context) -
+ * offsetof(struct verbs_context, create_qp_ex), as verbs_get_ctx_op() checks. */
+#define VERBS_CTX_CREATE_QP_EX_MIN_SZ  384
+/* ibv_context.abi_compat of an extended (verbs_context) context */
+#define VERBS_ABI_IS_EXTENDED          0xffffffffffffffffULL
+
+/* struct ibv_pd */
+#define IBV_PD_CONTEXT                 0
+
+/* struct ibv_qp */
+#define IBV_QP_CONTEXT                 0
+#define IBV_QP_SEND_CQ                 24
+#define IBV_QP_RECV_CQ                 32
+#define IBV_QP_QP_NUM                  52
+#define IBV_QP_QP_TYPE                 60
+#define IBV_QP_SIZE                    160
+
+/* struct ibv_send_wr */
+#define IBV_SEND_WR_WR_ID              0
+#define IBV_SEND_WR_NEXT               8
+#define IBV_SEND_WR_SG_LIST            16
+#define IBV_SEND_WR_NUM_SGE            24
+#define IBV_SEND_WR_OPCODE             28
+#define IBV_SEND_WR_SEND_FLAGS         32
+#define IBV_SEND_WR_SIZE               128
+
+/* struct ibv_recv_wr */
+#define IBV_RECV_WR_NEXT               8
+#define IBV_RECV_WR_NUM_SGE            24
+#define IBV_RECV_WR_SIZE               32
+
+/* struct ibv_sge */
+#define IBV_SGE_ADDR                   0
+#define IBV_SGE_LENGTH                 8
+#define IBV_SGE_LKEY                   12
+#define IBV_SGE_SIZE                   16
+
+/* struct ibv_data_buf (ibv_wr_set_inline_data_list) */
+#define IBV_DATA_BUF_ADDR              0
+#define IBV_DATA_BUF_LENGTH            8
+#define IBV_DATA_BUF_SIZE              16
+
+/* struct ibv_wc */
+#define IBV_WC_WR_ID                   0
+#define IBV_WC_STATUS                  8
+#define IBV_WC_OPCODE                  12
+#define IBV_WC_BYTE_LEN                20
+#define IBV_WC_QP_NUM                  28
+#define IBV_WC_SIZE                    48
+
+/* struct ibv_qp_ex (its struct ibv_qp qp_base is at 0: qpx == qp) */
+#define IBV_QPX_WR_ID                  168
+#define IBV_QPX_WR_FLAGS               176
+#define IBV_QPX_WR_RDMA_READ           216
+#define IBV_QPX_WR_RDMA_WRITE          224
+#define IBV_QPX_WR_RDMA_WRITE_IMM      232
+#define IBV_QPX_WR_SEND                240
+#define IBV_QPX_WR_SEND_IMM            248
+#define IBV_QPX_WR_SET_UD_ADDR         272
+#define IBV_QPX_WR_SET_INLINE_DATA     288
+#define IBV_QPX_WR_SET_INLINE_DATA_LIST 296
+#define IBV_QPX_WR_SET_SGE             304
+#define IBV_QPX_WR_SET_SGE_LIST        312
+#define IBV_QPX_WR_START               320
+#define IBV_QPX_WR_COMPLETE            328
+#define IBV_QPX_WR_ABORT               336
+#define IBV_QPX_SIZE                   352
+
+/* struct ibv_qp_init_attr; struct ibv_qp_init_attr_ex shares this prefix */
+#define IBV_QP_INIT_ATTR_SEND_CQ       8
+#define IBV_QP_INIT_ATTR_RECV_CQ       16
+#define IBV_QP_INIT_ATTR_CAP           32
+#define IBV_QP_INIT_ATTR_QP_TYPE       52
+#define IBV_QP_INIT_ATTR_SQ_SIG_ALL    56
+#define IBV_QP_INIT_ATTR_SIZE          64
+#define IBV_QP_INIT_ATTR_EX_COMP_MASK  60
+#define IBV_QP_INIT_ATTR_EX_SEND_OPS_FLAGS 128
+#define IBV_QP_INIT_ATTR_EX_SIZE       136
+
+/* struct ibv_qp_cap (inside the init attrs at IBV_QP_INIT_ATTR_CAP) */
+#define IBV_QP_CAP_MAX_SEND_WR         0
+#define IBV_QP_CAP_MAX_RECV_WR         4
+#define IBV_QP_CAP_MAX_SEND_SGE        8
+#define IBV_QP_CAP_MAX_RECV_SGE        12
+#define IBV_QP_CAP_MAX_INLINE_DATA     16
+#define IBV_QP_CAP_SIZE                20
+
+/* struct ibv_qp_attr */
+#define IBV_QP_ATTR_QP_STATE           0
+
+/* enum values */
+#define SQ_IBV_QP_STATE_MASK           1   /* IBV_QP_STATE */
+#define SQ_IBV_SEND_SIGNALED           2   /* IBV_SEND_SIGNALED */
+#define SQ_IBV_SEND_INLINE             8   /* IBV_SEND_INLINE */
+#define SQ_IBV_WR_RDMA_WRITE           0
+#define SQ_IBV_WR_RDMA_WRITE_WITH_IMM  1
+#define SQ_IBV_WR_SEND                 2
+#define SQ_IBV_WR_SEND_WITH_IMM        3
+#define SQ_IBV_WR_RDMA_READ            4
+
+/* ---- bounds ------------------------------------------------------------ */
+
+/* Array sizes; the const volatile knobs in verbs.bpf.c may lower them. */
+#define SQ_MAX_WRS    64    /* WRs recorded per post call or wr batch */
+#define SQ_MAX_WALK   1024  /* list entries walked in all (the rest only counted) */
+#define SQ_MAX_SGES   16    /* SGEs summed per WR */
+#define SQ_MAX_WCS    32    /* completions recorded per poll */
+#define SQ_MAX_RECV_WALK 256 /* receive WRs counted per post_recv */
+
+/* ---- records ----------------------------------------------------------- */
+
+/* sq_rec_kind is sq_hdr.kind: which record follows the header. */
+enum sq_rec_kind {
+	SQ_REC_QP   = 1, /* struct sq_qp_rec */
+	SQ_REC_POST = 2, /* struct sq_post_rec, cut after wrs[n] */
+	SQ_REC_POLL = 3, /* struct sq_poll_rec, cut after wcs[n] */
+	SQ_REC_RECV = 4, /* struct sq_recv_rec */
+	SQ_REC_EXIT = 5, /* struct sq_exit_rec */
+};
+
+/* sq_qp_op is sq_qp_rec.op: the control-path call that produced it. */
+enum sq_qp_op {
+	SQ_QP_CREATE    = 1, /* ibv_create_qp(pd, attr) and equivalents */
+	SQ_QP_CREATE_EX = 2, /* create_qp_ex(ctx, attr_ex) */
+	SQ_QP_TO_QP_EX  = 3, /* ibv_qp_to_qp_ex(qp) */
+	SQ_QP_MODIFY    = 4, /* ibv_modify_qp(qp, attr, mask) */
+	SQ_QP_DESTROY   = 5, /* ibv_destroy_qp(qp) */
+	SQ_QP_ALLOC_PD  = 6, /* ibv_alloc_pd(ctx): reveals the context's ops */
+};
+
+/* sq_via is the attach cookie of the control-path probes: which library's
+ * function produced the record. */
+enum sq_via {
+	SQ_VIA_IBV      = 0, /* libibverbs exported ibv_* */
+	SQ_VIA_SIM      = 1, /* the simulated HCA's sqsim_* */
+	SQ_VIA_PROVIDER = 2, /* a provider function found through verbs_context */
+};
+
+/* sq_fn indexes sq_qp_rec.fns: data-path functions revealed by the ops
+ * table or the ibv_qp_ex. */
+enum sq_fn {
+	SQ_FN_POST_SEND = 0,
+	SQ_FN_POLL_CQ,
+	SQ_FN_POST_RECV,
+	SQ_FN_CREATE_QP_EX,
+	SQ_FN_WR_START,
+	SQ_FN_WR_COMPLETE,
+	SQ_FN_WR_ABORT,
+	SQ_FN_WR_SEND,
+	SQ_FN_WR_SEND_IMM,
+	SQ_FN_WR_RDMA_WRITE,
+	SQ_FN_WR_RDMA_WRITE_IMM,
+	SQ_FN_WR_RDMA_READ,
+	SQ_FN_WR_SET_INLINE_DATA,
+	SQ_FN_WR_SET_INLINE_DATA_LIST,
+	SQ_FN_WR_SET_SGE,
+	SQ_FN_WR_SET_SGE_LIST,
+	SQ_FN_COUNT,
+};
+
+/* Every ring-buffer record starts with this header. */
+struct sq_hdr {
+	__u64 ts;       /* bpf_ktime_get_ns() when the call returned */
+	__u64 entry_ts; /* when it was entered (0 if not known) */
+	__u32 pid;      /* tgid */
+	__u32 tid;
+	__u8  kind;     /* enum sq_rec_kind */
+	__u8  pad[7];
+};
+
+struct sq_caps {
+	__u32 max_send_wr;
+	__u32 max_recv_wr;
+	__u32 max_send_sge;
+	__u32 max_recv_sge;
+	__u32 max_inline_data;
+};
+
+/* A control-path call: QP created, converted, modified, destroyed, or a PD
+ * allocated. fns[] holds the data-path functions it revealed (0 = none). */
+struct sq_qp_rec {
+	struct sq_hdr hdr;
+	__u64 qp;        /* struct ibv_qp * (or the ibv_context * for ALLOC_PD) */
+	__u64 ctx;       /* struct ibv_context * */
+	__u64 send_cq;
+	__u64 recv_cq;
+	__u32 qp_num;
+	__u32 qp_type;
+	struct sq_caps caps;
+	__u32 sig_all;
+	__s32 state;     /* requested state (MODIFY with IBV_QP_STATE), else -1 */
+	__s32 ret;       /* return code (MODIFY, DESTROY), 0 otherwise */
+	__u32 mask;      /* MODIFY attr_mask */
+	__u8  op;        /* enum sq_qp_op */
+	__u8  via;       /* enum sq_via */
+	__u8  stopped;   /* 1: the process was sent SIGSTOP for unknown fns */
+	__u8  pad;
+	__u64 fns[SQ_FN_COUNT];
+};
+
+/* One send WR. */
+struct sq_wr {
+	__u64 wr_id;
+	__u32 send_flags;
+	__u32 bytes;     /* sum of the first SQ_MAX_SGES SGE lengths, or inline length */
+	__u32 num_sge;
+	__u8  opcode;
+	__u8  sge_over;  /* SGEs past the SGE bound, not summed (saturates at 255) */
+	__u16 pad;
+};
+
+/* SQ_API_* is sq_post_rec.api (trace.API values). */
+#define SQ_API_POST_SEND 0
+#define SQ_API_WR        1
+
+/* One ibv_post_send call or one ibv_wr_start..complete/abort batch. Emitted
+ * cut after wrs[n]. */
+struct sq_post_rec {
+	struct sq_hdr hdr;
+	__u64 qp;
+	__u32 qp_num;
+	__s32 ret;
+	__u32 n;          /* WRs recorded in wrs[] */
+	__u32 truncated;  /* WRs of the list past the record bound */
+	__u32 accepted;   /* index of *bad_wr, or all WRs when ret == 0 */
+	__u8  api;        /* SQ_API_* */
+	__u8  aborted;    /* wr API: ended by wr_abort */
+	__u8  walk_capped;/* list longer than SQ_MAX_WALK: truncated is a lower bound */
+	__u8  pad;
+	struct sq_wr wrs[SQ_MAX_WRS];
+};
+
+struct sq_wc {
+	__u64 wr_id;
+	__u32 byte_len;
+	__u32 qp_num;
+	__u8  status;
+	__u8  opcode;
+	__u8  pad[6];
+};
+
+/* One ibv_poll_cq call that returned completions or an error. */
+struct sq_poll_rec {
+	struct sq_hdr hdr;
+	__u64 cq;
+	__s32 max;        /* num_entries */
+	__s32 ret;
+	__u32 n;          /* completions recorded in wcs[] */
+	__u32 truncated;  /* returned completions past the bound */
+	__u64 empty_total;/* empty polls of this CQ so far (monotonic) */
+	struct sq_wc wcs[SQ_MAX_WCS];
+};
+
+struct sq_recv_rec {
+	struct sq_hdr hdr;
+	__u64 qp;
+	__u32 qp_num;
+	__u32 n;          /* receive WRs in the list (up to SQ_MAX_RECV_WALK) */
+	__s32 ret;
+	__u32 accepted;
+};
+
+struct sq_exit_rec {
+	struct sq_hdr hdr;
+	__u32 exit_code;  /* task->exit_code: status << 8 | signal */
+	__u32 pad;
+};
+
+/* ---- maps -------------------------------------------------------------- */
+
+/* Key of maps indexed by a user address of one process. */
+struct sq_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 addr;
+};
+
+/* Per-CQ poll statistics (map cq_stats). empty is kept in both modes;
+ * polls and cqes only in the counters mode. Monotonic: user space takes
+ * differences, so neither side ever resets them. */
+struct sq_cq_stats {
+	__u64 empty;
+	__u64 polls;
+	__u64 cqes;
+};
+
+/* Per-QP totals of the low-overhead (counters) mode. Posted WRs only (the
+ * first `accepted` of each list); signaled counts IBV_SEND_SIGNALED only
+ * (sq_sig_all is a property of the QP, see its create record). */
+struct sq_qp_counters {
+	__u64 post_calls;
+	__u64 wrs;
+	__u64 inline_wrs;
+	__u64 signaled;
+	__u64 doorbells;      /* calls that posted at least one WR */
+	__u64 errors;         /* calls returning non-zero */
+	__u64 enomem;
+	__u64 einval;
+	__u64 inline_bytes;
+	__u64 payload_bytes;
+	__u64 payload_sges;   /* non-empty SGEs of non-inline WRs (those past the SGE bound counted as non-empty) */
+	__u64 max_wrs_per_call; /* most WRs one call posted */
+	__u32 qp_num;
+	__u32 pad;
+};
+
+/* SQ_MODE_* is the const volatile targ_mode. */
+#define SQ_MODE_EVENTS   0
+#define SQ_MODE_COUNTERS 1
+
+#endif

@@ -1,0 +1,361 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// TestAttachRunningProcess: -p PID on a process that created its QPs
+// before the tracer attached. Its QPs are learned from their next modify,
+// which also reveals post_send/poll_cq; from then on nothing is missed.
+func TestAttachRunningProcess(t *testing.T) {
+	requireBPF(t)
+	bin := buildTarget(t)
+	cmd := exec.Command(bin, "late")
+	stdin, _ := cmd.StdinPipe()
+	stdoutPipe, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewReader(stdoutPipe)
+	if line, err := out.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("target said %q, %v", line, err)
+	}
+
+	tr, err := Open(Options{PID: cmd.Process.Pid, FlushInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	warned := false
+	for _, w := range tr.Warnings() {
+		if contains(w, "was running before sqscope attached") && contains(w, "--probe post_send=") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning about QPs created before attach: %q", tr.Warnings())
+	}
+
+	var evs []trace.Event
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx, func(e trace.Event) { evs = append(evs, e) }) }()
+	io.WriteString(stdin, "go\n")
+	rest, _ := io.ReadAll(out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := parseStats(t, rest)
+	got := tallyEvents(evs)
+	for _, c := range []struct {
+		name      string
+		got, want uint64
+	}{
+		{"qps created after attach", got.QPs, 2},
+		{"modifies", got.Modifies, want.Modifies},
+		{"post calls", got.PostCalls, want.PostCalls},
+		{"post WRs", got.PostWRs, want.PostWRs},
+		{"non-empty polls", got.Polls, want.Polls - want.EmptyPolls},
+		{"empty polls", got.EmptyPolls, want.EmptyPolls},
+		{"wr batches", got.WRBatches, want.WRBatches},
+		{"exits", uint64(got.Exits), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: traced %d, want %d", c.name, c.got, c.want)
+		}
+	}
+}
+
+// TestExplicitProbe places post_send by hand at the fake provider's static
+// function; discovery later finds the same place and does not attach twice.
+func TestExplicitProbe(t *testing.T) {
+	requireBPF(t)
+	bin := buildTarget(t)
+	sym, err := ResolveSymbol(bin, "fake_post_send")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseProbe("post_send=" + bin + ":0x" + strconv.FormatUint(sym.Offset, 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, evs, _ := traceRun(t, Options{Probes: []ExplicitProbe{p}}, "run")
+	want := parseStats(t, out)
+	got := tallyEvents(evs)
+	if got.Attached["post_send/explicit"] != 1 || got.Attached["post_send/ops-table"] != 0 {
+		t.Errorf("post_send attachments: %v", got.Attached)
+	}
+	if got.PostCalls != want.PostCalls || got.PostWRs != want.PostWRs {
+		t.Errorf("posts %d (%d WRs), target did %d (%d)", got.PostCalls, got.PostWRs, want.PostCalls, want.PostWRs)
+	}
+}
+
+// TestOpenErrors: bad options give one-line errors.
+func TestOpenErrors(t *testing.T) {
+	requireBPF(t)
+	bin := buildTarget(t)
+	for _, c := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no such process", Options{PID: 1 << 30}, "process 1073741824 does not exist"},
+		{"ring not a power of two", Options{RingBytes: 10000}, "want a power of two"},
+		{"ring too small", Options{RingBytes: 1024}, "want a power of two of at least 4096"},
+		{"bound too large", Options{MaxWRs: 65}, "MaxWRs 65"},
+		{"probe outside the file's code", Options{Probes: []ExplicitProbe{{"post_send", bin, 0x10}}}, "outside the executable segments"},
+		{"probe in a missing file", Options{Probes: []ExplicitProbe{{"poll_cq", "/nonexistent/libx.so", 0x1000}}}, "/nonexistent/libx.so"},
+		{"nothing to probe", Options{Exe: "/bin/true", Libibverbs: "/bin/true"}, "found no verbs functions to probe"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, err := Open(c.opts)
+			if err == nil {
+				tr.Close()
+				t.Fatalf("no error, want %q", c.want)
+			}
+			if !contains(err.Error(), c.want) || contains(err.Error(), "\n") {
+				t.Errorf("err = %q, want one line with %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestStartHeldErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		argv []string
+		want string
+	}{
+		{"empty", nil, "no command"},
+		{"not found", []string{"sqscope-no-such-command"}, "command not found: sqscope-no-such-command"},
+		{"missing path", []string{"/nonexistent/cmd"}, "/nonexistent/cmd"},
+		{"directory", []string{"/"}, "not an executable file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ch, err := StartHeld(c.argv, nil)
+			if err == nil {
+				ch.Kill()
+				t.Fatalf("no error, want %q", c.want)
+			}
+			if !contains(err.Error(), c.want) {
+				t.Errorf("err = %q, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestStartHeld: the child keeps its PID across the exec and runs nothing
+// before Release; a killed held child never runs the command.
+func TestStartHeld(t *testing.T) {
+	dir := t.TempDir()
+	mark := dir + "/ran"
+	cmd := exec.Command("/bin/sh", "-c", "echo $$ > "+mark)
+	ch, err := StartHeldCmd(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatal("the command ran before Release")
+	}
+	if err := ch.Release(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ch.Wait()
+	if err != nil || !st.Success() {
+		t.Fatalf("wait: %v %v", st, err)
+	}
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(ch.Pid()) {
+		t.Errorf("command ran as pid %s, held child was %d", got, ch.Pid())
+	}
+
+	mark2 := dir + "/ran2"
+	ch, err = StartHeldCmd(exec.Command("/bin/sh", "-c", "touch "+mark2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Kill()
+	ch.Wait()
+	if _, err := os.Stat(mark2); err == nil {
+		t.Error("a killed held child ran its command")
+	}
+}
+
+// TestTraceAllProcesses: PID 0 traces every process; Run ends when its
+// context is cancelled and still delivers what was already recorded.
+func TestTraceAllProcesses(t *testing.T) {
+	requireBPF(t)
+	bin := buildTarget(t)
+	tr, err := Open(Options{Exe: bin, FlushInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var evs []trace.Event
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx, func(e trace.Event) { evs = append(evs, e) }) }()
+
+	if err := tr.Sync(context.Background()); err != nil {
+		t.Fatalf("Sync: %v", err)
+	}
+	cmd := exec.Command(bin, "run")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	var mine []trace.Event
+	for _, e := range evs {
+		if int(e.Hdr().PID) == cmd.Process.Pid {
+			mine = append(mine, e)
+		}
+	}
+	want := parseStats(t, out)
+	got := tallyEvents(mine)
+	if got.PostCalls != want.PostCalls || got.WRBatches != want.WRBatches || got.CQEs != want.CQEs ||
+		got.EmptyPolls != want.EmptyPolls || got.Exits != 1 {
+		t.Errorf("traced posts %d batches %d cqes %d empty %d exits %d; target did %d %d %d %d 1",
+			got.PostCalls, got.WRBatches, got.CQEs, got.EmptyPolls, got.Exits,
+			want.PostCalls, want.WRBatches, want.CQEs, want.EmptyPolls)
+	}
+}
+
+// TestLostEventsCounted: with a tiny ring buffer and a reader that stalls,
+// records are dropped, and every drop is reported: delivered + lost equals
+// what the target did.
+func TestLostEventsCounted(t *testing.T) {
+	requireBPF(t)
+	const n = 20000
+	stalled := false
+	var evs []trace.Event
+	bin := buildTarget(t)
+	cmd := exec.Command(bin, "bench", strconv.Itoa(n))
+	ch, err := StartHeldCmd(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(Options{Child: ch, RingBytes: 4096, FlushInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- tr.Run(context.Background(), func(e trace.Event) {
+			if _, ok := e.(*trace.Post); ok && !stalled {
+				stalled = true
+				time.Sleep(100 * time.Millisecond)
+			}
+			evs = append(evs, e)
+		})
+	}()
+	ch.Release()
+	ch.Wait()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not end")
+	}
+	var delivered, lost uint64
+	for _, e := range evs {
+		switch e := e.(type) {
+		case *trace.Lost:
+			lost += e.Count
+		case *trace.QPCreate, *trace.QPModify, *trace.Post, *trace.Poll, *trace.Exit:
+			delivered++
+		}
+	}
+	if lost == 0 || lost != tr.Lost() {
+		t.Errorf("Lost events sum to %d, Lost() is %d; want equal and > 0", lost, tr.Lost())
+	}
+	// create + 3 modifies + n posts + n polls + exit
+	if want := uint64(5 + 2*n); delivered+lost != want {
+		t.Errorf("delivered %d + lost %d = %d records, the target made %d", delivered, lost, delivered+lost, want)
+	}
+	t.Logf("delivered %d, lost %d", delivered, lost)
+}
+
+func TestOpenWithoutUprobes(t *testing.T) {
+	saved := uprobePMU
+	uprobePMU = "/nonexistent/uprobe"
+	defer func() { uprobePMU = saved }()
+	_, err := Open(Options{})
+	if err == nil || !contains(err.Error(), "this kernel has no uprobes") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// TestOpenUnprivileged runs Open as an unprivileged user (a copy of this
+// test binary under uid 65534) and checks the error says what to do.
+func TestOpenUnprivileged(t *testing.T) {
+	if os.Getenv("SQSCOPE_TEST_UNPRIVILEGED") == "1" {
+		_, err := Open(Options{})
+		if err == nil {
+			t.Fatal("Open succeeded without privileges")
+		}
+		os.Stdout.WriteString("ERR: " + err.Error() + "\n")
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to an unprivileged user")
+	}
+	dir, err := os.MkdirTemp("", "sqscope-unpriv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	self, _ := os.Executable()
+	bin := dir + "/probe.test"
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestOpenUnprivileged$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SQSCOPE_TEST_UNPRIVILEGED=1")
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !contains(string(out), "ERR: loading BPF needs root or CAP_BPF and CAP_PERFMON") {
+		t.Errorf("unprivileged Open said %s", out)
+	}
+}

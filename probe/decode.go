@@ -1,0 +1,201 @@
+package probe
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/trace"
+)
+
+var (
+	hdrSize      = int(unsafe.Sizeof(bpf.VerbsSqHdr{}))
+	hdrKindOff   = int(unsafe.Offsetof(bpf.VerbsSqHdr{}.Kind))
+	postWRsOff   = int(unsafe.Offsetof(bpf.VerbsSqPostRec{}.Wrs))
+	pollWCsOff   = int(unsafe.Offsetof(bpf.VerbsSqPollRec{}.Wcs))
+	wrSize       = int(unsafe.Sizeof(bpf.VerbsSqWr{}))
+	wcSize       = int(unsafe.Sizeof(bpf.VerbsSqWc{}))
+	qpRecSize    = int(unsafe.Sizeof(bpf.VerbsSqQpRec{}))
+	recvRecSize  = int(unsafe.Sizeof(bpf.VerbsSqRecvRec{}))
+	exitRecSize  = int(unsafe.Sizeof(bpf.VerbsSqExitRec{}))
+	maxRecordWRs = len(bpf.VerbsSqPostRec{}.Wrs)
+	maxRecordWCs = len(bpf.VerbsSqPollRec{}.Wcs)
+)
+
+// handle decodes one ring-buffer record, acts on what it reveals (attach,
+// continue a stopped process) and passes the event to fn.
+func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
+	if len(raw) < hdrSize {
+		return fmt.Errorf("BPF record of %d bytes is shorter than its header", len(raw))
+	}
+	switch kind := bpf.VerbsSqRecKind(raw[hdrKindOff]); kind {
+	case bpf.VerbsSqRecKindSQ_REC_QP:
+		if len(raw) != qpRecSize {
+			return fmt.Errorf("QP record of %d bytes, want %d", len(raw), qpRecSize)
+		}
+		decodeInto(&t.qpRec, raw)
+		r := &t.qpRec
+		t.learn(r.Hdr.Pid, &r.Fns)
+		if r.Stopped != 0 {
+			t.markStopped(int(r.Hdr.Pid))
+		}
+		if ev := qpEvent(r); ev != nil {
+			fn(ev)
+		}
+	case bpf.VerbsSqRecKindSQ_REC_POST:
+		if len(raw) < postWRsOff {
+			return fmt.Errorf("post record of %d bytes is too short", len(raw))
+		}
+		decodeInto(&t.postRec, raw)
+		r := &t.postRec
+		if int(r.N) > maxRecordWRs || len(raw) < postWRsOff+int(r.N)*wrSize {
+			return fmt.Errorf("post record of %d bytes claims %d WRs", len(raw), r.N)
+		}
+		fn(postEvent(r))
+	case bpf.VerbsSqRecKindSQ_REC_POLL:
+		if len(raw) < pollWCsOff {
+			return fmt.Errorf("poll record of %d bytes is too short", len(raw))
+		}
+		decodeInto(&t.pollRec, raw)
+		r := &t.pollRec
+		if int(r.N) > maxRecordWCs || len(raw) < pollWCsOff+int(r.N)*wcSize {
+			return fmt.Errorf("poll record of %d bytes claims %d completions", len(raw), r.N)
+		}
+		fn(t.pollEvent(r))
+	case bpf.VerbsSqRecKindSQ_REC_RECV:
+		if len(raw) != recvRecSize {
+			return fmt.Errorf("post_recv record of %d bytes, want %d", len(raw), recvRecSize)
+		}
+		decodeInto(&t.recvRec, raw)
+		r := &t.recvRec
+		fn(&trace.PostRecv{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, NumWRs: r.N, Ret: r.Ret, Accepted: r.Accepted})
+	case bpf.VerbsSqRecKindSQ_REC_EXIT:
+		if len(raw) != exitRecSize {
+			return fmt.Errorf("exit record of %d bytes, want %d", len(raw), exitRecSize)
+		}
+		decodeInto(&t.exitRec, raw)
+		r := &t.exitRec
+		ev := &trace.Exit{Header: header(&r.Hdr)}
+		if sig := int32(r.ExitCode & 0x7f); sig != 0 {
+			ev.Code, ev.Signal = -1, sig
+		} else {
+			ev.Code = int32(r.ExitCode>>8) & 0xff
+		}
+		if t.opts.PID != 0 && int(r.Hdr.Pid) == t.opts.PID {
+			t.exitSeen = true
+		}
+		fn(ev)
+	default:
+		return fmt.Errorf("BPF record of unknown kind %d", kind)
+	}
+	return nil
+}
+
+func header(h *bpf.VerbsSqHdr) trace.Header {
+	return trace.Header{TimeNS: h.Ts, PID: h.Pid, TID: h.Tid}
+}
+
+// viaNames names the call that produced a QP record, by op and via.
+var viaNames = map[[2]uint8]string{
+	{uint8(bpf.VerbsSqQpOpSQ_QP_CREATE), uint8(bpf.VerbsSqViaSQ_VIA_IBV)}:         "ibv_create_qp",
+	{uint8(bpf.VerbsSqQpOpSQ_QP_CREATE), uint8(bpf.VerbsSqViaSQ_VIA_SIM)}:         "sqsim_create_qp",
+	{uint8(bpf.VerbsSqQpOpSQ_QP_CREATE_EX), uint8(bpf.VerbsSqViaSQ_VIA_SIM)}:      "sqsim_create_qp_ex",
+	{uint8(bpf.VerbsSqQpOpSQ_QP_CREATE_EX), uint8(bpf.VerbsSqViaSQ_VIA_PROVIDER)}: "ibv_create_qp_ex",
+}
+
+func qpEvent(r *bpf.VerbsSqQpRec) trace.Event {
+	h := header(&r.Hdr)
+	switch bpf.VerbsSqQpOp(r.Op) {
+	case bpf.VerbsSqQpOpSQ_QP_CREATE, bpf.VerbsSqQpOpSQ_QP_CREATE_EX:
+		via := viaNames[[2]uint8{r.Op, r.Via}]
+		if via == "" {
+			via = fmt.Sprintf("create_qp(op %d via %d)", r.Op, r.Via)
+		}
+		return &trace.QPCreate{Header: h, QP: r.Qp, QPNum: r.QpNum, Type: trace.QPType(r.QpType),
+			SigAll: r.SigAll != 0, SendCQ: r.SendCq, RecvCQ: r.RecvCq,
+			Caps: trace.Caps{MaxSendWR: r.Caps.MaxSendWr, MaxRecvWR: r.Caps.MaxRecvWr,
+				MaxSendSGE: r.Caps.MaxSendSge, MaxRecvSGE: r.Caps.MaxRecvSge,
+				MaxInlineData: r.Caps.MaxInlineData},
+			Via: via}
+	case bpf.VerbsSqQpOpSQ_QP_MODIFY:
+		return &trace.QPModify{Header: h, QP: r.Qp, QPNum: r.QpNum, State: r.State, Ret: r.Ret}
+	case bpf.VerbsSqQpOpSQ_QP_DESTROY:
+		return &trace.QPDestroy{Header: h, QP: r.Qp, QPNum: r.QpNum, Ret: r.Ret}
+	}
+	return nil // qp_to_qp_ex, alloc_pd: they only reveal functions
+}
+
+func postEvent(r *bpf.VerbsSqPostRec) *trace.Post {
+	p := &trace.Post{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, API: trace.API(r.Api),
+		Truncated: r.Truncated, Ret: r.Ret, Accepted: r.Accepted, EntryNS: r.Hdr.EntryTs,
+		Aborted: r.Aborted != 0}
+	if r.N > 0 {
+		p.WRs = make([]trace.WR, r.N)
+		for i := range p.WRs {
+			w := &r.Wrs[i]
+			n := w.NumSge
+			if int32(n) < 0 {
+				n = 0
+			}
+			p.WRs[i] = trace.WR{ID: w.WrId, Opcode: w.Opcode, Flags: w.SendFlags, NumSGE: n, Bytes: w.Bytes}
+		}
+	}
+	return p
+}
+
+func (t *Tracer) pollEvent(r *bpf.VerbsSqPollRec) *trace.Poll {
+	p := &trace.Poll{Header: header(&r.Hdr), CQ: r.Cq, Max: r.Max, Ret: r.Ret,
+		Truncated: r.Truncated, EntryNS: r.Hdr.EntryTs}
+	// Empty polls are a monotonic count per CQ in the kernel; report the
+	// part not reported yet (by an earlier record or flush).
+	k := bpf.VerbsSqKey{Pid: r.Hdr.Pid, Addr: r.Cq}
+	if seen := t.emptySeen[k]; r.EmptyTotal > seen {
+		p.EmptyBefore = r.EmptyTotal - seen
+		t.emptySeen[k] = r.EmptyTotal
+	}
+	if r.N > 0 {
+		p.WCs = make([]trace.WC, r.N)
+		for i := range p.WCs {
+			w := &r.Wcs[i]
+			p.WCs[i] = trace.WC{ID: w.WrId, Status: w.Status, Opcode: w.Opcode, ByteLen: w.ByteLen, QPNum: w.QpNum}
+		}
+	}
+	return p
+}
+
+// flush reports what the kernel keeps as counters: records lost, empty
+// polls per CQ not reported yet, and the counters mode's per-QP totals.
+func (t *Tracer) flush(fn func(trace.Event)) {
+	now := monotonicNS()
+	if lost := t.Lost(); lost > t.lostSeen {
+		fn(&trace.Lost{Header: trace.Header{TimeNS: now}, Count: lost - t.lostSeen})
+		t.lostSeen = lost
+	}
+
+	var k bpf.VerbsSqKey
+	var s bpf.VerbsSqCqStats
+	it := t.objs.CqStats.Iterate()
+	for it.Next(&k, &s) {
+		if seen := t.emptySeen[k]; s.Empty > seen {
+			fn(&trace.EmptyPolls{Header: trace.Header{TimeNS: now, PID: k.Pid}, CQ: k.Addr, Count: s.Empty - seen})
+			t.emptySeen[k] = s.Empty
+		}
+	}
+
+	if t.opts.Mode != ModeCounters {
+		return
+	}
+	var c bpf.VerbsSqQpCounters
+	it = t.objs.QpCounters.Iterate()
+	for it.Next(&k, &c) {
+		if t.countsSeen[k] == c {
+			continue
+		}
+		t.countsSeen[k] = c
+		fn(&trace.QPCounters{Header: trace.Header{TimeNS: now, PID: k.Pid}, QP: k.Addr, QPNum: c.QpNum,
+			PostCalls: c.PostCalls, WRs: c.Wrs, Inline: c.InlineWrs, Signaled: c.Signaled,
+			Doorbells: c.Doorbells, Errors: c.Errors, ENOMEM: c.Enomem, EINVAL: c.Einval,
+			InlineBytes: c.InlineBytes, PayloadBytes: c.PayloadBytes, PayloadSGEs: c.PayloadSges,
+			WRsPerCallMax: c.MaxWrsPerCall})
+	}
+}

@@ -1,0 +1,702 @@
+/* A small verbs application on a fake provider, for the probe tests.
+ *
+ * It exports the simulated HCA's control-path entry points (sqsim_alloc_pd,
+ * sqsim_create_qp, sqsim_create_qp_ex, sqsim_qp_to_qp_ex, sqsim_modify_qp,
+ * sqsim_destroy_qp) and keeps its data-path functions static, reachable only
+ * through the ops table and the ibv_qp_ex, the way a provider library does.
+ * Its context is a verbs_context with a static create_qp_ex, so the static
+ * inline ibv_create_qp_ex() reaches it as it reaches a real provider's, and
+ * its QPs are laid out like libibverbs' struct verbs_qp, so the real
+ * exported ibv_qp_to_qp_ex() of libibverbs.so.1 works on them.
+ * It posts and polls through the unmodified static inline ibv_post_send(),
+ * ibv_poll_cq(), ibv_post_recv() and ibv_wr_*() of <infiniband/verbs.h>,
+ * counts what it did, and prints the counts as JSON on stdout.
+ *
+ * usage: target run               the scripted workload
+ *        target late              create the QPs, wait for a line on stdin,
+ *                                 then modify them to RTS and post
+ *        target bench N           N single-WR posts and N polls; prints ns per post
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <infiniband/verbs.h>
+
+#define NOINLINE __attribute__((noinline, used))
+
+/* ---- fake provider ------------------------------------------------------ */
+
+struct fcq {
+	struct ibv_cq cq;
+	pthread_mutex_t lock;
+	struct ibv_wc ring[8192];
+	unsigned head, tail;
+};
+
+/* libibverbs' struct verbs_qp (driver.h, not installed): the ibv_qp_ex, then
+ * a comp_mask whose VERBS_QP_EX bit ibv_qp_to_qp_ex() tests. */
+#define VERBS_QP_EX (1 << 1)
+
+struct fqp {
+	struct ibv_qp_ex qpx; /* qp_base first: qpx == qp */
+	uint32_t comp_mask;
+	struct fcq *cq;
+	uint32_t max_post, max_sge, max_inline;
+	int sig_all;
+	uint64_t head, tail;
+	/* wr API batch */
+	int batch_n, batch_err, cur_inline;
+	uint64_t batch_ids[64];
+	int batch_sig[64];
+};
+
+static struct fqp *to_fqp(struct ibv_qp *qp) { return (struct fqp *)qp; }
+
+static void push_cqe(struct fcq *cq, uint64_t wr_id, uint32_t qpn, uint32_t len)
+{
+	struct ibv_wc *wc;
+
+	pthread_mutex_lock(&cq->lock);
+	wc = &cq->ring[cq->head++ % 8192];
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = wr_id;
+	wc->status = IBV_WC_SUCCESS;
+	wc->opcode = IBV_WC_SEND;
+	wc->byte_len = len;
+	wc->qp_num = qpn;
+	pthread_mutex_unlock(&cq->lock);
+}
+
+static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+	struct fqp *qp = to_fqp(ibqp);
+
+	for (; wr; wr = wr->next) {
+		uint32_t len = 0;
+		int i;
+
+		for (i = 0; i < wr->num_sge; i++)
+			len += wr->sg_list[i].length;
+		if (wr->opcode != IBV_WR_SEND && wr->opcode != IBV_WR_RDMA_WRITE) {
+			*bad = wr;
+			return EINVAL;
+		}
+		if (qp->head - qp->tail >= qp->max_post || (uint32_t)wr->num_sge > qp->max_sge ||
+		    ((wr->send_flags & IBV_SEND_INLINE) && len > qp->max_inline)) {
+			*bad = wr;
+			return ENOMEM;
+		}
+		qp->head++;
+		if (qp->sig_all || (wr->send_flags & IBV_SEND_SIGNALED))
+			push_cqe(qp->cq, wr->wr_id, ibqp->qp_num, len);
+		else
+			qp->tail++; /* retired without a CQE, for this fake */
+	}
+	return 0;
+}
+
+static int fake_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+{
+	struct fcq *cq = (struct fcq *)ibcq;
+	int n = 0;
+
+	pthread_mutex_lock(&cq->lock);
+	while (n < num && cq->tail != cq->head) {
+		wc[n++] = cq->ring[cq->tail++ % 8192];
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return n;
+}
+
+static int fake_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	(void)qp;
+	(void)wr;
+	(void)bad;
+	return 0;
+}
+
+/* the fake retires signaled WRs when their CQE is polled */
+static void retire(struct ibv_qp *qp, int n) { to_fqp(qp)->tail += n; }
+
+static void fake_wr_start(struct ibv_qp_ex *qpx)
+{
+	struct fqp *qp = (struct fqp *)qpx;
+
+	qp->batch_n = 0;
+	qp->batch_err = 0;
+}
+
+static void wr_begin(struct ibv_qp_ex *qpx)
+{
+	struct fqp *qp = (struct fqp *)qpx;
+
+	if (qp->batch_n >= 64 || qp->head - qp->tail + qp->batch_n >= qp->max_post) {
+		qp->batch_err = ENOMEM;
+		return;
+	}
+	qp->batch_ids[qp->batch_n] = qpx->wr_id;
+	qp->batch_sig[qp->batch_n] = qp->sig_all || (qpx->wr_flags & IBV_SEND_SIGNALED);
+	qp->batch_n++;
+}
+
+static void fake_wr_send(struct ibv_qp_ex *qpx) { wr_begin(qpx); }
+static void fake_wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr)
+{
+	(void)rkey;
+	(void)raddr;
+	wr_begin(qpx);
+}
+
+static void fake_wr_set_inline_data(struct ibv_qp_ex *qpx, void *addr, size_t len)
+{
+	struct fqp *qp = (struct fqp *)qpx;
+
+	(void)addr;
+	if (len > qp->max_inline)
+		qp->batch_err = ENOMEM;
+}
+
+static void fake_wr_set_sge(struct ibv_qp_ex *qpx, uint32_t lkey, uint64_t addr, uint32_t len)
+{
+	(void)qpx;
+	(void)lkey;
+	(void)addr;
+	(void)len;
+}
+
+static void fake_wr_set_sge_list(struct ibv_qp_ex *qpx, size_t n, const struct ibv_sge *sg)
+{
+	(void)qpx;
+	(void)n;
+	(void)sg;
+}
+
+static void fake_wr_set_inline_data_list(struct ibv_qp_ex *qpx, size_t n, const struct ibv_data_buf *b)
+{
+	(void)qpx;
+	(void)n;
+	(void)b;
+}
+
+static int fake_wr_complete(struct ibv_qp_ex *qpx)
+{
+	struct fqp *qp = (struct fqp *)qpx;
+	int i;
+
+	if (qp->batch_err)
+		return qp->batch_err;
+	for (i = 0; i < qp->batch_n; i++) {
+		qp->head++;
+		if (qp->batch_sig[i])
+			push_cqe(qp->cq, qp->batch_ids[i], qpx->qp_base.qp_num, 0);
+		else
+			qp->tail++;
+	}
+	return 0;
+}
+
+static void fake_wr_abort(struct ibv_qp_ex *qpx) { ((struct fqp *)qpx)->batch_n = 0; }
+
+static struct ibv_qp *new_qp(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a);
+
+static struct ibv_qp *fake_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
+{
+	return new_qp(ctx, a);
+}
+
+static struct ibv_context *fake_open(void)
+{
+	struct verbs_context *vctx = calloc(1, sizeof(*vctx));
+	struct ibv_context *ctx = &vctx->context;
+
+	vctx->sz = sizeof(*vctx);
+	vctx->create_qp_ex = fake_create_qp_ex;
+	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+	ctx->ops.post_send = fake_post_send;
+	ctx->ops.poll_cq = fake_poll_cq;
+	ctx->ops.post_recv = fake_post_recv;
+	return ctx;
+}
+
+static struct fcq *fake_create_cq(struct ibv_context *ctx)
+{
+	struct fcq *cq = calloc(1, sizeof(*cq));
+
+	cq->cq.context = ctx;
+	pthread_mutex_init(&cq->lock, NULL);
+	return cq;
+}
+
+/* ---- the exported control path ------------------------------------------ */
+
+static uint32_t next_qpn = 0x100;
+
+NOINLINE struct ibv_pd *sqsim_alloc_pd(struct ibv_context *ctx)
+{
+	struct ibv_pd *pd = calloc(1, sizeof(*pd));
+
+	pd->context = ctx;
+	return pd;
+}
+
+static struct ibv_qp *new_qp(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
+{
+	struct fqp *qp = calloc(1, sizeof(*qp));
+
+	qp->qpx.qp_base.context = ctx;
+	qp->qpx.qp_base.send_cq = a->send_cq;
+	qp->qpx.qp_base.recv_cq = a->recv_cq;
+	qp->qpx.qp_base.qp_num = __atomic_fetch_add(&next_qpn, 1, __ATOMIC_RELAXED);
+	qp->qpx.qp_base.qp_type = a->qp_type;
+	qp->qpx.qp_base.state = IBV_QPS_RESET;
+	qp->comp_mask = VERBS_QP_EX;
+	qp->cq = (struct fcq *)a->send_cq;
+	/* like a provider, report more than was asked for */
+	a->cap.max_send_wr = a->cap.max_send_wr + a->cap.max_send_wr / 2;
+	a->cap.max_inline_data = a->cap.max_inline_data ? a->cap.max_inline_data + 60 : 0;
+	qp->max_post = a->cap.max_send_wr;
+	qp->max_sge = a->cap.max_send_sge;
+	qp->max_inline = a->cap.max_inline_data;
+	qp->sig_all = a->sq_sig_all;
+
+	qp->qpx.wr_start = fake_wr_start;
+	qp->qpx.wr_complete = fake_wr_complete;
+	qp->qpx.wr_abort = fake_wr_abort;
+	qp->qpx.wr_send = fake_wr_send;
+	qp->qpx.wr_rdma_write = fake_wr_rdma_write;
+	qp->qpx.wr_set_inline_data = fake_wr_set_inline_data;
+	qp->qpx.wr_set_inline_data_list = fake_wr_set_inline_data_list;
+	qp->qpx.wr_set_sge = fake_wr_set_sge;
+	qp->qpx.wr_set_sge_list = fake_wr_set_sge_list;
+	return &qp->qpx.qp_base;
+}
+
+NOINLINE struct ibv_qp *sqsim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ex;
+	struct ibv_qp *qp;
+
+	memset(&ex, 0, sizeof(ex));
+	ex.send_cq = attr->send_cq;
+	ex.recv_cq = attr->recv_cq;
+	ex.cap = attr->cap;
+	ex.qp_type = attr->qp_type;
+	ex.sq_sig_all = attr->sq_sig_all;
+	qp = new_qp(pd->context, &ex);
+	attr->cap = ex.cap;
+	return qp;
+}
+
+NOINLINE struct ibv_qp *sqsim_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr)
+{
+	return new_qp(ctx, attr);
+}
+
+NOINLINE struct ibv_qp_ex *sqsim_qp_to_qp_ex(struct ibv_qp *qp)
+{
+	return (struct ibv_qp_ex *)qp;
+}
+
+NOINLINE int sqsim_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+	if (mask & IBV_QP_STATE)
+		qp->state = attr->qp_state;
+	return 0;
+}
+
+NOINLINE int sqsim_destroy_qp(struct ibv_qp *qp)
+{
+	free(qp);
+	return 0;
+}
+
+/* ---- what the application did ------------------------------------------- */
+
+static struct {
+	unsigned long qps, modifies, destroys;
+	unsigned long post_calls, post_wrs, post_accepted, post_errors, post_truncated_lists;
+	unsigned long polls, empty_polls, cqes;
+	unsigned long wr_batches, wr_wrs, wr_aborted, wr_inline;
+	unsigned long recv_calls, recv_wrs;
+	unsigned long sge_over_wrs;
+} st;
+
+static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static char payload[1 << 16];
+
+static int post_list(struct ibv_qp *qp, int n, int inline_mask, int nsge)
+{
+	struct ibv_send_wr wrs[128], *bad = NULL;
+	struct ibv_sge sges[128][20];
+	int i, j, ret;
+	unsigned long accepted;
+	static uint64_t wr_id = 1;
+
+	for (i = 0; i < n; i++) {
+		memset(&wrs[i], 0, sizeof(wrs[i]));
+		wrs[i].wr_id = __atomic_fetch_add(&wr_id, 1, __ATOMIC_RELAXED);
+		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
+		wrs[i].opcode = (i & 1) ? IBV_WR_RDMA_WRITE : IBV_WR_SEND;
+		wrs[i].num_sge = nsge;
+		wrs[i].sg_list = sges[i];
+		for (j = 0; j < nsge; j++) {
+			sges[i][j].addr = (uintptr_t)payload;
+			sges[i][j].length = 8 + i + j;
+			sges[i][j].lkey = 1;
+		}
+		if (inline_mask & (1 << (i % 8)))
+			wrs[i].send_flags |= IBV_SEND_INLINE;
+		if (i == n - 1)
+			wrs[i].send_flags |= IBV_SEND_SIGNALED;
+	}
+	ret = ibv_post_send(qp, wrs, &bad);
+	accepted = ret ? (unsigned long)(bad - wrs) : (unsigned long)n;
+	pthread_mutex_lock(&st_lock);
+	st.post_calls++;
+	st.post_wrs += n;
+	st.post_accepted += accepted;
+	if (ret)
+		st.post_errors++;
+	if (n > 64)
+		st.post_truncated_lists++;
+	if (nsge > 16)
+		st.sge_over_wrs += n;
+	pthread_mutex_unlock(&st_lock);
+	return ret;
+}
+
+static int poll_once(struct ibv_cq *cq)
+{
+	struct ibv_wc wc[16];
+	int n = ibv_poll_cq(cq, 16, wc), i;
+
+	pthread_mutex_lock(&st_lock);
+	st.polls++;
+	if (n == 0)
+		st.empty_polls++;
+	if (n > 0)
+		st.cqes += n;
+	pthread_mutex_unlock(&st_lock);
+	for (i = 0; i < n; i++) {
+		/* retire on the QP the CQE names; the fake keeps them all alive */
+		extern struct ibv_qp *qp_by_num(uint32_t);
+		struct ibv_qp *qp = qp_by_num(wc[i].qp_num);
+
+		if (qp)
+			retire(qp, 1);
+	}
+	return n;
+}
+
+static struct ibv_qp *all_qps[16];
+static int nqps;
+
+struct ibv_qp *qp_by_num(uint32_t qpn)
+{
+	for (int i = 0; i < nqps; i++)
+		if (all_qps[i] && all_qps[i]->qp_num == qpn)
+			return all_qps[i];
+	return NULL;
+}
+
+static struct ibv_qp *make_qp(struct ibv_pd *pd, struct fcq *cq, uint32_t depth, uint32_t sge, uint32_t inl)
+{
+	struct ibv_qp_init_attr a;
+	struct ibv_qp *qp;
+
+	memset(&a, 0, sizeof(a));
+	a.send_cq = &cq->cq;
+	a.recv_cq = &cq->cq;
+	a.qp_type = IBV_QPT_RC;
+	a.cap.max_send_wr = depth;
+	a.cap.max_recv_wr = 16;
+	a.cap.max_send_sge = sge;
+	a.cap.max_recv_sge = 1;
+	a.cap.max_inline_data = inl;
+	qp = sqsim_create_qp(pd, &a);
+	all_qps[nqps++] = qp;
+	st.qps++;
+	return qp;
+}
+
+static void to_rts(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr;
+	int s[] = { IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS };
+
+	for (int i = 0; i < 3; i++) {
+		memset(&attr, 0, sizeof(attr));
+		attr.qp_state = s[i];
+		sqsim_modify_qp(qp, &attr, IBV_QP_STATE);
+		st.modifies++;
+	}
+}
+
+static void drain(struct ibv_cq *cq)
+{
+	while (poll_once(cq) > 0)
+		;
+}
+
+/* wr_batches posts batches through the ibv_wr_* API. */
+static void wr_batches(struct ibv_qp_ex *qpx, struct ibv_cq *cq, int batches)
+{
+	static uint64_t id = 1000000;
+
+	for (int b = 0; b < batches; b++) {
+		int n = 1 + b % 4, ret;
+
+		ibv_wr_start(qpx);
+		for (int i = 0; i < n; i++) {
+			qpx->wr_id = id++;
+			qpx->wr_flags = i == n - 1 ? IBV_SEND_SIGNALED : 0;
+			if (i & 1)
+				ibv_wr_rdma_write(qpx, 7, 0x1000);
+			else
+				ibv_wr_send(qpx);
+			if (b % 3 == 0) {
+				ibv_wr_set_inline_data(qpx, payload, 32);
+				st.wr_inline++;
+			} else if (b % 3 == 1) {
+				ibv_wr_set_sge(qpx, 1, (uintptr_t)payload, 4096);
+			} else {
+				struct ibv_sge sg[3] = {
+					{ (uintptr_t)payload, 100, 1 },
+					{ (uintptr_t)payload, 200, 1 },
+					{ (uintptr_t)payload, 300, 1 },
+				};
+				ibv_wr_set_sge_list(qpx, 3, sg);
+			}
+		}
+		if (b == batches - 1) {
+			ibv_wr_abort(qpx);
+			st.wr_aborted++;
+			st.wr_inline -= b % 3 == 0 ? n : 0;
+			continue;
+		}
+		ret = ibv_wr_complete(qpx);
+		st.wr_batches++;
+		st.wr_wrs += n;
+		if (ret)
+			st.post_errors++;
+		drain(cq);
+	}
+}
+
+static void post_recvs(struct ibv_qp *qp, int calls)
+{
+	struct ibv_recv_wr wr[2], *bad;
+	struct ibv_sge sg = { (uintptr_t)payload, 64, 1 };
+
+	for (int c = 0; c < calls; c++) {
+		memset(wr, 0, sizeof(wr));
+		wr[0].next = &wr[1];
+		wr[0].sg_list = wr[1].sg_list = &sg;
+		wr[0].num_sge = wr[1].num_sge = 1;
+		ibv_post_recv(qp, wr, &bad);
+		st.recv_calls++;
+		st.recv_wrs += 2;
+	}
+}
+
+struct thread_arg {
+	struct ibv_pd *pd;
+	struct fcq *cq;
+	struct ibv_qp *qp;
+};
+
+static void *second_thread(void *p)
+{
+	struct thread_arg *a = p;
+
+	for (int i = 0; i < 100; i++) {
+		post_list(a->qp, 1 + i % 3, 0, 1);
+		drain(&a->cq->cq);
+	}
+	return NULL;
+}
+
+static void print_stats(void)
+{
+	printf("{\"qps\":%lu,\"modifies\":%lu,\"destroys\":%lu,"
+	       "\"post_calls\":%lu,\"post_wrs\":%lu,\"post_accepted\":%lu,\"post_errors\":%lu,"
+	       "\"post_truncated_lists\":%lu,\"polls\":%lu,\"empty_polls\":%lu,\"cqes\":%lu,"
+	       "\"wr_batches\":%lu,\"wr_wrs\":%lu,\"wr_aborted\":%lu,\"wr_inline\":%lu,"
+	       "\"recv_calls\":%lu,\"recv_wrs\":%lu,\"sge_over_wrs\":%lu}\n",
+	       st.qps, st.modifies, st.destroys, st.post_calls, st.post_wrs, st.post_accepted,
+	       st.post_errors, st.post_truncated_lists, st.polls, st.empty_polls, st.cqes,
+	       st.wr_batches, st.wr_wrs, st.wr_aborted, st.wr_inline, st.recv_calls, st.recv_wrs,
+	       st.sge_over_wrs);
+	fflush(stdout);
+}
+
+static int run(int late)
+{
+	struct ibv_context *ctx = fake_open();
+	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
+	struct fcq *cq = fake_create_cq(ctx), *cq2 = fake_create_cq(ctx);
+	struct ibv_qp *qp1 = make_qp(pd, cq, 128, 4, 64);
+	struct ibv_qp *qp2 = make_qp(pd, cq, 1024, 32, 0);
+	struct ibv_qp *qp3 = make_qp(pd, cq, 6, 4, 0); /* reports 9 */
+	struct ibv_qp *qp5 = make_qp(pd, cq2, 64, 1, 0);
+	struct ibv_qp_init_attr_ex ax;
+	struct ibv_qp *qp4;
+	struct ibv_qp_ex *qpx;
+	pthread_t th;
+	struct thread_arg ta = { pd, cq2, qp5 };
+	char line[64];
+
+	if (late) {
+		/* a tracer attaches now: it has seen none of the above */
+		printf("ready\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+	}
+	to_rts(qp1);
+	to_rts(qp2);
+	to_rts(qp3);
+	to_rts(qp5);
+
+	/* the very first thing after discovery: a post (the race a stop closes) */
+	for (int i = 0; i < 200; i++) {
+		post_list(qp1, 1 + i % 5, i & 1 ? 0xaa : 0, 1);
+		poll_once(&cq->cq);
+		poll_once(&cq->cq); /* usually empty */
+	}
+	/* a list longer than the record bound, and WRs with more SGEs than summed */
+	post_list(qp2, 70, 0, 1);
+	post_list(qp2, 3, 0, 20);
+	drain(&cq->cq);
+	/* SQ full: 12 WRs on a 9-deep SQ with nothing retired */
+	{
+		struct ibv_send_wr wrs[12], *bad = NULL;
+		struct ibv_sge sg = { (uintptr_t)payload, 16, 1 };
+		int ret;
+
+		for (int i = 0; i < 12; i++) {
+			memset(&wrs[i], 0, sizeof(wrs[i]));
+			wrs[i].wr_id = 500000 + i;
+			wrs[i].next = i < 11 ? &wrs[i + 1] : NULL;
+			wrs[i].opcode = IBV_WR_SEND;
+			wrs[i].sg_list = &sg;
+			wrs[i].num_sge = 1;
+			wrs[i].send_flags = IBV_SEND_SIGNALED;
+		}
+		ret = ibv_post_send(qp3, wrs, &bad);
+		st.post_calls++;
+		st.post_wrs += 12;
+		st.post_accepted += ret ? (unsigned long)(bad - wrs) : 12;
+		if (ret)
+			st.post_errors++;
+		drain(&cq->cq);
+	}
+
+	pthread_create(&th, NULL, second_thread, &ta);
+
+	memset(&ax, 0, sizeof(ax));
+	ax.send_cq = &cq->cq;
+	ax.recv_cq = &cq->cq;
+	ax.qp_type = IBV_QPT_RC;
+	ax.cap.max_send_wr = 64;
+	ax.cap.max_send_sge = 4;
+	ax.cap.max_inline_data = 64;
+	ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ax.pd = pd;
+	ax.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+	qp4 = sqsim_create_qp_ex(ctx, &ax);
+	all_qps[nqps++] = qp4;
+	st.qps++;
+	qpx = sqsim_qp_to_qp_ex(qp4);
+	to_rts(qp4);
+	wr_batches(qpx, &cq->cq, 50);
+
+	/* the path of a real provider: create_qp_ex through the verbs_context,
+	 * then libibverbs' own ibv_qp_to_qp_ex */
+	{
+		struct ibv_qp *qp6 = ibv_create_qp_ex(ctx, &ax);
+		struct ibv_qp_ex *qpx6;
+
+		if (!qp6)
+			return 3;
+		all_qps[nqps++] = qp6;
+		st.qps++;
+		qpx6 = ibv_qp_to_qp_ex(qp6);
+		if (qpx6 != (struct ibv_qp_ex *)qp6)
+			return 4;
+		to_rts(qp6);
+		wr_batches(qpx6, &cq->cq, 9);
+	}
+
+	post_recvs(qp1, 10);
+
+	pthread_join(th, NULL);
+	drain(&cq->cq);
+	drain(&cq2->cq);
+	for (int i = 0; i < 5; i++)
+		poll_once(&cq->cq);
+
+	for (int i = 0; i < nqps; i++) {
+		sqsim_destroy_qp(all_qps[i]);
+		all_qps[i] = NULL;
+		st.destroys++;
+	}
+	print_stats();
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int bench(long n)
+{
+	struct ibv_context *ctx = fake_open();
+	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
+	struct fcq *cq = fake_create_cq(ctx);
+	struct ibv_qp *qp = make_qp(pd, cq, 1 << 20, 1, 64);
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sg = { (uintptr_t)payload, 64, 1 };
+	struct ibv_wc wc[16];
+	uint64_t t0, t1;
+
+	to_rts(qp);
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &sg;
+	wr.num_sge = 1;
+	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	t0 = now_ns();
+	for (long i = 0; i < n; i++) {
+		wr.wr_id = i;
+		ibv_post_send(qp, &wr, &bad);
+		if (ibv_poll_cq(&cq->cq, 16, wc) > 0)
+			retire(qp, 1);
+	}
+	t1 = now_ns();
+	printf("{\"ns_per_iter\":%.1f,\"iters\":%ld}\n", (double)(t1 - t0) / n, n);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && !strcmp(argv[1], "run"))
+		return run(0);
+	if (argc >= 2 && !strcmp(argv[1], "late"))
+		return run(1);
+	if (argc >= 3 && !strcmp(argv[1], "bench"))
+		return bench(atol(argv[2]));
+	fprintf(stderr, "usage: target run|late|bench N\n");
+	return 2;
+}
