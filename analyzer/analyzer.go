@@ -45,6 +45,9 @@ type Counters struct {
 	PostRecvs            uint64 `json:"post_recvs"`
 	InlineSGEs           uint64 `json:"inline_sges"`        // SGEs the CPU copied instead of the NIC reading
 	BaselineWQEBytes     uint64 `json:"baseline_wqe_bytes"` // WQE bytes had no WR been inline
+	// BeyondModel counts WRs reported accepted that the call's list did not
+	// hold or no SQ could: an inconsistent stream, left out of the model.
+	BeyondModel uint64 `json:"wrs_beyond_model"`
 }
 
 // QP is one send queue in a snapshot.
@@ -59,9 +62,34 @@ type QP struct {
 	CapsKnown    bool   `json:"caps_known"`
 	CapsInferred bool   `json:"caps_inferred"`
 	Destroyed    bool   `json:"destroyed"`
+	SendCQ       uint64 `json:"send_cq"`
 	Outstanding  uint64 `json:"outstanding"`
 	Counters
-	PCIe Savings `json:"pcie"`
+	// SignalInterval is the most common unsignaled run plus one (the
+	// application's signal interval), 0 when no WR was signaled;
+	// SignalIntervalLongest is the longest run a signaled WR ended, plus one.
+	SignalInterval        uint64    `json:"signal_interval_typical"`
+	SignalIntervalLongest uint64    `json:"signal_interval_longest"`
+	Occupancy             Occupancy `json:"occupancy"`
+	Rates                 Rates     `json:"rates"`
+	PCIe                  Savings   `json:"pcie"`
+	// History is the occupancy over time, one sample per
+	// Snapshot.HistoryStepNS of trace time from HistoryStartNS, oldest
+	// first; left out of JSON reports.
+	History        []OccSample `json:"-"`
+	HistoryStartNS uint64      `json:"-"`
+}
+
+// Rates are averages over the time the QP (or, in the total, the trace) was
+// active. Polls belong to CQs: a QP's poll figures are its send CQ's.
+type Rates struct {
+	SpanNS         uint64  `json:"span_ns"`
+	WRsPerSec      float64 `json:"post_wrs_per_s"`
+	PostsPerSec    float64 `json:"post_calls_per_s"`
+	PollsPerSec    float64 `json:"polls_per_s"`
+	CQEsPerSec     float64 `json:"cqes_per_s"`
+	PollsPerCQE    float64 `json:"polls_per_cqe"`
+	WRsPerDoorbell float64 `json:"wrs_per_doorbell"`
 }
 
 // Snapshot is a copy of the analyzer's state.
@@ -72,11 +100,16 @@ type Snapshot struct {
 	LastNS         uint64         `json:"last_ns"`
 	QPs            []QP           `json:"qps"`
 	Total          Counters       `json:"total"`
+	TotalRates     Rates          `json:"total_rates"`
 	TotalPCIe      Savings        `json:"total_pcie"`
 	Attach         []trace.Attach `json:"probes,omitempty"`
 	Exited         bool           `json:"target_exited"`
 	ExitCode       int32          `json:"exit_code"`
 	UnknownQPPosts uint64         `json:"posts_on_unknown_qps"`
+	// Diagnoses, newest first (by last occurrence).
+	Diagnoses        []Diagnosis `json:"diagnoses"`
+	DiagnosesDropped uint64      `json:"diagnoses_dropped,omitempty"`
+	HistoryStepNS    uint64      `json:"-"`
 }
 
 type qpKey struct {
@@ -91,11 +124,33 @@ type cqKey struct {
 
 type cqState struct {
 	polls, empty, cqes uint64
+	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
+}
+
+// notePolls counts n polls at time now.
+func (c *cqState) notePolls(n, now uint64) {
+	if n == 0 {
+		return
+	}
+	if c.polls == 0 {
+		c.firstNS = now
+	}
+	c.polls += n
+	c.lastNS = max(c.lastNS, now)
 }
 
 // Options tune the model to the target.
 type Options struct {
 	BF BFConfig
+	// HistoryStepNS and HistoryLen shape the occupancy history: one sample
+	// per step of trace time, the last len samples. Zero means the
+	// defaults; a negative HistoryLen keeps no history.
+	HistoryStepNS uint64
+	HistoryLen    int
+	// OnDiagnosis, when set, is called with each diagnosis the first time
+	// it is made (later occurrences only bump its count). It runs inside
+	// Ingest, under the analyzer's lock: it must not call the Analyzer.
+	OnDiagnosis func(Diagnosis)
 }
 
 // Analyzer consumes events; Snapshot may be called from another goroutine.
@@ -105,12 +160,27 @@ type Analyzer struct {
 	qps   map[qpKey]*sq
 	order []qpKey
 	cqs   map[cqKey]*cqState
+	diags []diagRec
 	snap  Snapshot
+	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
+	lastWCKey qpKey
+	lastWCQ   *sq
 }
 
 // New returns an empty analyzer.
 func New(opts Options) *Analyzer {
-	return &Analyzer{opts: opts, qps: map[qpKey]*sq{}, cqs: map[cqKey]*cqState{}}
+	if opts.HistoryStepNS == 0 {
+		opts.HistoryStepNS = DefaultHistoryStepNS
+	}
+	switch {
+	case opts.HistoryLen == 0:
+		opts.HistoryLen = DefaultHistoryLen
+	case opts.HistoryLen < 0:
+		opts.HistoryLen = 0
+	}
+	a := &Analyzer{opts: opts, qps: map[qpKey]*sq{}, cqs: map[cqKey]*cqState{}}
+	a.snap.HistoryStepNS = opts.HistoryStepNS
+	return a
 }
 
 func (a *Analyzer) qp(pid, num uint32, addr uint64, now uint64) *sq {
@@ -118,6 +188,10 @@ func (a *Analyzer) qp(pid, num uint32, addr uint64, now uint64) *sq {
 	q := a.qps[k]
 	if q == nil {
 		q = &sq{key: k, qp: addr, firstNS: now}
+		q.hist.step, q.hist.n = a.opts.HistoryStepNS, uint64(a.opts.HistoryLen)
+		for i := range q.diags {
+			q.diags[i] = -1
+		}
 		a.qps[k] = q
 		a.order = append(a.order, k)
 	}
@@ -150,6 +224,18 @@ func (a *Analyzer) IngestAll(evs []trace.Event) {
 	}
 }
 
+// Outstanding returns the WRs a QP has outstanding by the model, and
+// whether the QP is known.
+func (a *Analyzer) Outstanding(pid, qpNum uint32) (uint64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	q, ok := a.qps[qpKey{pid, qpNum}]
+	if !ok {
+		return 0, false
+	}
+	return q.outstanding(), true
+}
+
 func (a *Analyzer) ingest(ev trace.Event) {
 	h := ev.Hdr()
 	a.snap.Events++
@@ -162,6 +248,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	switch e := ev.(type) {
 	case *trace.QPCreate:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		if q.destroyed {
+			q.reset()
+		}
 		q.qp = e.QP
 		q.typ = e.Type
 		q.caps = e.Caps
@@ -169,6 +258,10 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.sendCapsInferred = false
 		q.sigAll = e.SigAll
 		q.sendCQ = e.SendCQ
+		q.cq = nil
+		if e.SendCQ != 0 {
+			q.cq = a.cq(e.PID, e.SendCQ)
+		}
 		q.created = e.TimeNS
 		q.destroyed = false
 	case *trace.QPDestroy:
@@ -182,30 +275,44 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if !q.capsKnown {
 			a.snap.UnknownQPPosts++
 		}
-		q.post(e, a.opts.BF)
+		cause, n := q.post(e, a.opts.BF)
 		q.lastPost = e.TimeNS
-		q.lastNS = e.TimeNS
+		q.lastNS = max(q.lastNS, e.TimeNS)
+		a.afterPost(q, e, cause, n)
 	case *trace.Poll:
 		c := a.cq(e.PID, e.CQ)
-		c.polls++
+		c.notePolls(1+e.EmptyBefore, e.TimeNS)
 		c.empty += e.EmptyBefore
 		if e.Ret > 0 {
 			c.cqes += uint64(e.Ret)
 		} else if e.Ret == 0 {
 			c.empty++
 		}
+		var last *sq
 		for i := range e.WCs {
 			wc := &e.WCs[i]
 			if wc.Opcode >= wcRecv {
 				continue
 			}
-			q := a.qp(e.PID, wc.QPNum, 0, e.TimeNS)
+			q := a.wcQP(e.PID, wc.QPNum, e.TimeNS)
+			if q.sendCQ == 0 {
+				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
+			}
 			q.complete(wc)
 			q.lastPoll = e.TimeNS
+			q.lastNS = max(q.lastNS, e.TimeNS)
+			q.hist.note(e.TimeNS, q.outstanding(), 0, 1)
+			if last != nil && last != q {
+				a.checkTrend(last, e.TimeNS)
+			}
+			last = q
+		}
+		if last != nil {
+			a.checkTrend(last, e.TimeNS)
 		}
 	case *trace.EmptyPolls:
 		c := a.cq(e.PID, e.CQ)
-		c.polls += e.Count
+		c.notePolls(e.Count, e.TimeNS)
 		c.empty += e.Count
 	case *trace.PostRecv:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
@@ -220,7 +327,33 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	}
 }
 
-// Snapshot returns a copy of the current state; it costs O(QPs).
+// wcQP finds the QP of a completion, remembering the last one.
+func (a *Analyzer) wcQP(pid, qpNum uint32, now uint64) *sq {
+	k := qpKey{pid, qpNum}
+	if a.lastWCQ != nil && a.lastWCKey == k {
+		return a.lastWCQ
+	}
+	q := a.qp(pid, qpNum, 0, now)
+	a.lastWCKey, a.lastWCQ = k, q
+	return q
+}
+
+func perSec(n, spanNS uint64) float64 {
+	if spanNS == 0 {
+		return 0
+	}
+	return float64(n) * 1e9 / float64(spanNS)
+}
+
+func ratio(a, b uint64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// Snapshot returns a copy of the current state; it costs O(QPs) (the
+// history and the diagnoses kept per QP are bounded).
 func (a *Analyzer) Snapshot() Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -231,25 +364,53 @@ func (a *Analyzer) Snapshot() Snapshot {
 		q := a.qps[k]
 		c := q.c
 		c.CQEWrites = c.Signaled + c.FlushedUnsignaled
+		var r Rates
+		if q.c.PostCalls > 0 {
+			r.SpanNS = q.lastNS - min(q.firstPost, q.lastNS)
+		}
+		r.WRsPerSec = perSec(c.WRs, r.SpanNS)
+		r.PostsPerSec = perSec(c.PostCalls, r.SpanNS)
+		r.CQEsPerSec = perSec(c.CQEsPolled, r.SpanNS)
+		r.WRsPerDoorbell = ratio(c.WRs, c.Doorbells)
 		if q.sendCQ != 0 {
 			if cs, ok := a.cqs[cqKey{k.pid, q.sendCQ}]; ok {
 				c.Polls, c.EmptyPolls = cs.polls, cs.empty
+				r.PollsPerSec = perSec(cs.polls, cs.lastNS-cs.firstNS)
+				r.PollsPerCQE = ratio(cs.polls, cs.cqes)
 			}
+		}
+		hist, histStart := q.hist.copyOut()
+		var longest uint64
+		if c.Signaled > 0 {
+			longest = q.runLongest + 1
 		}
 		s.QPs = append(s.QPs, QP{
 			PID: k.pid, QPNum: k.qpNum, Type: q.typ.String(),
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
-			Destroyed: q.destroyed, Outstanding: q.outstanding(), Counters: c, PCIe: savings(&c),
+			Destroyed: q.destroyed, SendCQ: q.sendCQ, Outstanding: q.outstanding(), Counters: c,
+			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
+			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
+			History: hist, HistoryStartNS: histStart,
 		})
 		addCounters(&s.Total, &c)
 	}
 	// polls belong to CQs, which QPs may share: count each CQ once
 	s.Total.Polls, s.Total.EmptyPolls = 0, 0
+	var cqes uint64
 	for _, cs := range a.cqs {
 		s.Total.Polls += cs.polls
 		s.Total.EmptyPolls += cs.empty
+		cqes += cs.cqes
 	}
+	t := &s.TotalRates
+	t.SpanNS = s.LastNS - s.FirstNS
+	t.WRsPerSec = perSec(s.Total.WRs, t.SpanNS)
+	t.PostsPerSec = perSec(s.Total.PostCalls, t.SpanNS)
+	t.PollsPerSec = perSec(s.Total.Polls, t.SpanNS)
+	t.CQEsPerSec = perSec(s.Total.CQEsPolled, t.SpanNS)
+	t.PollsPerCQE = ratio(s.Total.Polls, cqes)
+	t.WRsPerDoorbell = ratio(s.Total.WRs, s.Total.Doorbells)
 	s.TotalPCIe = savings(&s.Total)
 	sort.SliceStable(s.QPs, func(i, j int) bool {
 		if s.QPs[i].PID != s.QPs[j].PID {
@@ -257,6 +418,7 @@ func (a *Analyzer) Snapshot() Snapshot {
 		}
 		return s.QPs[i].QPNum < s.QPs[j].QPNum
 	})
+	s.Diagnoses = a.diagnoses()
 	return s
 }
 
@@ -299,4 +461,5 @@ func addCounters(t, c *Counters) {
 	t.PostRecvs += c.PostRecvs
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes
+	t.BeyondModel += c.BeyondModel
 }

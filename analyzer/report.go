@@ -11,6 +11,7 @@ import (
 func WriteJSON(w io.Writer, s Snapshot) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(s)
 }
 
@@ -30,6 +31,9 @@ func WriteText(w io.Writer, s Snapshot) {
 		fmt.Fprintf(w, ", LOST %d EVENTS: counts below are lower bounds", s.Lost)
 	} else {
 		fmt.Fprint(w, ", 0 lost events")
+	}
+	if s.Exited {
+		fmt.Fprintf(w, ", target exited with code %d", s.ExitCode)
 	}
 	fmt.Fprintln(w)
 	for _, a := range s.Attach {
@@ -59,6 +63,8 @@ func WriteText(w io.Writer, s Snapshot) {
 			q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
 		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
 			q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+		writeOccupancy(w, &q)
+		writeRates(w, &q)
 		fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
 			q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
 		p := q.PCIe
@@ -86,6 +92,9 @@ func WriteText(w io.Writer, s Snapshot) {
 		if q.CQEErrors > 0 {
 			errs = append(errs, fmt.Sprintf("error CQEs %d", q.CQEErrors))
 		}
+		if q.BeyondModel > 0 {
+			errs = append(errs, fmt.Sprintf("%d WRs reported accepted beyond the list or any SQ depth (inconsistent trace, not modeled)", q.BeyondModel))
+		}
 		if q.Truncated > 0 {
 			errs = append(errs, fmt.Sprintf("%d WRs past the tracer's list bound (counted, not decoded)", q.Truncated))
 		}
@@ -96,5 +105,68 @@ func WriteText(w io.Writer, s Snapshot) {
 	if s.UnknownQPPosts > 0 {
 		fmt.Fprintf(w, "note: %d post calls were on QPs created before the tracer attached\n", s.UnknownQPPosts)
 	}
+	WriteDiagnoses(w, s)
 	fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
+}
+
+func writeOccupancy(w io.Writer, q *QP) {
+	o := &q.Occupancy
+	peak := fmt.Sprintf("%d (depth unknown)", o.Peak)
+	if o.Depth > 0 {
+		peak = fmt.Sprintf("%d (%.0f%%) of %d", o.Peak, pct(o.Peak, o.Depth), o.Depth)
+	}
+	fmt.Fprintf(w, "  occupancy: peak %s", peak)
+	if len(o.Histogram) == 0 {
+		fmt.Fprintln(w)
+		return
+	}
+	fmt.Fprintf(w, "; after each post call: mean %.1f, p50 <= %d, p99 <= %d; histogram", o.Mean, o.P50, o.P99)
+	for _, b := range o.Histogram {
+		if b.Lo == b.Hi {
+			fmt.Fprintf(w, " %d:%d", b.Lo, b.Count)
+		} else {
+			fmt.Fprintf(w, " %d-%d:%d", b.Lo, b.Hi, b.Count)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func writeRates(w io.Writer, q *QP) {
+	r := &q.Rates
+	fmt.Fprintf(w, "  rates over %.6f s: %.0f WR/s in %.0f post calls/s, %.0f CQEs/s", float64(r.SpanNS)/1e9, r.WRsPerSec, r.PostsPerSec, r.CQEsPerSec)
+	if q.SendCQ != 0 {
+		fmt.Fprintf(w, "; send CQ %#x: %.0f polls/s, %.2f polls per CQE", q.SendCQ, r.PollsPerSec, r.PollsPerCQE)
+	}
+	fmt.Fprintln(w)
+	switch {
+	case q.Signaled == 0 && q.WRs > 0:
+		fmt.Fprintf(w, "  signal interval: no WR signaled, longest unsignaled run %d\n", q.LongestUnsignaledRun)
+	case q.Signaled > 0:
+		fmt.Fprintf(w, "  signal interval: typically every %d WRs, longest %d; longest unsignaled run %d\n",
+			q.SignalInterval, q.SignalIntervalLongest, q.LongestUnsignaledRun)
+	}
+}
+
+var sevLabel = map[string]string{SevError: "ERROR", SevWarning: "WARNING", SevPrediction: "PREDICTION"}
+
+// WriteDiagnoses writes the diagnoses, newest first: for each the QP, the
+// time (trace ns, and seconds into the trace), what was found with its
+// numbers, and the fix.
+func WriteDiagnoses(w io.Writer, s Snapshot) {
+	if len(s.Diagnoses) == 0 {
+		fmt.Fprintln(w, "diagnoses: none")
+		return
+	}
+	fmt.Fprintf(w, "diagnoses (%d, newest first):\n", len(s.Diagnoses))
+	for _, d := range s.Diagnoses {
+		fmt.Fprintf(w, "  %s %s: QP %#x (pid %d) at %d ns (+%.6f s)", sevLabel[d.Severity], d.Kind, d.QPNum, d.PID,
+			d.LastNS, float64(d.LastNS-min(s.FirstNS, d.LastNS))/1e9)
+		if d.Count > 1 {
+			fmt.Fprintf(w, ", %d times since %d ns", d.Count, d.FirstNS)
+		}
+		fmt.Fprintf(w, "\n    %s\n    fix: %s\n", d.Message, d.Fix)
+	}
+	if s.DiagnosesDropped > 0 {
+		fmt.Fprintf(w, "  %d more diagnoses not kept (limit %d)\n", s.DiagnosesDropped, MaxDiagnoses)
+	}
 }

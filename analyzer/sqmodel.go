@@ -6,6 +6,8 @@
 package analyzer
 
 import (
+	"math/bits"
+
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -53,6 +55,21 @@ type wrSlot struct {
 	signaled bool
 }
 
+// sigEntry is a signaled WR still outstanding: its sequence number, when it
+// was posted, and how often its send CQ had been polled (and found empty)
+// by then, to tell later which polls could have returned its CQE.
+type sigEntry struct {
+	seq, ns      uint64
+	polls, empty uint64
+}
+
+// runSmall is how many unsignaled run lengths are counted in an array; longer
+// runs go to a map, so that the steady state does not allocate.
+const runSmall = 64
+
+// maxRunKeys bounds the distinct long run lengths kept per QP.
+const maxRunKeys = 4096
+
 // sq is the model of one send queue.
 type sq struct {
 	key              qpKey
@@ -63,22 +80,50 @@ type sq struct {
 	sendCapsInferred bool
 	sigAll           bool
 	sendCQ           uint64
+	cq               *cqState // of sendCQ; nil while it is unknown
 	created          uint64
 	destroyed        bool
 
 	head, tail uint64 // WR sequence numbers: posted, retired
 	ring       []wrSlot
-	sigSeqs    []uint64 // signaled WRs outstanding, oldest first
+	// sig is a ring of the signaled WRs outstanding, oldest first: entries
+	// sigHead..sigTail-1 (monotonic, taken modulo len(sig) == len(ring)).
+	sig              []sigEntry
+	sigHead, sigTail uint64
 
 	c Counters
 
-	// unsignaled run tracking
-	curRun uint64
+	// unsignaled runs: the current one, and how often each length ended
+	// with a signaled WR
+	curRun     uint64
+	runShort   [runSmall]uint64
+	runLong    map[uint64]uint64
+	runLongest uint64 // longest run that ended with a signaled WR
+	runWarned  bool   // a near-depth prediction was made for the current run
+	// runWarnPending asks the analyzer to record that prediction
+	runWarnPending bool
 
-	lastPost uint64
-	lastPoll uint64
-	firstNS  uint64
-	lastNS   uint64
+	// occupancy right after each post call: log2 buckets (index
+	// bits.Len64(outstanding)), and the sum for the mean
+	occHist [65]uint64
+	occSum  uint64
+	occN    uint64
+	hist    history
+
+	// sq_sig_all with IBV_SEND_SIGNALED set on some WRs and not on others;
+	// sigAllNoted is the unflagged count the last diagnosis saw
+	sigAllFlagged, sigAllUnflagged, sigAllNoted uint64
+	// inline WRs on a QP whose max_inline_data is 0, and the count the last
+	// diagnosis saw
+	inlineNever, inlineNeverNoted uint64
+
+	firstPost uint64
+	lastPost  uint64
+	lastPoll  uint64 // last send CQE of this QP
+	firstNS   uint64
+	lastNS    uint64
+
+	diags [numDiagKinds]int32 // index into Analyzer.diags, -1 when none
 }
 
 func (q *sq) outstanding() uint64 { return q.head - q.tail }
@@ -87,7 +132,7 @@ func (q *sq) slot(seq uint64) *wrSlot {
 	return &q.ring[seq%uint64(len(q.ring))]
 }
 
-// grow keeps the ring larger than anything that can be outstanding.
+// grow keeps the rings larger than anything that can be outstanding.
 func (q *sq) grow(need uint64) {
 	if uint64(len(q.ring)) > need {
 		return
@@ -104,7 +149,119 @@ func (q *sq) grow(need uint64) {
 	for s := q.tail; s < q.head; s++ {
 		q.ring[s%uint64(n)] = old[s%uint64(len(old))]
 	}
+	oldSig := q.sig
+	q.sig = make([]sigEntry, n)
+	for i := q.sigHead; i < q.sigTail; i++ {
+		q.sig[i%uint64(n)] = oldSig[i%uint64(len(oldSig))]
+	}
 }
+
+// sigPush records a signaled WR; the ring has room because it is as large
+// as the WR ring.
+func (q *sq) sigPush(seq, ns uint64) {
+	e := sigEntry{seq: seq, ns: ns}
+	if q.cq != nil {
+		e.polls, e.empty = q.cq.polls, q.cq.empty
+	}
+	q.sig[q.sigTail%uint64(len(q.sig))] = e
+	q.sigTail++
+}
+
+// sigOldest returns the oldest signaled WR still outstanding.
+func (q *sq) sigOldest() (sigEntry, bool) {
+	for q.sigHead < q.sigTail {
+		e := q.sig[q.sigHead%uint64(len(q.sig))]
+		if e.seq >= q.tail {
+			return e, true
+		}
+		q.sigHead++
+	}
+	return sigEntry{}, false
+}
+
+// sigOutstanding counts the signaled WRs still outstanding.
+func (q *sq) sigOutstanding() uint64 {
+	q.sigOldest()
+	return q.sigTail - q.sigHead
+}
+
+// reset empties the queue, for a QP number created again after a destroy.
+func (q *sq) reset() {
+	q.head, q.tail = 0, 0
+	q.sigHead, q.sigTail = 0, 0
+	q.curRun = 0
+	q.runWarned = false
+}
+
+// endRun counts an unsignaled run ended by a signaled WR.
+func (q *sq) endRun() {
+	r := q.curRun
+	if r < runSmall {
+		q.runShort[r]++
+	} else {
+		if q.runLong == nil {
+			q.runLong = map[uint64]uint64{}
+		}
+		if _, ok := q.runLong[r]; ok || len(q.runLong) < maxRunKeys {
+			q.runLong[r]++
+		}
+	}
+	q.runLongest = max(q.runLongest, r)
+	q.curRun = 0
+	q.runWarned = false
+}
+
+// typicalInterval is the most common unsignaled run length plus one: the
+// application's signal interval. 0 when no WR was signaled.
+func (q *sq) typicalInterval() uint64 {
+	var best, bestN uint64
+	found := false
+	for r, n := range q.runShort {
+		if n > bestN {
+			best, bestN, found = uint64(r), n, true
+		}
+	}
+	for r, n := range q.runLong {
+		if n > bestN || (n == bestN && r < best) {
+			best, bestN, found = r, n, true
+		}
+	}
+	if !found {
+		return 0
+	}
+	return best + 1
+}
+
+// runWarnAt is the unsignaled run length that predicts an overflow: 75% of
+// the depth, rounded up. There is none when the depth is unknown, or so small
+// that 75% of it is the depth itself (nothing to warn before the failure).
+func (q *sq) runWarnAt() uint64 {
+	d := q.depth()
+	at := (3*d + 3) / 4
+	if at >= d {
+		return ^uint64(0)
+	}
+	return at
+}
+
+// maxModelDepth bounds the WRs the model holds outstanding: four times
+// the deepest SQ a provider offers (mlx5 and rxe cap max_qp_wr at 32768 or
+// less), so only an inconsistent event stream reaches it.
+const maxModelDepth = 1 << 17
+
+// acceptLimit is the most WRs a post call can have posted: the length of
+// its list, within what the model can hold.
+func (q *sq) acceptLimit(p *trace.Post) int {
+	limit := uint64(p.NumWRs())
+	if room := maxModelDepth - min(q.outstanding(), maxModelDepth); limit > room {
+		limit = room
+	}
+	return int(limit)
+}
+
+// depth is the SQ depth the model uses: the reported max_send_wr, or the
+// inferred one; 0 when unknown.
+func (q *sq) depth() uint64 { return uint64(q.caps.MaxSendWR) }
 
 // opOverhead is the WQE size before data segments for one opcode.
 func (q *sq) opOverhead(op uint8) uint32 {
@@ -211,8 +368,12 @@ const (
 	causeOther
 )
 
-// post applies one post call to the model.
+// post applies one post call to the model. It returns the cause of a
+// failure and the number of WRs posted.
 func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
+	if q.c.PostCalls == 0 {
+		q.firstPost = p.TimeNS
+	}
 	q.c.PostCalls++
 	if p.API == trace.APIWR {
 		q.c.WRAPICalls++
@@ -222,6 +383,10 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		return causeNone, 0
 	}
 	n := int(p.Accepted)
+	if limit := q.acceptLimit(p); n > limit {
+		q.c.BeyondModel += uint64(n - limit)
+		n = limit
+	}
 	if n > len(p.WRs) {
 		// accepted WRs past the bound: counted, shape unknown
 		q.c.Truncated += uint64(n - len(p.WRs))
@@ -249,6 +414,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		}
 	}
 	if n == 0 {
+		q.notePost(p.TimeNS, 0)
 		return cause, 0
 	}
 	q.grow(q.outstanding() + uint64(n))
@@ -266,7 +432,17 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 			batchBytes += uint64(bbs) * wqebb
 			lastSize, lastInline = size, w.Flags&sendInline != 0
 			sig = q.isSignaled(w)
+			if q.sigAll {
+				if w.Flags&sendSignaled != 0 {
+					q.sigAllFlagged++
+				} else {
+					q.sigAllUnflagged++
+				}
+			}
 			if lastInline {
+				if q.capsKnown && q.caps.MaxInlineData == 0 && w.Bytes > 0 {
+					q.inlineNever++
+				}
 				q.c.Inline++
 				q.c.InlineBytes += uint64(w.Bytes)
 				if w.Bytes > 0 {
@@ -288,15 +464,16 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.c.WRs++
 		if sig {
 			q.c.Signaled++
-			q.sigSeqs = append(q.sigSeqs, seq)
-			if q.curRun > q.c.LongestUnsignaledRun {
-				q.c.LongestUnsignaledRun = q.curRun
-			}
-			q.curRun = 0
+			q.sigPush(seq, p.TimeNS)
+			q.endRun()
 		} else {
 			q.curRun++
 			if q.curRun > q.c.LongestUnsignaledRun {
 				q.c.LongestUnsignaledRun = q.curRun
+			}
+			if !q.runWarned && q.curRun >= q.runWarnAt() {
+				q.runWarned = true
+				q.runWarnPending = true
 			}
 		}
 	}
@@ -314,7 +491,17 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 	if out := q.outstanding(); out > q.c.PeakOutstanding {
 		q.c.PeakOutstanding = out
 	}
+	q.notePost(p.TimeNS, uint32(n))
 	return cause, n
+}
+
+// notePost records the occupancy a post call left behind.
+func (q *sq) notePost(now uint64, wrs uint32) {
+	out := q.outstanding()
+	q.occHist[bits.Len64(out)]++
+	q.occSum += out
+	q.occN++
+	q.hist.note(now, out, wrs, 0)
 }
 
 // complete applies one send completion of this QP: it retires its WR and
@@ -331,11 +518,9 @@ func (q *sq) complete(wc *trace.WC) {
 	// Match by wr_id from the oldest outstanding signaled WR; an error CQE
 	// may be for an unsignaled WR (flush), so fall back to a scan.
 	seq, ok := uint64(0), false
-	for len(q.sigSeqs) > 0 && q.sigSeqs[0] < q.tail {
-		q.sigSeqs = q.sigSeqs[1:]
-	}
-	if len(q.sigSeqs) > 0 && q.slot(q.sigSeqs[0]).id == wc.ID {
-		seq, ok = q.sigSeqs[0], true
+	oldest, haveSig := q.sigOldest()
+	if haveSig && q.slot(oldest.seq).id == wc.ID {
+		seq, ok = oldest.seq, true
 	} else {
 		for s := q.tail; s < q.head; s++ {
 			if q.slot(s).id == wc.ID {
@@ -345,8 +530,8 @@ func (q *sq) complete(wc *trace.WC) {
 		}
 	}
 	if !ok {
-		if len(q.sigSeqs) > 0 {
-			seq, ok = q.sigSeqs[0], true // RC in order: the oldest signaled WR
+		if haveSig {
+			seq = oldest.seq // RC in order: the oldest signaled WR
 		} else {
 			seq = q.tail
 		}
@@ -356,7 +541,5 @@ func (q *sq) complete(wc *trace.WC) {
 		q.c.FlushedUnsignaled++
 	}
 	q.tail = seq + 1
-	for len(q.sigSeqs) > 0 && q.sigSeqs[0] < q.tail {
-		q.sigSeqs = q.sigSeqs[1:]
-	}
+	q.sigOldest()
 }

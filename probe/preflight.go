@@ -114,3 +114,12 @@ func monotonicNS() uint64 {
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Sec)*1e9 + uint64(ts.Nsec)
 }
+
+// Preflight says why this process cannot trace (no uprobes in the kernel,
+// no privilege), or returns nil.
+func Preflight() error {
+	if err := checkKernel(); err != nil {
+		return err
+	}
+	return checkPrivileges()
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sqscope/sqscope/internal/bpftest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,19 +21,7 @@ import (
 // machine that cannot, and fails it instead when SQSCOPE_REQUIRE_BPF=1.
 func requireBPF(t *testing.T) {
 	t.Helper()
-	reason := ""
-	if err := checkKernel(); err != nil {
-		reason = err.Error()
-	} else if err := checkPrivileges(); err != nil {
-		reason = err.Error()
-	}
-	if reason == "" {
-		return
-	}
-	if os.Getenv("SQSCOPE_REQUIRE_BPF") == "1" {
-		t.Fatalf("BPF is required here (SQSCOPE_REQUIRE_BPF=1): %s", reason)
-	}
-	t.Skipf("needs BPF: %s", reason)
+	bpftest.Require(t, Preflight)
 }
 
 var (

@@ -28,8 +28,8 @@ func (f *fakeApp) SetInputCapture(c func(*tcell.EventKey) *tcell.EventKey) *tvie
 	return nil
 }
 func (f *fakeApp) SetFocus(p tview.Primitive) *tview.Application { f.focus = p; return nil }
-func (f *fakeApp) Run() error                                   { return nil }
-func (f *fakeApp) Stop()                                        { f.stopped = true }
+func (f *fakeApp) Run() error                                    { return nil }
+func (f *fakeApp) Stop()                                         { f.stopped = true }
 
 // key delivers a key the way tview does: global capture, then the focused
 // primitive's handler.

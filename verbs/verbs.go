@@ -8,7 +8,10 @@ package verbs
 
 /*
 #cgo CFLAGS: -O2 -g -Wall -Wno-unused-function
-#cgo LDFLAGS: -libverbs
+#cgo LDFLAGS: -libverbs -rdynamic
+// -rdynamic puts the sqsim_* entry points in .dynsym, so a tracer finds
+// them even in a stripped binary; the data-path functions stay static and
+// are found only through the ops table, as in a stripped provider.
 #include "endpoint.h"
 */
 import "C"

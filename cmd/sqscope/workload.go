@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ type workloadFlags struct {
 	conn, opcode  string
 	fault         string
 	json          bool
+	jsonOut       string
 	deterministic bool
 	duration      float64
 	faultAfter    float64
@@ -45,7 +47,9 @@ func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 		fn(short)
 		fn(long)
 	}
-	both("d", "ib-dev", func(n string) { fs.StringVar(&c.Device, n, c.Device, "device: sim (simulated mlx5-like HCA) or a verbs device name") })
+	both("d", "ib-dev", func(n string) {
+		fs.StringVar(&c.Device, n, c.Device, "device: sim (simulated mlx5-like HCA) or a verbs device name")
+	})
 	both("x", "gid-index", func(n string) { fs.IntVar(&c.GIDIndex, n, c.GIDIndex, "GID index on RoCE (-1: choose RoCE v2)") })
 	fs.IntVar(&c.Port, "ib-port", c.Port, "device port")
 	both("s", "size", func(n string) { uintVar(fs, &c.Size, n, c.Size, "payload bytes per WR") })
@@ -53,7 +57,9 @@ func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 		uintVar(fs, &c.InlineSize, n, c.InlineSize, "max inline data asked for; WRs of -s <= -I are posted inline")
 	})
 	both("Q", "cq-mod", func(n string) { uintVar(fs, &c.CQMod, n, c.CQMod, "signal every Nth WR (capped to -t when not given)") })
-	both("t", "tx-depth", func(n string) { uintVar(fs, &c.TxDepth, n, c.TxDepth, "SQ depth asked for, and the outstanding-WR limit") })
+	both("t", "tx-depth", func(n string) {
+		uintVar(fs, &c.TxDepth, n, c.TxDepth, "SQ depth asked for, and the outstanding-WR limit")
+	})
 	both("l", "post_list", func(n string) { uintVar(fs, &c.PostList, n, c.PostList, "WRs per post call (one doorbell)") })
 	both("n", "iters", func(n string) { fs.Uint64Var(&c.Iters, n, c.Iters, "WRs per QP") })
 	both("D", "duration", func(n string) { fs.Float64Var(&f.duration, n, 0, "run for this many seconds instead of -n") })
@@ -68,6 +74,7 @@ func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.Float64Var(&f.faultAfter, "fault-after", 0, "start the fault this many seconds into the run")
 	fs.IntVar(&c.FaultQP, "fault-qp", -1, "apply the fault to this QP index only (-1: all)")
 	fs.BoolVar(&f.json, "json", false, "print one JSON object per QP")
+	fs.StringVar(&f.jsonOut, "json-out", "", "also write the JSON to this file")
 	fs.StringVar(&c.ReadyFile, "ready-file", "", "write this file once the QPs exist, before traffic")
 	fs.BoolVar(&c.WaitSignal, "wait-signal", false, "block before traffic until SIGUSR1")
 	fs.BoolVar(&f.deterministic, "sim-deterministic", false, "simulated NIC: CQEs visible at the doorbell")
@@ -172,6 +179,19 @@ func runWorkload(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return usageErr("%v", err)
 		}
 		return err
+	}
+	if f.jsonOut != "" {
+		out, err := os.OpenFile(f.jsonOut, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("writing --json-out: %w", err)
+		}
+		if err := res.WriteJSON(out); err != nil {
+			out.Close()
+			return fmt.Errorf("writing --json-out: %w", err)
+		}
+		if err := out.Close(); err != nil {
+			return fmt.Errorf("writing --json-out: %w", err)
+		}
 	}
 	if f.json {
 		return res.WriteJSON(stdout)

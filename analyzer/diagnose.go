@@ -1,0 +1,373 @@
+package analyzer
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// DiagKind names what a diagnosis found.
+type DiagKind uint8
+
+const (
+	// SQ overflow (ENOMEM, SQ full), by root cause.
+	DiagOverflowNeverSignaled DiagKind = iota
+	DiagOverflowUnsignaledRun
+	DiagOverflowCQNotPolled
+	DiagOverflowPollsTooRare
+	DiagOverflowCompletionsSlow
+	// Other post failures.
+	DiagInlineTooBig
+	DiagInlineUnsupported
+	DiagTooManySGE
+	DiagEINVAL
+	// Misuse that does not fail.
+	DiagSigAllFlag
+	// Predictions, made before the failure.
+	DiagRunNearDepth
+	DiagTrendingFull
+
+	numDiagKinds
+)
+
+// Severities.
+const (
+	SevError      = "error"
+	SevWarning    = "warning"
+	SevPrediction = "prediction"
+)
+
+// MaxDiagnoses bounds the diagnoses kept (one per QP and kind); later ones
+// are counted in Snapshot.DiagnosesDropped.
+const MaxDiagnoses = 1024
+
+// noValue marks evidence that does not apply (e.g. a CQ never polled).
+const noValue = ^uint64(0)
+
+const maxEvidence = 8
+
+type diagInfo struct {
+	name     string
+	severity string
+	evidence []string // names of the evidence values, in order
+}
+
+var diagInfos = [numDiagKinds]diagInfo{
+	DiagOverflowNeverSignaled: {"sq_overflow_never_signaled", SevError,
+		[]string{"outstanding", "max_send_wr", "wrs_posted"}},
+	DiagOverflowUnsignaledRun: {"sq_overflow_unsignaled_run", SevError,
+		[]string{"outstanding", "max_send_wr", "unsignaled_run", "signal_interval_typical", "signaled"}},
+	DiagOverflowCQNotPolled: {"sq_overflow_cq_not_polled", SevError,
+		[]string{"outstanding", "max_send_wr", "signaled_outstanding", "oldest_signaled_ns", "cq", "cq_last_poll_ns", "cq_polls"}},
+	DiagOverflowPollsTooRare: {"sq_overflow_polls_too_rare", SevError,
+		[]string{"outstanding", "max_send_wr", "cq", "wrs_posted", "cq_polls", "wrs_per_poll", "post_wrs_per_s", "polls_per_s"}},
+	DiagOverflowCompletionsSlow: {"sq_overflow_completions_slow", SevError,
+		[]string{"outstanding", "max_send_wr", "cq", "oldest_signaled_ns", "empty_polls_since", "post_wrs_per_s"}},
+	DiagInlineTooBig: {"inline_too_big", SevError,
+		[]string{"wr_index", "inline_bytes", "max_inline_data"}},
+	DiagInlineUnsupported: {"inline_unsupported", SevError,
+		[]string{"wr_index", "inline_bytes", "max_inline_data", "inline_wrs"}},
+	DiagTooManySGE: {"too_many_sge", SevError,
+		[]string{"wr_index", "num_sge", "max_send_sge"}},
+	DiagEINVAL: {"einval", SevError,
+		[]string{"wr_index", "opcode", "qp_type"}},
+	DiagSigAllFlag: {"sig_all_ignores_signaled_flag", SevWarning,
+		[]string{"wrs_with_flag", "wrs_without_flag"}},
+	DiagRunNearDepth: {"unsignaled_run_near_depth", SevPrediction,
+		[]string{"unsignaled_run", "max_send_wr", "pct_of_depth", "outstanding"}},
+	DiagTrendingFull: {"occupancy_trending_full", SevPrediction,
+		[]string{"occupancy_from", "occupancy", "max_send_wr", "over_ms", "growth_wrs_per_s", "full_in_ms"}},
+}
+
+func (k DiagKind) String() string {
+	if k < numDiagKinds {
+		return diagInfos[k].name
+	}
+	return fmt.Sprintf("diag(%d)", uint8(k))
+}
+
+// Diagnosis is one finding about one QP: what happened (or is about to),
+// when, the numbers that show it, and the fix. Repeats of the same kind on
+// the same QP are folded into one, with a count.
+type Diagnosis struct {
+	Kind     string `json:"kind"`
+	Severity string `json:"severity"` // error, warning or prediction
+	PID      uint32 `json:"pid"`
+	QPNum    uint32 `json:"qp_num"`
+	FirstNS  uint64 `json:"first_ns"` // trace time of the first occurrence
+	LastNS   uint64 `json:"last_ns"`
+	Count    uint64 `json:"count"`
+	// Evidence holds the numbers of the last occurrence.
+	Evidence map[string]uint64 `json:"evidence"`
+	Message  string            `json:"message"`
+	Fix      string            `json:"fix"`
+}
+
+type evidence [maxEvidence]uint64
+
+// diagRec is a diagnosis as the analyzer keeps it: numbers only, so that a
+// failure repeated in a loop costs no allocation; text is made on Snapshot.
+type diagRec struct {
+	kind        DiagKind
+	pid, qpNum  uint32
+	first, last uint64
+	count       uint64
+	ev          evidence
+}
+
+// record folds one occurrence into the QP's diagnosis of that kind.
+func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
+	if i := q.diags[kind]; i >= 0 {
+		r := &a.diags[i]
+		r.count++
+		r.last = max(r.last, now)
+		r.ev = ev
+		return
+	}
+	if len(a.diags) >= MaxDiagnoses {
+		a.snap.DiagnosesDropped++
+		return
+	}
+	a.diags = append(a.diags, diagRec{kind: kind, pid: q.key.pid, qpNum: q.key.qpNum,
+		first: now, last: now, count: 1, ev: ev})
+	q.diags[kind] = int32(len(a.diags) - 1)
+	if a.opts.OnDiagnosis != nil {
+		a.opts.OnDiagnosis(a.diags[len(a.diags)-1].export())
+	}
+}
+
+// afterPost looks for what a post call revealed.
+func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
+	now := p.TimeNS
+	switch cause {
+	case causeSQFull:
+		a.diagnoseOverflow(q, now)
+	case causeInline:
+		var bytes uint64
+		if n < len(p.WRs) {
+			bytes = uint64(p.WRs[n].Bytes)
+		}
+		if q.caps.MaxInlineData == 0 {
+			q.inlineNever++
+			q.inlineNeverNoted = q.inlineNever
+			a.record(q, DiagInlineUnsupported, now, evidence{uint64(n), bytes, 0, q.inlineNever})
+		} else {
+			a.record(q, DiagInlineTooBig, now, evidence{uint64(n), bytes, uint64(q.caps.MaxInlineData)})
+		}
+	case causeSGE:
+		a.record(q, DiagTooManySGE, now, evidence{uint64(n), uint64(p.WRs[n].NumSGE), uint64(q.caps.MaxSendSGE)})
+	case causeEINVAL:
+		op := noValue
+		if n < len(p.WRs) {
+			op = uint64(p.WRs[n].Opcode)
+		}
+		a.record(q, DiagEINVAL, now, evidence{uint64(n), op, uint64(q.typ)})
+	}
+	if q.inlineNever != q.inlineNeverNoted {
+		// inline WRs the provider took although the QP reports no inline
+		// room: a provider that ignores the caps, or caps misread
+		q.inlineNeverNoted = q.inlineNever
+		a.record(q, DiagInlineUnsupported, now, evidence{noValue, noValue, 0, q.inlineNever})
+	}
+	if q.sigAll && q.sigAllFlagged > 0 && q.sigAllUnflagged > q.sigAllNoted {
+		q.sigAllNoted = q.sigAllUnflagged
+		a.record(q, DiagSigAllFlag, now, evidence{q.sigAllFlagged, q.sigAllUnflagged})
+	}
+	if q.runWarnPending {
+		q.runWarnPending = false
+		d := q.depth()
+		a.record(q, DiagRunNearDepth, now, evidence{q.curRun, d, 100 * q.curRun / d, q.outstanding()})
+	}
+	a.checkTrend(q, now)
+}
+
+// checkTrend makes the trend prediction when a history window has closed.
+func (a *Analyzer) checkTrend(q *sq, now uint64) {
+	if !q.hist.closed {
+		return
+	}
+	q.hist.closed = false
+	d := q.depth()
+	from, to, eta, ok := q.hist.trend(d)
+	if !ok {
+		return
+	}
+	span := (trendWindows - 1) * q.hist.step
+	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, eta / 1e6})
+}
+
+// diagnoseOverflow finds why the SQ was full, from the state the failing
+// call left: the WRs outstanding can only be retired by a CQE of a signaled
+// WR among them, and that CQE only by a poll of the send CQ after it was
+// posted.
+func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
+	out, d := q.outstanding(), q.depth()
+	sigOut := q.sigOutstanding()
+	if sigOut == 0 {
+		if q.c.Signaled == 0 {
+			a.record(q, DiagOverflowNeverSignaled, now, evidence{out, d, q.c.WRs})
+			return
+		}
+		a.record(q, DiagOverflowUnsignaledRun, now, evidence{out, d, q.curRun, q.typicalInterval(), q.c.Signaled})
+		return
+	}
+	oldest, _ := q.sigOldest()
+	var postRate uint64
+	if now > q.firstPost {
+		postRate = q.c.WRs * 1e9 / (now - q.firstPost)
+	}
+	cs := q.cq
+	if cs == nil || cs.polls == oldest.polls || cs.polls == 0 {
+		lastPoll, polls := noValue, uint64(0)
+		if cs != nil && cs.polls > 0 {
+			lastPoll, polls = cs.lastNS, cs.polls
+		}
+		a.record(q, DiagOverflowCQNotPolled, now, evidence{out, d, sigOut, oldest.ns, q.sendCQ, lastPoll, polls})
+		return
+	}
+	if since := cs.polls - oldest.polls; cs.empty-oldest.empty == since {
+		// every poll since came back empty: the CQE was not there yet
+		a.record(q, DiagOverflowCompletionsSlow, now, evidence{out, d, q.sendCQ, oldest.ns, since, postRate})
+		return
+	}
+	var perPoll, pollRate uint64
+	perPoll = (q.c.WRs + cs.polls/2) / cs.polls
+	if cs.lastNS > cs.firstNS {
+		pollRate = cs.polls * 1e9 / (cs.lastNS - cs.firstNS)
+	}
+	a.record(q, DiagOverflowPollsTooRare, now, evidence{out, d, q.sendCQ, q.c.WRs, cs.polls, perPoll, postRate, pollRate})
+}
+
+var opcodeNames = map[uint64]string{
+	wrRDMAWrite: "RDMA_WRITE", wrRDMAWriteImm: "RDMA_WRITE_WITH_IMM", wrSend: "SEND",
+	wrSendImm: "SEND_WITH_IMM", wrRDMARead: "RDMA_READ", wrAtomicCS: "ATOMIC_CMP_AND_SWP",
+	wrAtomicFA: "ATOMIC_FETCH_AND_ADD",
+}
+
+func opcodeName(op uint64) string {
+	if s, ok := opcodeNames[op]; ok {
+		return s
+	}
+	return fmt.Sprint(op)
+}
+
+// half is the interval to recommend: half the depth, at least 1.
+func half(d uint64) uint64 { return max(d/2, 1) }
+
+func since(ns uint64) string {
+	if ns == noValue {
+		return "never"
+	}
+	return fmt.Sprintf("%d ns", ns)
+}
+
+// export turns the record into a Diagnosis with its text.
+func (r *diagRec) export() Diagnosis {
+	info := &diagInfos[r.kind]
+	d := Diagnosis{Kind: info.name, Severity: info.severity, PID: r.pid, QPNum: r.qpNum,
+		FirstNS: r.first, LastNS: r.last, Count: r.count, Evidence: map[string]uint64{}}
+	for i, name := range info.evidence {
+		if r.ev[i] != noValue {
+			d.Evidence[name] = r.ev[i]
+		}
+	}
+	e := &r.ev
+	switch r.kind {
+	case DiagOverflowNeverSignaled:
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding and none of the %d WRs posted was signaled, so no CQE can ever retire them",
+			e[0], e[1], e[2])
+		d.Fix = fmt.Sprintf("Set IBV_SEND_SIGNALED on at least one WR in every %d (half of max_send_wr) and poll the send CQ, or create the QP with sq_sig_all=1.", half(e[1]))
+	case DiagOverflowUnsignaledRun:
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding, all unsignaled: the last %d WRs posted carried no IBV_SEND_SIGNALED (typical signal interval %d), so no CQE can retire them",
+			e[0], e[1], e[2], e[3])
+		d.Fix = fmt.Sprintf("Signal at least one WR in every %d (half of max_send_wr) so that a CQE retires the queue before it fills.", half(e[1]))
+	case DiagOverflowCQNotPolled:
+		cq := "the send CQ"
+		if e[4] != 0 {
+			cq = fmt.Sprintf("send CQ %#x", e[4])
+		}
+		last := "has never been polled"
+		if e[5] != noValue {
+			last = fmt.Sprintf("has not been polled since %d ns", e[5])
+		}
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; %d signaled WRs among them (the oldest posted at %d ns) but %s %s, so their CQEs are never consumed",
+			e[0], e[1], e[2], e[3], cq, last)
+		d.Fix = fmt.Sprintf("Poll the send CQ regularly, at least once every %d WRs posted (half of max_send_wr), so its CQEs retire the queue.", half(e[1]))
+	case DiagOverflowPollsTooRare:
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding although send CQ %#x is polled: about %d WRs posted per poll (%d WRs, %d polls; %d WR/s posted, %d polls/s), too few polls to retire them in time",
+			e[0], e[1], e[2], e[5], e[3], e[4], e[6], e[7])
+		d.Fix = fmt.Sprintf("Poll the send CQ at least once every %d WRs posted (half of max_send_wr), e.g. after every post call, and drain it (a larger num_entries).", half(e[1]))
+	case DiagOverflowCompletionsSlow:
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; send CQ %#x was polled %d times since the oldest outstanding signaled WR was posted (at %d ns) and every poll came back empty: WRs are posted (%d WR/s) faster than they complete",
+			e[0], e[1], e[2], e[4], e[3], e[5])
+		d.Fix = "Create the QP with a larger max_send_wr (at least the post rate times the completion latency), or wait for completions before posting more."
+	case DiagInlineTooBig:
+		d.Message = fmt.Sprintf("ENOMEM: WR %d of the list asked to inline %d bytes, more than the QP's max_inline_data %d", e[0], e[1], e[2])
+		d.Fix = fmt.Sprintf("Post payloads over %d bytes without IBV_SEND_INLINE, or create the QP with cap.max_inline_data >= %d and use the value it reports.", e[2], e[1])
+	case DiagInlineUnsupported:
+		if e[0] == noValue {
+			d.Message = fmt.Sprintf("%d WRs were posted with IBV_SEND_INLINE on a QP that reports max_inline_data 0: it can never send inline", e[3])
+		} else {
+			d.Message = fmt.Sprintf("ENOMEM: WR %d of the list asked to inline %d bytes on a QP that reports max_inline_data 0: it can never send inline", e[0], e[1])
+		}
+		d.Fix = "Drop IBV_SEND_INLINE on this QP, or create it with cap.max_inline_data > 0 and check the value ibv_create_qp reports back."
+	case DiagTooManySGE:
+		d.Message = fmt.Sprintf("ENOMEM: WR %d of the list has %d SGEs, more than the QP's max_send_sge %d", e[0], e[1], e[2])
+		d.Fix = fmt.Sprintf("Use at most %d SGEs per WR, or create the QP with cap.max_send_sge >= %d.", e[2], e[1])
+	case DiagEINVAL:
+		typ := trace.QPType(e[2]).String()
+		switch {
+		case e[1] == noValue:
+			d.Message = fmt.Sprintf("EINVAL: WR %d of the list was refused (past the tracer's list bound, opcode not recorded)", e[0])
+			d.Fix = "Check the WR's opcode and flags against the QP type."
+		case !opcodeValid(trace.QPType(e[2]), uint8(e[1])):
+			d.Message = fmt.Sprintf("EINVAL: WR %d of the list has opcode %s, which %s QPs do not support", e[0], opcodeName(e[1]), typ)
+			d.Fix = fmt.Sprintf("Use an opcode that %s QPs support.", typ)
+			if trace.QPType(e[2]) == trace.QPTypeUD {
+				d.Fix = "Use SEND or SEND_WITH_IMM: UD QPs support no other opcode."
+			}
+		default:
+			d.Message = fmt.Sprintf("EINVAL: WR %d of the list (opcode %s on a %s QP) was refused", e[0], opcodeName(e[1]), typ)
+			d.Fix = "Check the WR's flags and fields against the QP type and its state."
+		}
+	case DiagSigAllFlag:
+		d.Message = fmt.Sprintf("the QP was created with sq_sig_all=1, so the %d WRs posted without IBV_SEND_SIGNALED wrote a CQE anyway (%d WRs carried the flag): the flag means nothing here",
+			e[1], e[0])
+		d.Fix = "Create the QP with sq_sig_all=0 so that WRs without IBV_SEND_SIGNALED skip their CQE."
+	case DiagRunNearDepth:
+		d.Message = fmt.Sprintf("%d WRs posted in a row without IBV_SEND_SIGNALED, %d%% of max_send_wr %d: the SQ overflows if no signaled WR follows within %d WRs",
+			e[0], e[2], e[1], e[1]-min(e[0], e[1]))
+		d.Fix = fmt.Sprintf("Signal at least one WR in every %d (half of max_send_wr).", half(e[1]))
+	case DiagTrendingFull:
+		d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
+			e[0], e[1], e[2], e[3], e[4], e[5])
+		d.Fix = "Poll the send CQ more often, or signal more WRs, so completions keep up with posting."
+	}
+	return d
+}
+
+// diagnoses returns the diagnoses, newest first (an empty list, not nil,
+// so that JSON shows []).
+func (a *Analyzer) diagnoses() []Diagnosis {
+	if len(a.diags) == 0 {
+		return []Diagnosis{}
+	}
+	// records are in order of first occurrence; later ones win ties
+	idx := make([]int, len(a.diags))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(i, j int) bool {
+		ri, rj := &a.diags[idx[i]], &a.diags[idx[j]]
+		if ri.last != rj.last {
+			return ri.last > rj.last
+		}
+		return idx[i] > idx[j]
+	})
+	out := make([]Diagnosis, len(idx))
+	for i, k := range idx {
+		out[i] = a.diags[k].export()
+	}
+	return out
+}

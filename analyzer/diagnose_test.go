@@ -1,0 +1,243 @@
+package analyzer
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+func rcCaps(depth, inline, sge uint32) trace.Caps {
+	return trace.Caps{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: sge, MaxRecvSGE: 1, MaxInlineData: inline}
+}
+
+// One golden file per diagnosis (testdata/diag_NAME.golden): the text and
+// the JSON of the snapshot's diagnoses, newest first.
+func TestDiagnoses(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(s *stream)
+		want  []string // kinds, newest first
+	}{
+		{"never_signaled", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
+			for range 4 {
+				s.send(1, 1, sendInline, 0)
+			}
+			s.post(1, s.wrs(1, 1, wrSend, sendInline, 1, 32, 0), errENOMEM, 0)
+			s.post(1, s.wrs(1, 1, wrSend, sendInline, 1, 32, 0), errENOMEM, 0)
+		}, []string{"sq_overflow_never_signaled", "unsignaled_run_near_depth"}},
+
+		{"late_attach_never_signaled", func(s *stream) {
+			// no QPCreate: the depth is inferred from the first SQ-full ENOMEM
+			for range 3 {
+				s.send(3, 1, 0, 0)
+			}
+			s.post(3, s.wrs(3, 1, wrSend, 0, 1, 32, 0), errENOMEM, 0)
+		}, []string{"sq_overflow_never_signaled"}},
+
+		{"unsignaled_run", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			for i := range uint64(3) {
+				s.send(1, 2, 0, 2)
+				s.poll(1, 2*i+1)
+			}
+			for range 8 {
+				s.send(1, 1, 0, 0)
+			}
+			s.post(1, s.wrs(1, 1, wrSend, 0, 1, 32, 0), errENOMEM, 0)
+		}, []string{"sq_overflow_unsignaled_run", "unsignaled_run_near_depth"}},
+
+		{"cq_not_polled", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			s.send(1, 4, 0, 4)
+			s.poll(1, 3)
+			s.send(1, 4, 0, 4)
+			s.send(1, 4, 0, 4)
+			s.post(1, s.wrs(1, 2, wrSend, 0, 1, 32, 4), errENOMEM, 0)
+		}, []string{"sq_overflow_cq_not_polled"}},
+
+		{"cq_never_polled", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			s.send(1, 4, 0, 4)
+			s.send(1, 4, 0, 4)
+			s.post(1, s.wrs(1, 1, wrSend, 0, 1, 32, 4), errENOMEM, 0)
+		}, []string{"sq_overflow_cq_not_polled"}},
+
+		{"polls_too_rare", func(s *stream) {
+			// 4 WRs posted per poll, and each poll takes one CQE (2 WRs)
+			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+			next := uint64(1)
+			for range 7 {
+				s.send(1, 2, 0, 2)
+				s.send(1, 2, 0, 2)
+				s.poll(1, next)
+				next += 2
+			}
+			s.send(1, 2, 0, 2)
+			s.post(1, s.wrs(1, 2, wrSend, 0, 1, 32, 2), errENOMEM, 0)
+		}, []string{"sq_overflow_polls_too_rare"}},
+
+		{"completions_slow", func(s *stream) {
+			// the CQ is polled after every post, but the CQEs are not there yet
+			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			for range 4 {
+				s.send(1, 2, 0, 2)
+				s.emptyPolls(1, 3)
+			}
+			s.post(1, s.wrs(1, 2, wrSend, 0, 1, 32, 2), errENOMEM, 0)
+		}, []string{"sq_overflow_completions_slow"}},
+
+		{"inline_too_big", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+			s.post(1, s.wrs(1, 1, wrSend, sendInline, 1, 61, 1), errENOMEM, 0)
+			s.post(1, []trace.WR{{ID: 0, Opcode: wrSend, Flags: sendInline | sendSignaled, NumSGE: 1, Bytes: 60},
+				{ID: 1, Opcode: wrSend, Flags: sendInline | sendSignaled, NumSGE: 1, Bytes: 200}}, errENOMEM, 1)
+		}, []string{"inline_too_big"}},
+
+		{"inline_unsupported", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(16, 0, 1), false)
+			s.post(1, s.wrs(1, 1, wrSend, sendInline, 1, 32, 1), errENOMEM, 0)
+		}, []string{"inline_unsupported"}},
+
+		{"too_many_sge", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 2), false)
+			s.post(1, s.wrs(1, 1, wrSend, 0, 3, 96, 1), errENOMEM, 0)
+		}, []string{"too_many_sge"}},
+
+		{"einval", func(s *stream) {
+			s.create(1, trace.QPTypeUD, rcCaps(16, 60, 1), false)
+			s.post(1, s.wrs(1, 1, wrRDMAWrite, 0, 1, 32, 1), errEINVAL, 0)
+		}, []string{"einval"}},
+
+		{"sig_all_flag", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), true)
+			s.send(1, 4, 0, 4)
+			s.poll(1, 0, 1, 2, 3)
+			s.send(1, 4, 0, 4)
+			s.poll(1, 4, 5, 6, 7)
+		}, []string{"sig_all_ignores_signaled_flag"}},
+
+		{"run_near_depth", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+			s.send(1, 12, 0, 0)
+			s.send(1, 1, sendSignaled, 0)
+			s.poll(1, 12)
+		}, []string{"unsignaled_run_near_depth"}},
+
+		{"trending_full", func(s *stream) {
+			// 5 WRs posted and 3 completed per 10 ms window: +2 per window
+			s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), true)
+			s.dt = 1_000_000
+			next := uint64(0)
+			for range 20 {
+				for range 5 {
+					s.send(1, 1, 0, 0)
+				}
+				s.poll(1, next, next+1, next+2)
+				next += 3
+				s.wait(4_000_000)
+			}
+		}, []string{"occupancy_trending_full"}},
+
+		{"dedup_newest_first", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+			s.create(2, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+			for range 3 {
+				s.post(1, s.wrs(1, 1, 9, 0, 1, 32, 1), errEINVAL, 0)
+			}
+			s.post(2, s.wrs(2, 1, wrSend, sendInline, 1, 100, 1), errENOMEM, 0)
+			s.post(1, s.wrs(1, 1, 9, 0, 1, 32, 1), errEINVAL, 0)
+		}, []string{"einval", "inline_too_big"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			tc.build(s)
+			snap := s.run(Options{BF: DefaultBF})
+			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
+				t.Fatalf("diagnoses %q, want %q", got, tc.want)
+			}
+			golden(t, "diag_"+tc.name+".golden", diagGolden(t, snap))
+		})
+	}
+}
+
+func TestDiagnosisEvidence(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(s *stream)
+		kind  string
+		count uint64
+		want  map[string]uint64
+	}{
+		{"never signaled counts each refused post", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
+			s.send(1, 4, 0, 0)
+			for range 3 {
+				s.post(1, s.wrs(1, 1, wrSend, 0, 1, 32, 0), errENOMEM, 0)
+			}
+		}, "sq_overflow_never_signaled", 3, map[string]uint64{"outstanding": 4, "max_send_wr": 4, "wrs_posted": 4}},
+		{"not polled since the early poll", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			s.send(1, 4, 0, 4) // t=1200
+			s.poll(1, 3)       // t=1300
+			s.send(1, 4, 0, 4) // t=1400
+			s.send(1, 4, 0, 4)
+			s.post(1, s.wrs(1, 1, wrSend, 0, 1, 32, 4), errENOMEM, 0)
+		}, "sq_overflow_cq_not_polled", 1, map[string]uint64{"outstanding": 8, "max_send_wr": 8, "signaled_outstanding": 2,
+			"oldest_signaled_ns": 1400, "cq": 0x2001, "cq_last_poll_ns": 1300, "cq_polls": 1}},
+		{"partial list fills the SQ", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
+			s.send(1, 2, 0, 0)
+			s.post(1, s.wrs(1, 3, wrSend, 0, 1, 32, 0), errENOMEM, 2)
+		}, "sq_overflow_never_signaled", 1, map[string]uint64{"outstanding": 4, "max_send_wr": 4, "wrs_posted": 4}},
+		{"too many SGEs at list index 1", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+			s.post(1, []trace.WR{{ID: 0, Opcode: wrSend, NumSGE: 1, Bytes: 8}, {ID: 1, Opcode: wrSend, NumSGE: 4, Bytes: 8}}, errENOMEM, 1)
+		}, "too_many_sge", 1, map[string]uint64{"wr_index": 1, "num_sge": 4, "max_send_sge": 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			tc.build(s)
+			snap := s.run(Options{BF: DefaultBF})
+			var d *Diagnosis
+			for i := range snap.Diagnoses {
+				if snap.Diagnoses[i].Kind == tc.kind {
+					d = &snap.Diagnoses[i]
+				}
+			}
+			if d == nil {
+				t.Fatalf("no %s diagnosis in %q", tc.kind, diagKinds(snap))
+			}
+			if d.Count != tc.count {
+				t.Errorf("count %d, want %d", d.Count, tc.count)
+			}
+			for k, v := range tc.want {
+				if got, ok := d.Evidence[k]; !ok || got != v {
+					t.Errorf("evidence %s = %d (present %v), want %d", k, got, ok, v)
+				}
+			}
+			if len(d.Evidence) != len(tc.want) {
+				t.Errorf("evidence %v, want exactly %v", d.Evidence, tc.want)
+			}
+		})
+	}
+}
+
+func TestDiagnosesBounded(t *testing.T) {
+	s := newStream()
+	n := MaxDiagnoses + 10
+	for i := range uint32(n) {
+		s.create(i+1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+		s.post(i+1, s.wrs(i+1, 1, 9, 0, 1, 32, 1), errEINVAL, 0)
+	}
+	var calls int
+	a := New(Options{OnDiagnosis: func(Diagnosis) { calls++ }})
+	a.IngestAll(s.evs)
+	snap := a.Snapshot()
+	if len(snap.Diagnoses) != MaxDiagnoses || snap.DiagnosesDropped != 10 || calls != MaxDiagnoses {
+		t.Fatalf("kept %d, dropped %d, callbacks %d; want %d, 10, %d", len(snap.Diagnoses), snap.DiagnosesDropped, calls, MaxDiagnoses, MaxDiagnoses)
+	}
+}

@@ -1,0 +1,159 @@
+package analyzer
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+func TestSignalInterval(t *testing.T) {
+	tests := []struct {
+		name             string
+		build            func(s *stream)
+		typical, longest uint64
+		longestRun       uint64
+	}{
+		{"every 4th signaled", func(s *stream) {
+			s.send(1, 16, 0, 4)
+		}, 4, 4, 3},
+		{"mostly every 4th, once every 8th", func(s *stream) {
+			s.send(1, 12, 0, 4)
+			s.send(1, 7, 0, 0)
+			s.send(1, 1, sendSignaled, 0)
+		}, 4, 8, 7},
+		{"tie goes to the shorter interval", func(s *stream) {
+			s.send(1, 2, 0, 2)
+			s.send(1, 2, 0, 0)
+			s.send(1, 1, sendSignaled, 0)
+		}, 2, 3, 2},
+		{"long runs counted past the array", func(s *stream) {
+			for range 3 {
+				s.send(1, 99, 0, 0)
+				s.send(1, 1, sendSignaled, 0)
+			}
+		}, 100, 100, 99},
+		{"never signaled", func(s *stream) {
+			s.send(1, 5, 0, 0)
+		}, 0, 0, 5},
+		{"sq_sig_all", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(64, 0, 1), true)
+			s.send(1, 5, 0, 0)
+		}, 1, 1, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			tc.build(s)
+			q := s.run(Options{}).QPs[0]
+			if q.SignalInterval != tc.typical || q.SignalIntervalLongest != tc.longest || q.LongestUnsignaledRun != tc.longestRun {
+				t.Fatalf("interval typical %d longest %d, longest run %d; want %d %d %d",
+					q.SignalInterval, q.SignalIntervalLongest, q.LongestUnsignaledRun, tc.typical, tc.longest, tc.longestRun)
+			}
+		})
+	}
+}
+
+func TestOccupancy(t *testing.T) {
+	s := newStream()
+	s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+	for range 5 {
+		s.send(1, 1, 0, 0)
+	}
+	s.send(1, 1, sendSignaled, 0) // 6 outstanding
+	s.poll(1, 5)                  // 0 outstanding
+	s.send(1, 1, 0, 0)
+	o := s.run(Options{}).QPs[0].Occupancy
+	want := []HistBucket{{1, 1, 2}, {2, 3, 2}, {4, 7, 3}}
+	if !slices.Equal(o.Histogram, want) {
+		t.Errorf("histogram %v, want %v", o.Histogram, want)
+	}
+	if o.Now != 1 || o.Peak != 6 || o.Depth != 16 || o.Mean != 22.0/7 || o.P50 != 3 || o.P99 != 7 {
+		t.Errorf("got %+v; want now 1, peak 6, depth 16, mean 22/7, p50 3, p99 7", o)
+	}
+}
+
+func TestRates(t *testing.T) {
+	s := newStream()
+	s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
+	for range 5 {
+		s.send(1, 4, 0, 4) // 5 calls of 4 WRs, every 100 ns
+		s.emptyPolls(1, 1)
+		s.poll(1, s.ids[1]-1)
+	}
+	snap := s.run(Options{})
+	r := snap.QPs[0].Rates
+	// posts from 1200 to the last poll at 2600 ns: 1400 ns
+	want := Rates{SpanNS: 1400, WRsPerSec: 20 * 1e9 / 1400, PostsPerSec: 5 * 1e9 / 1400, CQEsPerSec: 5 * 1e9 / 1400,
+		PollsPerSec: 10 * 1e9 / 1300, PollsPerCQE: 2, WRsPerDoorbell: 4}
+	if r != want {
+		t.Errorf("rates %+v\nwant  %+v", r, want)
+	}
+	if snap.QPs[0].Polls != 10 || snap.QPs[0].EmptyPolls != 5 || snap.Total.Polls != 10 {
+		t.Errorf("polls %d empty %d total %d, want 10 5 10", snap.QPs[0].Polls, snap.QPs[0].EmptyPolls, snap.Total.Polls)
+	}
+}
+
+func TestHistory(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(s *stream)
+		start uint64
+		want  []OccSample
+	}{
+		{"one window", func(s *stream) {
+			s.send(1, 3, 0, 0)
+			s.send(1, 1, sendSignaled, 0)
+			s.poll(1, 3)
+		}, 1000, []OccSample{{Max: 4, End: 0, WRs: 4, CQEs: 1}}},
+		{"gap carries the level over", func(s *stream) {
+			s.send(1, 2, 0, 0) // t=1100, window 1
+			s.wait(2000)
+			s.send(1, 1, sendSignaled, 0) // t=3200, window 3
+			s.poll(1, 2)                  // t=3300
+		}, 1000, []OccSample{{2, 2, 2, 0}, {2, 2, 0, 0}, {3, 0, 1, 1}}},
+		{"only the last windows are kept", func(s *stream) {
+			for range 6 {
+				s.send(1, 1, 0, 0)
+				s.wait(900)
+			}
+		}, 3000, []OccSample{{3, 3, 1, 0}, {4, 4, 1, 0}, {5, 5, 1, 0}, {6, 6, 1, 0}}},
+		{"a long gap keeps only the carried level", func(s *stream) {
+			s.send(1, 1, 0, 0)
+			s.wait(100_000)
+			s.send(1, 1, 0, 0)
+		}, 98000, []OccSample{{1, 1, 0, 0}, {1, 1, 0, 0}, {1, 1, 0, 0}, {2, 2, 1, 0}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			tc.build(s)
+			snap := s.run(Options{HistoryStepNS: 1000, HistoryLen: 4})
+			q := snap.QPs[0]
+			if snap.HistoryStepNS != 1000 || q.HistoryStartNS != tc.start || !slices.Equal(q.History, tc.want) {
+				t.Fatalf("history from %d (step %d): %v\nwant from %d: %v", q.HistoryStartNS, snap.HistoryStepNS, q.History, tc.start, tc.want)
+			}
+		})
+	}
+}
+
+func TestHistoryOff(t *testing.T) {
+	s := newStream()
+	s.send(1, 4, 0, 0)
+	if h := s.run(Options{HistoryLen: -1}).QPs[0].History; h != nil {
+		t.Fatalf("history %v with HistoryLen -1", h)
+	}
+}
+
+func TestQPNumberReused(t *testing.T) {
+	s := newStream()
+	s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+	s.send(1, 5, 0, 0)
+	s.evs = append(s.evs, &trace.QPDestroy{Header: s.hdr(), QP: qpAddr(1), QPNum: 1})
+	s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+	s.send(1, 6, 0, 0)
+	q := s.run(Options{}).QPs[0]
+	if q.Outstanding != 6 || q.ENOMEMSQFull != 0 || q.WRs != 11 || q.Destroyed {
+		t.Fatalf("outstanding %d, sq full %d, wrs %d, destroyed %v; want 6, 0, 11, false", q.Outstanding, q.ENOMEMSQFull, q.WRs, q.Destroyed)
+	}
+}

@@ -1,0 +1,192 @@
+package analyzer
+
+import "math"
+
+// Occupancy history defaults: one sample per 10 ms of trace time, the last
+// 60 s, enough for a live view without growing with the trace.
+const (
+	DefaultHistoryStepNS = 10_000_000
+	DefaultHistoryLen    = 6000
+)
+
+// Trend prediction: the occupancy at the end of trendWindows consecutive
+// windows never fell and grew overall, is at least half the depth, and at
+// that rate reaches the depth within trendHorizonNS.
+const (
+	trendWindows   = 8
+	trendHorizonNS = 1_000_000_000
+)
+
+// OccSample is a send queue's occupancy over one window of trace time.
+type OccSample struct {
+	Max  uint32 `json:"max"`  // most WRs outstanding at any moment of the window
+	End  uint32 `json:"end"`  // outstanding at the end of the window
+	WRs  uint32 `json:"wrs"`  // WRs posted in the window
+	CQEs uint32 `json:"cqes"` // send CQEs of the QP polled in the window
+}
+
+// history is a ring of the most recent windows. Window w covers trace time
+// [w*step, (w+1)*step).
+type history struct {
+	step, n    uint64
+	samples    []OccSample
+	first, cur uint64 // window numbers of the oldest and the current sample
+	curEnd     uint64 // first ns past the current window
+	started    bool
+	closed     bool // a window closed since the analyzer last looked
+	trendArmed bool // a trend prediction may be made (re-armed below half)
+}
+
+func clamp32(v uint64) uint32 {
+	if v > math.MaxUint32 {
+		return math.MaxUint32
+	}
+	return uint32(v)
+}
+
+// note records the occupancy after an event at time now. Events slightly
+// out of order (from different CPUs) count in the current window.
+func (h *history) note(now, out uint64, wrs, cqes uint32) {
+	if h.n == 0 {
+		return
+	}
+	if !h.started {
+		h.samples = make([]OccSample, h.n)
+		h.started, h.trendArmed = true, true
+		h.first = now / h.step
+		h.cur = h.first
+		h.curEnd = (h.cur + 1) * h.step
+	} else if now >= h.curEnd {
+		h.advance(now / h.step)
+	}
+	s := &h.samples[h.cur%h.n]
+	o := clamp32(out)
+	s.Max = max(s.Max, o)
+	s.End = o
+	s.WRs += wrs
+	s.CQEs += cqes
+}
+
+// advance closes the current window and starts window w; windows without an
+// event in between carry the occupancy over.
+func (h *history) advance(w uint64) {
+	end := h.samples[h.cur%h.n].End
+	if w-h.cur > h.n {
+		h.cur = w - h.n
+	}
+	for i := h.cur + 1; i <= w; i++ {
+		h.samples[i%h.n] = OccSample{Max: end, End: end}
+	}
+	h.cur = w
+	h.curEnd = (w + 1) * h.step
+	if h.cur-h.first >= h.n {
+		h.first = h.cur - h.n + 1
+	}
+	h.closed = true
+}
+
+// copyOut returns the samples oldest first and the start of the oldest.
+func (h *history) copyOut() ([]OccSample, uint64) {
+	if !h.started {
+		return nil, 0
+	}
+	out := make([]OccSample, 0, h.cur-h.first+1)
+	for w := h.first; w <= h.cur; w++ {
+		out = append(out, h.samples[w%h.n])
+	}
+	return out, h.first * h.step
+}
+
+// trend looks at the last trendWindows closed windows. It returns the
+// occupancy at their start and end and the projected time to reach depth,
+// and whether that is a prediction worth making now.
+func (h *history) trend(depth uint64) (from, to, etaNS uint64, ok bool) {
+	if !h.started || depth == 0 || h.cur < h.first+trendWindows {
+		return 0, 0, 0, false
+	}
+	last := uint64(h.samples[(h.cur-1)%h.n].End)
+	if last < depth/2 {
+		h.trendArmed = true
+		return 0, 0, 0, false
+	}
+	if !h.trendArmed || last >= depth {
+		return 0, 0, 0, false
+	}
+	prev := uint64(h.samples[(h.cur-trendWindows)%h.n].End)
+	from = prev
+	for w := h.cur - trendWindows + 1; w < h.cur; w++ {
+		e := uint64(h.samples[w%h.n].End)
+		if e < prev {
+			return 0, 0, 0, false
+		}
+		prev = e
+	}
+	if last <= from {
+		return 0, 0, 0, false
+	}
+	// growth per ns over trendWindows-1 window ends
+	span := (trendWindows - 1) * h.step
+	etaNS = (depth - last) * span / (last - from)
+	if etaNS > trendHorizonNS {
+		return 0, 0, 0, false
+	}
+	h.trendArmed = false
+	return from, last, etaNS, true
+}
+
+// HistBucket is one bucket of a log2 histogram: values Lo..Hi inclusive.
+type HistBucket struct {
+	Lo    uint64 `json:"lo"`
+	Hi    uint64 `json:"hi"`
+	Count uint64 `json:"count"`
+}
+
+// bucketBounds returns the values bucket i of a bits.Len64 histogram holds.
+func bucketBounds(i int) (lo, hi uint64) {
+	if i == 0 {
+		return 0, 0
+	}
+	lo = 1 << (i - 1)
+	if i == 64 {
+		return lo, math.MaxUint64
+	}
+	return lo, 1<<i - 1
+}
+
+// Occupancy summarizes how full a send queue was.
+type Occupancy struct {
+	Now   uint64 `json:"now"`
+	Peak  uint64 `json:"peak"`
+	Depth uint64 `json:"depth"` // max_send_wr the model uses; 0 when unknown
+	// After each post call: mean, and the upper bounds of the buckets that
+	// hold the median and the 99th percentile.
+	Mean      float64      `json:"mean_after_post"`
+	P50       uint64       `json:"p50_after_post_le"`
+	P99       uint64       `json:"p99_after_post_le"`
+	Histogram []HistBucket `json:"histogram_after_post"`
+}
+
+func (q *sq) occupancy() Occupancy {
+	o := Occupancy{Now: q.outstanding(), Peak: q.c.PeakOutstanding, Depth: q.depth()}
+	if q.occN == 0 {
+		return o
+	}
+	o.Mean = float64(q.occSum) / float64(q.occN)
+	var seen uint64
+	p50, p99 := (q.occN+1)/2, q.occN-q.occN/100
+	for i, n := range q.occHist {
+		if n == 0 {
+			continue
+		}
+		lo, hi := bucketBounds(i)
+		o.Histogram = append(o.Histogram, HistBucket{Lo: lo, Hi: hi, Count: n})
+		if seen < p50 && seen+n >= p50 {
+			o.P50 = hi
+		}
+		if seen < p99 && seen+n >= p99 {
+			o.P99 = hi
+		}
+		seen += n
+	}
+	return o
+}

@@ -1,0 +1,91 @@
+package analyzer
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// smallRecording is two QPs of one process: 0x1c0 posts inline batches of 4,
+// signals every 8th WR and polls; 0x1c1 never signals and overflows.
+func smallRecording() []trace.Event {
+	s := newStream()
+	s.evs = append(s.evs,
+		&trace.Attach{Header: s.hdr(), Func: "post_send", Path: "/usr/bin/app", Offset: 0x1234, How: "symbol"},
+		&trace.Attach{Header: s.hdr(), Func: "poll_cq", Path: "/usr/bin/app", Offset: 0x2345, How: "symbol"})
+	s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 124, 1), false)
+	s.create(0x1c1, trace.QPTypeRC, rcCaps(8, 124, 1), false)
+	for i := range 8 {
+		s.post(0x1c0, s.wrs(0x1c0, 4, wrSend, sendInline, 1, 64, 8), 0, 4)
+		if i%2 == 1 {
+			s.emptyPolls(0x1c0, 2)
+			s.poll(0x1c0, s.ids[0x1c0]-1)
+		}
+	}
+	for range 8 {
+		s.post(0x1c1, s.wrs(0x1c1, 1, wrRDMAWrite, 0, 1, 4096, 0), 0, 1)
+	}
+	s.post(0x1c1, s.wrs(0x1c1, 1, wrRDMAWrite, 0, 1, 4096, 0), errENOMEM, 0)
+	s.evs = append(s.evs, &trace.Exit{Header: s.hdr(), Code: 1})
+	return s.evs
+}
+
+func TestReportOfRecording(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "small.sqscope")
+	w, err := trace.Create(path, trace.FileInfo{Hostname: "host", Kernel: "6.8.0", Version: "test",
+		StartWall: time.Unix(1700000000, 0), Target: "app", TargetPID: testPID, ProbeMode: "symbol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := smallRecording()
+	for _, ev := range evs {
+		if err := w.Write(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	a := New(Options{BF: DefaultBF})
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Ingest(ev)
+	}
+	s := a.Snapshot()
+	if s.Events != uint64(len(evs)) || len(s.QPs) != 2 || s.QPs[0].WRs != 32 || s.QPs[1].ENOMEMSQFull != 1 {
+		t.Fatalf("events %d, QPs %d; want %d events, 2 QPs, 32 WRs and 1 overflow", s.Events, len(s.QPs), len(evs))
+	}
+	var text, js bytes.Buffer
+	WriteText(&text, s)
+	if err := WriteJSON(&js, s); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report_small.txt.golden", text.Bytes())
+	golden(t, "report_small.json.golden", js.Bytes())
+}
+
+func TestReportEmpty(t *testing.T) {
+	var b bytes.Buffer
+	WriteText(&b, New(Options{}).Snapshot())
+	want := "sqscope: 0 events over 0.000 s, 0 QP(s), 0 lost events\n  no send queue activity seen\n"
+	if b.String() != want {
+		t.Fatalf("got %q, want %q", b.String(), want)
+	}
+}

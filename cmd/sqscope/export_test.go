@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+type traceFile struct {
+	DisplayTimeUnit string            `json:"displayTimeUnit"`
+	OtherData       map[string]string `json:"otherData"`
+	TraceEvents     []struct {
+		Name string         `json:"name"`
+		Cat  string         `json:"cat"`
+		Ph   string         `json:"ph"`
+		Ts   float64        `json:"ts"`
+		Dur  *float64       `json:"dur"`
+		Pid  uint32         `json:"pid"`
+		Tid  uint32         `json:"tid"`
+		S    string         `json:"s"`
+		Args map[string]any `json:"args"`
+	} `json:"traceEvents"`
+}
+
+func exportFile(t *testing.T, rec, out string) (traceFile, string) {
+	t.Helper()
+	_, errs, code, err := sqscope("export", "--format", "chrome", rec, "-o", out)
+	if code != 0 {
+		t.Fatalf("export: exit %d: %v", code, err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tf traceFile
+	if err := json.Unmarshal(b, &tf); err != nil {
+		t.Fatalf("export output is not JSON: %v\n%s", err, b)
+	}
+	return tf, errs
+}
+
+// exportSample adds to sample() what only the export draws: an empty poll
+// (no slice), a poll with an error CQE, and lost events.
+func exportSample() []trace.Event {
+	evs := sample()
+	e := &events{t: 2_000_000, ids: map[uint32]uint64{}}
+	e.evs = append(e.evs, &trace.Poll{Header: e.hdr(), CQ: 0x2010, Max: 16, Ret: 0, EntryNS: e.t - 50})
+	e.poll(0x11, 5, 0) // error CQE: flushes WR 0 of QP 0x11
+	e.evs = append(e.evs, &trace.Lost{Header: e.hdr(), Count: 3})
+	return append(evs, e.evs...)
+}
+
+func TestExportChrome(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.sqscope")
+	writeRecording(t, rec, exportSample(), 3)
+	out := filepath.Join(dir, "run.json")
+	tf, errs := exportFile(t, rec, out)
+
+	count := map[string]int{}
+	var occ11 []float64
+	var diags []string
+	for _, ev := range tf.TraceEvents {
+		count[ev.Ph]++
+		switch {
+		case ev.Ph == "C" && ev.Name == "SQ occupancy QP 0x11":
+			occ11 = append(occ11, ev.Args["outstanding"].(float64))
+		case ev.Ph == "i" && ev.Cat == "diagnosis":
+			diags = append(diags, ev.Name)
+		}
+		if ev.Ph != "M" && (ev.Pid != 7 || ev.Tid != 8 && ev.Cat != "diagnosis") {
+			t.Errorf("%s %q: pid %d tid %d, want 7 and 8", ev.Ph, ev.Name, ev.Pid, ev.Tid)
+		}
+	}
+	// counters: 2 creates, 8+4 posts that took WRs, 4 polls of 0x10 and the
+	// error poll of 0x11; slices: 13 posts, 5 non-empty polls; instants: the
+	// ENOMEM, the error CQE, the lost events, 2 diagnoses; one process name
+	want := map[string]int{"C": 19, "X": 18, "i": 5, "M": 1}
+	for ph, n := range want {
+		if count[ph] != n {
+			t.Errorf("%d %q events, want %d (all: %v)", count[ph], ph, n, count)
+		}
+	}
+	if len(count) != len(want) {
+		t.Errorf("phases %v, want %v", count, want)
+	}
+	if !slices.Equal(occ11, []float64{0, 1, 2, 3, 4, 3}) {
+		t.Errorf("QP 0x11 occupancy %v, want 0 1 2 3 4 3 (the error CQE retires WR 0 only)", occ11)
+	}
+	if !slices.Equal(diags, []string{"diagnosis: unsignaled_run_near_depth", "diagnosis: sq_overflow_never_signaled"}) {
+		t.Errorf("diagnosis instants %q", diags)
+	}
+	if tf.DisplayTimeUnit != "ns" || tf.OtherData["target"] != "app" || tf.OtherData["clock"] != "CLOCK_MONOTONIC" {
+		t.Errorf("header: %q %v", tf.DisplayTimeUnit, tf.OtherData)
+	}
+	if !strings.HasSuffix(errs, "19 counter samples, 18 slices, 5 instants) from 22 recorded events\n") {
+		t.Errorf("stderr %q", errs)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("output mode %v (%v), want 0600", st.Mode(), err)
+	}
+}
+
+func TestExportSlices(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.sqscope")
+	writeRecording(t, rec, sample(), 100)
+	tf, _ := exportFile(t, rec, filepath.Join(dir, "run.json"))
+	tests := []struct {
+		name string
+		idx  int // among the X events
+		ts   float64
+		dur  float64
+		args map[string]any
+	}{
+		// the first post returns at 1003000 ns after 250 ns
+		{"first post", 0, 1002.750, 0.250, map[string]any{"qp_num": "0x10", "n": 4.0, "accepted": 4.0, "ret": 0.0}},
+		{"first poll", 2, 1004.900, 0.100, map[string]any{"cq": "0x2010", "ret": 1.0, "max": 16.0}},
+		{"refused post", 16, 1018.750, 0.250, map[string]any{"qp_num": "0x11", "n": 1.0, "accepted": 0.0, "ret": 12.0}},
+	}
+	var xs []int
+	for i, ev := range tf.TraceEvents {
+		if ev.Ph == "X" {
+			xs = append(xs, i)
+		}
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := tf.TraceEvents[xs[tc.idx]]
+			if ev.Ts != tc.ts || ev.Dur == nil || *ev.Dur != tc.dur {
+				t.Errorf("ts %v dur %v, want %v %v", ev.Ts, ev.Dur, tc.ts, tc.dur)
+			}
+			for k, v := range tc.args {
+				if ev.Args[k] != v {
+					t.Errorf("args %v, want %s = %v", ev.Args, k, v)
+				}
+			}
+		})
+	}
+}
+
+// A truncated recording still exports valid JSON of the events before the
+// cut, with the same warning as report.
+func TestExportTruncated(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.sqscope")
+	sizes := writeRecording(t, rec, sample(), 1)
+	full, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.sqscope")
+	if err := os.WriteFile(cut, full[:sizes[6]+7], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tf, errs := exportFile(t, cut, filepath.Join(dir, "cut.json"))
+	// 6 events: 2 creates, 3 posts, 1 poll
+	count := map[string]int{}
+	for _, ev := range tf.TraceEvents {
+		count[ev.Ph]++
+	}
+	if count["C"] != 6 || count["X"] != 4 || count["i"] != 0 {
+		t.Errorf("events by phase %v, want 6 C, 4 X", count)
+	}
+	if !strings.Contains(errs, "warning: "+cut+" stops early") || !strings.Contains(errs, "used the 6 events before the cut") {
+		t.Errorf("stderr %q", errs)
+	}
+}
+
+func TestUsec(t *testing.T) {
+	tests := []struct {
+		ns   uint64
+		want string
+	}{
+		{0, "0.000"}, {1, "0.001"}, {999, "0.999"}, {1000, "1.000"}, {1234567, "1234.567"},
+		{18446744073709551615, "18446744073709551.615"},
+	}
+	for _, tc := range tests {
+		if got := string(usec(tc.ns)); got != tc.want {
+			t.Errorf("usec(%d) = %s, want %s", tc.ns, got, tc.want)
+		}
+	}
+}

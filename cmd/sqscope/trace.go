@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sqscope/sqscope/analyzer"
+)
+
+const traceExamples = `
+EXAMPLES
+  sqscope trace --workload -- -s 64 -I 64 -Q 16 -n 100000
+        trace the built-in workload on the simulated HCA
+  sqscope trace -c "ib_write_bw -d rxe0 -x 1 -s 64 -Q 16 127.0.0.1"
+        start perftest and trace it
+  sqscope trace -p 4242 -i 1
+        trace a running process, a summary every second
+  sqscope trace --json --workload -- --fault never-signal -n 10000
+        the per-QP summary as JSON
+`
+
+func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var tf targetFlags
+	var interval float64
+	var asJSON bool
+	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	tf.register(fs)
+	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
+	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sqscope trace (-p PID | -c CMD | --workload -- FLAGS) [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Trace every post and poll of a verbs application and print, per send queue,")
+		fmt.Fprintln(stderr, "what it did, when the target exits or on Ctrl-C.")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "FLAGS")
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, traceExamples)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("trace: %v", err)
+	}
+	if err := tf.check(fs.Args()); err != nil {
+		return usageErr("trace: %v", err)
+	}
+	if interval < 0 {
+		return usageErr("trace: -i must be positive")
+	}
+	s, err := startSession(&tf, fs.Args(), stderr)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+
+	print := func() error {
+		snap := s.an.Snapshot()
+		if asJSON {
+			return analyzer.WriteJSON(stdout, snap)
+		}
+		analyzer.WriteText(stdout, snap)
+		return nil
+	}
+	stopTick := make(chan struct{})
+	if interval > 0 {
+		go func() {
+			t := time.NewTicker(time.Duration(interval * float64(time.Second)))
+			defer t.Stop()
+			for {
+				select {
+				case <-stopTick:
+					return
+				case <-t.C:
+					print()
+				}
+			}
+		}()
+	}
+	runErr := s.run(ctx, stderr)
+	close(stopTick)
+	if runErr != nil && !errors.Is(runErr, errNoVerbs) {
+		return runErr
+	}
+	if perr := print(); perr != nil {
+		return perr
+	}
+	return runErr
+}

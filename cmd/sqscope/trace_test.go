@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+// sqscopeBin builds the real binary once per test run.
+func sqscopeBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "sqscope-bin-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "sqscope")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = err
+			binPath = string(out)
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("building sqscope: %v\n%s", binErr, binPath)
+	}
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// The fields the tracer must rebuild exactly from the trace alone.
+var exactFields = []string{
+	"wrs", "inline", "signaled", "post_calls", "cqes_polled",
+	"enomem_sq_full", "enomem_inline", "enomem_sge", "einval",
+	"doorbells", "bf_writes", "dma_reads_wqe", "dma_reads_payload", "cqe_writes", "peak_outstanding",
+	"max_send_wr", "max_inline_data",
+}
+
+type traceOut struct {
+	Lost   uint64           `json:"lost_events"`
+	QPs    []map[string]any `json:"qps"`
+	Probes []struct {
+		Func, Path, How, Err string
+	} `json:"probes"`
+}
+
+// traceWorkload runs `sqscope trace --json --workload -- FLAGS` and returns
+// the tracer's view and the workload's own ground truth.
+func traceWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
+	t.Helper()
+	bin := sqscopeBin(t)
+	truthFile := filepath.Join(t.TempDir(), "truth.json")
+	args := append([]string{"trace", "--json", "--workload", "--"}, strings.Fields(flags)...)
+	args = append(args, "--sim-deterministic", "--json-out", truthFile)
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sqscope %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	// the workload's own text summary precedes the tracer's JSON
+	out := stdout.String()
+	i := strings.Index(out, "\n{")
+	if i < 0 {
+		t.Fatalf("no JSON in output:\n%s", out)
+	}
+	var tr traceOut
+	if err := json.Unmarshal([]byte(out[i+1:]), &tr); err != nil {
+		t.Fatalf("trace JSON: %v\n%s", err, out[i+1:])
+	}
+	b, err := os.ReadFile(truthFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var truth []map[string]any
+	if err := json.Unmarshal(b, &truth); err != nil {
+		t.Fatal(err)
+	}
+	return tr, truth
+}
+
+// TestTraceMatchesGroundTruth is the decisive test: counts rebuilt from the
+// trace alone equal the simulated HCA's own counters, with 0 lost events,
+// and the data path was found through the ops table.
+func TestTraceMatchesGroundTruth(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	matrix := []struct{ name, flags string }{
+		{"inline Q16", "-s 64 -I 64 -Q 16 -n 20000"},
+		{"no inline Q16", "-s 64 -Q 16 -n 20000"},
+		{"inline Q1", "-s 64 -I 64 -Q 1 -n 5000"},
+		{"inline Q64 depth 256", "-s 64 -I 64 -Q 64 -t 256 -n 20000"},
+		{"post list 8", "-s 64 -I 64 -Q 16 -l 8 -n 20000"},
+		{"wr api depth 64 list 8", "-s 64 -Q 16 -t 64 -l 8 --api wr -n 20000"},
+		{"wr api inline", "-s 64 -I 64 -Q 16 --api wr -n 20000"},
+		{"3 QPs", "-s 64 -I 64 -Q 16 --qps 3 -n 10000"},
+		{"sig-all", "-s 64 -I 64 --sig-all -n 5000"},
+		{"UD", "-s 64 -I 64 -Q 16 --connection UD -n 10000"},
+		{"write list 8 Q64", "-s 256 --opcode write -l 8 -Q 64 -t 256 -n 20000"},
+		{"never-signal", "-t 128 --fault never-signal -n 2000"},
+		{"never-signal wr api", "-t 128 --fault never-signal --api wr -n 2000"},
+		{"lazy-poll", "-t 128 -Q 16 --fault lazy-poll=300 -n 5000"},
+		{"inline-too-big", "--fault inline-too-big -n 500"},
+		{"too-many-sge", "--fault too-many-sge -n 500"},
+		{"bad-opcode", "--fault bad-opcode -n 500"},
+	}
+	for _, tc := range matrix {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, truth := traceWorkload(t, tc.flags)
+			if tr.Lost != 0 {
+				t.Fatalf("%d events lost", tr.Lost)
+			}
+			if len(tr.QPs) != len(truth) {
+				t.Fatalf("trace saw %d QPs, the workload had %d", len(tr.QPs), len(truth))
+			}
+			byNum := map[float64]map[string]any{}
+			for _, q := range tr.QPs {
+				byNum[q["qp_num"].(float64)] = q
+			}
+			for _, want := range truth {
+				got, ok := byNum[want["qp_num"].(float64)]
+				if !ok {
+					t.Fatalf("QP %v not traced", want["qp_num"])
+				}
+				for _, f := range exactFields {
+					if got[f] != want[f] {
+						t.Errorf("QP %#x %s: trace %v, ground truth %v", uint32(want["qp_num"].(float64)), f, got[f], want[f])
+					}
+				}
+			}
+			dataPath := 0
+			for _, p := range tr.Probes {
+				switch p.Func {
+				case "post_send", "poll_cq", "wr_complete", "wr_start":
+					dataPath++
+					if p.How != "ops-table" || p.Err != "" {
+						t.Errorf("%s attached %q (%s), want through the ops table", p.Func, p.How, p.Err)
+					}
+				}
+			}
+			if dataPath == 0 {
+				t.Fatalf("no data-path probe reported: %+v", tr.Probes)
+			}
+		})
+	}
+}
+
+// The traced workload's own results equal the untraced ones (deterministic
+// simulated NIC), only slower.
+func TestTracingDoesNotChangeResults(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin := sqscopeBin(t)
+	flags := strings.Fields("-s 64 -I 64 -Q 16 -l 4 -n 20000 --sim-deterministic --json")
+	plain, err := exec.Command(bin, append([]string{"workload"}, flags...)...).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, traced := traceWorkload(t, "-s 64 -I 64 -Q 16 -l 4 -n 20000")
+	var untraced []map[string]any
+	if err := json.Unmarshal(plain, &untraced); err != nil {
+		t.Fatal(err)
+	}
+	skip := map[string]bool{"app": true, "qp_num": true}
+	for k, v := range untraced[0] {
+		if skip[k] {
+			continue
+		}
+		if traced[0][k] != v {
+			t.Errorf("%s: traced %v, untraced %v", k, traced[0][k], v)
+		}
+	}
+}

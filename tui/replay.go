@@ -1,0 +1,184 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Replay plays a recording into an analyzer at the pace it was recorded (or
+// faster, or slower), with pause and seek. Seeking back replays from the
+// start, since the analyzer only moves forward.
+type Replay struct {
+	open func() (*trace.Reader, error)
+	opts analyzer.Options
+
+	mu      sync.Mutex
+	an      *analyzer.Analyzer
+	rd      *trace.Reader
+	pending trace.Event
+	first   uint64 // trace ns of the first event
+	pos     uint64 // trace ns reached (relative to first)
+	length  uint64
+	speed   float64
+	paused  bool
+	done    bool
+	err     error
+	last    time.Time
+	now     func() time.Time
+}
+
+// NewReplay opens path (via open, called again on a backward seek). It
+// reads the recording once to learn its length.
+func NewReplay(open func() (*trace.Reader, error), opts analyzer.Options) (*Replay, error) {
+	r := &Replay{open: open, opts: opts, speed: 1, now: time.Now}
+	rd, err := open()
+	if err != nil {
+		return nil, err
+	}
+	var first, last uint64
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			var te *trace.TruncatedError
+			if errors.Is(err, io.EOF) || errors.As(err, &te) {
+				break
+			}
+			rd.Close()
+			return nil, err
+		}
+		t := ev.Hdr().TimeNS
+		if first == 0 || (t != 0 && t < first) {
+			first = t
+		}
+		last = max(last, t)
+	}
+	rd.Close()
+	r.first = first
+	if last > first {
+		r.length = last - first
+	}
+	if err := r.restart(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Replay) restart() error {
+	if r.rd != nil {
+		r.rd.Close()
+	}
+	rd, err := r.open()
+	if err != nil {
+		return err
+	}
+	r.rd, r.an, r.pending, r.pos, r.done = rd, analyzer.New(r.opts), nil, 0, false
+	r.last = r.now()
+	return nil
+}
+
+// advance feeds every event up to pos into the analyzer.
+func (r *Replay) advanceTo(pos uint64) {
+	for !r.done {
+		ev := r.pending
+		r.pending = nil
+		if ev == nil {
+			var err error
+			ev, err = r.rd.Next()
+			if err != nil {
+				r.done = true
+				var te *trace.TruncatedError
+				if !errors.Is(err, io.EOF) && !errors.As(err, &te) {
+					r.err = err
+				}
+				break
+			}
+		}
+		t := ev.Hdr().TimeNS
+		if t > r.first && t-r.first > pos {
+			r.pending = ev
+			break
+		}
+		r.an.Ingest(ev)
+	}
+	r.pos = min(pos, r.length)
+}
+
+// Snapshot advances by the wall time since the last call times the speed.
+func (r *Replay) Snapshot() analyzer.Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if !r.paused {
+		step := uint64(float64(now.Sub(r.last).Nanoseconds()) * r.speed)
+		r.advanceTo(r.pos + step)
+	}
+	r.last = now
+	return r.an.Snapshot()
+}
+
+// SetPaused stops or resumes the clock of the replay.
+func (r *Replay) SetPaused(p bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.paused = p
+	r.last = r.now()
+}
+
+// Speed multiplies the speed by f (bounded to 1/64..1024) and returns it.
+func (r *Replay) Speed(f float64) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.speed = min(max(r.speed*f, 1.0/64), 1024)
+	return r.speed
+}
+
+// Seek moves the position by d.
+func (r *Replay) Seek(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	target := int64(r.pos) + d.Nanoseconds()
+	if target < 0 {
+		target = 0
+	}
+	if uint64(target) < r.pos {
+		if err := r.restart(); err != nil {
+			r.err = err
+			return
+		}
+	}
+	r.advanceTo(uint64(target))
+	r.last = r.now()
+}
+
+// Position is where the replay is, and the recording's length.
+func (r *Replay) Position() (time.Duration, time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return time.Duration(r.pos), time.Duration(r.length)
+}
+
+// Err is the first read error other than a clean or truncated end.
+func (r *Replay) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return fmt.Errorf("reading recording: %w", r.err)
+	}
+	return nil
+}
+
+// Close releases the recording.
+func (r *Replay) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rd != nil {
+		return r.rd.Close()
+	}
+	return nil
+}
