@@ -335,8 +335,13 @@ func (t *Tracer) attachAll() error {
 		}
 	}
 	if t.opts.PID != 0 && t.opts.Child == nil && t.opts.PID != os.Getpid() {
-		t.warnings = append(t.warnings, fmt.Sprintf(
-			"process %d was running before sqscope attached: its existing QPs are seen from their next ibv_modify_qp, and their post_send/poll_cq functions only once some QP is created or modified (or given with --probe post_send=LIB:0xOFFSET); until then their posts and polls are not traced", t.opts.PID))
+		if t.attachDataPathBySymbol() > 0 {
+			t.warnings = append(t.warnings, fmt.Sprintf(
+				"process %d was running before sqscope attached: its data-path functions were found by symbol, and QPs it created earlier are learned from their first post or poll, with caps unknown (max_send_wr is inferred from the first SQ-full ENOMEM)", t.opts.PID))
+		} else {
+			t.warnings = append(t.warnings, fmt.Sprintf(
+				"process %d was running before sqscope attached: its existing QPs are seen from their next ibv_modify_qp, and their post_send/poll_cq functions only once some QP is created or modified (or given with --probe post_send=LIB:0xOFFSET); until then their posts and polls are not traced", t.opts.PID))
+		}
 	}
 	return nil
 }

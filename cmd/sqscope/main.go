@@ -103,3 +103,19 @@ func main() {
 	fmt.Fprintln(os.Stderr, "sqscope:", err)
 	os.Exit(code)
 }
+
+// parseQuiet runs parse (a FlagSet's Parse, or a loop around it) so that a
+// bad flag yields only the one-line error the caller returns, and -h/--help
+// prints the full usage to w.
+func parseQuiet(fs *flag.FlagSet, w io.Writer, parse func() error) error {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := parse()
+	fs.Usage = usage
+	fs.SetOutput(w)
+	if errors.Is(err, flag.ErrHelp) && usage != nil {
+		usage()
+	}
+	return err
+}

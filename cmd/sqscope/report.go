@@ -80,7 +80,11 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // oneFile parses the flags of a command that takes exactly one recording.
 func oneFile(fs *flag.FlagSet, name string, args []string) (string, error) {
-	pos, err := parseArgs(fs, args)
+	var pos []string
+	err := parseQuiet(fs, fs.Output(), func() (err error) {
+		pos, err = parseArgs(fs, args)
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return "", err

@@ -282,8 +282,15 @@ func verbsLoaded(pid int) bool {
 	return err == nil
 }
 
-// errNoVerbs is returned when the target never loaded a verbs library.
-var errNoVerbs = errors.New("no verbs library")
+// noVerbsError says the target never loaded a verbs library.
+type noVerbsError struct {
+	pid     int
+	timeout time.Duration
+}
+
+func (e *noVerbsError) Error() string {
+	return fmt.Sprintf("process %d has not loaded a verbs library after %s, nothing to trace (it keeps running; --wait keeps waiting)", e.pid, e.timeout)
+}
 
 // run releases the target and feeds events until it exits, ctx is done,
 // or (without --wait) it has not loaded a verbs library by the timeout.
@@ -344,8 +351,7 @@ func (s *session) run(ctx context.Context, stderr io.Writer) error {
 			cancel()
 			<-runErr
 			s.tracer.Close()
-			return fmt.Errorf("%w: process %d has not loaded a verbs library after %s, nothing to trace (it keeps running; --wait keeps waiting)",
-				errNoVerbs, s.pid, s.tf.timeout)
+			return &noVerbsError{s.pid, s.tf.timeout}
 		}
 	}
 }

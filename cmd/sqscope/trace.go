@@ -42,7 +42,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.PrintDefaults()
 		fmt.Fprint(stderr, traceExamples)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
@@ -85,11 +85,8 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	runErr := s.run(ctx, stderr)
 	close(stopTick)
-	if runErr != nil && !errors.Is(runErr, errNoVerbs) {
+	if runErr != nil {
 		return runErr
 	}
-	if perr := print(); perr != nil {
-		return perr
-	}
-	return runErr
+	return print()
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
@@ -29,6 +32,7 @@ func sqscopeBin(t *testing.T) string {
 		if binErr != nil {
 			return
 		}
+		os.Chmod(binDir, 0o755) // the no-privilege test runs it as nobody
 		binPath = filepath.Join(binDir, "sqscope")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {
@@ -189,5 +193,116 @@ func TestTracingDoesNotChangeResults(t *testing.T) {
 		if traced[0][k] != v {
 			t.Errorf("%s: traced %v, untraced %v", k, traced[0][k], v)
 		}
+	}
+}
+
+// A process traced with -p created its QPs before the attach: they are
+// learned from their first post, caps unknown, and max_send_wr inferred
+// from the first SQ-full ENOMEM.
+func TestTraceRunningProcess(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin := sqscopeBin(t)
+	dir := t.TempDir()
+	ready, truthFile := filepath.Join(dir, "ready"), filepath.Join(dir, "truth.json")
+	wl := exec.Command(bin, "workload", "-t", "128", "--fault", "never-signal", "-n", "2000",
+		"--sim-deterministic", "--ready-file", ready, "--wait-signal", "--json-out", truthFile)
+	if err := wl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wl.Process.Kill(); wl.Wait() })
+	waitFile(t, ready)
+	tr := exec.Command(bin, "trace", "--json", "-p", fmt.Sprint(wl.Process.Pid))
+	var stdout, stderr bytes.Buffer
+	tr.Stdout, tr.Stderr = &stdout, &stderr
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// the tracer is attached once it has printed its warning about the late attach
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "was running before sqscope attached") })
+	if err := wl.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if err := wl.Wait(); err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	if err := tr.Wait(); err != nil {
+		t.Fatalf("trace: %v\n%s", err, stderr.String())
+	}
+	var out traceOut
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	b, _ := os.ReadFile(truthFile)
+	var truth []map[string]any
+	json.Unmarshal(b, &truth)
+	if len(out.QPs) != 1 || len(truth) != 1 {
+		t.Fatalf("QPs: trace %d, truth %d", len(out.QPs), len(truth))
+	}
+	q, w := out.QPs[0], truth[0]
+	for _, f := range []string{"wrs", "post_calls", "enomem_sq_full", "max_send_wr"} {
+		if q[f] != w[f] {
+			t.Errorf("%s: trace %v, truth %v", f, q[f], w[f])
+		}
+	}
+	if q["caps_known"] != false || q["caps_inferred"] != true {
+		t.Errorf("caps_known %v caps_inferred %v, want false true", q["caps_known"], q["caps_inferred"])
+	}
+}
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	waitFor(t, func() bool { _, err := os.Stat(path); return err == nil })
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Bad targets get one clear line and a non-zero status, never a panic.
+func TestTraceErrors(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin := sqscopeBin(t)
+	tests := []struct {
+		name   string
+		args   []string
+		nobody bool
+		code   int
+		want   string
+	}{
+		{"no target", []string{"trace"}, false, 2, "no target"},
+		{"pid does not exist", []string{"trace", "-p", "999999"}, false, 1, "process 999999 does not exist"},
+		{"never loads verbs", []string{"trace", "--verbs-timeout", "500ms", "-c", "sleep 3"}, false, 1, "has not loaded a verbs library after 500ms"},
+		{"probe outside the library", []string{"trace", "--probe", "post_send=/proc/self/exe:0xffffffffff", "-c", "true"}, false, 1, "outside the executable segments"},
+		{"malformed probe", []string{"trace", "--probe", "post_send", "-c", "true"}, false, 2, "want FUNC=LIB:0xOFFSET"},
+		{"no privilege", []string{"trace", "-c", "true"}, true, 1, "CAP_BPF and CAP_PERFMON"},
+		{"unknown command", []string{"trace", "-c", "/nonexistent/cmd"}, false, 1, "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			if tc.nobody {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			msg := strings.TrimSpace(stderr.String())
+			if code != tc.code || !strings.Contains(msg, tc.want) || strings.Contains(msg, "panic") || strings.Count(msg, "\n") > 0 {
+				t.Fatalf("exit %d, stderr %q; want exit %d and one line with %q", code, msg, tc.code, tc.want)
+			}
+		})
 	}
 }

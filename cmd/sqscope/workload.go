@@ -107,7 +107,7 @@ func uintVar(fs *flag.FlagSet, p *uint32, name string, v uint32, usage string) {
 // parseWorkload turns arguments into a validated workload.Config.
 func parseWorkload(args []string, stderr io.Writer) (*workloadFlags, error) {
 	fs, f := newWorkloadFlags(stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
 		if err == flag.ErrHelp {
 			return nil, err
 		}

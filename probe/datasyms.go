@@ -1,0 +1,81 @@
+package probe
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// dataPathSymbols are names the data-path functions carry in binaries that
+// keep their symbol table: the simulated HCA (static functions of the
+// sqscope binary) and rdma-core providers built with symbols. A process
+// traced with -p created its QPs before sqscope attached, so the ops table
+// reached from QP creation is not there to read; these names are the next
+// best way in (design.md: "by symbol where the ELF has it").
+var dataPathSymbols = map[string][]string{
+	"post_send":               {"sim_post_send", "mlx5_post_send", "rxe_post_send", "mlx4_post_send"},
+	"poll_cq":                 {"sim_poll_cq", "mlx5_poll_cq", "rxe_poll_cq", "mlx4_poll_cq"},
+	"post_recv":               {"sim_post_recv", "mlx5_post_recv", "rxe_post_recv", "mlx4_post_recv"},
+	"wr_start":                {"sim_wr_start"},
+	"wr_complete":             {"sim_wr_complete"},
+	"wr_abort":                {"sim_wr_abort"},
+	"wr_send":                 {"sim_wr_send"},
+	"wr_send_imm":             {"sim_wr_send_imm"},
+	"wr_rdma_write":           {"sim_wr_rdma_write"},
+	"wr_rdma_write_imm":       {"sim_wr_rdma_write_imm"},
+	"wr_rdma_read":            {"sim_wr_rdma_read"},
+	"wr_set_inline_data":      {"sim_wr_set_inline_data"},
+	"wr_set_inline_data_list": {"sim_wr_set_inline_data_list"},
+	"wr_set_sge":              {"sim_wr_set_sge"},
+	"wr_set_sge_list":         {"sim_wr_set_sge_list"},
+}
+
+// providerFile reports whether a mapped file may hold data-path functions.
+func providerFile(path string) bool {
+	return strings.Contains(path, "libibverbs/") || strings.Contains(path, "-rdmav") ||
+		strings.Contains(path, "libmlx5") || strings.Contains(path, "librxe")
+}
+
+// attachDataPathBySymbol hooks data-path functions found by name in the
+// running target's executable and mapped provider libraries. It returns
+// how many roles it placed.
+func (t *Tracer) attachDataPathBySymbol() int {
+	pid := t.opts.PID
+	files := [][2]string{}
+	if p, err := readlinkExe(pid); err == nil {
+		files = append(files, [2]string{p, fmt.Sprintf("/proc/%d/exe", pid)})
+	}
+	if maps, err := readMaps(pid); err == nil {
+		seen := map[string]bool{}
+		for _, m := range maps {
+			if m.Path == "" || seen[m.Path] || !providerFile(m.Path) {
+				continue
+			}
+			seen[m.Path] = true
+			files = append(files, [2]string{m.Path, fmt.Sprintf("/proc/%d/root%s", pid, m.Path)})
+		}
+	}
+	placed := 0
+	for _, f := range files {
+		for _, r := range roles {
+			if r.fn < 0 {
+				continue
+			}
+			for _, name := range dataPathSymbols[r.name] {
+				sym, err := ResolveSymbol(f[1], name)
+				if err != nil {
+					continue
+				}
+				if a := t.attach(uint32(pid), r, r.cookie, f[0], f[1], sym.Offset, "symbol"); a.Err == "" && a.Func != "" {
+					placed++
+				}
+				break
+			}
+		}
+	}
+	return placed
+}
+
+func readlinkExe(pid int) (string, error) {
+	return os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+}
