@@ -65,6 +65,9 @@ type FileInfo struct {
 	Target      string    // what was traced: a command line, or "pid 1234"
 	TargetPID   uint32    // 0 when not known
 	ProbeMode   string    // how the probes were placed or what they record, e.g. "ops-table"
+	// Env holds the target's provider knobs that change what the HCA does
+	// (MLX5_POST_SEND_PREFER_BF, MLX5_SHUT_UP_BF) as NAME=VALUE.
+	Env []string
 }
 
 // HostInfo returns a FileInfo with this host's name and kernel release and
@@ -94,6 +97,12 @@ func appendInfo(b []byte, fi *FileInfo) []byte {
 	b = appendStr(b, fi.Target)
 	b = appendU(b, uint64(fi.TargetPID))
 	b = appendStr(b, fi.ProbeMode)
+	if len(fi.Env) > 0 { // absent in files without it, which read the same
+		b = appendU(b, uint64(len(fi.Env)))
+		for _, e := range fi.Env {
+			b = appendStr(b, e)
+		}
+	}
 	return b
 }
 
@@ -112,6 +121,12 @@ func decodeInfo(p []byte) (FileInfo, error) {
 	fi.Target = r.str()
 	fi.TargetPID = r.u32()
 	fi.ProbeMode = r.str()
+	if len(r.b) > 0 { // appended after the first release of version 1
+		n := r.count()
+		for i := 0; i < n && r.err == nil; i++ {
+			fi.Env = append(fi.Env, r.str())
+		}
+	}
 	return fi, r.err
 }
 

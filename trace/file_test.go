@@ -129,7 +129,7 @@ func assertInfo(t *testing.T, got, want FileInfo) {
 		t.Errorf("StartWall = %v, want %v", got.StartWall, want.StartWall)
 	}
 	got.StartWall, want.StartWall = time.Time{}, time.Time{}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("info = %+v, want %+v", got, want)
 	}
 }
@@ -182,6 +182,7 @@ func TestFileInfoRoundTrip(t *testing.T) {
 		{"zero", FileInfo{}},
 		{"before 1970", FileInfo{StartWall: time.Date(1969, 7, 20, 20, 17, 40, 1, time.UTC), Target: "pid 1"}},
 		{"unicode and long", FileInfo{Hostname: "höst", Target: strings.Repeat("arg ", 5000), ProbeMode: "symbol"}},
+		{"provider env", FileInfo{Target: "x", Env: []string{"MLX5_SHUT_UP_BF=1", "MLX5_POST_SEND_PREFER_BF=0"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -130,7 +130,7 @@ func checkRewrite(t *testing.T, info FileInfo, evs []Event) {
 		t.Fatalf("rewritten StartWall %v, was %v", info2.StartWall, info.StartWall)
 	}
 	info2.StartWall, info.StartWall = info.StartWall, info2.StartWall
-	if info2 != info {
+	if !reflect.DeepEqual(info2, info) {
 		t.Fatalf("rewritten info %+v, was %+v", info2, info)
 	}
 	if len(evs2) != len(evs) {

@@ -317,7 +317,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	x := &chromeExporter{}
 	x.cw = newChromeWriter(w, meta, fi.Target)
-	x.a = analyzer.New(analyzer.Options{BF: analyzer.BFConfig{PreferBF: f.preferBF, ShutUpBF: f.shutUpBF},
+	x.a = analyzer.New(analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, r.Info()),
 		OnDiagnosis: x.diagnosis})
 	res, err := replay(ctx, r, x.event)
 	if err != nil {

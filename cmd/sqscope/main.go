@@ -30,6 +30,7 @@ func commands() []command {
 	return []command{
 		{"workload", "drive inline/unsignaled send traffic on the simulated HCA or a verbs device", runWorkload},
 		{"trace", "trace a verbs application's send queues and print a per-QP summary", runTrace},
+		{"record", "trace like 'trace' and write every event to a recording file", runRecord},
 		{"report", "summarize a recording: send queues, PCIe savings, diagnoses (text or JSON)", runReport},
 		{"export", "convert a recording to Chrome trace-event JSON for Perfetto", runExport},
 		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {

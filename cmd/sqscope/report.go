@@ -33,8 +33,23 @@ EXAMPLES
 // bfFlags registers the flags that mirror the target's libmlx5 BlueFlame
 // settings, which a recording does not carry.
 func bfFlags(fs *flag.FlagSet, preferBF, shutUpBF *bool) {
-	fs.BoolVar(preferBF, "mlx5-prefer-bf", true, "the target ran with MLX5_POST_SEND_PREFER_BF=1 (libmlx5's default)")
-	fs.BoolVar(shutUpBF, "mlx5-shut-up-bf", false, "the target ran with MLX5_SHUT_UP_BF=1 (no BlueFlame writes)")
+	fs.BoolVar(preferBF, "mlx5-prefer-bf", true, "the target ran with MLX5_POST_SEND_PREFER_BF=1 (default: what the recording says, else libmlx5's default, on)")
+	fs.BoolVar(shutUpBF, "mlx5-shut-up-bf", false, "the target ran with MLX5_SHUT_UP_BF=1, no BlueFlame writes (default: what the recording says, else off)")
+}
+
+// bfConfig is the target's BlueFlame setting: the flags when given, else
+// what the recording says the target's environment held.
+func bfConfig(fs *flag.FlagSet, preferBF, shutUpBF bool, fi trace.FileInfo) analyzer.BFConfig {
+	bf := bfFromEnv(fi.Env)
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "mlx5-prefer-bf":
+			bf.PreferBF = preferBF
+		case "mlx5-shut-up-bf":
+			bf.ShutUpBF = shutUpBF
+		}
+	})
+	return bf
 }
 
 func newReportFlags(stderr io.Writer) (*flag.FlagSet, *reportFlags) {
@@ -242,7 +257,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("report: %w", err)
 	}
 	defer r.Close()
-	a := analyzer.New(analyzer.Options{BF: analyzer.BFConfig{PreferBF: f.preferBF, ShutUpBF: f.shutUpBF}})
+	a := analyzer.New(analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, r.Info())})
 	res, err := replay(ctx, r, a.Ingest)
 	if err != nil {
 		return fmt.Errorf("report: %s: %w", path, err)

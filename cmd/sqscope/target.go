@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/trace"
@@ -91,6 +93,7 @@ type session struct {
 	pid    int
 	target string
 	mode   string
+	env    []string // the target's environment
 
 	mu      sync.Mutex
 	sinks   []func(trace.Event)
@@ -221,6 +224,7 @@ func startSession(tf *targetFlags, rest []string, stderr io.Writer) (*session, e
 		opts.Child = child
 		s.pid = child.Pid()
 	}
+	s.env = env
 	s.an = analyzer.New(analyzer.Options{BF: bfFromEnv(env)})
 	tr, err := probe.Open(opts)
 	if err != nil {
@@ -295,10 +299,12 @@ func (e *noVerbsError) Error() string {
 // run releases the target and feeds events until it exits, ctx is done,
 // or (without --wait) it has not loaded a verbs library by the timeout.
 func (s *session) run(ctx context.Context, stderr io.Writer) error {
-	ctx, cancel := context.WithCancel(ctx)
+	// The reader runs on its own context: on Ctrl-C it must go on until
+	// the target's last events are read.
+	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runErr := make(chan error, 1)
-	go func() { runErr <- s.tracer.Run(ctx, s.deliver) }()
+	go func() { runErr <- s.tracer.Run(runCtx, s.deliver) }()
 
 	childDone := make(chan struct{})
 	if s.child != nil {
@@ -340,9 +346,24 @@ func (s *session) run(ctx context.Context, stderr io.Writer) error {
 				return s.finish(<-runErr)
 			}
 		case <-ctx.Done():
+			// A command we started stops with us, as it would on a
+			// terminal's Ctrl-C; its last events and exit are kept.
+			if s.child != nil {
+				syscall.Kill(s.pid, syscall.SIGINT)
+				select {
+				case <-childDone:
+					select { // the reader ends at the exit record
+					case err := <-runErr:
+						return s.finish(err)
+					case <-time.After(3 * time.Second):
+					}
+				case <-time.After(3 * time.Second):
+				}
+			}
 			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 			s.tracer.Sync(sctx)
 			scancel()
+			cancel()
 			return s.finish(<-runErr)
 		case <-timer.C:
 			if s.tf.wait || verbsLoaded(s.pid) {
@@ -378,4 +399,13 @@ func (s *session) close() {
 	if s.tracer != nil {
 		s.tracer.Close()
 	}
+}
+
+// monotonicNS reads CLOCK_MONOTONIC, the clock event times use.
+func monotonicNS() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Sec)*1e9 + uint64(ts.Nsec)
 }

@@ -105,6 +105,64 @@ func traceWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	return tr, truth
 }
 
+// compareQPs requires every exact field of every QP to equal the truth.
+func compareQPs(t *testing.T, what string, got, truth []map[string]any) {
+	t.Helper()
+	if len(got) != len(truth) {
+		t.Fatalf("%s saw %d QPs, the workload had %d", what, len(got), len(truth))
+	}
+	byNum := map[float64]map[string]any{}
+	for _, q := range got {
+		byNum[q["qp_num"].(float64)] = q
+	}
+	for _, want := range truth {
+		g, ok := byNum[want["qp_num"].(float64)]
+		if !ok {
+			t.Fatalf("%s: QP %v missing", what, want["qp_num"])
+		}
+		for _, f := range exactFields {
+			if g[f] != want[f] {
+				t.Errorf("%s: QP %#x %s = %v, ground truth %v", what, uint32(want["qp_num"].(float64)), f, g[f], want[f])
+			}
+		}
+	}
+}
+
+// recordWorkload records the workload to a file and reads it back with
+// `sqscope report --json`.
+func recordWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
+	t.Helper()
+	bin := sqscopeBin(t)
+	dir := t.TempDir()
+	truthFile, rec := filepath.Join(dir, "truth.json"), filepath.Join(dir, "run.sqscope")
+	args := append([]string{"record", "-o", rec, "--workload", "--"}, strings.Fields(flags)...)
+	args = append(args, "--sim-deterministic", "--json-out", truthFile)
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("sqscope %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	st, err := os.Stat(rec)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("recording %v mode %v, want 0600", err, st.Mode())
+	}
+	out, err := exec.Command(bin, "report", "--json", rec).Output()
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var r traceOut
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("report JSON: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(truthFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var truth []map[string]any
+	if err := json.Unmarshal(b, &truth); err != nil {
+		t.Fatal(err)
+	}
+	return r, truth
+}
+
 // TestTraceMatchesGroundTruth is the decisive test: counts rebuilt from the
 // trace alone equal the simulated HCA's own counters, with 0 lost events,
 // and the data path was found through the ops table.
@@ -135,24 +193,12 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 			if tr.Lost != 0 {
 				t.Fatalf("%d events lost", tr.Lost)
 			}
-			if len(tr.QPs) != len(truth) {
-				t.Fatalf("trace saw %d QPs, the workload had %d", len(tr.QPs), len(truth))
+			compareQPs(t, "trace", tr.QPs, truth)
+			rec, truth := recordWorkload(t, tc.flags)
+			if rec.Lost != 0 {
+				t.Fatalf("%d events lost in the recording", rec.Lost)
 			}
-			byNum := map[float64]map[string]any{}
-			for _, q := range tr.QPs {
-				byNum[q["qp_num"].(float64)] = q
-			}
-			for _, want := range truth {
-				got, ok := byNum[want["qp_num"].(float64)]
-				if !ok {
-					t.Fatalf("QP %v not traced", want["qp_num"])
-				}
-				for _, f := range exactFields {
-					if got[f] != want[f] {
-						t.Errorf("QP %#x %s: trace %v, ground truth %v", uint32(want["qp_num"].(float64)), f, got[f], want[f])
-					}
-				}
-			}
+			compareQPs(t, "report --json of a recording", rec.QPs, truth)
 			dataPath := 0
 			for _, p := range tr.Probes {
 				switch p.Func {
@@ -304,5 +350,53 @@ func TestTraceErrors(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want exit %d and one line with %q", code, msg, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// SIGINT during record stops the target, keeps its last events and leaves
+// a complete file whose counts equal the workload's own.
+func TestRecordInterrupted(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin := sqscopeBin(t)
+	dir := t.TempDir()
+	rec, truthFile := filepath.Join(dir, "run.sqscope"), filepath.Join(dir, "truth.json")
+	cmd := exec.Command(bin, "record", "-o", rec, "--workload", "--", "-s", "64", "-I", "64", "-Q", "16",
+		"-D", "30", "--rate", "20000", "--json-out", truthFile)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFor(t, func() bool { st, err := os.Stat(rec); return err == nil && st.Size() > 100000 })
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("record after SIGINT: %v\n%s", err, stderr.String())
+	}
+	out, err := exec.Command(bin, "report", "--json", rec).Output()
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var r struct {
+		Recording struct {
+			Complete bool `json:"complete"`
+		} `json:"recording"`
+		traceOut
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Recording.Complete {
+		t.Fatal("recording not complete after SIGINT")
+	}
+	b, _ := os.ReadFile(truthFile)
+	var truth []map[string]any
+	json.Unmarshal(b, &truth)
+	for _, f := range []string{"wrs", "post_calls", "inline", "signaled", "cqes_polled"} {
+		if len(r.QPs) != 1 || len(truth) != 1 || r.QPs[0][f] != truth[0][f] {
+			t.Fatalf("%s: recording %v, truth %v", f, r.QPs, truth)
+		}
 	}
 }
