@@ -354,7 +354,12 @@ func ratio(a, b uint64) float64 {
 
 // Snapshot returns a copy of the current state; it costs O(QPs) (the
 // history and the diagnoses kept per QP are bounded).
-func (a *Analyzer) Snapshot() Snapshot {
+func (a *Analyzer) Snapshot() Snapshot { return a.SnapshotHistory(nil) }
+
+// SnapshotHistory is Snapshot with the occupancy history copied only for
+// the QPs keep accepts (all when keep is nil): a view refreshing many times
+// a second needs the history of the QP it draws, not of every QP.
+func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.snap
@@ -379,7 +384,11 @@ func (a *Analyzer) Snapshot() Snapshot {
 				r.PollsPerCQE = ratio(cs.polls, cs.cqes)
 			}
 		}
-		hist, histStart := q.hist.copyOut()
+		var hist []OccSample
+		var histStart uint64
+		if keep == nil || keep(k.pid, k.qpNum) {
+			hist, histStart = q.hist.copyOut()
+		}
 		var longest uint64
 		if c.Signaled > 0 {
 			longest = q.runLongest + 1

@@ -110,7 +110,7 @@ func (r *Replay) advanceTo(pos uint64) {
 }
 
 // Snapshot advances by the wall time since the last call times the speed.
-func (r *Replay) Snapshot() analyzer.Snapshot {
+func (r *Replay) Snapshot(keep func(pid, qpNum uint32) bool) analyzer.Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -119,7 +119,7 @@ func (r *Replay) Snapshot() analyzer.Snapshot {
 		r.advanceTo(r.pos + step)
 	}
 	r.last = now
-	return r.an.Snapshot()
+	return r.an.SnapshotHistory(keep)
 }
 
 // SetPaused stops or resumes the clock of the replay.

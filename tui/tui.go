@@ -18,9 +18,17 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 )
 
-// Source is where snapshots come from: a live analyzer or a replay.
+// Source is where snapshots come from: a live analyzer or a replay. The
+// occupancy history is wanted only for the QPs keep accepts.
 type Source interface {
-	Snapshot() analyzer.Snapshot
+	Snapshot(keep func(pid, qpNum uint32) bool) analyzer.Snapshot
+}
+
+// Live is a Source over a running analyzer.
+type Live struct{ A *analyzer.Analyzer }
+
+func (l Live) Snapshot(keep func(pid, qpNum uint32) bool) analyzer.Snapshot {
+	return l.A.SnapshotHistory(keep)
 }
 
 // Player is a Source that can be paused, sped up and seeked (replay).
@@ -59,27 +67,6 @@ type qpKey struct {
 	qpNum uint32
 }
 
-// history is the last 60 s of occupancy samples of one QP.
-type history struct {
-	at  []time.Time
-	occ []uint64
-}
-
-const historyWindow = 60 * time.Second
-
-func (h *history) add(t time.Time, v uint64) {
-	h.at = append(h.at, t)
-	h.occ = append(h.occ, v)
-	cut := 0
-	for cut < len(h.at) && t.Sub(h.at[cut]) > historyWindow {
-		cut++
-	}
-	if cut > 0 {
-		h.at = append(h.at[:0], h.at[cut:]...)
-		h.occ = append(h.occ[:0], h.occ[cut:]...)
-	}
-}
-
 // row is one QP as the table shows it.
 type row struct {
 	key       qpKey
@@ -92,13 +79,8 @@ type row struct {
 	occupancy uint64
 }
 
-// Alert is one line of the alerts pane.
-type Alert struct {
-	At   time.Time
-	QP   qpKey
-	Kind string
-	Text string
-}
+// Alert is one line of the alerts pane: an analyzer diagnosis.
+type Alert = analyzer.Diagnosis
 
 // UI is the terminal view.
 type UI struct {
@@ -114,6 +96,7 @@ type UI struct {
 	filterF *tview.InputField
 	pages   *tview.Pages
 	body    *tview.Flex
+	lower   *tview.Flex
 	root    *tview.Flex
 
 	mu         sync.Mutex
@@ -133,11 +116,11 @@ type UI struct {
 	prev     analyzer.Snapshot
 	havePrev bool
 	base     map[qpKey]analyzer.Counters
-	hist     map[qpKey]*history
 	rows     []row
 	alertLog []Alert
-	lastENO  map[qpKey]uint64
-	eventsPS float64
+	// alerts older than this trace time were cleared by a reset
+	alertsFrom uint64
+	eventsPS   float64
 }
 
 // Columns of the QP table; sortable by index.
@@ -150,8 +133,8 @@ const BarWidth = 16
 func New(src Source, info Info, app runner) *UI {
 	u := &UI{
 		src: src, info: info, app: app,
-		base: map[qpKey]analyzer.Counters{}, hist: map[qpKey]*history{}, lastENO: map[qpKey]uint64{},
-		now: time.Now, sortCol: 0, saveDir: ".",
+		base: map[qpKey]analyzer.Counters{},
+		now:  time.Now, sortCol: 0, saveDir: ".",
 	}
 	u.start = u.now()
 	u.header = tview.NewTextView().SetDynamicColors(true)
@@ -159,7 +142,9 @@ func New(src Source, info Info, app runner) *UI {
 	u.table.SetBorder(true).SetTitle(" send queues ")
 	u.table.SetSelectionChangedFunc(func(r, _ int) {
 		if r >= 1 && r-1 < len(u.rows) {
+			u.mu.Lock()
 			u.selected, u.hasSel = u.rows[r-1].key, true
+			u.mu.Unlock()
 			u.renderDetail()
 		}
 	})
@@ -177,10 +162,10 @@ func New(src Source, info Info, app runner) *UI {
 		u.app.SetFocus(u.table)
 		u.render()
 	})
-	lower := tview.NewFlex().AddItem(u.detail, 0, 3, false).AddItem(u.alerts, 0, 2, false)
+	u.lower = tview.NewFlex().AddItem(u.detail, 0, 3, false).AddItem(u.alerts, 0, 2, false)
 	u.body = tview.NewFlex().SetDirection(tview.FlexRow).
-		AddItem(u.table, 0, 3, true).
-		AddItem(lower, 0, 2, false)
+		AddItem(u.table, 0, 1, true).
+		AddItem(u.lower, 0, 1, false)
 	u.root = tview.NewFlex().SetDirection(tview.FlexRow).
 		AddItem(u.header, 1, 0, false).
 		AddItem(u.body, 0, 1, true).
@@ -252,7 +237,10 @@ func (u *UI) Tick() {
 		u.app.QueueUpdateDraw(func() { u.renderHeader() })
 		return
 	}
-	s := u.src.Snapshot()
+	u.mu.Lock()
+	sel, has := u.selected, u.hasSel
+	u.mu.Unlock()
+	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel == qpKey{pid, qpNum} })
 	at := u.now()
 	u.app.QueueUpdateDraw(func() { u.Apply(s, at) })
 }
@@ -279,12 +267,6 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 	u.rows = u.rows[:0]
 	for _, q := range s.QPs {
 		k := qpKey{q.PID, q.QPNum}
-		h := u.hist[k]
-		if h == nil {
-			h = &history{}
-			u.hist[k] = h
-		}
-		h.add(at, q.Outstanding)
 		r := row{key: k, qp: q, c: sub(q.Counters, u.base[k]), occupancy: q.Outstanding}
 		if p, ok := prevQP[k]; ok && dt > 0 {
 			r.mops = float64(q.WRs-p.WRs) / dt / 1e6
@@ -292,16 +274,13 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 			r.cqeSaved = float64(q.PCIe.CQEWritesSaved-p.PCIe.CQEWritesSaved) / dt
 		}
 		r.status = status(q, r.c)
-		if q.ENOMEMSQFull > u.lastENO[k] {
-			u.addAlert(Alert{At: at, QP: k, Kind: "OVERFLOW", Text: fmt.Sprintf(
-				"QP %#x SQ OVERFLOW: %d ENOMEM (SQ full), %d of %d outstanding, longest unsignaled run %d, %d signaled, %d CQEs polled",
-				q.QPNum, q.ENOMEMSQFull, q.Outstanding, q.MaxSendWR, q.LongestUnsignaledRun, q.Signaled, q.CQEsPolled)})
-			u.lastENO[k] = q.ENOMEMSQFull
-		}
 		u.rows = append(u.rows, r)
 	}
-	for _, d := range diagnosisAlerts(s) {
-		u.addAlert(d)
+	u.alertLog = u.alertLog[:0]
+	for _, d := range s.Diagnoses {
+		if d.LastNS >= u.alertsFrom {
+			u.alertLog = append(u.alertLog, d)
+		}
 	}
 	u.havePrev = true
 	u.render()
@@ -343,20 +322,6 @@ func status(q analyzer.QP, c analyzer.Counters) string {
 		return "NEAR FULL"
 	}
 	return "OK"
-}
-
-func (u *UI) addAlert(a Alert) {
-	// one line per QP and kind: refresh it in place, newest first
-	for i, old := range u.alertLog {
-		if old.QP == a.QP && old.Kind == a.Kind {
-			u.alertLog = append(u.alertLog[:i], u.alertLog[i+1:]...)
-			break
-		}
-	}
-	u.alertLog = append([]Alert{a}, u.alertLog...)
-	if len(u.alertLog) > 200 {
-		u.alertLog = u.alertLog[:200]
-	}
 }
 
 // Bar draws an occupancy bar of BarWidth cells.
@@ -510,7 +475,9 @@ func (u *UI) render() {
 	}
 	if len(rows) > 0 {
 		if !u.hasSel {
+			u.mu.Lock()
 			u.selected, u.hasSel = rows[0].key, true
+			u.mu.Unlock()
 		}
 		u.table.Select(selRow, 0)
 	}
@@ -543,7 +510,7 @@ func (u *UI) renderHeader() {
 	if u.info.PID > 0 {
 		target += fmt.Sprintf(" (pid %d)", u.info.PID)
 	}
-	h := fmt.Sprintf("[::b]sqscope[::-] %s | %s | %s | events/s %s | %s", tview.Escape(target), u.info.Mode, elapsed, humanRate(u.eventsPS), lost)
+	h := fmt.Sprintf("[::b]sqscope[::-] | %s | %s | %s | events/s %s | %s", tview.Escape(target), u.info.Mode, elapsed, humanRate(u.eventsPS), lost)
 	if p, ok := u.src.(Player); ok {
 		pos, length := p.Position()
 		h += fmt.Sprintf(" | replay %s/%s x%.2g", pos.Truncate(time.Second), length.Truncate(time.Second), p.Speed(1))
@@ -587,10 +554,12 @@ func (u *UI) renderDetail() {
 	} else if !q.CapsKnown {
 		b.WriteString("  [orange]caps unknown (attached late)[-]")
 	}
-	fmt.Fprintf(&b, "\noccupancy, last 60 s (max %d):\n", q.MaxSendWR)
-	if h := u.hist[r.key]; h != nil {
-		b.WriteString("[green]" + Sparkline(h.occ, uint64(q.MaxSendWR), w) + "[-]\n")
+	fmt.Fprintf(&b, "\noccupancy, last %s (max %d):\n", historySpan(q, u.snap.HistoryStepNS), q.MaxSendWR)
+	hist := make([]uint64, len(q.History))
+	for i, h := range q.History {
+		hist[i] = uint64(h.Max)
 	}
+	b.WriteString("[green]" + Sparkline(hist, uint64(q.MaxSendWR), w) + "[-]\n")
 	p := q.PCIe
 	fmt.Fprintf(&b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions):\n", p.TransactionsPct)
 	fmt.Fprintf(&b, "  doorbells %d (batching)   WQE fetches %d (batching) + %d (BlueFlame)\n", p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF)
@@ -604,14 +573,31 @@ func (u *UI) renderDetail() {
 	u.detail.SetText(b.String())
 }
 
+// historySpan is how much trace time the history covers.
+func historySpan(q analyzer.QP, step uint64) time.Duration {
+	return time.Duration(uint64(len(q.History)) * step).Round(time.Second)
+}
+
 func (u *UI) renderAlerts() {
 	var b strings.Builder
 	for _, a := range u.alertLog {
 		color := "orange"
-		if a.Kind == "OVERFLOW" {
+		switch a.Severity {
+		case "error":
 			color = "red"
+		case "prediction":
+			color = "yellow"
 		}
-		fmt.Fprintf(&b, "[%s]%s %s[-]\n", color, a.At.Format("15:04:05"), tview.Escape(a.Text))
+		at := ""
+		if u.snap.FirstNS > 0 && a.LastNS >= u.snap.FirstNS {
+			at = fmt.Sprintf("+%.1fs ", float64(a.LastNS-u.snap.FirstNS)/1e9)
+		}
+		count := ""
+		if a.Count > 1 {
+			count = fmt.Sprintf(" (x%d)", a.Count)
+		}
+		fmt.Fprintf(&b, "[%s]%sQP %#x %s%s: %s[-]\n  fix: %s\n", color, at, a.QPNum, strings.ToUpper(a.Severity), count,
+			tview.Escape(a.Message), tview.Escape(a.Fix))
 	}
 	if b.Len() == 0 {
 		b.WriteString("no alerts")
@@ -680,11 +666,7 @@ func (u *UI) handleKey(ev *tcell.EventKey) *tcell.EventKey {
 		for _, r := range u.rows {
 			u.base[r.key] = r.qp.Counters
 		}
-		u.lastENO = map[qpKey]uint64{}
-		for _, r := range u.rows {
-			u.lastENO[r.key] = r.qp.ENOMEMSQFull
-		}
-		u.alertLog = nil
+		u.alertsFrom = u.snap.LastNS + 1
 		u.message = "counters reset"
 		u.Apply(u.snap, u.now())
 		return nil
@@ -724,10 +706,13 @@ func (u *UI) handleKey(ev *tcell.EventKey) *tcell.EventKey {
 
 func (u *UI) toggleDetail() {
 	u.detailOnly = !u.detailOnly
+	// Enter gives the detail pane most of the screen, and back
 	if u.detailOnly {
 		u.body.ResizeItem(u.table, 0, 1)
+		u.body.ResizeItem(u.lower, 0, 3)
 	} else {
-		u.body.ResizeItem(u.table, 0, 3)
+		u.body.ResizeItem(u.table, 0, 1)
+		u.body.ResizeItem(u.lower, 0, 1)
 	}
 	u.renderDetail()
 }

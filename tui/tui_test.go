@@ -45,7 +45,7 @@ func (f *fakeApp) key(k tcell.Key, r rune) {
 
 type staticSource struct{ s analyzer.Snapshot }
 
-func (s *staticSource) Snapshot() analyzer.Snapshot { return s.s }
+func (s *staticSource) Snapshot(func(uint32, uint32) bool) analyzer.Snapshot { return s.s }
 
 func qp(num uint32, depth uint32, out uint64, c analyzer.Counters) analyzer.QP {
 	return analyzer.QP{PID: 42, QPNum: num, Type: "RC", MaxSendWR: depth, MaxInline: 124, MaxSendSGE: 1,
@@ -159,16 +159,47 @@ func TestOverflowAlert(t *testing.T) {
 	s2 := healthy()
 	s2.LastNS = 3e9
 	s2.QPs[1] = qp(0x1c1, 204, 204, analyzer.Counters{WRs: 204, PostCalls: 300, Doorbells: 204, ENOMEMSQFull: 96, LongestUnsignaledRun: 204})
+	s2.Diagnoses = []analyzer.Diagnosis{{Kind: "sq_overflow_never_signaled", Severity: "error", PID: 42, QPNum: 0x1c1,
+		FirstNS: 2.5e9, LastNS: 2.9e9, Count: 96,
+		Message: "SQ overflow (ENOMEM): 204 of 204 WRs outstanding and none of the 204 WRs posted was signaled",
+		Fix:     "Set IBV_SEND_SIGNALED on at least one WR in every 102."}}
 	u.Apply(s2, time.Unix(1001, 0))
 	lines := draw(u, scr)
-	if _, l := find(lines, "SQ OVERFLOW"); !strings.Contains(l, "0x1c1") || !strings.Contains(l, "96 ENOMEM") {
+	if _, l := find(lines, "SQ overflow (ENOMEM)"); !strings.Contains(l, "0x1c1") || !strings.Contains(l, "ERROR (x96)") {
 		t.Fatalf("alert line %q", l)
+	}
+	if _, l := find(lines, "fix: Set IBV_SEND_SIGNALED"); l == "" {
+		t.Fatal("no fix line")
 	}
 	if _, l := find(lines, "0x1c1 "); !strings.Contains(l, "OVERFLOW") || strings.Count(l, "█") != BarWidth {
 		t.Fatalf("row %q", l)
 	}
-	if a := u.Alerts(); len(a) == 0 || a[0].Kind != "OVERFLOW" {
+	if a := u.Alerts(); len(a) != 1 || a[0].Severity != "error" {
 		t.Fatalf("alerts %+v", a)
+	}
+	// r resets counters and clears the alerts seen so far
+	u.handleKey(tcell.NewEventKey(tcell.KeyRune, 'r', tcell.ModNone))
+	if a := u.Alerts(); len(a) != 0 {
+		t.Fatalf("alerts after reset: %+v", a)
+	}
+	if _, l := find(draw(u, scr), "0x1c1 "); strings.Contains(l, "OVERFLOW") {
+		t.Fatalf("row after reset %q", l)
+	}
+}
+
+func TestHistorySparkline(t *testing.T) {
+	s := healthy()
+	s.HistoryStepNS = 10_000_000
+	for i := 0; i < 100; i++ {
+		s.QPs[0].History = append(s.QPs[0].History, analyzer.OccSample{Max: uint32(i * 128 / 99)})
+	}
+	u, _, scr := newTestUI(t, s)
+	lines := draw(u, scr)
+	if _, l := find(lines, "occupancy, last 1s (max 128)"); l == "" {
+		t.Fatalf("no history title:\n%s", strings.Join(lines, "\n"))
+	}
+	if _, l := find(lines, "▁▁"); !strings.Contains(l, "█") {
+		t.Fatalf("no rising sparkline: %q", l)
 	}
 }
 

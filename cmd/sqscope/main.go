@@ -31,6 +31,9 @@ func commands() []command {
 		{"workload", "drive inline/unsignaled send traffic on the simulated HCA or a verbs device", runWorkload},
 		{"trace", "trace a verbs application's send queues and print a per-QP summary", runTrace},
 		{"record", "trace like 'trace' and write every event to a recording file", runRecord},
+		{"top", "watch a verbs application's send queues live in the terminal", runTop},
+		{"demo", "watch the built-in workload run healthy, then overflow an SQ (simulated HCA)", runDemo},
+		{"replay", "show a recording in the live view, with pause, speed and seek", runReplay},
 		{"report", "summarize a recording: send queues, PCIe savings, diagnoses (text or JSON)", runReport},
 		{"export", "convert a recording to Chrome trace-event JSON for Perfetto", runExport},
 		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {

@@ -51,7 +51,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := tf.check(fs.Args()); err != nil {
 		return usageErr("record: %v", err)
 	}
-	s, err := startSession(&tf, fs.Args(), stderr)
+	s, err := startSession(&tf, fs.Args(), stderr, nil)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -176,7 +177,9 @@ func procEnviron(pid int) []string {
 }
 
 // startSession starts (or finds) the target, attaches, and releases it.
-func startSession(tf *targetFlags, rest []string, stderr io.Writer) (*session, error) {
+// A started target writes to childOut, or to sqscope's own stdout and
+// stderr when it is nil.
+func startSession(tf *targetFlags, rest []string, stderr io.Writer, childOut io.Writer) (*session, error) {
 	s := &session{tf: tf, mode: tf.mode}
 	opts := probe.Options{Probes: tf.probes, NoStop: tf.noStop, RingBytes: tf.ringMiB << 20}
 	if tf.mode == "counters" {
@@ -216,7 +219,13 @@ func startSession(tf *targetFlags, rest []string, stderr io.Writer) (*session, e
 		if err := probe.Preflight(); err != nil {
 			return nil, err
 		}
-		child, err := probe.StartHeld(argv, env)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if childOut != nil {
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, childOut, childOut
+		}
+		child, err := probe.StartHeldCmd(cmd)
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 		}

@@ -54,7 +54,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if interval < 0 {
 		return usageErr("trace: -i must be positive")
 	}
-	s, err := startSession(&tf, fs.Args(), stderr)
+	s, err := startSession(&tf, fs.Args(), stderr, nil)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rivo/tview"
+	"golang.org/x/term"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/trace"
+	"github.com/sqscope/sqscope/tui"
+)
+
+const topExamples = `
+EXAMPLES
+  sqscope top --workload -- --qps 4 -s 64 -I 64 -Q 16 -D 60 --rate 5000
+        watch the built-in workload's send queues live
+  sqscope top -c "ib_write_bw -d rxe0 -x 1 -s 64 -Q 16 -D 30 127.0.0.1"
+        watch perftest
+  sqscope top -p 4242 | cat
+        without a terminal: a text report every second
+KEYS
+  arrows or j/k select, Enter detail, o/O sort, p pause, r reset, s save, / filter, ? help, q quit
+`
+
+// demoArgs is the scripted scenario of `sqscope demo`: four healthy QPs
+// posting inline with a CQE every 16th WR; after a while QP index 2 stops
+// signaling, so its SQ fills and every post fails with ENOMEM.
+func demoArgs(seconds, faultAfter float64) []string {
+	return strings.Fields(fmt.Sprintf("--qps 4 -s 64 -I 64 -Q 16 -t 128 --rate 4000 -D %g --fault never-signal --fault-after %g --fault-qp 2",
+		seconds, faultAfter))
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var tf targetFlags
+	var interval float64
+	var noTUI bool
+	fs := flag.NewFlagSet("top", flag.ContinueOnError)
+	tf.register(fs)
+	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS (text reports without a terminal: every second unless given)")
+	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sqscope top (-p PID | -c CMD | --workload -- FLAGS) [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "FLAGS")
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, topExamples)
+	}
+	if err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("top: %v", err)
+	}
+	if err := tf.check(fs.Args()); err != nil {
+		return usageErr("top: %v", err)
+	}
+	if interval <= 0 || interval > 3600 {
+		return usageErr("top: -i %g: want a positive number of seconds", interval)
+	}
+	return watch(ctx, &tf, fs.Args(), watchOpts{interval: interval, intervalGiven: flagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var seconds, after, interval float64
+	var noTUI bool
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.Float64Var(&seconds, "D", 60, "run the scenario for SECONDS")
+	fs.Float64Var(&after, "fault-after", 8, "turn the never-signal bug on after SECONDS")
+	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
+	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sqscope demo [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Trace the built-in workload on the simulated HCA in a scripted scenario: four QPs")
+		fmt.Fprintln(stderr, "post inline with a CQE every 16th WR; then one QP stops signaling, its send queue")
+		fmt.Fprintln(stderr, "fills and ibv_post_send fails with ENOMEM. Needs root (eBPF).")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "FLAGS")
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nThe workload it runs: sqscope workload %s\n", strings.Join(demoArgs(60, 8), " "))
+	}
+	if err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErr("demo: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("demo: unexpected argument %q", fs.Arg(0))
+	}
+	if seconds <= 0 || after < 0 || after >= seconds || interval <= 0 {
+		return usageErr("demo: want -D > --fault-after >= 0 and -i > 0")
+	}
+	tf := targetFlags{workload: true, mode: "events", timeout: 10 * time.Second, ringMiB: 8}
+	return watch(ctx, &tf, demoArgs(seconds, after), watchOpts{interval: interval, intervalGiven: flagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
+}
+
+type watchOpts struct {
+	interval      float64
+	intervalGiven bool
+	noTUI         bool
+}
+
+// watch runs a session under the TUI, or prints text reports when stdout is
+// not a terminal.
+func watch(ctx context.Context, tf *targetFlags, rest []string, o watchOpts, stdout, stderr io.Writer) error {
+	headless := o.noTUI || !isTerminal(stdout)
+	// Under the TUI the target's output would scribble over the screen:
+	// keep its tail and print it after the TUI closes.
+	var childOut *tailBuffer
+	var out io.Writer
+	if !headless {
+		childOut = &tailBuffer{max: 64 << 10}
+		out = childOut
+	}
+	s, err := startSession(tf, rest, stderr, out)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+
+	if headless {
+		every := time.Second
+		if o.intervalGiven {
+			every = time.Duration(o.interval * float64(time.Second))
+		}
+		go func() { runErr <- s.run(ctx, stderr) }()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case err := <-runErr:
+				analyzer.WriteText(stdout, s.an.Snapshot())
+				return err
+			case <-t.C:
+				fmt.Fprintf(stdout, "--- %s\n", time.Now().Format("15:04:05"))
+				analyzer.WriteText(stdout, s.an.Snapshot())
+			}
+		}
+	}
+
+	go func() { runErr <- s.run(ctx, io.Discard) }()
+	app := tview.NewApplication()
+	u := tui.New(tui.Live{A: s.an}, tui.Info{Target: s.target, PID: s.pid, Mode: s.mode}, app)
+	uiErr := u.Run(ctx, time.Duration(o.interval*float64(time.Second)))
+	cancel() // the user quit: stop (and stop the target we started)
+	err = <-runErr
+	if childOut != nil && s.child != nil {
+		if b := childOut.bytes(); len(b) > 0 {
+			fmt.Fprintf(stdout, "--- output of %s (last %d bytes at most)\n", s.target, childOut.max)
+			stdout.Write(b)
+		}
+	}
+	if uiErr != nil {
+		return fmt.Errorf("terminal UI: %w", uiErr)
+	}
+	var nv *noVerbsError
+	if errors.As(err, &nv) {
+		return err
+	}
+	return nil
+}
+
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var speed, interval float64
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Float64Var(&speed, "speed", 1, "replay speed (2 = twice as fast)")
+	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
+	var preferBF, shutUpBF bool
+	bfFlags(fs, &preferBF, &shutUpBF)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sqscope replay FILE [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "Show a recording in the live view at the pace it was recorded: p pauses,")
+		fmt.Fprintln(stderr, "+/- change the speed, left/right seek 10 s. Without a terminal, print its report.")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "FLAGS")
+		fs.PrintDefaults()
+	}
+	path, err := oneFile(fs, "replay", args)
+	if err != nil {
+		return err
+	}
+	if speed <= 0 || interval <= 0 {
+		return usageErr("replay: --speed and -i must be positive")
+	}
+	if !isTerminal(stdout) {
+		return runReport(ctx, args, stdout, stderr)
+	}
+	probeRd, err := openRecording(path)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	info := probeRd.Info()
+	probeRd.Close()
+	opts := analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, info)}
+	rp, err := tui.NewReplay(func() (*trace.Reader, error) { return openRecording(path) }, opts)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	defer rp.Close()
+	rp.Speed(speed)
+	app := tview.NewApplication()
+	u := tui.New(rp, tui.Info{Target: info.Target, PID: int(info.TargetPID), Mode: "replay of " + path}, app)
+	if err := u.Run(ctx, time.Duration(interval*float64(time.Second))); err != nil {
+		return fmt.Errorf("terminal UI: %w", err)
+	}
+	return rp.Err()
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.b...)
+}
