@@ -7,7 +7,8 @@ BIN := sqscope
 
 # Debian packages the project needs to build, test and demo.
 DEB_PKGS := gcc make pkg-config clang llvm libbpf-dev bpftool \
-	libibverbs-dev ibverbs-providers rdma-core tmux
+	libibverbs-dev ibverbs-providers rdma-core tmux \
+	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils
 
 .PHONY: all deps build test demo bench generate check-generate vet clean
 
@@ -45,16 +46,28 @@ check-generate: deps
 vet: deps
 	$(GO) vet ./...
 
+# Tests that need root and BPF skip without them, except under
+# SQSCOPE_REQUIRE_BPF=1 (CI), where they fail.
 test: deps check-generate vet build
-	$(GO) test -count=1 ./...
+	SQSCOPE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./...
 
+# The live view of the built-in workload: healthy, then one QP stops
+# signaling and its send queue overflows. eBPF needs root.
 demo: build
-	./$(BIN) workload -s 64 -I 64 -Q 16 -t 128 -n 1000000
-	@echo
-	./$(BIN) workload -s 64 -I 64 -t 128 -n 10000 --fault never-signal
+	@if [ "$$(id -u)" -ne 0 ]; then echo "sqscope demo traces with eBPF: running it with sudo"; exec sudo ./$(BIN) demo; fi; ./$(BIN) demo
 
+# Every benchmark; comparisons are ratios measured side by side in one run.
 bench: build
-	$(GO) test -run '^$$' -bench BenchmarkSim ./workload/
+	@echo "== untraced simulator throughput, one QP (WR/s)"
+	@$(GO) test -run '^$$' -bench BenchmarkSim ./workload/ | grep -E '^Benchmark'
+	@echo "== analyzer ingest, synthetic stream, one core"
+	@$(GO) test -run '^$$' -bench BenchmarkIngest ./analyzer/ | grep -E '^Benchmark'
+	@echo "== recording size (bytes per WR) and analyzer ingest from a recording (needs root)"
+	@$(GO) test -run '^$$' -bench BenchmarkRecording ./cmd/sqscope/ | grep -E '^Benchmark|SKIP|skip'
+	@echo "== TUI CPU at 10 Hz with 64 QPs (% of one core; target < 5)"
+	@$(GO) test -run '^$$' -bench BenchmarkTUICPU -benchtime 1x ./tui/ | grep -E '^Benchmark'
+	@echo "== probe cost per traced post+poll (needs root)"
+	@$(GO) test -run '^$$' -bench ProbeOverhead -benchtime 1x ./probe/ | grep -E '^Benchmark|SKIP|skip'
 
 clean:
 	rm -f $(BIN)

@@ -25,9 +25,15 @@ var (
 )
 
 // sqscopeBin builds the real binary once per test run.
-func sqscopeBin(t *testing.T) string {
+func sqscopeBin(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
+		if p := os.Getenv("SQSCOPE_BIN"); p != "" {
+			// make test built it already; the nobody test needs it
+			// readable by all, which a build into the tree is
+			binPath = p
+			return
+		}
 		binDir, binErr = os.MkdirTemp("", "sqscope-bin-")
 		if binErr != nil {
 			return

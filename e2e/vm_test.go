@@ -1,0 +1,687 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"debug/elf"
+	"embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+//go:embed guest/init guest/run.sh
+var guestFiles embed.FS
+
+// Modules the initramfs loads before it can mount the host root; their
+// dependencies come from the guest kernel's modules.dep.
+var initModules = []string{"virtio_pci", "9pnet_virtio", "9p"}
+
+// Modules the guest needs from the host root once it runs there (checked
+// up front so that a kernel without them fails before booting).
+var guestModules = []string{"rdma_rxe", "dummy"}
+
+const (
+	// guestTimeout bounds one whole guest run, boot to power-off.
+	guestTimeout = 150 * time.Second
+	// kvmUserspaceDeadline is how long a KVM boot may take to reach the
+	// initramfs before the run falls back to TCG.
+	kvmUserspaceDeadline = 10 * time.Second
+	guestMemory          = "512"
+	markerInitramfs      = "sqscope-e2e: initramfs"
+)
+
+// guestKit is what a guest run needs from the host.
+type guestKit struct {
+	qemu    string
+	kernel  string // bzImage (vmlinuz)
+	kver    string
+	modDir  string // /lib/modules/<kver>
+	busybox string // statically linked
+}
+
+// required reports whether a missing piece fails the test rather than
+// skipping it (the requireBPF convention: CI sets SQSCOPE_REQUIRE_BPF=1).
+func required() (bool, string) {
+	if v := os.Getenv("SQSCOPE_REQUIRE_GUEST"); v != "" && v != "0" {
+		return true, "SQSCOPE_REQUIRE_GUEST=" + v
+	}
+	if os.Getenv("SQSCOPE_REQUIRE_BPF") == "1" {
+		return true, "SQSCOPE_REQUIRE_BPF=1"
+	}
+	return false, ""
+}
+
+// requireGuest skips the test with the reason, or fails it when the guest
+// test is required.
+func requireGuest(t *testing.T, reason string) {
+	t.Helper()
+	if req, why := required(); req {
+		t.Fatalf("the guest test is required here (%s): %s", why, reason)
+	}
+	t.Skipf("skipping the guest test: %s (set SQSCOPE_REQUIRE_GUEST=1 to make this a failure)", reason)
+}
+
+// findKit locates qemu, a kernel with its modules and a static busybox. The
+// error names what is missing and the Debian package that provides it.
+func findKit() (*guestKit, error) {
+	var missing []string
+	k := &guestKit{}
+	var err error
+	if k.qemu, err = exec.LookPath("qemu-system-x86_64"); err != nil {
+		missing = append(missing, "qemu-system-x86_64 not on PATH (Debian package qemu-system-x86)")
+	}
+	if err := findKernel(k); err != nil {
+		missing = append(missing, err.Error())
+	}
+	if err := findBusybox(k); err != nil {
+		missing = append(missing, err.Error())
+	}
+	if runtime.GOARCH != "amd64" {
+		missing = append(missing, "the guest test boots x86-64 only, this is "+runtime.GOARCH)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%s; 'make deps' installs them", strings.Join(missing, "; "))
+	}
+	return k, nil
+}
+
+// findKernel picks SQSCOPE_GUEST_KERNEL (a vmlinuz whose modules are under
+// /lib/modules/<version>), or else the newest /boot/vmlinuz-<version> whose
+// modules include everything the guest loads.
+func findKernel(k *guestKit) error {
+	if p := os.Getenv("SQSCOPE_GUEST_KERNEL"); p != "" {
+		ver := strings.TrimPrefix(filepath.Base(p), "vmlinuz-")
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("SQSCOPE_GUEST_KERNEL: %w", err)
+		}
+		k.kernel, k.kver, k.modDir = p, ver, filepath.Join("/lib/modules", ver)
+		if _, err := moduleOrder(k.modDir, append(slices.Clone(initModules), guestModules...)); err != nil {
+			return fmt.Errorf("SQSCOPE_GUEST_KERNEL %s: %w", p, err)
+		}
+		return nil
+	}
+	vers, _ := os.ReadDir("/lib/modules")
+	var reasons []string
+	for i := len(vers) - 1; i >= 0; i-- {
+		ver := vers[i].Name()
+		kernel := filepath.Join("/boot", "vmlinuz-"+ver)
+		if _, err := os.Stat(kernel); err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: no %s", ver, kernel))
+			continue
+		}
+		modDir := filepath.Join("/lib/modules", ver)
+		if _, err := moduleOrder(modDir, append(slices.Clone(initModules), guestModules...)); err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", ver, err))
+			continue
+		}
+		k.kernel, k.kver, k.modDir = kernel, ver, modDir
+		return nil
+	}
+	msg := "no guest kernel: need /boot/vmlinuz-VERSION and /lib/modules/VERSION with rdma_rxe and 9p (Debian package linux-image-amd64)"
+	if len(reasons) > 0 {
+		msg += " [" + strings.Join(reasons, "; ") + "]"
+	}
+	return errors.New(msg)
+}
+
+func findBusybox(k *guestKit) error {
+	p := os.Getenv("SQSCOPE_GUEST_BUSYBOX")
+	if p == "" {
+		for _, c := range []string{"/bin/busybox", "/usr/bin/busybox"} {
+			if _, err := os.Stat(c); err == nil {
+				p = c
+				break
+			}
+		}
+	}
+	if p == "" {
+		return errors.New("no busybox (Debian package busybox-static)")
+	}
+	f, err := elf.Open(p)
+	if err != nil {
+		return fmt.Errorf("busybox %s: %v (Debian package busybox-static)", p, err)
+	}
+	defer f.Close()
+	for _, ph := range f.Progs {
+		if ph.Type == elf.PT_INTERP {
+			return fmt.Errorf("busybox %s is dynamically linked; the initramfs needs a static one (Debian package busybox-static)", p)
+		}
+	}
+	k.busybox = p
+	return nil
+}
+
+// moduleOrder resolves names to module files (relative to modDir) in load
+// order, dependencies first, from modules.dep. Built-in modules are left
+// out.
+func moduleOrder(modDir string, names []string) ([]string, error) {
+	dep, err := os.ReadFile(filepath.Join(modDir, "modules.dep"))
+	if err != nil {
+		return nil, err
+	}
+	builtin := map[string]bool{}
+	if b, err := os.ReadFile(filepath.Join(modDir, "modules.builtin")); err == nil {
+		for _, l := range strings.Fields(string(b)) {
+			builtin[modName(l)] = true
+		}
+	}
+	path := map[string]string{}
+	deps := map[string][]string{}
+	for _, line := range strings.Split(string(dep), "\n") {
+		file, rest, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		n := modName(file)
+		path[n] = file
+		for _, d := range strings.Fields(rest) {
+			deps[n] = append(deps[n], modName(d))
+		}
+	}
+	var order []string
+	seen := map[string]bool{}
+	var visit func(n string) error
+	visit = func(n string) error {
+		if seen[n] {
+			return nil
+		}
+		seen[n] = true
+		if _, ok := path[n]; !ok {
+			if builtin[n] {
+				return nil
+			}
+			return fmt.Errorf("module %s not in %s/modules.dep", n, modDir)
+		}
+		for _, d := range deps[n] {
+			if err := visit(d); err != nil {
+				return err
+			}
+		}
+		order = append(order, path[n])
+		return nil
+	}
+	for _, n := range names {
+		if err := visit(strings.ReplaceAll(n, "-", "_")); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+// modName turns kernel/fs/9p/9p.ko(.xz) into 9p, with '-' as '_' as
+// modprobe does.
+func modName(file string) string {
+	b := filepath.Base(file)
+	if i := strings.Index(b, ".ko"); i >= 0 {
+		b = b[:i]
+	}
+	return strings.ReplaceAll(b, "-", "_")
+}
+
+// readModule returns a module file's contents uncompressed: busybox insmod
+// takes plain .ko files only.
+func readModule(path string) ([]byte, error) {
+	switch {
+	case strings.HasSuffix(path, ".ko"):
+		return os.ReadFile(path)
+	case strings.HasSuffix(path, ".ko.gz"):
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return io.ReadAll(z)
+	case strings.HasSuffix(path, ".ko.xz"):
+		return exec.Command("xz", "-dc", path).Output()
+	case strings.HasSuffix(path, ".ko.zst"):
+		return exec.Command("zstd", "-dc", path).Output()
+	}
+	return nil, fmt.Errorf("module %s: unknown compression", path)
+}
+
+// cpioWriter writes a "newc" cpio archive, the format the kernel unpacks as
+// an initramfs. Uncompressed: the kernel unpacks it faster than it inflates
+// a gzip under TCG.
+type cpioWriter struct {
+	w   *bufio.Writer
+	ino int
+	err error
+}
+
+func (c *cpioWriter) entry(name string, mode uint32, rdevMajor, rdevMinor int, data []byte) {
+	if c.err != nil {
+		return
+	}
+	c.ino++
+	nlink := 1
+	if mode&syscall.S_IFMT == syscall.S_IFDIR {
+		nlink = 2
+	}
+	hdr := fmt.Sprintf("070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+		c.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, rdevMajor, rdevMinor, len(name)+1, 0)
+	c.w.WriteString(hdr)
+	c.w.WriteString(name)
+	c.w.WriteByte(0)
+	c.pad(len(hdr) + len(name) + 1)
+	c.w.Write(data)
+	_, c.err = c.w.Write(make([]byte, (4-len(data)%4)%4))
+}
+
+func (c *cpioWriter) pad(n int) { c.w.Write(make([]byte, (4-n%4)%4)) }
+
+func (c *cpioWriter) dir(name string) { c.entry(name, syscall.S_IFDIR|0o755, 0, 0, nil) }
+func (c *cpioWriter) file(name string, perm uint32, data []byte) {
+	c.entry(name, syscall.S_IFREG|perm, 0, 0, data)
+}
+
+func (c *cpioWriter) close() error {
+	c.entry("TRAILER!!!", 0, 0, 0, nil)
+	if c.err != nil {
+		return c.err
+	}
+	return c.w.Flush()
+}
+
+// writeInitramfs builds the busybox initramfs: /init, /bin/busybox, the
+// modules of initModules with their dependencies and /mods/order.
+func writeInitramfs(k *guestKit, path string) error {
+	mods, err := moduleOrder(k.modDir, initModules)
+	if err != nil {
+		return err
+	}
+	initScript, err := guestFiles.ReadFile("guest/init")
+	if err != nil {
+		return err
+	}
+	bb, err := os.ReadFile(k.busybox)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	c := &cpioWriter{w: bufio.NewWriterSize(f, 1<<20)}
+	for _, d := range []string{"bin", "dev", "proc", "sys", "newroot", "mods"} {
+		c.dir(d)
+	}
+	// The kernel opens /dev/console for init before init can mount devtmpfs.
+	c.entry("dev/console", syscall.S_IFCHR|0o600, 5, 1, nil)
+	c.file("init", 0o755, initScript)
+	c.file("bin/busybox", 0o755, bb)
+	var order strings.Builder
+	for _, m := range mods {
+		data, err := readModule(filepath.Join(k.modDir, m))
+		if err != nil {
+			return fmt.Errorf("reading module %s: %w", m, err)
+		}
+		n := modName(m) + ".ko"
+		c.file("mods/"+n, 0o644, data)
+		order.WriteString(n + "\n")
+	}
+	c.file("mods/order", 0o644, []byte(order.String()))
+	if err := c.close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// extractVmlinux writes the ELF kernel inside a bzImage to path. QEMU boots
+// it through its PVH entry point, skipping the real-mode setup and the
+// in-guest decompression, which are slow under TCG.
+func extractVmlinux(bzImage, path string) error {
+	b, err := os.ReadFile(bzImage)
+	if err != nil {
+		return err
+	}
+	if len(b) < 0x250 || string(b[0x202:0x206]) != "HdrS" || binary.LittleEndian.Uint16(b[0x206:]) < 0x208 {
+		return errors.New("not a bzImage with boot protocol 2.08 or newer")
+	}
+	setup := int(b[0x1f1])
+	if setup == 0 {
+		setup = 4
+	}
+	off := (setup+1)*512 + int(binary.LittleEndian.Uint32(b[0x248:]))
+	n := int(binary.LittleEndian.Uint32(b[0x24c:]))
+	if off+n > len(b) || n < 8 {
+		return errors.New("payload out of range")
+	}
+	payload := b[off : off+n]
+	var cmd *exec.Cmd
+	switch {
+	case bytes.HasPrefix(payload, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		cmd = exec.Command("xz", "-dc", "--single-stream")
+	case bytes.HasPrefix(payload, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		// The build appends the 4-byte uncompressed size after the frame.
+		payload = payload[:len(payload)-4]
+		cmd = exec.Command("zstd", "-dc")
+	case bytes.HasPrefix(payload, []byte{0x1f, 0x8b}):
+		z, err := gzip.NewReader(bytes.NewReader(payload))
+		if err != nil {
+			return err
+		}
+		z.Multistream(false)
+		out, err := io.ReadAll(z)
+		if err != nil {
+			return err
+		}
+		return checkPVH(path, out)
+	default:
+		return fmt.Errorf("payload compression % x not handled", payload[:4])
+	}
+	cmd.Stdin = bytes.NewReader(payload)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", cmd.Path, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return checkPVH(path, out)
+}
+
+// checkPVH writes the ELF kernel when it has the Xen PVH entry note QEMU
+// needs to boot it.
+func checkPVH(path string, vmlinux []byte) error {
+	f, err := elf.NewFile(bytes.NewReader(vmlinux))
+	if err != nil {
+		return fmt.Errorf("decompressed kernel: %w", err)
+	}
+	const xenElfnotePhys32Entry = 18
+	found := false
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_NOTE {
+			continue
+		}
+		notes, err := io.ReadAll(p.Open())
+		if err != nil {
+			continue
+		}
+		for len(notes) >= 12 {
+			nsz := int(binary.LittleEndian.Uint32(notes))
+			dsz := int(binary.LittleEndian.Uint32(notes[4:]))
+			typ := binary.LittleEndian.Uint32(notes[8:])
+			name := notes[12:min(len(notes), 12+nsz)]
+			if typ == xenElfnotePhys32Entry && bytes.HasPrefix(name, []byte("Xen")) {
+				found = true
+			}
+			adv := 12 + (nsz+3)&^3 + (dsz+3)&^3
+			if adv > len(notes) {
+				break
+			}
+			notes = notes[adv:]
+		}
+	}
+	if !found {
+		return errors.New("decompressed kernel has no PVH entry note (CONFIG_PVH)")
+	}
+	return os.WriteFile(path, vmlinux, 0o644)
+}
+
+// vm is one running QEMU.
+type vm struct {
+	cmd  *exec.Cmd
+	done chan error // receives Wait's result, then is closed
+
+	mu       sync.Mutex
+	console  bytes.Buffer // guest serial console
+	stderr   bytes.Buffer
+	markerAt time.Duration // when markerInitramfs appeared (0: not yet)
+	marker   chan struct{}
+}
+
+func (v *vm) consoleText() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.console.String() + v.stderr.String()
+}
+
+// kill ends this QEMU by its PID; it is safe to call more than once.
+func (v *vm) kill() {
+	if v.cmd.Process != nil {
+		v.cmd.Process.Kill()
+	}
+}
+
+// startVM starts QEMU. The caller must call kill and wait for done on every
+// path; runGuest registers that with t.Cleanup.
+func startVM(k *guestKit, kernel, initrd, share, accel string) (*vm, error) {
+	args := []string{
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-m", guestMemory, "-smp", "2",
+		"-kernel", kernel, "-initrd", initrd,
+		"-append", "console=ttyS0 quiet loglevel=4 panic=-1 rdinit=/init",
+		"-serial", "stdio",
+		"-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
+		"-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
+		"-fsdev", "local,id=e2e,path=" + strings.ReplaceAll(share, ",", ",,") + ",security_model=none",
+		"-device", "virtio-9p-pci,fsdev=e2e,mount_tag=e2e",
+	}
+	switch accel {
+	case "kvm":
+		// Not -cpu host: where /dev/kvm is not hardware KVM, QEMU aborts
+		// setting host MSRs.
+		args = append(args, "-accel", "kvm")
+	default:
+		args = append(args, "-accel", "tcg,thread=multi")
+	}
+	v := &vm{cmd: exec.Command(k.qemu, args...), done: make(chan error, 1), marker: make(chan struct{})}
+	v.cmd.Stderr = &lockedWriter{mu: &v.mu, w: &v.stderr}
+	// A test binary killed outright must not leave QEMU running.
+	v.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := v.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	started := make(chan error, 1)
+	t0 := time.Now()
+	go func() {
+		// Pdeathsig follows the thread that started the child: keep this
+		// goroutine on its thread until QEMU is gone.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := v.cmd.Start(); err != nil {
+			started <- err
+			close(v.done)
+			return
+		}
+		started <- nil
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			v.mu.Lock()
+			v.console.WriteString(line + "\n")
+			if v.markerAt == 0 && strings.Contains(line, markerInitramfs) {
+				v.markerAt = time.Since(t0)
+				close(v.marker)
+			}
+			v.mu.Unlock()
+		}
+		io.Copy(io.Discard, out) // never leave QEMU blocked on a full pipe
+		v.done <- v.cmd.Wait()
+		close(v.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", k.qemu, err)
+	}
+	return v, nil
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// guestRun is the outcome of one boot.
+type guestRun struct {
+	accel     string
+	kernel    string // "vmlinux (PVH)" or "bzImage"
+	boot      time.Duration
+	initramfs time.Duration // from QEMU's start to the initramfs marker
+	console   string
+}
+
+// bootFiles are the kernel and initramfs one boot uses.
+type bootFiles struct {
+	kernel, kind, initrd string
+	took                 time.Duration
+}
+
+// prepareBoot writes the initramfs into work and, unless
+// SQSCOPE_GUEST_BZIMAGE=1, extracts the PVH kernel there (falling back to
+// the bzImage when it cannot). Safe to run concurrently with the build.
+func prepareBoot(k *guestKit, work string) (bootFiles, []string, error) {
+	t0 := time.Now()
+	var notes []string
+	f := bootFiles{kernel: filepath.Join(work, "vmlinux"), kind: "vmlinux (PVH)", initrd: filepath.Join(work, "initramfs.cpio")}
+	if err := writeInitramfs(k, f.initrd); err != nil {
+		return f, nil, fmt.Errorf("building the initramfs: %w", err)
+	}
+	if os.Getenv("SQSCOPE_GUEST_BZIMAGE") == "1" {
+		f.kernel, f.kind = k.kernel, "bzImage"
+	} else if err := extractVmlinux(k.kernel, f.kernel); err != nil {
+		notes = append(notes, fmt.Sprintf("booting the bzImage: cannot extract a PVH kernel from %s: %v", k.kernel, err))
+		f.kernel, f.kind = k.kernel, "bzImage"
+	}
+	f.took = time.Since(t0)
+	return f, notes, nil
+}
+
+// runGuest boots the guest once with share as its results share and waits
+// for it to power off. QEMU is killed by its PID on every path: timeout,
+// test failure, or the test ending. With SQSCOPE_GUEST_KVM set it tries KVM
+// first and falls back to TCG when that boot dies or does not reach the
+// initramfs in time.
+func runGuest(t *testing.T, k *guestKit, f bootFiles, share string) guestRun {
+	t.Helper()
+	deadline := time.Now().Add(guestTimeout)
+	if d, ok := t.Deadline(); ok && d.Add(-5*time.Second).Before(deadline) {
+		deadline = d.Add(-5 * time.Second)
+	}
+	accels := []string{"tcg"}
+	if v := os.Getenv("SQSCOPE_GUEST_KVM"); v != "" && v != "0" {
+		accels = []string{"kvm", "tcg"}
+	}
+	for i, accel := range accels {
+		fallback := i < len(accels)-1
+		start := time.Now()
+		v, err := startVM(k, f.kernel, f.initrd, share, accel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			v.kill()
+			<-v.done
+		})
+		var firstDeadline <-chan time.Time
+		if fallback {
+			firstDeadline = time.After(kvmUserspaceDeadline)
+		}
+		timeout := time.After(time.Until(deadline))
+		marker := v.marker
+		var waitErr error
+		exited := false
+	wait:
+		for {
+			select {
+			case waitErr = <-v.done:
+				exited = true
+				break wait
+			case <-marker:
+				marker, firstDeadline = nil, nil
+			case <-firstDeadline:
+				break wait
+			case <-timeout:
+				v.kill()
+				<-v.done
+				t.Fatalf("guest run (%s) did not finish within %v; QEMU (pid %d) killed; console:\n%s",
+					accel, time.Since(start).Round(time.Second), v.cmd.Process.Pid, tail(v.consoleText(), 60))
+			}
+		}
+		if fallback && marker != nil {
+			why := fmt.Sprintf("did not reach the initramfs within %v", kvmUserspaceDeadline)
+			if exited {
+				why = fmt.Sprintf("failed before the initramfs (%v): %s", waitErr, tail(v.consoleText(), 3))
+			}
+			t.Logf("%s boot %s; QEMU (pid %d) killed, falling back to %s", accel, why, v.cmd.Process.Pid, accels[i+1])
+			v.kill()
+			<-v.done
+			os.RemoveAll(filepath.Join(share, "out"))
+			continue
+		}
+		run := guestRun{accel: accel, kernel: f.kind, boot: time.Since(start), console: v.consoleText()}
+		v.mu.Lock()
+		run.initramfs = v.markerAt
+		v.mu.Unlock()
+		os.WriteFile(filepath.Join(share, "console.log"), []byte(run.console), 0o644)
+		if waitErr != nil {
+			t.Fatalf("QEMU (%s, pid %d) failed: %v; console:\n%s", accel, v.cmd.Process.Pid, waitErr, tail(run.console, 60))
+		}
+		return run
+	}
+	t.Fatalf("no accelerator booted the guest")
+	return guestRun{}
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// cmdResult is what the guest wrote for one command.
+type cmdResult struct {
+	status         int // exit status; 124 is the guest-side timeout
+	stdout, stderr string
+	seconds        float64 // guest uptime from start to end
+	dir            string  // the command's working directory on the host
+}
+
+func readResult(dir string) (cmdResult, error) {
+	r := cmdResult{dir: dir}
+	st, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return r, errors.New("the guest did not run it (no status file)")
+	}
+	if r.status, err = strconv.Atoi(strings.TrimSpace(string(st))); err != nil {
+		return r, fmt.Errorf("status file: %v", err)
+	}
+	o, _ := os.ReadFile(filepath.Join(dir, "stdout"))
+	e, _ := os.ReadFile(filepath.Join(dir, "stderr"))
+	r.stdout, r.stderr = string(o), string(e)
+	if tm, err := os.ReadFile(filepath.Join(dir, "time")); err == nil {
+		var a, b float64
+		if _, err := fmt.Sscan(string(tm), &a, &b); err == nil {
+			r.seconds = b - a
+		}
+	}
+	return r, nil
+}
