@@ -61,6 +61,9 @@ type QP struct {
 	SigAll       bool   `json:"sq_sig_all"`
 	CapsKnown    bool   `json:"caps_known"`
 	CapsInferred bool   `json:"caps_inferred"`
+	// CountersOnly: totals kept in the kernel (--mode counters); BlueFlame,
+	// WQE fetches, occupancy and the ENOMEM cause need per-call events.
+	CountersOnly bool   `json:"counters_only,omitempty"`
 	Destroyed    bool   `json:"destroyed"`
 	SendCQ       uint64 `json:"send_cq"`
 	Outstanding  uint64 `json:"outstanding"`
@@ -314,9 +317,27 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		c := a.cq(e.PID, e.CQ)
 		c.notePolls(e.Count, e.TimeNS)
 		c.empty += e.Count
+	case *trace.CQCounters:
+		// totals since attach (counters mode): they replace, not add
+		c := a.cq(e.PID, e.CQ)
+		if e.Polls > c.polls {
+			c.notePolls(e.Polls-c.polls, e.TimeNS)
+		}
+		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 	case *trace.PostRecv:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
 		q.c.PostRecvs += uint64(e.Accepted)
+	case *trace.QPCounters:
+		// totals since attach, kept in the kernel: they replace, not add
+		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.countersOnly = true
+		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
+		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
+		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
+		q.c.InlineBytes, q.c.DMABytesPayload, q.c.DMAReadsPayload = e.InlineBytes, e.PayloadBytes, e.PayloadSGEs
+		if e.TimeNS > q.lastNS {
+			q.lastNS = e.TimeNS
+		}
 	case *trace.Lost:
 		a.snap.Lost += e.Count
 	case *trace.Exit:
@@ -397,7 +418,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			PID: k.pid, QPNum: k.qpNum, Type: q.typ.String(),
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
-			Destroyed: q.destroyed, SendCQ: q.sendCQ, Outstanding: q.outstanding(), Counters: c,
+			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, Outstanding: q.outstanding(), Counters: c,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
 			History: hist, HistoryStartNS: histStart,

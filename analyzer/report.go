@@ -55,6 +55,9 @@ func WriteText(w io.Writer, s Snapshot) {
 		}
 		fmt.Fprintf(w, "QP %#x (pid %d, %s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
 			q.QPNum, q.PID, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		if q.CountersOnly {
+			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
+		}
 		perDB := 0.0
 		if q.Doorbells > 0 {
 			perDB = float64(q.WRs) / float64(q.Doorbells)

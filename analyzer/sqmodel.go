@@ -83,6 +83,9 @@ type sq struct {
 	cq               *cqState // of sendCQ; nil while it is unknown
 	created          uint64
 	destroyed        bool
+	// countersOnly: the kernel kept totals for this QP (low-overhead
+	// mode); the per-call shape behind the mlx5 model was not recorded.
+	countersOnly bool
 
 	head, tail uint64 // WR sequence numbers: posted, retired
 	ring       []wrSlot

@@ -176,6 +176,15 @@ func (t *Tracer) flush(fn func(trace.Event)) {
 	var s bpf.VerbsSqCqStats
 	it := t.objs.CqStats.Iterate()
 	for it.Next(&k, &s) {
+		if t.opts.Mode == ModeCounters {
+			// the totals say it all; no separate empty-poll events
+			if t.cqSeen[k] != s {
+				t.cqSeen[k] = s
+				fn(&trace.CQCounters{Header: trace.Header{TimeNS: now, PID: k.Pid}, CQ: k.Addr,
+					Polls: s.Polls, CQEs: s.Cqes, Empty: s.Empty})
+			}
+			continue
+		}
 		if seen := t.emptySeen[k]; s.Empty > seen {
 			fn(&trace.EmptyPolls{Header: trace.Header{TimeNS: now, PID: k.Pid}, CQ: k.Addr, Count: s.Empty - seen})
 			t.emptySeen[k] = s.Empty

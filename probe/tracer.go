@@ -124,6 +124,7 @@ type Tracer struct {
 	emptySeen  map[bpf.VerbsSqKey]uint64
 	lostSeen   uint64
 	countsSeen map[bpf.VerbsSqKey]bpf.VerbsSqQpCounters
+	cqSeen     map[bpf.VerbsSqKey]bpf.VerbsSqCqStats
 
 	qpRec   bpf.VerbsSqQpRec
 	postRec bpf.VerbsSqPostRec
@@ -197,6 +198,7 @@ func Open(opts Options) (*Tracer, error) {
 		stopped:    map[int]time.Time{},
 		emptySeen:  map[bpf.VerbsSqKey]uint64{},
 		countsSeen: map[bpf.VerbsSqKey]bpf.VerbsSqQpCounters{},
+		cqSeen:     map[bpf.VerbsSqKey]bpf.VerbsSqCqStats{},
 		syncDone:   make(chan struct{}),
 	}
 	if err := t.load(); err != nil {

@@ -41,6 +41,7 @@ package trace
 //	QPCounters u QP, u QPNum, u PostCalls, u WRs, u Inline, u Signaled,
 //	           u Doorbells, u Errors, u ENOMEM, u EINVAL, u InlineBytes,
 //	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax
+//	CQCounters u CQ, u Polls, u CQEs, u Empty
 //
 // A WR or WC is stored against the one before it in the same list (the first
 // against zero values): a mask byte says which fields are written, the others
@@ -174,6 +175,10 @@ func eventHeader(ev Event) (*Header, error) {
 		if e != nil {
 			h = &e.Header
 		}
+	case *CQCounters:
+		if e != nil {
+			h = &e.Header
+		}
 	default:
 		if ev == nil {
 			return nil, errors.New("cannot record a nil event")
@@ -287,6 +292,11 @@ func appendFields(b []byte, ev Event) []byte {
 			e.PayloadBytes, e.PayloadSGEs, e.WRsPerCallMax} {
 			b = appendU(b, v)
 		}
+	case *CQCounters:
+		b = appendU(b, e.CQ)
+		b = appendU(b, e.Polls)
+		b = appendU(b, e.CQEs)
+		b = appendU(b, e.Empty)
 	}
 	return b
 }
@@ -523,6 +533,13 @@ func decodeFields(r *fieldReader, h Header, kind Kind) Event {
 			&e.PayloadBytes, &e.PayloadSGEs, &e.WRsPerCallMax} {
 			*p = r.u64()
 		}
+		return e
+	case KindCQCounters:
+		e := &CQCounters{Header: h}
+		e.CQ = r.u64()
+		e.Polls = r.u64()
+		e.CQEs = r.u64()
+		e.Empty = r.u64()
 		return e
 	}
 	return nil

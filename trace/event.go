@@ -32,13 +32,14 @@ const (
 	KindExit       Kind = 9
 	KindAttach     Kind = 10
 	KindQPCounters Kind = 11
+	KindCQCounters Kind = 12
 )
 
 var kindNames = map[Kind]string{
 	KindQPCreate: "qp_create", KindQPDestroy: "qp_destroy", KindQPModify: "qp_modify",
 	KindPost: "post", KindPoll: "poll", KindEmptyPolls: "empty_polls",
 	KindPostRecv: "post_recv", KindLost: "lost", KindExit: "exit",
-	KindAttach: "attach", KindQPCounters: "qp_counters",
+	KindAttach: "attach", KindQPCounters: "qp_counters", KindCQCounters: "cq_counters",
 }
 
 func (k Kind) String() string {
@@ -283,3 +284,16 @@ type QPCounters struct {
 }
 
 func (*QPCounters) Kind() Kind { return KindQPCounters }
+
+// CQCounters is a per-CQ aggregate kept in the kernel by the low-overhead
+// mode: every ibv_poll_cq call, the completions returned, and the calls
+// that returned none. Values are totals since attach.
+type CQCounters struct {
+	Header
+	CQ    uint64
+	Polls uint64
+	CQEs  uint64
+	Empty uint64
+}
+
+func (*CQCounters) Kind() Kind { return KindCQCounters }

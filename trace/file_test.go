@@ -75,6 +75,7 @@ func allEvents() []Event {
 		&QPCounters{Header: Header{TimeNS: 4_000_001, PID: 4242, TID: 4243}, QP: 0x7f12_3456_7890, QPNum: 0x1234,
 			PostCalls: 1, WRs: 2, Inline: 3, Signaled: 4, Doorbells: 5, Errors: 6, ENOMEM: 7, EINVAL: 8,
 			InlineBytes: 9, PayloadBytes: 10, PayloadSGEs: 11, WRsPerCallMax: math.MaxUint64},
+		&CQCounters{Header: Header{TimeNS: 4_000_002, PID: 4242, TID: 4243}, CQ: 0x7f12_0000_1000, Polls: 100, CQEs: 7, Empty: 93},
 	}
 }
 

@@ -406,3 +406,38 @@ func TestRecordInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// The low-overhead mode keeps per-QP and per-CQ totals in the kernel; its
+// totals equal the ground truth for what it counts.
+func TestTraceCountersMode(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin := sqscopeBin(t)
+	truthFile := filepath.Join(t.TempDir(), "truth.json")
+	cmd := exec.Command(bin, "trace", "--json", "--mode", "counters", "--workload", "--",
+		"-s", "64", "-I", "64", "-Q", "16", "-l", "4", "-n", "40000", "--sim-deterministic", "--json-out", truthFile)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	var tr traceOut
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(truthFile)
+	var truth []map[string]any
+	json.Unmarshal(b, &truth)
+	if len(tr.QPs) != 1 || tr.QPs[0]["counters_only"] != true {
+		t.Fatalf("QPs %v", tr.QPs)
+	}
+	for _, f := range []string{"wrs", "post_calls", "inline", "signaled", "doorbells", "einval"} {
+		if tr.QPs[0][f] != truth[0][f] {
+			t.Errorf("%s: counters mode %v, truth %v", f, tr.QPs[0][f], truth[0][f])
+		}
+	}
+	app := truth[0]["app"].(map[string]any)
+	if tr.QPs[0]["polls"] != app["polls"] || tr.QPs[0]["empty_polls"] != app["empty_polls"] {
+		t.Errorf("polls %v/%v empty, truth %v/%v", tr.QPs[0]["polls"], tr.QPs[0]["empty_polls"], app["polls"], app["empty_polls"])
+	}
+}
