@@ -107,6 +107,7 @@ type tally struct {
 	QPNums                map[uint32]bool
 	Via                   map[string]int
 	Counters              map[uint64]*trace.QPCounters
+	CQCounters            map[uint64]*trace.CQCounters // latest totals per CQ
 }
 
 func tallyEvents(evs []trace.Event) tally {
@@ -115,6 +116,7 @@ func tallyEvents(evs []trace.Event) tally {
 	c.QPNums = map[uint32]bool{}
 	c.Via = map[string]int{}
 	c.Counters = map[uint64]*trace.QPCounters{}
+	c.CQCounters = map[uint64]*trace.CQCounters{}
 	for _, e := range evs {
 		switch e := e.(type) {
 		case *trace.QPCreate:
@@ -171,6 +173,8 @@ func tallyEvents(evs []trace.Event) tally {
 			} else {
 				c.Attached[e.Func+"/"+e.How]++
 			}
+		case *trace.CQCounters:
+			c.CQCounters[e.CQ] = e
 		case *trace.QPCounters:
 			c.Counters[e.QP] = e
 		}
@@ -404,8 +408,16 @@ func TestCountersModeMatchesEvents(t *testing.T) {
 	if got.Lost != 0 || tr.Lost() != 0 {
 		t.Errorf("lost %d", got.Lost)
 	}
-	if got.EmptyPolls != stats.EmptyPolls {
-		t.Errorf("empty polls %d, target did %d", got.EmptyPolls, stats.EmptyPolls)
+	var empty, cqes uint64
+	for _, cc := range got.CQCounters {
+		empty += cc.Empty
+		cqes += cc.CQEs
+	}
+	if got.EmptyPolls != 0 || empty != stats.EmptyPolls {
+		t.Errorf("empty polls %d (+%d as events), target did %d", empty, got.EmptyPolls, stats.EmptyPolls)
+	}
+	if cqes != stats.CQEs {
+		t.Errorf("completions %d, target polled %d", cqes, stats.CQEs)
 	}
 	byNum := map[uint32]trace.QPCounters{}
 	for _, c := range got.Counters {
