@@ -14,10 +14,12 @@ package probe
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +27,7 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -125,6 +128,7 @@ type Tracer struct {
 	lostSeen   uint64
 	countsSeen map[bpf.VerbsSqKey]bpf.VerbsSqQpCounters
 	cqSeen     map[bpf.VerbsSqKey]bpf.VerbsSqCqStats
+	ibvHooked  map[fileID]bool // libibverbs files with discovery probes
 
 	qpRec   bpf.VerbsSqQpRec
 	postRec bpf.VerbsSqPostRec
@@ -199,6 +203,7 @@ func Open(opts Options) (*Tracer, error) {
 		emptySeen:  map[bpf.VerbsSqKey]uint64{},
 		countsSeen: map[bpf.VerbsSqKey]bpf.VerbsSqQpCounters{},
 		cqSeen:     map[bpf.VerbsSqKey]bpf.VerbsSqCqStats{},
+		ibvHooked:  map[fileID]bool{},
 		syncDone:   make(chan struct{}),
 	}
 	if err := t.load(); err != nil {
@@ -272,8 +277,10 @@ func (t *Tracer) load() error {
 			p.AttachType = ebpf.AttachTraceUprobeMulti
 		}
 	}
+	// Kernels before 6.6 load a program with the uprobe_multi attach type
+	// and only refuse the link, so ask the kernel for the link itself.
 	err = errors.ErrUnsupported
-	if !t.opts.perfEventUprobes {
+	if !t.opts.perfEventUprobes && features.HaveBPFLinkUprobeMulti() == nil {
 		err = spec.LoadAndAssign(&t.objs, nil)
 	}
 	t.multi = err == nil
@@ -313,6 +320,9 @@ func (t *Tracer) attachAll() error {
 
 	found := 0
 	if lib := t.findLibibverbs(); lib != "" {
+		if id, err := fileIDOf(lib); err == nil {
+			t.ibvHooked[id] = true
+		}
 		found += t.attachDiscovery(lib, lib, false)
 	} else {
 		t.warnings = append(t.warnings, "libibverbs.so.1 not found: only the simulated HCA and explicit probes are traced")
@@ -327,6 +337,11 @@ func (t *Tracer) attachAll() error {
 		found += t.attachDiscovery(b[0], b[1], true)
 	}
 	if found == 0 && len(t.opts.Probes) == 0 {
+		for _, a := range t.attachments {
+			if a.Err != "" {
+				return fmt.Errorf("found no verbs functions to probe: %s", a.Err)
+			}
+		}
 		return errors.New("found no verbs functions to probe: no libibverbs.so.1 and no sqsim_* functions in the target (give --probe FUNC=LIB:0xOFFSET)")
 	}
 	for _, p := range t.opts.Probes {
@@ -384,9 +399,29 @@ func (t *Tracer) findLibibverbs() string {
 	if t.opts.PID != 0 {
 		if maps, err := readMaps(t.opts.PID); err == nil {
 			for _, m := range maps {
-				if filepath.Base(m.Path) == "libibverbs.so.1" || hasPrefixBase(m.Path, "libibverbs.so.1.") {
+				if isLibibverbs(m.Path) {
 					return m.Path
 				}
+			}
+		}
+	}
+	// A held child has not run its loader yet: look where it will, its
+	// LD_LIBRARY_PATH first, then the executable's RUNPATH/RPATH.
+	if c := t.opts.Child; c != nil {
+		var dirs []string
+		for _, e := range c.cmd.Env {
+			if v, ok := strings.CutPrefix(e, "LD_LIBRARY_PATH="); ok {
+				dirs = append(dirs, filepath.SplitList(v)...)
+			}
+		}
+		dirs = append(dirs, runpath(c.Path)...)
+		for _, dir := range dirs {
+			p := filepath.Join(dir, "libibverbs.so.1")
+			if _, err := os.Stat(p); err == nil {
+				if r, err := filepath.EvalSymlinks(p); err == nil {
+					return r
+				}
+				return p
 			}
 		}
 	}
@@ -405,6 +440,57 @@ func (t *Tracer) findLibibverbs() string {
 var libDirs = []string{
 	"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
 	"/usr/local/lib", "/usr/local/lib64", "/lib", "/usr/lib",
+}
+
+func isLibibverbs(path string) bool {
+	return filepath.Base(path) == "libibverbs.so.1" || hasPrefixBase(path, "libibverbs.so.1.")
+}
+
+// runpath is an executable's DT_RUNPATH or DT_RPATH directories, with
+// $ORIGIN expanded.
+func runpath(exe string) []string {
+	f, err := elf.Open(exe)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+		vals, _ := f.DynString(tag)
+		for _, v := range vals {
+			for _, d := range filepath.SplitList(v) {
+				out = append(out, strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(exe)))
+			}
+		}
+	}
+	return out
+}
+
+// hookNewLibibverbs attaches the discovery probes to a libibverbs the
+// target mapped that is not the one hooked at start (a bundled copy it
+// dlopen()ed, say). QPs it created before this are seen from their next
+// modify.
+func (t *Tracer) hookNewLibibverbs() {
+	pid := t.opts.PID
+	if pid == 0 {
+		return
+	}
+	maps, err := readMaps(pid)
+	if err != nil {
+		return
+	}
+	for _, m := range maps {
+		if !isLibibverbs(m.Path) {
+			continue
+		}
+		open := fmt.Sprintf("/proc/%d/root%s", pid, m.Path)
+		id, err := fileIDOf(open)
+		if err != nil || t.ibvHooked[id] {
+			continue
+		}
+		t.ibvHooked[id] = true
+		t.attachDiscovery(m.Path, open, false)
+	}
 }
 
 func hasPrefixBase(path, prefix string) bool {

@@ -36,7 +36,12 @@ type Replay struct {
 // NewReplay opens path (via open, called again on a backward seek). It
 // reads the recording once to learn its length.
 func NewReplay(open func() (*trace.Reader, error), opts analyzer.Options) (*Replay, error) {
-	r := &Replay{open: open, opts: opts, speed: 1, now: time.Now}
+	return newReplay(open, opts, time.Now)
+}
+
+// newReplay is NewReplay on a given clock.
+func newReplay(open func() (*trace.Reader, error), opts analyzer.Options, now func() time.Time) (*Replay, error) {
+	r := &Replay{open: open, opts: opts, speed: 1, now: now}
 	rd, err := open()
 	if err != nil {
 		return nil, err
@@ -45,8 +50,10 @@ func NewReplay(open func() (*trace.Reader, error), opts analyzer.Options) (*Repl
 	for {
 		ev, err := rd.Next()
 		if err != nil {
+			// a damaged recording plays up to the damage; Err says so then
 			var te *trace.TruncatedError
-			if errors.Is(err, io.EOF) || errors.As(err, &te) {
+			var ce *trace.CorruptError
+			if errors.Is(err, io.EOF) || errors.As(err, &te) || errors.As(err, &ce) {
 				break
 			}
 			rd.Close()

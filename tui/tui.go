@@ -117,6 +117,7 @@ type UI struct {
 	havePrev bool
 	base     map[qpKey]analyzer.Counters
 	rows     []row
+	cells    [][]*tview.TableCell // the table's cells, reused
 	alertLog []Alert
 	// alerts older than this trace time were cleared by a reset
 	alertsFrom uint64
@@ -422,12 +423,18 @@ func (u *UI) render() {
 	u.renderHeader()
 	rows := u.visibleRows()
 	u.rows = rows
-	u.table.Clear()
+	// cells are reused from tick to tick: a refresh only changes texts
+	for u.table.GetRowCount() > len(rows)+1 {
+		u.table.RemoveRow(u.table.GetRowCount() - 1)
+	}
+	if len(u.cells) > len(rows)+1 {
+		u.cells = u.cells[:len(rows)+1]
+	}
 	for i, name := range columns {
 		if i == u.sortCol {
 			name += map[bool]string{false: "▲", true: "▼"}[u.sortDesc]
 		}
-		u.table.SetCell(0, i, tview.NewTableCell(name).SetSelectable(false).SetTextColor(tcell.ColorYellow))
+		u.setCell(0, i, name, tcell.ColorYellow).SetSelectable(false)
 	}
 	selRow := 1
 	for i, r := range rows {
@@ -463,11 +470,11 @@ func (u *UI) render() {
 			humanRate(r.dmaSaved), humanRate(r.cqeSaved), r.status,
 		}
 		for j, c := range cells {
-			cell := tview.NewTableCell(c)
+			fg := tcell.ColorWhite
 			if j == 3 || j == 11 {
-				cell.SetTextColor(color)
+				fg = color
 			}
-			u.table.SetCell(i+1, j, cell)
+			u.setCell(i+1, j, c, fg)
 		}
 		if u.hasSel && r.key == u.selected {
 			selRow = i + 1
@@ -484,6 +491,25 @@ func (u *UI) render() {
 	u.renderDetail()
 	u.renderAlerts()
 	u.renderFooter()
+}
+
+// setCell sets a cell's text and colour, creating it only once.
+func (u *UI) setCell(r, c int, text string, fg tcell.Color) *tview.TableCell {
+	for len(u.cells) <= r {
+		u.cells = append(u.cells, make([]*tview.TableCell, len(columns)))
+	}
+	cell := u.cells[r][c]
+	if cell == nil {
+		cell = tview.NewTableCell(text)
+		u.cells[r][c] = cell
+		u.table.SetCell(r, c, cell)
+	} else if cell.Text != text {
+		cell.SetText(text)
+	}
+	if cell.Color != fg {
+		cell.SetTextColor(fg)
+	}
+	return cell
 }
 
 func humanRate(v float64) string {

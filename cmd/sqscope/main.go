@@ -123,3 +123,26 @@ func parseQuiet(fs *flag.FlagSet, w io.Writer, parse func() error) error {
 	}
 	return err
 }
+
+// commandFlags makes a command's FlagSet whose usage text is the usage
+// line, what the command does, its flags and its examples.
+func commandFlags(name, usage, about, examples string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: sqscope %s\n\n%s\n\nFLAGS\n", usage, about)
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, examples)
+	}
+	return fs
+}
+
+// parseCommand parses a command's arguments: -h prints the usage, a bad
+// flag is a usage error (exit status 2) naming the command.
+func parseCommand(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) })
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageErr("%s: %v", fs.Name(), err)
+}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -25,25 +23,13 @@ EXAMPLES
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf targetFlags
 	var out string
-	fs := flag.NewFlagSet("record", flag.ContinueOnError)
+	fs := commandFlags("record", "record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file.",
+		recordExamples, stderr)
 	tf.register(fs)
 	fs.StringVar(&out, "o", "", "recording file to write (mode 0600)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sqscope record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',")
-		fmt.Fprintln(stderr, "'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a")
-		fmt.Fprintln(stderr, "complete file.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "FLAGS")
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, recordExamples)
-	}
-	if err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErr("record: %v", err)
+	if err := parseCommand(fs, args, stderr); err != nil {
+		return err
 	}
 	if out == "" {
 		return usageErr("record: -o FILE is required")

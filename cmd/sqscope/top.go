@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -48,24 +47,14 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var tf targetFlags
 	var interval float64
 	var noTUI bool
-	fs := flag.NewFlagSet("top", flag.ContinueOnError)
+	fs := commandFlags("top", "top (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+		"Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.",
+		topExamples, stderr)
 	tf.register(fs)
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS (text reports without a terminal: every second unless given)")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sqscope top (-p PID | -c CMD | --workload -- FLAGS) [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "FLAGS")
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, topExamples)
-	}
-	if err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErr("top: %v", err)
+	if err := parseCommand(fs, args, stderr); err != nil {
+		return err
 	}
 	if err := tf.check(fs.Args()); err != nil {
 		return usageErr("top: %v", err)
@@ -79,27 +68,15 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var seconds, after, interval float64
 	var noTUI bool
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := commandFlags("demo", "demo [flags]",
+		"Trace the built-in workload on the simulated HCA in a scripted scenario: four QPs\npost inline with a CQE every 16th WR; then one QP stops signaling, its send queue\nfills and ibv_post_send fails with ENOMEM. Needs root (eBPF).",
+		fmt.Sprintf("\nThe workload it runs: sqscope workload %s\n", strings.Join(demoArgs(60, 8), " ")), stderr)
 	fs.Float64Var(&seconds, "D", 60, "run the scenario for SECONDS")
 	fs.Float64Var(&after, "fault-after", 8, "turn the never-signal bug on after SECONDS")
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sqscope demo [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Trace the built-in workload on the simulated HCA in a scripted scenario: four QPs")
-		fmt.Fprintln(stderr, "post inline with a CQE every 16th WR; then one QP stops signaling, its send queue")
-		fmt.Fprintln(stderr, "fills and ibv_post_send fails with ENOMEM. Needs root (eBPF).")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "FLAGS")
-		fs.PrintDefaults()
-		fmt.Fprintf(stderr, "\nThe workload it runs: sqscope workload %s\n", strings.Join(demoArgs(60, 8), " "))
-	}
-	if err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErr("demo: %v", err)
+	if err := parseCommand(fs, args, stderr); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErr("demo: unexpected argument %q", fs.Arg(0))
@@ -182,21 +159,13 @@ func watch(ctx context.Context, tf *targetFlags, rest []string, o watchOpts, std
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var speed, interval float64
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("replay", "replay FILE [flags]",
+		"Show a recording in the live view at the pace it was recorded: p pauses,\n+/- change the speed, left/right seek 10 s. Without a terminal, print its report.",
+		"", stderr)
 	fs.Float64Var(&speed, "speed", 1, "replay speed (2 = twice as fast)")
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
 	var preferBF, shutUpBF bool
 	bfFlags(fs, &preferBF, &shutUpBF)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sqscope replay FILE [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Show a recording in the live view at the pace it was recorded: p pauses,")
-		fmt.Fprintln(stderr, "+/- change the speed, left/right seek 10 s. Without a terminal, print its report.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "FLAGS")
-		fs.PrintDefaults()
-	}
 	path, err := oneFile(fs, "replay", args)
 	if err != nil {
 		return err

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"time"
 
@@ -27,26 +24,14 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var tf targetFlags
 	var interval float64
 	var asJSON bool
-	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("trace", "trace (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
+		traceExamples, stderr)
 	tf.register(fs)
 	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sqscope trace (-p PID | -c CMD | --workload -- FLAGS) [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Trace every post and poll of a verbs application and print, per send queue,")
-		fmt.Fprintln(stderr, "what it did, when the target exits or on Ctrl-C.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "FLAGS")
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, traceExamples)
-	}
-	if err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageErr("trace: %v", err)
+	if err := parseCommand(fs, args, stderr); err != nil {
+		return err
 	}
 	if err := tf.check(fs.Args()); err != nil {
 		return usageErr("trace: %v", err)

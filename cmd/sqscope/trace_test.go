@@ -100,15 +100,21 @@ func traceWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	if err := json.Unmarshal([]byte(out[i+1:]), &tr); err != nil {
 		t.Fatalf("trace JSON: %v\n%s", err, out[i+1:])
 	}
-	b, err := os.ReadFile(truthFile)
+	return tr, readTruth(t, truthFile)
+}
+
+// readTruth reads the workload's --json-out ground truth.
+func readTruth(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var truth []map[string]any
 	if err := json.Unmarshal(b, &truth); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", path, err)
 	}
-	return tr, truth
+	return truth
 }
 
 // compareQPs requires every exact field of every QP to equal the truth.
@@ -158,15 +164,7 @@ func recordWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("report JSON: %v\n%s", err, out)
 	}
-	b, err := os.ReadFile(truthFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var truth []map[string]any
-	if err := json.Unmarshal(b, &truth); err != nil {
-		t.Fatal(err)
-	}
-	return r, truth
+	return r, readTruth(t, truthFile)
 }
 
 // TestTraceMatchesGroundTruth is the decisive test: counts rebuilt from the
@@ -284,9 +282,7 @@ func TestTraceRunningProcess(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
-	b, _ := os.ReadFile(truthFile)
-	var truth []map[string]any
-	json.Unmarshal(b, &truth)
+	truth := readTruth(t, truthFile)
 	if len(out.QPs) != 1 || len(truth) != 1 {
 		t.Fatalf("QPs: trace %d, truth %d", len(out.QPs), len(truth))
 	}
@@ -397,9 +393,7 @@ func TestRecordInterrupted(t *testing.T) {
 	if !r.Recording.Complete {
 		t.Fatal("recording not complete after SIGINT")
 	}
-	b, _ := os.ReadFile(truthFile)
-	var truth []map[string]any
-	json.Unmarshal(b, &truth)
+	truth := readTruth(t, truthFile)
 	for _, f := range []string{"wrs", "post_calls", "inline", "signaled", "cqes_polled"} {
 		if len(r.QPs) != 1 || len(truth) != 1 || r.QPs[0][f] != truth[0][f] {
 			t.Fatalf("%s: recording %v, truth %v", f, r.QPs, truth)
@@ -425,9 +419,7 @@ func TestTraceCountersMode(t *testing.T) {
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(truthFile)
-	var truth []map[string]any
-	json.Unmarshal(b, &truth)
+	truth := readTruth(t, truthFile)
 	if len(tr.QPs) != 1 || tr.QPs[0]["counters_only"] != true {
 		t.Fatalf("QPs %v", tr.QPs)
 	}
