@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Bad workload flags get one clear line and exit status 2.
+func TestWorkloadBadFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args string
+		want string
+	}{
+		{"size 0 with inline", "-s 0 -I 64", "an inline WR needs a payload"},
+		{"depth 0", "-t 0", "-t/--tx-depth must be at least 1"},
+		{"-Q larger than depth", "-Q 256 -t 128", "larger than -t/--tx-depth"},
+		{"unknown device", "-d mlx5_9", `no RDMA device "mlx5_9"`},
+		{"unknown fault", "--fault explode", `unknown fault "explode"`},
+		{"lazy-poll without N", "--fault lazy-poll", "lazy-poll=N"},
+		{"fault-qp out of range", "--fault never-signal --fault-qp 3", "--fault-qp 3 out of range"},
+		{"bad connection", "--connection XRC", "want RC or UD"},
+		{"UD write", "--connection UD --opcode write", "UD has no RDMA WRITE"},
+		{"not a number", "-s lots", "want a non-negative integer"},
+		{"unknown flag", "--turbo", "flag provided but not defined"},
+		{"stray argument", "now", `unexpected argument "now"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"workload"}, strings.Fields(tc.args)...), &stdout, &stderr)
+			if code := exitCode(err); code != 2 || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("exit %d, error %v; want exit 2 and one line with %q", code, err, tc.want)
+			}
+			if stdout.Len() != 0 || stderr.Len() != 0 {
+				t.Fatalf("printed %q / %q besides the error", stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+// The issue's acceptance runs of the workload command itself.
+func TestWorkloadCommand(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), strings.Fields("workload -s 64 -I 64 -Q 16 -t 128 -n 1000000 --json"), &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	var qps []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &qps); err != nil || len(qps) != 1 {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	q := qps[0]
+	f := func(k string) float64 { return q[k].(float64) }
+	if f("wrs") != 1e6 || f("inline") != f("wrs") || f("signaled") != f("wrs")/16 || f("cqe_writes") != f("signaled") ||
+		f("bf_writes") != f("post_calls") || f("enomem_sq_full")+f("enomem_inline")+f("enomem_sge")+f("einval") != 0 {
+		t.Fatalf("%v", q)
+	}
+
+	out.Reset()
+	if err := run(context.Background(), strings.Fields("workload -t 128 --fault never-signal -n 10000"), &out, &out); err != nil {
+		t.Fatalf("never-signal must end normally: %v", err)
+	}
+	if !strings.Contains(out.String(), "SQ OVERFLOW") {
+		t.Fatalf("summary does not say the SQ overflowed:\n%s", out.String())
+	}
+	out.Reset()
+	if err := run(context.Background(), strings.Fields("workload -t 128 --fault never-signal -n 10000 --json"), &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(out.Bytes(), &qps)
+	q = qps[0]
+	if f("wrs") != f("max_send_wr") || f("enomem_sq_full") != 10000-f("wrs") {
+		t.Fatalf("%v", q)
+	}
+}
