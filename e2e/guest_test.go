@@ -1,7 +1,12 @@
 // Package e2e boots a QEMU guest with Debian's kernel, where Soft-RoCE
 // (rdma_rxe) exists, and runs the real sqscope binary and perftest there
-// against the rxe0 device. Every command runs in one boot: booting under
-// TCG costs more than all the commands together.
+// against the rxe0 device: sqscope traces its own device workload and must
+// rebuild exactly what the workload's application side counted, with 0
+// lost events and the stripped provider's data path found through its ops
+// table; it records unmodified perftest clients and its report must state
+// the flags they ran with; and it diagnoses a send-queue overflow rxe
+// really has. Every command runs in one boot: booting under TCG costs more
+// than a command.
 //
 // The test skips when a piece is missing (qemu, kernel, static busybox),
 // and fails instead when SQSCOPE_REQUIRE_GUEST is set or
@@ -35,19 +40,30 @@ type guestCmd struct {
 	check   func(t *testing.T, r cmdResult)
 }
 
-// guestCmds run in one boot. Add a command with one line.
+// guestCmds run in one boot. Add a command with one line. The traced runs
+// cost about 3 s each under TCG on top of the traffic (loading and
+// verifying the BPF programs, placing and removing the uprobes).
 var guestCmds = []guestCmd{
-	workload("send-inline-Q1-l1-post_send", "--opcode send -s 64 -I 64 -Q 1 -l 1 -n 1000 --api post_send"),
-	workload("send-Q16-l8-wr", "--opcode send -s 64 -Q 16 -l 8 -n 1000 --api wr"),
-	workload("send-inline-Q16-l8-wr", "--opcode send -s 64 -I 64 -Q 16 -l 8 -n 1000 --api wr"),
-	workload("send-Q1-l1-wr", "--opcode send -s 64 -Q 1 -l 1 -n 1000 --api wr"),
-	workload("write-Q16-l1-post_send", "--opcode write -s 64 -Q 16 -l 1 -n 1000 --api post_send"),
-	workload("write-inline-Q1-l8-post_send", "--opcode write -s 64 -I 64 -Q 1 -l 8 -n 1000 --api post_send"),
-	workload("write-inline-Q16-l1-wr", "--opcode write -s 64 -I 64 -Q 16 -l 1 -n 1000 --api wr"),
-	workload("write-Q16-l8-wr", "--opcode write -s 64 -Q 16 -l 8 -n 1000 --api wr"),
+	// The tracer against the workload's application-side truth, over
+	// inline on/off, -Q 1/16, -l 1/8, both APIs, SEND and WRITE on RC.
+	tracedWorkload("send-inline-Q1-l1-post_send", viaTrace, "--opcode send -s 64 -I 64 -Q 1 -l 1 -n 1000 --api post_send"),
+	tracedWorkload("send-Q16-l8-wr", viaTrace, "--opcode send -s 64 -Q 16 -l 8 -n 1000 --api wr"),
+	tracedWorkload("send-inline-Q16-l8-wr", viaRecord, "--opcode send -s 64 -I 64 -Q 16 -l 8 -n 1000 --api wr"),
+	tracedWorkload("send-Q1-l1-wr", viaTrace, "--opcode send -s 64 -Q 1 -l 1 -n 1000 --api wr"),
+	tracedWorkload("write-Q16-l1-post_send", viaRecord, "--opcode write -s 64 -Q 16 -l 1 -n 1000 --api post_send"),
+	tracedWorkload("write-inline-Q1-l8-post_send", viaTrace, "--opcode write -s 64 -I 64 -Q 1 -l 8 -n 1000 --api post_send"),
+	tracedWorkload("write-inline-Q16-l1-wr", viaTrace, "--opcode write -s 64 -I 64 -Q 16 -l 1 -n 1000 --api wr"),
+	tracedWorkload("write-Q16-l8-wr", viaTrace, "--opcode write -s 64 -Q 16 -l 8 -n 1000 --api wr"),
+	// rxe retires unsignaled WRs without CQEs: no overflow (untraced).
 	workload("fault-never-signal", "--opcode send -s 64 -t 128 -l 1 -n 1000 --fault never-signal"),
-	perftest("ib_send_bw", "-d rxe0 -x 1 -n 1000"),
-	perftest("ib_write_bw", "-d rxe0 -x 1 -n 1000"),
+	// An overflow rxe does have, and the analyzer's diagnosis of it.
+	tracedFault("fault-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000"),
+	// Unmodified perftest: the report recovers the flags it ran with. Each
+	// tool runs both flag sets, one with --use_old_post_send.
+	perftestTraced("ib_write_bw", "-s 256 -Q 4 -t 64 -l 8 -n 2000"),
+	perftestTraced("ib_write_bw", "-s 1024 -Q 2 -t 32 -l 4 -n 1200 --use_old_post_send"),
+	perftestTraced("ib_send_bw", "-s 1024 -Q 2 -t 32 -l 4 -n 1200"),
+	perftestTraced("ib_send_bw", "-s 256 -Q 4 -t 64 -l 8 -n 2000 --use_old_post_send"),
 }
 
 func TestGuest(t *testing.T) {
@@ -307,128 +323,111 @@ func parseWorkloadArgs(args string) (wlArgs, error) {
 
 func checkWorkload(args string) func(*testing.T, cmdResult) {
 	return func(t *testing.T, r cmdResult) {
-		a, err := parseWorkloadArgs(args)
-		if err != nil {
-			t.Fatalf("workload args %q: %v", args, err)
-		}
 		requireExit(t, r, 0)
 		var qps []wlQP
 		if err := json.Unmarshal([]byte(r.stdout), &qps); err != nil {
 			t.Fatalf("workload --json output: %v\n%s", err, tail(r.stdout, 40))
 		}
-		if len(qps) != a.qps {
-			t.Fatalf("%d QPs in the JSON, want %d", len(qps), a.qps)
-		}
-		for _, q := range qps {
-			t.Logf("QP %#x: max_send_wr %d, max_inline_data %d, wrs %d, post_calls %d, inline %d, signaled %d, cqes_polled %d, enomem_sq_full %d",
-				q.QPNum, q.MaxSendWR, q.MaxInlineData, q.WRs, q.PostCalls, q.Inline, q.Signaled, q.CQEsPolled, q.ENOMEMSQFull)
-			if q.Truth != "application" {
-				t.Errorf("truth %q, want application (a device run)", q.Truth)
-			}
-			if a.inline > 0 && a.size > q.MaxInlineData {
-				t.Fatalf("-s %d is over rxe's max_inline_data %d: pick a smaller size", a.size, q.MaxInlineData)
-			}
-			type want struct {
-				name      string
-				got, want uint64
-			}
-			var checks []want
-			switch a.fault {
-			case "":
-				inline := uint64(0)
-				if a.inline > 0 && a.size <= a.inline {
-					inline = a.iters
-				}
-				sig := (a.iters + a.cqMod - 1) / a.cqMod
-				calls := (a.iters + a.postList - 1) / a.postList
-				checks = []want{
-					{"wrs", q.WRs, a.iters},
-					{"signaled", q.Signaled, sig},
-					{"cqes_polled", q.CQEsPolled, sig},
-					{"inline", q.Inline, inline},
-					{"post_calls", q.PostCalls, calls},
-					{"doorbells", q.Doorbells, calls},
-					{"enomem_sq_full", q.ENOMEMSQFull, 0},
-					{"app.enomem", q.App.ENOMEM, 0},
-				}
-			case "never-signal":
-				// mlx5 retires send WQEs only through CQEs, so with none
-				// requested the SQ fills at max_send_wr and every later post
-				// fails. rxe retires a WQE once executed, CQE or not, so its
-				// SQ may never fill. Either way, with -l 1 every WR either
-				// went in or was one ENOMEM, and the first max_send_wr fit.
-				if a.postList != 1 {
-					t.Fatalf("the never-signal check counts one WR per failed call: use -l 1")
-				}
-				checks = []want{
-					{"wrs + enomem_sq_full", q.WRs + q.ENOMEMSQFull, a.iters},
-					{"app.enomem", q.App.ENOMEM, q.ENOMEMSQFull},
-					{"signaled", q.Signaled, 0},
-					{"cqes_polled", q.CQEsPolled, 0},
-				}
-				if q.WRs < min(a.iters, q.MaxSendWR) {
-					t.Errorf("QP %#x: only %d WRs accepted before ENOMEM, want at least max_send_wr %d", q.QPNum, q.WRs, q.MaxSendWR)
-				}
-				if q.ENOMEMSQFull == 0 {
-					t.Logf("QP %#x: no SQ overflow: the provider retired unsignaled WRs without CQEs (rxe does)", q.QPNum)
-				} else {
-					t.Logf("QP %#x: SQ overflowed after %d WRs (max_send_wr %d)", q.QPNum, q.WRs, q.MaxSendWR)
-				}
-			default:
-				t.Fatalf("no check for --fault %s", a.fault)
-			}
-			checks = append(checks,
-				want{"enomem_inline", q.ENOMEMInline, 0},
-				want{"enomem_sge", q.ENOMEMSGE, 0},
-				want{"einval", q.EINVAL, 0},
-				want{"app.other_errors", q.App.OtherErrors, 0},
-				want{"app.cqe_errors", q.App.CQEErrors, 0},
-				want{"app.undrained", q.App.Undrained, 0},
-				want{"app.attempts", q.App.Attempts, a.iters},
-			)
-			for _, c := range checks {
-				if c.got != c.want {
-					t.Errorf("QP %#x: %s = %d, want %d", q.QPNum, c.name, c.got, c.want)
-				}
-			}
-		}
+		checkTruth(t, args, qps)
 		if t.Failed() {
 			t.Logf("stderr:\n%s", tail(r.stderr, 20))
 		}
 	}
 }
 
-// perftest runs a perftest tool's server and client on 127.0.0.1 in the
-// guest and requires both to exit 0.
-func perftest(tool, args string) guestCmd {
-	sh := fmt.Sprintf(`T=%s A=%q
-$T $A > server.log 2>&1 &
-s=$!
-i=0
-until ss -Hltn 'sport = :18515' | grep -q .; do
-	kill -0 $s 2>/dev/null || { wait $s; echo "server exited with $? before listening"; cat server.log; exit 1; }
-	i=$((i + 1))
-	[ $i -gt 400 ] && { echo "server not listening after 20 s"; cat server.log; kill $s; exit 1; }
-	sleep 0.05
-done
-$T $A 127.0.0.1
-c=$?
-[ $c -eq 0 ] || kill $s 2>/dev/null
-wait $s
-sv=$?
-echo "--- server, exit $sv"
-cat server.log
-echo "client exit $c, server exit $sv"
-[ $c -eq 0 ] && [ $sv -eq 0 ]`, tool, args)
-	return guestCmd{
-		name:    tool,
-		sh:      sh,
-		timeout: 60 * time.Second,
-		check: func(t *testing.T, r cmdResult) {
-			requireExit(t, r, 0)
-			if !strings.Contains(r.stdout, "#bytes") {
-				t.Errorf("no result table in the %s output:\n%s", tool, tail(r.stdout, 40))
+// checkTruth checks the workload's own JSON against what its flags promise.
+func checkTruth(t *testing.T, args string, qps []wlQP) {
+	t.Helper()
+	a, err := parseWorkloadArgs(args)
+	if err != nil {
+		t.Fatalf("workload args %q: %v", args, err)
+	}
+	if len(qps) != a.qps {
+		t.Fatalf("%d QPs in the workload's JSON, want %d", len(qps), a.qps)
+	}
+	for _, q := range qps {
+		t.Logf("QP %#x: max_send_wr %d, max_inline_data %d, wrs %d, post_calls %d, inline %d, signaled %d, cqes_polled %d, enomem_sq_full %d",
+			q.QPNum, q.MaxSendWR, q.MaxInlineData, q.WRs, q.PostCalls, q.Inline, q.Signaled, q.CQEsPolled, q.ENOMEMSQFull)
+		if q.Truth != "application" {
+			t.Errorf("truth %q, want application (a device run)", q.Truth)
+		}
+		if a.inline > 0 && a.size > q.MaxInlineData {
+			t.Fatalf("-s %d is over rxe's max_inline_data %d: pick a smaller size", a.size, q.MaxInlineData)
+		}
+		type want struct {
+			name      string
+			got, want uint64
+		}
+		var checks []want
+		switch fault, _, _ := strings.Cut(a.fault, "="); fault {
+		case "":
+			inline := uint64(0)
+			if a.inline > 0 && a.size <= a.inline {
+				inline = a.iters
 			}
-		},
+			sig := (a.iters + a.cqMod - 1) / a.cqMod
+			calls := (a.iters + a.postList - 1) / a.postList
+			checks = []want{
+				{"wrs", q.WRs, a.iters},
+				{"signaled", q.Signaled, sig},
+				{"cqes_polled", q.CQEsPolled, sig},
+				{"inline", q.Inline, inline},
+				{"post_calls", q.PostCalls, calls},
+				{"doorbells", q.Doorbells, calls},
+				{"enomem_sq_full", q.ENOMEMSQFull, 0},
+				{"app.enomem", q.App.ENOMEM, 0},
+			}
+		case "never-signal":
+			// mlx5 retires send WQEs only through CQEs, so with none
+			// requested the SQ fills at max_send_wr and every later post
+			// fails. rxe retires a WQE once executed, CQE or not, so its
+			// SQ may never fill. Either way, with -l 1 every WR either
+			// went in or was one ENOMEM, and the first max_send_wr fit.
+			if a.postList != 1 {
+				t.Fatalf("the never-signal check counts one WR per failed call: use -l 1")
+			}
+			checks = []want{
+				{"wrs + enomem_sq_full", q.WRs + q.ENOMEMSQFull, a.iters},
+				{"app.enomem", q.App.ENOMEM, q.ENOMEMSQFull},
+				{"signaled", q.Signaled, 0},
+				{"cqes_polled", q.CQEsPolled, 0},
+			}
+			if q.WRs < min(a.iters, q.MaxSendWR) {
+				t.Errorf("QP %#x: only %d WRs accepted before ENOMEM, want at least max_send_wr %d", q.QPNum, q.WRs, q.MaxSendWR)
+			}
+			if q.ENOMEMSQFull == 0 {
+				t.Logf("QP %#x: no SQ overflow: the provider retired unsignaled WRs without CQEs (rxe does)", q.QPNum)
+			} else {
+				t.Logf("QP %#x: SQ overflowed after %d WRs (max_send_wr %d)", q.QPNum, q.WRs, q.MaxSendWR)
+			}
+		case "lazy-poll":
+			// With -l 1 every WR either went in or was one ENOMEM; each
+			// signaled WR's CQE is reaped by the final drain.
+			if a.postList != 1 {
+				t.Fatalf("the lazy-poll check counts one WR per failed call: use -l 1")
+			}
+			checks = []want{
+				{"wrs + enomem_sq_full", q.WRs + q.ENOMEMSQFull, a.iters},
+				{"app.enomem", q.App.ENOMEM, q.ENOMEMSQFull},
+				{"cqes_polled", q.CQEsPolled, q.Signaled},
+				{"post_calls", q.PostCalls, a.iters},
+			}
+		default:
+			t.Fatalf("no check for --fault %s", a.fault)
+		}
+		checks = append(checks,
+			want{"enomem_inline", q.ENOMEMInline, 0},
+			want{"enomem_sge", q.ENOMEMSGE, 0},
+			want{"einval", q.EINVAL, 0},
+			want{"app.other_errors", q.App.OtherErrors, 0},
+			want{"app.cqe_errors", q.App.CQEErrors, 0},
+			want{"app.undrained", q.App.Undrained, 0},
+			want{"app.attempts", q.App.Attempts, a.iters},
+		)
+		for _, c := range checks {
+			if c.got != c.want {
+				t.Errorf("QP %#x: %s = %d, want %d", q.QPNum, c.name, c.got, c.want)
+			}
+		}
 	}
 }

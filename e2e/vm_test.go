@@ -36,7 +36,7 @@ var guestModules = []string{"rdma_rxe", "dummy"}
 
 const (
 	// guestTimeout bounds one whole guest run, boot to power-off.
-	guestTimeout = 150 * time.Second
+	guestTimeout = 210 * time.Second
 	// kvmUserspaceDeadline is how long a KVM boot may take to reach the
 	// initramfs before the run falls back to TCG.
 	kvmUserspaceDeadline = 10 * time.Second
@@ -619,8 +619,8 @@ func runGuest(t *testing.T, k *guestKit, f bootFiles, share string) guestRun {
 			case <-timeout:
 				v.kill()
 				<-v.done
-				t.Fatalf("guest run (%s) did not finish within %v; QEMU (pid %d) killed; console:\n%s",
-					accel, time.Since(start).Round(time.Second), v.cmd.Process.Pid, tail(v.consoleText(), 60))
+				t.Fatalf("guest run (%s) did not finish within %v; QEMU (pid %d) killed\ncommands:\n%s\nconsole:\n%s",
+					accel, time.Since(start).Round(time.Second), v.cmd.Process.Pid, guestProgress(share), tail(v.consoleText(), 60))
 			}
 		}
 		if fallback && marker != nil {
@@ -646,6 +646,36 @@ func runGuest(t *testing.T, k *guestKit, f bootFiles, share string) guestRun {
 	}
 	t.Fatalf("no accelerator booted the guest")
 	return guestRun{}
+}
+
+// guestProgress says, per command of a guest run that was cut short, how
+// it ended, and shows the output of the one that was still running.
+func guestProgress(share string) string {
+	scripts, _ := filepath.Glob(filepath.Join(share, "cmds", "*.sh"))
+	var b strings.Builder
+	for _, sc := range scripts {
+		id := strings.TrimSuffix(filepath.Base(sc), ".sh")
+		dir := filepath.Join(share, "out", id)
+		r, err := readResult(dir)
+		switch {
+		case err == nil:
+			fmt.Fprintf(&b, "  %s: exit %d after %.2f s\n", id, r.status, r.seconds)
+		case dirExists(dir):
+			o, _ := os.ReadFile(filepath.Join(dir, "stdout"))
+			e, _ := os.ReadFile(filepath.Join(dir, "stderr"))
+			sh, _ := os.ReadFile(sc)
+			fmt.Fprintf(&b, "  %s: STILL RUNNING when the guest was killed: %s\n    stdout:\n%s\n    stderr:\n%s\n",
+				id, strings.TrimSpace(string(sh)), tail(string(o), 15), tail(string(e), 15))
+		default:
+			fmt.Fprintf(&b, "  %s: not started\n", id)
+		}
+	}
+	return b.String()
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 // tail returns the last n lines of s.
