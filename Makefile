@@ -56,18 +56,18 @@ test: deps check-generate vet build
 demo: build
 	@if [ "$$(id -u)" -ne 0 ]; then echo "sqscope demo traces with eBPF: running it with sudo"; exec sudo ./$(BIN) demo; fi; ./$(BIN) demo
 
-# Every benchmark; comparisons are ratios measured side by side in one run.
+# Every benchmark in one table, also written to BENCHMARKS.md with the
+# machine and the commands (cmd/sqbench): probe overhead against empty
+# uprobes and bpftrace, loss under load, and the go test benchmarks.
+# Comparisons alternate their variants in one run. eBPF needs root.
 bench: build
-	@echo "== untraced simulator throughput, one QP (WR/s)"
-	@$(GO) test -run '^$$' -bench BenchmarkSim ./workload/ | grep -E '^Benchmark'
-	@echo "== analyzer ingest, synthetic stream, one core"
-	@$(GO) test -run '^$$' -bench BenchmarkIngest ./analyzer/ | grep -E '^Benchmark'
-	@echo "== recording size (bytes per WR) and analyzer ingest from a recording (needs root)"
-	@$(GO) test -run '^$$' -bench BenchmarkRecording ./cmd/sqscope/ | grep -E '^Benchmark|SKIP|skip'
-	@echo "== TUI CPU at 10 Hz with 64 QPs (% of one core; target < 5)"
-	@$(GO) test -run '^$$' -bench BenchmarkTUICPU -benchtime 1x ./tui/ | grep -E '^Benchmark'
-	@echo "== probe cost per traced post+poll (needs root)"
-	@$(GO) test -run '^$$' -bench ProbeOverhead -benchtime 1x ./probe/ | grep -E '^Benchmark|SKIP|skip'
+	@dpkg-query -W -f='$${Status}' bpftrace 2>/dev/null | grep -q "install ok installed" || { \
+		echo "installing: bpftrace"; \
+		if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bpftrace; }
+	@d=$$(mktemp -d) && $(GO) build -o $$d/sqbench ./cmd/sqbench && { \
+		if [ "$$(id -u)" -ne 0 ]; then echo "the probe benchmarks load eBPF: running sqbench with sudo"; SUDO=sudo; fi; \
+		$$SUDO $$d/sqbench -sqscope ./$(BIN) -go "$$(command -v $(GO))" -o BENCHMARKS.md; rc=$$?; rm -rf $$d; exit $$rc; }
 
 clean:
 	rm -f $(BIN)

@@ -39,6 +39,8 @@ func WriteText(w io.Writer, s Snapshot) {
 	for _, a := range s.Attach {
 		if a.Err != "" {
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
+		} else {
+			fmt.Fprintf(w, "  probe %-18s %s+%#x (%s)\n", a.Func, a.Path, a.Offset, a.How)
 		}
 	}
 	if len(s.QPs) == 0 {

@@ -291,12 +291,13 @@ func (t *Tracer) load() error {
 		err = spec.LoadAndAssign(&t.objs, nil)
 	}
 	if err != nil {
-		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
-			return fmt.Errorf("loading BPF needs root or CAP_BPF and CAP_PERFMON: %v", err)
-		}
+		// A verifier rejection also comes as EACCES: tell it apart first.
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return fmt.Errorf("the kernel's verifier rejected sqscope's BPF programs: %v", ve)
+		}
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+			return fmt.Errorf("loading BPF needs root or CAP_BPF and CAP_PERFMON: %v", err)
 		}
 		return fmt.Errorf("loading BPF programs: %w", err)
 	}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// goBench is one `go test -bench` run and the metrics taken from it.
+type goBench struct {
+	pkg, pattern, benchtime string
+	count                   int
+	root                    bool // needs root and the sqscope binary
+	metrics                 []goMetric
+}
+
+type goMetric struct {
+	bench     string // benchmark name without the -GOMAXPROCS suffix
+	unit      string
+	what      string
+	unitShown string
+}
+
+var goBenches = []goBench{
+	{pkg: "./workload/", pattern: "BenchmarkSim", count: 5, metrics: []goMetric{
+		{"BenchmarkSim/post_list=1", "WR/s", "simulator throughput, untraced, post_list 1", "WR/s"},
+		{"BenchmarkSim/post_list=16", "WR/s", "simulator throughput, untraced, post_list 16", "WR/s"},
+	}},
+	{pkg: "./analyzer/", pattern: "BenchmarkIngest", count: 5, metrics: []goMetric{
+		{"BenchmarkIngest", "WRs/s", "analyzer ingest, synthetic 16-WR posts, one core", "WR/s"},
+		{"BenchmarkIngest", "events/s", "analyzer ingest, synthetic 16-WR posts, one core (events)", "events/s"},
+	}},
+	{pkg: "./cmd/sqscope/", pattern: "BenchmarkRecording", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
+		{"BenchmarkRecording/post_list=1", "bytes/WR", "recording size, post_list 1", "bytes/WR"},
+		{"BenchmarkRecording/post_list=16", "bytes/WR", "recording size, post_list 16", "bytes/WR"},
+		{"BenchmarkRecording/post_list=1", "WR/s", "analyzer ingest from a recording, post_list 1", "WR/s"},
+		{"BenchmarkRecording/post_list=16", "WR/s", "analyzer ingest from a recording, post_list 16", "WR/s"},
+	}},
+	{pkg: "./tui/", pattern: "BenchmarkTUICPU", benchtime: "1x", count: 1, metrics: []goMetric{
+		{"BenchmarkTUICPU", "%cpu@10Hz/64QPs", "TUI CPU at 10 Hz, 64 QPs (target < 5)", "% of a core"},
+	}},
+}
+
+func (g goBench) args() []string {
+	a := []string{"test", "-run", "^$", "-bench", g.pattern, "-count", strconv.Itoa(g.count)}
+	if g.benchtime != "" {
+		a = append(a, "-benchtime", g.benchtime)
+	}
+	return append(a, g.pkg)
+}
+
+// goBenchmarks runs the go test benchmarks of the other packages and
+// takes the median of their runs.
+func goBenchmarks(ctx context.Context, c *config, r *report) error {
+	for _, g := range goBenches {
+		args := g.args()
+		show := c.goBin + " " + strings.Join(args, " ")
+		if g.root {
+			show = "SQSCOPE_BIN=" + c.show() + " " + show
+		}
+		r.commands = append(r.commands, show)
+		fmt.Fprintf(c.log, "go benchmarks: %s\n", show)
+		cmd := exec.CommandContext(ctx, c.goBin, args...)
+		cmd.Env = append(os.Environ(), "SQSCOPE_BIN="+c.sqscope)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s: %v\n%s", show, err, out.String())
+		}
+		vals := parseGoBench(out.Bytes())
+		for _, m := range g.metrics {
+			xs := vals[m.bench+" "+m.unit]
+			if len(xs) == 0 {
+				return fmt.Errorf("%s: no %s %s in its output:\n%s", show, m.bench, m.unit, out.String())
+			}
+			r.other = append(r.other, otherRow{What: m.what, Value: summarize(xs), Unit: m.unitShown})
+		}
+	}
+	return nil
+}
+
+// parseGoBench collects "name unit" -> values from benchmark result lines
+// ("BenchmarkX/sub-2  N  v1 unit1  v2 unit2 ...").
+func parseGoBench(out []byte) map[string][]float64 {
+	m := map[string][]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := f[0]
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			m[name+" "+f[i+1]] = append(m[name+" "+f[i+1]], v)
+		}
+	}
+	return m
+}

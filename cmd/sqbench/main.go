@@ -1,0 +1,128 @@
+// Command sqbench runs every sqscope benchmark, prints one table and writes
+// it, with the machine, kernel, date and the exact commands, to
+// BENCHMARKS.md. `make bench` builds sqscope and runs it (as root: the probe
+// benchmarks load eBPF).
+//
+// Comparisons alternate their variants inside each round, rotating the
+// order from round to round, and report the median of the rounds with the
+// minimum and maximum; ratios are taken within a round, then summarised.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sqbench:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	sqscope  string // the sqscope executable under test
+	bpftrace string
+	runs     int
+	out      string // BENCHMARKS.md
+	iters1   uint64 // -n of the post_list 1 overhead runs
+	iters16  uint64 // -n of the post_list 16 overhead runs
+	only     string // run one section (tests and quick looks)
+	goBin    string
+	baseline string // another sqscope build to compare with
+	log      io.Writer
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := config{log: stderr}
+	fs := flag.NewFlagSet("sqbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.sqscope, "sqscope", "./sqscope", "the sqscope executable to measure")
+	fs.StringVar(&c.bpftrace, "bpftrace", "bpftrace", "the bpftrace executable (0.17)")
+	fs.IntVar(&c.runs, "runs", 7, "rounds of each comparison (at least 5 for the published table)")
+	fs.StringVar(&c.out, "o", "BENCHMARKS.md", "write the report here (empty: do not write)")
+	fs.Uint64Var(&c.iters1, "n1", 300000, "WRs per overhead run at post_list 1")
+	fs.Uint64Var(&c.iters16, "n16", 800000, "WRs per overhead run at post_list 16")
+	fs.StringVar(&c.only, "only", "", "run one section: overhead (with breakdown), breakdown, loss or go")
+	fs.StringVar(&c.goBin, "go", "go", "the go command (for the go test benchmarks)")
+	fs.StringVar(&c.baseline, "baseline", "", "another sqscope build: its events and counters modes join the overhead rounds")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sqbench [flags]   (as root; `make bench` runs it)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if c.runs < 1 {
+		return fmt.Errorf("-runs %d: want at least 1", c.runs)
+	}
+	abs, err := filepath.Abs(c.sqscope)
+	if err != nil {
+		return err
+	}
+	c.sqscope = abs
+	if _, err := os.Stat(c.sqscope); err != nil {
+		return fmt.Errorf("the sqscope executable: %w (run `make build` first)", err)
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("the probe benchmarks load eBPF: run as root (sudo make bench)")
+	}
+
+	r := &report{machine: describeMachine(c.bpftrace), argv: append([]string{"sqbench"}, args...)}
+	r.background = cpuBusy(time.Second)
+	if r.background > 25 {
+		fmt.Fprintf(stderr, "sqbench: %.0f%% of the CPUs are busy with other work: expect noisy numbers\n", r.background)
+	}
+	p0, havePSI := cpuPressure()
+	r.start = time.Now()
+	if c.only == "" || c.only == "overhead" {
+		if err := overhead(ctx, &c, r); err != nil {
+			return fmt.Errorf("probe overhead: %w", err)
+		}
+	}
+	if c.only == "" || c.only == "overhead" || c.only == "breakdown" {
+		if err := breakdown(ctx, &c, r); err != nil {
+			return fmt.Errorf("per-program run time: %w", err)
+		}
+		if err := helperCosts(ctx, &c, r); err != nil {
+			return fmt.Errorf("helper costs: %w", err)
+		}
+	}
+	if c.only == "" || c.only == "loss" {
+		if err := loss(ctx, &c, r); err != nil {
+			return fmt.Errorf("loss under load: %w", err)
+		}
+	}
+	if c.only == "" || c.only == "go" {
+		if err := goBenchmarks(ctx, &c, r); err != nil {
+			return fmt.Errorf("go test benchmarks: %w", err)
+		}
+	}
+	r.elapsed = time.Since(r.start)
+	if p1, ok := cpuPressure(); ok && havePSI {
+		r.pressure = 100 * float64(p1-p0) / float64(r.elapsed.Microseconds())
+	}
+	md := r.markdown(&c)
+	fmt.Fprint(stdout, r.text())
+	if c.out != "" {
+		if err := os.WriteFile(c.out, []byte(md), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", c.out, err)
+		}
+		fmt.Fprintf(stdout, "\nwritten to %s (%s)\n", c.out, r.elapsed.Round(time.Second))
+	}
+	return nil
+}

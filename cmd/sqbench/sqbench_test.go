@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestSummarize(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   []float64
+		want summary
+	}{
+		{"empty", nil, summary{}},
+		{"one", []float64{3}, summary{Med: 3, Min: 3, Max: 3, N: 1}},
+		{"odd", []float64{5, 1, 3}, summary{Med: 3, Min: 1, Max: 5, N: 3}},
+		{"even", []float64{4, 1, 3, 2}, summary{Med: 2.5, Min: 1, Max: 4, N: 4}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := summarize(c.in); got != c.want {
+				t.Errorf("summarize(%v) = %+v, want %+v", c.in, got, c.want)
+			}
+		})
+	}
+}
+
+func TestParseGoBench(t *testing.T) {
+	out := []byte(`goos: linux
+BenchmarkSim/post_list=1-2   	 1000000	       181.0 ns/op	   5449523 WR/s	       181.0 ns/post_call
+BenchmarkSim/post_list=1-2   	 1000000	       190.0 ns/op	   5249523 WR/s	       190.0 ns/post_call
+BenchmarkIngest-2   	   10000	    100 ns/op	  82300000 WRs/s	 0 B/op
+PASS
+`)
+	got := parseGoBench(out)
+	for _, c := range []struct {
+		key  string
+		want []float64
+	}{
+		{"BenchmarkSim/post_list=1 WR/s", []float64{5449523, 5249523}},
+		{"BenchmarkSim/post_list=1 ns/post_call", []float64{181, 190}},
+		{"BenchmarkIngest WRs/s", []float64{82300000}},
+		{"BenchmarkIngest B/op", []float64{0}},
+	} {
+		t.Run(c.key, func(t *testing.T) {
+			if fmt.Sprint(got[c.key]) != fmt.Sprint(c.want) {
+				t.Errorf("%s: %v, want %v", c.key, got[c.key], c.want)
+			}
+		})
+	}
+}
+
+func TestWlIters(t *testing.T) {
+	if n := wlIters(overheadFlags(16, 800000)); n != 800000 {
+		t.Errorf("wlIters = %d, want 800000", n)
+	}
+}

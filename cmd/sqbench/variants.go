@@ -1,0 +1,364 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/probe"
+)
+
+// wlApp is what the workload measured itself, per QP (--json-out).
+type wlApp struct {
+	WRs       uint64  `json:"wrs"`
+	PostCalls uint64  `json:"post_calls"`
+	Polls     uint64  `json:"polls"`
+	AvgPostNS float64 `json:"avg_post_ns"`
+	Seconds   float64 `json:"seconds"`
+}
+
+type wlQP struct {
+	App wlApp  `json:"app"`
+	WRs uint64 `json:"wrs"` // the simulated HCA's ground truth
+}
+
+// wlRun is one workload run, summed over its QPs.
+type wlRun struct {
+	WRs, PostCalls, Polls uint64
+	Seconds               float64 // the longest QP's traffic time
+	PostNS                float64 // mean time inside one post call
+	// traced runs
+	Lost     uint64
+	TracedWR uint64 // WRs the tracer saw
+	Traced   bool
+}
+
+// nsPerCall is the traffic loop's wall time per post call (one QP): the
+// post, its poll and the application's own work, as the application sees
+// it.
+func (w wlRun) nsPerCall() float64 {
+	if w.PostCalls == 0 {
+		return 0
+	}
+	return w.Seconds * 1e9 / float64(w.PostCalls)
+}
+
+func readWorkloadJSON(path string) (wlRun, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return wlRun{}, err
+	}
+	var qps []wlQP
+	if err := json.Unmarshal(b, &qps); err != nil {
+		return wlRun{}, fmt.Errorf("workload JSON: %w", err)
+	}
+	if len(qps) == 0 {
+		return wlRun{}, errors.New("workload JSON: no QPs")
+	}
+	var r wlRun
+	var postNS float64
+	for _, q := range qps {
+		r.WRs += q.App.WRs
+		r.PostCalls += q.App.PostCalls
+		r.Polls += q.App.Polls
+		r.Seconds = max(r.Seconds, q.App.Seconds)
+		postNS += q.App.AvgPostNS * float64(q.App.PostCalls)
+	}
+	if r.PostCalls > 0 {
+		r.PostNS = postNS / float64(r.PostCalls)
+	}
+	return r, nil
+}
+
+// variant is one way of running the workload.
+type variant struct {
+	name string
+	desc string
+	// command shows how it is run; wl is the workload's flags.
+	command func(c *config, wl []string) string
+	run     func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error)
+}
+
+func (c *config) show() string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, c.sqscope); err == nil && !strings.HasPrefix(rel, "..") {
+			return "./" + rel
+		}
+	}
+	return c.sqscope
+}
+
+var untraced = variant{
+	name: "untraced",
+	desc: "no probes",
+	command: func(c *config, wl []string) string {
+		return fmt.Sprintf("%s workload %s --json-out F", c.show(), strings.Join(wl, " "))
+	},
+	run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
+		js := filepath.Join(dir, "wl.json")
+		cmd := exec.CommandContext(ctx, c.sqscope, append(append([]string{"workload"}, wl...), "--json-out", js)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return wlRun{}, fmt.Errorf("%v: %s", err, lastLine(out))
+		}
+		return readWorkloadJSON(js)
+	},
+}
+
+var floorVariant = variant{
+	name: "floor",
+	desc: "empty BPF programs at post_send and poll_cq, entry and return (bpf/floor.bpf.c)",
+	command: func(c *config, wl []string) string {
+		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; empty programs attached to sim_post_send and sim_poll_cq (entry, return) of that PID, then SIGUSR1",
+			c.show(), strings.Join(wl, " "))
+	},
+	run: runFloor,
+}
+
+func sqscopeVariant(mode string) variant {
+	return tracedVariant("sqscope "+mode, mode, "", "")
+}
+
+// tracedVariant traces with `sqscope trace --mode mode`; bin, when set,
+// is another sqscope executable (a baseline build) to trace with.
+func tracedVariant(name, mode, bin, desc string) variant {
+	if desc == "" {
+		desc = map[string]string{
+			"events":   "every post and poll recorded (per-call records with every WR and CQE)",
+			"counters": "per-QP and per-CQ totals kept in the kernel (--mode counters)",
+		}[mode]
+	}
+	return variant{
+		name: name,
+		desc: desc,
+		command: func(c *config, wl []string) string {
+			b := c.show()
+			if bin != "" {
+				b = bin
+			}
+			return fmt.Sprintf("%s trace --json --mode %s --workload -- %s --json-out F", b, mode, strings.Join(wl, " "))
+		},
+		run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
+			cc := *c
+			if bin != "" {
+				cc.sqscope = bin
+			}
+			return runTraced(ctx, &cc, append([]string{"--mode", mode}, "--workload", "--"), wl, dir)
+		},
+	}
+}
+
+var bpftraceVariant = variant{
+	name: "bpftrace",
+	desc: "bpftrace 0.17 script with the same per-WR and per-CQE fields in maps (cmd/sqbench/perwr.bt)",
+	command: func(c *config, wl []string) string {
+		return fmt.Sprintf("BPFTRACE_MAP_KEYS_MAX=N %s -c '%s workload %s --json-out F' perwr.bt", c.bpftrace, c.show(), strings.Join(wl, " "))
+	},
+	run: runBpftrace,
+}
+
+// runTraced runs `sqscope trace --json FLAGS WL --json-out F`.
+func runTraced(ctx context.Context, c *config, flags, wl []string, dir string) (wlRun, error) {
+	js := filepath.Join(dir, "wl.json")
+	args := append([]string{"trace", "--json"}, flags...)
+	args = append(append(args, wl...), "--json-out", js)
+	cmd := exec.CommandContext(ctx, c.sqscope, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return wlRun{}, fmt.Errorf("sqscope %s: %v: %s", strings.Join(args, " "), err, lastLine(stderr.Bytes()))
+	}
+	r, err := readWorkloadJSON(js)
+	if err != nil {
+		return r, err
+	}
+	tr, err := parseTraceJSON(stdout.Bytes())
+	if err != nil {
+		return r, err
+	}
+	r.Traced = true
+	r.Lost = tr.Lost
+	for _, q := range tr.QPs {
+		r.TracedWR += q.WRs
+	}
+	return r, nil
+}
+
+type traceJSON struct {
+	Lost uint64 `json:"lost_events"`
+	QPs  []struct {
+		WRs uint64 `json:"wrs"`
+	} `json:"qps"`
+}
+
+// parseTraceJSON reads the tracer's summary, which follows the workload's
+// own text output.
+func parseTraceJSON(out []byte) (traceJSON, error) {
+	var tr traceJSON
+	i := bytes.Index(out, []byte("\n{"))
+	if i < 0 {
+		return tr, fmt.Errorf("no JSON summary in sqscope's output: %s", lastLine(out))
+	}
+	if err := json.Unmarshal(out[i+1:], &tr); err != nil {
+		return tr, fmt.Errorf("sqscope's JSON summary: %w", err)
+	}
+	return tr, nil
+}
+
+// startWaiting starts the workload blocked before its traffic and returns
+// once its QPs exist.
+func startWaiting(ctx context.Context, c *config, wl []string, dir string) (*exec.Cmd, string, error) {
+	js := filepath.Join(dir, "wl.json")
+	ready := filepath.Join(dir, "ready")
+	args := append(append([]string{"workload"}, wl...), "--wait-signal", "--ready-file", ready, "--json-out", js)
+	cmd := exec.CommandContext(ctx, c.sqscope, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			return cmd, js, nil
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, "", fmt.Errorf("the workload did not get ready: %s", lastLine(out.Bytes()))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func runFloor(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
+	return runFloorWith(ctx, c, wl, dir, nil)
+}
+
+// runFloorWith runs the floor variant and calls after, if not nil, with
+// its programs once the workload has exited.
+func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after func(entry, ret *ebpf.Program)) (wlRun, error) {
+	spec, err := bpf.LoadFloor()
+	if err != nil {
+		return wlRun{}, err
+	}
+	// the link type sqscope uses on this kernel
+	multi := features.HaveBPFLinkUprobeMulti() == nil
+	if multi {
+		for _, p := range spec.Programs {
+			p.AttachType = ebpf.AttachTraceUprobeMulti
+		}
+	}
+	var objs bpf.FloorObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return wlRun{}, fmt.Errorf("loading the floor programs: %w", err)
+	}
+	defer objs.Close()
+	cmd, js, err := startWaiting(ctx, c, wl, dir)
+	if err != nil {
+		return wlRun{}, err
+	}
+	pid := cmd.Process.Pid
+	ex, err := link.OpenExecutable(c.sqscope)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return wlRun{}, err
+	}
+	var links []link.Link
+	defer func() {
+		for _, l := range links {
+			l.Close()
+		}
+	}()
+	for _, fn := range []string{"sim_post_send", "sim_poll_cq"} {
+		sym, err := probe.ResolveSymbol(c.sqscope, fn)
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return wlRun{}, err
+		}
+		for _, p := range []struct {
+			prog *ebpf.Program
+			ret  bool
+		}{{objs.FloorRet, true}, {objs.FloorEntry, false}} {
+			var l link.Link
+			switch {
+			case multi && p.ret:
+				l, err = ex.UretprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: []uint64{sym.Offset}, PID: uint32(pid)})
+			case multi:
+				l, err = ex.UprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: []uint64{sym.Offset}, PID: uint32(pid)})
+			case p.ret:
+				l, err = ex.Uretprobe("", p.prog, &link.UprobeOptions{Address: sym.Offset, PID: pid})
+			default:
+				l, err = ex.Uprobe("", p.prog, &link.UprobeOptions{Address: sym.Offset, PID: pid})
+			}
+			if err != nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+				return wlRun{}, fmt.Errorf("attaching to %s: %w", fn, err)
+			}
+			links = append(links, l)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return wlRun{}, err
+	}
+	if err := cmd.Wait(); err != nil {
+		return wlRun{}, fmt.Errorf("workload: %v", err)
+	}
+	if after != nil {
+		after(objs.FloorEntry, objs.FloorRet)
+	}
+	return readWorkloadJSON(js)
+}
+
+func runBpftrace(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
+	script := filepath.Join(dir, "perwr.bt")
+	if err := os.WriteFile(script, []byte(strings.ReplaceAll(perWRScript, "BINARY", c.sqscope)), 0o600); err != nil {
+		return wlRun{}, err
+	}
+	js := filepath.Join(dir, "wl.json")
+	target := strings.Join(append(append([]string{c.sqscope, "workload"}, wl...), "--json-out", js), " ")
+	cmd := exec.CommandContext(ctx, c.bpftrace, "-c", target, script)
+	// every WR and CQE of the run gets a key
+	cmd.Env = append(os.Environ(), fmt.Sprintf("BPFTRACE_MAP_KEYS_MAX=%d", wlIters(wl)+4096))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return wlRun{}, fmt.Errorf("bpftrace: %v: %s", err, lastLine(out.Bytes()))
+	}
+	return readWorkloadJSON(js)
+}
+
+// wlIters is the -n of workload flags.
+func wlIters(wl []string) uint64 {
+	for i, a := range wl {
+		if a == "-n" && i+1 < len(wl) {
+			var n uint64
+			fmt.Sscan(wl[i+1], &n)
+			return n
+		}
+	}
+	return 0
+}
+
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
