@@ -37,6 +37,7 @@ const volatile __u32 max_walk = SQ_MAX_WALK;
 const volatile __u32 max_sges = SQ_MAX_SGES;
 const volatile __u32 max_wcs = SQ_MAX_WCS;
 const volatile __u64 wakeup_bytes = 1 << 20; /* unread bytes that wake the reader */
+const volatile __u8 have_task_storage = 1; /* 0: per-thread state in a hash */
 
 /* ---- maps -------------------------------------------------------------- */
 
@@ -80,28 +81,85 @@ struct call_args {
 	__u8 pad;
 };
 
-/* Arguments saved at entry for the return probe, per thread. LRU: a thread
- * that dies inside a call must not leak its slot forever. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct call_args);
-} post_args SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, struct call_args);
-} poll_args SEC(".maps");
-
+/* Control-path arguments saved at entry for the return probe, per thread.
+ * LRU: a thread that dies inside a call must not leak its slot forever. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct call_args);
 } ctl_args SEC(".maps");
+
+/* What a thread's data-path probes keep between entry and return. */
+struct thread_state {
+	struct call_args post; /* post_send (op 0), post_recv (1), wr_complete (2) */
+	struct call_args poll;
+	/* qp_num of the QP this thread last posted to, while qp_gen is unchanged */
+	__u64 qpn_qp;
+	__u32 qpn;
+	__u32 qpn_gen;
+	/* Counts of this thread not yet added to the shared per-CQ and (counters
+	 * mode) per-QP maps: a map lookup per call costs more than the rest of
+	 * an empty poll's probe. Added when the thread moves to another CQ or
+	 * QP, every SQ_PEND_MAX calls, before any record that reports them,
+	 * and when the thread exits. */
+	__u64 pend_cq;
+	__u32 pend_empty;
+	__u32 pend_polls;
+	__u64 pend_cqes;
+	__u64 pend_qp;
+	__u32 pend_qpn;
+	__u32 pend_calls;
+	__u32 pend_wrs;
+	__u32 pend_inline;
+	__u32 pend_signaled;
+	__u32 pend_doorbells;
+	__u32 pend_errors;
+	__u32 pend_enomem;
+	__u32 pend_einval;
+	__u32 pend_sges;
+	__u32 pend_max_wrs;
+	__u32 pad;
+	__u64 pend_inline_bytes;
+	__u64 pend_payload_bytes;
+	/* WRs in this thread's last post_send list: applications post lists
+	 * of the same length again and again, so a long last list makes the
+	 * walk read in bulk from the first WR on */
+	__u32 last_wrs;
+	__u32 pad2;
+};
+
+/* Calls a thread keeps counts of before adding them to the shared maps:
+ * user space sees the per-thread remainder late by at most this many calls
+ * (and a thread that exits hands it over in proc_exit). */
+#define SQ_PEND_MAX 32
+
+#define SQ_OP_POST_SEND   0
+#define SQ_OP_POST_RECV   1
+#define SQ_OP_WR_COMPLETE 2
+
+/* Task-local storage: found through the task in a few nanoseconds (a
+ * hash lookup costs twice that and an update ten times), created on a
+ * thread's first call and freed with the thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+/* The same, by thread id, for kernels whose uprobe programs cannot use
+ * task storage (have_task_storage = 0). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} threads_by_tid SEC(".maps");
+
+/* Bumped when a QP is created or destroyed: a cached qp_num is valid only
+ * while it is unchanged (a new QP may reuse a freed one's address). */
+__u32 qp_gen = 0;
 
 /* ibv_wr_* batch under construction, per (process, qpx). */
 struct {
@@ -169,6 +227,12 @@ static __always_inline __u32 wr_index(__u32 i)
 		     : [n] "+r"(__n) : [m] "i"(max));				\
 	__builtin_offsetof(type, field) + __n * sizeof(((type *)0)->field[0]);	\
 })
+
+/* nonzero is 1 when v != 0, computed without a branch. */
+static __always_inline __u32 nonzero(__u32 v)
+{
+	return ((__u64)v + 0xffffffffULL) >> 32;
+}
 
 static __always_inline int wanted(__u32 tgid)
 {
@@ -397,6 +461,7 @@ int BPF_KRETPROBE(create_qp_ret, void *ret)
 		return 0;
 	if (!qp || (a.op != SQ_QP_CREATE && a.op != SQ_QP_CREATE_EX))
 		return 0;
+	__sync_fetch_and_add(&qp_gen, 1);
 	r = new_ctl(id, a.op, a.via, a.ts);
 	if (!r)
 		return 0;
@@ -477,6 +542,7 @@ int BPF_KRETPROBE(destroy_qp_ret, int ret)
 
 	if (!wanted(id >> 32) || take_args(&ctl_args, &a) || a.op != SQ_QP_DESTROY)
 		return 0;
+	__sync_fetch_and_add(&qp_gen, 1);
 	r = new_ctl(id, SQ_QP_DESTROY, a.via, a.ts);
 	if (!r)
 		return 0;
@@ -509,14 +575,173 @@ int BPF_KRETPROBE(alloc_pd_ret, void *ret)
 	return 0;
 }
 
+/* ---- per-thread state and user-memory windows ----------------------------- */
+
+/* thread_state is the calling thread's data-path state; create it on
+ * entry, only look it up on return. */
+static __always_inline struct thread_state *thread_state(int create)
+{
+	if (have_task_storage)
+		return bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
+					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *st = bpf_map_lookup_elem(&threads_by_tid, &tid);
+
+	if (!st && create) {
+		struct thread_state zero = {};
+
+		bpf_map_update_elem(&threads_by_tid, &tid, &zero, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&threads_by_tid, &tid);
+	}
+	return st;
+}
+
+/* enter saves a data-path call's arguments, in place (no map update). */
+static __always_inline void enter(struct call_args *c, __u64 a0, __u64 a1, __u64 a2, __u32 a3, __u8 op)
+{
+	c->a0 = a0;
+	c->a1 = a1;
+	c->a2 = a2;
+	c->a3 = a3;
+	c->op = op;
+	/* the counters mode has no use for the entry time */
+	c->ts = targ_mode == SQ_MODE_EVENTS ? bpf_ktime_get_ns() : 0;
+	c->live = 1;
+}
+
+/* leave consumes what enter saved; 0 when there is nothing for op (the
+ * entry probe was not in place yet, or the call was not seen). */
+static __always_inline struct call_args *leave(struct call_args *c, __u8 op)
+{
+	if (!c->live || c->op != op)
+		return 0;
+	c->live = 0;
+	return c;
+}
+
+/* qp_num_of reads a QP's number, or takes it from the thread's cache: a
+ * thread usually posts to the same QP again and again. */
+static __always_inline __u32 qp_num_of(struct thread_state *st, __u64 qp)
+{
+	__u32 gen = qp_gen;
+
+	if (st->qpn_qp != qp || st->qpn_gen != gen) {
+		st->qpn = read_u32(qp + IBV_QP_QP_NUM);
+		st->qpn_qp = qp;
+		st->qpn_gen = gen;
+	}
+	return st->qpn;
+}
+
+/* One bpf_probe_read_user costs about as much as copying a few hundred
+ * bytes, so user memory is read through windows: the first miss of a call
+ * reads exactly what is needed (a one-WR post stays at one read per
+ * object), later misses read SQ_WIN bytes at once, which covers the WR and
+ * SGE arrays applications post from in one or two reads. */
+#define SQ_WIN       2048
+#define SQ_WIN_SLACK 256   /* reads at offsets < SQ_WIN may run this far past it */
+#define SQ_PAGE      4096
+
+struct uwin {
+	__u8 b[SQ_WIN + SQ_WIN_SLACK];
+};
+
+struct windows {
+	struct uwin wr;  /* over the WR list */
+	struct uwin sge; /* over SGE arrays (and completions) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct windows);
+} windows SEC(".maps");
+
+struct win {
+	__u64 base;  /* user address of b[0] */
+	__u32 len;   /* bytes valid (0: empty) */
+	__u8 missed;      /* read in bulk on a miss; a flag, not a count: the verifier's states must converge */
+	__u8 bulk_failed;
+};
+
+/* clamp_len bounds a read size for the verifier: 1..max. */
+#define clamp_len(val, bound) ({					\
+	__u64 __v = (val);						\
+	asm volatile("if %[v] <= %[m] goto +1; %[v] = %[m]"		\
+		     : [v] "+r"(__v) : [m] "i"(bound));			\
+	asm volatile("if %[v] > 0 goto +1; %[v] = 1" : [v] "+r"(__v));	\
+	__v;								\
+})
+
+/* win_fill reads [addr, addr+len) into the window, and more when the
+ * window missed before. A global function: the verifier checks it once,
+ * not once per WR of the unrolled walk. */
+__noinline long win_fill(struct uwin *u, struct win *w, __u64 addr, __u32 len)
+{
+	__u64 size;
+
+	if (!u || !w)
+		return -1;
+	if (w->missed && !w->bulk_failed) {
+		/* A bulk read faults when the window runs into an unmapped
+		 * page: then read up to the end of this page instead. */
+		size = SQ_WIN;
+		if (!bpf_probe_read_user(u->b, SQ_WIN, (void *)addr))
+			goto done;
+		w->bulk_failed = 1;
+		size = SQ_PAGE - (addr & (SQ_PAGE - 1));
+		if (size < len)
+			size = len;
+		size = clamp_len(size, SQ_WIN);
+		if (!bpf_probe_read_user(u->b, size, (void *)addr))
+			goto done;
+	}
+	size = clamp_len(len, SQ_WIN_SLACK);
+	if (bpf_probe_read_user(u->b, size, (void *)addr)) {
+		w->len = 0;
+		return -1;
+	}
+done:
+	w->missed = 1;
+	w->base = addr;
+	w->len = size;
+	return 0;
+}
+
+/* win_off returns the offset in b of [addr, addr+len), reading it in
+ * first when the window does not hold it, or -1 when it is unreadable.
+ * len must be at most SQ_WIN_SLACK. */
+static __always_inline long win_off(struct uwin *u, struct win *w, __u64 addr, __u32 len)
+{
+	__u64 off = addr - w->base;
+
+	if (addr >= w->base && off < SQ_WIN && off + len <= w->len)
+		return off;
+	return win_fill(u, w, addr, len) ? -1 : 0;
+}
+
+/* win_ptr bounds an offset from win_off for the verifier. */
+static __always_inline void *win_ptr(struct uwin *u, long off)
+{
+	__u64 o = off;
+
+	asm volatile("%[o] &= %[m]" : [o] "+r"(o) : [m] "i"(SQ_WIN - 1));
+	return &u->b[o];
+}
+
 /* ---- ibv_post_send ------------------------------------------------------ */
 
+/* The uprobes are attached for the traced process only: entry probes do
+ * not check the PID again (return probes do, for the header anyway). */
 SEC("uprobe")
 int BPF_KPROBE(post_send_entry, void *qp, void *wr, void *bad_wr)
 {
-	if (!wanted(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	save_args(&post_args, (__u64)qp, (__u64)wr, (__u64)bad_wr, 0, 0, 0);
+	struct thread_state *st = thread_state(1);
+
+	if (st)
+		enter(&st->post, (__u64)qp, (__u64)wr, (__u64)bad_wr, 0, SQ_OP_POST_SEND);
 	return 0;
 }
 
@@ -534,51 +759,189 @@ struct walk {
 	__u64 cur;       /* next WR to read */
 	__u64 bad;       /* *bad_wr when the call failed, else 0 */
 	__u32 i;         /* WRs walked */
+	__u32 base;      /* first WR walk_wr sees (walk_fast did those before) */
 	__u32 accepted;
 	__u8 failed;     /* ret != 0 */
 	__u8 found_bad;
 	__u8 ended;      /* reached the end of the list (or unreadable memory) */
 	__u8 pad;
+	struct win wr, sge;
 	/* counters mode: totals over the accepted WRs */
 	__u32 inline_wrs, signaled, payload_sges, pad2;
 	__u64 inline_bytes, payload_bytes;
 };
 
-/* sum_sges adds up the SGE lengths of one WR (the first max_sges of them)
- * and says how many it could not look at. */
-static __always_inline __u32 sum_sges(__u64 sg_list, __s32 num_sge, __u8 *over, __u32 *nonempty)
+/* The walk state lives in a per-CPU slot, not on the stack: the verifier
+ * of older kernels (6.1) limits the stack of a program and the bpf_loop
+ * callback it calls to 512 bytes together. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walk);
+} walks SEC(".maps");
+
+/* sges_from adds up the SGE lengths of one WR (the first max_sges of them)
+ * read through the window, and says how many it could not look at. */
+static __always_inline __u32 sges_from(struct uwin *u, struct win *w, __u64 sg_list, __s32 num_sge,
+				       __u8 *over, __u32 *nonempty)
 {
 	__u32 bytes = 0, n = 0;
 	__u32 want = num_sge > 0 ? (__u32)num_sge : 0;
+	__u32 look = want < max_sges ? want : max_sges;
+	long off;
+
+	*over = want > max_sges ? (want - max_sges > 255 ? 255 : want - max_sges) : 0;
+	*nonempty = 0;
+	if (!look)
+		return 0;
+	if (look > SQ_MAX_SGES)
+		look = SQ_MAX_SGES;
+	off = win_off(u, w, sg_list, look * IBV_SGE_SIZE);
+	if (off < 0)
+		return 0;
+	__u8 *p = win_ptr(u, off);
 
 	for (__u32 j = 0; j < SQ_MAX_SGES; j++) {
-		__u32 len = 0;
+		__u32 len;
 
-		if (j >= want || j >= max_sges)
+		if (j >= look)
 			break;
-		bpf_probe_read_user(&len, sizeof(len), (void *)(sg_list + j * IBV_SGE_SIZE + IBV_SGE_LENGTH));
+		len = *(__u32 *)(p + j * IBV_SGE_SIZE + IBV_SGE_LENGTH);
 		bytes += len;
-		if (len)
-			n++;
+		/* without a branch: one per SGE would multiply the states
+		 * the verifier walks */
+		n += nonzero(len);
 	}
 	*nonempty = n;
-	if (want > max_sges)
-		*over = want - max_sges > 255 ? 255 : want - max_sges;
-	else
-		*over = 0;
 	return bytes;
 }
 
-/* walk_wr is the bpf_loop body over a send WR list. It decides with idx,
- * which the verifier treats as unknown, never with a counter kept in w:
- * that keeps the callback's states converging. */
-static long walk_wr(__u32 idx, struct walk *w)
+/* sum_sges is sges_from for one SGE array on its own. */
+static __always_inline __u32 sum_sges(__u64 sg_list, __s32 num_sge, __u8 *over, __u32 *nonempty)
 {
+	__u32 zero = 0;
+	struct windows *ws = bpf_map_lookup_elem(&windows, &zero);
+	struct win w = {};
+
+	*over = 0;
+	*nonempty = 0;
+	if (!ws)
+		return 0;
+	return sges_from(&ws->sge, &w, sg_list, num_sge, over, nonempty);
+}
+
+/* note_wr puts one walked WR in the record (events) or in the totals of
+ * the accepted WRs (counters), and moves on. The totals are branch-free:
+ * a branch per WR multiplies the states the verifier walks. */
+static __always_inline void note_wr(struct walk *w, __u32 idx, struct wr_head *h, __u32 bytes,
+				    __u32 nonempty, __u8 over)
+{
+	if (targ_mode == SQ_MODE_EVENTS) {
+		struct sq_post_rec *r = scratch_buf();
+
+		if (r && idx < SQ_MAX_WRS) {
+			struct sq_wr *o = &r->wrs[wr_index(idx)];
+
+			o->wr_id = h->wr_id;
+			o->send_flags = h->send_flags;
+			o->bytes = bytes;
+			o->num_sge = h->num_sge;
+			o->opcode = h->opcode;
+			o->sge_over = over;
+			o->pad = 0;
+		}
+	} else if (!w->found_bad) {
+		__u32 inl = (h->send_flags / SQ_IBV_SEND_INLINE) & 1;
+
+		w->inline_wrs += inl;
+		w->inline_bytes += (__u64)bytes * inl;
+		w->payload_bytes += (__u64)bytes * (1 - inl);
+		/* SGEs past the bound are assumed non-empty */
+		w->payload_sges += (nonempty + over) * (1 - inl);
+		w->signaled += (h->send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+	}
+	w->cur = h->next;
+	w->i = idx + 1;
+}
+
+/* walk_fast walks the head of the list, as long as its WRs have at most
+ * one SGE, in a plain loop: most lists are that, and a bpf_loop callback
+ * per WR costs more than the WR itself. walk_wr takes over where it stops. */
+#define SQ_FAST_WRS 16
+
+static __noinline void walk_fast(struct walk *w, struct windows *ws)
+{
+	for (__u32 i = 0; i < SQ_FAST_WRS; i++) {
+		struct wr_head h;
+		__u32 bytes = 0;
+		long off;
+
+		if (!w->cur) {
+			w->ended = 1;
+			return;
+		}
+		if (targ_mode == SQ_MODE_EVENTS && i >= max_wrs)
+			return;
+		if (i == 0 && !w->wr.missed) {
+			/* the first WR of a call that does not expect a long list:
+			 * straight onto the stack, the window is for the rest */
+			if (bpf_probe_read_user(&h, sizeof(h), (void *)w->cur)) {
+				w->ended = 1;
+				return;
+			}
+			w->wr.missed = 1;
+		} else {
+			off = win_off(&ws->wr, &w->wr, w->cur, sizeof(h));
+			if (off < 0) {
+				w->ended = 1;
+				return;
+			}
+			__builtin_memcpy(&h, win_ptr(&ws->wr, off), sizeof(h));
+		}
+		if (h.num_sge > 1 || h.num_sge < 0)
+			return;
+		if (w->failed && w->cur == w->bad && !w->found_bad) {
+			w->accepted = i;
+			w->found_bad = 1;
+		}
+		if (h.num_sge == 1 && i == 0 && !w->sge.missed) {
+			struct {
+				__u64 addr;
+				__u32 length;
+				__u32 lkey;
+			} sge;
+
+			if (!bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list))
+				bytes = sge.length;
+			w->sge.missed = 1;
+		} else if (h.num_sge == 1) {
+			off = win_off(&ws->sge, &w->sge, h.sg_list, IBV_SGE_SIZE);
+			if (off >= 0)
+				bytes = *(__u32 *)(win_ptr(&ws->sge, off) + IBV_SGE_LENGTH);
+		}
+		note_wr(w, i, &h, bytes, nonzero(bytes), 0);
+	}
+}
+
+/* walk_wr is the bpf_loop body over the rest of a send WR list (from WR
+ * w->base on). It decides with idx, which the verifier treats as unknown,
+ * never with a counter kept in w: that keeps the callback's states
+ * converging. */
+static long walk_wr(__u32 idx, void *unused)
+{
+	__u32 zero = 0;
+	struct windows *ws = bpf_map_lookup_elem(&windows, &zero);
+	struct walk *w = bpf_map_lookup_elem(&walks, &zero);
 	struct wr_head h;
 	__u32 nonempty = 0, bytes;
 	__u8 over = 0;
+	long off;
 
-	if (!w->cur) {
+	if (!w)
+		return 1;
+	idx += w->base;
+	if (!ws || !w->cur) {
 		w->ended = 1;
 		return 1;
 	}
@@ -586,60 +949,36 @@ static long walk_wr(__u32 idx, struct walk *w)
 		w->accepted = idx;
 		w->found_bad = 1;
 	}
-	if (targ_mode == SQ_MODE_EVENTS && idx >= max_wrs) {
-		/* past the record bound: only count it */
-		__u64 next = 0;
-
-		if (bpf_probe_read_user(&next, sizeof(next), (void *)(w->cur + IBV_SEND_WR_NEXT))) {
-			w->ended = 1;
-			return 1;
-		}
-		w->cur = next;
-		w->i = idx + 1;
-		return 0;
-	}
-	if (bpf_probe_read_user(&h, sizeof(h), (void *)w->cur)) {
+	off = win_off(&ws->wr, &w->wr, w->cur, sizeof(h));
+	if (off < 0) {
 		w->ended = 1;
 		return 1;
 	}
-	bytes = sum_sges(h.sg_list, h.num_sge, &over, &nonempty);
-	if (targ_mode == SQ_MODE_EVENTS) {
-		struct sq_post_rec *r = scratch_buf();
-
-		if (r && idx < SQ_MAX_WRS) {
-			struct sq_wr *o = &r->wrs[wr_index(idx)];
-
-			o->wr_id = h.wr_id;
-			o->send_flags = h.send_flags;
-			o->bytes = bytes;
-			o->num_sge = h.num_sge;
-			o->opcode = h.opcode;
-			o->sge_over = over;
-			o->pad = 0;
-		}
-	} else if (!w->found_bad) {
-		if (h.send_flags & SQ_IBV_SEND_INLINE) {
-			w->inline_wrs++;
-			w->inline_bytes += bytes;
-		} else {
-			w->payload_bytes += bytes;
-			w->payload_sges += nonempty + over; /* past the bound: assumed non-empty */
-		}
-		if (h.send_flags & SQ_IBV_SEND_SIGNALED)
-			w->signaled++;
+	__builtin_memcpy(&h, win_ptr(&ws->wr, off), sizeof(h));
+	if (targ_mode == SQ_MODE_EVENTS && idx >= max_wrs) {
+		/* past the record bound: only count it */
+		w->cur = h.next;
+		w->i = idx + 1;
+		return 0;
 	}
-	w->cur = h.next;
-	w->i = idx + 1;
+	bytes = sges_from(&ws->sge, &w->sge, h.sg_list, h.num_sge, &over, &nonempty);
+	note_wr(w, idx, &h, bytes, nonempty, over);
 	return 0;
 }
 
-static __always_inline struct sq_qp_counters *qp_counters_of(__u32 tgid, __u64 qp)
+/* qp_counters_of finds a QP's totals, creating them with qpn (or, when
+ * qpn is SQ_QPN_READ, the number read from the QP). */
+#define SQ_QPN_READ 0xffffffffU
+
+static __always_inline struct sq_qp_counters *qp_counters_of(__u32 tgid, __u64 qp, __u32 qpn)
 {
 	struct sq_key k = { .pid = tgid, .addr = qp };
 	struct sq_qp_counters *c = bpf_map_lookup_elem(&qp_counters, &k);
 
 	if (!c) {
-		struct sq_qp_counters init = { .qp_num = read_u32(qp + IBV_QP_QP_NUM) };
+		struct sq_qp_counters init = {
+			.qp_num = qpn == SQ_QPN_READ ? read_u32(qp + IBV_QP_QP_NUM) : qpn,
+		};
 
 		bpf_map_update_elem(&qp_counters, &k, &init, BPF_NOEXIST);
 		c = bpf_map_lookup_elem(&qp_counters, &k);
@@ -647,21 +986,33 @@ static __always_inline struct sq_qp_counters *qp_counters_of(__u32 tgid, __u64 q
 	return c;
 }
 
-static __always_inline void count_post(__u32 tgid, __u64 qp, int ret, __u32 n, __u32 accepted,
+/* count_post adds one call to its QP's totals; fields that do not change
+ * are not touched (each atomic add costs). */
+static __always_inline void count_post(__u32 tgid, __u64 qp, int ret, __u32 accepted,
 				       __u32 inline_wrs, __u32 signaled, __u64 inline_bytes,
 				       __u64 payload_bytes, __u32 payload_sges)
 {
-	struct sq_qp_counters *c = qp_counters_of(tgid, qp);
+	struct sq_qp_counters *c = qp_counters_of(tgid, qp, SQ_QPN_READ);
 
-	(void)n;
 	if (!c)
 		return;
 	__sync_fetch_and_add(&c->post_calls, 1);
-	__sync_fetch_and_add(&c->wrs, accepted);
-	__sync_fetch_and_add(&c->inline_wrs, inline_wrs);
-	__sync_fetch_and_add(&c->signaled, signaled);
-	if (accepted)
+	if (accepted) {
+		__sync_fetch_and_add(&c->wrs, accepted);
 		__sync_fetch_and_add(&c->doorbells, 1);
+		if (accepted > c->max_wrs_per_call)
+			c->max_wrs_per_call = accepted; /* a racing larger value may be lost: a peak, not a sum */
+	}
+	if (inline_wrs) {
+		__sync_fetch_and_add(&c->inline_wrs, inline_wrs);
+		__sync_fetch_and_add(&c->inline_bytes, inline_bytes);
+	}
+	if (signaled)
+		__sync_fetch_and_add(&c->signaled, signaled);
+	if (payload_bytes)
+		__sync_fetch_and_add(&c->payload_bytes, payload_bytes);
+	if (payload_sges)
+		__sync_fetch_and_add(&c->payload_sges, payload_sges);
 	if (ret) {
 		__sync_fetch_and_add(&c->errors, 1);
 		if (ret == ENOMEM)
@@ -669,39 +1020,137 @@ static __always_inline void count_post(__u32 tgid, __u64 qp, int ret, __u32 n, _
 		else if (ret == EINVAL)
 			__sync_fetch_and_add(&c->einval, 1);
 	}
-	__sync_fetch_and_add(&c->inline_bytes, inline_bytes);
-	__sync_fetch_and_add(&c->payload_bytes, payload_bytes);
-	__sync_fetch_and_add(&c->payload_sges, payload_sges);
-	if (accepted > c->max_wrs_per_call)
-		c->max_wrs_per_call = accepted; /* a racing larger value may be lost: a peak, not a sum */
+}
+
+/* flush_posts adds the thread's pending counters-mode totals to its QP's. */
+static __always_inline void flush_posts(struct thread_state *st, __u32 tgid)
+{
+	struct sq_qp_counters *c;
+
+	if (!st->pend_calls)
+		return;
+	c = qp_counters_of(tgid, st->pend_qp, st->pend_qpn);
+	if (c) {
+		__sync_fetch_and_add(&c->post_calls, st->pend_calls);
+		if (st->pend_wrs)
+			__sync_fetch_and_add(&c->wrs, st->pend_wrs);
+		if (st->pend_doorbells)
+			__sync_fetch_and_add(&c->doorbells, st->pend_doorbells);
+		if (st->pend_inline)
+			__sync_fetch_and_add(&c->inline_wrs, st->pend_inline);
+		if (st->pend_inline_bytes)
+			__sync_fetch_and_add(&c->inline_bytes, st->pend_inline_bytes);
+		if (st->pend_signaled)
+			__sync_fetch_and_add(&c->signaled, st->pend_signaled);
+		if (st->pend_payload_bytes)
+			__sync_fetch_and_add(&c->payload_bytes, st->pend_payload_bytes);
+		if (st->pend_sges)
+			__sync_fetch_and_add(&c->payload_sges, st->pend_sges);
+		if (st->pend_errors) {
+			__sync_fetch_and_add(&c->errors, st->pend_errors);
+			if (st->pend_enomem)
+				__sync_fetch_and_add(&c->enomem, st->pend_enomem);
+			if (st->pend_einval)
+				__sync_fetch_and_add(&c->einval, st->pend_einval);
+		}
+		if (st->pend_max_wrs > c->max_wrs_per_call)
+			c->max_wrs_per_call = st->pend_max_wrs; /* a peak, not a sum: a race may lose a larger one */
+	}
+	st->pend_calls = 0;
+	st->pend_wrs = 0;
+	st->pend_doorbells = 0;
+	st->pend_inline = 0;
+	st->pend_inline_bytes = 0;
+	st->pend_signaled = 0;
+	st->pend_payload_bytes = 0;
+	st->pend_sges = 0;
+	st->pend_errors = 0;
+	st->pend_enomem = 0;
+	st->pend_einval = 0;
+	st->pend_max_wrs = 0;
+}
+
+/* pend_post counts one call of the counters mode in the thread's pending
+ * totals. */
+static __always_inline void pend_post(struct thread_state *st, __u32 tgid, __u64 qp, int ret,
+				      struct walk *w)
+{
+	if (st->pend_qp != qp || !st->pend_calls) {
+		flush_posts(st, tgid);
+		st->pend_qp = qp;
+		st->pend_qpn = qp_num_of(st, qp);
+	}
+	st->pend_calls++;
+	if (w->accepted) {
+		st->pend_wrs += w->accepted;
+		st->pend_doorbells++;
+		if (w->accepted > st->pend_max_wrs)
+			st->pend_max_wrs = w->accepted;
+	}
+	st->pend_inline += w->inline_wrs;
+	st->pend_inline_bytes += w->inline_bytes;
+	st->pend_signaled += w->signaled;
+	st->pend_payload_bytes += w->payload_bytes;
+	st->pend_sges += w->payload_sges;
+	if (ret) {
+		st->pend_errors++;
+		if (ret == ENOMEM)
+			st->pend_enomem++;
+		else if (ret == EINVAL)
+			st->pend_einval++;
+	}
+	if (st->pend_calls >= SQ_PEND_MAX)
+		flush_posts(st, tgid);
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(post_send_ret, int ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct call_args a;
-	struct walk w = {};
-	__u32 n, total;
+	struct thread_state *st;
+	struct call_args *a;
+	struct walk *w;
+	__u32 n, total, zero = 0;
 
-	if (!wanted(id >> 32) || take_args(&post_args, &a) || a.op != 0)
+	if (!wanted(id >> 32))
 		return 0;
-	w.cur = a.a1;
+	st = thread_state(0);
+	if (!st)
+		return 0;
+	a = leave(&st->post, SQ_OP_POST_SEND);
+	if (!a)
+		return 0;
+	w = bpf_map_lookup_elem(&walks, &zero);
+	if (!w)
+		return 0;
+	__builtin_memset(w, 0, sizeof(*w));
+	w->cur = a->a1;
+	w->wr.missed = w->sge.missed = st->last_wrs > 1;
 	if (ret) {
-		w.failed = 1;
-		w.bad = read_u64(a.a2);
+		w->failed = 1;
+		w->bad = read_u64(a->a2);
 	}
-	bpf_loop(max_walk, walk_wr, &w, 0);
+	{
+		struct windows *ws = bpf_map_lookup_elem(&windows, &zero);
 
-	total = w.i;
+		if (!ws)
+			return 0;
+		walk_fast(w, ws);
+	}
+	if (w->cur && !w->ended && w->i < max_walk) {
+		w->base = w->i;
+		bpf_loop(max_walk - w->i, walk_wr, NULL, 0);
+	}
+
+	total = w->i;
+	st->last_wrs = total;
 	if (!ret)
-		w.accepted = total;
-	else if (!w.found_bad)
-		w.accepted = 0;
+		w->accepted = total;
+	else if (!w->found_bad)
+		w->accepted = 0;
 
 	if (targ_mode == SQ_MODE_COUNTERS) {
-		count_post(id >> 32, a.a0, ret, total, w.accepted, w.inline_wrs, w.signaled,
-			   w.inline_bytes, w.payload_bytes, w.payload_sges);
+		pend_post(st, id >> 32, a->a0, ret, w);
 		return 0;
 	}
 
@@ -712,16 +1161,16 @@ int BPF_KRETPROBE(post_send_ret, int ret)
 	n = total < max_wrs ? total : max_wrs;
 	if (n > SQ_MAX_WRS)
 		n = SQ_MAX_WRS;
-	fill_hdr(&r->hdr, SQ_REC_POST, id, a.ts);
-	r->qp = a.a0;
-	r->qp_num = read_u32(a.a0 + IBV_QP_QP_NUM);
+	fill_hdr(&r->hdr, SQ_REC_POST, id, a->ts);
+	r->qp = a->a0;
+	r->qp_num = qp_num_of(st, a->a0);
 	r->ret = ret;
 	r->n = n;
 	r->truncated = total - n;
-	r->accepted = w.accepted;
+	r->accepted = w->accepted;
 	r->api = SQ_API_POST_SEND;
 	r->aborted = 0;
-	r->walk_capped = !w.ended && w.cur;
+	r->walk_capped = !w->ended && w->cur;
 	output(r, rec_size(struct sq_post_rec, wrs, n, SQ_MAX_WRS));
 	return 0;
 }
@@ -731,9 +1180,10 @@ int BPF_KRETPROBE(post_send_ret, int ret)
 SEC("uprobe")
 int BPF_KPROBE(poll_cq_entry, void *cq, int num_entries, void *wc)
 {
-	if (!wanted(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	save_args(&poll_args, (__u64)cq, (__u64)wc, 0, (__u32)num_entries, 0, 0);
+	struct thread_state *st = thread_state(1);
+
+	if (st)
+		enter(&st->poll, (__u64)cq, (__u64)wc, 0, (__u32)num_entries, 0);
 	return 0;
 }
 
@@ -751,6 +1201,27 @@ static __always_inline struct sq_cq_stats *cq_stats_of(__u32 tgid, __u64 cq)
 	return s;
 }
 
+/* flush_polls adds the thread's pending poll counts to its CQ's stats. */
+static __always_inline void flush_polls(struct thread_state *st, __u32 tgid)
+{
+	struct sq_cq_stats *s;
+
+	if (!st->pend_empty && !st->pend_polls)
+		return;
+	s = cq_stats_of(tgid, st->pend_cq);
+	if (s) {
+		if (st->pend_empty)
+			__sync_fetch_and_add(&s->empty, st->pend_empty);
+		if (st->pend_polls)
+			__sync_fetch_and_add(&s->polls, st->pend_polls);
+		if (st->pend_cqes)
+			__sync_fetch_and_add(&s->cqes, st->pend_cqes);
+	}
+	st->pend_empty = 0;
+	st->pend_polls = 0;
+	st->pend_cqes = 0;
+}
+
 struct wc_head {
 	__u64 wr_id;
 	__u32 status;
@@ -765,50 +1236,72 @@ SEC("uretprobe")
 int BPF_KRETPROBE(poll_cq_ret, int ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32;
-	struct call_args a;
+	__u32 tgid = id >> 32, zero = 0;
+	struct thread_state *st;
+	struct call_args *a;
 	struct sq_cq_stats *s;
 	struct sq_poll_rec *r;
+	struct windows *ws;
 	__u32 n;
 
-	if (!wanted(tgid) || take_args(&poll_args, &a))
+	if (!wanted(tgid))
 		return 0;
-	/* Empty polls are the most frequent call of a busy poller: a counter
+	st = thread_state(0);
+	if (!st)
+		return 0;
+	a = leave(&st->poll, 0);
+	if (!a)
+		return 0;
+	/* Empty polls are the most frequent call of a busy poller: a count
 	 * here, carried by the next record or flushed by user space. */
+	if (st->pend_cq != a->a0) {
+		flush_polls(st, tgid);
+		st->pend_cq = a->a0;
+	}
+	if (ret == 0)
+		st->pend_empty++;
+	if (targ_mode == SQ_MODE_COUNTERS) {
+		st->pend_polls++;
+		if (ret > 0)
+			st->pend_cqes += ret;
+	}
 	if (ret == 0 || targ_mode == SQ_MODE_COUNTERS) {
-		s = cq_stats_of(tgid, a.a0);
-		if (!s)
-			return 0;
-		if (ret == 0)
-			__sync_fetch_and_add(&s->empty, 1);
-		if (targ_mode == SQ_MODE_COUNTERS) {
-			__sync_fetch_and_add(&s->polls, 1);
-			if (ret > 0)
-				__sync_fetch_and_add(&s->cqes, ret);
-		}
+		if (st->pend_empty + st->pend_polls >= SQ_PEND_MAX)
+			flush_polls(st, tgid);
 		return 0;
 	}
-
 	r = scratch_buf();
-	if (!r)
+	ws = bpf_map_lookup_elem(&windows, &zero);
+	if (!r || !ws)
 		return 0;
 	n = ret > 0 ? (__u32)ret : 0;
 	if (n > max_wcs)
 		n = max_wcs;
 	if (n > SQ_MAX_WCS)
 		n = SQ_MAX_WCS;
-	fill_hdr(&r->hdr, SQ_REC_POLL, id, a.ts);
-	r->cq = a.a0;
-	r->max = (__s32)a.a3;
+	fill_hdr(&r->hdr, SQ_REC_POLL, id, a->ts);
+	r->cq = a->a0;
+	r->max = (__s32)a->a3;
 	r->ret = ret;
 	r->n = n;
 	r->truncated = ret > 0 ? (__u32)ret - n : 0;
-	{
-		struct sq_key k = { .pid = tgid, .addr = a.a0 };
+	/* the record carries the CQ's empty polls so far, this thread's
+	 * pending ones included (events mode keeps no other pending counts) */
+	if (st->pend_empty) {
+		s = cq_stats_of(tgid, a->a0);
+		if (s)
+			__sync_fetch_and_add(&s->empty, st->pend_empty);
+		st->pend_empty = 0;
+	} else {
+		struct sq_key k = { .pid = tgid, .addr = a->a0 };
 
 		s = bpf_map_lookup_elem(&cq_stats, &k);
-		r->empty_total = s ? s->empty : 0;
 	}
+	r->empty_total = s ? s->empty : 0;
+	/* all the completions in one read (zeroed if unreadable) */
+	if (n)
+		bpf_probe_read_user(ws->sge.b, clamp_len(n * IBV_WC_SIZE, SQ_MAX_WCS * IBV_WC_SIZE),
+				    (void *)a->a1);
 	for (__u32 i = 0; i < SQ_MAX_WCS; i++) {
 		struct wc_head h;
 		struct sq_wc *o;
@@ -816,8 +1309,7 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 		if (i >= n)
 			break;
 		o = &r->wcs[i];
-		if (bpf_probe_read_user(&h, sizeof(h), (void *)(a.a1 + i * IBV_WC_SIZE)))
-			__builtin_memset(&h, 0, sizeof(h));
+		__builtin_memcpy(&h, &ws->sge.b[i * IBV_WC_SIZE], sizeof(h));
 		o->wr_id = h.wr_id;
 		o->byte_len = h.byte_len;
 		o->qp_num = h.qp_num;
@@ -833,11 +1325,13 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 SEC("uprobe")
 int BPF_KPROBE(post_recv_entry, void *qp, void *wr, void *bad_wr)
 {
-	if (!wanted(bpf_get_current_pid_tgid() >> 32))
-		return 0;
+	struct thread_state *st;
+
 	if (targ_mode == SQ_MODE_COUNTERS)
 		return 0;
-	save_args(&post_args, (__u64)qp, (__u64)wr, (__u64)bad_wr, 0, 1, 0);
+	st = thread_state(1);
+	if (st)
+		enter(&st->post, (__u64)qp, (__u64)wr, (__u64)bad_wr, 0, SQ_OP_POST_RECV);
 	return 0;
 }
 
@@ -870,19 +1364,26 @@ SEC("uretprobe")
 int BPF_KRETPROBE(post_recv_ret, int ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct call_args a;
+	struct thread_state *st;
+	struct call_args *a;
 	struct rwalk w = {};
 	struct sq_recv_rec r = {};
 
-	if (!wanted(id >> 32) || take_args(&post_args, &a) || a.op != 1)
+	if (!wanted(id >> 32))
 		return 0;
-	w.cur = a.a1;
+	st = thread_state(0);
+	if (!st)
+		return 0;
+	a = leave(&st->post, SQ_OP_POST_RECV);
+	if (!a)
+		return 0;
+	w.cur = a->a1;
 	if (ret)
-		w.bad = read_u64(a.a2);
+		w.bad = read_u64(a->a2);
 	bpf_loop(SQ_MAX_RECV_WALK, walk_recv, &w, 0);
-	fill_hdr(&r.hdr, SQ_REC_RECV, id, a.ts);
-	r.qp = a.a0;
-	r.qp_num = read_u32(a.a0 + IBV_QP_QP_NUM);
+	fill_hdr(&r.hdr, SQ_REC_RECV, id, a->ts);
+	r.qp = a->a0;
+	r.qp_num = qp_num_of(st, a->a0);
 	r.n = w.i;
 	r.ret = ret;
 	r.accepted = ret ? (w.found_bad ? w.accepted : 0) : w.i;
@@ -1071,9 +1572,10 @@ int BPF_KPROBE(wr_set_sge_list, void *qpx, __u64 num_sge, void *sg_list)
 SEC("uprobe")
 int BPF_KPROBE(wr_complete_entry, void *qpx)
 {
-	if (!wanted(bpf_get_current_pid_tgid() >> 32))
-		return 0;
-	save_args(&ctl_args, (__u64)qpx, 0, 0, 0, 0xff, 0);
+	struct thread_state *st = thread_state(1);
+
+	if (st)
+		enter(&st->post, (__u64)qpx, 0, 0, 0, SQ_OP_WR_COMPLETE);
 	return 0;
 }
 
@@ -1096,22 +1598,23 @@ static __always_inline void end_batch(struct sq_post_rec *b, __u64 id, int ret, 
 				if (i >= n)
 					break;
 				w = &b->wrs[i];
-				if (w->send_flags & SQ_IBV_SEND_INLINE) {
-					inline_wrs++;
-					inline_bytes += w->bytes;
-				} else {
-					payload_bytes += w->bytes;
-					/* the wr API gives lengths only in sum: count
-					 * SGEs that carry bytes as one each when set_sge */
-					sges += w->bytes ? (w->num_sge ? w->num_sge : 1) : 0;
-				}
-				if (w->send_flags & SQ_IBV_SEND_SIGNALED)
-					signaled++;
+				/* Branch-free: the totals are tested later, and a
+				 * branch per WR would multiply the verifier's states. */
+				__u32 inl = (w->send_flags / SQ_IBV_SEND_INLINE) & 1;
+				__u32 sig = (w->send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+
+				inline_wrs += inl;
+				inline_bytes += (__u64)w->bytes * inl;
+				payload_bytes += (__u64)w->bytes * (1 - inl);
+				/* the wr API gives lengths only in sum: count SGEs
+				 * that carry bytes as one each when set_sge */
+				sges += nonzero(w->bytes) * (w->num_sge + (1 - nonzero(w->num_sge))) * (1 - inl);
+				signaled += sig;
 			}
 		}
 		if (aborted)
 			return;
-		count_post(id >> 32, b->qp, ret, total, accepted, inline_wrs, signaled, inline_bytes,
+		count_post(id >> 32, b->qp, ret, accepted, inline_wrs, signaled, inline_bytes,
 			   payload_bytes, sges);
 		return;
 	}
@@ -1132,12 +1635,19 @@ SEC("uretprobe")
 int BPF_KRETPROBE(wr_complete_ret, int ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct call_args a;
+	struct thread_state *st;
+	struct call_args *a;
 	struct sq_post_rec *b;
 
-	if (!wanted(id >> 32) || take_args(&ctl_args, &a) || a.op != 0xff)
+	if (!wanted(id >> 32))
 		return 0;
-	b = batch_of(id >> 32, a.a0);
+	st = thread_state(0);
+	if (!st)
+		return 0;
+	a = leave(&st->post, SQ_OP_WR_COMPLETE);
+	if (!a)
+		return 0;
+	b = batch_of(id >> 32, a->a0);
 	if (!b)
 		return 0;
 	end_batch(b, id, ret, 0);
@@ -1178,8 +1688,19 @@ int proc_exit(void *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	struct task_struct___sq *task = (void *)bpf_get_current_task();
+	struct thread_state *st = thread_state(0);
 	struct sq_exit_rec r = {};
 
+	/* every exiting thread hands over its pending counts */
+	if (st) {
+		flush_polls(st, tgid);
+		flush_posts(st, tgid);
+		if (!have_task_storage) {
+			__u32 tid = (__u32)id;
+
+			bpf_map_delete_elem(&threads_by_tid, &tid);
+		}
+	}
 	if (targ_tgid ? tgid != targ_tgid : !bpf_map_lookup_elem(&procs, &tgid))
 		return 0;
 	/* the last thread of the group decremented live before this point */

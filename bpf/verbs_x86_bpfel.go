@@ -220,6 +220,83 @@ type VerbsSqWr struct {
 	Pad       uint16
 }
 
+type VerbsThreadState struct {
+	_                structs.HostLayout
+	Post             VerbsCallArgs
+	Poll             VerbsCallArgs
+	QpnQp            uint64
+	Qpn              uint32
+	QpnGen           uint32
+	PendCq           uint64
+	PendEmpty        uint32
+	PendPolls        uint32
+	PendCqes         uint64
+	PendQp           uint64
+	PendQpn          uint32
+	PendCalls        uint32
+	PendWrs          uint32
+	PendInline       uint32
+	PendSignaled     uint32
+	PendDoorbells    uint32
+	PendErrors       uint32
+	PendEnomem       uint32
+	PendEinval       uint32
+	PendSges         uint32
+	PendMaxWrs       uint32
+	Pad              uint32
+	PendInlineBytes  uint64
+	PendPayloadBytes uint64
+	LastWrs          uint32
+	Pad2             uint32
+}
+
+type VerbsWalk struct {
+	_        structs.HostLayout
+	Cur      uint64
+	Bad      uint64
+	I        uint32
+	Base     uint32
+	Accepted uint32
+	Failed   uint8
+	FoundBad uint8
+	Ended    uint8
+	Pad      uint8
+	Wr       struct {
+		_          structs.HostLayout
+		Base       uint64
+		Len        uint32
+		Missed     uint8
+		BulkFailed uint8
+		_          [2]byte
+	}
+	Sge struct {
+		_          structs.HostLayout
+		Base       uint64
+		Len        uint32
+		Missed     uint8
+		BulkFailed uint8
+		_          [2]byte
+	}
+	InlineWrs    uint32
+	Signaled     uint32
+	PayloadSges  uint32
+	Pad2         uint32
+	InlineBytes  uint64
+	PayloadBytes uint64
+}
+
+type VerbsWindows struct {
+	_  structs.HostLayout
+	Wr struct {
+		_ structs.HostLayout
+		B [2304]uint8
+	}
+	Sge struct {
+		_ structs.HostLayout
+		B [2304]uint8
+	}
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -229,11 +306,13 @@ const (
 	VerbsMapEvents               = "events"
 	VerbsMapKnownFns             = "known_fns"
 	VerbsMapLost                 = "lost"
-	VerbsMapPollArgs             = "poll_args"
-	VerbsMapPostArgs             = "post_args"
 	VerbsMapProcs                = "procs"
 	VerbsMapQpCounters           = "qp_counters"
 	VerbsMapScratch              = "scratch"
+	VerbsMapThreads              = "threads"
+	VerbsMapThreadsByTid         = "threads_by_tid"
+	VerbsMapWalks                = "walks"
+	VerbsMapWindows              = "windows"
 	VerbsMapWrBatches            = "wr_batches"
 	VerbsProgAllocPdRet          = "alloc_pd_ret"
 	VerbsProgCreateQpEntry       = "create_qp_entry"
@@ -260,10 +339,12 @@ const (
 	VerbsProgWrSetSge            = "wr_set_sge"
 	VerbsProgWrSetSgeList        = "wr_set_sge_list"
 	VerbsProgWrStart             = "wr_start"
+	VerbsVarHaveTaskStorage      = "have_task_storage"
 	VerbsVarMaxSges              = "max_sges"
 	VerbsVarMaxWalk              = "max_walk"
 	VerbsVarMaxWcs               = "max_wcs"
 	VerbsVarMaxWrs               = "max_wrs"
+	VerbsVarQpGen                = "qp_gen"
 	VerbsVarSelfTgid             = "self_tgid"
 	VerbsVarStopOnNew            = "stop_on_new"
 	VerbsVarTargMode             = "targ_mode"
@@ -350,38 +431,42 @@ type VerbsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type VerbsMapSpecs struct {
-	CqStats    *ebpf.MapSpec `ebpf:"cq_stats"`
-	CtlArgs    *ebpf.MapSpec `ebpf:"ctl_args"`
-	Events     *ebpf.MapSpec `ebpf:"events"`
-	KnownFns   *ebpf.MapSpec `ebpf:"known_fns"`
-	Lost       *ebpf.MapSpec `ebpf:"lost"`
-	PollArgs   *ebpf.MapSpec `ebpf:"poll_args"`
-	PostArgs   *ebpf.MapSpec `ebpf:"post_args"`
-	Procs      *ebpf.MapSpec `ebpf:"procs"`
-	QpCounters *ebpf.MapSpec `ebpf:"qp_counters"`
-	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
-	WrBatches  *ebpf.MapSpec `ebpf:"wr_batches"`
+	CqStats      *ebpf.MapSpec `ebpf:"cq_stats"`
+	CtlArgs      *ebpf.MapSpec `ebpf:"ctl_args"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	KnownFns     *ebpf.MapSpec `ebpf:"known_fns"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	Procs        *ebpf.MapSpec `ebpf:"procs"`
+	QpCounters   *ebpf.MapSpec `ebpf:"qp_counters"`
+	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	Threads      *ebpf.MapSpec `ebpf:"threads"`
+	ThreadsByTid *ebpf.MapSpec `ebpf:"threads_by_tid"`
+	Walks        *ebpf.MapSpec `ebpf:"walks"`
+	Windows      *ebpf.MapSpec `ebpf:"windows"`
+	WrBatches    *ebpf.MapSpec `ebpf:"wr_batches"`
 }
 
 // VerbsVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type VerbsVariableSpecs struct {
-	MaxSges     *ebpf.VariableSpec `ebpf:"max_sges"`
-	MaxWalk     *ebpf.VariableSpec `ebpf:"max_walk"`
-	MaxWcs      *ebpf.VariableSpec `ebpf:"max_wcs"`
-	MaxWrs      *ebpf.VariableSpec `ebpf:"max_wrs"`
-	SelfTgid    *ebpf.VariableSpec `ebpf:"self_tgid"`
-	StopOnNew   *ebpf.VariableSpec `ebpf:"stop_on_new"`
-	TargMode    *ebpf.VariableSpec `ebpf:"targ_mode"`
-	TargTgid    *ebpf.VariableSpec `ebpf:"targ_tgid"`
-	UnusedExit  *ebpf.VariableSpec `ebpf:"unused_exit"`
-	UnusedFn    *ebpf.VariableSpec `ebpf:"unused_fn"`
-	UnusedKind  *ebpf.VariableSpec `ebpf:"unused_kind"`
-	UnusedOp    *ebpf.VariableSpec `ebpf:"unused_op"`
-	UnusedRecv  *ebpf.VariableSpec `ebpf:"unused_recv"`
-	UnusedVia   *ebpf.VariableSpec `ebpf:"unused_via"`
-	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	HaveTaskStorage *ebpf.VariableSpec `ebpf:"have_task_storage"`
+	MaxSges         *ebpf.VariableSpec `ebpf:"max_sges"`
+	MaxWalk         *ebpf.VariableSpec `ebpf:"max_walk"`
+	MaxWcs          *ebpf.VariableSpec `ebpf:"max_wcs"`
+	MaxWrs          *ebpf.VariableSpec `ebpf:"max_wrs"`
+	QpGen           *ebpf.VariableSpec `ebpf:"qp_gen"`
+	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
+	StopOnNew       *ebpf.VariableSpec `ebpf:"stop_on_new"`
+	TargMode        *ebpf.VariableSpec `ebpf:"targ_mode"`
+	TargTgid        *ebpf.VariableSpec `ebpf:"targ_tgid"`
+	UnusedExit      *ebpf.VariableSpec `ebpf:"unused_exit"`
+	UnusedFn        *ebpf.VariableSpec `ebpf:"unused_fn"`
+	UnusedKind      *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedOp        *ebpf.VariableSpec `ebpf:"unused_op"`
+	UnusedRecv      *ebpf.VariableSpec `ebpf:"unused_recv"`
+	UnusedVia       *ebpf.VariableSpec `ebpf:"unused_via"`
+	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // VerbsObjects contains all objects after they have been loaded into the kernel.
@@ -404,17 +489,19 @@ func (o *VerbsObjects) Close() error {
 //
 // It can be passed to LoadVerbsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type VerbsMaps struct {
-	CqStats    *ebpf.Map `ebpf:"cq_stats"`
-	CtlArgs    *ebpf.Map `ebpf:"ctl_args"`
-	Events     *ebpf.Map `ebpf:"events"`
-	KnownFns   *ebpf.Map `ebpf:"known_fns"`
-	Lost       *ebpf.Map `ebpf:"lost"`
-	PollArgs   *ebpf.Map `ebpf:"poll_args"`
-	PostArgs   *ebpf.Map `ebpf:"post_args"`
-	Procs      *ebpf.Map `ebpf:"procs"`
-	QpCounters *ebpf.Map `ebpf:"qp_counters"`
-	Scratch    *ebpf.Map `ebpf:"scratch"`
-	WrBatches  *ebpf.Map `ebpf:"wr_batches"`
+	CqStats      *ebpf.Map `ebpf:"cq_stats"`
+	CtlArgs      *ebpf.Map `ebpf:"ctl_args"`
+	Events       *ebpf.Map `ebpf:"events"`
+	KnownFns     *ebpf.Map `ebpf:"known_fns"`
+	Lost         *ebpf.Map `ebpf:"lost"`
+	Procs        *ebpf.Map `ebpf:"procs"`
+	QpCounters   *ebpf.Map `ebpf:"qp_counters"`
+	Scratch      *ebpf.Map `ebpf:"scratch"`
+	Threads      *ebpf.Map `ebpf:"threads"`
+	ThreadsByTid *ebpf.Map `ebpf:"threads_by_tid"`
+	Walks        *ebpf.Map `ebpf:"walks"`
+	Windows      *ebpf.Map `ebpf:"windows"`
+	WrBatches    *ebpf.Map `ebpf:"wr_batches"`
 }
 
 func (m *VerbsMaps) Close() error {
@@ -424,11 +511,13 @@ func (m *VerbsMaps) Close() error {
 		m.Events,
 		m.KnownFns,
 		m.Lost,
-		m.PollArgs,
-		m.PostArgs,
 		m.Procs,
 		m.QpCounters,
 		m.Scratch,
+		m.Threads,
+		m.ThreadsByTid,
+		m.Walks,
+		m.Windows,
 		m.WrBatches,
 	)
 }
@@ -437,21 +526,23 @@ func (m *VerbsMaps) Close() error {
 //
 // It can be passed to LoadVerbsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type VerbsVariables struct {
-	MaxSges     *ebpf.Variable `ebpf:"max_sges"`
-	MaxWalk     *ebpf.Variable `ebpf:"max_walk"`
-	MaxWcs      *ebpf.Variable `ebpf:"max_wcs"`
-	MaxWrs      *ebpf.Variable `ebpf:"max_wrs"`
-	SelfTgid    *ebpf.Variable `ebpf:"self_tgid"`
-	StopOnNew   *ebpf.Variable `ebpf:"stop_on_new"`
-	TargMode    *ebpf.Variable `ebpf:"targ_mode"`
-	TargTgid    *ebpf.Variable `ebpf:"targ_tgid"`
-	UnusedExit  *ebpf.Variable `ebpf:"unused_exit"`
-	UnusedFn    *ebpf.Variable `ebpf:"unused_fn"`
-	UnusedKind  *ebpf.Variable `ebpf:"unused_kind"`
-	UnusedOp    *ebpf.Variable `ebpf:"unused_op"`
-	UnusedRecv  *ebpf.Variable `ebpf:"unused_recv"`
-	UnusedVia   *ebpf.Variable `ebpf:"unused_via"`
-	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
+	HaveTaskStorage *ebpf.Variable `ebpf:"have_task_storage"`
+	MaxSges         *ebpf.Variable `ebpf:"max_sges"`
+	MaxWalk         *ebpf.Variable `ebpf:"max_walk"`
+	MaxWcs          *ebpf.Variable `ebpf:"max_wcs"`
+	MaxWrs          *ebpf.Variable `ebpf:"max_wrs"`
+	QpGen           *ebpf.Variable `ebpf:"qp_gen"`
+	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
+	StopOnNew       *ebpf.Variable `ebpf:"stop_on_new"`
+	TargMode        *ebpf.Variable `ebpf:"targ_mode"`
+	TargTgid        *ebpf.Variable `ebpf:"targ_tgid"`
+	UnusedExit      *ebpf.Variable `ebpf:"unused_exit"`
+	UnusedFn        *ebpf.Variable `ebpf:"unused_fn"`
+	UnusedKind      *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedOp        *ebpf.Variable `ebpf:"unused_op"`
+	UnusedRecv      *ebpf.Variable `ebpf:"unused_recv"`
+	UnusedVia       *ebpf.Variable `ebpf:"unused_via"`
+	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // VerbsPrograms contains all programs after they have been loaded into the kernel.

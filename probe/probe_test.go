@@ -244,6 +244,7 @@ func TestTraceTargetEndToEnd(t *testing.T) {
 	}{
 		{"uprobe_multi", Options{}},
 		{"perf-event uprobes", Options{perfEventUprobes: true}},
+		{"thread state by tid", Options{noTaskStorage: true}},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) { testEndToEnd(t, c.opts) })
 	}

@@ -87,6 +87,9 @@ type Options struct {
 	// perfEventUprobes forces the fallback used on kernels without
 	// uprobe_multi links (tests).
 	perfEventUprobes bool
+	// noTaskStorage forces the fallback used on kernels whose uprobe
+	// programs cannot use task storage (tests).
+	noTaskStorage bool
 }
 
 const (
@@ -274,21 +277,45 @@ func (t *Tracer) load() error {
 	for name, p := range spec.Programs {
 		if p.Type == ebpf.Kprobe {
 			kprobes[name] = p
+		}
+	}
+	loadAll := func() error {
+		for _, p := range kprobes {
 			p.AttachType = ebpf.AttachTraceUprobeMulti
 		}
-	}
-	// Kernels before 6.6 load a program with the uprobe_multi attach type
-	// and only refuse the link, so ask the kernel for the link itself.
-	err = errors.ErrUnsupported
-	if !t.opts.perfEventUprobes && features.HaveBPFLinkUprobeMulti() == nil {
-		err = spec.LoadAndAssign(&t.objs, nil)
-	}
-	t.multi = err == nil
-	if err != nil {
-		for _, p := range kprobes {
-			p.AttachType = ebpf.AttachNone
+		// Kernels before 6.6 load a program with the uprobe_multi attach
+		// type and only refuse the link, so ask the kernel for the link
+		// itself.
+		err := error(errors.ErrUnsupported)
+		if !t.opts.perfEventUprobes && features.HaveBPFLinkUprobeMulti() == nil {
+			err = spec.LoadAndAssign(&t.objs, nil)
 		}
-		err = spec.LoadAndAssign(&t.objs, nil)
+		t.multi = err == nil
+		if err != nil {
+			for _, p := range kprobes {
+				p.AttachType = ebpf.AttachNone
+			}
+			err = spec.LoadAndAssign(&t.objs, nil)
+		}
+		return err
+	}
+	// The data-path probes keep per-thread state in task storage, which
+	// uprobe programs may use on recent kernels only; elsewhere they keep
+	// it in a hash by thread id (a few tens of ns more per call). The
+	// error reported is the first one.
+	if t.opts.noTaskStorage {
+		if err := hashThreadState(spec); err != nil {
+			return err
+		}
+	}
+	err = loadAll()
+	if err != nil && !t.opts.noTaskStorage {
+		if herr := hashThreadState(spec); herr != nil {
+			return herr
+		}
+		if loadAll() == nil {
+			err = nil
+		}
 	}
 	if err != nil {
 		// A verifier rejection also comes as EACCES: tell it apart first.
@@ -307,6 +334,22 @@ func (t *Tracer) load() error {
 		return fmt.Errorf("opening the BPF ring buffer: %w", err)
 	}
 	t.rd = rd
+	return nil
+}
+
+// hashThreadState switches the programs' per-thread state from task
+// storage to the hash by thread id.
+func hashThreadState(spec *ebpf.CollectionSpec) error {
+	vs, ok := spec.Variables["have_task_storage"]
+	if !ok {
+		return errors.New("BPF object has no knob have_task_storage")
+	}
+	if err := vs.Set(uint8(0)); err != nil {
+		return fmt.Errorf("setting BPF knob have_task_storage: %w", err)
+	}
+	// unused now, but a map the kernel may not know must not fail the load
+	m := spec.Maps["threads"]
+	m.Type, m.Flags, m.MaxEntries = ebpf.Hash, 0, 1
 	return nil
 }
 

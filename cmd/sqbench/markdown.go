@@ -267,13 +267,17 @@ func (r *report) costVerdict() string {
 }
 
 const probeDesign = `- One ring-buffer record per post call (every WR of the list in it) and per poll that
-  returned completions; no record per WR, none for an empty poll (a count per CQ in a kernel
-  map, carried by the next record or the periodic flush). Records do not wake the reader: it
-  looks every 10 ms, and is woken when a quarter of the ring is unread.
-- Arguments are kept from entry to return in an LRU hash keyed by thread id: one map update at
-  entry and one lookup and delete at return, per call.
-- The WR list is walked in a bounded loop, reading each WR's fields and its SGE array from user
-  memory (several bpf_probe_read_user calls per WR). The QP's number is read at every post.
-- The counters mode updates the shared per-QP and per-CQ maps with atomic adds on every call
-  instead of emitting records.
+  returned completions; no record per WR, none for an empty poll (a per-thread count, carried
+  by the next record or the periodic flush). Records do not wake the reader: it looks every
+  10 ms, and is woken when a quarter of the ring is unread.
+- Arguments are kept from entry to return in task-local storage (a hash by thread id where the
+  kernel does not allow it), written in place: no map update per call.
+- User memory is read through windows: a one-WR post reads its WR header and its SGE (two
+  reads); a longer list, or a thread whose last list was longer, reads the WR and SGE arrays
+  2 KiB at a time, and a plain loop (no bpf_loop callback) decodes the first 16 WRs. The walk
+  state sits in a per-CPU slot so that the programs fit older kernels' 512-byte stack limit
+  across calls. Completions are read in one go. A QP's number is cached per thread.
+- The counters mode keeps per-thread counts, added to the shared per-QP and per-CQ maps every
+  32 calls, when the thread moves to another QP or CQ, and when it exits; its entry probes
+  take no timestamp.
 `
