@@ -48,8 +48,6 @@ type Info struct {
 	Target string // command line or description
 	PID    int
 	Mode   string // "full events", "counters", "replay"
-	// Lost returns the lost-event count when the source cannot put it in
-	// the snapshot; may be nil.
 }
 
 // runner is the part of *tview.Application the UI uses.

@@ -161,19 +161,32 @@ func deviceNames() ([]string, error) {
 	return strings.Split(C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), ","), nil
 }
 
+// ErrNoDevice is wrapped by the error OpenDevice returns for a device name
+// that does not exist: a usage mistake, not a failure of the device.
+var ErrNoDevice = errors.New("no such RDMA device")
+
 // missingDeviceError says that name does not exist and what does.
 func missingDeviceError(name string, names []string, listErr error) error {
+	return &noDeviceError{msg: missingDeviceText(name, names, listErr)}
+}
+
+type noDeviceError struct{ msg string }
+
+func (e *noDeviceError) Error() string        { return e.msg }
+func (e *noDeviceError) Is(target error) bool { return target == ErrNoDevice }
+
+func missingDeviceText(name string, names []string, listErr error) string {
 	what := fmt.Sprintf("no RDMA device %q", name)
 	if name == "" {
 		what = "no RDMA device name given"
 	}
 	switch {
 	case listErr != nil:
-		return fmt.Errorf("%s (%v)", what, listErr)
+		return fmt.Sprintf("%s (%v)", what, listErr)
 	case len(names) == 0:
-		return fmt.Errorf("%s (no RDMA devices found; is a provider loaded?)", what)
+		return what + " (no RDMA devices found; is a provider loaded?)"
 	}
-	return fmt.Errorf("%s (devices: %s)", what, strings.Join(names, ", "))
+	return fmt.Sprintf("%s (devices: %s)", what, strings.Join(names, ", "))
 }
 
 // cError turns a failure reported by device.c into one line.

@@ -72,8 +72,12 @@ func TestMissingDeviceError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := missingDeviceError(tt.dev, tt.names, tt.listErr).Error(); got != tt.want {
+			err := missingDeviceError(tt.dev, tt.names, tt.listErr)
+			if got := err.Error(); got != tt.want {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			if !errors.Is(err, ErrNoDevice) {
+				t.Errorf("%v is not ErrNoDevice", err)
 			}
 		})
 	}

@@ -136,7 +136,6 @@ static int post_batch(struct sq_endpoint *ep, uint32_t num_sge, int api_wr, uint
 	} else {
 		static __thread struct ibv_send_wr wrs[MAX_LIST];
 		static __thread struct ibv_sge sges[MAX_LIST][4];
-		struct ibv_sge *big = NULL;
 		struct ibv_sge bigsg[MAX_SGE];
 		struct ibv_send_wr *bad = NULL;
 
@@ -147,7 +146,7 @@ static int post_batch(struct sq_endpoint *ep, uint32_t num_sge, int api_wr, uint
 
 			if (n > 4) {
 				/* only the too-many-sge fault uses this; one WR per list */
-				sg = big = bigsg;
+				sg = bigsg;
 				if (n > MAX_SGE)
 					n = MAX_SGE;
 			}
@@ -173,7 +172,6 @@ static int post_batch(struct sq_endpoint *ep, uint32_t num_sge, int api_wr, uint
 				w->wr.ud.remote_qkey = ep->remote_qkey;
 			}
 		}
-		(void)big;
 		ret = ibv_post_send(ep->qp, wrs, &bad);
 		*accepted = ret ? (uint32_t)(bad - wrs) : k;
 		return ret;

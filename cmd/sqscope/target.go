@@ -99,7 +99,6 @@ type session struct {
 	mu      sync.Mutex
 	sinks   []func(trace.Event)
 	sinkErr error
-	qps     int
 	exit    *trace.Exit
 	// exitSeen: the tracer delivered the exit (else finish adds it)
 	exitSeen bool
@@ -260,10 +259,7 @@ func (s *session) addSink(f func(trace.Event)) {
 func (s *session) deliver(ev trace.Event) {
 	s.an.Ingest(ev)
 	s.mu.Lock()
-	switch e := ev.(type) {
-	case *trace.QPCreate:
-		s.qps++
-	case *trace.Exit:
+	if e, ok := ev.(*trace.Exit); ok {
 		s.exit, s.exitSeen = e, true
 	}
 	sinks := s.sinks

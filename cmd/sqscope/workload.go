@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -175,7 +176,7 @@ func runWorkload(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	res, err := workload.Run(ctx, f.cfg)
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "no RDMA device") {
+		if errors.Is(err, verbs.ErrNoDevice) {
 			return usageErr("%v", err)
 		}
 		return err
