@@ -76,32 +76,23 @@ func WriteText(w io.Writer, s Snapshot) {
 		fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
 			p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
 		var errs []string
-		if q.ENOMEMSQFull > 0 {
-			errs = append(errs, fmt.Sprintf("ENOMEM SQ full %d", q.ENOMEMSQFull))
-		}
-		if q.ENOMEMInline > 0 {
-			errs = append(errs, fmt.Sprintf("ENOMEM inline too big %d", q.ENOMEMInline))
-		}
-		if q.ENOMEMSGE > 0 {
-			errs = append(errs, fmt.Sprintf("ENOMEM too many SGEs %d", q.ENOMEMSGE))
-		}
-		if q.ENOMEMUnknown > 0 {
-			errs = append(errs, fmt.Sprintf("ENOMEM cause unknown %d", q.ENOMEMUnknown))
-		}
-		if q.EINVAL > 0 {
-			errs = append(errs, fmt.Sprintf("EINVAL %d", q.EINVAL))
-		}
-		if q.OtherErrors > 0 {
-			errs = append(errs, fmt.Sprintf("other errors %d", q.OtherErrors))
-		}
-		if q.CQEErrors > 0 {
-			errs = append(errs, fmt.Sprintf("error CQEs %d", q.CQEErrors))
-		}
-		if q.BeyondModel > 0 {
-			errs = append(errs, fmt.Sprintf("%d WRs reported accepted beyond the list or any SQ depth (inconsistent trace, not modeled)", q.BeyondModel))
-		}
-		if q.Truncated > 0 {
-			errs = append(errs, fmt.Sprintf("%d WRs past the tracer's list bound (counted, not decoded)", q.Truncated))
+		for _, e := range []struct {
+			n    uint64
+			what string
+		}{
+			{q.ENOMEMSQFull, "ENOMEM SQ full %d"},
+			{q.ENOMEMInline, "ENOMEM inline too big %d"},
+			{q.ENOMEMSGE, "ENOMEM too many SGEs %d"},
+			{q.ENOMEMUnknown, "ENOMEM cause unknown %d"},
+			{q.EINVAL, "EINVAL %d"},
+			{q.OtherErrors, "other errors %d"},
+			{q.CQEErrors, "error CQEs %d"},
+			{q.BeyondModel, "%d WRs reported accepted beyond the list or any SQ depth (inconsistent trace, not modeled)"},
+			{q.Truncated, "%d WRs past the tracer's list bound (counted, not decoded)"},
+		} {
+			if e.n > 0 {
+				errs = append(errs, fmt.Sprintf(e.what, e.n))
+			}
 		}
 		if len(errs) > 0 {
 			fmt.Fprintf(w, "  errors: %s\n", strings.Join(errs, ", "))
