@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"bytes"
-	"context"
 	"debug/elf"
 	"encoding/json"
 	"os"
@@ -11,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sqscope/sqscope/trace"
 )
@@ -81,45 +78,7 @@ type dlopenStats struct {
 // events and the tracer.
 func traceHeld(t *testing.T, opts Options, bin string, args ...string) ([]byte, []trace.Event, *Tracer) {
 	t.Helper()
-	var stdout bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout = &stdout
-	cmd.Stderr = os.Stderr
-	child, err := StartHeldCmd(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Child = child
-	opts.FlushInterval = 50 * time.Millisecond
-	tr, err := Open(opts)
-	if err != nil {
-		child.Kill()
-		child.Wait()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Close() })
-	var evs []trace.Event
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- tr.Run(ctx, func(e trace.Event) { evs = append(evs, e) }) }()
-	if err := child.Release(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := child.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !st.Success() {
-		t.Fatalf("%s %v: %v", filepath.Base(bin), args, st)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("Run did not end with the target: %v", ctx.Err())
-	}
-	return stdout.Bytes(), evs, tr
+	return traceCmd(t, opts, exec.Command(bin, args...))
 }
 
 // TestDlopenedProvider: a provider library the target dlopen()s after the

@@ -1,14 +1,11 @@
 package probe
 
 import (
-	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sqscope/sqscope/trace"
 )
@@ -27,32 +24,7 @@ func TestLibibverbsFromLDLibraryPath(t *testing.T) {
 
 	cmd := exec.Command(bin, "run")
 	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir)
-	cmd.Stdout = io.Discard
-	child, err := StartHeldCmd(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := Open(Options{Child: child, FlushInterval: 50 * time.Millisecond})
-	if err != nil {
-		child.Kill()
-		child.Wait()
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	var evs []trace.Event
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- tr.Run(ctx, func(e trace.Event) { evs = append(evs, e) }) }()
-	if err := child.Release(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := child.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	_, evs, _ := traceCmd(t, Options{}, cmd)
 	hooked := map[string]bool{}
 	for _, e := range evs {
 		if a, ok := e.(*trace.Attach); ok && a.Func == "create_qp" && a.Err == "" {

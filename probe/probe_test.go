@@ -186,9 +186,14 @@ func tallyEvents(evs []trace.Event) tally {
 // and the events.
 func traceRun(t *testing.T, opts Options, args ...string) ([]byte, []trace.Event, *Tracer) {
 	t.Helper()
-	bin := buildTarget(t)
+	return traceCmd(t, opts, exec.Command(buildTarget(t), args...))
+}
+
+// traceCmd starts cmd held, traces it with opts until it exits (it must
+// succeed), and returns its output, the events and the tracer.
+func traceCmd(t *testing.T, opts Options, cmd *exec.Cmd) ([]byte, []trace.Event, *Tracer) {
+	t.Helper()
 	var stdout bytes.Buffer
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout = &stdout
 	cmd.Stderr = os.Stderr
 	child, err := StartHeldCmd(cmd)
@@ -225,7 +230,7 @@ func traceRun(t *testing.T, opts Options, args ...string) ([]byte, []trace.Event
 		t.Fatal(err)
 	}
 	if !st.Success() {
-		t.Fatalf("target %v: %v", args, st)
+		t.Fatalf("target %v: %v", cmd.Args, st)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
