@@ -96,10 +96,10 @@ type session struct {
 	mode   string
 	env    []string // the target's environment
 
-	mu      sync.Mutex
-	sinks   []func(trace.Event)
-	sinkErr error
-	exit    *trace.Exit
+	sinks []func(trace.Event) // fixed before run
+
+	mu   sync.Mutex // guards exit and exitSeen
+	exit *trace.Exit
 	// exitSeen: the tracer delivered the exit (else finish adds it)
 	exitSeen bool
 }
@@ -249,22 +249,21 @@ func startSession(tf *targetFlags, rest []string, stderr io.Writer, childOut io.
 	return s, nil
 }
 
-// addSink adds a consumer of every event (called on the reader goroutine).
+// addSink adds a consumer of every event, called on the reader goroutine.
+// Sinks are added before run and never after, so delivering to them takes
+// no lock.
 func (s *session) addSink(f func(trace.Event)) {
-	s.mu.Lock()
 	s.sinks = append(s.sinks, f)
-	s.mu.Unlock()
 }
 
 func (s *session) deliver(ev trace.Event) {
 	s.an.Ingest(ev)
-	s.mu.Lock()
 	if e, ok := ev.(*trace.Exit); ok {
+		s.mu.Lock() // the child's waiter may set its own exit
 		s.exit, s.exitSeen = e, true
+		s.mu.Unlock()
 	}
-	sinks := s.sinks
-	s.mu.Unlock()
-	for _, f := range sinks {
+	for _, f := range s.sinks {
 		f(ev)
 	}
 }
@@ -388,11 +387,10 @@ func (s *session) finish(err error) error {
 	}
 	s.mu.Lock()
 	ex, seen := s.exit, s.exitSeen
-	sinks := s.sinks
 	s.mu.Unlock()
 	if ex != nil && !seen {
 		s.an.Ingest(ex)
-		for _, f := range sinks {
+		for _, f := range s.sinks {
 			f(ex)
 		}
 	}
