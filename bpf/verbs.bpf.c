@@ -38,6 +38,10 @@ const volatile __u32 max_sges = SQ_MAX_SGES;
 const volatile __u32 max_wcs = SQ_MAX_WCS;
 const volatile __u64 wakeup_bytes = 1 << 20; /* unread bytes that wake the reader */
 const volatile __u8 have_task_storage = 1; /* 0: per-thread state in a hash */
+/* 1: data-path records carry the call's entry time too. A clock read costs
+ * about as much as the rest of an entry probe, and under a uprobe the
+ * interval measures mostly the probe itself, so it is asked for. */
+const volatile __u8 call_times = 0;
 
 /* ---- maps -------------------------------------------------------------- */
 
@@ -606,7 +610,7 @@ static __always_inline void enter(struct call_args *c, __u64 a0, __u64 a1, __u64
 	c->a3 = a3;
 	c->op = op;
 	/* the counters mode has no use for the entry time */
-	c->ts = targ_mode == SQ_MODE_EVENTS ? bpf_ktime_get_ns() : 0;
+	c->ts = targ_mode == SQ_MODE_EVENTS && call_times ? bpf_ktime_get_ns() : 0;
 	c->live = 1;
 }
 
@@ -1425,7 +1429,7 @@ int BPF_KPROBE(wr_start, void *qpx)
 			return 0;
 	}
 	b->hdr.kind = SQ_REC_POST;
-	b->hdr.entry_ts = bpf_ktime_get_ns();
+	b->hdr.entry_ts = call_times ? bpf_ktime_get_ns() : 0;
 	b->hdr.tid = (__u32)id;
 	b->qp = (__u64)qpx;
 	b->n = 0;

@@ -339,6 +339,7 @@ const (
 	VerbsProgWrSetSge            = "wr_set_sge"
 	VerbsProgWrSetSgeList        = "wr_set_sge_list"
 	VerbsProgWrStart             = "wr_start"
+	VerbsVarCallTimes            = "call_times"
 	VerbsVarHaveTaskStorage      = "have_task_storage"
 	VerbsVarMaxSges              = "max_sges"
 	VerbsVarMaxWalk              = "max_walk"
@@ -450,6 +451,7 @@ type VerbsMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type VerbsVariableSpecs struct {
+	CallTimes       *ebpf.VariableSpec `ebpf:"call_times"`
 	HaveTaskStorage *ebpf.VariableSpec `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.VariableSpec `ebpf:"max_sges"`
 	MaxWalk         *ebpf.VariableSpec `ebpf:"max_walk"`
@@ -526,6 +528,7 @@ func (m *VerbsMaps) Close() error {
 //
 // It can be passed to LoadVerbsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type VerbsVariables struct {
+	CallTimes       *ebpf.Variable `ebpf:"call_times"`
 	HaveTaskStorage *ebpf.Variable `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.Variable `ebpf:"max_sges"`
 	MaxWalk         *ebpf.Variable `ebpf:"max_walk"`

@@ -455,7 +455,7 @@ func TestCountersModeMatchesEvents(t *testing.T) {
 // the target, not just their counts.
 func TestDecodedValues(t *testing.T) {
 	requireBPF(t)
-	_, evs, _ := traceRun(t, Options{}, "run")
+	_, evs, _ := traceRun(t, Options{CallTimes: true}, "run")
 	var (
 		creates  = map[uint32]*trace.QPCreate{}
 		states   = map[uint32][]int32{}
@@ -492,6 +492,9 @@ func TestDecodedValues(t *testing.T) {
 				}
 			}
 		case *trace.Poll:
+			if e.EntryNS == 0 || e.EntryNS > e.TimeNS {
+				t.Errorf("poll entry %d, return %d", e.EntryNS, e.TimeNS)
+			}
 			polls = append(polls, e)
 		case *trace.PostRecv:
 			recvs = append(recvs, e)
@@ -612,4 +615,29 @@ func TestDecodedValues(t *testing.T) {
 			t.Errorf("%d post_recv, first %+v", len(recvs), recvs[0])
 		}
 	})
+}
+
+// Without CallTimes the data-path records carry no entry time (the BPF
+// side takes no clock reading at entry).
+func TestNoCallTimes(t *testing.T) {
+	requireBPF(t)
+	_, evs, _ := traceRun(t, Options{}, "run")
+	var posts, polls int
+	for _, e := range evs {
+		switch e := e.(type) {
+		case *trace.Post:
+			posts++
+			if e.EntryNS != 0 {
+				t.Errorf("post with entry time %d", e.EntryNS)
+			}
+		case *trace.Poll:
+			polls++
+			if e.EntryNS != 0 {
+				t.Errorf("poll with entry time %d", e.EntryNS)
+			}
+		}
+	}
+	if posts == 0 || polls == 0 {
+		t.Fatalf("%d posts, %d polls traced", posts, polls)
+	}
 }

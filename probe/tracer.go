@@ -64,6 +64,9 @@ type Options struct {
 	// Probes are explicit data-path locations.
 	Probes []ExplicitProbe
 	Mode   Mode
+	// CallTimes makes events-mode records carry each call's entry time
+	// (trace.Post.EntryNS, trace.Poll.EntryNS); without it they are 0.
+	CallTimes bool
 	// RingBytes is the ring buffer size: a power of two, at least 4096.
 	// Default 8 MiB.
 	RingBytes int
@@ -247,10 +250,7 @@ func (t *Tracer) load() error {
 		}
 		return uint32(v)
 	}
-	var stopKnob uint8
-	if stop {
-		stopKnob = 1
-	}
+	stopKnob := boolKnob(stop)
 	for _, kv := range []struct {
 		name string
 		v    any
@@ -259,6 +259,7 @@ func (t *Tracer) load() error {
 		{"self_tgid", uint32(self)},
 		{"stop_on_new", stopKnob},
 		{"targ_mode", uint8(t.opts.Mode)},
+		{"call_times", boolKnob(t.opts.CallTimes)},
 		{"max_wrs", bound(t.opts.MaxWRs, 64)},
 		{"max_sges", bound(t.opts.MaxSGEs, 16)},
 		{"max_wcs", bound(t.opts.MaxWCs, 32)},
@@ -893,6 +894,14 @@ func (t *Tracer) Close() error {
 		return fmt.Errorf("closing tracer: %w", err)
 	}
 	return nil
+}
+
+// boolKnob is a flag as the BPF side's __u8 knobs take it.
+func boolKnob(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // decodeInto copies a record into its fixed-size Go twin; a short record

@@ -174,7 +174,7 @@ type Post struct {
 	Truncated uint32
 	Ret       int32  // 0 or a positive errno (ENOMEM, EINVAL, ...)
 	Accepted  uint32 // WRs of the list the provider took (index of *bad_wr)
-	EntryNS   uint64 // when the call was entered
+	EntryNS   uint64 // when the call was entered; 0: not recorded (see --call-times)
 	Aborted   bool   // wr API: ibv_wr_abort instead of ibv_wr_complete
 }
 
@@ -205,7 +205,7 @@ type Poll struct {
 	// EmptyBefore counts polls of this CQ that returned 0 since the last
 	// event that reported empty polls for it.
 	EmptyBefore uint64
-	EntryNS     uint64
+	EntryNS     uint64 // when the call was entered; 0: not recorded
 }
 
 func (*Poll) Kind() Kind { return KindPoll }

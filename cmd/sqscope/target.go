@@ -29,6 +29,7 @@ type targetFlags struct {
 	workload bool
 	probes   []probe.ExplicitProbe
 	mode     string
+	callTime bool
 	noStop   bool
 	wait     bool
 	timeout  time.Duration
@@ -48,6 +49,7 @@ func (tf *targetFlags) register(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&tf.mode, "mode", "events", "events (every call) or counters (per-QP totals kept in the kernel, lower overhead)")
+	fs.BoolVar(&tf.callTime, "call-times", false, "also record when each post and poll was entered (events mode; costs a clock read per call, and the interval is mostly the probe's own)")
 	fs.BoolVar(&tf.noStop, "no-stop", false, "never pause the target while probes for newly found functions are attached (calls in that window are missed)")
 	fs.BoolVar(&tf.wait, "wait", false, "keep waiting for a target that has not loaded a verbs library")
 	fs.DurationVar(&tf.timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
@@ -77,6 +79,8 @@ func (tf *targetFlags) check(rest []string) error {
 		return fmt.Errorf("unexpected arguments %q (workload flags go after --workload --)", strings.Join(rest, " "))
 	case tf.mode != "events" && tf.mode != "counters":
 		return fmt.Errorf("--mode %q: want events or counters", tf.mode)
+	case tf.callTime && tf.mode != "events":
+		return errors.New("--call-times needs --mode events")
 	case tf.ringMiB <= 0 || tf.ringMiB&(tf.ringMiB-1) != 0 || tf.ringMiB > 1024:
 		return fmt.Errorf("--ring-mib %d: want a power of two up to 1024", tf.ringMiB)
 	case tf.timeout <= 0:
@@ -180,7 +184,7 @@ func procEnviron(pid int) []string {
 // stderr when it is nil.
 func startSession(tf *targetFlags, rest []string, stderr io.Writer, childOut io.Writer) (*session, error) {
 	s := &session{tf: tf, mode: tf.mode}
-	opts := probe.Options{Probes: tf.probes, NoStop: tf.noStop, RingBytes: tf.ringMiB << 20}
+	opts := probe.Options{Probes: tf.probes, NoStop: tf.noStop, RingBytes: tf.ringMiB << 20, CallTimes: tf.callTime}
 	if tf.mode == "counters" {
 		opts.Mode = probe.ModeCounters
 	}

@@ -325,6 +325,8 @@ func TestTraceErrors(t *testing.T) {
 		want   string
 	}{
 		{"no target", []string{"trace"}, false, 2, "no target"},
+		{"call times in counters mode", []string{"trace", "--mode", "counters", "--call-times", "-c", "true"}, false, 2, "--call-times needs --mode events"},
+		{"ring not a power of two", []string{"trace", "--ring-mib", "3", "-c", "true"}, false, 2, "--ring-mib 3: want a power of two"},
 		{"pid does not exist", []string{"trace", "-p", "999999"}, false, 1, "process 999999 does not exist"},
 		{"never loads verbs", []string{"trace", "--verbs-timeout", "500ms", "-c", "sleep 3"}, false, 1, "has not loaded a verbs library after 500ms"},
 		{"probe outside the library", []string{"trace", "--probe", "post_send=/proc/self/exe:0xffffffffff", "-c", "true"}, false, 1, "outside the executable segments"},
