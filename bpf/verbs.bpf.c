@@ -190,12 +190,10 @@ struct {
 } qp_counters SEC(".maps");
 
 /* Records too large for the BPF stack are built here, then copied out
- * with bpf_ringbuf_output at their used length. Uprobe programs run with
- * preemption disabled, so one slot per CPU is enough. */
+ * at their used length. */
 union scratch {
 	struct sq_post_rec post;
 	struct sq_poll_rec poll;
-	struct sq_qp_rec qp;
 };
 
 struct {
@@ -205,7 +203,21 @@ struct {
 	__type(value, union scratch);
 } scratch SEC(".maps");
 
+/* Who uses this CPU's scratch, walk and window slots. A uprobe program
+ * runs with migration disabled but, on a preemptible kernel, not with
+ * preemption disabled: another thread's program may run on the same CPU in
+ * the middle of it and reuse the slots. Each data-path return probe claims
+ * the CPU first, and a record is published only if the claim still holds
+ * once it is in the ring; otherwise it is dropped and counted as lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} cpu_owner SEC(".maps");
+
 /* Let bpf2go see the record types that only user space decodes. */
+const struct sq_qp_rec *unused_qp __attribute__((unused));
 const struct sq_recv_rec *unused_recv __attribute__((unused));
 const struct sq_exit_rec *unused_exit __attribute__((unused));
 const enum sq_rec_kind *unused_kind __attribute__((unused));
@@ -231,6 +243,10 @@ static __always_inline __u32 wr_index(__u32 i)
 		     : [n] "+r"(__n) : [m] "i"(max));				\
 	__builtin_offsetof(type, field) + __n * sizeof(((type *)0)->field[0]);	\
 })
+
+/* one_rec_size is the length of a record with one array entry. */
+#define one_rec_size(type, field) \
+	(__builtin_offsetof(type, field) + sizeof(((type *)0)->field[0]))
 
 /* nonzero is 1 when v != 0, computed without a branch. */
 static __always_inline __u32 nonzero(__u32 v)
@@ -280,6 +296,68 @@ static __always_inline void output(void *data, __u64 size)
 		flags = BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_output(&events, data, size, flags))
 		count_lost();
+}
+
+/* claim_cpu makes the calling thread (id: pid_tgid) the user of this
+ * CPU's slots. */
+static __always_inline void claim_cpu(__u64 id)
+{
+	__u32 zero = 0;
+	__u64 *o = bpf_map_lookup_elem(&cpu_owner, &zero);
+
+	if (o)
+		*o = id;
+}
+
+static __always_inline int cpu_still_mine(__u64 id)
+{
+	__u32 zero = 0;
+	__u64 *o = bpf_map_lookup_elem(&cpu_owner, &zero);
+
+	return o && *o == id;
+}
+
+/* output_claimed is output for a record built in this CPU's slots: it is
+ * copied into the ring, then published only if no other program took the
+ * slots over meanwhile (the copy included). A record of at most small
+ * bytes (a constant: the common one-WR post, one-CQE poll) takes a plain
+ * reservation of that size, which costs less than a dynptr's. */
+static __always_inline void output_claimed(void *data, __u64 size, const __u64 small, __u64 id)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	if (size <= small) {
+		void *r = bpf_ringbuf_reserve(&events, small, 0);
+
+		if (!r) {
+			count_lost();
+			return;
+		}
+		__builtin_memcpy(r, data, small);
+		if (!cpu_still_mine(id)) {
+			bpf_ringbuf_discard(r, 0);
+			count_lost();
+			return;
+		}
+		bpf_ringbuf_submit(r, flags);
+		return;
+	}
+
+	struct bpf_dynptr p;
+
+	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &p)) {
+		bpf_ringbuf_discard_dynptr(&p, 0);
+		count_lost();
+		return;
+	}
+	if (bpf_dynptr_write(&p, 0, data, size, 0) || !cpu_still_mine(id)) {
+		bpf_ringbuf_discard_dynptr(&p, 0);
+		count_lost();
+		return;
+	}
+	bpf_ringbuf_submit_dynptr(&p, flags);
 }
 
 /* output_now sends a record user space must act on at once (it may have
@@ -393,7 +471,6 @@ static __always_inline void emit_ctl(struct sq_qp_rec *r, __u64 pid_tgid)
 {
 	__u32 tgid = pid_tgid >> 32;
 	struct sq_key k = { .pid = tgid };
-	struct sq_qp_rec *out;
 	int unknown = 0;
 	__u8 one = 1;
 
@@ -406,25 +483,23 @@ static __always_inline void emit_ctl(struct sq_qp_rec *r, __u64 pid_tgid)
 			unknown = 1;
 	}
 	bpf_map_update_elem(&procs, &tgid, &one, BPF_ANY);
-	/* Reserve first: a process is stopped only when the record that tells
-	 * user space to continue it is sure to arrive. */
-	out = bpf_ringbuf_reserve(&events, sizeof(*out), 0);
-	if (!out) {
-		count_lost();
-		return;
-	}
+	/* The record is already reserved: a process is stopped only when the
+	 * record that tells user space to continue it is sure to arrive. */
 	if (unknown && stop_on_new && tgid != self_tgid && !bpf_send_signal(SIGSTOP))
 		r->stopped = 1;
-	__builtin_memcpy(out, r, sizeof(*out));
-	bpf_ringbuf_submit(out, BPF_RB_FORCE_WAKEUP);
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }
 
+/* new_ctl reserves a control-path record in the ring and starts it; the
+ * caller fills it in and ends with emit_ctl (or submits it itself). */
 static __always_inline struct sq_qp_rec *new_ctl(__u64 pid_tgid, __u8 op, __u8 via, __u64 entry_ts)
 {
-	struct sq_qp_rec *r = scratch_buf();
+	struct sq_qp_rec *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 
-	if (!r)
+	if (!r) {
+		count_lost();
 		return 0;
+	}
 	__builtin_memset(r, 0, sizeof(*r));
 	fill_hdr(&r->hdr, SQ_REC_QP, pid_tgid, entry_ts);
 	r->op = op;
@@ -553,7 +628,7 @@ int BPF_KRETPROBE(destroy_qp_ret, int ret)
 	r->qp = a.a0;
 	r->qp_num = a.a3;
 	r->ret = ret;
-	output(r, sizeof(*r)); /* reveals nothing: no stop */
+	bpf_ringbuf_submit(r, 0); /* reveals nothing: no stop */
 	return 0;
 }
 
@@ -821,18 +896,32 @@ static __always_inline __u32 sges_from(struct uwin *u, struct win *w, __u64 sg_l
 	return bytes;
 }
 
-/* sum_sges is sges_from for one SGE array on its own. */
+/* sum_sges is sges_from for one SGE array on its own, read onto the
+ * stack: the ibv_wr_* probes keep nothing in per-CPU slots. */
 static __always_inline __u32 sum_sges(__u64 sg_list, __s32 num_sge, __u8 *over, __u32 *nonempty)
 {
-	__u32 zero = 0;
-	struct windows *ws = bpf_map_lookup_elem(&windows, &zero);
-	struct win w = {};
+	__u8 buf[SQ_MAX_SGES * IBV_SGE_SIZE];
+	__u32 want = num_sge > 0 ? (__u32)num_sge : 0;
+	__u32 look = want < max_sges ? want : max_sges;
+	__u32 bytes = 0, n = 0;
 
-	*over = 0;
+	*over = want > max_sges ? (want - max_sges > 255 ? 255 : want - max_sges) : 0;
 	*nonempty = 0;
-	if (!ws)
+	if (look > SQ_MAX_SGES)
+		look = SQ_MAX_SGES;
+	if (!look || bpf_probe_read_user(buf, clamp_len(look * IBV_SGE_SIZE, sizeof(buf)), (void *)sg_list))
 		return 0;
-	return sges_from(&ws->sge, &w, sg_list, num_sge, over, nonempty);
+	for (__u32 j = 0; j < SQ_MAX_SGES; j++) {
+		__u32 len;
+
+		if (j >= look)
+			break;
+		len = *(__u32 *)(buf + j * IBV_SGE_SIZE + IBV_SGE_LENGTH);
+		bytes += len;
+		n += nonzero(len);
+	}
+	*nonempty = n;
+	return bytes;
 }
 
 /* note_wr puts one walked WR in the record (events) or in the totals of
@@ -1124,6 +1213,7 @@ int BPF_KRETPROBE(post_send_ret, int ret)
 	a = leave(&st->post, SQ_OP_POST_SEND);
 	if (!a)
 		return 0;
+	claim_cpu(id);
 	w = bpf_map_lookup_elem(&walks, &zero);
 	if (!w)
 		return 0;
@@ -1154,6 +1244,10 @@ int BPF_KRETPROBE(post_send_ret, int ret)
 		w->accepted = 0;
 
 	if (targ_mode == SQ_MODE_COUNTERS) {
+		if (!cpu_still_mine(id)) {
+			count_lost(); /* the walk's totals were overwritten */
+			return 0;
+		}
 		pend_post(st, id >> 32, a->a0, ret, w);
 		return 0;
 	}
@@ -1175,7 +1269,7 @@ int BPF_KRETPROBE(post_send_ret, int ret)
 	r->api = SQ_API_POST_SEND;
 	r->aborted = 0;
 	r->walk_capped = !w->ended && w->cur;
-	output(r, rec_size(struct sq_post_rec, wrs, n, SQ_MAX_WRS));
+	output_claimed(r, rec_size(struct sq_post_rec, wrs, n, SQ_MAX_WRS), one_rec_size(struct sq_post_rec, wrs), id);
 	return 0;
 }
 
@@ -1274,6 +1368,7 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 			flush_polls(st, tgid);
 		return 0;
 	}
+	claim_cpu(id);
 	r = scratch_buf();
 	ws = bpf_map_lookup_elem(&windows, &zero);
 	if (!r || !ws)
@@ -1320,7 +1415,7 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 		o->status = h.status;
 		o->opcode = h.opcode;
 	}
-	output(r, rec_size(struct sq_poll_rec, wcs, n, SQ_MAX_WCS));
+	output_claimed(r, rec_size(struct sq_poll_rec, wcs, n, SQ_MAX_WCS), one_rec_size(struct sq_poll_rec, wcs), id);
 	return 0;
 }
 
@@ -1419,6 +1514,7 @@ int BPF_KPROBE(wr_start, void *qpx)
 		return 0;
 	b = bpf_map_lookup_elem(&wr_batches, &k);
 	if (!b) {
+		claim_cpu(id); /* the scratch slot is the template */
 		b = scratch_buf();
 		if (!b)
 			return 0;

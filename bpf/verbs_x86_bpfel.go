@@ -301,6 +301,7 @@ type VerbsWindows struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	VerbsMapCpuOwner             = "cpu_owner"
 	VerbsMapCqStats              = "cq_stats"
 	VerbsMapCtlArgs              = "ctl_args"
 	VerbsMapEvents               = "events"
@@ -354,6 +355,7 @@ const (
 	VerbsVarUnusedFn             = "unused_fn"
 	VerbsVarUnusedKind           = "unused_kind"
 	VerbsVarUnusedOp             = "unused_op"
+	VerbsVarUnusedQp             = "unused_qp"
 	VerbsVarUnusedRecv           = "unused_recv"
 	VerbsVarUnusedVia            = "unused_via"
 	VerbsVarWakeupBytes          = "wakeup_bytes"
@@ -432,6 +434,7 @@ type VerbsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type VerbsMapSpecs struct {
+	CpuOwner     *ebpf.MapSpec `ebpf:"cpu_owner"`
 	CqStats      *ebpf.MapSpec `ebpf:"cq_stats"`
 	CtlArgs      *ebpf.MapSpec `ebpf:"ctl_args"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
@@ -466,6 +469,7 @@ type VerbsVariableSpecs struct {
 	UnusedFn        *ebpf.VariableSpec `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedOp        *ebpf.VariableSpec `ebpf:"unused_op"`
+	UnusedQp        *ebpf.VariableSpec `ebpf:"unused_qp"`
 	UnusedRecv      *ebpf.VariableSpec `ebpf:"unused_recv"`
 	UnusedVia       *ebpf.VariableSpec `ebpf:"unused_via"`
 	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -491,6 +495,7 @@ func (o *VerbsObjects) Close() error {
 //
 // It can be passed to LoadVerbsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type VerbsMaps struct {
+	CpuOwner     *ebpf.Map `ebpf:"cpu_owner"`
 	CqStats      *ebpf.Map `ebpf:"cq_stats"`
 	CtlArgs      *ebpf.Map `ebpf:"ctl_args"`
 	Events       *ebpf.Map `ebpf:"events"`
@@ -508,6 +513,7 @@ type VerbsMaps struct {
 
 func (m *VerbsMaps) Close() error {
 	return _VerbsClose(
+		m.CpuOwner,
 		m.CqStats,
 		m.CtlArgs,
 		m.Events,
@@ -543,6 +549,7 @@ type VerbsVariables struct {
 	UnusedFn        *ebpf.Variable `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedOp        *ebpf.Variable `ebpf:"unused_op"`
+	UnusedQp        *ebpf.Variable `ebpf:"unused_qp"`
 	UnusedRecv      *ebpf.Variable `ebpf:"unused_recv"`
 	UnusedVia       *ebpf.Variable `ebpf:"unused_via"`
 	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
