@@ -275,7 +275,7 @@ struct sq_poll_rec {
 	__s32 ret;
 	__u32 n;          /* completions recorded in wcs[] */
 	__u32 truncated;  /* returned completions past the bound */
-	__u64 empty_total;/* empty polls of this CQ so far (monotonic) */
+	__u64 empty_before;/* this thread's empty polls of the CQ not reported before (by a record or in cq_stats) */
 	struct sq_wc wcs[SQ_MAX_WCS];
 };
 

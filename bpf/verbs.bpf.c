@@ -322,7 +322,7 @@ static __always_inline int cpu_still_mine(__u64 id)
  * slots over meanwhile (the copy included). A record of at most small
  * bytes (a constant: the common one-WR post, one-CQE poll) takes a plain
  * reservation of that size, which costs less than a dynptr's. */
-static __always_inline void output_claimed(void *data, __u64 size, const __u64 small, __u64 id)
+static __always_inline int output_claimed(void *data, __u64 size, const __u64 small, __u64 id)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
@@ -333,16 +333,16 @@ static __always_inline void output_claimed(void *data, __u64 size, const __u64 s
 
 		if (!r) {
 			count_lost();
-			return;
+			return -1;
 		}
 		__builtin_memcpy(r, data, small);
 		if (!cpu_still_mine(id)) {
 			bpf_ringbuf_discard(r, 0);
 			count_lost();
-			return;
+			return -1;
 		}
 		bpf_ringbuf_submit(r, flags);
-		return;
+		return 0;
 	}
 
 	struct bpf_dynptr p;
@@ -350,14 +350,15 @@ static __always_inline void output_claimed(void *data, __u64 size, const __u64 s
 	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &p)) {
 		bpf_ringbuf_discard_dynptr(&p, 0);
 		count_lost();
-		return;
+		return -1;
 	}
 	if (bpf_dynptr_write(&p, 0, data, size, 0) || !cpu_still_mine(id)) {
 		bpf_ringbuf_discard_dynptr(&p, 0);
 		count_lost();
-		return;
+		return -1;
 	}
 	bpf_ringbuf_submit_dynptr(&p, flags);
+	return 0;
 }
 
 /* output_now sends a record user space must act on at once (it may have
@@ -1337,7 +1338,6 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 	__u32 tgid = id >> 32, zero = 0;
 	struct thread_state *st;
 	struct call_args *a;
-	struct sq_cq_stats *s;
 	struct sq_poll_rec *r;
 	struct windows *ws;
 	__u32 n;
@@ -1384,19 +1384,9 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 	r->ret = ret;
 	r->n = n;
 	r->truncated = ret > 0 ? (__u32)ret - n : 0;
-	/* the record carries the CQ's empty polls so far, this thread's
-	 * pending ones included (events mode keeps no other pending counts) */
-	if (st->pend_empty) {
-		s = cq_stats_of(tgid, a->a0);
-		if (s)
-			__sync_fetch_and_add(&s->empty, st->pend_empty);
-		st->pend_empty = 0;
-	} else {
-		struct sq_key k = { .pid = tgid, .addr = a->a0 };
-
-		s = bpf_map_lookup_elem(&cq_stats, &k);
-	}
-	r->empty_total = s ? s->empty : 0;
+	/* the record carries this thread's empty polls of the CQ not handed
+	 * over yet: no shared map is touched on the way */
+	r->empty_before = st->pend_empty;
 	/* all the completions in one read (zeroed if unreadable) */
 	if (n)
 		bpf_probe_read_user(ws->sge.b, clamp_len(n * IBV_WC_SIZE, SQ_MAX_WCS * IBV_WC_SIZE),
@@ -1415,7 +1405,8 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 		o->status = h.status;
 		o->opcode = h.opcode;
 	}
-	output_claimed(r, rec_size(struct sq_poll_rec, wcs, n, SQ_MAX_WCS), one_rec_size(struct sq_poll_rec, wcs), id);
+	if (!output_claimed(r, rec_size(struct sq_poll_rec, wcs, n, SQ_MAX_WCS), one_rec_size(struct sq_poll_rec, wcs), id))
+		st->pend_empty = 0; /* reported; else they stay pending */
 	return 0;
 }
 

@@ -94,15 +94,15 @@ type VerbsSqKey struct {
 }
 
 type VerbsSqPollRec struct {
-	_          structs.HostLayout
-	Hdr        VerbsSqHdr
-	Cq         uint64
-	Max        int32
-	Ret        int32
-	N          uint32
-	Truncated  uint32
-	EmptyTotal uint64
-	Wcs        [32]VerbsSqWc
+	_           structs.HostLayout
+	Hdr         VerbsSqHdr
+	Cq          uint64
+	Max         int32
+	Ret         int32
+	N           uint32
+	Truncated   uint32
+	EmptyBefore uint64
+	Wcs         [32]VerbsSqWc
 }
 
 type VerbsSqPostRec struct {

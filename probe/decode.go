@@ -146,13 +146,9 @@ func postEvent(r *bpf.VerbsSqPostRec) *trace.Post {
 func (t *Tracer) pollEvent(r *bpf.VerbsSqPollRec) *trace.Poll {
 	p := &trace.Poll{Header: header(&r.Hdr), CQ: r.Cq, Max: r.Max, Ret: r.Ret,
 		Truncated: r.Truncated, EntryNS: r.Hdr.EntryTs}
-	// Empty polls are a monotonic count per CQ in the kernel; report the
-	// part not reported yet (by an earlier record or flush).
-	k := bpf.VerbsSqKey{Pid: r.Hdr.Pid, Addr: r.Cq}
-	if seen := t.emptySeen[k]; r.EmptyTotal > seen {
-		p.EmptyBefore = r.EmptyTotal - seen
-		t.emptySeen[k] = r.EmptyTotal
-	}
+	// Each empty poll is reported once: by the polling thread's next record
+	// of the CQ, or in the per-CQ totals read by flush.
+	p.EmptyBefore = r.EmptyBefore
 	if r.N > 0 {
 		p.WCs = make([]trace.WC, r.N)
 		for i := range p.WCs {
