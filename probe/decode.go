@@ -2,6 +2,7 @@ package probe
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/sqscope/sqscope/bpf"
@@ -51,7 +52,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		if int(r.N) > maxRecordWRs || len(raw) < postWRsOff+int(r.N)*wrSize {
 			return fmt.Errorf("post record of %d bytes claims %d WRs", len(raw), r.N)
 		}
-		fn(postEvent(r))
+		fn(t.postEvent(r))
 	case bpf.VerbsSqRecKindSQ_REC_POLL:
 		if len(raw) < pollWCsOff {
 			return fmt.Errorf("poll record of %d bytes is too short", len(raw))
@@ -125,36 +126,47 @@ func qpEvent(r *bpf.VerbsSqQpRec) trace.Event {
 	return nil // qp_to_qp_ex, alloc_pd: they only reveal functions
 }
 
-func postEvent(r *bpf.VerbsSqPostRec) *trace.Post {
-	p := &trace.Post{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, API: trace.API(r.Api),
+func (t *Tracer) postEvent(r *bpf.VerbsSqPostRec) *trace.Post {
+	p := new(trace.Post)
+	if t.opts.ReuseEvents {
+		p = &t.post
+	}
+	wrs := p.WRs[:0]
+	*p = trace.Post{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, API: trace.API(r.Api),
 		Truncated: r.Truncated, Ret: r.Ret, Accepted: r.Accepted, EntryNS: r.Hdr.EntryTs,
 		Aborted: r.Aborted != 0}
 	if r.N > 0 {
-		p.WRs = make([]trace.WR, r.N)
-		for i := range p.WRs {
+		wrs = slices.Grow(wrs, int(r.N))[:r.N]
+		for i := range wrs {
 			w := &r.Wrs[i]
 			n := w.NumSge
 			if int32(n) < 0 {
 				n = 0
 			}
-			p.WRs[i] = trace.WR{ID: w.WrId, Opcode: w.Opcode, Flags: w.SendFlags, NumSGE: n, Bytes: w.Bytes}
+			wrs[i] = trace.WR{ID: w.WrId, Opcode: w.Opcode, Flags: w.SendFlags, NumSGE: n, Bytes: w.Bytes}
 		}
+		p.WRs = wrs
 	}
 	return p
 }
 
 func (t *Tracer) pollEvent(r *bpf.VerbsSqPollRec) *trace.Poll {
-	p := &trace.Poll{Header: header(&r.Hdr), CQ: r.Cq, Max: r.Max, Ret: r.Ret,
-		Truncated: r.Truncated, EntryNS: r.Hdr.EntryTs}
+	p := new(trace.Poll)
+	if t.opts.ReuseEvents {
+		p = &t.poll
+	}
+	wcs := p.WCs[:0]
 	// Each empty poll is reported once: by the polling thread's next record
 	// of the CQ, or in the per-CQ totals read by flush.
-	p.EmptyBefore = r.EmptyBefore
+	*p = trace.Poll{Header: header(&r.Hdr), CQ: r.Cq, Max: r.Max, Ret: r.Ret,
+		Truncated: r.Truncated, EntryNS: r.Hdr.EntryTs, EmptyBefore: r.EmptyBefore}
 	if r.N > 0 {
-		p.WCs = make([]trace.WC, r.N)
-		for i := range p.WCs {
+		wcs = slices.Grow(wcs, int(r.N))[:r.N]
+		for i := range wcs {
 			w := &r.Wcs[i]
-			p.WCs[i] = trace.WC{ID: w.WrId, Status: w.Status, Opcode: w.Opcode, ByteLen: w.ByteLen, QPNum: w.QpNum}
+			wcs[i] = trace.WC{ID: w.WrId, Status: w.Status, Opcode: w.Opcode, ByteLen: w.ByteLen, QPNum: w.QpNum}
 		}
+		p.WCs = wcs
 	}
 	return p
 }

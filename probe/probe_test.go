@@ -641,3 +641,35 @@ func TestNoCallTimes(t *testing.T) {
 		t.Fatalf("%d posts, %d polls traced", posts, polls)
 	}
 }
+
+// With ReuseEvents every post is delivered in the same *trace.Post (and
+// every poll in the same *trace.Poll); without it each has its own.
+func TestReuseEvents(t *testing.T) {
+	requireBPF(t)
+	for _, reuse := range []bool{false, true} {
+		t.Run(fmt.Sprint("reuse=", reuse), func(t *testing.T) {
+			_, evs, _ := traceRun(t, Options{ReuseEvents: reuse}, "run")
+			posts := map[*trace.Post]bool{}
+			polls := map[*trace.Poll]bool{}
+			n := 0
+			for _, e := range evs {
+				switch e := e.(type) {
+				case *trace.Post:
+					n++
+					posts[e] = true
+				case *trace.Poll:
+					polls[e] = true
+				}
+			}
+			if n < 2 || len(polls) == 0 {
+				t.Fatalf("%d posts, %d polls traced", n, len(polls))
+			}
+			if want := map[bool]int{false: n, true: 1}[reuse]; len(posts) != want {
+				t.Errorf("%d posts in %d distinct events, want %d", n, len(posts), want)
+			}
+			if reuse && len(polls) != 1 {
+				t.Errorf("polls in %d distinct events, want 1", len(polls))
+			}
+		})
+	}
+}

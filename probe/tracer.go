@@ -64,6 +64,10 @@ type Options struct {
 	// Probes are explicit data-path locations.
 	Probes []ExplicitProbe
 	Mode   Mode
+	// ReuseEvents lets Run pass the same *trace.Post and *trace.Poll (and
+	// their WR and completion slices) again and again: fn must not keep
+	// them past its return. It saves an allocation or two per record.
+	ReuseEvents bool
 	// CallTimes makes events-mode records carry each call's entry time
 	// (trace.Post.EntryNS, trace.Poll.EntryNS); without it they are 0.
 	CallTimes bool
@@ -121,8 +125,14 @@ type Tracer struct {
 	attachments []trace.Attach
 	closed      bool
 
-	warnings   []string
-	unsent     []trace.Attach // attachments Run has not delivered yet
+	warnings []string
+	unsent   []trace.Attach // attachments Run has not delivered yet
+	// haveUnsent and haveStopped let Run skip the lock per record
+	haveUnsent  atomic.Bool
+	haveStopped atomic.Bool
+	// reused events (Options.ReuseEvents)
+	post       trace.Post
+	poll       trace.Poll
 	known      map[pidAddr]bool
 	stopped    map[int]time.Time // processes waiting for SIGCONT, since; guarded by mu
 	exitSeen   bool
@@ -649,6 +659,7 @@ func (t *Tracer) record(a trace.Attach) {
 func (t *Tracer) recordLocked(a trace.Attach) {
 	t.attachments = append(t.attachments, a)
 	t.unsent = append(t.unsent, a)
+	t.haveUnsent.Store(true)
 }
 
 // learn attaches to the data-path functions a control-path record
@@ -741,11 +752,15 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 	defer stop()
 
 	next := time.Now().Add(t.opts.FlushInterval)
+	// Data records do not wake the reader (see output() in verbs.bpf.c):
+	// it polls. The deadline is renewed only when a read returns without
+	// a record; until then records are read without a clock reading each.
+	t.rd.SetDeadline(time.Now().Add(pollInterval))
 	for n := 0; ; n++ {
-		// Data records do not wake the reader (see output() in
-		// verbs.bpf.c): poll for them.
-		t.rd.SetDeadline(time.Now().Add(pollInterval))
 		err := t.rd.ReadInto(&t.rec)
+		if err != nil {
+			t.rd.SetDeadline(time.Now().Add(pollInterval))
+		}
 		switch {
 		case err == nil:
 			if err := t.handle(t.rec.RawSample, fn); err != nil {
@@ -787,9 +802,13 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 }
 
 func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
+	if !t.haveUnsent.Load() {
+		return
+	}
 	t.mu.Lock()
 	pending := t.unsent
 	t.unsent = nil
+	t.haveUnsent.Store(false)
 	t.mu.Unlock()
 	for i := range pending {
 		a := pending[i]
@@ -800,8 +819,12 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 // resume continues stopped processes once their records are drained (or
 // after stopGrace, so a busy other process cannot keep one stopped).
 func (t *Tracer) resume(force bool) {
+	if !t.haveStopped.Load() {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer func() { t.haveStopped.Store(len(t.stopped) > 0) }()
 	for pid, since := range t.stopped {
 		if !force && time.Since(since) < stopGrace {
 			waitGroupStopped(pid, 20*time.Millisecond)
@@ -821,6 +844,7 @@ func (t *Tracer) markStopped(pid int) {
 	t.stops++
 	if _, ok := t.stopped[pid]; !ok {
 		t.stopped[pid] = time.Now()
+		t.haveStopped.Store(true)
 	}
 }
 

@@ -102,6 +102,10 @@ type session struct {
 
 	sinks []func(trace.Event) // fixed before run
 
+	// what sqscope itself had used when the session started
+	startCPU  time.Duration
+	startWall time.Time
+
 	mu   sync.Mutex // guards exit and exitSeen
 	exit *trace.Exit
 	// exitSeen: the tracer delivered the exit (else finish adds it)
@@ -183,8 +187,9 @@ func procEnviron(pid int) []string {
 // A started target writes to childOut, or to sqscope's own stdout and
 // stderr when it is nil.
 func startSession(tf *targetFlags, rest []string, stderr io.Writer, childOut io.Writer) (*session, error) {
-	s := &session{tf: tf, mode: tf.mode}
-	opts := probe.Options{Probes: tf.probes, NoStop: tf.noStop, RingBytes: tf.ringMiB << 20, CallTimes: tf.callTime}
+	s := &session{tf: tf, mode: tf.mode, startCPU: selfCPU(), startWall: time.Now()}
+	opts := probe.Options{Probes: tf.probes, NoStop: tf.noStop, RingBytes: tf.ringMiB << 20, CallTimes: tf.callTime,
+		ReuseEvents: true} // the analyzer and the recording writer keep nothing of an event
 	if tf.mode == "counters" {
 		opts.Mode = probe.ModeCounters
 	}
@@ -406,6 +411,45 @@ func (s *session) close() {
 	if s.tracer != nil {
 		s.tracer.Close()
 	}
+}
+
+// selfCPU is the CPU time sqscope's own threads have used (user and
+// system), not counting the target's.
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// selfCost is what tracing has cost sqscope itself so far: reading the
+// ring buffer, decoding, analysing and writing, not the probes (their cost
+// is the target's).
+type selfCost struct {
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	WallSeconds float64 `json:"wall_seconds"`
+	Cores       float64 `json:"cores"`            // CPU seconds per second
+	NSPerEvent  float64 `json:"cpu_ns_per_event"` // 0 without events
+}
+
+func (s *session) cost(events uint64) selfCost {
+	c := selfCost{CPUSeconds: (selfCPU() - s.startCPU).Seconds(), WallSeconds: time.Since(s.startWall).Seconds()}
+	if c.WallSeconds > 0 {
+		c.Cores = c.CPUSeconds / c.WallSeconds
+	}
+	if events > 0 {
+		c.NSPerEvent = c.CPUSeconds * 1e9 / float64(events)
+	}
+	return c
+}
+
+func (c selfCost) String() string {
+	s := fmt.Sprintf("sqscope itself: %.2f s of CPU in %.1f s (%.0f%% of one core)", c.CPUSeconds, c.WallSeconds, 100*c.Cores)
+	if c.NSPerEvent > 0 {
+		s += fmt.Sprintf(", %.0f ns per event", c.NSPerEvent)
+	}
+	return s + ", start-up included"
 }
 
 // monotonicNS reads CLOCK_MONOTONIC, the clock event times use.

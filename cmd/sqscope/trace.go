@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"time"
 
@@ -47,10 +49,18 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	print := func() error {
 		snap := s.an.Snapshot()
+		cost := s.cost(snap.Events)
 		if asJSON {
-			return analyzer.WriteJSON(stdout, snap)
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			enc.SetEscapeHTML(false)
+			return enc.Encode(struct {
+				analyzer.Snapshot
+				Self selfCost `json:"sqscope_cpu"`
+			}{snap, cost})
 		}
 		analyzer.WriteText(stdout, snap)
+		fmt.Fprintln(stdout, cost)
 		return nil
 	}
 	stopTick := make(chan struct{})

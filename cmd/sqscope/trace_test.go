@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,7 +71,14 @@ var exactFields = []string{
 }
 
 type traceOut struct {
-	Lost   uint64           `json:"lost_events"`
+	Events uint64 `json:"events"`
+	Lost   uint64 `json:"lost_events"`
+	Self   struct {
+		CPUSeconds  float64 `json:"cpu_seconds"`
+		WallSeconds float64 `json:"wall_seconds"`
+		Cores       float64 `json:"cores"`
+		NSPerEvent  float64 `json:"cpu_ns_per_event"`
+	} `json:"sqscope_cpu"`
 	QPs    []map[string]any `json:"qps"`
 	Probes []struct {
 		Func, Path, How, Err string
@@ -99,6 +108,13 @@ func traceWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	var tr traceOut
 	if err := json.Unmarshal([]byte(out[i+1:]), &tr); err != nil {
 		t.Fatalf("trace JSON: %v\n%s", err, out[i+1:])
+	}
+	// what sqscope itself used: some CPU, at most every core, and per
+	// event the CPU time over the events
+	c := tr.Self
+	if c.CPUSeconds <= 0 || c.WallSeconds <= 0 || c.Cores <= 0 || c.Cores > float64(runtime.NumCPU()) ||
+		tr.Events == 0 || math.Abs(c.NSPerEvent-c.CPUSeconds*1e9/float64(tr.Events)) > 1e-6*c.NSPerEvent {
+		t.Errorf("sqscope_cpu %+v with %d events", c, tr.Events)
 	}
 	return tr, readTruth(t, truthFile)
 }
