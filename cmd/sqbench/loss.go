@@ -25,6 +25,9 @@ type lossRow struct {
 	CallsPerS float64
 	Lost      uint64 // lost records sqscope reported
 	Unseen    uint64 // WRs the workload posted that the trace lacks
+	// sqscope's own CPU (reader, decoder, analyzer), start-up included
+	Cores      float64
+	NSPerEvent float64
 	Message   string // sqscope's own line about it
 	Command   string
 }
@@ -35,7 +38,8 @@ func (l lossRow) cells() []string {
 		stall = l.Stall.String()
 	}
 	return []string{l.Case, fmt.Sprintf("%d MiB", l.RingMiB), fmt.Sprint(l.QPs), fmt.Sprint(l.List), stall,
-		fmtNum(l.WRsPerS), fmtNum(l.CallsPerS), fmt.Sprint(l.Lost), fmt.Sprint(l.Unseen)}
+		fmtNum(l.WRsPerS), fmtNum(l.CallsPerS), fmt.Sprint(l.Lost), fmt.Sprint(l.Unseen),
+		fmt.Sprintf("%.0f%%", 100*l.Cores), fmt.Sprintf("%.0f", l.NSPerEvent)}
 }
 
 var summaryLine = regexp.MustCompile(`(?m)^sqscope: \d+ events over .*$`)
@@ -117,6 +121,7 @@ func lossRun(ctx context.Context, c *config, dir string, ring, qps, list int, st
 	row.WRsPerS = float64(w.WRs) / w.Seconds
 	row.CallsPerS = float64(w.PostCalls) / w.Seconds
 	row.Lost = tr.Lost
+	row.Cores, row.NSPerEvent = tr.Self.Cores, tr.Self.NSPerEvent
 	if w.WRs > seen {
 		row.Unseen = w.WRs - seen
 	}

@@ -197,10 +197,15 @@ func runTraced(ctx context.Context, c *config, flags, wl []string, dir string) (
 }
 
 type traceJSON struct {
-	Lost uint64 `json:"lost_events"`
-	QPs  []struct {
+	Events uint64 `json:"events"`
+	Lost   uint64 `json:"lost_events"`
+	QPs    []struct {
 		WRs uint64 `json:"wrs"`
 	} `json:"qps"`
+	Self struct {
+		Cores      float64 `json:"cores"`
+		NSPerEvent float64 `json:"cpu_ns_per_event"`
+	} `json:"sqscope_cpu"`
 }
 
 // parseTraceJSON reads the tracer's summary, which follows the workload's
