@@ -28,8 +28,8 @@ type lossRow struct {
 	// sqscope's own CPU (reader, decoder, analyzer), start-up included
 	Cores      float64
 	NSPerEvent float64
-	Message   string // sqscope's own line about it
-	Command   string
+	Message    string // sqscope's own line about it
+	Command    string
 }
 
 func (l lossRow) cells() []string {
