@@ -22,7 +22,8 @@ package trace
 //
 // "Previous" means within the same chunk; each chunk starts from time 0 and
 // PID/TID 0, so every chunk decodes on its own. EntryNS fields are stored as
-// z TimeNS-EntryNS (mod 2^64), a few bytes for the call's duration.
+// z TimeNS-EntryNS (mod 2^64), a few bytes for the call's duration, and as
+// 0 when the entry time was not recorded (EntryNS 0).
 //
 //	QPCreate   u QP, u QPNum, b Type, ? SigAll, u SendCQ, u RecvCQ,
 //	           u MaxSendWR, u MaxRecvWR, u MaxSendSGE, u MaxRecvSGE,
@@ -207,8 +208,23 @@ func appendStr(b []byte, s string) []byte {
 }
 
 // entryDelta is how EntryNS is stored: the call's duration, modulo 2^64 so
-// any pair of values round-trips.
-func entryDelta(timeNS, entryNS uint64) int64 { return int64(timeNS - entryNS) }
+// any pair of values round-trips, or 0 when no entry time was recorded
+// (EntryNS 0). A call whose entry time equals its return time, which a
+// probe cannot record, reads back as not recorded.
+func entryDelta(timeNS, entryNS uint64) int64 {
+	if entryNS == 0 {
+		return 0
+	}
+	return int64(timeNS - entryNS)
+}
+
+// entryTime undoes entryDelta.
+func entryTime(timeNS uint64, delta int64) uint64 {
+	if delta == 0 {
+		return 0
+	}
+	return timeNS - uint64(delta)
+}
 
 // appendFields appends the kind-specific fields; ev is known to be a non-nil
 // concrete event (eventHeader checked it).
@@ -468,7 +484,7 @@ func decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Truncated = r.u32()
 		e.Ret = r.z32()
 		e.Accepted = r.u32()
-		e.EntryNS = h.TimeNS - uint64(r.z64())
+		e.EntryNS = entryTime(h.TimeNS, r.z64())
 		// Every WR takes at least its mask byte, which bounds the allocation.
 		if n := r.count(); n > 0 {
 			e.WRs = make([]WR, n)
@@ -486,7 +502,7 @@ func decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Ret = r.z32()
 		e.Truncated = r.u32()
 		e.EmptyBefore = r.u64()
-		e.EntryNS = h.TimeNS - uint64(r.z64())
+		e.EntryNS = entryTime(h.TimeNS, r.z64())
 		if n := r.count(); n > 0 {
 			e.WCs = make([]WC, n)
 			var prev WC

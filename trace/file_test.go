@@ -961,3 +961,47 @@ func BenchmarkReadPost(b *testing.B) {
 	b.ReportMetric(float64(buf.Len())/float64(16*b.N), "B/WR")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(16*b.N), "ns/WR")
 }
+
+// A call recorded without its entry time reads back without one, and
+// storing that costs less than a duration (before, a missing entry time
+// was stored as a duration of the whole clock value).
+func TestNoEntryTime(t *testing.T) {
+	h := Header{TimeNS: 5_000_000_000_000, PID: 7, TID: 8}
+	for _, ev := range []Event{
+		&Post{Header: h, QP: 0x1000, QPNum: 9, Accepted: 1, WRs: []WR{{ID: 1, Opcode: 2, Flags: 2, NumSGE: 1, Bytes: 64}}},
+		&Poll{Header: h, CQ: 0x2000, Max: 16, Ret: 1, WCs: []WC{{ID: 1, QPNum: 9}}},
+	} {
+		t.Run(ev.Kind().String(), func(t *testing.T) {
+			var e encoder
+			without, err := e.appendRecord(nil, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d decoder
+			got, _, err := d.nextRecord(without)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var entry uint64
+			switch g := got.(type) {
+			case *Post:
+				entry = g.EntryNS
+				ev.(*Post).EntryNS = h.TimeNS - 700
+			case *Poll:
+				entry = g.EntryNS
+				ev.(*Poll).EntryNS = h.TimeNS - 700
+			}
+			if entry != 0 {
+				t.Errorf("entry time %d read back, want 0 (not recorded)", entry)
+			}
+			var e2 encoder
+			with, err := e2.appendRecord(nil, ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(without) >= len(with) {
+				t.Errorf("%d bytes without an entry time, %d with one", len(without), len(with))
+			}
+		})
+	}
+}
