@@ -78,6 +78,7 @@ struct {
 struct call_args {
 	__u64 a0, a1, a2;
 	__u64 ts;
+	__u64 sp;  /* counters-mode post_send: the stack pointer at entry */
 	__u32 a3;
 	__u8 op;
 	__u8 via;
@@ -130,7 +131,18 @@ struct thread_state {
 	 * of the same length again and again, so a long last list makes the
 	 * walk read in bulk from the first WR on */
 	__u32 last_wrs;
-	__u32 pad2;
+	/* Counters mode: what the post in progress added to the pending
+	 * counts at its entry, as if every WR would be accepted; a failed
+	 * call's return probe takes it back and adds what was accepted. */
+	__u32 call_wrs;
+	__u32 call_inline;
+	__u32 call_signaled;
+	__u32 call_sges;
+	__u32 call_prev_max; /* pend_max_wrs before the call */
+	__u8 call_counted;
+	__u8 pad3[3];
+	__u64 call_inline_bytes;
+	__u64 call_payload_bytes;
 };
 
 /* Calls a thread keeps counts of before adding them to the shared maps:
@@ -160,6 +172,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct thread_state);
 } threads_by_tid SEC(".maps");
+
+/* A zeroed thread_state, never written: a new entry of threads_by_tid is
+ * copied from it, not from the stack (older kernels' verifiers limit a
+ * program and the functions it calls to 512 bytes of stack together). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} thread_zero SEC(".maps");
 
 /* Bumped when a QP is created or destroyed: a cached qp_num is valid only
  * while it is unchanged (a new QP may reuse a freed one's address). */
@@ -669,9 +691,12 @@ static __always_inline struct thread_state *thread_state(int create)
 	struct thread_state *st = bpf_map_lookup_elem(&threads_by_tid, &tid);
 
 	if (!st && create) {
-		struct thread_state zero = {};
+		__u32 zero = 0;
+		struct thread_state *init = bpf_map_lookup_elem(&thread_zero, &zero);
 
-		bpf_map_update_elem(&threads_by_tid, &tid, &zero, BPF_NOEXIST);
+		if (!init)
+			return 0;
+		bpf_map_update_elem(&threads_by_tid, &tid, init, BPF_NOEXIST);
 		st = bpf_map_lookup_elem(&threads_by_tid, &tid);
 	}
 	return st;
@@ -812,18 +837,6 @@ static __always_inline void *win_ptr(struct uwin *u, long off)
 }
 
 /* ---- ibv_post_send ------------------------------------------------------ */
-
-/* The uprobes are attached for the traced process only: entry probes do
- * not check the PID again (return probes do, for the header anyway). */
-SEC("uprobe")
-int BPF_KPROBE(post_send_entry, void *qp, void *wr, void *bad_wr)
-{
-	struct thread_state *st = thread_state(1);
-
-	if (st)
-		enter(&st->post, (__u64)qp, (__u64)wr, (__u64)bad_wr, 0, SQ_OP_POST_SEND);
-	return 0;
-}
 
 struct wr_head {
 	__u64 wr_id;
@@ -1169,11 +1182,14 @@ static __always_inline void flush_posts(struct thread_state *st, __u32 tgid)
 static __always_inline void pend_post(struct thread_state *st, __u32 tgid, __u64 qp, int ret,
 				      struct walk *w)
 {
-	if (st->pend_qp != qp || !st->pend_calls) {
+	/* flushed before a call is added, never after: a failed call's return
+	 * probe corrects what its entry added (see count_entry) */
+	if (st->pend_qp != qp || !st->pend_calls || st->pend_calls >= SQ_PEND_MAX) {
 		flush_posts(st, tgid);
 		st->pend_qp = qp;
 		st->pend_qpn = qp_num_of(st, qp);
 	}
+	st->call_prev_max = st->pend_max_wrs;
 	st->pend_calls++;
 	if (w->accepted) {
 		st->pend_wrs += w->accepted;
@@ -1193,19 +1209,155 @@ static __always_inline void pend_post(struct thread_state *st, __u32 tgid, __u64
 		else if (ret == EINVAL)
 			st->pend_einval++;
 	}
-	if (st->pend_calls >= SQ_PEND_MAX)
-		flush_posts(st, tgid);
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(post_send_ret, int ret)
+/* walk_post walks a post's WR list from its head, into the record
+ * (events) or the totals of the accepted WRs (counters); bad is *bad_wr of
+ * a failed call. The walk state is in this CPU's slot: claim it first. */
+static __always_inline struct walk *walk_post(struct thread_state *st, __u64 head, int failed, __u64 bad)
+{
+	__u32 zero = 0;
+	struct walk *w = bpf_map_lookup_elem(&walks, &zero);
+	struct windows *ws = bpf_map_lookup_elem(&windows, &zero);
+
+	if (!w || !ws)
+		return 0;
+	__builtin_memset(w, 0, sizeof(*w));
+	w->cur = head;
+	w->wr.missed = w->sge.missed = st->last_wrs > 1;
+	w->failed = failed;
+	w->bad = bad;
+	walk_fast(w, ws);
+	if (w->cur && !w->ended && w->i < max_walk) {
+		w->base = w->i;
+		bpf_loop(max_walk - w->i, walk_wr, NULL, 0);
+	}
+	st->last_wrs = w->i;
+	if (!failed)
+		w->accepted = w->i;
+	else if (!w->found_bad)
+		w->accepted = 0;
+	return w;
+}
+
+/* The counters mode counts a post at its entry, as if every WR will be
+ * accepted: the return probe of a successful call then has nothing to do,
+ * not even find the thread's state. A failed call's return probe walks
+ * the list again and puts what was accepted in place of the guess. */
+static __always_inline void count_entry(struct thread_state *st, __u64 qp)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct walk *w;
+
+	st->call_counted = 0;
+	claim_cpu(id);
+	w = walk_post(st, st->post.a1, 0, 0);
+	if (!w)
+		return;
+	if (!cpu_still_mine(id)) {
+		count_lost(); /* the walk's totals were overwritten */
+		return;
+	}
+	pend_post(st, id >> 32, qp, 0, w);
+	st->call_wrs = w->accepted;
+	st->call_inline = w->inline_wrs;
+	st->call_signaled = w->signaled;
+	st->call_sges = w->payload_sges;
+	st->call_inline_bytes = w->inline_bytes;
+	st->call_payload_bytes = w->payload_bytes;
+	st->call_counted = 1;
+}
+
+/* uncount_call takes back what count_entry added for the call, all but
+ * the call itself. */
+static __always_inline void uncount_call(struct thread_state *st)
+{
+	st->pend_wrs -= st->call_wrs;
+	st->pend_doorbells -= st->call_wrs ? 1 : 0;
+	st->pend_inline -= st->call_inline;
+	st->pend_signaled -= st->call_signaled;
+	st->pend_sges -= st->call_sges;
+	st->pend_inline_bytes -= st->call_inline_bytes;
+	st->pend_payload_bytes -= st->call_payload_bytes;
+	st->pend_max_wrs = st->call_prev_max;
+}
+
+/* The uprobes are attached for the traced process only: entry probes do
+ * not check the PID again (return probes do, for the header anyway). */
+SEC("uprobe")
+int BPF_KPROBE(post_send_entry, void *qp, void *wr, void *bad_wr)
+{
+	struct thread_state *st = thread_state(1);
+
+	if (!st)
+		return 0;
+	enter(&st->post, (__u64)qp, (__u64)wr, (__u64)bad_wr, 0, SQ_OP_POST_SEND);
+	if (targ_mode == SQ_MODE_COUNTERS) {
+		st->post.sp = PT_REGS_SP(ctx);
+		count_entry(st, (__u64)qp);
+	}
+	return 0;
+}
+
+/* post_send_failed is the counters mode's return probe of a failed call. */
+static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct thread_state *st;
 	struct call_args *a;
 	struct walk *w;
-	__u32 n, total, zero = 0;
 
+	if (!wanted(id >> 32))
+		return;
+	st = thread_state(0);
+	if (!st)
+		return;
+	a = leave(&st->post, SQ_OP_POST_SEND);
+	/* a successful call leaves its arguments behind: only the frame the
+	 * entry saw (its return address popped) makes them this call's */
+	if (!a || !st->call_counted || a->sp + 8 != PT_REGS_SP(ctx))
+		return;
+	st->call_counted = 0;
+	claim_cpu(id);
+	w = walk_post(st, a->a1, 1, read_u64(a->a2));
+	if (!w || !cpu_still_mine(id)) {
+		count_lost();
+		return;
+	}
+	uncount_call(st);
+	if (w->accepted) {
+		st->pend_wrs += w->accepted;
+		st->pend_doorbells++;
+		if (w->accepted > st->pend_max_wrs)
+			st->pend_max_wrs = w->accepted;
+	}
+	st->pend_inline += w->inline_wrs;
+	st->pend_inline_bytes += w->inline_bytes;
+	st->pend_signaled += w->signaled;
+	st->pend_payload_bytes += w->payload_bytes;
+	st->pend_sges += w->payload_sges;
+	st->pend_errors++;
+	if (ret == ENOMEM)
+		st->pend_enomem++;
+	else if (ret == EINVAL)
+		st->pend_einval++;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(post_send_ret, int ret)
+{
+	__u64 id;
+	struct thread_state *st;
+	struct call_args *a;
+	struct walk *w;
+	__u32 n, total;
+
+	if (targ_mode == SQ_MODE_COUNTERS) {
+		if (ret) /* success was counted at entry */
+			post_send_failed(ctx, ret);
+		return 0;
+	}
+	id = bpf_get_current_pid_tgid();
 	if (!wanted(id >> 32))
 		return 0;
 	st = thread_state(0);
@@ -1215,43 +1367,10 @@ int BPF_KRETPROBE(post_send_ret, int ret)
 	if (!a)
 		return 0;
 	claim_cpu(id);
-	w = bpf_map_lookup_elem(&walks, &zero);
+	w = walk_post(st, a->a1, ret != 0, ret ? read_u64(a->a2) : 0);
 	if (!w)
 		return 0;
-	__builtin_memset(w, 0, sizeof(*w));
-	w->cur = a->a1;
-	w->wr.missed = w->sge.missed = st->last_wrs > 1;
-	if (ret) {
-		w->failed = 1;
-		w->bad = read_u64(a->a2);
-	}
-	{
-		struct windows *ws = bpf_map_lookup_elem(&windows, &zero);
-
-		if (!ws)
-			return 0;
-		walk_fast(w, ws);
-	}
-	if (w->cur && !w->ended && w->i < max_walk) {
-		w->base = w->i;
-		bpf_loop(max_walk - w->i, walk_wr, NULL, 0);
-	}
-
 	total = w->i;
-	st->last_wrs = total;
-	if (!ret)
-		w->accepted = total;
-	else if (!w->found_bad)
-		w->accepted = 0;
-
-	if (targ_mode == SQ_MODE_COUNTERS) {
-		if (!cpu_still_mine(id)) {
-			count_lost(); /* the walk's totals were overwritten */
-			return 0;
-		}
-		pend_post(st, id >> 32, a->a0, ret, w);
-		return 0;
-	}
 
 	struct sq_post_rec *r = scratch_buf();
 

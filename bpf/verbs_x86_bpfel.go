@@ -19,6 +19,7 @@ type VerbsCallArgs struct {
 	A1   uint64
 	A2   uint64
 	Ts   uint64
+	Sp   uint64
 	A3   uint32
 	Op   uint8
 	Via  uint8
@@ -247,7 +248,16 @@ type VerbsThreadState struct {
 	PendInlineBytes  uint64
 	PendPayloadBytes uint64
 	LastWrs          uint32
-	Pad2             uint32
+	CallWrs          uint32
+	CallInline       uint32
+	CallSignaled     uint32
+	CallSges         uint32
+	CallPrevMax      uint32
+	CallCounted      uint8
+	Pad3             [3]uint8
+	_                [4]byte
+	CallInlineBytes  uint64
+	CallPayloadBytes uint64
 }
 
 type VerbsWalk struct {
@@ -310,6 +320,7 @@ const (
 	VerbsMapProcs                = "procs"
 	VerbsMapQpCounters           = "qp_counters"
 	VerbsMapScratch              = "scratch"
+	VerbsMapThreadZero           = "thread_zero"
 	VerbsMapThreads              = "threads"
 	VerbsMapThreadsByTid         = "threads_by_tid"
 	VerbsMapWalks                = "walks"
@@ -443,6 +454,7 @@ type VerbsMapSpecs struct {
 	Procs        *ebpf.MapSpec `ebpf:"procs"`
 	QpCounters   *ebpf.MapSpec `ebpf:"qp_counters"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	ThreadZero   *ebpf.MapSpec `ebpf:"thread_zero"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	ThreadsByTid *ebpf.MapSpec `ebpf:"threads_by_tid"`
 	Walks        *ebpf.MapSpec `ebpf:"walks"`
@@ -504,6 +516,7 @@ type VerbsMaps struct {
 	Procs        *ebpf.Map `ebpf:"procs"`
 	QpCounters   *ebpf.Map `ebpf:"qp_counters"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
+	ThreadZero   *ebpf.Map `ebpf:"thread_zero"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	ThreadsByTid *ebpf.Map `ebpf:"threads_by_tid"`
 	Walks        *ebpf.Map `ebpf:"walks"`
@@ -522,6 +535,7 @@ func (m *VerbsMaps) Close() error {
 		m.Procs,
 		m.QpCounters,
 		m.Scratch,
+		m.ThreadZero,
 		m.Threads,
 		m.ThreadsByTid,
 		m.Walks,
