@@ -58,6 +58,10 @@ var guestCmds = []guestCmd{
 	workload("fault-never-signal", "--opcode send -s 64 -t 128 -l 1 -n 1000 --fault never-signal"),
 	// An overflow rxe does have, and the analyzer's diagnosis of it.
 	tracedFault("fault-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000"),
+	// The low-overhead mode on this kernel's verifier and rxe's bad_wr:
+	// healthy lists, and lists the full SQ cuts short.
+	tracedCounters("counters-inline-Q16-l4", "--opcode send -s 64 -I 64 -Q 16 -l 4 -n 2000"),
+	tracedCounters("counters-lazy-poll-l4", "--opcode send -s 64 -t 128 -Q 16 -l 4 -n 3000 --fault lazy-poll=1000"),
 	// Unmodified perftest: the report recovers the flags it ran with. Each
 	// tool runs both flag sets, one with --use_old_post_send.
 	perftestTraced("ib_write_bw", "-s 256 -Q 4 -t 64 -l 8 -n 2000"),

@@ -185,6 +185,40 @@ func tracedWorkload(name, via, args string) guestCmd {
 	}
 }
 
+// tracedCounters traces `sqscope workload -d rxe0` in the counters mode
+// and requires the kernel's per-QP totals to equal the workload's own
+// counts, ENOMEMs (not told apart in this mode) summed over their causes.
+func tracedCounters(name, args string) guestCmd {
+	wl := "-d rxe0 -x 1 " + args + " --json-out " + truthFile
+	sh := "sqscope trace --json --mode counters --workload -- " + wl
+	return guestCmd{
+		name:    name,
+		sh:      sh,
+		timeout: 30 * time.Second,
+		check: func(t *testing.T, r cmdResult) {
+			s, truth := readTraced(t, r, sh)
+			if s.Lost != 0 {
+				t.Errorf("%d events lost", s.Lost)
+			}
+			for _, w := range truth.qps {
+				g := s.findQP(uint64(w.QPNum))
+				if g == nil || g["counters_only"] != true {
+					t.Fatalf("QP %#x: not in the trace as a counters-only QP\ncommand: %s\ntrace: %v", w.QPNum, sh, s.QPs)
+				}
+				want := map[string]uint64{"wrs": w.WRs, "post_calls": w.PostCalls, "inline": w.Inline,
+					"signaled": w.Signaled, "doorbells": w.Doorbells, "einval": w.EINVAL,
+					"enomem_unknown": w.ENOMEMSQFull + w.ENOMEMInline + w.ENOMEMSGE}
+				for f, v := range want {
+					if num(g, f) != v {
+						t.Errorf("QP %#x %s: counters mode %d, workload %d\ncommand: %s\ntruth: %s", w.QPNum, f, num(g, f), v, sh, truth.raw[w.QPNum])
+					}
+				}
+				t.Logf("QP %#x: counters = workload: wrs %d, post_calls %d, doorbells %d, ENOMEM %d", w.QPNum, w.WRs, w.PostCalls, w.Doorbells, want["enomem_unknown"])
+			}
+		},
+	}
+}
+
 // tracedFault traces a workload fault that overflows rxe's send queue and
 // requires the analyzer to say so: an sq_overflow diagnosis for the QP and
 // as many SQ-full ENOMEMs as the application saw.

@@ -108,6 +108,30 @@ func waitGroupStopped(pid int, timeout time.Duration) bool {
 	}
 }
 
+// waitThreadsExited waits until no thread of pid is left but a zombie (or
+// pid is gone), or the timeout passes. A thread is a zombie, or gone, only
+// after the sched_process_exit tracepoint ran for it.
+func waitThreadsExited(pid int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		alive := false
+		for _, p := range tasks {
+			if st, err := statState(p); err == nil && st != 'Z' && st != 'X' {
+				alive = true
+				break
+			}
+		}
+		if !alive {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
 // monotonicNS is CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
 func monotonicNS() uint64 {
 	var ts unix.Timespec

@@ -773,6 +773,13 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 				next = time.Now().Add(t.opts.FlushInterval)
 			}
 			if t.exitSeen && t.rd.AvailableBytes() == 0 {
+				// The last thread's exit record can come before the
+				// other threads have handed their pending counts over
+				// (each does on its way out): wait for them.
+				waitThreadsExited(t.opts.PID, time.Second)
+				if t.rd.AvailableBytes() > 0 {
+					continue
+				}
 				t.flush(fn)
 				return nil
 			}
