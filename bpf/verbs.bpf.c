@@ -1889,6 +1889,8 @@ struct signal_struct___sq {
 
 struct task_struct___sq {
 	int exit_code;
+	int pid;
+	int tgid;
 	struct signal_struct___sq *signal;
 } __attribute__((preserve_access_index));
 
@@ -1920,5 +1922,41 @@ int proc_exit(void *ctx)
 	fill_hdr(&r.hdr, SQ_REC_EXIT, id, 0);
 	r.exit_code = BPF_CORE_READ(task, exit_code);
 	output_now(&r, sizeof(r));
+	return 0;
+}
+
+/* ---- hand-over when detaching ------------------------------------------- */
+
+struct bpf_iter__task___sq {
+	void *meta;
+	struct task_struct___sq *task;
+} __attribute__((preserve_access_index));
+
+/* hand_over runs once over every thread when user space detaches from a
+ * target that keeps running: the counts its threads keep pending (up to
+ * SQ_PEND_MAX calls each) go to the shared maps user space reads last.
+ * The data-path probes are gone by then, so nothing adds to them. */
+SEC("iter/task")
+int hand_over(struct bpf_iter__task___sq *ctx)
+{
+	struct task_struct___sq *task = ctx->task;
+	struct thread_state *st;
+	__u32 tgid, tid;
+
+	if (!task)
+		return 0;
+	tgid = task->tgid;
+	if (!wanted(tgid))
+		return 0;
+	if (have_task_storage) {
+		st = bpf_task_storage_get(&threads, (struct task_struct *)task, 0, 0);
+	} else {
+		tid = task->pid;
+		st = bpf_map_lookup_elem(&threads_by_tid, &tid);
+	}
+	if (st) {
+		flush_polls(st, tgid);
+		flush_posts(st, tgid);
+	}
 	return 0;
 }

@@ -332,6 +332,7 @@ const (
 	VerbsProgCreateQpRet         = "create_qp_ret"
 	VerbsProgDestroyQpEntry      = "destroy_qp_entry"
 	VerbsProgDestroyQpRet        = "destroy_qp_ret"
+	VerbsProgHandOver            = "hand_over"
 	VerbsProgModifyQpEntry       = "modify_qp_entry"
 	VerbsProgModifyQpRet         = "modify_qp_ret"
 	VerbsProgPollCqEntry         = "poll_cq_entry"
@@ -420,6 +421,7 @@ type VerbsProgramSpecs struct {
 	CreateQpRet         *ebpf.ProgramSpec `ebpf:"create_qp_ret"`
 	DestroyQpEntry      *ebpf.ProgramSpec `ebpf:"destroy_qp_entry"`
 	DestroyQpRet        *ebpf.ProgramSpec `ebpf:"destroy_qp_ret"`
+	HandOver            *ebpf.ProgramSpec `ebpf:"hand_over"`
 	ModifyQpEntry       *ebpf.ProgramSpec `ebpf:"modify_qp_entry"`
 	ModifyQpRet         *ebpf.ProgramSpec `ebpf:"modify_qp_ret"`
 	PollCqEntry         *ebpf.ProgramSpec `ebpf:"poll_cq_entry"`
@@ -579,6 +581,7 @@ type VerbsPrograms struct {
 	CreateQpRet         *ebpf.Program `ebpf:"create_qp_ret"`
 	DestroyQpEntry      *ebpf.Program `ebpf:"destroy_qp_entry"`
 	DestroyQpRet        *ebpf.Program `ebpf:"destroy_qp_ret"`
+	HandOver            *ebpf.Program `ebpf:"hand_over"`
 	ModifyQpEntry       *ebpf.Program `ebpf:"modify_qp_entry"`
 	ModifyQpRet         *ebpf.Program `ebpf:"modify_qp_ret"`
 	PollCqEntry         *ebpf.Program `ebpf:"poll_cq_entry"`
@@ -608,6 +611,7 @@ func (p *VerbsPrograms) Close() error {
 		p.CreateQpRet,
 		p.DestroyQpEntry,
 		p.DestroyQpRet,
+		p.HandOver,
 		p.ModifyQpEntry,
 		p.ModifyQpRet,
 		p.PollCqEntry,

@@ -3,6 +3,7 @@ package probe
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -357,5 +358,93 @@ func TestOpenUnprivileged(t *testing.T) {
 	}
 	if !contains(string(out), "ERR: loading BPF needs root or CAP_BPF and CAP_PERFMON") {
 		t.Errorf("unprivileged Open said %s", out)
+	}
+}
+
+// Detaching from a target that keeps running hands every thread's pending
+// counts over: the totals equal what the target did, though its last
+// calls (fewer than a hand-over's worth) were still counted per thread.
+func TestDetachHandsOverPendingCounts(t *testing.T) {
+	requireBPF(t)
+	bin := buildTarget(t)
+	// 32 handed over by the thread itself, 10 pending; the last two polls
+	// are empty (every 4th WR is signaled), pending in the events mode too
+	const posts = 42
+	for _, c := range []struct {
+		name string
+		opts Options
+	}{
+		{"counters", Options{Mode: ModeCounters}},
+		{"counters, thread state by tid", Options{Mode: ModeCounters, noTaskStorage: true}},
+		{"events", Options{}},
+	} {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			cmd := exec.Command(bin, "idle", strconv.Itoa(posts))
+			stdin, _ := cmd.StdinPipe()
+			stdoutPipe, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			child, err := StartHeldCmd(cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				stdin.Close()
+				child.Wait()
+			}()
+			opts := c.opts
+			opts.Child = child
+			opts.FlushInterval = 20 * time.Millisecond
+			tr, err := Open(opts)
+			if err != nil {
+				child.Kill()
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			var evs []trace.Event
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- tr.Run(ctx, func(e trace.Event) { evs = append(evs, e) }) }()
+			if err := child.Release(); err != nil {
+				t.Fatal(err)
+			}
+			line, err := bufio.NewReader(stdoutPipe).ReadString('\n')
+			if err != nil || line != fmt.Sprintf("posted %d\n", posts) {
+				t.Fatalf("target said %q, %v", line, err)
+			}
+			time.Sleep(100 * time.Millisecond) // several flushes: what they show is not all
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			// the target is still running, idle
+			if processGone(cmd.Process.Pid) {
+				t.Fatal("the target exited before the tracer detached")
+			}
+			var calls, wrs, polls, empty uint64
+			for _, e := range evs {
+				switch e := e.(type) {
+				case *trace.QPCounters:
+					calls, wrs = e.PostCalls, e.WRs // totals
+				case *trace.CQCounters:
+					polls, empty = e.Polls, e.Empty
+				case *trace.Post:
+					calls++
+					wrs += uint64(len(e.WRs))
+				case *trace.Poll:
+					polls++
+					empty += e.EmptyBefore
+				case *trace.EmptyPolls:
+					empty += e.Count
+				}
+			}
+			if opts.Mode == ModeEvents {
+				polls += empty // Poll events are the non-empty polls
+			}
+			if calls != posts || wrs != posts || polls != posts || empty != posts-posts/4 {
+				t.Errorf("post calls %d, WRs %d, polls %d (%d empty); want %d, %d, %d (%d)",
+					calls, wrs, polls, empty, posts, posts, posts, posts-posts/4)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -796,6 +797,9 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 		case errors.Is(err, ringbuf.ErrFlushed):
 			if t.stopping.Load() {
 				t.resume(true)
+				if err := t.handOver(fn); err != nil {
+					t.warn(fmt.Sprintf("handing over the threads' pending counts: %v (up to %d calls per thread may be missing)", err, pendMax))
+				}
 				t.flush(fn)
 				return nil
 			}
@@ -893,26 +897,13 @@ func (t *Tracer) Close() error {
 		return nil
 	}
 	t.closed = true
-	links := t.links
-	t.links = nil
 	for pid := range t.stopped {
 		syscall.Kill(pid, syscall.SIGCONT)
 	}
 	t.stopped = map[int]time.Time{}
 	t.mu.Unlock()
 
-	// Each detach waits for an RCU grace period (~0.1 s): detach in
-	// parallel so that they share them.
-	errs := make([]error, len(links))
-	var wg sync.WaitGroup
-	for i, l := range links {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = l.Close()
-		}()
-	}
-	wg.Wait()
+	errs := t.detach()
 	if t.rd != nil {
 		if err := t.rd.Close(); err != nil {
 			errs = append(errs, err)
@@ -933,6 +924,62 @@ func boolKnob(b bool) uint8 {
 		return 1
 	}
 	return 0
+}
+
+// detach removes every probe placed so far.
+func (t *Tracer) detach() []error {
+	t.mu.Lock()
+	links := t.links
+	t.links = nil
+	t.mu.Unlock()
+	// Each detach waits for an RCU grace period (~0.1 s): detach in
+	// parallel so that they share them.
+	errs := make([]error, len(links))
+	var wg sync.WaitGroup
+	for i, l := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = l.Close()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// pendMax is SQ_PEND_MAX of verbs.bpf.c: the calls a thread counts before
+// handing its counts over.
+const pendMax = 32
+
+// handOver is the end of tracing a target that keeps running: the probes
+// are removed, then a task iterator (hand_over in verbs.bpf.c) adds every
+// thread's pending counts to the maps the last flush reads, and the
+// records still in the ring are delivered.
+func (t *Tracer) handOver(fn func(trace.Event)) error {
+	if err := errors.Join(t.detach()...); err != nil {
+		return err
+	}
+	it, err := link.AttachIter(link.IterOptions{Program: t.objs.HandOver})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	rd, err := it.Open()
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, rd)
+	rd.Close()
+	if err != nil {
+		return err
+	}
+	t.rd.SetDeadline(time.Now())
+	for t.rd.ReadInto(&t.rec) == nil {
+		if err := t.handle(t.rec.RawSample, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decodeInto copies a record into its fixed-size Go twin; a short record

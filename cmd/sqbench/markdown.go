@@ -262,7 +262,8 @@ func (r *report) costVerdict() string {
 		"per-thread state at its four probes (the arguments from entry to return, the empty-poll count), two user "+
 		"reads for the WR (header, SGE), the post record's timestamp and the record itself: %.0f ns, %.2f× a floor "+
 		"of %.0f ns, before any field is decoded or counted and leaving out the one poll in 16 that returns a "+
-		"completion. The counters mode needs the per-thread state and the two reads: %.0f ns, %.2f×. %s",
+		"completion. The counters mode needs the per-thread state at three probes (a successful post's "+
+		"return needs nothing) and the two reads: %.0f ns, %.2f×. %s",
 		ev, 1+ev/floor.NS.Med, floor.NS.Med, ct, 1+ct/floor.NS.Med, budgetVerdict(ev, ct, floor.NS.Med))
 }
 
@@ -296,7 +297,9 @@ const probeDesign = `- One ring-buffer record per post call (every WR of the lis
   2 KiB at a time, and a plain loop (no bpf_loop callback) decodes the first 16 WRs. The walk
   state sits in a per-CPU slot so that the programs fit older kernels' 512-byte stack limit
   across calls. Completions are read in one go. A QP's number is cached per thread.
-- The counters mode keeps per-thread counts, added to the shared per-QP and per-CQ maps every
-  32 calls, when the thread moves to another QP or CQ, and when it exits; its entry probes
-  take no timestamp.
+- The counters mode counts a post at its entry, as if every WR will be accepted: the return
+  probe of a successful call does nothing, and a failed call's walks the list again and puts
+  what was accepted in place of the guess. Counts are kept per thread and added to the shared
+  per-QP and per-CQ maps every 32 calls, when the thread moves to another QP or CQ, and when
+  it exits (the reader waits for the target's threads to exit before its last read).
 `

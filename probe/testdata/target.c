@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #define NOINLINE __attribute__((noinline, used))
@@ -689,6 +690,38 @@ static int bench(long n)
 	return 0;
 }
 
+/* idle: n one-WR posts, each followed by a poll (one in four returns a
+ * completion), then "posted n" on stdout and a wait for stdin to close: a
+ * target that keeps running while the tracer detaches. */
+static int idle(long n)
+{
+	struct ibv_context *ctx = fake_open();
+	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
+	struct fcq *cq = fake_create_cq(ctx);
+	struct ibv_qp *qp = make_qp(pd, cq, 1 << 10, 1, 64);
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sg = { (uintptr_t)payload, 64, 1 };
+	struct ibv_wc wc[16];
+	char buf[64];
+
+	to_rts(qp);
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &sg;
+	wr.num_sge = 1;
+	for (long i = 0; i < n; i++) {
+		wr.wr_id = i;
+		wr.send_flags = IBV_SEND_INLINE | (i % 4 == 3 ? IBV_SEND_SIGNALED : 0);
+		ibv_post_send(qp, &wr, &bad);
+		retire(qp, ibv_poll_cq(&cq->cq, 16, wc));
+	}
+	printf("posted %ld\n", n);
+	fflush(stdout);
+	while (read(0, buf, sizeof(buf)) > 0)
+		;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "run"))
@@ -697,6 +730,8 @@ int main(int argc, char **argv)
 		return run(1);
 	if (argc >= 3 && !strcmp(argv[1], "bench"))
 		return bench(atol(argv[2]));
-	fprintf(stderr, "usage: target run|late|bench N\n");
+	if (argc >= 3 && !strcmp(argv[1], "idle"))
+		return idle(atol(argv[2]));
+	fprintf(stderr, "usage: target run|late|bench N|idle N\n");
 	return 2;
 }
