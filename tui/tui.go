@@ -48,6 +48,9 @@ type Info struct {
 	Target string // command line or description
 	PID    int
 	Mode   string // "full events", "counters", "replay"
+	// SelfCPU, when set, is the CPU time sqscope has used so far: the
+	// header shows its share of a core between two refreshes.
+	SelfCPU func() time.Duration
 }
 
 // runner is the part of *tview.Application the UI uses.
@@ -120,6 +123,12 @@ type UI struct {
 	// alerts older than this trace time were cleared by a reset
 	alertsFrom uint64
 	eventsPS   float64
+	// sqscope's own CPU: the last reading, when it was taken, and the
+	// share of a core between the last two (once there were two)
+	cpu      time.Duration
+	cpuAt    time.Time
+	cpuShare float64
+	cpuKnown bool
 }
 
 // Columns of the QP table; sortable by index.
@@ -241,7 +250,26 @@ func (u *UI) Tick() {
 	u.mu.Unlock()
 	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel == qpKey{pid, qpNum} })
 	at := u.now()
-	u.app.QueueUpdateDraw(func() { u.Apply(s, at) })
+	var cpu time.Duration
+	if u.info.SelfCPU != nil {
+		cpu = u.info.SelfCPU()
+	}
+	u.app.QueueUpdateDraw(func() {
+		u.noteCPU(cpu, at)
+		u.Apply(s, at)
+	})
+}
+
+// noteCPU takes a reading of sqscope's CPU time made at at.
+func (u *UI) noteCPU(cpu time.Duration, at time.Time) {
+	if u.info.SelfCPU == nil {
+		return
+	}
+	if !u.cpuAt.IsZero() && at.After(u.cpuAt) {
+		u.cpuShare = float64(cpu-u.cpu) / float64(at.Sub(u.cpuAt))
+		u.cpuKnown = true
+	}
+	u.cpu, u.cpuAt = cpu, at
 }
 
 // Apply takes a snapshot into the view. It runs on the UI goroutine (or in
@@ -530,11 +558,11 @@ func (u *UI) renderHeader() {
 	if s.Lost > 0 {
 		lost = fmt.Sprintf("[white:red]LOST %d[-:-]", s.Lost)
 	}
-	target := u.info.Target
-	if u.info.PID > 0 {
-		target += fmt.Sprintf(" (pid %d)", u.info.PID)
+	// the facts first: a long command line is what the width cuts
+	h := fmt.Sprintf("[::b]sqscope[::-] | %s | %s | events/s %s | %s", u.info.Mode, elapsed, humanRate(u.eventsPS), lost)
+	if u.cpuKnown {
+		h += fmt.Sprintf(" | sqscope CPU %.0f%%", 100*u.cpuShare)
 	}
-	h := fmt.Sprintf("[::b]sqscope[::-] | %s | %s | %s | events/s %s | %s", tview.Escape(target), u.info.Mode, elapsed, humanRate(u.eventsPS), lost)
 	if p, ok := u.src.(Player); ok {
 		pos, length := p.Position()
 		h += fmt.Sprintf(" | replay %s/%s x%.2g", pos.Truncate(time.Second), length.Truncate(time.Second), p.Speed(1))
@@ -545,7 +573,11 @@ func (u *UI) renderHeader() {
 	if paused {
 		h += " | [black:yellow]PAUSED[-:-]"
 	}
-	u.header.SetText(h)
+	target := u.info.Target
+	if u.info.PID > 0 {
+		target += fmt.Sprintf(" (pid %d)", u.info.PID)
+	}
+	u.header.SetText(h + " | " + tview.Escape(target))
 }
 
 func (u *UI) selectedRow() (row, bool) {

@@ -254,3 +254,29 @@ func TestSparkline(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// With SelfCPU the header shows sqscope's share of a core between the last
+// two refreshes; before there are two readings it shows none.
+func TestSelfCPU(t *testing.T) {
+	app := &fakeApp{}
+	var cpu time.Duration
+	clock := time.Unix(1000, 0)
+	u := New(&staticSource{healthy()}, Info{Target: "t", PID: 1, Mode: "full events",
+		SelfCPU: func() time.Duration { return cpu }}, app)
+	u.now = func() time.Time { return clock }
+	scr := tcell.NewSimulationScreen("UTF-8")
+	if err := scr.Init(); err != nil {
+		t.Fatal(err)
+	}
+	scr.SetSize(170, 40)
+	u.Tick()
+	if _, l := find(draw(u, scr), "sqscope CPU"); l != "" {
+		t.Fatalf("a share from one reading: %q", l)
+	}
+	cpu += 250 * time.Millisecond
+	clock = clock.Add(2 * time.Second)
+	u.Tick()
+	if _, l := find(draw(u, scr), "sqscope CPU 12%"); l == "" {
+		t.Fatalf("no \"sqscope CPU 12%%\" in the header: %q", draw(u, scr)[0])
+	}
+}

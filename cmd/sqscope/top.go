@@ -137,7 +137,7 @@ func watch(ctx context.Context, tf *targetFlags, rest []string, o watchOpts, std
 
 	go func() { runErr <- s.run(ctx, io.Discard) }()
 	app := tview.NewApplication()
-	u := tui.New(tui.Live{A: s.an}, tui.Info{Target: s.target, PID: s.pid, Mode: s.mode}, app)
+	u := tui.New(tui.Live{A: s.an}, tui.Info{Target: s.target, PID: s.pid, Mode: s.mode, SelfCPU: selfCPU}, app)
 	uiErr := u.Run(ctx, time.Duration(o.interval*float64(time.Second)))
 	cancel() // the user quit: stop (and stop the target we started)
 	err = <-runErr

@@ -94,6 +94,9 @@ func TestDemoInTmux(t *testing.T) {
 	if !regexp.MustCompile(`0x1c2\s+RC\s+204\s+█{16}\s+204\s.*OVERFLOW`).MatchString(screen) {
 		t.Fatalf("QP 0x1c2 not shown full and OVERFLOW:\n%s", screen)
 	}
+	if !regexp.MustCompile(`sqscope CPU \d+%`).MatchString(screen) {
+		t.Fatalf("the header does not show sqscope's own CPU:\n%s", screen)
+	}
 	m.run("send-keys", "-t", m.name, "q")
 	m.waitFor("exit status", regexp.MustCompile(`SQSCOPE_EXIT=\d+`), 45*time.Second)
 	if s := m.capture(); !strings.Contains(s, "SQSCOPE_EXIT=0") {
