@@ -2,12 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -184,5 +188,44 @@ func TestUsec(t *testing.T) {
 		if got := string(usec(tc.ns)); got != tc.want {
 			t.Errorf("usec(%d) = %s, want %s", tc.ns, got, tc.want)
 		}
+	}
+}
+
+// Recorded without --call-times, posts and polls are drawn at their return
+// with no duration; with it, as the interval from entry to return.
+func TestCallTimesInExport(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin := sqscopeBin(t)
+	for _, withTimes := range []bool{false, true} {
+		t.Run(fmt.Sprint("call-times=", withTimes), func(t *testing.T) {
+			dir := t.TempDir()
+			rec := filepath.Join(dir, "run.sqscope")
+			args := []string{"record", "-o", rec}
+			if withTimes {
+				args = append(args, "--call-times")
+			}
+			args = append(args, "--workload", "--", "-s", "64", "-I", "64", "-Q", "4", "-n", "2000", "--sim-deterministic")
+			if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+				t.Fatalf("sqscope %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			tf, _ := exportFile(t, rec, filepath.Join(dir, "run.json"))
+			var total, timed int
+			for _, ev := range tf.TraceEvents {
+				if ev.Ph != "X" {
+					continue
+				}
+				total++
+				if ev.Dur != nil && *ev.Dur > 0 {
+					timed++
+				}
+			}
+			want := 0
+			if withTimes {
+				want = total
+			}
+			if total < 2000 || timed != want {
+				t.Errorf("%d of %d slices with a duration, want %d", timed, total, want)
+			}
+		})
 	}
 }
