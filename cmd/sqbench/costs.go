@@ -221,3 +221,15 @@ func (r *report) minimum() (events, counters float64) {
 	events = 4*task + reads + ktime + out
 	return events, counters
 }
+
+// minimum16 is minimum for the post_list 16 workload, where every poll
+// returns a completion: the WR and SGE arrays take a 2 KiB window read
+// each, and the events mode adds the poll's record (its timestamp, a read
+// of the completion, the record).
+func (r *report) minimum16() (events, counters float64) {
+	task, read2k, read40 := r.cost("cost_task_storage"), r.cost("cost_read2k"), r.cost("cost_read_wr")
+	ktime, out := r.cost("cost_ktime"), r.cost("cost_ringbuf_output")
+	counters = 3*task + 2*read2k
+	events = 4*task + 2*read2k + 2*(ktime+out) + read40
+	return events, counters
+}

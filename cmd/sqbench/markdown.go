@@ -264,7 +264,22 @@ func (r *report) costVerdict() string {
 		"of %.0f ns, before any field is decoded or counted and leaving out the one poll in 16 that returns a "+
 		"completion. The counters mode needs the per-thread state at three probes (a successful post's "+
 		"return needs nothing) and the two reads: %.0f ns, %.2f×. %s",
-		ev, 1+ev/floor.NS.Med, floor.NS.Med, ct, 1+ct/floor.NS.Med, budgetVerdict(ev, ct, floor.NS.Med))
+		ev, 1+ev/floor.NS.Med, floor.NS.Med, ct, 1+ct/floor.NS.Med, budgetVerdict(ev, ct, floor.NS.Med)) +
+		r.costVerdict16()
+}
+
+// costVerdict16 is costVerdict's sentence for post_list 16, when that
+// floor was measured.
+func (r *report) costVerdict16() string {
+	floor, ok := r.row(16, "floor")
+	if !ok || floor.NS.Med == 0 {
+		return ""
+	}
+	ev, ct := r.minimum16()
+	return fmt.Sprintf("\n\nAt post_list 16 (every poll returns a completion) the least is: the same per-thread state, "+
+		"a 2 KiB read of the WR array and one of the SGEs, and in the events mode the timestamps and records of the "+
+		"post and the poll and a read of the completion: %.0f ns, %.2f× a floor of %.0f ns; the counters mode %.0f ns, "+
+		"%.2f×. %s", ev, 1+ev/floor.NS.Med, floor.NS.Med, ct, 1+ct/floor.NS.Med, budgetVerdict(ev, ct, floor.NS.Med))
 }
 
 // budgetVerdict says whether the targets leave room for the unavoidable

@@ -102,6 +102,9 @@ type session struct {
 
 	sinks []func(trace.Event) // fixed before run
 
+	stderr io.Writer
+	warned int // tracer warnings printed so far
+
 	// what sqscope itself had used when the session started
 	startCPU  time.Duration
 	startWall time.Time
@@ -252,9 +255,8 @@ func startSession(tf *targetFlags, rest []string, stderr io.Writer, childOut io.
 		return nil, err
 	}
 	s.tracer = tr
-	for _, w := range tr.Warnings() {
-		fmt.Fprintln(stderr, "sqscope: warning:", w)
-	}
+	s.stderr = stderr
+	s.warnLate()
 	return s, nil
 }
 
@@ -390,7 +392,17 @@ func (s *session) run(ctx context.Context, stderr io.Writer) error {
 	}
 }
 
+// warnLate prints the tracer's warnings not printed yet.
+func (s *session) warnLate() {
+	ws := s.tracer.Warnings()
+	for _, w := range ws[min(s.warned, len(ws)):] {
+		fmt.Fprintln(s.stderr, "sqscope: warning:", w)
+	}
+	s.warned = len(ws)
+}
+
 func (s *session) finish(err error) error {
+	s.warnLate() // e.g. about the last hand-over of counts
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
