@@ -25,7 +25,7 @@ type lossRow struct {
 	CallsPerS float64
 	Lost      uint64 // lost records sqscope reported
 	Unseen    uint64 // WRs the workload posted that the trace lacks
-	// sqscope's own CPU (reader, decoder, analyzer), start-up included
+	// sqscope's own CPU (reader, decoder, analyzer) once attached
 	Cores      float64
 	NSPerEvent float64
 	Message    string // sqscope's own line about it

@@ -105,9 +105,10 @@ type session struct {
 	stderr io.Writer
 	warned int // tracer warnings printed so far
 
-	// what sqscope itself had used when the session started
-	startCPU  time.Duration
-	startWall time.Time
+	// what sqscope itself had used when the session started, and once the
+	// probes were loaded and attached
+	startCPU, openCPU   time.Duration
+	startWall, openWall time.Time
 
 	mu   sync.Mutex // guards exit and exitSeen
 	exit *trace.Exit
@@ -255,6 +256,7 @@ func startSession(tf *targetFlags, rest []string, stderr io.Writer, childOut io.
 		return nil, err
 	}
 	s.tracer = tr
+	s.openCPU, s.openWall = selfCPU(), time.Now()
 	s.stderr = stderr
 	s.warnLate()
 	return s, nil
@@ -435,33 +437,38 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// selfCost is what tracing has cost sqscope itself so far: reading the
-// ring buffer, decoding, analysing and writing, not the probes (their cost
-// is the target's).
+// selfCost is what tracing has cost sqscope itself so far: loading and
+// attaching the probes, then reading the ring buffer, decoding, analysing
+// and writing; not the probes (their cost is the target's).
 type selfCost struct {
-	CPUSeconds  float64 `json:"cpu_seconds"`
-	WallSeconds float64 `json:"wall_seconds"`
-	Cores       float64 `json:"cores"`            // CPU seconds per second
-	NSPerEvent  float64 `json:"cpu_ns_per_event"` // 0 without events
+	CPUSeconds        float64 `json:"cpu_seconds"`         // all of it
+	StartupCPUSeconds float64 `json:"startup_cpu_seconds"` // loading and attaching
+	WallSeconds       float64 `json:"wall_seconds"`        // since attaching
+	Cores             float64 `json:"cores"`               // CPU seconds per second since attaching
+	NSPerEvent        float64 `json:"cpu_ns_per_event"`    // CPU since attaching per event; 0 without events
 }
 
 func (s *session) cost(events uint64) selfCost {
-	c := selfCost{CPUSeconds: (selfCPU() - s.startCPU).Seconds(), WallSeconds: time.Since(s.startWall).Seconds()}
+	now := selfCPU()
+	c := selfCost{CPUSeconds: (now - s.startCPU).Seconds(), StartupCPUSeconds: (s.openCPU - s.startCPU).Seconds(),
+		WallSeconds: time.Since(s.openWall).Seconds()}
+	running := (now - s.openCPU).Seconds()
 	if c.WallSeconds > 0 {
-		c.Cores = c.CPUSeconds / c.WallSeconds
+		c.Cores = running / c.WallSeconds
 	}
 	if events > 0 {
-		c.NSPerEvent = c.CPUSeconds * 1e9 / float64(events)
+		c.NSPerEvent = running * 1e9 / float64(events)
 	}
 	return c
 }
 
 func (c selfCost) String() string {
-	s := fmt.Sprintf("sqscope itself: %.2f s of CPU in %.1f s (%.0f%% of one core)", c.CPUSeconds, c.WallSeconds, 100*c.Cores)
+	s := fmt.Sprintf("sqscope itself: %.2f s of CPU (%.2f s loading and attaching), then %.0f%% of one core for %.1f s",
+		c.CPUSeconds, c.StartupCPUSeconds, 100*c.Cores, c.WallSeconds)
 	if c.NSPerEvent > 0 {
 		s += fmt.Sprintf(", %.0f ns per event", c.NSPerEvent)
 	}
-	return s + ", start-up included"
+	return s
 }
 
 // monotonicNS reads CLOCK_MONOTONIC, the clock event times use.

@@ -74,10 +74,11 @@ type traceOut struct {
 	Events uint64 `json:"events"`
 	Lost   uint64 `json:"lost_events"`
 	Self   struct {
-		CPUSeconds  float64 `json:"cpu_seconds"`
-		WallSeconds float64 `json:"wall_seconds"`
-		Cores       float64 `json:"cores"`
-		NSPerEvent  float64 `json:"cpu_ns_per_event"`
+		CPUSeconds        float64 `json:"cpu_seconds"`
+		StartupCPUSeconds float64 `json:"startup_cpu_seconds"`
+		WallSeconds       float64 `json:"wall_seconds"`
+		Cores             float64 `json:"cores"`
+		NSPerEvent        float64 `json:"cpu_ns_per_event"`
 	} `json:"sqscope_cpu"`
 	QPs    []map[string]any `json:"qps"`
 	Probes []struct {
@@ -109,11 +110,12 @@ func traceWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	if err := json.Unmarshal([]byte(out[i+1:]), &tr); err != nil {
 		t.Fatalf("trace JSON: %v\n%s", err, out[i+1:])
 	}
-	// what sqscope itself used: some CPU, at most every core, and per
-	// event the CPU time over the events
+	// what sqscope itself used: some CPU to start, some after, at most
+	// every core, and per event the CPU time after start-up over the events
 	c := tr.Self
-	if c.CPUSeconds <= 0 || c.WallSeconds <= 0 || c.Cores <= 0 || c.Cores > float64(runtime.NumCPU()) ||
-		tr.Events == 0 || math.Abs(c.NSPerEvent-c.CPUSeconds*1e9/float64(tr.Events)) > 1e-6*c.NSPerEvent {
+	running := c.CPUSeconds - c.StartupCPUSeconds
+	if c.StartupCPUSeconds <= 0 || running <= 0 || c.WallSeconds <= 0 || c.Cores <= 0 || c.Cores > float64(runtime.NumCPU()) ||
+		tr.Events == 0 || math.Abs(c.NSPerEvent-running*1e9/float64(tr.Events)) > 1e-6*c.NSPerEvent {
 		t.Errorf("sqscope_cpu %+v with %d events", c, tr.Events)
 	}
 	return tr, readTruth(t, truthFile)
