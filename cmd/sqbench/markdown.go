@@ -243,6 +243,8 @@ traced workload reaches here; the table shows whether any record was lost at it.
 stopped (SIGSTOP to sqscope) for a second while the workload runs, with the default and a 1 MiB
 ring: the ring fills, the kernel side counts each record it could not write, and sqscope reports
 the count. "WRs missing from the trace" compares the trace with the simulated HCA's own count.
+sqscope's CPU is its own (reading, decoding, analysing; the probes' cost is the workload's), from
+its summary: the share of a core and the CPU per event after the probes were attached.
 `
 
 const costMethod = `Programs that each repeat one operation (bpf/cost.bpf.c), all attached to the simulated
