@@ -38,6 +38,8 @@ const volatile __u32 max_sges = SQ_MAX_SGES;
 const volatile __u32 max_wcs = SQ_MAX_WCS;
 const volatile __u64 wakeup_bytes = 1 << 20; /* unread bytes that wake the reader */
 const volatile __u8 have_task_storage = 1; /* 0: per-thread state in a hash */
+const volatile __u8 use_thread_slots = 1;  /* 0: no thread_slots (tests of the fallback) */
+const volatile __u32 slot_mask = 4095;     /* thread_slots index mask (tests: 0, one slot) */
 /* 1: data-path records carry the call's entry time too. A clock read costs
  * about as much as the rest of an entry probe, and under a uprobe the
  * interval measures mostly the probe itself, so it is asked for. */
@@ -97,6 +99,7 @@ struct {
 
 /* What a thread's data-path probes keep between entry and return. */
 struct thread_state {
+	__u64 owner; /* in thread_slots: the thread id the slot is for (0: free) */
 	struct call_args post; /* post_send (op 0), post_recv (1), wr_complete (2) */
 	struct call_args poll;
 	/* qp_num of the QP this thread last posted to, while qp_gen is unchanged */
@@ -172,6 +175,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct thread_state);
 } threads_by_tid SEC(".maps");
+
+/* Per-thread state, first choice: a slot indexed by the thread id, found
+ * with an array lookup the verifier inlines, a fraction of the cost of
+ * task storage. A thread whose slot another live thread holds keeps its
+ * state in task storage (or threads_by_tid) instead; a slot is released
+ * when its thread exits. */
+#define SQ_THREAD_SLOTS 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SQ_THREAD_SLOTS);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} thread_slots SEC(".maps");
 
 /* A zeroed thread_state, never written: a new entry of threads_by_tid is
  * copied from it, not from the stack (older kernels' verifiers limit a
@@ -679,17 +696,23 @@ int BPF_KRETPROBE(alloc_pd_ret, void *ret)
 
 /* ---- per-thread state and user-memory windows ----------------------------- */
 
-/* thread_state is the calling thread's data-path state; create it on
- * entry, only look it up on return. */
-static __always_inline struct thread_state *thread_state(int create)
+/* slot_of is the thread_slots slot of thread tid. */
+static __always_inline struct thread_state *slot_of(__u32 tid)
 {
+	__u32 idx = tid & slot_mask & (SQ_THREAD_SLOTS - 1);
+
+	return use_thread_slots ? bpf_map_lookup_elem(&thread_slots, &idx) : 0;
+}
+
+/* fallback_state is thread tid's state outside thread_slots (task is the
+ * thread's task_struct for task storage). */
+static __always_inline struct thread_state *fallback_state(void *task, __u32 tid, int create)
+{
+	struct thread_state *st;
+
 	if (have_task_storage)
-		return bpf_task_storage_get(&threads, bpf_get_current_task_btf(), 0,
-					    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
-
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct thread_state *st = bpf_map_lookup_elem(&threads_by_tid, &tid);
-
+		return bpf_task_storage_get(&threads, task, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	st = bpf_map_lookup_elem(&threads_by_tid, &tid);
 	if (!st && create) {
 		__u32 zero = 0;
 		struct thread_state *init = bpf_map_lookup_elem(&thread_zero, &zero);
@@ -700,6 +723,33 @@ static __always_inline struct thread_state *thread_state(int create)
 		st = bpf_map_lookup_elem(&threads_by_tid, &tid);
 	}
 	return st;
+}
+
+/* thread_state is the calling thread's data-path state; create it on
+ * entry, only look it up on return. A thread takes a free slot only if it
+ * has no state elsewhere, so its state is never split in two. */
+static __always_inline struct thread_state *thread_state(int create)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct thread_state *slot = slot_of(tid);
+	struct thread_state *st;
+	__u32 zero = 0;
+
+	if (slot && slot->owner == tid)
+		return slot;
+	st = fallback_state(bpf_get_current_task_btf(), tid, 0);
+	if (st || !create)
+		return st;
+	if (slot && !slot->owner && __sync_val_compare_and_swap(&slot->owner, 0, (__u64)tid) == 0) {
+		struct thread_state *init = bpf_map_lookup_elem(&thread_zero, &zero);
+
+		/* a former owner's leftovers, all but the owner field */
+		if (init)
+			__builtin_memcpy((void *)slot + sizeof(slot->owner), (void *)init + sizeof(init->owner),
+					 sizeof(*slot) - sizeof(slot->owner));
+		return slot;
+	}
+	return fallback_state(bpf_get_current_task_btf(), tid, 1);
 }
 
 /* enter saves a data-path call's arguments, in place (no map update). */
@@ -1903,15 +1953,16 @@ int proc_exit(void *ctx)
 	struct thread_state *st = thread_state(0);
 	struct sq_exit_rec r = {};
 
-	/* every exiting thread hands over its pending counts */
+	/* every exiting thread hands over its pending counts, then its slot */
 	if (st) {
+		__u32 tid = (__u32)id;
+
 		flush_polls(st, tgid);
 		flush_posts(st, tgid);
-		if (!have_task_storage) {
-			__u32 tid = (__u32)id;
-
+		if (st->owner == tid)
+			st->owner = 0;
+		else if (!have_task_storage)
 			bpf_map_delete_elem(&threads_by_tid, &tid);
-		}
 	}
 	if (targ_tgid ? tgid != targ_tgid : !bpf_map_lookup_elem(&procs, &tgid))
 		return 0;
@@ -1948,12 +1999,10 @@ int hand_over(struct bpf_iter__task___sq *ctx)
 	tgid = task->tgid;
 	if (!wanted(tgid))
 		return 0;
-	if (have_task_storage) {
-		st = bpf_task_storage_get(&threads, (struct task_struct *)task, 0, 0);
-	} else {
-		tid = task->pid;
-		st = bpf_map_lookup_elem(&threads_by_tid, &tid);
-	}
+	tid = task->pid;
+	st = slot_of(tid);
+	if (!st || st->owner != tid)
+		st = fallback_state(task, tid, 0);
 	if (st) {
 		flush_polls(st, tgid);
 		flush_posts(st, tgid);

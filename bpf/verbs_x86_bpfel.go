@@ -223,6 +223,7 @@ type VerbsSqWr struct {
 
 type VerbsThreadState struct {
 	_                structs.HostLayout
+	Owner            uint64
 	Post             VerbsCallArgs
 	Poll             VerbsCallArgs
 	QpnQp            uint64
@@ -320,6 +321,7 @@ const (
 	VerbsMapProcs                = "procs"
 	VerbsMapQpCounters           = "qp_counters"
 	VerbsMapScratch              = "scratch"
+	VerbsMapThreadSlots          = "thread_slots"
 	VerbsMapThreadZero           = "thread_zero"
 	VerbsMapThreads              = "threads"
 	VerbsMapThreadsByTid         = "threads_by_tid"
@@ -360,6 +362,7 @@ const (
 	VerbsVarMaxWrs               = "max_wrs"
 	VerbsVarQpGen                = "qp_gen"
 	VerbsVarSelfTgid             = "self_tgid"
+	VerbsVarSlotMask             = "slot_mask"
 	VerbsVarStopOnNew            = "stop_on_new"
 	VerbsVarTargMode             = "targ_mode"
 	VerbsVarTargTgid             = "targ_tgid"
@@ -370,6 +373,7 @@ const (
 	VerbsVarUnusedQp             = "unused_qp"
 	VerbsVarUnusedRecv           = "unused_recv"
 	VerbsVarUnusedVia            = "unused_via"
+	VerbsVarUseThreadSlots       = "use_thread_slots"
 	VerbsVarWakeupBytes          = "wakeup_bytes"
 )
 
@@ -456,6 +460,7 @@ type VerbsMapSpecs struct {
 	Procs        *ebpf.MapSpec `ebpf:"procs"`
 	QpCounters   *ebpf.MapSpec `ebpf:"qp_counters"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	ThreadSlots  *ebpf.MapSpec `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.MapSpec `ebpf:"thread_zero"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	ThreadsByTid *ebpf.MapSpec `ebpf:"threads_by_tid"`
@@ -476,6 +481,7 @@ type VerbsVariableSpecs struct {
 	MaxWrs          *ebpf.VariableSpec `ebpf:"max_wrs"`
 	QpGen           *ebpf.VariableSpec `ebpf:"qp_gen"`
 	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
+	SlotMask        *ebpf.VariableSpec `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.VariableSpec `ebpf:"stop_on_new"`
 	TargMode        *ebpf.VariableSpec `ebpf:"targ_mode"`
 	TargTgid        *ebpf.VariableSpec `ebpf:"targ_tgid"`
@@ -486,6 +492,7 @@ type VerbsVariableSpecs struct {
 	UnusedQp        *ebpf.VariableSpec `ebpf:"unused_qp"`
 	UnusedRecv      *ebpf.VariableSpec `ebpf:"unused_recv"`
 	UnusedVia       *ebpf.VariableSpec `ebpf:"unused_via"`
+	UseThreadSlots  *ebpf.VariableSpec `ebpf:"use_thread_slots"`
 	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -518,6 +525,7 @@ type VerbsMaps struct {
 	Procs        *ebpf.Map `ebpf:"procs"`
 	QpCounters   *ebpf.Map `ebpf:"qp_counters"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
+	ThreadSlots  *ebpf.Map `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.Map `ebpf:"thread_zero"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	ThreadsByTid *ebpf.Map `ebpf:"threads_by_tid"`
@@ -537,6 +545,7 @@ func (m *VerbsMaps) Close() error {
 		m.Procs,
 		m.QpCounters,
 		m.Scratch,
+		m.ThreadSlots,
 		m.ThreadZero,
 		m.Threads,
 		m.ThreadsByTid,
@@ -558,6 +567,7 @@ type VerbsVariables struct {
 	MaxWrs          *ebpf.Variable `ebpf:"max_wrs"`
 	QpGen           *ebpf.Variable `ebpf:"qp_gen"`
 	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
+	SlotMask        *ebpf.Variable `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.Variable `ebpf:"stop_on_new"`
 	TargMode        *ebpf.Variable `ebpf:"targ_mode"`
 	TargTgid        *ebpf.Variable `ebpf:"targ_tgid"`
@@ -568,6 +578,7 @@ type VerbsVariables struct {
 	UnusedQp        *ebpf.Variable `ebpf:"unused_qp"`
 	UnusedRecv      *ebpf.Variable `ebpf:"unused_recv"`
 	UnusedVia       *ebpf.Variable `ebpf:"unused_via"`
+	UseThreadSlots  *ebpf.Variable `ebpf:"use_thread_slots"`
 	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

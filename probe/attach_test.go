@@ -375,7 +375,9 @@ func TestDetachHandsOverPendingCounts(t *testing.T) {
 		opts Options
 	}{
 		{"counters", Options{Mode: ModeCounters}},
-		{"counters, thread state by tid", Options{Mode: ModeCounters, noTaskStorage: true}},
+		{"counters, thread state in task storage", Options{Mode: ModeCounters, noThreadSlots: true}},
+		{"counters, one thread slot", Options{Mode: ModeCounters, oneThreadSlot: true}},
+		{"counters, thread state by tid", Options{Mode: ModeCounters, noTaskStorage: true, noThreadSlots: true}},
 		{"events", Options{}},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {

@@ -249,7 +249,10 @@ func TestTraceTargetEndToEnd(t *testing.T) {
 	}{
 		{"uprobe_multi", Options{}},
 		{"perf-event uprobes", Options{perfEventUprobes: true}},
-		{"thread state by tid", Options{noTaskStorage: true}},
+		{"thread state in task storage", Options{noThreadSlots: true}},
+		{"one thread slot for every thread", Options{oneThreadSlot: true}},
+		{"one thread slot, the rest by tid", Options{oneThreadSlot: true, noTaskStorage: true}},
+		{"thread state by tid", Options{noTaskStorage: true, noThreadSlots: true}},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) { testEndToEnd(t, c.opts) })
 	}

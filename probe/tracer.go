@@ -98,6 +98,12 @@ type Options struct {
 	// noTaskStorage forces the fallback used on kernels whose uprobe
 	// programs cannot use task storage (tests).
 	noTaskStorage bool
+	// noThreadSlots keeps every thread's state where a thread whose slot
+	// is taken keeps it: task storage, or the by-tid hash (tests).
+	noThreadSlots bool
+	// oneThreadSlot leaves a single slot for all threads: the first takes
+	// it, the others keep their state elsewhere (tests).
+	oneThreadSlot bool
 }
 
 const (
@@ -271,6 +277,8 @@ func (t *Tracer) load() error {
 		{"stop_on_new", stopKnob},
 		{"targ_mode", uint8(t.opts.Mode)},
 		{"call_times", boolKnob(t.opts.CallTimes)},
+		{"use_thread_slots", boolKnob(!t.opts.noThreadSlots)},
+		{"slot_mask", uint32(map[bool]uint32{false: 4095, true: 0}[t.opts.oneThreadSlot])},
 		{"max_wrs", bound(t.opts.MaxWRs, 64)},
 		{"max_sges", bound(t.opts.MaxSGEs, 16)},
 		{"max_wcs", bound(t.opts.MaxWCs, 32)},
