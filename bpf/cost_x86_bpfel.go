@@ -20,6 +20,7 @@ const (
 	CostMapCostHash           = "cost_hash"
 	CostMapCostLru            = "cost_lru"
 	CostMapCostRing           = "cost_ring"
+	CostMapCostSlots          = "cost_slots"
 	CostMapCostTask           = "cost_task"
 	CostProgCostBpfLoop       = "cost_bpf_loop"
 	CostProgCostEmpty         = "cost_empty"
@@ -31,6 +32,7 @@ const (
 	CostProgCostReadWrSge     = "cost_read_wr_sge"
 	CostProgCostRingbufOutput = "cost_ringbuf_output"
 	CostProgCostTaskStorage   = "cost_task_storage"
+	CostProgCostThreadSlot    = "cost_thread_slot"
 	CostVarCostLost           = "cost_lost"
 	CostVarCostSink           = "cost_sink"
 )
@@ -87,17 +89,19 @@ type CostProgramSpecs struct {
 	CostReadWrSge     *ebpf.ProgramSpec `ebpf:"cost_read_wr_sge"`
 	CostRingbufOutput *ebpf.ProgramSpec `ebpf:"cost_ringbuf_output"`
 	CostTaskStorage   *ebpf.ProgramSpec `ebpf:"cost_task_storage"`
+	CostThreadSlot    *ebpf.ProgramSpec `ebpf:"cost_thread_slot"`
 }
 
 // CostMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type CostMapSpecs struct {
-	CostBuf  *ebpf.MapSpec `ebpf:"cost_buf"`
-	CostHash *ebpf.MapSpec `ebpf:"cost_hash"`
-	CostLru  *ebpf.MapSpec `ebpf:"cost_lru"`
-	CostRing *ebpf.MapSpec `ebpf:"cost_ring"`
-	CostTask *ebpf.MapSpec `ebpf:"cost_task"`
+	CostBuf   *ebpf.MapSpec `ebpf:"cost_buf"`
+	CostHash  *ebpf.MapSpec `ebpf:"cost_hash"`
+	CostLru   *ebpf.MapSpec `ebpf:"cost_lru"`
+	CostRing  *ebpf.MapSpec `ebpf:"cost_ring"`
+	CostSlots *ebpf.MapSpec `ebpf:"cost_slots"`
+	CostTask  *ebpf.MapSpec `ebpf:"cost_task"`
 }
 
 // CostVariableSpecs contains global variables before they are loaded into the kernel.
@@ -128,11 +132,12 @@ func (o *CostObjects) Close() error {
 //
 // It can be passed to LoadCostObjects or ebpf.CollectionSpec.LoadAndAssign.
 type CostMaps struct {
-	CostBuf  *ebpf.Map `ebpf:"cost_buf"`
-	CostHash *ebpf.Map `ebpf:"cost_hash"`
-	CostLru  *ebpf.Map `ebpf:"cost_lru"`
-	CostRing *ebpf.Map `ebpf:"cost_ring"`
-	CostTask *ebpf.Map `ebpf:"cost_task"`
+	CostBuf   *ebpf.Map `ebpf:"cost_buf"`
+	CostHash  *ebpf.Map `ebpf:"cost_hash"`
+	CostLru   *ebpf.Map `ebpf:"cost_lru"`
+	CostRing  *ebpf.Map `ebpf:"cost_ring"`
+	CostSlots *ebpf.Map `ebpf:"cost_slots"`
+	CostTask  *ebpf.Map `ebpf:"cost_task"`
 }
 
 func (m *CostMaps) Close() error {
@@ -141,6 +146,7 @@ func (m *CostMaps) Close() error {
 		m.CostHash,
 		m.CostLru,
 		m.CostRing,
+		m.CostSlots,
 		m.CostTask,
 	)
 }
@@ -167,6 +173,7 @@ type CostPrograms struct {
 	CostReadWrSge     *ebpf.Program `ebpf:"cost_read_wr_sge"`
 	CostRingbufOutput *ebpf.Program `ebpf:"cost_ringbuf_output"`
 	CostTaskStorage   *ebpf.Program `ebpf:"cost_task_storage"`
+	CostThreadSlot    *ebpf.Program `ebpf:"cost_thread_slot"`
 }
 
 func (p *CostPrograms) Close() error {
@@ -181,6 +188,7 @@ func (p *CostPrograms) Close() error {
 		p.CostReadWrSge,
 		p.CostRingbufOutput,
 		p.CostTaskStorage,
+		p.CostThreadSlot,
 	)
 }
 

@@ -35,7 +35,8 @@ var costOps = []costOp{
 	{"cost_read_wr_sge", "the same, then of its SGE (16 B): a one-WR post", 1},
 	{"cost_read2k", "bpf_probe_read_user of 2 KiB (a window of 16 WRs)", 1},
 	{"cost_ktime", "bpf_ktime_get_ns", 1},
-	{"cost_task_storage", "task storage lookup (per-thread state)", 1},
+	{"cost_thread_slot", "thread-id slot lookup (per-thread state)", 1},
+	{"cost_task_storage", "task storage lookup (per-thread state when the slot is taken)", 1},
 	{"cost_hash_lookup", "hash map lookup", 1},
 	{"cost_lru_update", "LRU hash update (the per-call argument maps before)", 1},
 	{"cost_ringbuf_output", "bpf_ringbuf_output of 104 B (a one-WR post record), reader draining", 1},
@@ -216,7 +217,7 @@ func (r *report) costTable() *table {
 // mode the post record's timestamp and the record. The one poll in 16
 // that returns a completion is left out.
 func (r *report) minimum() (events, counters float64) {
-	task, reads, ktime, out := r.cost("cost_task_storage"), r.cost("cost_read_wr_sge"), r.cost("cost_ktime"), r.cost("cost_ringbuf_output")
+	task, reads, ktime, out := r.cost("cost_thread_slot"), r.cost("cost_read_wr_sge"), r.cost("cost_ktime"), r.cost("cost_ringbuf_output")
 	counters = 3*task + reads
 	events = 4*task + reads + ktime + out
 	return events, counters
@@ -227,7 +228,7 @@ func (r *report) minimum() (events, counters float64) {
 // each, and the events mode adds the poll's record (its timestamp, a read
 // of the completion, the record).
 func (r *report) minimum16() (events, counters float64) {
-	task, read2k, read40 := r.cost("cost_task_storage"), r.cost("cost_read2k"), r.cost("cost_read_wr")
+	task, read2k, read40 := r.cost("cost_thread_slot"), r.cost("cost_read2k"), r.cost("cost_read_wr")
 	ktime, out := r.cost("cost_ktime"), r.cost("cost_ringbuf_output")
 	counters = 3*task + 2*read2k
 	events = 4*task + 2*read2k + 2*(ktime+out) + read40
