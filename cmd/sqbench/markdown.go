@@ -267,7 +267,43 @@ func (r *report) costVerdict() string {
 		"completion. The counters mode needs the per-thread state at three probes (a successful post's "+
 		"return needs nothing) and the two reads: %.0f ns, %.2f×. %s",
 		ev, 1+ev/floor.NS.Med, floor.NS.Med, ct, 1+ct/floor.NS.Med, budgetVerdict(ev, ct, floor.NS.Med)) +
-		r.costVerdict16()
+		r.measuredRest(ev, ct) + r.costVerdict16()
+}
+
+// measuredRest says, for post_list 1, how far each mode is from the least
+// it needs: the programs' own work beyond it (BPF statistics), and the
+// time a traced iteration takes beyond the programs' run time.
+func (r *report) measuredRest(ev, ct float64) string {
+	var floor *bdRow
+	for i := range r.breakdown {
+		if b := &r.breakdown[i]; b.List == 1 && b.Variant == "floor" {
+			floor = b
+		}
+	}
+	if floor == nil {
+		return ""
+	}
+	var out []string
+	for _, m := range []struct {
+		name string
+		need float64
+	}{{"sqscope events", ev}, {"sqscope counters", ct}} {
+		ov, ok := r.row(1, m.name)
+		for _, b := range r.breakdown {
+			if !ok || b.List != 1 || b.Variant != m.name {
+				continue
+			}
+			bpf := b.sum() - floor.sum()
+			out = append(out, fmt.Sprintf("%s: the programs run %.0f ns above the empty ones, %.0f ns beyond the least above "+
+				"(their own decoding and bookkeeping), and a traced iteration takes %.0f ns more than the floor's, %.0f ns "+
+				"more than that run time (spent around the programs, not in them)",
+				strings.TrimPrefix(m.name, "sqscope "), bpf, bpf-m.need, ov.Above.Med, ov.Above.Med-bpf))
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return " Measured at post_list 1, " + strings.Join(out, "; ") + "."
 }
 
 // costVerdict16 is costVerdict's sentence for post_list 16, when that
