@@ -1393,6 +1393,49 @@ static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 		st->pend_einval++;
 }
 
+/* post_one records a successful post of one WR with at most one SGE, the
+ * commonest post, straight into the ring: no walk, no per-CPU slot. It
+ * returns -1, having recorded nothing, when the post was something else. */
+static __always_inline int post_one(struct thread_state *st, struct call_args *a, __u64 id)
+{
+	struct wr_head h;
+	struct {
+		__u64 addr;
+		__u32 length;
+		__u32 lkey;
+	} sge = {};
+	struct sq_post_rec *r;
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_probe_read_user(&h, sizeof(h), (void *)a->a1) || h.next || h.num_sge < 0 || h.num_sge > 1 ||
+	    !max_wrs || !max_sges)
+		return -1;
+	if (h.num_sge && bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list))
+		sge.length = 0; /* unreadable: as the walk does */
+	st->last_wrs = 1;
+	r = bpf_ringbuf_reserve(&events, one_rec_size(struct sq_post_rec, wrs), 0);
+	if (!r) {
+		count_lost();
+		return 0;
+	}
+	__builtin_memset(r, 0, one_rec_size(struct sq_post_rec, wrs));
+	fill_hdr(&r->hdr, SQ_REC_POST, id, a->ts);
+	r->qp = a->a0;
+	r->qp_num = qp_num_of(st, a->a0);
+	r->n = 1;
+	r->accepted = 1;
+	r->api = SQ_API_POST_SEND;
+	r->wrs[0].wr_id = h.wr_id;
+	r->wrs[0].send_flags = h.send_flags;
+	r->wrs[0].bytes = sge.length;
+	r->wrs[0].num_sge = h.num_sge;
+	r->wrs[0].opcode = h.opcode;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(r, flags);
+	return 0;
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(post_send_ret, int ret)
 {
@@ -1415,6 +1458,8 @@ int BPF_KRETPROBE(post_send_ret, int ret)
 		return 0;
 	a = leave(&st->post, SQ_OP_POST_SEND);
 	if (!a)
+		return 0;
+	if (!ret && st->last_wrs <= 1 && !post_one(st, a, id))
 		return 0;
 	claim_cpu(id);
 	w = walk_post(st, a->a1, ret != 0, ret ? read_u64(a->a2) : 0);
