@@ -1227,13 +1227,39 @@ static __always_inline void flush_posts(struct thread_state *st, __u32 tgid)
 	st->pend_max_wrs = 0;
 }
 
-/* pend_post counts one call of the counters mode in the thread's pending
- * totals. */
-static __always_inline void pend_post(struct thread_state *st, __u32 tgid, __u64 qp, int ret,
-				      struct walk *w)
+/* set_call takes a walk's totals as the tally of the post in progress. */
+static __always_inline void set_call(struct thread_state *st, struct walk *w)
 {
-	/* flushed before a call is added, never after: a failed call's return
-	 * probe corrects what its entry added (see count_entry) */
+	st->call_wrs = w->accepted;
+	st->call_inline = w->inline_wrs;
+	st->call_signaled = w->signaled;
+	st->call_sges = w->payload_sges;
+	st->call_inline_bytes = w->inline_bytes;
+	st->call_payload_bytes = w->payload_bytes;
+}
+
+/* add_call adds the tally of the post in progress to the pending counts. */
+static __always_inline void add_call(struct thread_state *st)
+{
+	if (st->call_wrs) {
+		st->pend_wrs += st->call_wrs;
+		st->pend_doorbells++;
+		if (st->call_wrs > st->pend_max_wrs)
+			st->pend_max_wrs = st->call_wrs;
+	}
+	st->pend_inline += st->call_inline;
+	st->pend_inline_bytes += st->call_inline_bytes;
+	st->pend_signaled += st->call_signaled;
+	st->pend_payload_bytes += st->call_payload_bytes;
+	st->pend_sges += st->call_sges;
+}
+
+/* pend_call counts the post in progress in the thread's pending counts,
+ * handing the earlier ones over first when the QP changed or enough have
+ * piled up. They are handed over before a call is added, never after: a
+ * failed call's return probe corrects what its entry added. */
+static __always_inline void pend_call(struct thread_state *st, __u32 tgid, __u64 qp)
+{
 	if (st->pend_qp != qp || !st->pend_calls || st->pend_calls >= SQ_PEND_MAX) {
 		flush_posts(st, tgid);
 		st->pend_qp = qp;
@@ -1241,24 +1267,7 @@ static __always_inline void pend_post(struct thread_state *st, __u32 tgid, __u64
 	}
 	st->call_prev_max = st->pend_max_wrs;
 	st->pend_calls++;
-	if (w->accepted) {
-		st->pend_wrs += w->accepted;
-		st->pend_doorbells++;
-		if (w->accepted > st->pend_max_wrs)
-			st->pend_max_wrs = w->accepted;
-	}
-	st->pend_inline += w->inline_wrs;
-	st->pend_inline_bytes += w->inline_bytes;
-	st->pend_signaled += w->signaled;
-	st->pend_payload_bytes += w->payload_bytes;
-	st->pend_sges += w->payload_sges;
-	if (ret) {
-		st->pend_errors++;
-		if (ret == ENOMEM)
-			st->pend_enomem++;
-		else if (ret == EINVAL)
-			st->pend_einval++;
-	}
+	add_call(st);
 }
 
 /* walk_post walks a post's WR list from its head, into the record
@@ -1290,6 +1299,35 @@ static __always_inline struct walk *walk_post(struct thread_state *st, __u64 hea
 	return w;
 }
 
+/* tally_one is the tally of a post of one WR with at most one SGE, the
+ * commonest post, read onto the stack: no walk, no per-CPU slot. It
+ * returns -1, having set nothing, when the post is something else. */
+static __always_inline int tally_one(struct thread_state *st)
+{
+	struct wr_head h;
+	struct {
+		__u64 addr;
+		__u32 length;
+		__u32 lkey;
+	} sge = {};
+	__u32 inl;
+
+	if (bpf_probe_read_user(&h, sizeof(h), (void *)st->post.a1) || h.next || h.num_sge < 0 ||
+	    h.num_sge > 1 || !max_sges)
+		return -1;
+	if (h.num_sge && bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list))
+		sge.length = 0; /* unreadable: as the walk does */
+	st->last_wrs = 1;
+	inl = (h.send_flags / SQ_IBV_SEND_INLINE) & 1;
+	st->call_wrs = 1;
+	st->call_inline = inl;
+	st->call_inline_bytes = (__u64)sge.length * inl;
+	st->call_payload_bytes = (__u64)sge.length * (1 - inl);
+	st->call_sges = nonzero(sge.length) * (1 - inl);
+	st->call_signaled = (h.send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+	return 0;
+}
+
 /* The counters mode counts a post at its entry, as if every WR will be
  * accepted: the return probe of a successful call then has nothing to do,
  * not even find the thread's state. A failed call's return probe walks
@@ -1300,21 +1338,18 @@ static __always_inline void count_entry(struct thread_state *st, __u64 qp)
 	struct walk *w;
 
 	st->call_counted = 0;
-	claim_cpu(id);
-	w = walk_post(st, st->post.a1, 0, 0);
-	if (!w)
-		return;
-	if (!cpu_still_mine(id)) {
-		count_lost(); /* the walk's totals were overwritten */
-		return;
+	if (st->last_wrs > 1 || tally_one(st)) {
+		claim_cpu(id);
+		w = walk_post(st, st->post.a1, 0, 0);
+		if (!w)
+			return;
+		if (!cpu_still_mine(id)) {
+			count_lost(); /* the walk's totals were overwritten */
+			return;
+		}
+		set_call(st, w);
 	}
-	pend_post(st, id >> 32, qp, 0, w);
-	st->call_wrs = w->accepted;
-	st->call_inline = w->inline_wrs;
-	st->call_signaled = w->signaled;
-	st->call_sges = w->payload_sges;
-	st->call_inline_bytes = w->inline_bytes;
-	st->call_payload_bytes = w->payload_bytes;
+	pend_call(st, id >> 32, qp);
 	st->call_counted = 1;
 }
 
@@ -1375,17 +1410,8 @@ static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 		return;
 	}
 	uncount_call(st);
-	if (w->accepted) {
-		st->pend_wrs += w->accepted;
-		st->pend_doorbells++;
-		if (w->accepted > st->pend_max_wrs)
-			st->pend_max_wrs = w->accepted;
-	}
-	st->pend_inline += w->inline_wrs;
-	st->pend_inline_bytes += w->inline_bytes;
-	st->pend_signaled += w->signaled;
-	st->pend_payload_bytes += w->payload_bytes;
-	st->pend_sges += w->payload_sges;
+	set_call(st, w);
+	add_call(st);
 	st->pend_errors++;
 	if (ret == ENOMEM)
 		st->pend_enomem++;
