@@ -72,6 +72,11 @@ func (r *report) verdicts() []string {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: counters mode ≤ %.2f× the floor", list, targetCounters), ct.Ratio.Med <= targetCounters,
 				fmt.Sprintf("%.3f×", ct.Ratio.Med)))
 		}
+		if least, ok := r.row(list, "least"); ok {
+			out = append(out, fmt.Sprintf("post_list %d: less than a full-event tracer must do (bpf/least.bpf.c) costs %.3f× the floor, "+
+				"so no full-event tracer can reach %.2f× here; sqscope events costs %.3f× as much as it", list, least.Ratio.Med, targetEvents,
+				ev.NS.Med/least.NS.Med))
+		}
 		if ok1 && ok3 {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: full events cheaper than bpftrace", list), ev.NS.Med < bt.NS.Med,
 				fmt.Sprintf("%.0f ns vs %.0f ns per call (%.2f× cheaper)", ev.NS.Med, bt.NS.Med, bt.NS.Med/ev.NS.Med)))

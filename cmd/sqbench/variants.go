@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/sqscope/sqscope/bpf"
 	"github.com/sqscope/sqscope/probe"
@@ -259,28 +260,110 @@ func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after
 	if err != nil {
 		return wlRun{}, err
 	}
-	// the link type sqscope uses on this kernel
-	multi := features.HaveBPFLinkUprobeMulti() == nil
-	if multi {
+	var objs bpf.FloorObjects
+	if err := loadForUprobes(spec, &objs); err != nil {
+		return wlRun{}, fmt.Errorf("loading the floor programs: %w", err)
+	}
+	defer objs.Close()
+	probes := [4]*ebpf.Program{objs.FloorEntry, objs.FloorRet, objs.FloorEntry, objs.FloorRet}
+	w, err := runAttached(ctx, c, wl, dir, probes)
+	if err == nil && after != nil {
+		after(objs.FloorEntry, objs.FloorRet)
+	}
+	return w, err
+}
+
+var leastVariant = variant{
+	name: "least",
+	desc: "less than a full-event tracer must do (bpf/least.bpf.c): per-thread state, the first WR and its SGE read, a timestamped record per post and per completion, a reader draining the ring every 10 ms",
+	command: func(c *config, wl []string) string {
+		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; the programs of bpf/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID and their ring read every 10 ms, then SIGUSR1",
+			c.show(), strings.Join(wl, " "))
+	},
+	run: runLeast,
+}
+
+func runLeast(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
+	spec, err := bpf.LoadLeast()
+	if err != nil {
+		return wlRun{}, err
+	}
+	var objs bpf.LeastObjects
+	if err := loadForUprobes(spec, &objs); err != nil {
+		return wlRun{}, fmt.Errorf("loading the least programs: %w", err)
+	}
+	defer objs.Close()
+	rd, err := ringbuf.NewReader(objs.LeastRing)
+	if err != nil {
+		return wlRun{}, err
+	}
+	defer rd.Close()
+	done := make(chan struct{})
+	drained := make(chan struct{})
+	go func() { // as sqscope's reader: poll every 10 ms
+		defer close(drained)
+		var rec ringbuf.Record
+		for {
+			rd.SetDeadline(time.Now().Add(10 * time.Millisecond))
+			err := rd.ReadInto(&rec)
+			if err == nil {
+				continue
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				return
+			}
+		}
+	}()
+	probes := [4]*ebpf.Program{objs.LeastPostEntry, objs.LeastPostRet, objs.LeastPollEntry, objs.LeastPollRet}
+	w, err := runAttached(ctx, c, wl, dir, probes)
+	close(done)
+	<-drained
+	if err != nil {
+		return w, err
+	}
+	var lost uint64
+	if err := objs.LeastLost.Get(&lost); err != nil {
+		return w, err
+	}
+	if lost != 0 {
+		return w, fmt.Errorf("the least programs lost %d records: the reader did not keep up", lost)
+	}
+	return w, nil
+}
+
+// loadForUprobes loads spec into objs with the attach type of the uprobe
+// links sqscope uses on this kernel.
+func loadForUprobes(spec *ebpf.CollectionSpec, objs any) error {
+	if features.HaveBPFLinkUprobeMulti() == nil {
 		for _, p := range spec.Programs {
 			p.AttachType = ebpf.AttachTraceUprobeMulti
 		}
 	}
-	var objs bpf.FloorObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
-		return wlRun{}, fmt.Errorf("loading the floor programs: %w", err)
-	}
-	defer objs.Close()
+	return spec.LoadAndAssign(objs, nil)
+}
+
+// runAttached starts the workload held, attaches probes (sim_post_send
+// entry and return, then sim_poll_cq entry and return) to it, and runs it.
+func runAttached(ctx context.Context, c *config, wl []string, dir string, probes [4]*ebpf.Program) (wlRun, error) {
+	multi := features.HaveBPFLinkUprobeMulti() == nil
 	cmd, js, err := startWaiting(ctx, c, wl, dir)
 	if err != nil {
 		return wlRun{}, err
 	}
 	pid := cmd.Process.Pid
-	ex, err := link.OpenExecutable(c.sqscope)
-	if err != nil {
+	fail := func(err error) (wlRun, error) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		return wlRun{}, err
+	}
+	ex, err := link.OpenExecutable(c.sqscope)
+	if err != nil {
+		return fail(err)
 	}
 	var links []link.Link
 	defer func() {
@@ -288,17 +371,16 @@ func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after
 			l.Close()
 		}
 	}()
-	for _, fn := range []string{"sim_post_send", "sim_poll_cq"} {
+	for f, fn := range []string{"sim_post_send", "sim_poll_cq"} {
 		sym, err := probe.ResolveSymbol(c.sqscope, fn)
 		if err != nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return wlRun{}, err
+			return fail(err)
 		}
+		// the return probe first, as sqscope places them
 		for _, p := range []struct {
 			prog *ebpf.Program
 			ret  bool
-		}{{objs.FloorRet, true}, {objs.FloorEntry, false}} {
+		}{{probes[2*f+1], true}, {probes[2*f], false}} {
 			var l link.Link
 			switch {
 			case multi && p.ret:
@@ -311,21 +393,16 @@ func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after
 				l, err = ex.Uprobe("", p.prog, &link.UprobeOptions{Address: sym.Offset, PID: pid})
 			}
 			if err != nil {
-				cmd.Process.Kill()
-				cmd.Wait()
-				return wlRun{}, fmt.Errorf("attaching to %s: %w", fn, err)
+				return fail(fmt.Errorf("attaching to %s: %w", fn, err))
 			}
 			links = append(links, l)
 		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-		return wlRun{}, err
+		return fail(err)
 	}
 	if err := cmd.Wait(); err != nil {
 		return wlRun{}, fmt.Errorf("workload: %v", err)
-	}
-	if after != nil {
-		after(objs.FloorEntry, objs.FloorRet)
 	}
 	return readWorkloadJSON(js)
 }

@@ -1,0 +1,145 @@
+//go:build ignore
+
+/* Less than a full-event tracer must do at sqscope's probes: per-thread
+ * state at post_send and poll_cq (entry and return), the header and SGE of
+ * a post's first WR, and one timestamped ring-buffer record per post and
+ * per poll that returned a completion (an empty poll is counted in the
+ * thread's state). It reads no further WRs and handles no errors or slot
+ * collisions. `make bench` runs it beside sqscope: what no full-event
+ * tracer can go below here, measured.
+ */
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+struct least_slot {
+	__u64 owner;
+	__u64 a0, a1;
+	__u64 empty;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct least_slot);
+} least_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} least_ring SEC(".maps");
+
+/* records the ring had no room for (the reader must keep up: 0) */
+volatile __u64 least_lost;
+
+/* what a post and a completion must be recorded with, and no more
+ * (sqscope's records are 88 bytes each) */
+struct least_post {
+	__u64 ts, qp, wr_id;
+	__u32 tid, flags, bytes, opcode;
+};
+
+struct least_poll {
+	__u64 ts, cq, wr_id, empty;
+	__u32 tid, qp_num, status, pad;
+};
+
+static __always_inline struct least_slot *slot(void)
+{
+	__u32 tid = bpf_get_current_pid_tgid();
+	__u32 idx = tid & 4095;
+	struct least_slot *s = bpf_map_lookup_elem(&least_slots, &idx);
+
+	if (s && s->owner != tid)
+		s->owner = tid;
+	return s;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(least_post_entry, void *qp, void *wr)
+{
+	struct least_slot *s = slot();
+
+	if (s) {
+		s->a0 = (__u64)qp;
+		s->a1 = (__u64)wr;
+	}
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(least_post_ret, int ret)
+{
+	struct least_slot *s = slot();
+	struct {
+		__u64 wr_id, next, sg_list;
+		__s32 num_sge;
+		__u32 opcode, send_flags, pad;
+	} h;
+	struct {
+		__u64 addr;
+		__u32 length, lkey;
+	} sge = {};
+	struct least_post r = {};
+
+	if (!s || bpf_probe_read_user(&h, sizeof(h), (void *)s->a1))
+		return 0;
+	bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list);
+	r.ts = bpf_ktime_get_ns();
+	r.qp = s->a0;
+	r.wr_id = h.wr_id;
+	r.tid = s->owner;
+	r.flags = h.send_flags;
+	r.bytes = sge.length;
+	r.opcode = h.opcode;
+	if (bpf_ringbuf_output(&least_ring, &r, sizeof(r), BPF_RB_NO_WAKEUP))
+		least_lost++;
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(least_poll_entry, void *cq, int n, void *wc)
+{
+	struct least_slot *s = slot();
+
+	if (s) {
+		s->a0 = (__u64)cq;
+		s->a1 = (__u64)wc;
+	}
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(least_poll_ret, int ret)
+{
+	struct least_slot *s = slot();
+	struct {
+		__u64 wr_id;
+		__u32 status, opcode, vendor_err, byte_len, imm, qp_num;
+	} wc;
+	struct least_poll r = {};
+
+	if (!s)
+		return 0;
+	if (ret <= 0) {
+		s->empty++;
+		return 0;
+	}
+	if (bpf_probe_read_user(&wc, sizeof(wc), (void *)s->a1))
+		return 0;
+	r.ts = bpf_ktime_get_ns();
+	r.cq = s->a0;
+	r.wr_id = wc.wr_id;
+	r.empty = s->empty;
+	r.tid = s->owner;
+	r.qp_num = wc.qp_num;
+	r.status = wc.status;
+	s->empty = 0;
+	if (bpf_ringbuf_output(&least_ring, &r, sizeof(r), BPF_RB_NO_WAKEUP))
+		least_lost++;
+	return 0;
+}
