@@ -25,7 +25,7 @@ func (r *report) row(list int, name string) (ovRow, bool) {
 func (r *report) summaryTable() *table {
 	t := &table{head: []string{"figure", "median [min–max]", "unit"}}
 	for _, list := range []int{1, 16} {
-		for _, name := range []string{"untraced", "floor", "sqscope events", "sqscope counters", "bpftrace", "baseline events", "baseline counters"} {
+		for _, name := range []string{"untraced", "floor", "least", "sqscope events", "sqscope counters", "bpftrace", "baseline events", "baseline counters"} {
 			o, ok := r.row(list, name)
 			if !ok {
 				continue
