@@ -1,12 +1,20 @@
 //go:build ignore
 
-/* Less than a full-event tracer must do at sqscope's probes: per-thread
+/* Less than a tracer must do at sqscope's probes, in each of its modes.
+ *
+ * Full events (least_post_*, least_poll_*): per-thread
  * state at post_send and poll_cq (entry and return), the header and SGE of
  * a post's first WR, and one timestamped ring-buffer record per post and
  * per poll that returned a completion (an empty poll is counted in the
  * thread's state). It reads no further WRs and handles no errors or slot
- * collisions. `make bench` runs it beside sqscope: what no full-event
- * tracer can go below here, measured.
+ * collisions.
+ *
+ * Counters (least_cpost_*, least_cpoll_*): per-thread state at three of
+ * the four probes and the same two reads at post_send's entry, adding to
+ * per-thread totals; post_send's return does nothing.
+ *
+ * `make bench` runs them beside sqscope: what no tracer of either kind can
+ * go below here, measured.
  */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
@@ -19,6 +27,8 @@ struct least_slot {
 	__u64 owner;
 	__u64 a0, a1;
 	__u64 empty;
+	/* counters */
+	__u64 calls, wrs, inline_wrs, signaled, bytes, polls, cqes;
 };
 
 struct {
@@ -141,5 +151,61 @@ int BPF_KRETPROBE(least_poll_ret, int ret)
 	s->empty = 0;
 	if (bpf_ringbuf_output(&least_ring, &r, sizeof(r), BPF_RB_NO_WAKEUP))
 		least_lost++;
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(least_cpost_entry, void *qp, void *wr)
+{
+	struct least_slot *s = slot();
+	struct {
+		__u64 wr_id, next, sg_list;
+		__s32 num_sge;
+		__u32 opcode, send_flags, pad;
+	} h;
+	struct {
+		__u64 addr;
+		__u32 length, lkey;
+	} sge = {};
+
+	if (!s || bpf_probe_read_user(&h, sizeof(h), wr))
+		return 0;
+	bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list);
+	s->calls++;
+	s->wrs++;
+	s->inline_wrs += (h.send_flags / 8) & 1; /* IBV_SEND_INLINE */
+	s->signaled += (h.send_flags / 2) & 1;   /* IBV_SEND_SIGNALED */
+	s->bytes += sge.length;
+	return 0;
+}
+
+SEC("uretprobe")
+int least_cpost_ret(void *ctx)
+{
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(least_cpoll_entry, void *cq)
+{
+	struct least_slot *s = slot();
+
+	if (s)
+		s->a0 = (__u64)cq;
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(least_cpoll_ret, int ret)
+{
+	struct least_slot *s = slot();
+
+	if (!s)
+		return 0;
+	s->polls++;
+	if (ret > 0)
+		s->cqes += ret;
+	else
+		s->empty++;
 	return 0;
 }

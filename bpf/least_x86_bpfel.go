@@ -14,24 +14,35 @@ import (
 )
 
 type LeastLeastSlot struct {
-	_     structs.HostLayout
-	Owner uint64
-	A0    uint64
-	A1    uint64
-	Empty uint64
+	_         structs.HostLayout
+	Owner     uint64
+	A0        uint64
+	A1        uint64
+	Empty     uint64
+	Calls     uint64
+	Wrs       uint64
+	InlineWrs uint64
+	Signaled  uint64
+	Bytes     uint64
+	Polls     uint64
+	Cqes      uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	LeastMapLeastRing       = "least_ring"
-	LeastMapLeastSlots      = "least_slots"
-	LeastProgLeastPollEntry = "least_poll_entry"
-	LeastProgLeastPollRet   = "least_poll_ret"
-	LeastProgLeastPostEntry = "least_post_entry"
-	LeastProgLeastPostRet   = "least_post_ret"
-	LeastVarLeastLost       = "least_lost"
+	LeastMapLeastRing        = "least_ring"
+	LeastMapLeastSlots       = "least_slots"
+	LeastProgLeastCpollEntry = "least_cpoll_entry"
+	LeastProgLeastCpollRet   = "least_cpoll_ret"
+	LeastProgLeastCpostEntry = "least_cpost_entry"
+	LeastProgLeastCpostRet   = "least_cpost_ret"
+	LeastProgLeastPollEntry  = "least_poll_entry"
+	LeastProgLeastPollRet    = "least_poll_ret"
+	LeastProgLeastPostEntry  = "least_post_entry"
+	LeastProgLeastPostRet    = "least_post_ret"
+	LeastVarLeastLost        = "least_lost"
 )
 
 // LoadLeast returns the embedded CollectionSpec for Least.
@@ -76,10 +87,14 @@ type LeastSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LeastProgramSpecs struct {
-	LeastPollEntry *ebpf.ProgramSpec `ebpf:"least_poll_entry"`
-	LeastPollRet   *ebpf.ProgramSpec `ebpf:"least_poll_ret"`
-	LeastPostEntry *ebpf.ProgramSpec `ebpf:"least_post_entry"`
-	LeastPostRet   *ebpf.ProgramSpec `ebpf:"least_post_ret"`
+	LeastCpollEntry *ebpf.ProgramSpec `ebpf:"least_cpoll_entry"`
+	LeastCpollRet   *ebpf.ProgramSpec `ebpf:"least_cpoll_ret"`
+	LeastCpostEntry *ebpf.ProgramSpec `ebpf:"least_cpost_entry"`
+	LeastCpostRet   *ebpf.ProgramSpec `ebpf:"least_cpost_ret"`
+	LeastPollEntry  *ebpf.ProgramSpec `ebpf:"least_poll_entry"`
+	LeastPollRet    *ebpf.ProgramSpec `ebpf:"least_poll_ret"`
+	LeastPostEntry  *ebpf.ProgramSpec `ebpf:"least_post_entry"`
+	LeastPostRet    *ebpf.ProgramSpec `ebpf:"least_post_ret"`
 }
 
 // LeastMapSpecs contains maps before they are loaded into the kernel.
@@ -139,14 +154,22 @@ type LeastVariables struct {
 //
 // It can be passed to LoadLeastObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LeastPrograms struct {
-	LeastPollEntry *ebpf.Program `ebpf:"least_poll_entry"`
-	LeastPollRet   *ebpf.Program `ebpf:"least_poll_ret"`
-	LeastPostEntry *ebpf.Program `ebpf:"least_post_entry"`
-	LeastPostRet   *ebpf.Program `ebpf:"least_post_ret"`
+	LeastCpollEntry *ebpf.Program `ebpf:"least_cpoll_entry"`
+	LeastCpollRet   *ebpf.Program `ebpf:"least_cpoll_ret"`
+	LeastCpostEntry *ebpf.Program `ebpf:"least_cpost_entry"`
+	LeastCpostRet   *ebpf.Program `ebpf:"least_cpost_ret"`
+	LeastPollEntry  *ebpf.Program `ebpf:"least_poll_entry"`
+	LeastPollRet    *ebpf.Program `ebpf:"least_poll_ret"`
+	LeastPostEntry  *ebpf.Program `ebpf:"least_post_entry"`
+	LeastPostRet    *ebpf.Program `ebpf:"least_post_ret"`
 }
 
 func (p *LeastPrograms) Close() error {
 	return _LeastClose(
+		p.LeastCpollEntry,
+		p.LeastCpollRet,
+		p.LeastCpostEntry,
+		p.LeastCpostRet,
 		p.LeastPollEntry,
 		p.LeastPollRet,
 		p.LeastPostEntry,

@@ -273,17 +273,33 @@ func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after
 	return w, err
 }
 
-var leastVariant = variant{
-	name: "least",
+var leastEvents = variant{
+	name: "least events",
 	desc: "less than a full-event tracer must do (bpf/least.bpf.c): per-thread state, the first WR and its SGE read, a timestamped record per post and per completion, a reader draining the ring every 10 ms",
 	command: func(c *config, wl []string) string {
-		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; the programs of bpf/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID and their ring read every 10 ms, then SIGUSR1",
+		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_post_* and least_poll_* of bpf/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID and their ring read every 10 ms, then SIGUSR1",
 			c.show(), strings.Join(wl, " "))
 	},
-	run: runLeast,
+	run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
+		return runLeast(ctx, c, wl, dir, true)
+	},
 }
 
-func runLeast(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
+var leastCounters = variant{
+	name: "least counters",
+	desc: "less than a counting tracer must do (bpf/least.bpf.c): per-thread state at three probes, the first WR and its SGE read, per-thread totals",
+	command: func(c *config, wl []string) string {
+		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_cpost_* and least_cpoll_* of bpf/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID, then SIGUSR1",
+			c.show(), strings.Join(wl, " "))
+	},
+	run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
+		return runLeast(ctx, c, wl, dir, false)
+	},
+}
+
+// runLeast runs the programs of bpf/least.bpf.c for full events (with a
+// reader draining their ring) or for counters.
+func runLeast(ctx context.Context, c *config, wl []string, dir string, events bool) (wlRun, error) {
 	spec, err := bpf.LoadLeast()
 	if err != nil {
 		return wlRun{}, err
@@ -293,6 +309,11 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string) (wlRun, e
 		return wlRun{}, fmt.Errorf("loading the least programs: %w", err)
 	}
 	defer objs.Close()
+	probes := [4]*ebpf.Program{objs.LeastCpostEntry, objs.LeastCpostRet, objs.LeastCpollEntry, objs.LeastCpollRet}
+	if !events {
+		return runAttached(ctx, c, wl, dir, probes)
+	}
+	probes = [4]*ebpf.Program{objs.LeastPostEntry, objs.LeastPostRet, objs.LeastPollEntry, objs.LeastPollRet}
 	rd, err := ringbuf.NewReader(objs.LeastRing)
 	if err != nil {
 		return wlRun{}, err
@@ -319,7 +340,6 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string) (wlRun, e
 			}
 		}
 	}()
-	probes := [4]*ebpf.Program{objs.LeastPostEntry, objs.LeastPostRet, objs.LeastPollEntry, objs.LeastPollRet}
 	w, err := runAttached(ctx, c, wl, dir, probes)
 	close(done)
 	<-drained
