@@ -3,6 +3,12 @@ package main
 import (
 	"fmt"
 	"testing"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
 )
 
 func TestSummarize(t *testing.T) {
@@ -52,5 +58,31 @@ PASS
 func TestWlIters(t *testing.T) {
 	if n := wlIters(overheadFlags(16, 800000)); n != 800000 {
 		t.Errorf("wlIters = %d, want 800000", n)
+	}
+}
+
+// The programs `make bench` measures against load on this kernel: a
+// verifier change must fail a test, not the benchmark.
+func TestBenchProgramsLoad(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	for _, c := range []struct {
+		name string
+		load func() (*ebpf.CollectionSpec, error)
+		objs interface{ Close() error }
+	}{
+		{"floor", bpf.LoadFloor, &bpf.FloorObjects{}},
+		{"least", bpf.LoadLeast, &bpf.LeastObjects{}},
+		{"cost", bpf.LoadCost, &bpf.CostObjects{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec, err := c.load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := loadForUprobes(spec, c.objs); err != nil {
+				t.Fatal(err)
+			}
+			c.objs.Close()
+		})
 	}
 }
