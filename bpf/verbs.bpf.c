@@ -157,9 +157,8 @@ struct thread_state {
 #define SQ_OP_POST_RECV   1
 #define SQ_OP_WR_COMPLETE 2
 
-/* Task-local storage: found through the task in a few nanoseconds (a
- * hash lookup costs twice that and an update ten times), created on a
- * thread's first call and freed with the thread. */
+/* Task-local storage, for a thread whose thread_slots slot another thread
+ * holds: created on the thread's first call and freed with the thread. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);

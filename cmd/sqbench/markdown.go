@@ -353,13 +353,15 @@ const probeDesign = `- One ring-buffer record per post call (every WR of the lis
   returned completions; no record per WR, none for an empty poll (a per-thread count, carried
   by the next record or the periodic flush). Records do not wake the reader: it looks every
   10 ms, and is woken when a quarter of the ring is unread.
-- Arguments are kept from entry to return in task-local storage (a hash by thread id where the
-  kernel does not allow it), written in place: no map update per call. Entry probes take no
-  timestamp (records carry the return time; --call-times adds the entry time).
-- Records are built in per-CPU slots and published only if no other program took the slots over
-  meanwhile (a preempted program): a fixed-size reservation for one-WR and one-CQE records, a
-  dynptr for longer ones. A poll record carries its thread's pending empty polls of the CQ, so
-  no shared map is touched on the way.
+- Arguments are kept from entry to return in the thread's state: an array slot picked by the
+  thread id (an inlined lookup), or task-local storage (a hash by thread id where the kernel
+  does not allow it) for a thread whose slot another thread holds; written in place, no map
+  update per call. Entry probes take no timestamp (records carry the return time;
+  --call-times adds the entry time).
+- A successful post of one WR is recorded straight into the ring. Longer records are built in
+  per-CPU slots and published only if no other program took the slots over meanwhile (a
+  preempted program). A poll record carries its thread's pending empty polls of the CQ, so no
+  shared map is touched on the way.
 - User memory is read through windows: a one-WR post reads its WR header and its SGE (two
   reads); a longer list, or a thread whose last list was longer, reads the WR and SGE arrays
   2 KiB at a time, and a plain loop (no bpf_loop callback) decodes the first 16 WRs. The walk
