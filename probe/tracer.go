@@ -394,7 +394,11 @@ func (t *Tracer) attachAll() error {
 	seen := map[fileID]bool{}
 	for _, b := range t.simBinaries() {
 		id, err := fileIDOf(b[1])
-		if err != nil || seen[id] {
+		if err != nil {
+			t.warnings = append(t.warnings, fmt.Sprintf("cannot open %s (%v): its simulated HCA, if any, is not traced", b[0], err))
+			continue
+		}
+		if seen[id] {
 			continue
 		}
 		seen[id] = true
@@ -435,6 +439,12 @@ func (t *Tracer) attachDiscovery(path, openPath string, sim bool) int {
 	if sim {
 		via = uint64(bpf.VerbsSqViaSQ_VIA_SIM)
 	}
+	f, err := elf.Open(openPath)
+	if err != nil {
+		t.warnings = append(t.warnings, fmt.Sprintf("cannot read %s (%v): its verbs functions are not traced", path, err))
+		return 0
+	}
+	defer f.Close()
 	for _, d := range discoveryFuncs {
 		name := d.ibv
 		if sim {
@@ -443,7 +453,7 @@ func (t *Tracer) attachDiscovery(path, openPath string, sim bool) int {
 		if name == "" {
 			continue
 		}
-		sym, err := ResolveSymbol(openPath, name)
+		sym, err := resolveSymbol(f, openPath, name)
 		if err != nil {
 			continue // not every binary has every function
 		}
@@ -572,6 +582,8 @@ func (t *Tracer) simBinaries() [][2]string {
 		exe := fmt.Sprintf("/proc/%d/exe", t.opts.PID)
 		if p, err := os.Readlink(exe); err == nil {
 			out = append(out, [2]string{p, exe})
+		} else {
+			t.warnings = append(t.warnings, fmt.Sprintf("cannot read the target's executable (%v): its simulated HCA, if any, is not traced", err))
 		}
 	default:
 		if p, err := os.Executable(); err == nil {
