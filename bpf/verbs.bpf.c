@@ -326,13 +326,15 @@ static __always_inline void fill_hdr(struct sq_hdr *h, __u8 kind, __u64 pid_tgid
  * polls every few milliseconds, and a wakeup per record (an irq_work and a
  * task wakeup) costs more than the probe itself. Past wakeup_bytes of
  * unread data the reader is woken so that it drains before the ring fills. */
+static __always_inline __u64 wake_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									     : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void output(void *data, __u64 size)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
-
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
-	if (bpf_ringbuf_output(&events, data, size, flags))
+	if (bpf_ringbuf_output(&events, data, size, wake_flags()))
 		count_lost();
 }
 
@@ -362,10 +364,8 @@ static __always_inline int cpu_still_mine(__u64 id)
  * reservation of that size, which costs less than a dynptr's. */
 static __always_inline int output_claimed(void *data, __u64 size, const __u64 small, __u64 id)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
+	__u64 flags = wake_flags();
 
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
 	if (size <= small) {
 		void *r = bpf_ringbuf_reserve(&events, small, 0);
 
@@ -727,9 +727,9 @@ static __always_inline struct thread_state *fallback_state(void *task, __u32 tid
 /* thread_state is the calling thread's data-path state; create it on
  * entry, only look it up on return. A thread takes a free slot only if it
  * has no state elsewhere, so its state is never split in two. */
-static __always_inline struct thread_state *thread_state(int create)
+static __always_inline struct thread_state *thread_state(__u64 id, int create)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
 	struct thread_state *slot = slot_of(tid);
 	struct thread_state *st;
 	__u32 zero = 0;
@@ -1298,31 +1298,42 @@ static __always_inline struct walk *walk_post(struct thread_state *st, __u64 hea
 	return w;
 }
 
-/* tally_one is the tally of a post of one WR with at most one SGE, the
- * commonest post, read onto the stack: no walk, no per-CPU slot. It
- * returns -1, having set nothing, when the post is something else. */
-static __always_inline int tally_one(struct thread_state *st)
+/* read_one_wr reads the WR at wr onto the stack, with the length of its
+ * SGE, when it is alone in its list and has at most one SGE: the commonest
+ * post, which needs no walk and no per-CPU slot. -1: something else. */
+static __always_inline int read_one_wr(__u64 wr, struct wr_head *h, __u32 *bytes)
 {
-	struct wr_head h;
 	struct {
 		__u64 addr;
 		__u32 length;
 		__u32 lkey;
 	} sge = {};
-	__u32 inl;
 
-	if (bpf_probe_read_user(&h, sizeof(h), (void *)st->post.a1) || h.next || h.num_sge < 0 ||
-	    h.num_sge > 1 || !max_sges)
+	if (bpf_probe_read_user(h, sizeof(*h), (void *)wr) || h->next || h->num_sge < 0 || h->num_sge > 1 ||
+	    !max_sges)
 		return -1;
-	if (h.num_sge && bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list))
+	if (h->num_sge && bpf_probe_read_user(&sge, sizeof(sge), (void *)h->sg_list))
 		sge.length = 0; /* unreadable: as the walk does */
+	*bytes = sge.length;
+	return 0;
+}
+
+/* tally_one is the tally of a post read_one_wr can take; -1, having set
+ * nothing, for any other post. */
+static __always_inline int tally_one(struct thread_state *st)
+{
+	struct wr_head h;
+	__u32 bytes, inl;
+
+	if (read_one_wr(st->post.a1, &h, &bytes))
+		return -1;
 	st->last_wrs = 1;
 	inl = (h.send_flags / SQ_IBV_SEND_INLINE) & 1;
 	st->call_wrs = 1;
 	st->call_inline = inl;
-	st->call_inline_bytes = (__u64)sge.length * inl;
-	st->call_payload_bytes = (__u64)sge.length * (1 - inl);
-	st->call_sges = nonzero(sge.length) * (1 - inl);
+	st->call_inline_bytes = (__u64)bytes * inl;
+	st->call_payload_bytes = (__u64)bytes * (1 - inl);
+	st->call_sges = nonzero(bytes) * (1 - inl);
 	st->call_signaled = (h.send_flags / SQ_IBV_SEND_SIGNALED) & 1;
 	return 0;
 }
@@ -1331,9 +1342,8 @@ static __always_inline int tally_one(struct thread_state *st)
  * accepted: the return probe of a successful call then has nothing to do,
  * not even find the thread's state. A failed call's return probe walks
  * the list again and puts what was accepted in place of the guess. */
-static __always_inline void count_entry(struct thread_state *st, __u64 qp)
+static __always_inline void count_entry(struct thread_state *st, __u64 id, __u64 qp)
 {
-	__u64 id = bpf_get_current_pid_tgid();
 	struct walk *w;
 
 	st->call_counted = 0;
@@ -1371,14 +1381,15 @@ static __always_inline void uncount_call(struct thread_state *st)
 SEC("uprobe")
 int BPF_KPROBE(post_send_entry, void *qp, void *wr, void *bad_wr)
 {
-	struct thread_state *st = thread_state(1);
+	__u64 id = bpf_get_current_pid_tgid();
+	struct thread_state *st = thread_state(id, 1);
 
 	if (!st)
 		return 0;
 	enter(&st->post, (__u64)qp, (__u64)wr, (__u64)bad_wr, 0, SQ_OP_POST_SEND);
 	if (targ_mode == SQ_MODE_COUNTERS) {
 		st->post.sp = PT_REGS_SP(ctx);
-		count_entry(st, (__u64)qp);
+		count_entry(st, id, (__u64)qp);
 	}
 	return 0;
 }
@@ -1393,7 +1404,7 @@ static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 
 	if (!wanted(id >> 32))
 		return;
-	st = thread_state(0);
+	st = thread_state(id, 0);
 	if (!st)
 		return;
 	a = leave(&st->post, SQ_OP_POST_SEND);
@@ -1418,25 +1429,16 @@ static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 		st->pend_einval++;
 }
 
-/* post_one records a successful post of one WR with at most one SGE, the
- * commonest post, straight into the ring: no walk, no per-CPU slot. It
- * returns -1, having recorded nothing, when the post was something else. */
+/* post_one records a successful post read_one_wr can take straight into
+ * the ring; -1, having recorded nothing, for any other post. */
 static __always_inline int post_one(struct thread_state *st, struct call_args *a, __u64 id)
 {
 	struct wr_head h;
-	struct {
-		__u64 addr;
-		__u32 length;
-		__u32 lkey;
-	} sge = {};
 	struct sq_post_rec *r;
-	__u64 flags = BPF_RB_NO_WAKEUP;
+	__u32 bytes;
 
-	if (bpf_probe_read_user(&h, sizeof(h), (void *)a->a1) || h.next || h.num_sge < 0 || h.num_sge > 1 ||
-	    !max_wrs || !max_sges)
+	if (!max_wrs || read_one_wr(a->a1, &h, &bytes))
 		return -1;
-	if (h.num_sge && bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list))
-		sge.length = 0; /* unreadable: as the walk does */
 	st->last_wrs = 1;
 	r = bpf_ringbuf_reserve(&events, one_rec_size(struct sq_post_rec, wrs), 0);
 	if (!r) {
@@ -1452,12 +1454,10 @@ static __always_inline int post_one(struct thread_state *st, struct call_args *a
 	r->api = SQ_API_POST_SEND;
 	r->wrs[0].wr_id = h.wr_id;
 	r->wrs[0].send_flags = h.send_flags;
-	r->wrs[0].bytes = sge.length;
+	r->wrs[0].bytes = bytes;
 	r->wrs[0].num_sge = h.num_sge;
 	r->wrs[0].opcode = h.opcode;
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
-	bpf_ringbuf_submit(r, flags);
+	bpf_ringbuf_submit(r, wake_flags());
 	return 0;
 }
 
@@ -1478,7 +1478,7 @@ int BPF_KRETPROBE(post_send_ret, int ret)
 	id = bpf_get_current_pid_tgid();
 	if (!wanted(id >> 32))
 		return 0;
-	st = thread_state(0);
+	st = thread_state(id, 0);
 	if (!st)
 		return 0;
 	a = leave(&st->post, SQ_OP_POST_SEND);
@@ -1518,7 +1518,7 @@ int BPF_KRETPROBE(post_send_ret, int ret)
 SEC("uprobe")
 int BPF_KPROBE(poll_cq_entry, void *cq, int num_entries, void *wc)
 {
-	struct thread_state *st = thread_state(1);
+	struct thread_state *st = thread_state(bpf_get_current_pid_tgid(), 1);
 
 	if (st)
 		enter(&st->poll, (__u64)cq, (__u64)wc, 0, (__u32)num_entries, 0);
@@ -1583,7 +1583,7 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 
 	if (!wanted(tgid))
 		return 0;
-	st = thread_state(0);
+	st = thread_state(id, 0);
 	if (!st)
 		return 0;
 	a = leave(&st->poll, 0);
@@ -1658,7 +1658,7 @@ int BPF_KPROBE(post_recv_entry, void *qp, void *wr, void *bad_wr)
 
 	if (targ_mode == SQ_MODE_COUNTERS)
 		return 0;
-	st = thread_state(1);
+	st = thread_state(bpf_get_current_pid_tgid(), 1);
 	if (st)
 		enter(&st->post, (__u64)qp, (__u64)wr, (__u64)bad_wr, 0, SQ_OP_POST_RECV);
 	return 0;
@@ -1700,7 +1700,7 @@ int BPF_KRETPROBE(post_recv_ret, int ret)
 
 	if (!wanted(id >> 32))
 		return 0;
-	st = thread_state(0);
+	st = thread_state(id, 0);
 	if (!st)
 		return 0;
 	a = leave(&st->post, SQ_OP_POST_RECV);
@@ -1902,7 +1902,7 @@ int BPF_KPROBE(wr_set_sge_list, void *qpx, __u64 num_sge, void *sg_list)
 SEC("uprobe")
 int BPF_KPROBE(wr_complete_entry, void *qpx)
 {
-	struct thread_state *st = thread_state(1);
+	struct thread_state *st = thread_state(bpf_get_current_pid_tgid(), 1);
 
 	if (st)
 		enter(&st->post, (__u64)qpx, 0, 0, 0, SQ_OP_WR_COMPLETE);
@@ -1971,7 +1971,7 @@ int BPF_KRETPROBE(wr_complete_ret, int ret)
 
 	if (!wanted(id >> 32))
 		return 0;
-	st = thread_state(0);
+	st = thread_state(id, 0);
 	if (!st)
 		return 0;
 	a = leave(&st->post, SQ_OP_WR_COMPLETE);
@@ -2020,7 +2020,7 @@ int proc_exit(void *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	struct task_struct___sq *task = (void *)bpf_get_current_task();
-	struct thread_state *st = thread_state(0);
+	struct thread_state *st = thread_state(id, 0);
 	struct sq_exit_rec r = {};
 
 	/* every exiting thread hands over its pending counts, then its slot */
