@@ -69,15 +69,42 @@ static __always_inline struct least_slot *slot(void)
 	return s;
 }
 
-SEC("uprobe")
-int BPF_KPROBE(least_post_entry, void *qp, void *wr)
+/* save keeps two arguments from entry to return. */
+static __always_inline void save(__u64 a0, __u64 a1)
 {
 	struct least_slot *s = slot();
 
 	if (s) {
-		s->a0 = (__u64)qp;
-		s->a1 = (__u64)wr;
+		s->a0 = a0;
+		s->a1 = a1;
 	}
+}
+
+struct least_wr {
+	__u64 wr_id, next, sg_list;
+	__s32 num_sge;
+	__u32 opcode, send_flags, pad;
+};
+
+/* read_wr reads a list's first WR and the length of its first SGE. */
+static __always_inline int read_wr(__u64 wr, struct least_wr *h, __u32 *len)
+{
+	struct {
+		__u64 addr;
+		__u32 length, lkey;
+	} sge = {};
+
+	if (bpf_probe_read_user(h, sizeof(*h), (void *)wr))
+		return -1;
+	bpf_probe_read_user(&sge, sizeof(sge), (void *)h->sg_list);
+	*len = sge.length;
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(least_post_entry, void *qp, void *wr)
+{
+	save((__u64)qp, (__u64)wr);
 	return 0;
 }
 
@@ -85,26 +112,18 @@ SEC("uretprobe")
 int BPF_KRETPROBE(least_post_ret, int ret)
 {
 	struct least_slot *s = slot();
-	struct {
-		__u64 wr_id, next, sg_list;
-		__s32 num_sge;
-		__u32 opcode, send_flags, pad;
-	} h;
-	struct {
-		__u64 addr;
-		__u32 length, lkey;
-	} sge = {};
+	struct least_wr h;
 	struct least_post r = {};
+	__u32 len;
 
-	if (!s || bpf_probe_read_user(&h, sizeof(h), (void *)s->a1))
+	if (!s || read_wr(s->a1, &h, &len))
 		return 0;
-	bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list);
 	r.ts = bpf_ktime_get_ns();
 	r.qp = s->a0;
 	r.wr_id = h.wr_id;
 	r.tid = s->owner;
 	r.flags = h.send_flags;
-	r.bytes = sge.length;
+	r.bytes = len;
 	r.opcode = h.opcode;
 	if (bpf_ringbuf_output(&least_ring, &r, sizeof(r), BPF_RB_NO_WAKEUP))
 		least_lost++;
@@ -114,12 +133,7 @@ int BPF_KRETPROBE(least_post_ret, int ret)
 SEC("uprobe")
 int BPF_KPROBE(least_poll_entry, void *cq, int n, void *wc)
 {
-	struct least_slot *s = slot();
-
-	if (s) {
-		s->a0 = (__u64)cq;
-		s->a1 = (__u64)wc;
-	}
+	save((__u64)cq, (__u64)wc);
 	return 0;
 }
 
@@ -158,24 +172,16 @@ SEC("uprobe")
 int BPF_KPROBE(least_cpost_entry, void *qp, void *wr)
 {
 	struct least_slot *s = slot();
-	struct {
-		__u64 wr_id, next, sg_list;
-		__s32 num_sge;
-		__u32 opcode, send_flags, pad;
-	} h;
-	struct {
-		__u64 addr;
-		__u32 length, lkey;
-	} sge = {};
+	struct least_wr h;
+	__u32 len;
 
-	if (!s || bpf_probe_read_user(&h, sizeof(h), wr))
+	if (!s || read_wr((__u64)wr, &h, &len))
 		return 0;
-	bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list);
 	s->calls++;
 	s->wrs++;
 	s->inline_wrs += (h.send_flags / 8) & 1; /* IBV_SEND_INLINE */
 	s->signaled += (h.send_flags / 2) & 1;   /* IBV_SEND_SIGNALED */
-	s->bytes += sge.length;
+	s->bytes += len;
 	return 0;
 }
 
@@ -188,10 +194,7 @@ int least_cpost_ret(void *ctx)
 SEC("uprobe")
 int BPF_KPROBE(least_cpoll_entry, void *cq)
 {
-	struct least_slot *s = slot();
-
-	if (s)
-		s->a0 = (__u64)cq;
+	save((__u64)cq, 0);
 	return 0;
 }
 
