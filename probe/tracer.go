@@ -278,13 +278,17 @@ func (t *Tracer) load() error {
 		{"targ_mode", uint8(t.opts.Mode)},
 		{"call_times", boolKnob(t.opts.CallTimes)},
 		{"use_thread_slots", boolKnob(!t.opts.noThreadSlots)},
-		{"slot_mask", uint32(map[bool]uint32{false: 4095, true: 0}[t.opts.oneThreadSlot])},
 		{"max_wrs", bound(t.opts.MaxWRs, 64)},
 		{"max_sges", bound(t.opts.MaxSGEs, 16)},
 		{"max_wcs", bound(t.opts.MaxWCs, 32)},
 		{"wakeup_bytes", uint64(t.opts.RingBytes / 4)},
 	} {
 		if err := set(kv.name, kv.v); err != nil {
+			return err
+		}
+	}
+	if t.opts.oneThreadSlot {
+		if err := set("slot_mask", uint32(0)); err != nil {
 			return err
 		}
 	}
@@ -818,7 +822,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 			if t.stopping.Load() {
 				t.resume(true)
 				if err := t.handOver(fn); err != nil {
-					t.warn(fmt.Sprintf("handing over the threads' pending counts: %v (up to %d calls per thread may be missing)", err, pendMax))
+					t.warn(fmt.Sprintf("handing over the threads' pending counts: %v (the last calls of each thread may be missing from the totals)", err))
 				}
 				t.flush(fn)
 				return nil
@@ -966,10 +970,6 @@ func (t *Tracer) detach() []error {
 	wg.Wait()
 	return errs
 }
-
-// pendMax is SQ_PEND_MAX of verbs.bpf.c: the calls a thread counts before
-// handing its counts over.
-const pendMax = 32
 
 // handOver is the end of tracing a target that keeps running: the probes
 // are removed, then a task iterator (hand_over in verbs.bpf.c) adds every

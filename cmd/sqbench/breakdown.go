@@ -51,11 +51,7 @@ func breakdown(ctx context.Context, c *config, r *report) error {
 	}
 	defer os.RemoveAll(dir)
 	for _, list := range []int{1, 16} {
-		n := c.iters1
-		if list == 16 {
-			n = c.iters16
-		}
-		wl := overheadFlags(list, n)
+		wl := c.flags(list)
 		fmt.Fprintf(c.log, "breakdown post_list=%d: floor\n", list)
 		fl, err := floorStats(ctx, c, wl, dir)
 		if err != nil {

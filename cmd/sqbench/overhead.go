@@ -53,6 +53,16 @@ type ovRow struct {
 	Traced  bool
 }
 
+// flags is the overhead workload for post_list list, at the length
+// configured for it.
+func (c *config) flags(list int) []string {
+	n := c.iters1
+	if list == 16 {
+		n = c.iters16
+	}
+	return overheadFlags(list, n)
+}
+
 func overheadFlags(list int, n uint64) []string {
 	return []string{"-s", "64", "-I", "64", "-Q", "16", "-l", strconv.Itoa(list), "-n", strconv.FormatUint(n, 10), "--sim-deterministic"}
 }
@@ -80,11 +90,7 @@ func overhead(ctx context.Context, c *config, r *report) error {
 	defer os.RemoveAll(dir)
 
 	for _, list := range []int{1, 16} {
-		n := c.iters1
-		if list == 16 {
-			n = c.iters16
-		}
-		wl := overheadFlags(list, n)
+		wl := c.flags(list)
 		runs := make([][]wlRun, len(variants))
 		for round := 0; round < c.runs; round++ {
 			for k := range variants {
