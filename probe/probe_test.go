@@ -110,6 +110,40 @@ type tally struct {
 	CQCounters            map[uint64]*trace.CQCounters // latest totals per CQ
 }
 
+// checkCounts requires each named count of the trace to equal what the
+// target says it did.
+func checkCounts(t *testing.T, got tally, want targetStats, names ...string) {
+	t.Helper()
+	pairs := map[string][2]uint64{
+		"qps":             {got.QPs, want.QPs},
+		"modifies":        {got.Modifies, want.Modifies},
+		"destroys":        {got.Destroys, want.Destroys},
+		"post calls":      {got.PostCalls, want.PostCalls},
+		"post WRs":        {got.PostWRs, want.PostWRs},
+		"post accepted":   {got.PostAccepted, want.PostAccepted},
+		"post errors":     {got.PostErrors, want.PostErrors},
+		"truncated lists": {got.PostTruncatedLists, want.PostTruncatedLists},
+		"non-empty polls": {got.Polls, want.Polls - want.EmptyPolls},
+		"CQEs":            {got.CQEs, want.CQEs},
+		"empty polls":     {got.EmptyPolls, want.EmptyPolls},
+		"wr batches":      {got.WRBatches, want.WRBatches},
+		"wr WRs":          {got.WRWRs, want.WRWRs},
+		"wr aborted":      {got.WRAborted, want.WRAborted},
+		"wr inline":       {got.WRInline, want.WRInline},
+		"post_recv calls": {got.RecvCalls, want.RecvCalls},
+		"post_recv WRs":   {got.RecvWRs, want.RecvWRs},
+	}
+	for _, n := range names {
+		c, ok := pairs[n]
+		if !ok {
+			t.Fatalf("no count named %q", n)
+		}
+		if c[0] != c[1] {
+			t.Errorf("%s: traced %d, target did %d", n, c[0], c[1])
+		}
+	}
+}
+
 func tallyEvents(evs []trace.Event) tally {
 	var c tally
 	c.Attached = map[string]int{}
@@ -288,35 +322,9 @@ func testEndToEnd(t *testing.T, opts Options) {
 	if got.Exits != 1 || got.ExitCode != 0 {
 		t.Errorf("exits %d code %d, want 1 exit with 0", got.Exits, got.ExitCode)
 	}
-	cases := []struct {
-		name      string
-		got, want uint64
-	}{
-		{"qps", got.QPs, want.QPs},
-		{"modifies", got.Modifies, want.Modifies},
-		{"destroys", got.Destroys, want.Destroys},
-		{"post calls", got.PostCalls, want.PostCalls},
-		{"post WRs", got.PostWRs, want.PostWRs},
-		{"post accepted", got.PostAccepted, want.PostAccepted},
-		{"post errors", got.PostErrors, want.PostErrors},
-		{"truncated lists", got.PostTruncatedLists, want.PostTruncatedLists},
-		{"non-empty polls", got.Polls, want.Polls - want.EmptyPolls},
-		{"CQEs", got.CQEs, want.CQEs},
-		{"empty polls", got.EmptyPolls, want.EmptyPolls},
-		{"wr batches", got.WRBatches, want.WRBatches},
-		{"wr WRs", got.WRWRs, want.WRWRs},
-		{"wr aborted", got.WRAborted, want.WRAborted},
-		{"wr inline", got.WRInline, want.WRInline},
-		{"post_recv calls", got.RecvCalls, want.RecvCalls},
-		{"post_recv WRs", got.RecvWRs, want.RecvWRs},
-	}
-	for _, c := range cases {
-		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
-			if c.got != c.want {
-				t.Errorf("traced %d, target did %d", c.got, c.want)
-			}
-		})
-	}
+	checkCounts(t, got, want, "qps", "modifies", "destroys", "post calls", "post WRs", "post accepted",
+		"post errors", "truncated lists", "non-empty polls", "CQEs", "empty polls", "wr batches", "wr WRs",
+		"wr aborted", "wr inline", "post_recv calls", "post_recv WRs")
 	t.Logf("%d events; target: %+v", len(evs), want)
 }
 
