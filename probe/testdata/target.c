@@ -661,32 +661,38 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static int bench(long n)
+/* post_loop posts n one-WR inline SENDs of 64 bytes on a new QP of
+ * depth WRs, every sig_every-th one signaled, and polls after each; it
+ * returns the time per iteration. */
+static double post_loop(long n, uint32_t depth, long sig_every)
 {
 	struct ibv_context *ctx = fake_open();
 	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
 	struct fcq *cq = fake_create_cq(ctx);
-	struct ibv_qp *qp = make_qp(pd, cq, 1 << 20, 1, 64);
+	struct ibv_qp *qp = make_qp(pd, cq, depth, 1, 64);
 	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sg = { (uintptr_t)payload, 64, 1 };
 	struct ibv_wc wc[16];
-	uint64_t t0, t1;
+	uint64_t t0;
 
 	to_rts(qp);
 	memset(&wr, 0, sizeof(wr));
 	wr.opcode = IBV_WR_SEND;
 	wr.sg_list = &sg;
 	wr.num_sge = 1;
-	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
 	t0 = now_ns();
 	for (long i = 0; i < n; i++) {
 		wr.wr_id = i;
+		wr.send_flags = IBV_SEND_INLINE | (i % sig_every == sig_every - 1 ? IBV_SEND_SIGNALED : 0);
 		ibv_post_send(qp, &wr, &bad);
-		if (ibv_poll_cq(&cq->cq, 16, wc) > 0)
-			retire(qp, 1);
+		retire(qp, ibv_poll_cq(&cq->cq, 16, wc));
 	}
-	t1 = now_ns();
-	printf("{\"ns_per_iter\":%.1f,\"iters\":%ld}\n", (double)(t1 - t0) / n, n);
+	return (double)(now_ns() - t0) / n;
+}
+
+static int bench(long n)
+{
+	printf("{\"ns_per_iter\":%.1f,\"iters\":%ld}\n", post_loop(n, 1 << 20, 1), n);
 	return 0;
 }
 
@@ -695,26 +701,9 @@ static int bench(long n)
  * target that keeps running while the tracer detaches. */
 static int idle(long n)
 {
-	struct ibv_context *ctx = fake_open();
-	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
-	struct fcq *cq = fake_create_cq(ctx);
-	struct ibv_qp *qp = make_qp(pd, cq, 1 << 10, 1, 64);
-	struct ibv_send_wr wr, *bad;
-	struct ibv_sge sg = { (uintptr_t)payload, 64, 1 };
-	struct ibv_wc wc[16];
 	char buf[64];
 
-	to_rts(qp);
-	memset(&wr, 0, sizeof(wr));
-	wr.opcode = IBV_WR_SEND;
-	wr.sg_list = &sg;
-	wr.num_sge = 1;
-	for (long i = 0; i < n; i++) {
-		wr.wr_id = i;
-		wr.send_flags = IBV_SEND_INLINE | (i % 4 == 3 ? IBV_SEND_SIGNALED : 0);
-		ibv_post_send(qp, &wr, &bad);
-		retire(qp, ibv_poll_cq(&cq->cq, 16, wc));
-	}
+	post_loop(n, 1 << 10, 4);
 	printf("posted %ld\n", n);
 	fflush(stdout);
 	while (read(0, buf, sizeof(buf)) > 0)
