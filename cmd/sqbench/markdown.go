@@ -83,8 +83,12 @@ func (r *report) verdicts() []string {
 				if least.Ratio.Med <= l.target {
 					reach = "which leaves room for"
 				}
-				out = append(out, fmt.Sprintf("post_list %d: less than %s must do (%s, bpf/least.bpf.c) costs %.3f× the floor, %s %.2f× here; sqscope %s costs %.3f× as much as it",
-					list, l.what, l.name, least.Ratio.Med, reach, l.target, l.mode, l.sq.NS.Med/least.NS.Med))
+				line := fmt.Sprintf("post_list %d: less than %s must do (%s, bpf/least.bpf.c) costs %.3f× the floor, %s %.2f× here; sqscope %s costs %.3f× as much as it",
+					list, l.what, l.name, least.Ratio.Med, reach, l.target, l.mode, l.sq.NS.Med/least.NS.Med)
+				if list > 1 {
+					line += fmt.Sprintf(" (it reads one WR of the %d: far below what a tracer of the whole list must do)", list)
+				}
+				out = append(out, line)
 			}
 		}
 		if ok1 && ok3 {
