@@ -157,3 +157,23 @@ func fileIDOf(path string) (fileID, error) {
 	}
 	return fileID{Dev: st.Dev, Ino: st.Ino}, nil
 }
+
+// VerbsLoaded reports whether process pid has mapped libibverbs or runs a
+// binary with the simulated HCA: whether there is anything to trace yet.
+func VerbsLoaded(pid int) bool {
+	maps, err := readMaps(pid)
+	if err != nil {
+		return false
+	}
+	for _, m := range maps {
+		if strings.Contains(m.Path, "libibverbs") {
+			return true
+		}
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return false
+	}
+	_, err = ResolveSymbol(exe, "sqsim_create_qp")
+	return err == nil
+}

@@ -1,19 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strconv"
-	"syscall"
 
 	"github.com/sqscope/sqscope/analyzer"
-	"github.com/sqscope/sqscope/trace"
+	"github.com/sqscope/sqscope/export"
+	"github.com/sqscope/sqscope/session"
 )
 
 type exportFlags struct {
@@ -54,233 +49,6 @@ func newExportFlags(stderr io.Writer) (*flag.FlagSet, *exportFlags) {
 	return fs, f
 }
 
-// chromeEvent is one entry of the Chrome trace-event format's traceEvents.
-type chromeEvent struct {
-	Name string      `json:"name"`
-	Cat  string      `json:"cat,omitempty"`
-	Ph   string      `json:"ph"`
-	Ts   json.Number `json:"ts"`
-	Dur  json.Number `json:"dur,omitempty"`
-	Pid  uint32      `json:"pid"`
-	Tid  uint32      `json:"tid"`
-	S    string      `json:"s,omitempty"` // instant scope: t(hread), p(rocess), g(lobal)
-	Args any         `json:"args,omitempty"`
-}
-
-// usec formats ns as microseconds with ns precision, without rounding
-// through a float.
-func usec(ns uint64) json.Number {
-	b := strconv.AppendUint(nil, ns/1000, 10)
-	frac := ns % 1000
-	b = append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
-	return json.Number(b)
-}
-
-func hex(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
-
-// chromeWriter streams a trace-event JSON object: nothing is held but the
-// set of processes already named.
-type chromeWriter struct {
-	bw     *bufio.Writer
-	enc    *json.Encoder
-	n      int
-	counts map[string]int // events written, by phase
-	named  map[uint32]bool
-	target string
-	err    error
-}
-
-func newChromeWriter(w io.Writer, meta map[string]string, target string) *chromeWriter {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	c := &chromeWriter{bw: bw, enc: json.NewEncoder(bw), counts: map[string]int{}, named: map[uint32]bool{}, target: target}
-	c.enc.SetEscapeHTML(false)
-	m, _ := json.Marshal(meta)
-	fmt.Fprintf(bw, "{\"displayTimeUnit\":\"ns\",\"otherData\":%s,\"traceEvents\":[\n", m)
-	return c
-}
-
-func (c *chromeWriter) write(ev *chromeEvent) {
-	if c.err != nil {
-		return
-	}
-	if !c.named[ev.Pid] && ev.Ph != "M" {
-		c.named[ev.Pid] = true
-		name := fmt.Sprintf("pid %d", ev.Pid)
-		if c.target != "" {
-			name = fmt.Sprintf("%s (pid %d)", c.target, ev.Pid)
-		}
-		c.write(&chromeEvent{Name: "process_name", Ph: "M", Ts: "0", Pid: ev.Pid, Args: map[string]string{"name": name}})
-	}
-	if c.n > 0 {
-		c.bw.WriteString(",")
-	}
-	if err := c.enc.Encode(ev); err != nil {
-		c.err = err
-		return
-	}
-	c.n++
-	c.counts[ev.Ph]++
-}
-
-func (c *chromeWriter) close() error {
-	if c.err != nil {
-		return c.err
-	}
-	c.bw.WriteString("]}\n")
-	return c.bw.Flush()
-}
-
-// chromeExporter turns events into trace events, asking the analyzer for
-// the occupancy each post and poll leaves.
-type chromeExporter struct {
-	cw  *chromeWriter
-	a   *analyzer.Analyzer
-	qps []uint32 // scratch: QPs a poll completed WRs of
-}
-
-func (x *chromeExporter) counter(h *trace.Header, qpNum uint32) {
-	out, ok := x.a.Outstanding(h.PID, qpNum)
-	if !ok {
-		return
-	}
-	x.cw.write(&chromeEvent{Name: "SQ occupancy QP " + hex(uint64(qpNum)), Cat: "sq", Ph: "C", Ts: usec(h.TimeNS),
-		Pid: h.PID, Tid: h.TID, Args: map[string]uint64{"outstanding": out}})
-}
-
-// slice is a call from entry to return; a call without its entry time is
-// drawn with no duration at its return.
-func slice(name, cat string, h *trace.Header, entryNS uint64, args any) *chromeEvent {
-	start, dur := h.TimeNS, uint64(0)
-	if entryNS != 0 && entryNS <= h.TimeNS {
-		start, dur = entryNS, h.TimeNS-entryNS
-	}
-	return &chromeEvent{Name: name, Cat: cat, Ph: "X", Ts: usec(start), Dur: usec(dur), Pid: h.PID, Tid: h.TID, Args: args}
-}
-
-func errnoName(ret int32) string {
-	switch ret {
-	case int32(syscall.ENOMEM):
-		return "ENOMEM"
-	case int32(syscall.EINVAL):
-		return "EINVAL"
-	}
-	if ret > 0 {
-		return syscall.Errno(ret).Error()
-	}
-	return "error " + strconv.Itoa(int(ret))
-}
-
-func (x *chromeExporter) event(ev trace.Event) {
-	x.a.Ingest(ev)
-	switch e := ev.(type) {
-	case *trace.QPCreate:
-		x.counter(&e.Header, e.QPNum)
-	case *trace.Post:
-		name := "ibv_post_send"
-		if e.API == trace.APIWR {
-			name = "ibv_wr_complete"
-			if e.Aborted {
-				name = "ibv_wr_abort"
-			}
-		}
-		x.cw.write(slice(name, "post", &e.Header, e.EntryNS, map[string]any{
-			"qp_num": hex(uint64(e.QPNum)), "n": e.NumWRs(), "accepted": e.Accepted, "ret": e.Ret}))
-		if e.Ret != 0 {
-			x.cw.write(&chromeEvent{Name: "post failed: " + errnoName(e.Ret), Cat: "error", Ph: "i", S: "t",
-				Ts: usec(e.TimeNS), Pid: e.PID, Tid: e.TID, Args: map[string]any{
-					"qp_num": hex(uint64(e.QPNum)), "ret": e.Ret, "failed_wr_index": e.Accepted}})
-		}
-		if e.Accepted > 0 && !e.Aborted {
-			x.counter(&e.Header, e.QPNum)
-		}
-	case *trace.Poll:
-		if e.Ret == 0 {
-			return
-		}
-		x.cw.write(slice("ibv_poll_cq", "poll", &e.Header, e.EntryNS, map[string]any{
-			"cq": hex(e.CQ), "ret": e.Ret, "max": e.Max}))
-		if e.Ret < 0 {
-			x.cw.write(&chromeEvent{Name: "poll_cq failed", Cat: "error", Ph: "i", S: "t", Ts: usec(e.TimeNS),
-				Pid: e.PID, Tid: e.TID, Args: map[string]any{"cq": hex(e.CQ), "ret": e.Ret}})
-		}
-		x.qps = x.qps[:0]
-		for i := range e.WCs {
-			wc := &e.WCs[i]
-			if wc.Status != 0 {
-				x.cw.write(&chromeEvent{Name: "error CQE", Cat: "error", Ph: "i", S: "t", Ts: usec(e.TimeNS),
-					Pid: e.PID, Tid: e.TID, Args: map[string]any{"qp_num": hex(uint64(wc.QPNum)), "wr_id": wc.ID,
-						"status": wc.Status, "opcode": wc.Opcode}})
-			}
-			if wc.Opcode >= 128 || contains(x.qps, wc.QPNum) { // 128: IBV_WC_RECV
-				continue // receive completion, or QP already listed
-			}
-			x.qps = append(x.qps, wc.QPNum)
-		}
-		for _, qpn := range x.qps {
-			x.counter(&e.Header, qpn)
-		}
-	case *trace.Lost:
-		x.cw.write(&chromeEvent{Name: fmt.Sprintf("%d events lost", e.Count), Cat: "error", Ph: "i", S: "g",
-			Ts: usec(e.TimeNS), Pid: e.PID, Tid: e.TID, Args: map[string]uint64{"lost": e.Count}})
-	}
-}
-
-func contains(s []uint32, v uint32) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// diagnosis draws a diagnosis, when first made, as a process-wide instant.
-func (x *chromeExporter) diagnosis(d analyzer.Diagnosis) {
-	args := map[string]any{"qp_num": hex(uint64(d.QPNum)), "severity": d.Severity, "message": d.Message, "fix": d.Fix}
-	for k, v := range d.Evidence {
-		args[k] = v
-	}
-	x.cw.write(&chromeEvent{Name: "diagnosis: " + d.Kind, Cat: "diagnosis", Ph: "i", S: "p", Ts: usec(d.FirstNS),
-		Pid: d.PID, Tid: d.PID, Args: args})
-}
-
-// outputFile writes to a temporary file next to path, renamed into place
-// by commit, so a failed export leaves no half-written file behind.
-type outputFile struct {
-	*os.File
-	path string
-	done bool
-}
-
-func createOutput(path string) (*outputFile, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return nil, err
-	}
-	return &outputFile{File: f, path: path}, nil
-}
-
-func (o *outputFile) commit() error {
-	o.done = true
-	if err := o.Close(); err != nil {
-		os.Remove(o.Name())
-		return err
-	}
-	if err := os.Rename(o.Name(), o.path); err != nil {
-		os.Remove(o.Name())
-		return err
-	}
-	return nil
-}
-
-func (o *outputFile) abort() {
-	if o.done {
-		return
-	}
-	o.Close()
-	os.Remove(o.Name())
-}
-
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, f := newExportFlags(stderr)
 	path, err := oneFile(fs, "export", args)
@@ -293,19 +61,19 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if f.out == "" {
 		return usageErr("export: -o needs a file name (or - for stdout)")
 	}
-	r, err := openRecording(path)
+	r, err := session.OpenRecording(path)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer r.Close()
 
 	var w io.Writer = stdout
-	var out *outputFile
+	var out *export.File
 	if f.out != "-" {
-		if out, err = createOutput(f.out); err != nil {
+		if out, err = export.CreateFile(f.out); err != nil {
 			return fmt.Errorf("export: creating output: %w", err)
 		}
-		defer out.abort()
+		defer out.Abort()
 		w = out
 	}
 	fi := r.Info()
@@ -315,32 +83,30 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			meta[k] = v
 		}
 	}
-	x := &chromeExporter{}
-	x.cw = newChromeWriter(w, meta, fi.Target)
-	x.a = analyzer.New(analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, r.Info()),
-		OnDiagnosis: x.diagnosis})
-	res, err := replay(ctx, r, x.event)
+	x := export.NewChrome(w, export.ChromeOptions{Meta: meta, Target: fi.Target,
+		Model: analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, fi)}})
+	res, err := session.ReadAll(ctx, r, x.Event)
 	if err != nil {
 		return fmt.Errorf("export: %s: %w", path, err)
 	}
-	if err := x.cw.close(); err != nil {
+	if err := x.Close(); err != nil {
 		return fmt.Errorf("export: writing %s: %w", f.out, err)
 	}
 	if out != nil {
-		if err := out.commit(); err != nil {
+		if err := out.Commit(); err != nil {
 			return fmt.Errorf("export: writing %s: %w", f.out, err)
 		}
 	}
-	if w := res.warning(path); w != "" {
+	if w := res.Warning(path); w != "" {
 		fmt.Fprintln(stderr, "sqscope:", w)
 	}
-	if err := res.err(path); err != nil {
+	if err := res.Err(path); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	if out != nil {
-		c := x.cw.counts
+		c := x.Stats()
 		fmt.Fprintf(stderr, "sqscope: wrote %s: %d trace events (%d counter samples, %d slices, %d instants) from %d recorded events\n",
-			f.out, x.cw.n, c["C"], c["X"], c["i"], res.events)
+			f.out, c.Events, c.Counters, c.Slices, c.Instants, res.Events)
 	}
 	return nil
 }

@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
-	"sync"
-
-	"github.com/sqscope/sqscope/trace"
 )
 
 const recordExamples = `
@@ -37,59 +33,25 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := tf.check(fs.Args()); err != nil {
 		return usageErr("record: %v", err)
 	}
-	s, err := startSession(&tf, fs.Args(), stderr, nil)
+	s, err := tf.start(fs.Args(), stderr, nil)
 	if err != nil {
 		return err
 	}
-	defer s.close()
-
-	info := trace.HostInfo()
-	info.StartMonoNS = monotonicNS()
-	info.Version = version
-	info.Target = s.target
-	info.TargetPID = uint32(s.pid)
-	info.ProbeMode = s.mode
-	info.Env = providerEnv(s.env)
-	w, err := trace.Create(out, info)
+	defer s.Close()
+	rec, err := s.Record(out, version)
 	if err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
-	var mu sync.Mutex
-	var werr error
-	s.addSink(func(ev trace.Event) {
-		if err := w.Write(ev); err != nil {
-			mu.Lock()
-			if werr == nil {
-				werr = err
-			}
-			mu.Unlock()
-		}
-	})
-	runErr := s.run(ctx, stderr)
-	cerr := w.Close()
-	mu.Lock()
-	defer mu.Unlock()
+	runErr := s.Run(ctx)
+	cerr := rec.Close()
 	switch {
 	case runErr != nil:
 		return runErr
-	case werr != nil:
-		return fmt.Errorf("record: writing %s: %w", out, werr)
 	case cerr != nil:
-		return fmt.Errorf("record: closing %s: %w", out, cerr)
+		return fmt.Errorf("record: %w", cerr)
 	}
-	snap := s.an.Snapshot()
+	snap := s.Analyzer().Snapshot()
 	fmt.Fprintf(stderr, "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost\n",
-		w.Events(), w.Bytes(), len(snap.QPs), out, snap.Lost)
+		rec.Events(), rec.Bytes(), len(snap.QPs), out, snap.Lost)
 	return nil
-}
-
-// providerEnv keeps the environment entries that change the HCA model.
-func providerEnv(env []string) []string {
-	var out []string
-	for _, e := range env {
-		if strings.HasPrefix(e, "MLX5_POST_SEND_PREFER_BF=") || strings.HasPrefix(e, "MLX5_SHUT_UP_BF=") {
-			out = append(out, e)
-		}
-	}
-	return out
 }

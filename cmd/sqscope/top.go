@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rivo/tview"
 	"golang.org/x/term"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/tui"
 )
@@ -84,7 +84,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if seconds <= 0 || after < 0 || after >= seconds || interval <= 0 {
 		return usageErr("demo: want -D > --fault-after >= 0 and -i > 0")
 	}
-	tf := targetFlags{workload: true, mode: "events", timeout: 10 * time.Second, ringMiB: 8}
+	tf := targetFlags{workload: true, mode: session.ModeEvents, timeout: 10 * time.Second, ringMiB: 8}
 	return watch(ctx, &tf, demoArgs(seconds, after), watchOpts{interval: interval, intervalGiven: flagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
 }
 
@@ -100,57 +100,49 @@ func watch(ctx context.Context, tf *targetFlags, rest []string, o watchOpts, std
 	headless := o.noTUI || !isTerminal(stdout)
 	// Under the TUI the target's output would scribble over the screen:
 	// keep its tail and print it after the TUI closes.
-	var childOut *tailBuffer
+	var childOut *session.Tail
 	var out io.Writer
 	if !headless {
-		childOut = &tailBuffer{max: 64 << 10}
+		childOut = &session.Tail{Max: 64 << 10}
 		out = childOut
 	}
-	s, err := startSession(tf, rest, stderr, out)
+	s, err := tf.start(rest, stderr, out)
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	runErr := make(chan error, 1)
-
+	defer s.Close()
 	if headless {
 		every := time.Second
 		if o.intervalGiven {
 			every = time.Duration(o.interval * float64(time.Second))
 		}
-		go func() { runErr <- s.run(ctx, stderr) }()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case err := <-runErr:
-				analyzer.WriteText(stdout, s.an.Snapshot())
-				return err
-			case <-t.C:
-				fmt.Fprintf(stdout, "--- %s\n", time.Now().Format("15:04:05"))
-				analyzer.WriteText(stdout, s.an.Snapshot())
-			}
-		}
+		err := s.RunEvery(ctx, every, func() {
+			fmt.Fprintf(stdout, "--- %s\n", time.Now().Format("15:04:05"))
+			analyzer.WriteText(stdout, s.Analyzer().Snapshot())
+		})
+		analyzer.WriteText(stdout, s.Analyzer().Snapshot())
+		return err
 	}
 
-	go func() { runErr <- s.run(ctx, io.Discard) }()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- s.Run(ctx) }()
 	app := tview.NewApplication()
-	u := tui.New(tui.Live{A: s.an}, tui.Info{Target: s.target, PID: s.pid, Mode: s.mode, SelfCPU: selfCPU}, app)
+	u := tui.New(tui.Live{A: s.Analyzer()}, tui.Info{Target: s.Target(), PID: s.PID(), Mode: s.Mode(), SelfCPU: session.SelfCPU}, app)
 	uiErr := u.Run(ctx, time.Duration(o.interval*float64(time.Second)))
 	cancel() // the user quit: stop (and stop the target we started)
 	err = <-runErr
-	if childOut != nil && s.child != nil {
-		if b := childOut.bytes(); len(b) > 0 {
-			fmt.Fprintf(stdout, "--- output of %s (last %d bytes at most)\n", s.target, childOut.max)
+	if childOut != nil && s.Started() {
+		if b := childOut.Bytes(); len(b) > 0 {
+			fmt.Fprintf(stdout, "--- output of %s (last %d bytes at most)\n", s.Target(), childOut.Max)
 			stdout.Write(b)
 		}
 	}
 	if uiErr != nil {
 		return fmt.Errorf("terminal UI: %w", uiErr)
 	}
-	var nv *noVerbsError
+	var nv *session.NoVerbsError
 	if errors.As(err, &nv) {
 		return err
 	}
@@ -176,14 +168,14 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !isTerminal(stdout) {
 		return runReport(ctx, args, stdout, stderr)
 	}
-	probeRd, err := openRecording(path)
+	probeRd, err := session.OpenRecording(path)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	info := probeRd.Info()
 	probeRd.Close()
 	opts := analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, info)}
-	rp, err := tui.NewReplay(func() (*trace.Reader, error) { return openRecording(path) }, opts)
+	rp, err := tui.NewReplay(func() (*trace.Reader, error) { return session.OpenRecording(path) }, opts)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -195,27 +187,4 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("terminal UI: %w", err)
 	}
 	return rp.Err()
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) bytes() []byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]byte(nil), t.b...)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/session"
 )
 
 const traceExamples = `
@@ -41,47 +42,30 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if interval < 0 {
 		return usageErr("trace: -i must be positive")
 	}
-	s, err := startSession(&tf, fs.Args(), stderr, nil)
+	s, err := tf.start(fs.Args(), stderr, nil)
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 
 	print := func() error {
-		snap := s.an.Snapshot()
-		cost := s.cost(snap.Events)
+		snap := s.Analyzer().Snapshot()
+		cost := s.Cost(snap.Events)
 		if asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			enc.SetEscapeHTML(false)
 			return enc.Encode(struct {
 				analyzer.Snapshot
-				Self selfCost `json:"sqscope_cpu"`
+				Self session.SelfCost `json:"sqscope_cpu"`
 			}{snap, cost})
 		}
 		analyzer.WriteText(stdout, snap)
 		fmt.Fprintln(stdout, cost)
 		return nil
 	}
-	stopTick := make(chan struct{})
-	if interval > 0 {
-		go func() {
-			t := time.NewTicker(time.Duration(interval * float64(time.Second)))
-			defer t.Stop()
-			for {
-				select {
-				case <-stopTick:
-					return
-				case <-t.C:
-					print()
-				}
-			}
-		}()
-	}
-	runErr := s.run(ctx, stderr)
-	close(stopTick)
-	if runErr != nil {
-		return runErr
+	if err := s.RunEvery(ctx, time.Duration(interval*float64(time.Second)), func() { print() }); err != nil {
+		return err
 	}
 	return print()
 }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sqscope/sqscope/probe"
+	"github.com/sqscope/sqscope/session"
+)
+
+// targetFlags are the flags every tracing command shares (trace, record,
+// top): what to trace and how.
+type targetFlags struct {
+	pid      int
+	cmd      string
+	workload bool
+	probes   []probe.ExplicitProbe
+	mode     string
+	callTime bool
+	noStop   bool
+	wait     bool
+	timeout  time.Duration
+	ringMiB  int
+}
+
+func (tf *targetFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&tf.pid, "p", 0, "trace a running process by PID")
+	fs.StringVar(&tf.cmd, "c", "", "start CMD (a command line) and trace it")
+	fs.BoolVar(&tf.workload, "workload", false, "start the built-in workload with the flags after -- and trace it")
+	fs.Func("probe", "explicit data-path probe FUNC=LIB:0xOFFSET (post_send, poll_cq, post_recv); repeatable", func(s string) error {
+		p, err := probe.ParseProbe(s)
+		if err != nil {
+			return err
+		}
+		tf.probes = append(tf.probes, p)
+		return nil
+	})
+	fs.StringVar(&tf.mode, "mode", "events", "events (every call) or counters (per-QP totals kept in the kernel, lower overhead)")
+	fs.BoolVar(&tf.callTime, "call-times", false, "also record when each post and poll was entered (events mode; costs a clock read per call, and the interval is mostly the probe's own)")
+	fs.BoolVar(&tf.noStop, "no-stop", false, "never pause the target while probes for newly found functions are attached (calls in that window are missed)")
+	fs.BoolVar(&tf.wait, "wait", false, "keep waiting for a target that has not loaded a verbs library")
+	fs.DurationVar(&tf.timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
+	fs.IntVar(&tf.ringMiB, "ring-mib", 8, "ring buffer size in MiB (a power of two)")
+}
+
+// check validates the combination; rest is what followed "--".
+func (tf *targetFlags) check(rest []string) error {
+	n := 0
+	if tf.pid != 0 {
+		n++
+	}
+	if tf.cmd != "" {
+		n++
+	}
+	if tf.workload {
+		n++
+	}
+	switch {
+	case n == 0:
+		return errors.New("no target: give -p PID, -c CMD or --workload -- FLAGS")
+	case n > 1:
+		return errors.New("give only one of -p, -c and --workload")
+	case tf.pid < 0:
+		return fmt.Errorf("bad process id %d", tf.pid)
+	case len(rest) > 0 && !tf.workload:
+		return fmt.Errorf("unexpected arguments %q (workload flags go after --workload --)", strings.Join(rest, " "))
+	case tf.mode != "events" && tf.mode != "counters":
+		return fmt.Errorf("--mode %q: want events or counters", tf.mode)
+	case tf.callTime && tf.mode != "events":
+		return errors.New("--call-times needs --mode events")
+	case tf.ringMiB <= 0 || tf.ringMiB&(tf.ringMiB-1) != 0 || tf.ringMiB > 1024:
+		return fmt.Errorf("--ring-mib %d: want a power of two up to 1024", tf.ringMiB)
+	case tf.timeout <= 0:
+		return errors.New("--verbs-timeout must be positive")
+	}
+	return nil
+}
+
+// start starts the session the flags describe; rest is what followed
+// "--". A started target writes to childOut, or to sqscope's own stdout
+// and stderr when it is nil.
+func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*session.Session, error) {
+	cfg := session.Config{PID: tf.pid, Probes: tf.probes, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
+		Wait: tf.wait, VerbsTimeout: tf.timeout, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr}
+	switch {
+	case tf.workload:
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding this executable: %w", err)
+		}
+		cfg.Argv = append([]string{self, "workload"}, rest...)
+		cfg.Target = "sqscope workload " + strings.Join(rest, " ")
+	case tf.cmd != "":
+		argv, err := session.SplitCommand(tf.cmd)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Argv, cfg.Target = argv, tf.cmd
+	}
+	return session.Start(cfg)
+}

@@ -1,0 +1,204 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Recorder is the sink that writes every event of a session to a
+// recording file.
+type Recorder struct {
+	path string
+	w    *trace.Writer
+
+	mu   sync.Mutex
+	werr error // the first write error
+}
+
+// Record creates the recording file at path, describing this session, and
+// adds it as a sink. Call it before Run; Close it after.
+func (s *Session) Record(path, version string) (*Recorder, error) {
+	info := trace.HostInfo()
+	info.StartMonoNS = trace.MonotonicNS()
+	info.Version = version
+	info.Target = s.target
+	info.TargetPID = uint32(s.pid)
+	info.ProbeMode = s.cfg.Mode
+	info.Env = analyzer.ModelEnv(s.env)
+	w, err := trace.Create(path, info)
+	if err != nil {
+		return nil, err
+	}
+	r := &Recorder{path: path, w: w}
+	s.AddSink(r.write)
+	return r, nil
+}
+
+func (r *Recorder) write(ev trace.Event) {
+	if err := r.w.Write(ev); err != nil {
+		r.mu.Lock()
+		if r.werr == nil {
+			r.werr = err
+		}
+		r.mu.Unlock()
+	}
+}
+
+// Close completes the file; the error is the first write error, else the
+// closing one.
+func (r *Recorder) Close() error {
+	cerr := r.w.Close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.werr != nil:
+		return fmt.Errorf("writing %s: %w", r.path, r.werr)
+	case cerr != nil:
+		return fmt.Errorf("closing %s: %w", r.path, cerr)
+	}
+	return nil
+}
+
+// Events and Bytes are what was written.
+func (r *Recorder) Events() int64 { return r.w.Events() }
+func (r *Recorder) Bytes() int64  { return r.w.Bytes() }
+
+// OpenRecording opens a recording for reading; its errors (not a
+// recording, another version, cut inside the header) are one line each.
+func OpenRecording(path string) (*trace.Reader, error) {
+	r, err := trace.Open(path)
+	if err != nil {
+		var te *trace.TruncatedError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("%w: no events to read", err)
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+// ReadResult says how reading a recording ended.
+type ReadResult struct {
+	Events    int64
+	Truncated *trace.TruncatedError // the file stops before its end
+	Corrupt   *trace.CorruptError   // damaged: events before it were read
+}
+
+// Warning is the one line that says where a truncated file stopped.
+func (r *ReadResult) Warning(path string) string {
+	if r.Truncated == nil {
+		return ""
+	}
+	return fmt.Sprintf("warning: %s stops early: %v; used the %d events before the cut", path, r.Truncated, r.Events)
+}
+
+// Err is the error for a damaged recording, after its events were used.
+func (r *ReadResult) Err(path string) error {
+	if r.Corrupt == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w (used the %d events before it)", path, r.Corrupt, r.Events)
+}
+
+// ReadAll streams every event of r to fn. A truncated or damaged file is
+// not an error here: the result says where it stopped.
+func ReadAll(ctx context.Context, r *trace.Reader, fn func(trace.Event)) (ReadResult, error) {
+	var res ReadResult
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			var te *trace.TruncatedError
+			var ce *trace.CorruptError
+			switch {
+			case errors.Is(err, io.EOF):
+				return res, nil
+			case errors.As(err, &te):
+				res.Truncated = te
+				return res, nil
+			case errors.As(err, &ce):
+				res.Corrupt = ce
+				return res, nil
+			}
+			return res, err
+		}
+		fn(ev)
+		res.Events++
+		if res.Events%65536 == 0 && ctx.Err() != nil {
+			return res, fmt.Errorf("interrupted after %d events", res.Events)
+		}
+	}
+}
+
+// RecordingInfo is what a report says about the file it read.
+type RecordingInfo struct {
+	File          string `json:"file"`
+	FormatVersion int    `json:"format_version"`
+	Hostname      string `json:"hostname,omitempty"`
+	Kernel        string `json:"kernel,omitempty"`
+	Version       string `json:"sqscope_version,omitempty"`
+	StartWall     string `json:"start_wall,omitempty"`
+	StartMonoNS   uint64 `json:"start_mono_ns,omitempty"`
+	Target        string `json:"target,omitempty"`
+	TargetPID     uint32 `json:"target_pid,omitempty"`
+	ProbeMode     string `json:"probe_mode,omitempty"`
+	Complete      bool   `json:"complete"`
+	// Where a truncated file stops: the end of its last whole record.
+	TruncatedAt   *int64 `json:"truncated_at,omitempty"`
+	LeftoverBytes int64  `json:"leftover_bytes,omitempty"`
+	// Records of kinds this version does not know, skipped.
+	SkippedRecords int64 `json:"skipped_records,omitempty"`
+}
+
+// Describe says what was read of the recording at path.
+func Describe(path string, r *trace.Reader, res *ReadResult) RecordingInfo {
+	fi := r.Info()
+	rec := RecordingInfo{File: path, FormatVersion: trace.FormatVersion, Hostname: fi.Hostname, Kernel: fi.Kernel,
+		Version: fi.Version, StartMonoNS: fi.StartMonoNS, Target: fi.Target, TargetPID: fi.TargetPID,
+		ProbeMode: fi.ProbeMode, Complete: res.Truncated == nil && res.Corrupt == nil, SkippedRecords: r.Skipped()}
+	if !fi.StartWall.IsZero() {
+		rec.StartWall = fi.StartWall.UTC().Format(time.RFC3339Nano)
+	}
+	if te := res.Truncated; te != nil {
+		rec.TruncatedAt, rec.LeftoverBytes = &te.Offset, te.Leftover
+	}
+	return rec
+}
+
+// TextHeader is the line above a text report saying what was read.
+func (rec *RecordingInfo) TextHeader() string {
+	parts := []string{"recording " + rec.File + ":"}
+	if rec.Target != "" {
+		t := rec.Target
+		if rec.TargetPID != 0 && !strings.Contains(t, fmt.Sprint(rec.TargetPID)) {
+			t += fmt.Sprintf(" (pid %d)", rec.TargetPID)
+		}
+		parts = append(parts, t)
+	}
+	if rec.Hostname != "" {
+		parts = append(parts, "on "+rec.Hostname)
+	}
+	if rec.Kernel != "" {
+		parts = append(parts, "kernel "+rec.Kernel)
+	}
+	if rec.StartWall != "" {
+		parts = append(parts, "started "+rec.StartWall)
+	}
+	if rec.ProbeMode != "" {
+		parts = append(parts, "probes "+rec.ProbeMode)
+	}
+	if rec.Version != "" {
+		parts = append(parts, "sqscope "+rec.Version)
+	}
+	if !rec.Complete {
+		parts = append(parts, "INCOMPLETE")
+	}
+	return strings.Join(parts, " ")
+}

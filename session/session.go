@@ -1,0 +1,342 @@
+// Package session owns a tracing session: it starts or attaches to the
+// target, runs the tracer, delivers every event to the analyzer and to the
+// sinks a front end adds (a recording, an export), and handles Ctrl-C,
+// detaching and the target's exit. The commands trace, record, top and
+// demo are front ends over it; replay reads a recording through Replay.
+// See docs/design.md.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/probe"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Probe modes, as recordings name them.
+const (
+	ModeEvents   = "events"
+	ModeCounters = "counters"
+)
+
+// Config says what to trace and how.
+type Config struct {
+	PID    int      // attach to this running process, or
+	Argv   []string // start this command (held until the probes are attached)
+	Target string   // how to name a started command (default: Argv joined)
+
+	Probes       []probe.ExplicitProbe
+	Mode         string // ModeEvents (default) or ModeCounters
+	CallTimes    bool   // record entry times too (events mode)
+	NoStop       bool   // never pause the target while attaching
+	Wait         bool   // keep waiting for a target without a verbs library
+	VerbsTimeout time.Duration
+	RingBytes    int
+
+	// ChildOut receives a started command's stdout and stderr, with no
+	// stdin; nil: the command shares sqscope's stdin, stdout and stderr.
+	ChildOut io.Writer
+	// Warnings receives the tracer's warnings, one line each.
+	Warnings io.Writer
+}
+
+// Session is one traced target feeding an analyzer and sinks.
+type Session struct {
+	cfg    Config
+	child  *probe.Child
+	tracer *probe.Tracer
+	an     *analyzer.Analyzer
+	pid    int
+	target string
+	env    []string // the target's environment
+
+	sinks  []func(trace.Event) // fixed before Run
+	warned int                 // tracer warnings printed so far
+
+	// what sqscope itself had used when the session started, and once the
+	// probes were loaded and attached
+	startCPU, openCPU   time.Duration
+	startWall, openWall time.Time
+
+	mu   sync.Mutex // guards exit and exitSeen
+	exit *trace.Exit
+	// exitSeen: the tracer delivered the exit (else finish adds it)
+	exitSeen bool
+}
+
+// Start starts (or finds) the target and attaches the probes; a started
+// command stays held until Run.
+func Start(cfg Config) (*Session, error) {
+	if cfg.Mode == "" {
+		cfg.Mode = ModeEvents
+	}
+	if cfg.VerbsTimeout <= 0 {
+		cfg.VerbsTimeout = 10 * time.Second
+	}
+	if cfg.Warnings == nil {
+		cfg.Warnings = io.Discard
+	}
+	s := &Session{cfg: cfg, startCPU: SelfCPU(), startWall: time.Now()}
+	opts := probe.Options{Probes: cfg.Probes, NoStop: cfg.NoStop, RingBytes: cfg.RingBytes, CallTimes: cfg.CallTimes,
+		ReuseEvents: true} // the analyzer and the recording writer keep nothing of an event
+	if cfg.Mode == ModeCounters {
+		opts.Mode = probe.ModeCounters
+	}
+	for _, p := range cfg.Probes {
+		if err := probe.CheckProbe(p); err != nil {
+			return nil, err
+		}
+	}
+	env := os.Environ()
+	switch {
+	case cfg.PID != 0:
+		opts.PID = cfg.PID
+		s.pid = cfg.PID
+		s.target = processName(cfg.PID)
+		env = procEnviron(cfg.PID)
+	case len(cfg.Argv) > 0:
+		s.target = cfg.Target
+		if s.target == "" {
+			s.target = strings.Join(cfg.Argv, " ")
+		}
+		if err := probe.Preflight(); err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
+		cmd.Env = env
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		if cfg.ChildOut != nil {
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, cfg.ChildOut, cfg.ChildOut
+		}
+		child, err := probe.StartHeldCmd(cmd)
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", cfg.Argv[0], err)
+		}
+		s.child = child
+		opts.Child = child
+		s.pid = child.Pid()
+	default:
+		return nil, errors.New("no target: a process id or a command is needed")
+	}
+	s.env = env
+	s.an = analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(env)})
+	tr, err := probe.Open(opts)
+	if err != nil {
+		if s.child != nil {
+			s.child.Kill()
+			s.child.Wait()
+		}
+		return nil, err
+	}
+	s.tracer = tr
+	s.openCPU, s.openWall = SelfCPU(), time.Now()
+	s.warnLate()
+	return s, nil
+}
+
+// processName is a running process's command line, or "pid N".
+func processName(pid int) string {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+		return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+	}
+	return fmt.Sprintf("pid %d", pid)
+}
+
+func procEnviron(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Split(string(b), "\x00")
+}
+
+// Analyzer is the session's analyzer; its snapshots are safe to take at
+// any time.
+func (s *Session) Analyzer() *analyzer.Analyzer { return s.an }
+
+// PID is the traced process.
+func (s *Session) PID() int { return s.pid }
+
+// Target names the traced process: the command started, or the running
+// process's command line.
+func (s *Session) Target() string { return s.target }
+
+// Mode is the probe mode, ModeEvents or ModeCounters.
+func (s *Session) Mode() string { return s.cfg.Mode }
+
+// Started reports whether the session started its target (rather than
+// attaching to a running process).
+func (s *Session) Started() bool { return s.child != nil }
+
+// AddSink adds a consumer of every event, called on the reader goroutine.
+// Sinks are added before Run and never after, so delivering to them takes
+// no lock.
+func (s *Session) AddSink(f func(trace.Event)) {
+	s.sinks = append(s.sinks, f)
+}
+
+func (s *Session) deliver(ev trace.Event) {
+	s.an.Ingest(ev)
+	if e, ok := ev.(*trace.Exit); ok {
+		s.mu.Lock() // the child's waiter may set its own exit
+		s.exit, s.exitSeen = e, true
+		s.mu.Unlock()
+	}
+	for _, f := range s.sinks {
+		f(ev)
+	}
+}
+
+// NoVerbsError says the target never loaded a verbs library.
+type NoVerbsError struct {
+	PID     int
+	Timeout time.Duration
+}
+
+func (e *NoVerbsError) Error() string {
+	return fmt.Sprintf("process %d has not loaded a verbs library after %s, nothing to trace (it keeps running; --wait keeps waiting)", e.PID, e.Timeout)
+}
+
+// Run releases the target and feeds events until it exits, ctx is done,
+// or (without Wait) it has not loaded a verbs library by the timeout.
+func (s *Session) Run(ctx context.Context) error {
+	// The reader runs on its own context: on Ctrl-C it must go on until
+	// the target's last events are read.
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- s.tracer.Run(runCtx, s.deliver) }()
+
+	childDone := make(chan struct{})
+	if s.child != nil {
+		if err := s.child.Release(); err != nil {
+			cancel()
+			<-runErr
+			return fmt.Errorf("starting the target: %w", err)
+		}
+		go func() {
+			st, _ := s.child.Wait()
+			if st != nil {
+				code, sig := int32(st.ExitCode()), int32(0)
+				if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					code, sig = -1, int32(ws.Signal())
+				}
+				s.mu.Lock()
+				if s.exit == nil {
+					s.exit = &trace.Exit{Code: code, Signal: sig}
+				}
+				s.mu.Unlock()
+			}
+			close(childDone)
+		}()
+	}
+
+	timer := time.NewTimer(s.cfg.VerbsTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case err := <-runErr:
+			return s.finish(err)
+		case <-childDone:
+			// the tracer ends on the exit record; give it a moment to drain
+			select {
+			case err := <-runErr:
+				return s.finish(err)
+			case <-time.After(3 * time.Second):
+				cancel()
+				return s.finish(<-runErr)
+			}
+		case <-ctx.Done():
+			// A command we started stops with us, as it would on a
+			// terminal's Ctrl-C; its last events and exit are kept.
+			if s.child != nil {
+				syscall.Kill(s.pid, syscall.SIGINT)
+				select {
+				case <-childDone:
+					select { // the reader ends at the exit record
+					case err := <-runErr:
+						return s.finish(err)
+					case <-time.After(3 * time.Second):
+					}
+				case <-time.After(3 * time.Second):
+				}
+			}
+			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+			s.tracer.Sync(sctx)
+			scancel()
+			cancel()
+			return s.finish(<-runErr)
+		case <-timer.C:
+			if s.cfg.Wait || probe.VerbsLoaded(s.pid) {
+				continue
+			}
+			cancel()
+			<-runErr
+			s.tracer.Close()
+			return &NoVerbsError{s.pid, s.cfg.VerbsTimeout}
+		}
+	}
+}
+
+// warnLate prints the tracer's warnings not printed yet.
+func (s *Session) warnLate() {
+	ws := s.tracer.Warnings()
+	for _, w := range ws[min(s.warned, len(ws)):] {
+		fmt.Fprintln(s.cfg.Warnings, "sqscope: warning:", w)
+	}
+	s.warned = len(ws)
+}
+
+func (s *Session) finish(err error) error {
+	s.warnLate() // e.g. about the last hand-over of counts
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	s.mu.Lock()
+	ex, seen := s.exit, s.exitSeen
+	s.mu.Unlock()
+	if ex != nil && !seen {
+		s.an.Ingest(ex)
+		for _, f := range s.sinks {
+			f(ex)
+		}
+	}
+	return nil
+}
+
+// Close detaches the probes.
+func (s *Session) Close() {
+	if s.tracer != nil {
+		s.tracer.Close()
+	}
+}
+
+// RunEvery is Run, calling tick every interval while it runs (never when
+// every is 0).
+func (s *Session) RunEvery(ctx context.Context, every time.Duration, tick func()) error {
+	if every <= 0 {
+		return s.Run(ctx)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- s.Run(ctx) }()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-runErr:
+			return err
+		case <-t.C:
+			tick()
+		}
+	}
+}

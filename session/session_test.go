@@ -1,0 +1,180 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
+)
+
+func TestSplitCommand(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+		err      string
+	}{
+		{"words", "ib_write_bw -s 64  127.0.0.1", []string{"ib_write_bw", "-s", "64", "127.0.0.1"}, ""},
+		{"single quotes", `sh -c 'a & b'`, []string{"sh", "-c", "a & b"}, ""},
+		{"double quotes and escape", `echo "x \"y\"" z\ w`, []string{"echo", `x "y"`, "z w"}, ""},
+		{"empty quoted word", `a ''`, []string{"a", ""}, ""},
+		{"unterminated", `echo 'x`, nil, "unterminated ' quote"},
+		{"empty", "  \t", nil, "empty command"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SplitCommand(tc.in)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("SplitCommand(%q) error %v, want %q", tc.in, err, tc.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("SplitCommand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTailKeepsTheLastBytes(t *testing.T) {
+	tl := &Tail{Max: 8}
+	for _, s := range []string{"hello ", "world", "!"} {
+		if n, err := tl.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", s, n, err)
+		}
+	}
+	if got := string(tl.Bytes()); got != "o world!" {
+		t.Errorf("kept %q, want %q", got, "o world!")
+	}
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// sqscopeBin is a sqscope binary: its workload runs on the simulated HCA,
+// whose functions the probes find by symbol.
+func sqscopeBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if p := os.Getenv("SQSCOPE_BIN"); p != "" {
+			binPath = p
+			return
+		}
+		dir, err := os.MkdirTemp("", "sqscope-session-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sqscope")
+		if out, err := exec.Command("go", "build", "-o", binPath, "../cmd/sqscope").CombinedOutput(); err != nil {
+			binErr = err
+			t.Log(string(out))
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("building sqscope: %v", binErr)
+	}
+	return binPath
+}
+
+// A session started on the workload feeds its analyzer and its recording
+// the same events: the live counts equal the workload's own, and the
+// recording read back rebuilds the same snapshot.
+func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin := sqscopeBin(t)
+	dir := t.TempDir()
+	truthFile, recFile := filepath.Join(dir, "truth.json"), filepath.Join(dir, "run.sqscope")
+	var childOut, warnings bytes.Buffer
+	s, err := Start(Config{
+		Argv:     []string{bin, "workload", "--qps", "2", "-s", "64", "-I", "64", "-Q", "16", "-t", "128", "-n", "5000", "--json-out", truthFile},
+		Target:   "workload under test",
+		ChildOut: &childOut, Warnings: &warnings, RingBytes: 8 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Started() || s.PID() <= 0 || s.Target() != "workload under test" || s.Mode() != ModeEvents {
+		t.Fatalf("session: started %v pid %d target %q mode %q", s.Started(), s.PID(), s.Target(), s.Mode())
+	}
+	rec, err := s.Record(recFile, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatalf("run: %v (target said %q)", err, childOut.String())
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	live := s.Analyzer().Snapshot()
+	if live.Lost != 0 {
+		t.Fatalf("%d events lost", live.Lost)
+	}
+
+	b, err := os.ReadFile(truthFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var truth []struct {
+		QPNum uint32 `json:"qp_num"`
+		WRs   uint64 `json:"wrs"`
+	}
+	if err := json.Unmarshal(b, &truth); err != nil {
+		t.Fatal(err)
+	}
+	if len(truth) != 2 || len(live.QPs) != 2 {
+		t.Fatalf("%d QPs in the truth, %d traced", len(truth), len(live.QPs))
+	}
+	for _, want := range truth {
+		found := false
+		for _, q := range live.QPs {
+			if q.QPNum == want.QPNum {
+				found = true
+				if q.Counters.WRs != want.WRs || want.WRs != 5000 {
+					t.Errorf("QP %#x: traced %d WRs, the workload posted %d", want.QPNum, q.Counters.WRs, want.WRs)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("QP %#x not traced", want.QPNum)
+		}
+	}
+
+	r, err := OpenRecording(recFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if fi := r.Info(); fi.Target != "workload under test" || fi.TargetPID != uint32(s.PID()) || fi.ProbeMode != ModeEvents || fi.Version != "test" {
+		t.Errorf("recording header: %+v", fi)
+	}
+	an := analyzer.New(analyzer.Options{})
+	res, err := ReadAll(ctx, r, an.Ingest)
+	if err != nil || res.Truncated != nil || res.Corrupt != nil || res.Events != rec.Events() {
+		t.Fatalf("read back %d of %d events: %v %+v", res.Events, rec.Events(), err, res)
+	}
+	back := an.Snapshot()
+	for i := range live.QPs {
+		if live.QPs[i].Counters != back.QPs[i].Counters {
+			t.Errorf("QP %#x: live %+v, from the recording %+v", live.QPs[i].QPNum, live.QPs[i].Counters, back.QPs[i].Counters)
+		}
+	}
+}
