@@ -4,6 +4,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -294,7 +295,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		var last *sq
 		for i := range e.WCs {
 			wc := &e.WCs[i]
-			if wc.Opcode >= wcRecv {
+			if ibv.IsRecvWC(wc.Opcode) {
 				continue
 			}
 			q := a.wcQP(e.PID, wc.QPNum, e.TimeNS)

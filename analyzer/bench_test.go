@@ -3,6 +3,7 @@ package analyzer
 import (
 	"testing"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -13,7 +14,7 @@ func steadyCycle(posts int) (create trace.Event, cycle []trace.Event, wrs int) {
 	s := newStream()
 	s.create(1, trace.QPTypeRC, rcCaps(128, 60, 1), false)
 	for range posts {
-		s.send(1, 16, sendInline, 16)
+		s.send(1, 16, ibv.SendInline, 16)
 		s.poll(1, s.ids[1]-1)
 	}
 	return s.evs[0], s.evs[1:], posts * 16

@@ -2,8 +2,10 @@ package analyzer
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -239,15 +241,10 @@ func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
 	a.record(q, DiagOverflowPollsTooRare, now, evidence{out, d, q.sendCQ, q.c.WRs, cs.polls, perPoll, postRate, pollRate})
 }
 
-var opcodeNames = map[uint64]string{
-	wrRDMAWrite: "RDMA_WRITE", wrRDMAWriteImm: "RDMA_WRITE_WITH_IMM", wrSend: "SEND",
-	wrSendImm: "SEND_WITH_IMM", wrRDMARead: "RDMA_READ", wrAtomicCS: "ATOMIC_CMP_AND_SWP",
-	wrAtomicFA: "ATOMIC_FETCH_AND_ADD",
-}
-
+// opcodeName names the opcodes the model knows; others are shown as numbers.
 func opcodeName(op uint64) string {
-	if s, ok := opcodeNames[op]; ok {
-		return s
+	if op <= math.MaxUint8 && modeledOp(uint8(op)) {
+		return ibv.OpName(uint8(op))
 	}
 	return fmt.Sprint(op)
 }

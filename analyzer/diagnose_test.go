@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -22,10 +23,10 @@ func TestDiagnoses(t *testing.T) {
 		{"never_signaled", func(s *stream) {
 			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
 			for range 4 {
-				s.send(1, 1, sendInline, 0)
+				s.send(1, 1, ibv.SendInline, 0)
 			}
-			s.post(1, s.wrs(1, 1, wrSend, sendInline, 1, 32, 0), errENOMEM, 0)
-			s.post(1, s.wrs(1, 1, wrSend, sendInline, 1, 32, 0), errENOMEM, 0)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 32, 0), ibv.ENOMEM, 0)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 32, 0), ibv.ENOMEM, 0)
 		}, []string{"sq_overflow_never_signaled", "unsignaled_run_near_depth"}},
 
 		{"late_attach_never_signaled", func(s *stream) {
@@ -33,7 +34,7 @@ func TestDiagnoses(t *testing.T) {
 			for range 3 {
 				s.send(3, 1, 0, 0)
 			}
-			s.post(3, s.wrs(3, 1, wrSend, 0, 1, 32, 0), errENOMEM, 0)
+			s.post(3, s.wrs(3, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
 		}, []string{"sq_overflow_never_signaled"}},
 
 		{"unsignaled_run", func(s *stream) {
@@ -45,7 +46,7 @@ func TestDiagnoses(t *testing.T) {
 			for range 8 {
 				s.send(1, 1, 0, 0)
 			}
-			s.post(1, s.wrs(1, 1, wrSend, 0, 1, 32, 0), errENOMEM, 0)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
 		}, []string{"sq_overflow_unsignaled_run", "unsignaled_run_near_depth"}},
 
 		{"cq_not_polled", func(s *stream) {
@@ -54,14 +55,14 @@ func TestDiagnoses(t *testing.T) {
 			s.poll(1, 3)
 			s.send(1, 4, 0, 4)
 			s.send(1, 4, 0, 4)
-			s.post(1, s.wrs(1, 2, wrSend, 0, 1, 32, 4), errENOMEM, 0)
+			s.post(1, s.wrs(1, 2, ibv.WRSend, 0, 1, 32, 4), ibv.ENOMEM, 0)
 		}, []string{"sq_overflow_cq_not_polled"}},
 
 		{"cq_never_polled", func(s *stream) {
 			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
 			s.send(1, 4, 0, 4)
 			s.send(1, 4, 0, 4)
-			s.post(1, s.wrs(1, 1, wrSend, 0, 1, 32, 4), errENOMEM, 0)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 4), ibv.ENOMEM, 0)
 		}, []string{"sq_overflow_cq_not_polled"}},
 
 		{"polls_too_rare", func(s *stream) {
@@ -75,7 +76,7 @@ func TestDiagnoses(t *testing.T) {
 				next += 2
 			}
 			s.send(1, 2, 0, 2)
-			s.post(1, s.wrs(1, 2, wrSend, 0, 1, 32, 2), errENOMEM, 0)
+			s.post(1, s.wrs(1, 2, ibv.WRSend, 0, 1, 32, 2), ibv.ENOMEM, 0)
 		}, []string{"sq_overflow_polls_too_rare"}},
 
 		{"completions_slow", func(s *stream) {
@@ -85,29 +86,29 @@ func TestDiagnoses(t *testing.T) {
 				s.send(1, 2, 0, 2)
 				s.emptyPolls(1, 3)
 			}
-			s.post(1, s.wrs(1, 2, wrSend, 0, 1, 32, 2), errENOMEM, 0)
+			s.post(1, s.wrs(1, 2, ibv.WRSend, 0, 1, 32, 2), ibv.ENOMEM, 0)
 		}, []string{"sq_overflow_completions_slow"}},
 
 		{"inline_too_big", func(s *stream) {
 			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-			s.post(1, s.wrs(1, 1, wrSend, sendInline, 1, 61, 1), errENOMEM, 0)
-			s.post(1, []trace.WR{{ID: 0, Opcode: wrSend, Flags: sendInline | sendSignaled, NumSGE: 1, Bytes: 60},
-				{ID: 1, Opcode: wrSend, Flags: sendInline | sendSignaled, NumSGE: 1, Bytes: 200}}, errENOMEM, 1)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 61, 1), ibv.ENOMEM, 0)
+			s.post(1, []trace.WR{{ID: 0, Opcode: ibv.WRSend, Flags: ibv.SendInline | ibv.SendSignaled, NumSGE: 1, Bytes: 60},
+				{ID: 1, Opcode: ibv.WRSend, Flags: ibv.SendInline | ibv.SendSignaled, NumSGE: 1, Bytes: 200}}, ibv.ENOMEM, 1)
 		}, []string{"inline_too_big"}},
 
 		{"inline_unsupported", func(s *stream) {
 			s.create(1, trace.QPTypeRC, rcCaps(16, 0, 1), false)
-			s.post(1, s.wrs(1, 1, wrSend, sendInline, 1, 32, 1), errENOMEM, 0)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 32, 1), ibv.ENOMEM, 0)
 		}, []string{"inline_unsupported"}},
 
 		{"too_many_sge", func(s *stream) {
 			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 2), false)
-			s.post(1, s.wrs(1, 1, wrSend, 0, 3, 96, 1), errENOMEM, 0)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 3, 96, 1), ibv.ENOMEM, 0)
 		}, []string{"too_many_sge"}},
 
 		{"einval", func(s *stream) {
 			s.create(1, trace.QPTypeUD, rcCaps(16, 60, 1), false)
-			s.post(1, s.wrs(1, 1, wrRDMAWrite, 0, 1, 32, 1), errEINVAL, 0)
+			s.post(1, s.wrs(1, 1, ibv.WRRDMAWrite, 0, 1, 32, 1), ibv.EINVAL, 0)
 		}, []string{"einval"}},
 
 		{"sig_all_flag", func(s *stream) {
@@ -121,7 +122,7 @@ func TestDiagnoses(t *testing.T) {
 		{"run_near_depth", func(s *stream) {
 			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
 			s.send(1, 12, 0, 0)
-			s.send(1, 1, sendSignaled, 0)
+			s.send(1, 1, ibv.SendSignaled, 0)
 			s.poll(1, 12)
 		}, []string{"unsignaled_run_near_depth"}},
 
@@ -144,10 +145,10 @@ func TestDiagnoses(t *testing.T) {
 			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
 			s.create(2, trace.QPTypeRC, rcCaps(16, 60, 1), false)
 			for range 3 {
-				s.post(1, s.wrs(1, 1, 9, 0, 1, 32, 1), errEINVAL, 0)
+				s.post(1, s.wrs(1, 1, 9, 0, 1, 32, 1), ibv.EINVAL, 0)
 			}
-			s.post(2, s.wrs(2, 1, wrSend, sendInline, 1, 100, 1), errENOMEM, 0)
-			s.post(1, s.wrs(1, 1, 9, 0, 1, 32, 1), errEINVAL, 0)
+			s.post(2, s.wrs(2, 1, ibv.WRSend, ibv.SendInline, 1, 100, 1), ibv.ENOMEM, 0)
+			s.post(1, s.wrs(1, 1, 9, 0, 1, 32, 1), ibv.EINVAL, 0)
 		}, []string{"einval", "inline_too_big"}},
 	}
 	for _, tc := range tests {
@@ -175,7 +176,7 @@ func TestDiagnosisEvidence(t *testing.T) {
 			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
 			s.send(1, 4, 0, 0)
 			for range 3 {
-				s.post(1, s.wrs(1, 1, wrSend, 0, 1, 32, 0), errENOMEM, 0)
+				s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
 			}
 		}, "sq_overflow_never_signaled", 3, map[string]uint64{"outstanding": 4, "max_send_wr": 4, "wrs_posted": 4}},
 		{"not polled since the early poll", func(s *stream) {
@@ -184,17 +185,17 @@ func TestDiagnosisEvidence(t *testing.T) {
 			s.poll(1, 3)       // t=1300
 			s.send(1, 4, 0, 4) // t=1400
 			s.send(1, 4, 0, 4)
-			s.post(1, s.wrs(1, 1, wrSend, 0, 1, 32, 4), errENOMEM, 0)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 4), ibv.ENOMEM, 0)
 		}, "sq_overflow_cq_not_polled", 1, map[string]uint64{"outstanding": 8, "max_send_wr": 8, "signaled_outstanding": 2,
 			"oldest_signaled_ns": 1400, "cq": 0x2001, "cq_last_poll_ns": 1300, "cq_polls": 1}},
 		{"partial list fills the SQ", func(s *stream) {
 			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
 			s.send(1, 2, 0, 0)
-			s.post(1, s.wrs(1, 3, wrSend, 0, 1, 32, 0), errENOMEM, 2)
+			s.post(1, s.wrs(1, 3, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 2)
 		}, "sq_overflow_never_signaled", 1, map[string]uint64{"outstanding": 4, "max_send_wr": 4, "wrs_posted": 4}},
 		{"too many SGEs at list index 1", func(s *stream) {
 			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-			s.post(1, []trace.WR{{ID: 0, Opcode: wrSend, NumSGE: 1, Bytes: 8}, {ID: 1, Opcode: wrSend, NumSGE: 4, Bytes: 8}}, errENOMEM, 1)
+			s.post(1, []trace.WR{{ID: 0, Opcode: ibv.WRSend, NumSGE: 1, Bytes: 8}, {ID: 1, Opcode: ibv.WRSend, NumSGE: 4, Bytes: 8}}, ibv.ENOMEM, 1)
 		}, "too_many_sge", 1, map[string]uint64{"wr_index": 1, "num_sge": 4, "max_send_sge": 1}},
 	}
 	for _, tc := range tests {
@@ -231,7 +232,7 @@ func TestDiagnosesBounded(t *testing.T) {
 	n := MaxDiagnoses + 10
 	for i := range uint32(n) {
 		s.create(i+1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-		s.post(i+1, s.wrs(i+1, 1, 9, 0, 1, 32, 1), errEINVAL, 0)
+		s.post(i+1, s.wrs(i+1, 1, 9, 0, 1, 32, 1), ibv.EINVAL, 0)
 	}
 	var calls int
 	a := New(Options{OnDiagnosis: func(Diagnosis) { calls++ }})

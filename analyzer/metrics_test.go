@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -20,17 +21,17 @@ func TestSignalInterval(t *testing.T) {
 		{"mostly every 4th, once every 8th", func(s *stream) {
 			s.send(1, 12, 0, 4)
 			s.send(1, 7, 0, 0)
-			s.send(1, 1, sendSignaled, 0)
+			s.send(1, 1, ibv.SendSignaled, 0)
 		}, 4, 8, 7},
 		{"tie goes to the shorter interval", func(s *stream) {
 			s.send(1, 2, 0, 2)
 			s.send(1, 2, 0, 0)
-			s.send(1, 1, sendSignaled, 0)
+			s.send(1, 1, ibv.SendSignaled, 0)
 		}, 2, 3, 2},
 		{"long runs counted past the array", func(s *stream) {
 			for range 3 {
 				s.send(1, 99, 0, 0)
-				s.send(1, 1, sendSignaled, 0)
+				s.send(1, 1, ibv.SendSignaled, 0)
 			}
 		}, 100, 100, 99},
 		{"never signaled", func(s *stream) {
@@ -60,8 +61,8 @@ func TestOccupancy(t *testing.T) {
 	for range 5 {
 		s.send(1, 1, 0, 0)
 	}
-	s.send(1, 1, sendSignaled, 0) // 6 outstanding
-	s.poll(1, 5)                  // 0 outstanding
+	s.send(1, 1, ibv.SendSignaled, 0) // 6 outstanding
+	s.poll(1, 5)                      // 0 outstanding
 	s.send(1, 1, 0, 0)
 	o := s.run(Options{}).QPs[0].Occupancy
 	want := []HistBucket{{1, 1, 2}, {2, 3, 2}, {4, 7, 3}}
@@ -103,14 +104,14 @@ func TestHistory(t *testing.T) {
 	}{
 		{"one window", func(s *stream) {
 			s.send(1, 3, 0, 0)
-			s.send(1, 1, sendSignaled, 0)
+			s.send(1, 1, ibv.SendSignaled, 0)
 			s.poll(1, 3)
 		}, 1000, []OccSample{{Max: 4, End: 0, WRs: 4, CQEs: 1}}},
 		{"gap carries the level over", func(s *stream) {
 			s.send(1, 2, 0, 0) // t=1100, window 1
 			s.wait(2000)
-			s.send(1, 1, sendSignaled, 0) // t=3200, window 3
-			s.poll(1, 2)                  // t=3300
+			s.send(1, 1, ibv.SendSignaled, 0) // t=3200, window 3
+			s.poll(1, 2)                      // t=3300
 		}, 1000, []OccSample{{2, 2, 2, 0}, {2, 2, 0, 0}, {3, 0, 1, 1}}},
 		{"only the last windows are kept", func(s *stream) {
 			for range 6 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -21,16 +22,16 @@ func smallRecording() []trace.Event {
 	s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 124, 1), false)
 	s.create(0x1c1, trace.QPTypeRC, rcCaps(8, 124, 1), false)
 	for i := range 8 {
-		s.post(0x1c0, s.wrs(0x1c0, 4, wrSend, sendInline, 1, 64, 8), 0, 4)
+		s.post(0x1c0, s.wrs(0x1c0, 4, ibv.WRSend, ibv.SendInline, 1, 64, 8), 0, 4)
 		if i%2 == 1 {
 			s.emptyPolls(0x1c0, 2)
 			s.poll(0x1c0, s.ids[0x1c0]-1)
 		}
 	}
 	for range 8 {
-		s.post(0x1c1, s.wrs(0x1c1, 1, wrRDMAWrite, 0, 1, 4096, 0), 0, 1)
+		s.post(0x1c1, s.wrs(0x1c1, 1, ibv.WRRDMAWrite, 0, 1, 4096, 0), 0, 1)
 	}
-	s.post(0x1c1, s.wrs(0x1c1, 1, wrRDMAWrite, 0, 1, 4096, 0), errENOMEM, 0)
+	s.post(0x1c1, s.wrs(0x1c1, 1, ibv.WRRDMAWrite, 0, 1, 4096, 0), ibv.ENOMEM, 0)
 	s.evs = append(s.evs, &trace.Exit{Header: s.hdr(), Code: 1})
 	return s.evs
 }

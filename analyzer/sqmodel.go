@@ -8,26 +8,8 @@ package analyzer
 import (
 	"math/bits"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
-)
-
-// verbs constants the model needs (enum values of <infiniband/verbs.h>).
-const (
-	wrRDMAWrite    = 0
-	wrRDMAWriteImm = 1
-	wrSend         = 2
-	wrSendImm      = 3
-	wrRDMARead     = 4
-	wrAtomicCS     = 5
-	wrAtomicFA     = 6
-
-	sendSignaled = 1 << 1
-	sendInline   = 1 << 3
-
-	wcRecv = 128 // IBV_WC_RECV: completions at or above are receive side
-
-	errENOMEM = 12
-	errEINVAL = 22
 )
 
 // mlx5 WQE geometry (design.md).
@@ -273,9 +255,9 @@ func (q *sq) opOverhead(op uint8) uint32 {
 		size += dgramSeg
 	}
 	switch op {
-	case wrRDMAWrite, wrRDMAWriteImm, wrRDMARead:
+	case ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm, ibv.WRRDMARead:
 		size += raddrSeg
-	case wrAtomicCS, wrAtomicFA:
+	case ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
 		size += raddrSeg + 16
 	}
 	return size
@@ -288,7 +270,7 @@ func align(v, a uint32) uint32 { return (v + a - 1) / a * a }
 // count and the total, so all SGEs of a non-empty WR count as non-empty.
 func (q *sq) wqeSize(w *trace.WR) (size uint32, gathers uint32) {
 	size = q.opOverhead(w.Opcode)
-	if w.Flags&sendInline != 0 {
+	if w.Flags&ibv.SendInline != 0 {
 		if w.Bytes > 0 {
 			size += align(inlHdr+w.Bytes, 16)
 		}
@@ -302,26 +284,33 @@ func (q *sq) wqeSize(w *trace.WR) (size uint32, gathers uint32) {
 }
 
 func (q *sq) isSignaled(w *trace.WR) bool {
-	return q.sigAll || w.Flags&sendSignaled != 0
+	return q.sigAll || w.Flags&ibv.SendSignaled != 0
+}
+
+// modeledOp reports whether the model knows the WQE of an opcode.
+func modeledOp(op uint8) bool {
+	switch op {
+	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm, ibv.WRRDMARead,
+		ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
+		return true
+	}
+	return false
 }
 
 func opcodeValid(typ trace.QPType, op uint8) bool {
-	switch op {
-	case wrSend, wrSendImm:
-		return true
-	case wrRDMAWrite, wrRDMAWriteImm, wrRDMARead, wrAtomicCS, wrAtomicFA:
-		return typ != trace.QPTypeUD
+	if !modeledOp(op) {
+		return false
 	}
-	return false
+	return op == ibv.WRSend || op == ibv.WRSendWithImm || typ != trace.QPTypeUD
 }
 
 // cause classifies a failed post at WR index i of the list, by the
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
-	if p.Ret == errEINVAL {
+	if p.Ret == ibv.EINVAL {
 		return causeEINVAL
 	}
-	if p.Ret != errENOMEM {
+	if p.Ret != ibv.ENOMEM {
 		return causeOther
 	}
 	if i >= len(p.WRs) {
@@ -338,7 +327,7 @@ func (q *sq) cause(p *trace.Post, i int) errCause {
 		}
 		if p.API == trace.APIWR {
 			// wr API: the inline size is checked when the data is set
-			if w.Flags&sendInline != 0 && w.Bytes > q.caps.MaxInlineData {
+			if w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData {
 				return causeInline
 			}
 			if w.NumSGE > q.caps.MaxSendSGE {
@@ -349,7 +338,7 @@ func (q *sq) cause(p *trace.Post, i int) errCause {
 		if w.NumSGE > q.caps.MaxSendSGE {
 			return causeSGE
 		}
-		if w.Flags&sendInline != 0 && w.Bytes > q.caps.MaxInlineData {
+		if w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData {
 			return causeInline
 		}
 		return causeUnknownENOMEM
@@ -433,10 +422,10 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 			bbs := (size + wqebb - 1) / wqebb
 			q.c.WQEBBs += uint64(bbs)
 			batchBytes += uint64(bbs) * wqebb
-			lastSize, lastInline = size, w.Flags&sendInline != 0
+			lastSize, lastInline = size, w.Flags&ibv.SendInline != 0
 			sig = q.isSignaled(w)
 			if q.sigAll {
-				if w.Flags&sendSignaled != 0 {
+				if w.Flags&ibv.SendSignaled != 0 {
 					q.sigAllFlagged++
 				} else {
 					q.sigAllUnflagged++

@@ -3,6 +3,7 @@ package analyzer
 import (
 	"testing"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -23,7 +24,7 @@ func (f *feed) create(caps trace.Caps, sigAll bool) {
 func (f *feed) post(n int, flags uint32, bytes uint32, ret int32, accepted int) {
 	p := &trace.Post{Header: trace.Header{TimeNS: f.now(), PID: 7}, QP: 0x1000, QPNum: 0x1c0, Ret: ret, Accepted: uint32(accepted)}
 	for i := 0; i < n; i++ {
-		p.WRs = append(p.WRs, trace.WR{ID: f.id, Opcode: wrSend, Flags: flags, NumSGE: 1, Bytes: bytes})
+		p.WRs = append(p.WRs, trace.WR{ID: f.id, Opcode: ibv.WRSend, Flags: flags, NumSGE: 1, Bytes: bytes})
 		f.id++
 	}
 	f.evs = append(f.evs, p)
@@ -54,9 +55,9 @@ func TestModel(t *testing.T) {
 		{"never signaled fills the SQ", func(f *feed) {
 			f.create(caps, false)
 			for i := 0; i < 4; i++ {
-				f.post(1, sendInline, 32, 0, 1)
+				f.post(1, ibv.SendInline, 32, 0, 1)
 			}
-			f.post(1, sendInline, 32, errENOMEM, 0)
+			f.post(1, ibv.SendInline, 32, ibv.ENOMEM, 0)
 			f.poll()
 		}, func(t *testing.T, q QP) {
 			if q.WRs != 4 || q.ENOMEMSQFull != 1 || q.Outstanding != 4 || q.PeakOutstanding != 4 || q.Inline != 4 || q.BFWrites != 4 {
@@ -67,7 +68,7 @@ func TestModel(t *testing.T) {
 			f.create(caps, false)
 			f.post(1, 0, 32, 0, 1)
 			f.post(1, 0, 32, 0, 1)
-			f.post(1, sendSignaled, 32, 0, 1)
+			f.post(1, ibv.SendSignaled, 32, 0, 1)
 			f.poll(2)
 		}, func(t *testing.T, q QP) {
 			if q.Outstanding != 0 || q.CQEsPolled != 1 || q.Signaled != 1 || q.CQEWrites != 1 || q.LongestUnsignaledRun != 2 {
@@ -76,7 +77,7 @@ func TestModel(t *testing.T) {
 		}},
 		{"inline too big", func(f *feed) {
 			f.create(caps, false)
-			f.post(1, sendInline, 61, errENOMEM, 0)
+			f.post(1, ibv.SendInline, 61, ibv.ENOMEM, 0)
 		}, func(t *testing.T, q QP) {
 			if q.ENOMEMInline != 1 || q.ENOMEMSQFull != 0 || q.WRs != 0 || q.Doorbells != 0 {
 				t.Fatalf("%+v", q)
@@ -85,7 +86,7 @@ func TestModel(t *testing.T) {
 		{"partial list: SQ full at the third WR", func(f *feed) {
 			f.create(caps, false)
 			f.post(2, 0, 32, 0, 2)
-			f.post(3, 0, 32, errENOMEM, 2)
+			f.post(3, 0, 32, ibv.ENOMEM, 2)
 		}, func(t *testing.T, q QP) {
 			if q.WRs != 4 || q.ENOMEMSQFull != 1 || q.Doorbells != 2 || q.DMAReadsWQE != 2 || q.BFWrites != 0 {
 				t.Fatalf("%+v", q)
@@ -104,7 +105,7 @@ func TestModel(t *testing.T) {
 			for i := 0; i < 3; i++ {
 				f.post(1, 0, 32, 0, 1)
 			}
-			f.post(1, 0, 32, errENOMEM, 0)
+			f.post(1, 0, 32, ibv.ENOMEM, 0)
 		}, func(t *testing.T, q QP) {
 			if q.CapsKnown || !q.CapsInferred || q.MaxSendWR != 3 || q.ENOMEMSQFull != 1 {
 				t.Fatalf("%+v", q)

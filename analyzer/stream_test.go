@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -73,7 +74,7 @@ func (s *stream) wrs(qpn uint32, n int, op uint8, flags uint32, sges, bytes uint
 		s.ids[qpn]++
 		f := flags
 		if sigEvery > 0 && (id+1)%sigEvery == 0 {
-			f |= sendSignaled
+			f |= ibv.SendSignaled
 		}
 		out[i] = trace.WR{ID: id, Opcode: op, Flags: f, NumSGE: sges, Bytes: bytes}
 	}
@@ -94,7 +95,7 @@ func (s *stream) post(qpn uint32, wrs []trace.WR, ret int32, accepted int) {
 
 // send posts n SEND WRs of 32 bytes, one SGE, all accepted.
 func (s *stream) send(qpn uint32, n int, flags uint32, sigEvery uint64) {
-	s.post(qpn, s.wrs(qpn, n, wrSend, flags, 1, 32, sigEvery), 0, n)
+	s.post(qpn, s.wrs(qpn, n, ibv.WRSend, flags, 1, 32, sigEvery), 0, n)
 }
 
 // poll returns send completions of the given wr_ids of qpn.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -169,7 +170,7 @@ func tallyEvents(evs []trace.Event) tally {
 				c.WRBatches++
 				c.WRWRs += uint64(e.NumWRs())
 				for _, w := range e.WRs {
-					if w.Flags&8 != 0 {
+					if w.Flags&ibv.SendInline != 0 {
 						c.WRInline++
 					}
 				}
@@ -394,14 +395,14 @@ func qpTotals(evs []trace.Event) (m map[uint32]trace.QPCounters, truncated map[u
 			if uint32(i) >= p.Accepted {
 				break
 			}
-			if w.Flags&8 != 0 {
+			if w.Flags&ibv.SendInline != 0 {
 				c.Inline++
 				c.InlineBytes += uint64(w.Bytes)
 			} else {
 				c.PayloadBytes += uint64(w.Bytes)
 				c.PayloadSGEs += uint64(w.NumSGE)
 			}
-			if w.Flags&2 != 0 {
+			if w.Flags&ibv.SendSignaled != 0 {
 				c.Signaled++
 			}
 		}
@@ -497,7 +498,7 @@ func TestDecodedValues(t *testing.T) {
 			}
 			if !e.Aborted {
 				for i, w := range e.WRs {
-					if uint32(i) < e.Accepted && w.Flags&2 != 0 {
+					if uint32(i) < e.Accepted && w.Flags&ibv.SendSignaled != 0 {
 						signaled[w.ID] = e.QPNum
 					}
 				}
@@ -532,7 +533,7 @@ func TestDecodedValues(t *testing.T) {
 		if p.QPNum != 0x100 || len(p.WRs) != 1 || p.Ret != 0 || p.Accepted != 1 {
 			t.Fatalf("got %+v", p)
 		}
-		if w := p.WRs[0]; w.Opcode != 2 || w.Flags != 2 || w.NumSGE != 1 || w.Bytes != 8 {
+		if w := p.WRs[0]; w.Opcode != ibv.WRSend || w.Flags != ibv.SendSignaled || w.NumSGE != 1 || w.Bytes != 8 {
 			t.Errorf("WR %+v, want SEND, SIGNALED, 1 SGE of 8 bytes", w)
 		}
 	})
@@ -563,17 +564,17 @@ func TestDecodedValues(t *testing.T) {
 	})
 	t.Run("SQ full: ENOMEM with bad_wr", func(t *testing.T) {
 		p := find(func(p *trace.Post) bool { return p.Ret != 0 })
-		if p.Ret != 12 || p.Accepted != 9 || p.NumWRs() != 12 || p.WRs[9].ID != 500009 {
+		if p.Ret != ibv.ENOMEM || p.Accepted != 9 || p.NumWRs() != 12 || p.WRs[9].ID != 500009 {
 			t.Errorf("ret %d accepted %d of %d", p.Ret, p.Accepted, p.NumWRs())
 		}
 	})
 	t.Run("wr batches", func(t *testing.T) {
 		b := batches[0] // batch 0: one SEND, inline 32 bytes
-		if len(b.WRs) != 1 || b.WRs[0].Opcode != 2 || b.WRs[0].Flags != 2|8 || b.WRs[0].Bytes != 32 || b.Accepted != 1 {
+		if len(b.WRs) != 1 || b.WRs[0].Opcode != ibv.WRSend || b.WRs[0].Flags != ibv.SendSignaled|ibv.SendInline || b.WRs[0].Bytes != 32 || b.Accepted != 1 {
 			t.Errorf("batch 0: %+v", b)
 		}
 		b = batches[1] // batch 1: SEND, RDMA_WRITE with one 4096-byte SGE
-		if len(b.WRs) != 2 || b.WRs[1].Opcode != 0 || b.WRs[1].Bytes != 4096 || b.WRs[1].NumSGE != 1 || b.WRs[1].Flags&8 != 0 {
+		if len(b.WRs) != 2 || b.WRs[1].Opcode != ibv.WRRDMAWrite || b.WRs[1].Bytes != 4096 || b.WRs[1].NumSGE != 1 || b.WRs[1].Flags&ibv.SendInline != 0 {
 			t.Errorf("batch 1: %+v", b)
 		}
 		b = batches[2] // batch 2: three WRs with an SGE list of 3
@@ -612,7 +613,7 @@ func TestDecodedValues(t *testing.T) {
 					unseen++ // its WR was past the record bound
 					continue
 				}
-				if !ok || qpn != wc.QPNum || wc.Status != 0 {
+				if !ok || qpn != wc.QPNum || wc.Status != ibv.WCSuccess {
 					t.Errorf("completion %+v of no signaled WR (qp %#x, %v)", wc, qpn, ok)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/ibv"
 )
 
 // role is one kind of function sqscope probes, and the programs it takes.
@@ -38,11 +39,11 @@ var roles = []role{
 		ret:   func(p *bpf.VerbsPrograms) *ebpf.Program { return p.WrCompleteRet }},
 	{name: "wr_abort", fn: int(bpf.VerbsSqFnSQ_FN_WR_ABORT),
 		entry: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.WrAbort }},
-	{name: "wr_send", fn: int(bpf.VerbsSqFnSQ_FN_WR_SEND), entry: wrOpcode, cookie: 2},
-	{name: "wr_send_imm", fn: int(bpf.VerbsSqFnSQ_FN_WR_SEND_IMM), entry: wrOpcode, cookie: 3},
-	{name: "wr_rdma_write", fn: int(bpf.VerbsSqFnSQ_FN_WR_RDMA_WRITE), entry: wrOpcode, cookie: 0},
-	{name: "wr_rdma_write_imm", fn: int(bpf.VerbsSqFnSQ_FN_WR_RDMA_WRITE_IMM), entry: wrOpcode, cookie: 1},
-	{name: "wr_rdma_read", fn: int(bpf.VerbsSqFnSQ_FN_WR_RDMA_READ), entry: wrOpcode, cookie: 4},
+	{name: "wr_send", fn: int(bpf.VerbsSqFnSQ_FN_WR_SEND), entry: wrOpcode, cookie: ibv.WRSend},
+	{name: "wr_send_imm", fn: int(bpf.VerbsSqFnSQ_FN_WR_SEND_IMM), entry: wrOpcode, cookie: ibv.WRSendWithImm},
+	{name: "wr_rdma_write", fn: int(bpf.VerbsSqFnSQ_FN_WR_RDMA_WRITE), entry: wrOpcode, cookie: ibv.WRRDMAWrite},
+	{name: "wr_rdma_write_imm", fn: int(bpf.VerbsSqFnSQ_FN_WR_RDMA_WRITE_IMM), entry: wrOpcode, cookie: ibv.WRRDMAWriteWithImm},
+	{name: "wr_rdma_read", fn: int(bpf.VerbsSqFnSQ_FN_WR_RDMA_READ), entry: wrOpcode, cookie: ibv.WRRDMARead},
 	{name: "wr_set_inline_data", fn: int(bpf.VerbsSqFnSQ_FN_WR_SET_INLINE_DATA),
 		entry: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.WrSetInlineData }},
 	{name: "wr_set_inline_data_list", fn: int(bpf.VerbsSqFnSQ_FN_WR_SET_INLINE_DATA_LIST),

@@ -196,7 +196,7 @@ func Open(opts Options) (*Tracer, error) {
 		name string
 		v    int
 		max  int
-	}{{"MaxWRs", opts.MaxWRs, 64}, {"MaxSGEs", opts.MaxSGEs, 16}, {"MaxWCs", opts.MaxWCs, 32}} {
+	}{{"MaxWRs", opts.MaxWRs, bpf.MaxWRs}, {"MaxSGEs", opts.MaxSGEs, bpf.MaxSGEs}, {"MaxWCs", opts.MaxWCs, bpf.MaxWCs}} {
 		if b.v < 0 || b.v > b.max {
 			return nil, fmt.Errorf("%s %d: want 1..%d (0 for the default)", b.name, b.v, b.max)
 		}
@@ -278,9 +278,9 @@ func (t *Tracer) load() error {
 		{"targ_mode", uint8(t.opts.Mode)},
 		{"call_times", boolKnob(t.opts.CallTimes)},
 		{"use_thread_slots", boolKnob(!t.opts.noThreadSlots)},
-		{"max_wrs", bound(t.opts.MaxWRs, 64)},
-		{"max_sges", bound(t.opts.MaxSGEs, 16)},
-		{"max_wcs", bound(t.opts.MaxWCs, 32)},
+		{"max_wrs", bound(t.opts.MaxWRs, bpf.MaxWRs)},
+		{"max_sges", bound(t.opts.MaxSGEs, bpf.MaxSGEs)},
+		{"max_wcs", bound(t.opts.MaxWCs, bpf.MaxWCs)},
 		{"wakeup_bytes", uint64(t.opts.RingBytes / 4)},
 	} {
 		if err := set(kv.name, kv.v); err != nil {

@@ -7,7 +7,11 @@
 // processes of one boot, never across machines.
 package trace
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sqscope/sqscope/ibv"
+)
 
 // Event is one thing the tracer saw. Use a type switch on the concrete types
 // below; every one of them embeds Header.
@@ -58,30 +62,22 @@ type Header struct {
 
 func (h *Header) Hdr() *Header { return h }
 
-// QPType mirrors enum ibv_qp_type for the types sqscope models.
+// QPType is enum ibv_qp_type for the types sqscope models.
 type QPType uint8
 
 const (
-	QPTypeRC      QPType = 2
-	QPTypeUC      QPType = 3
-	QPTypeUD      QPType = 4
-	QPTypeRawPkt  QPType = 8
-	QPTypeXRCSend QPType = 9
-	QPTypeDriver  QPType = 0xff
+	QPTypeRC      QPType = ibv.QPTRC
+	QPTypeUC      QPType = ibv.QPTUC
+	QPTypeUD      QPType = ibv.QPTUD
+	QPTypeRawPkt  QPType = ibv.QPTRawPacket
+	QPTypeXRCSend QPType = ibv.QPTXRCSend
+	QPTypeDriver  QPType = ibv.QPTDriver
 )
 
 func (t QPType) String() string {
 	switch t {
-	case QPTypeRC:
-		return "RC"
-	case QPTypeUC:
-		return "UC"
-	case QPTypeUD:
-		return "UD"
-	case QPTypeRawPkt:
-		return "RAW"
-	case QPTypeXRCSend:
-		return "XRC"
+	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeRawPkt, QPTypeXRCSend:
+		return ibv.QPTypeName(uint8(t))
 	case 0:
 		return "?"
 	}

@@ -117,6 +117,8 @@ import (
 	"fmt"
 	"syscall"
 	"unsafe"
+
+	"github.com/sqscope/sqscope/ibv"
 )
 
 // SendWR describes one send work request for PostSend and PostWR: NumSGE
@@ -139,7 +141,7 @@ type WC struct {
 }
 
 // WCStatusFlushErr is IBV_WC_WR_FLUSH_ERR.
-const WCStatusFlushErr = C.IBV_WC_WR_FLUSH_ERR
+const WCStatusFlushErr = ibv.WCWRFlushErr
 
 func toC(wrs []SendWR) []C.struct_go_wr {
 	in := make([]C.struct_go_wr, len(wrs))

@@ -1,9 +1,10 @@
-// Package verbs holds sqscope's verbs facts (opcodes, flags, ABI offsets) and
-// the two devices its workload can drive: the simulated mlx5-like HCA ("sim",
-// sim.c) and real libibverbs devices (device.c). Both hand out Endpoints, a
-// sending QP with its CQ and buffers, on which the workload posts through the
-// unmodified static inline ibv_post_send()/ibv_poll_cq()/ibv_wr_*() of
-// <infiniband/verbs.h>. Nothing here knows about tracing.
+// Package verbs holds the two devices sqscope's workload can drive: the
+// simulated mlx5-like HCA ("sim", sim.c) and real libibverbs devices
+// (device.c). Both hand out Endpoints, a sending QP with its CQ and
+// buffers, on which the workload posts through the unmodified static inline
+// ibv_post_send()/ibv_poll_cq()/ibv_wr_*() of <infiniband/verbs.h>. The
+// verbs values Go code needs are in package ibv. Nothing here knows about
+// tracing.
 package verbs
 
 /*
@@ -19,22 +20,21 @@ import "C"
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/sqscope/sqscope/ibv"
 )
 
 // QPType is the transport of a QP.
 type QPType int
 
 const (
-	RC QPType = C.IBV_QPT_RC
-	UD QPType = C.IBV_QPT_UD
+	RC QPType = ibv.QPTRC
+	UD QPType = ibv.QPTUD
 )
 
 func (t QPType) String() string {
-	switch t {
-	case RC:
-		return "RC"
-	case UD:
-		return "UD"
+	if t == RC || t == UD {
+		return ibv.QPTypeName(uint8(t))
 	}
 	return fmt.Sprintf("qptype(%d)", int(t))
 }
@@ -50,15 +50,15 @@ func ParseQPType(s string) (QPType, error) {
 	return 0, fmt.Errorf("unknown connection type %q (want RC or UD)", s)
 }
 
-// Opcodes and flags of <infiniband/verbs.h> the workload uses.
+// Opcodes and flags the workload uses (package ibv has them all).
 const (
-	OpRDMAWrite = C.IBV_WR_RDMA_WRITE
-	OpSend      = C.IBV_WR_SEND
+	OpRDMAWrite = ibv.WRRDMAWrite
+	OpSend      = ibv.WRSend
 
-	SendFenceFlag    = C.IBV_SEND_FENCE
-	SendSignaledFlag = C.IBV_SEND_SIGNALED
-	SendSolicited    = C.IBV_SEND_SOLICITED
-	SendInlineFlag   = C.IBV_SEND_INLINE
+	SendFenceFlag    = ibv.SendFence
+	SendSignaledFlag = ibv.SendSignaled
+	SendSolicited    = ibv.SendSolicited
+	SendInlineFlag   = ibv.SendInline
 )
 
 // QPConfig is what the application asks for when it creates a QP.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sqscope/sqscope/verbs"
+	"github.com/sqscope/sqscope/ibv"
 )
 
 // hcaOnly are the counter names only the simulated HCA can know.
@@ -47,7 +47,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 }
 
 func opName(op int) string {
-	if op == verbs.OpRDMAWrite {
+	if op == ibv.WRRDMAWrite {
 		return "WRITE"
 	}
 	return "SEND"

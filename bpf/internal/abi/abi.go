@@ -1,7 +1,9 @@
 // Package abi measures, with the host C compiler, the facts bpf/events.h
 // mirrors: verbs ABI offsets and sizes from the installed
-// <infiniband/verbs.h>, and the sizes of the records events.h defines. Only
-// the bpf package's tests import it.
+// <infiniband/verbs.h>, and the sizes of the records events.h defines; and
+// (consts.go) the verbs enum values and errnos package ibv carries and the
+// events.h record bounds package bpf carries. Only the bpf package's tests
+// import it.
 //
 // events.h in this directory is a symbolic link to bpf/events.h: the Go
 // build cache tracks the headers of a package's own directory only.

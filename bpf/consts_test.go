@@ -1,0 +1,53 @@
+package bpf
+
+import (
+	"testing"
+
+	"github.com/sqscope/sqscope/bpf/internal/abi"
+	"github.com/sqscope/sqscope/ibv"
+)
+
+// TestIBVFacts pins every value package ibv carries against the installed
+// <infiniband/verbs.h> and <errno.h>. Package ibv's own test checks that
+// its table lists every constant it has.
+func TestIBVFacts(t *testing.T) {
+	measured := abi.Consts()
+	facts := ibv.Facts()
+	if len(facts) != len(measured) {
+		t.Errorf("package ibv carries %d values, package abi measures %d", len(facts), len(measured))
+	}
+	for _, f := range facts {
+		t.Run(f.C, func(t *testing.T) {
+			want, ok := measured[f.C]
+			switch {
+			case !ok:
+				t.Errorf("package ibv carries %s but package abi does not measure it", f.C)
+			case f.Value != want:
+				t.Errorf("package ibv says %s = %d, the C headers say %d", f.C, f.Value, want)
+			}
+		})
+	}
+}
+
+// TestBoundsPinned checks the Go record bounds against events.h.
+func TestBoundsPinned(t *testing.T) {
+	measured := abi.Bounds()
+	cases := []struct {
+		c     string
+		goVal int64
+	}{
+		{"SQ_MAX_WRS", MaxWRs},
+		{"SQ_MAX_SGES", MaxSGEs},
+		{"SQ_MAX_WCS", MaxWCs},
+	}
+	if len(cases) != len(measured) {
+		t.Errorf("%d bounds measured, %d checked", len(measured), len(cases))
+	}
+	for _, c := range cases {
+		t.Run(c.c, func(t *testing.T) {
+			if want, ok := measured[c.c]; !ok || c.goVal != want {
+				t.Errorf("Go says %s = %d, events.h says %d (measured: %v)", c.c, c.goVal, want, ok)
+			}
+		})
+	}
+}
