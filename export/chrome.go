@@ -11,9 +11,9 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"syscall"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -150,19 +150,6 @@ func slice(name, cat string, h *trace.Header, entryNS uint64, args any) *chromeE
 	return &chromeEvent{Name: name, Cat: cat, Ph: "X", Ts: usec(start), Dur: usec(dur), Pid: h.PID, Tid: h.TID, Args: args}
 }
 
-func errnoName(ret int32) string {
-	switch ret {
-	case int32(syscall.ENOMEM):
-		return "ENOMEM"
-	case int32(syscall.EINVAL):
-		return "EINVAL"
-	}
-	if ret > 0 {
-		return syscall.Errno(ret).Error()
-	}
-	return "error " + strconv.Itoa(int(ret))
-}
-
 // Event draws one event.
 func (x *Chrome) Event(ev trace.Event) {
 	x.a.Ingest(ev)
@@ -180,7 +167,7 @@ func (x *Chrome) Event(ev trace.Event) {
 		x.cw.write(slice(name, "post", &e.Header, e.EntryNS, map[string]any{
 			"qp_num": hex(uint64(e.QPNum)), "n": e.NumWRs(), "accepted": e.Accepted, "ret": e.Ret}))
 		if e.Ret != 0 {
-			x.cw.write(&chromeEvent{Name: "post failed: " + errnoName(e.Ret), Cat: "error", Ph: "i", S: "t",
+			x.cw.write(&chromeEvent{Name: "post failed: " + ibv.ErrnoName(e.Ret), Cat: "error", Ph: "i", S: "t",
 				Ts: usec(e.TimeNS), Pid: e.PID, Tid: e.TID, Args: map[string]any{
 					"qp_num": hex(uint64(e.QPNum)), "ret": e.Ret, "failed_wr_index": e.Accepted}})
 		}
@@ -200,12 +187,12 @@ func (x *Chrome) Event(ev trace.Event) {
 		x.qps = x.qps[:0]
 		for i := range e.WCs {
 			wc := &e.WCs[i]
-			if wc.Status != 0 {
+			if wc.Status != ibv.WCSuccess {
 				x.cw.write(&chromeEvent{Name: "error CQE", Cat: "error", Ph: "i", S: "t", Ts: usec(e.TimeNS),
 					Pid: e.PID, Tid: e.TID, Args: map[string]any{"qp_num": hex(uint64(wc.QPNum)), "wr_id": wc.ID,
 						"status": wc.Status, "opcode": wc.Opcode}})
 			}
-			if wc.Opcode >= 128 || contains(x.qps, wc.QPNum) { // 128: IBV_WC_RECV
+			if ibv.IsRecvWC(wc.Opcode) || contains(x.qps, wc.QPNum) {
 				continue // receive completion, or QP already listed
 			}
 			x.qps = append(x.qps, wc.QPNum)

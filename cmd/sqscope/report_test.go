@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -35,13 +36,6 @@ func sqscope(args ...string) (stdout, stderr string, code int, err error) {
 	err = run(context.Background(), args, &out, &errb)
 	return out.String(), errb.String(), exitCode(err), err
 }
-
-const (
-	sendInline   = 1 << 3
-	sendSignaled = 1 << 1
-	opSend       = 2
-	errENOMEM    = 12
-)
 
 // events builds a stream for process 7: QP 0x10 (depth 64) posts batches
 // of 4 inline WRs and signals every 8th; QP 0x11 (depth 4) never signals
@@ -72,9 +66,9 @@ func (e *events) post(qpn uint32, n int, flags uint32, sigEvery uint64, ret int3
 		e.ids[qpn]++
 		f := flags
 		if sigEvery > 0 && (id+1)%sigEvery == 0 {
-			f |= sendSignaled
+			f |= ibv.SendSignaled
 		}
-		p.WRs = append(p.WRs, trace.WR{ID: id, Opcode: opSend, Flags: f, NumSGE: 1, Bytes: 64})
+		p.WRs = append(p.WRs, trace.WR{ID: id, Opcode: ibv.WRSend, Flags: f, NumSGE: 1, Bytes: 64})
 	}
 	e.evs = append(e.evs, p)
 }
@@ -96,7 +90,7 @@ func sample() []trace.Event {
 	e.create(0x10, 64)
 	e.create(0x11, 4)
 	for i := range 8 {
-		e.post(0x10, 4, sendInline, 8, 0, 4)
+		e.post(0x10, 4, ibv.SendInline, 8, 0, 4)
 		if i%2 == 1 {
 			e.poll(0x10, 0, e.ids[0x10]-1)
 		}
@@ -104,7 +98,7 @@ func sample() []trace.Event {
 	for range 4 {
 		e.post(0x11, 1, 0, 0, 0, 1)
 	}
-	e.post(0x11, 1, 0, 0, errENOMEM, 0)
+	e.post(0x11, 1, 0, 0, ibv.ENOMEM, 0)
 	e.ids[0x11]--
 	return e.evs
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/verbs"
 	"github.com/sqscope/sqscope/workload"
 )
@@ -125,9 +126,9 @@ func parseWorkload(args []string, stderr io.Writer) (*workloadFlags, error) {
 	c.Conn = qt
 	switch strings.ToLower(f.opcode) {
 	case "send":
-		c.Opcode = verbs.OpSend
+		c.Opcode = ibv.WRSend
 	case "write":
-		c.Opcode = verbs.OpRDMAWrite
+		c.Opcode = ibv.WRRDMAWrite
 	default:
 		return nil, usageErr("workload: --opcode %q: want send or write", f.opcode)
 	}
