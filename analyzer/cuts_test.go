@@ -9,6 +9,12 @@ import (
 	"github.com/sqscope/sqscope/trace"
 )
 
+// Values of <infiniband/verbs.h> and errno the cuts tests use.
+const (
+	opSend    = 2  // IBV_WR_SEND
+	retENOMEM = 12 // ENOMEM
+)
+
 // sgeCut gives WRs i (of wrs) more SGEs than the tracer sums: n past the
 // bound, their bytes those of the first 16.
 func sgeCut(wrs []trace.WR, n uint8, idx ...int) []trace.WR {
@@ -33,27 +39,27 @@ func TestCuts(t *testing.T) {
 		want   Cuts
 	}{
 		{"nothing cut", func(s *stream) {
-			s.post(1, s.wrs(1, 4, wrSend, 0, 16, 1024, 4), 0, 4)
+			s.post(1, s.wrs(1, 4, opSend, 0, 16, 1024, 4), 0, 4)
 		}, Cuts{}},
 		{"SGEs past the bound on posted WRs", func(s *stream) {
-			s.post(1, sgeCut(s.wrs(1, 4, wrSend, 0, 1, 64, 4), 4, 0, 2), 0, 4)
-			s.post(1, sgeCut(s.wrs(1, 1, wrSend, 0, 1, 64, 1), 255, 0), 0, 1)
+			s.post(1, sgeCut(s.wrs(1, 4, opSend, 0, 1, 64, 4), 4, 0, 2), 0, 4)
+			s.post(1, sgeCut(s.wrs(1, 1, opSend, 0, 1, 64, 1), 255, 0), 0, 1)
 		}, Cuts{SGECutWRs: 3, SGEsNotSummed: 4 + 4 + 255}},
 		{"SGEs past the bound on WRs not posted", func(s *stream) {
 			// the provider took the first two; the cut WR after them was refused
-			s.post(1, sgeCut(s.wrs(1, 4, wrSend, 0, 1, 64, 4), 6, 1, 2), errENOMEM, 2)
+			s.post(1, sgeCut(s.wrs(1, 4, opSend, 0, 1, 64, 4), 6, 1, 2), retENOMEM, 2)
 		}, Cuts{SGECutWRs: 1, SGEsNotSummed: 6}},
 		{"aborted wr batch", func(s *stream) {
 			s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, API: trace.APIWR, Aborted: true,
-				WRs: sgeCut(s.wrs(1, 2, wrSend, 0, 1, 64, 0), 3, 0, 1)})
+				WRs: sgeCut(s.wrs(1, 2, opSend, 0, 1, 64, 0), 3, 0, 1)})
 		}, Cuts{}},
 		{"list walk capped", func(s *stream) {
-			s.capped(1, s.wrs(1, 64, wrSend, 0, 1, 64, 0), 1024, 0, 1024)
-			s.capped(1, s.wrs(1, 64, wrSend, 0, 1, 64, 0), 1024, errENOMEM, 0)
-			s.post(1, s.wrs(1, 8, wrSend, 0, 1, 64, 8), 0, 8)
+			s.capped(1, s.wrs(1, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
+			s.capped(1, s.wrs(1, 64, opSend, 0, 1, 64, 0), 1024, retENOMEM, 0)
+			s.post(1, s.wrs(1, 8, opSend, 0, 1, 64, 8), 0, 8)
 		}, Cuts{WalkCappedPosts: 2}},
 		{"both", func(s *stream) {
-			s.capped(1, sgeCut(s.wrs(1, 64, wrSend, 0, 1, 64, 0), 4, 0, 63), 1024, 0, 1024)
+			s.capped(1, sgeCut(s.wrs(1, 64, opSend, 0, 1, 64, 0), 4, 0, 63), 1024, 0, 1024)
 		}, Cuts{SGECutWRs: 2, SGEsNotSummed: 8, WalkCappedPosts: 1}},
 	}
 	for _, tc := range tests {
@@ -124,8 +130,8 @@ func TestReportCuts(t *testing.T) {
 	s := newStream()
 	s.create(0x1c0, trace.QPTypeRC, rcCaps(4096, 0, 30), false)
 	s.create(0x1c1, trace.QPTypeRC, rcCaps(64, 0, 1), false)
-	s.capped(0x1c0, s.wrs(0x1c0, 64, wrSend, 0, 1, 64, 0), 1024, 0, 1024)
-	s.post(0x1c0, sgeCut(s.wrs(0x1c0, 3, wrSend, 0, 1, 64, 3), 4, 0, 1, 2), 0, 3)
+	s.capped(0x1c0, s.wrs(0x1c0, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
+	s.post(0x1c0, sgeCut(s.wrs(0x1c0, 3, opSend, 0, 1, 64, 3), 4, 0, 1, 2), 0, 3)
 	s.send(0x1c1, 4, 0, 4)
 	var text bytes.Buffer
 	WriteText(&text, s.run(Options{BF: DefaultBF}))
