@@ -49,6 +49,7 @@ type Counters struct {
 	// BeyondModel counts WRs reported accepted that the call's list did not
 	// hold or no SQ could: an inconsistent stream, left out of the model.
 	BeyondModel uint64 `json:"wrs_beyond_model"`
+	Cuts
 }
 
 // QP is one send queue in a snapshot.
@@ -280,6 +281,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			a.snap.UnknownQPPosts++
 		}
 		cause, n := q.post(e, a.opts.BF)
+		q.noteCuts(e, n)
 		q.lastPost = e.TimeNS
 		q.lastNS = max(q.lastNS, e.TimeNS)
 		a.afterPost(q, e, cause, n)
@@ -493,4 +495,5 @@ func addCounters(t, c *Counters) {
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes
 	t.BeyondModel += c.BeyondModel
+	t.Cuts.add(&c.Cuts)
 }

@@ -47,9 +47,10 @@ func (s *byteSource) events() []trace.Event {
 				SendCQ: uint64(s.byte() % 3), Caps: trace.Caps{MaxSendWR: s.u32(), MaxSendSGE: s.u32(), MaxInlineData: s.u32()}})
 		case 1:
 			p := &trace.Post{Header: h, QPNum: qpn, API: trace.API(s.byte() % 2), Aborted: s.byte()%8 == 0,
-				Truncated: s.u32(), Ret: int32(s.byte() % 24), Accepted: s.u32(), EntryNS: s.u64()}
+				Truncated: s.u32(), Ret: int32(s.byte() % 24), Accepted: s.u32(), EntryNS: s.u64(), WalkCapped: s.byte()%4 == 0}
 			for range s.byte() % 8 {
-				p.WRs = append(p.WRs, trace.WR{ID: s.u64(), Opcode: s.byte() % 8, Flags: uint32(s.byte() % 16), NumSGE: s.u32(), Bytes: s.u32()})
+				p.WRs = append(p.WRs, trace.WR{ID: s.u64(), Opcode: s.byte() % 8, Flags: uint32(s.byte() % 16), NumSGE: s.u32(), Bytes: s.u32(),
+					SGEsNotSummed: s.byte()})
 			}
 			evs = append(evs, p)
 		case 2:

@@ -97,6 +97,7 @@ func WriteText(w io.Writer, s Snapshot) {
 		if len(errs) > 0 {
 			fmt.Fprintf(w, "  errors: %s\n", strings.Join(errs, ", "))
 		}
+		writeCuts(w, &q.Cuts)
 	}
 	if s.UnknownQPPosts > 0 {
 		fmt.Fprintf(w, "note: %d post calls were on QPs created before the tracer attached\n", s.UnknownQPPosts)

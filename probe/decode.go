@@ -134,7 +134,7 @@ func (t *Tracer) postEvent(r *bpf.VerbsSqPostRec) *trace.Post {
 	wrs := p.WRs[:0]
 	*p = trace.Post{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, API: trace.API(r.Api),
 		Truncated: r.Truncated, Ret: r.Ret, Accepted: r.Accepted, EntryNS: r.Hdr.EntryTs,
-		Aborted: r.Aborted != 0}
+		Aborted: r.Aborted != 0, WalkCapped: r.WalkCapped != 0}
 	if r.N > 0 {
 		wrs = slices.Grow(wrs, int(r.N))[:r.N]
 		for i := range wrs {
@@ -143,7 +143,8 @@ func (t *Tracer) postEvent(r *bpf.VerbsSqPostRec) *trace.Post {
 			if int32(n) < 0 {
 				n = 0
 			}
-			wrs[i] = trace.WR{ID: w.WrId, Opcode: w.Opcode, Flags: w.SendFlags, NumSGE: n, Bytes: w.Bytes}
+			wrs[i] = trace.WR{ID: w.WrId, Opcode: w.Opcode, Flags: w.SendFlags, NumSGE: n, Bytes: w.Bytes,
+				SGEsNotSummed: w.SgeOver}
 		}
 		p.WRs = wrs
 	}

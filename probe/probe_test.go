@@ -86,6 +86,7 @@ type targetStats struct {
 	RecvCalls               uint64  `json:"recv_calls"`
 	RecvWRs                 uint64  `json:"recv_wrs"`
 	SGEOverWRs              uint64  `json:"sge_over_wrs"`
+	WalkCappedLists         uint64  `json:"walk_capped_lists"`
 	NsPerIter               float64 `json:"ns_per_iter"`
 }
 

@@ -31,7 +31,7 @@ package trace
 //	QPDestroy  u QP, u QPNum, z Ret
 //	QPModify   u QP, u QPNum, z State, z Ret
 //	Post       u QP, u QPNum, b API, ? Aborted, u Truncated, z Ret,
-//	           u Accepted, z entry, u len(WRs), WRs
+//	           u Accepted, z entry, u len(WRs), WRs, [cuts]
 //	Poll       u CQ, z Max, z Ret, u Truncated, u EmptyBefore, z entry,
 //	           u len(WCs), WCs
 //	EmptyPolls u CQ, u Count
@@ -43,6 +43,16 @@ package trace
 //	           u Doorbells, u Errors, u ENOMEM, u EINVAL, u InlineBytes,
 //	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax
 //	CQCounters u CQ, u Polls, u CQEs, u Empty
+//
+// cuts, appended after the first release of version 1, is written only when
+// the list walk was capped or a WR has SGEs not summed, so a post that lost
+// nothing is stored as before and a reader that stops at the WRs reads the
+// rest of the record unchanged:
+//
+//	cuts    ? WalkCapped, u count, count times (u index gap, u SGEsNotSummed)
+//
+// listing the WRs with SGEsNotSummed > 0 in order; the index gap is the WR's
+// index minus the previous listed index plus one (the first: its index).
 //
 // A WR or WC is stored against the one before it in the same list (the first
 // against zero values): a mask byte says which fields are written, the others
@@ -267,6 +277,7 @@ func appendFields(b []byte, ev Event) []byte {
 			b = appendWR(b, &prev, wr)
 			prev = wr
 		}
+		b = appendCuts(b, e)
 	case *Poll:
 		b = appendU(b, e.CQ)
 		b = appendZ(b, int64(e.Max))
@@ -349,6 +360,30 @@ func appendWR(b []byte, prev *WR, wr WR) []byte {
 	}
 	if mask&wrBytes != 0 {
 		b = appendU(b, uint64(wr.Bytes))
+	}
+	return b
+}
+
+// appendCuts appends a post's cuts, if it has any.
+func appendCuts(b []byte, p *Post) []byte {
+	n := 0
+	for i := range p.WRs {
+		if p.WRs[i].SGEsNotSummed > 0 {
+			n++
+		}
+	}
+	if n == 0 && !p.WalkCapped {
+		return b
+	}
+	b = appendBool(b, p.WalkCapped)
+	b = appendU(b, uint64(n))
+	next := 0 // index the next gap counts from
+	for i := range p.WRs {
+		if v := p.WRs[i].SGEsNotSummed; v > 0 {
+			b = appendU(b, uint64(i-next))
+			b = appendU(b, uint64(v))
+			next = i + 1
+		}
 	}
 	return b
 }
@@ -493,6 +528,9 @@ func decodeFields(r *fieldReader, h Header, kind Kind) Event {
 				e.WRs[i] = r.wr(prev)
 				prev = e.WRs[i]
 			}
+		}
+		if len(r.b) > 0 {
+			r.cuts(e)
 		}
 		return e
 	case KindPoll:
@@ -682,6 +720,31 @@ func (r *fieldReader) wr(prev WR) WR {
 		wr.Bytes = r.u32()
 	}
 	return wr
+}
+
+// cuts reads a post's cuts into it (its WRs already read).
+func (r *fieldReader) cuts(p *Post) {
+	p.WalkCapped = r.bool()
+	n := r.count()
+	next := 0
+	for range n {
+		gap := r.u64()
+		v := r.u64()
+		if r.err != nil {
+			return
+		}
+		if gap >= uint64(len(p.WRs)-next) {
+			r.fail(fmt.Errorf("SGE cut past the end of a list of %d WRs", len(p.WRs)))
+			return
+		}
+		if v > math.MaxUint8 {
+			r.fail(fmt.Errorf("SGE cut %d out of range for 8 bits", v))
+			return
+		}
+		i := next + int(gap)
+		p.WRs[i].SGEsNotSummed = uint8(v)
+		next = i + 1
+	}
 }
 
 func (r *fieldReader) wc(prev WC) WC {

@@ -155,6 +155,10 @@ type WR struct {
 	Flags  uint32 // enum ibv_send_flags
 	NumSGE uint32
 	Bytes  uint32 // sum of the SGE lengths, or the inline length on the wr API
+	// SGEsNotSummed counts SGEs (or inline buffers) of the WR past the
+	// tracer's SGE bound: their lengths are not in Bytes, which is then a
+	// lower bound. Saturates at 255.
+	SGEsNotSummed uint8
 }
 
 // Post is one call that posts send WRs: ibv_post_send, or a whole
@@ -172,6 +176,10 @@ type Post struct {
 	Accepted  uint32 // WRs of the list the provider took (index of *bad_wr)
 	EntryNS   uint64 // when the call was entered; 0: not recorded (see --call-times)
 	Aborted   bool   // wr API: ibv_wr_abort instead of ibv_wr_complete
+	// WalkCapped says the list was longer than the tracer walks: the WRs
+	// past the walk bound were neither recorded nor counted, so NumWRs and
+	// Accepted are lower bounds.
+	WalkCapped bool
 }
 
 func (*Post) Kind() Kind { return KindPost }

@@ -16,6 +16,7 @@
  *        target late              create the QPs, wait for a line on stdin,
  *                                 then modify them to RTS and post
  *        target bench N           N single-WR posts and N polls; prints ns per post
+ *        target cut               lists and SGE lists past the tracer's bounds
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -325,7 +326,7 @@ static struct {
 	unsigned long polls, empty_polls, cqes;
 	unsigned long wr_batches, wr_wrs, wr_aborted, wr_inline;
 	unsigned long recv_calls, recv_wrs;
-	unsigned long sge_over_wrs;
+	unsigned long sge_over_wrs, walk_capped_lists;
 } st;
 
 static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -530,11 +531,11 @@ static void print_stats(void)
 	       "\"post_calls\":%lu,\"post_wrs\":%lu,\"post_accepted\":%lu,\"post_errors\":%lu,"
 	       "\"post_truncated_lists\":%lu,\"polls\":%lu,\"empty_polls\":%lu,\"cqes\":%lu,"
 	       "\"wr_batches\":%lu,\"wr_wrs\":%lu,\"wr_aborted\":%lu,\"wr_inline\":%lu,"
-	       "\"recv_calls\":%lu,\"recv_wrs\":%lu,\"sge_over_wrs\":%lu}\n",
+	       "\"recv_calls\":%lu,\"recv_wrs\":%lu,\"sge_over_wrs\":%lu,\"walk_capped_lists\":%lu}\n",
 	       st.qps, st.modifies, st.destroys, st.post_calls, st.post_wrs, st.post_accepted,
 	       st.post_errors, st.post_truncated_lists, st.polls, st.empty_polls, st.cqes,
 	       st.wr_batches, st.wr_wrs, st.wr_aborted, st.wr_inline, st.recv_calls, st.recv_wrs,
-	       st.sge_over_wrs);
+	       st.sge_over_wrs, st.walk_capped_lists);
 	fflush(stdout);
 }
 
@@ -653,6 +654,113 @@ static int run(int late)
 	return 0;
 }
 
+/* long_list posts n one-SGE SENDs of 64 bytes in one list, the last one
+ * signaled. */
+static void long_list(struct ibv_qp *qp, int n)
+{
+	static struct ibv_send_wr wrs[2048];
+	struct ibv_send_wr *bad = NULL;
+	struct ibv_sge sg = { (uintptr_t)payload, 64, 1 };
+	static uint64_t id = 2000000;
+	int ret;
+
+	if (n > 2048)
+		n = 2048;
+	for (int i = 0; i < n; i++) {
+		memset(&wrs[i], 0, sizeof(wrs[i]));
+		wrs[i].wr_id = id++;
+		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
+		wrs[i].opcode = IBV_WR_SEND;
+		wrs[i].sg_list = &sg;
+		wrs[i].num_sge = 1;
+		wrs[i].send_flags = i == n - 1 ? IBV_SEND_SIGNALED : 0;
+	}
+	ret = ibv_post_send(qp, wrs, &bad);
+	st.post_calls++;
+	st.post_wrs += n;
+	st.post_accepted += ret ? (unsigned long)(bad - wrs) : (unsigned long)n;
+	if (ret)
+		st.post_errors++;
+	if (n > 64)
+		st.post_truncated_lists++;
+	if (n > 1024)
+		st.walk_capped_lists++;
+}
+
+/* cut: what the tracer's bounds cut (a list walk stops after 1024 WRs, an
+ * SGE list is summed up to 16 SGEs): a list of 1500 WRs, one of exactly
+ * 1024 (not cut), three WRs of 20 SGEs, and a wr batch with a list of 20
+ * SGEs and an inline list of 18 buffers. */
+static int cut(void)
+{
+	struct ibv_context *ctx = fake_open();
+	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
+	struct fcq *cq = fake_create_cq(ctx);
+	struct ibv_qp *qp = make_qp(pd, cq, 2048, 20, 0);
+	struct ibv_qp_init_attr_ex ax;
+	struct ibv_qp_ex *qpx;
+	struct ibv_sge sg[20];
+	struct ibv_data_buf buf[18];
+	int ret;
+
+	to_rts(qp);
+	long_list(qp, 1500);
+	drain(&cq->cq);
+	long_list(qp, 1024);
+	drain(&cq->cq);
+	post_list(qp, 3, 0, 20);
+	drain(&cq->cq);
+
+	memset(&ax, 0, sizeof(ax));
+	ax.send_cq = &cq->cq;
+	ax.recv_cq = &cq->cq;
+	ax.qp_type = IBV_QPT_RC;
+	ax.cap.max_send_wr = 64;
+	ax.cap.max_send_sge = 20;
+	ax.cap.max_inline_data = 2048;
+	ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ax.pd = pd;
+	ax.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	all_qps[nqps++] = sqsim_create_qp_ex(ctx, &ax);
+	st.qps++;
+	qpx = sqsim_qp_to_qp_ex(all_qps[nqps - 1]);
+	to_rts(all_qps[nqps - 1]);
+	for (int j = 0; j < 20; j++) {
+		sg[j].addr = (uintptr_t)payload;
+		sg[j].length = 100 + j;
+		sg[j].lkey = 1;
+	}
+	for (int j = 0; j < 18; j++) {
+		buf[j].addr = payload;
+		buf[j].length = 10 + j;
+	}
+	ibv_wr_start(qpx);
+	qpx->wr_id = 3000000;
+	qpx->wr_flags = 0;
+	ibv_wr_send(qpx);
+	ibv_wr_set_sge_list(qpx, 20, sg);
+	qpx->wr_id = 3000001;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qpx);
+	ibv_wr_set_inline_data_list(qpx, 18, buf);
+	ret = ibv_wr_complete(qpx);
+	st.wr_batches++;
+	st.wr_wrs += 2;
+	st.wr_inline++;
+	st.sge_over_wrs += 2;
+	if (ret)
+		st.post_errors++;
+	drain(&cq->cq);
+
+	for (int i = 0; i < nqps; i++) {
+		sqsim_destroy_qp(all_qps[i]);
+		all_qps[i] = NULL;
+		st.destroys++;
+	}
+	print_stats();
+	return 0;
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -721,6 +829,8 @@ int main(int argc, char **argv)
 		return bench(atol(argv[2]));
 	if (argc >= 3 && !strcmp(argv[1], "idle"))
 		return idle(atol(argv[2]));
-	fprintf(stderr, "usage: target run|late|bench N|idle N\n");
+	if (argc >= 2 && !strcmp(argv[1], "cut"))
+		return cut();
+	fprintf(stderr, "usage: target run|late|bench N|idle N|cut\n");
 	return 2;
 }

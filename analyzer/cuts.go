@@ -1,0 +1,66 @@
+package analyzer
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Cuts count what the tracer's bounds kept it from seeing whole on a QP.
+// They are left out of JSON while zero, as the text leaves out their line.
+type Cuts struct {
+	// SGECutWRs counts posted WRs with more SGEs (or inline buffers) than
+	// the tracer sums: their byte counts, and the payload and inline bytes
+	// of the QP, are lower bounds.
+	SGECutWRs uint64 `json:"wrs_sge_cut,omitempty"`
+	// SGEsNotSummed counts the SGEs of those WRs past the bound (each WR's
+	// count saturates at 255).
+	SGEsNotSummed uint64 `json:"sges_not_summed,omitempty"`
+	// WalkCappedPosts counts post calls whose WR list was longer than the
+	// tracer walks: the WRs past the walk bound were neither seen nor
+	// counted, so the WR counts of the QP are lower bounds.
+	WalkCappedPosts uint64 `json:"posts_walk_capped,omitempty"`
+}
+
+func (c *Cuts) any() bool { return c.SGECutWRs+c.SGEsNotSummed+c.WalkCappedPosts > 0 }
+
+func (c *Cuts) add(o *Cuts) {
+	c.SGECutWRs += o.SGECutWRs
+	c.SGEsNotSummed += o.SGEsNotSummed
+	c.WalkCappedPosts += o.WalkCappedPosts
+}
+
+// noteCuts counts what the tracer cut from one post call, of which posted
+// WRs were posted: SGE lists count for the posted WRs, whose bytes the
+// model sums; a capped walk counts for any call.
+func (q *sq) noteCuts(p *trace.Post, posted int) {
+	if p.WalkCapped {
+		q.c.WalkCappedPosts++
+	}
+	for i := range min(posted, len(p.WRs)) {
+		if n := p.WRs[i].SGEsNotSummed; n > 0 {
+			q.c.SGECutWRs++
+			q.c.SGEsNotSummed += uint64(n)
+		}
+	}
+}
+
+// writeCuts writes the line saying what the tracer's bounds cut on a QP;
+// nothing when nothing was cut.
+func writeCuts(w io.Writer, c *Cuts) {
+	if !c.any() {
+		return
+	}
+	var parts []string
+	if c.SGECutWRs > 0 {
+		parts = append(parts, fmt.Sprintf("%d WRs with SGEs past the SGE bound (%d SGEs not summed: byte counts are lower bounds)",
+			c.SGECutWRs, c.SGEsNotSummed))
+	}
+	if c.WalkCappedPosts > 0 {
+		parts = append(parts, fmt.Sprintf("%d post calls with lists past the walk bound (WRs past it not seen: WR counts are lower bounds)",
+			c.WalkCappedPosts))
+	}
+	fmt.Fprintf(w, "  cut by the tracer's bounds: %s\n", strings.Join(parts, ", "))
+}

@@ -1,0 +1,139 @@
+package analyzer
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Values of <infiniband/verbs.h> and errno the cuts tests use.
+const (
+	opSend    = 2  // IBV_WR_SEND
+	retENOMEM = 12 // ENOMEM
+)
+
+// sgeCut gives WRs i (of wrs) more SGEs than the tracer sums: n past the
+// bound, their bytes those of the first 16.
+func sgeCut(wrs []trace.WR, n uint8, idx ...int) []trace.WR {
+	for _, i := range idx {
+		wrs[i].NumSGE, wrs[i].Bytes, wrs[i].SGEsNotSummed = 16+uint32(n), 16*64, n
+	}
+	return wrs
+}
+
+// capped posts a list the tracer's walk stopped in: rec WRs recorded, walked
+// in all, the provider's ret and the accepted WRs as the tracer saw them.
+func (s *stream) capped(qpn uint32, rec []trace.WR, walked uint32, ret int32, accepted uint32) {
+	s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, WRs: rec,
+		Truncated: walked - uint32(len(rec)), Ret: ret, Accepted: accepted, WalkCapped: true})
+}
+
+func TestCuts(t *testing.T) {
+	caps := rcCaps(4096, 0, 30)
+	tests := []struct {
+		name   string
+		events func(s *stream)
+		want   Cuts
+	}{
+		{"nothing cut", func(s *stream) {
+			s.post(1, s.wrs(1, 4, opSend, 0, 16, 1024, 4), 0, 4)
+		}, Cuts{}},
+		{"SGEs past the bound on posted WRs", func(s *stream) {
+			s.post(1, sgeCut(s.wrs(1, 4, opSend, 0, 1, 64, 4), 4, 0, 2), 0, 4)
+			s.post(1, sgeCut(s.wrs(1, 1, opSend, 0, 1, 64, 1), 255, 0), 0, 1)
+		}, Cuts{SGECutWRs: 3, SGEsNotSummed: 4 + 4 + 255}},
+		{"SGEs past the bound on WRs not posted", func(s *stream) {
+			// the provider took the first two; the cut WR after them was refused
+			s.post(1, sgeCut(s.wrs(1, 4, opSend, 0, 1, 64, 4), 6, 1, 2), retENOMEM, 2)
+		}, Cuts{SGECutWRs: 1, SGEsNotSummed: 6}},
+		{"aborted wr batch", func(s *stream) {
+			s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, API: trace.APIWR, Aborted: true,
+				WRs: sgeCut(s.wrs(1, 2, opSend, 0, 1, 64, 0), 3, 0, 1)})
+		}, Cuts{}},
+		{"list walk capped", func(s *stream) {
+			s.capped(1, s.wrs(1, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
+			s.capped(1, s.wrs(1, 64, opSend, 0, 1, 64, 0), 1024, retENOMEM, 0)
+			s.post(1, s.wrs(1, 8, opSend, 0, 1, 64, 8), 0, 8)
+		}, Cuts{WalkCappedPosts: 2}},
+		{"both", func(s *stream) {
+			s.capped(1, sgeCut(s.wrs(1, 64, opSend, 0, 1, 64, 0), 4, 0, 63), 1024, 0, 1024)
+		}, Cuts{SGECutWRs: 2, SGEsNotSummed: 8, WalkCappedPosts: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			s.create(1, trace.QPTypeRC, caps, false)
+			s.create(2, trace.QPTypeRC, caps, false)
+			tc.events(s)
+			s.send(2, 4, 0, 4) // a QP with nothing cut beside it
+			snap := s.run(Options{BF: DefaultBF})
+			if len(snap.QPs) != 2 {
+				t.Fatalf("%d QPs", len(snap.QPs))
+			}
+			if got := snap.QPs[0].Cuts; got != tc.want {
+				t.Errorf("QP 1 cuts %+v, want %+v", got, tc.want)
+			}
+			if got := snap.QPs[1].Cuts; got != (Cuts{}) {
+				t.Errorf("QP 2 cuts %+v, want none", got)
+			}
+			if snap.Total.Cuts != tc.want {
+				t.Errorf("total cuts %+v, want %+v", snap.Total.Cuts, tc.want)
+			}
+
+			var text, js bytes.Buffer
+			WriteText(&text, snap)
+			if err := WriteJSON(&js, snap); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Count(text.String(), "cut by the tracer's bounds")
+			if want := map[bool]int{true: 1, false: 0}[tc.want.any()]; lines != want {
+				t.Errorf("%d cut lines, want %d:\n%s", lines, want, text.String())
+			}
+			var doc struct {
+				QPs   []map[string]any `json:"qps"`
+				Total map[string]any   `json:"total"`
+			}
+			if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []struct {
+				key  string
+				want uint64
+			}{
+				{"wrs_sge_cut", tc.want.SGECutWRs},
+				{"sges_not_summed", tc.want.SGEsNotSummed},
+				{"posts_walk_capped", tc.want.WalkCappedPosts},
+			} {
+				for what, m := range map[string]map[string]any{"QP 1": doc.QPs[0], "total": doc.Total} {
+					v, ok := m[f.key]
+					if f.want == 0 && ok {
+						t.Errorf("%s: %s %v in the JSON, want it left out", what, f.key, v)
+					}
+					if f.want != 0 && v != float64(f.want) {
+						t.Errorf("%s: %s %v in the JSON, want %d", what, f.key, v, f.want)
+					}
+				}
+				if v, ok := doc.QPs[1][f.key]; ok {
+					t.Errorf("QP 2: %s %v in the JSON, want it left out", f.key, v)
+				}
+			}
+		})
+	}
+}
+
+// The report of a QP whose lists and SGE lists were cut, and of one beside
+// it where nothing was.
+func TestReportCuts(t *testing.T) {
+	s := newStream()
+	s.create(0x1c0, trace.QPTypeRC, rcCaps(4096, 0, 30), false)
+	s.create(0x1c1, trace.QPTypeRC, rcCaps(64, 0, 1), false)
+	s.capped(0x1c0, s.wrs(0x1c0, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
+	s.post(0x1c0, sgeCut(s.wrs(0x1c0, 3, opSend, 0, 1, 64, 3), 4, 0, 1, 2), 0, 3)
+	s.send(0x1c1, 4, 0, 4)
+	var text bytes.Buffer
+	WriteText(&text, s.run(Options{BF: DefaultBF}))
+	golden(t, "report_cuts.txt.golden", text.Bytes())
+}

@@ -1,0 +1,161 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"testing"
+)
+
+// cutEvents are posts the tracer could not see whole: lists longer than
+// its walk, WRs with SGEs past its SGE bound, and both.
+func cutEvents() []Event {
+	h := func(ns uint64) Header { return Header{TimeNS: ns, PID: 4242, TID: 4243} }
+	wrs := func(n int, cut map[int]uint8) []WR {
+		out := make([]WR, n)
+		for i := range out {
+			out[i] = WR{ID: 1000 + uint64(i), Opcode: 2, Flags: 0, NumSGE: 1, Bytes: 64}
+			if v := cut[i]; v > 0 {
+				out[i].NumSGE, out[i].Bytes, out[i].SGEsNotSummed = 16+uint32(v), 16*64, v
+			}
+		}
+		return out
+	}
+	return []Event{
+		&Post{Header: h(1_000), QP: 0x7f00_1000, QPNum: 0x21, WRs: wrs(64, nil), Truncated: 960,
+			Accepted: 1024, WalkCapped: true},
+		&Post{Header: h(2_000), QP: 0x7f00_1000, QPNum: 0x21, WRs: wrs(3, map[int]uint8{0: 4, 1: 4, 2: 4}), Accepted: 3},
+		&Post{Header: h(3_000), QP: 0x7f00_1000, QPNum: 0x21, WRs: wrs(64, map[int]uint8{5: 1, 63: math.MaxUint8}),
+			Truncated: 960, Ret: 12, Accepted: 0, WalkCapped: true, EntryNS: 2_900},
+		&Post{Header: h(4_000), QP: 0x7f00_2000, QPNum: 0x22, API: APIWR, WRs: wrs(2, map[int]uint8{1: 7}), Accepted: 2},
+		&Post{Header: h(5_000), QP: 0x7f00_2000, QPNum: 0x22, WRs: wrs(1, nil), Accepted: 1},
+	}
+}
+
+// withoutCuts is p as a reader that predates the cuts reads it.
+func withoutCuts(p *Post) *Post {
+	q := *p
+	q.WalkCapped = false
+	q.WRs = append([]WR(nil), p.WRs...)
+	for i := range q.WRs {
+		q.WRs[i].SGEsNotSummed = 0
+	}
+	return &q
+}
+
+// recordBody is the body of ev's record, encoded on its own.
+func recordBody(t *testing.T, ev Event) []byte {
+	t.Helper()
+	var e encoder
+	rec, err := e.appendRecord(nil, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, w := binary.Uvarint(rec[1:])
+	if w <= 0 || 1+w+int(n) != len(rec) {
+		t.Fatalf("bad framing of %x", rec)
+	}
+	return rec[1+w:]
+}
+
+func TestCutsRoundTrip(t *testing.T) {
+	for _, ev := range cutEvents() {
+		p := ev.(*Post)
+		t.Run(cutName(p), func(t *testing.T) {
+			prev := &Lost{Header: Header{TimeNS: 500, PID: 4242, TID: 4243}, Count: 1}
+			for _, evs := range [][]Event{{p}, {prev, p}} {
+				_, got, err := readAll(writeRecording(t, evs, 0))
+				if err != io.EOF {
+					t.Fatalf("reading: %v, want io.EOF", err)
+				}
+				assertEvents(t, got, evs)
+			}
+		})
+	}
+}
+
+func cutName(p *Post) string {
+	var parts []string
+	if p.WalkCapped {
+		parts = append(parts, "walk_capped")
+	}
+	for i, w := range p.WRs {
+		if w.SGEsNotSummed > 0 {
+			parts = append(parts, fmt.Sprint("sge_cut_", i))
+		}
+	}
+	if len(parts) == 0 {
+		return "no_cuts"
+	}
+	return strings.Join(parts, "+")
+}
+
+// The cuts come after every field an earlier reader knows, and it ignores
+// the bytes past those: it reads the post as it was before. A post without
+// cuts is stored as before, not one byte longer.
+func TestCutsAppended(t *testing.T) {
+	for _, ev := range append(cutEvents(), allEvents()[2:4]...) {
+		p := ev.(*Post)
+		t.Run(cutName(p), func(t *testing.T) {
+			body, old := recordBody(t, p), recordBody(t, withoutCuts(p))
+			if !bytes.HasPrefix(body, old) {
+				t.Fatalf("record body\n%x\ndoes not start with the body without cuts\n%x", body, old)
+			}
+			if cut := cutName(p) != "no_cuts"; cut == (len(body) == len(old)) {
+				t.Errorf("%d bytes with cuts, %d without (cuts: %v)", len(body), len(old), cut)
+			}
+			rec := append([]byte{byte(KindPost)}, binary.AppendUvarint(nil, uint64(len(old)))...)
+			var d decoder
+			got, _, err := d.nextRecord(append(rec, old...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertEvents(t, []Event{got}, []Event{withoutCuts(p)})
+		})
+	}
+}
+
+// Bytes a later writer appends after the cuts are ignored, as the format
+// promises for every record.
+func TestCutsThenLaterFields(t *testing.T) {
+	p := cutEvents()[2].(*Post)
+	body := append(bytes.Clone(recordBody(t, p)), "later fields"...)
+	rec := append([]byte{byte(KindPost)}, binary.AppendUvarint(nil, uint64(len(body)))...)
+	var d decoder
+	got, n, err := d.nextRecord(append(rec, body...))
+	if err != nil || n != len(rec)+len(body) {
+		t.Fatalf("read %d of %d bytes: %v", n, len(rec)+len(body), err)
+	}
+	assertEvents(t, []Event{got}, []Event{p})
+}
+
+func TestCutsMalformed(t *testing.T) {
+	p := &Post{Header: Header{TimeNS: 1, PID: 1, TID: 1}, WRs: []WR{{ID: 1}, {ID: 2}, {ID: 3}}, Accepted: 3}
+	base := recordBody(t, p)
+	tests := []struct {
+		name string
+		cuts []byte
+		want string
+	}{
+		{"bad bool", []byte{2, 0}, "bad bool value 2"},
+		{"count past the record", []byte{0, 9, 0}, "runs past the end of its record"},
+		{"gap past the list", []byte{0, 1, 3, 1}, "SGE cut past the end of a list of 3 WRs"},
+		{"second gap past the list", []byte{0, 2, 1, 1, 1, 1}, "SGE cut past the end of a list of 3 WRs"},
+		{"value over 8 bits", append([]byte{0, 1, 0}, binary.AppendUvarint(nil, 256)...), "out of range for 8 bits"},
+		{"cut short", []byte{1, 1, 0}, "bad or short varint"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body := append(bytes.Clone(base), tc.cuts...)
+			rec := append([]byte{byte(KindPost)}, binary.AppendUvarint(nil, uint64(len(body)))...)
+			var d decoder
+			_, _, err := d.nextRecord(append(rec, body...))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
