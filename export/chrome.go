@@ -164,8 +164,18 @@ func (x *Chrome) Event(ev trace.Event) {
 				name = "ibv_wr_abort"
 			}
 		}
-		x.cw.write(slice(name, "post", &e.Header, e.EntryNS, map[string]any{
-			"qp_num": hex(uint64(e.QPNum)), "n": e.NumWRs(), "accepted": e.Accepted, "ret": e.Ret}))
+		args := map[string]any{"qp_num": hex(uint64(e.QPNum)), "n": e.NumWRs(), "accepted": e.Accepted, "ret": e.Ret}
+		if e.WalkCapped { // n and accepted are lower bounds
+			args["walk_capped"] = true
+		}
+		var notSummed int
+		for i := range e.WRs {
+			notSummed += int(e.WRs[i].SGEsNotSummed)
+		}
+		if notSummed > 0 { // the WRs' byte counts are lower bounds
+			args["sges_not_summed"] = notSummed
+		}
+		x.cw.write(slice(name, "post", &e.Header, e.EntryNS, args))
 		if e.Ret != 0 {
 			x.cw.write(&chromeEvent{Name: "post failed: " + ibv.ErrnoName(e.Ret), Cat: "error", Ph: "i", S: "t",
 				Ts: usec(e.TimeNS), Pid: e.PID, Tid: e.TID, Args: map[string]any{
