@@ -31,21 +31,12 @@ EXAMPLES
 
 func newExportFlags(stderr io.Writer) (*flag.FlagSet, *exportFlags) {
 	f := &exportFlags{}
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("export", "export [--format chrome] FILE -o OUT.json",
+		"Convert a recording to a timeline. Timestamps are the trace's CLOCK_MONOTONIC\ntime in microseconds; pid and tid are the traced process's and thread's.",
+		exportExamples, stderr)
 	fs.StringVar(&f.format, "format", "chrome", "output format: chrome (Chrome trace-event JSON, opens in Perfetto)")
 	fs.StringVar(&f.out, "o", "-", "output file (- for stdout)")
 	bfFlags(fs, &f.preferBF, &f.shutUpBF)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sqscope export [--format chrome] FILE -o OUT.json")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Convert a recording to a timeline. Timestamps are the trace's CLOCK_MONOTONIC")
-		fmt.Fprintln(stderr, "time in microseconds; pid and tid are the traced process's and thread's.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "FLAGS")
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, exportExamples)
-	}
 	return fs, f
 }
 

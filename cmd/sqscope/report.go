@@ -54,21 +54,11 @@ func bfConfig(fs *flag.FlagSet, preferBF, shutUpBF bool, fi trace.FileInfo) anal
 
 func newReportFlags(stderr io.Writer) (*flag.FlagSet, *reportFlags) {
 	f := &reportFlags{}
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("report", "report FILE [flags]",
+		"Rebuild every send queue of a recording and print what happened: occupancy,\ndoorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.\nA truncated recording is reported up to the cut, with a warning.",
+		reportExamples, stderr)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	bfFlags(fs, &f.preferBF, &f.shutUpBF)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sqscope report FILE [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Rebuild every send queue of a recording and print what happened: occupancy,")
-		fmt.Fprintln(stderr, "doorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.")
-		fmt.Fprintln(stderr, "A truncated recording is reported up to the cut, with a warning.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "FLAGS")
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, reportExamples)
-	}
 	return fs, f
 }
 

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -42,8 +41,9 @@ EXAMPLES
 
 func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 	f := &workloadFlags{cfg: workload.Defaults()}
-	fs := flag.NewFlagSet("workload", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("workload", "workload [flags]",
+		"Drive send traffic and print what happened to each send queue. On the\nsimulated HCA (the default) the counters are the HCA's ground truth.",
+		workloadExamples, stderr)
 	c := &f.cfg
 	both := func(short, long string, fn func(name string)) {
 		fn(short)
@@ -80,16 +80,6 @@ func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.StringVar(&c.ReadyFile, "ready-file", "", "write this file once the QPs exist, before traffic")
 	fs.BoolVar(&c.WaitSignal, "wait-signal", false, "block before traffic until SIGUSR1")
 	fs.BoolVar(&f.deterministic, "sim-deterministic", false, "simulated NIC: CQEs visible at the doorbell")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sqscope workload [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "Drive send traffic and print what happened to each send queue. On the")
-		fmt.Fprintln(stderr, "simulated HCA (the default) the counters are the HCA's ground truth.")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "FLAGS")
-		fs.PrintDefaults()
-		fmt.Fprint(stderr, workloadExamples)
-	}
 	return fs, f
 }
 
@@ -183,15 +173,7 @@ func runWorkload(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if f.jsonOut != "" {
-		out, err := os.OpenFile(f.jsonOut, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return fmt.Errorf("writing --json-out: %w", err)
-		}
-		if err := res.WriteJSON(out); err != nil {
-			out.Close()
-			return fmt.Errorf("writing --json-out: %w", err)
-		}
-		if err := out.Close(); err != nil {
+		if err := res.WriteJSONFile(f.jsonOut); err != nil {
 			return fmt.Errorf("writing --json-out: %w", err)
 		}
 	}
