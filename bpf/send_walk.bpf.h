@@ -169,11 +169,7 @@ static __noinline void walk_fast(struct walk *w, struct windows *ws)
 			w->found_bad = 1;
 		}
 		if (h.num_sge == 1 && i == 0 && !w->sge.missed) {
-			struct {
-				__u64 addr;
-				__u32 length;
-				__u32 lkey;
-			} sge;
+			struct sge sge;
 
 			if (!bpf_probe_read_user(&sge, sizeof(sge), (void *)h.sg_list))
 				bytes = sge.length;
@@ -263,11 +259,7 @@ static __always_inline struct walk *walk_post(struct thread_state *st, __u64 hea
  * post, which needs no walk and no per-CPU slot. -1: something else. */
 static __always_inline int read_one_wr(__u64 wr, struct wr_head *h, __u32 *bytes)
 {
-	struct {
-		__u64 addr;
-		__u32 length;
-		__u32 lkey;
-	} sge = {};
+	struct sge sge = {};
 
 	if (bpf_probe_read_user(h, sizeof(*h), (void *)wr) || h->next || h->num_sge < 0 || h->num_sge > 1 ||
 	    !max_sges)

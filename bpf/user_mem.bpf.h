@@ -21,6 +21,15 @@ static __always_inline __u32 read_u32(__u64 addr)
 	return v;
 }
 
+/* ---- verbs structs read whole ------------------------------------------
+ * Copies of the application's structs (or of their heads), pinned field by
+ * field to the events.h offsets: abi_test.go checks those against
+ * <infiniband/verbs.h>, these checks hold the copies to them. */
+
+#define pin_field(type, field, off) \
+	_Static_assert(__builtin_offsetof(type, field) == (off), #type "." #field " is not at " #off)
+
+/* The head of a struct ibv_send_wr, up to send_flags. */
 struct wr_head {
 	__u64 wr_id;
 	__u64 next;
@@ -30,7 +39,26 @@ struct wr_head {
 	__u32 send_flags;
 	__u32 pad;
 };
+pin_field(struct wr_head, wr_id, IBV_SEND_WR_WR_ID);
+pin_field(struct wr_head, next, IBV_SEND_WR_NEXT);
+pin_field(struct wr_head, sg_list, IBV_SEND_WR_SG_LIST);
+pin_field(struct wr_head, num_sge, IBV_SEND_WR_NUM_SGE);
+pin_field(struct wr_head, opcode, IBV_SEND_WR_OPCODE);
+pin_field(struct wr_head, send_flags, IBV_SEND_WR_SEND_FLAGS);
+_Static_assert(sizeof(struct wr_head) <= IBV_SEND_WR_SIZE, "struct wr_head is longer than struct ibv_send_wr");
 
+/* A struct ibv_sge. */
+struct sge {
+	__u64 addr;
+	__u32 length;
+	__u32 lkey;
+};
+pin_field(struct sge, addr, IBV_SGE_ADDR);
+pin_field(struct sge, length, IBV_SGE_LENGTH);
+pin_field(struct sge, lkey, IBV_SGE_LKEY);
+_Static_assert(sizeof(struct sge) == IBV_SGE_SIZE, "struct sge is not the size of struct ibv_sge");
+
+/* The head of a struct ibv_wc, up to qp_num. */
 struct wc_head {
 	__u64 wr_id;
 	__u32 status;
@@ -40,8 +68,22 @@ struct wc_head {
 	__u32 imm_data;
 	__u32 qp_num;
 };
+pin_field(struct wc_head, wr_id, IBV_WC_WR_ID);
+pin_field(struct wc_head, status, IBV_WC_STATUS);
+pin_field(struct wc_head, opcode, IBV_WC_OPCODE);
+pin_field(struct wc_head, byte_len, IBV_WC_BYTE_LEN);
+pin_field(struct wc_head, qp_num, IBV_WC_QP_NUM);
+_Static_assert(sizeof(struct wc_head) <= IBV_WC_SIZE, "struct wc_head is longer than struct ibv_wc");
 
-/* One bpf_probe_read_user costs about as much as copying a few hundred
+/* wr_id and wr_flags of a struct ibv_qp_ex, read from its wr_id on. */
+struct qpx_wr {
+	__u64 wr_id;
+	__u32 wr_flags;
+};
+pin_field(struct qpx_wr, wr_flags, IBV_QPX_WR_FLAGS - IBV_QPX_WR_ID);
+
+/* ---- windows ------------------------------------------------------------
+ * One bpf_probe_read_user costs about as much as copying a few hundred
  * bytes, so user memory is read through windows: the first miss of a call
  * reads exactly what is needed (a one-WR post stays at one read per
  * object), later misses read SQ_WIN bytes at once, which covers the WR and

@@ -52,10 +52,7 @@ int BPF_KPROBE(wr_opcode, void *qpx)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct sq_post_rec *b;
-	struct {
-		__u64 wr_id;
-		__u32 wr_flags;
-	} f = {};
+	struct qpx_wr f = {};
 	__u32 i;
 
 	if (!wanted(tgid))
@@ -68,7 +65,8 @@ int BPF_KPROBE(wr_opcode, void *qpx)
 		b->truncated++;
 		return 0;
 	}
-	bpf_probe_read_user(&f, 12, (void *)((__u64)qpx + IBV_QPX_WR_ID));
+	bpf_probe_read_user(&f, __builtin_offsetof(struct qpx_wr, wr_flags) + sizeof(f.wr_flags),
+			    (void *)((__u64)qpx + IBV_QPX_WR_ID));
 	i = wr_index(i);
 	b->wrs[i].wr_id = f.wr_id;
 	b->wrs[i].send_flags = f.wr_flags;
