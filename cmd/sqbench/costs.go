@@ -15,14 +15,14 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
-	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/bpf/bench"
 	"github.com/sqscope/sqscope/probe"
 )
 
-// costReps is COST_REPS of bpf/cost.bpf.c.
+// costReps is COST_REPS of bpf/bench/cost.bpf.c.
 const costReps = 10
 
-// costOp is one operation of bpf/cost.bpf.c: its program and how many
+// costOp is one operation of bpf/bench/cost.bpf.c: its program and how many
 // times the program does it.
 type costOp struct {
 	prog string
@@ -49,7 +49,7 @@ type costRow struct {
 	ns float64
 }
 
-// helperCosts attaches the programs of bpf/cost.bpf.c to the simulated
+// helperCosts attaches the programs of bpf/bench/cost.bpf.c to the simulated
 // post_send of a workload and reads their run times.
 func helperCosts(ctx context.Context, c *config, r *report) error {
 	st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
@@ -57,7 +57,7 @@ func helperCosts(ctx context.Context, c *config, r *report) error {
 		return fmt.Errorf("enabling BPF run-time statistics: %w", err)
 	}
 	defer st.Close()
-	spec, err := bpf.LoadCost()
+	spec, err := bench.LoadCost()
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func helperCosts(ctx context.Context, c *config, r *report) error {
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		return fmt.Errorf("loading bpf/cost.bpf.c: %w", err)
+		return fmt.Errorf("loading bpf/bench/cost.bpf.c: %w", err)
 	}
 	defer coll.Close()
 	rd, err := ringbuf.NewReader(coll.Maps["cost_ring"])
@@ -132,7 +132,7 @@ func helperCosts(ctx context.Context, c *config, r *report) error {
 	for _, name := range names {
 		prog := coll.Programs[name]
 		if prog == nil {
-			return fail(fmt.Errorf("bpf/cost.bpf.c has no program %s", name))
+			return fail(fmt.Errorf("bpf/bench/cost.bpf.c has no program %s", name))
 		}
 		var l link.Link
 		if multi {
@@ -184,7 +184,7 @@ func helperCosts(ctx context.Context, c *config, r *report) error {
 		}
 		r.costs = append(r.costs, costRow{op: o, ns: (ns - empty) / float64(o.reps)})
 	}
-	r.commands = append(r.commands, fmt.Sprintf("helper costs: the programs of bpf/cost.bpf.c on sim_post_send of `%s workload %s`, BPF_ENABLE_STATS",
+	r.commands = append(r.commands, fmt.Sprintf("helper costs: the programs of bpf/bench/cost.bpf.c on sim_post_send of `%s workload %s`, BPF_ENABLE_STATS",
 		c.show(), joinArgs(wl)))
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
-	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/bpf/bench"
 	"github.com/sqscope/sqscope/probe"
 )
 
@@ -120,7 +120,7 @@ var untraced = variant{
 
 var floorVariant = variant{
 	name: "floor",
-	desc: "empty BPF programs at post_send and poll_cq, entry and return (bpf/floor.bpf.c)",
+	desc: "empty BPF programs at post_send and poll_cq, entry and return (bpf/bench/floor.bpf.c)",
 	command: func(c *config, wl []string) string {
 		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; empty programs attached to sim_post_send and sim_poll_cq (entry, return) of that PID, then SIGUSR1",
 			c.show(), strings.Join(wl, " "))
@@ -256,11 +256,11 @@ func runFloor(ctx context.Context, c *config, wl []string, dir string) (wlRun, e
 // runFloorWith runs the floor variant and calls after, if not nil, with
 // its programs once the workload has exited.
 func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after func(entry, ret *ebpf.Program)) (wlRun, error) {
-	spec, err := bpf.LoadFloor()
+	spec, err := bench.LoadFloor()
 	if err != nil {
 		return wlRun{}, err
 	}
-	var objs bpf.FloorObjects
+	var objs bench.FloorObjects
 	if err := loadForUprobes(spec, &objs); err != nil {
 		return wlRun{}, fmt.Errorf("loading the floor programs: %w", err)
 	}
@@ -275,9 +275,9 @@ func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after
 
 var leastEvents = variant{
 	name: "least events",
-	desc: "less than a full-event tracer must do (bpf/least.bpf.c): per-thread state, the first WR and its SGE read, a timestamped record per post and per completion, a reader draining the ring every 10 ms",
+	desc: "less than a full-event tracer must do (bpf/bench/least.bpf.c): per-thread state, the first WR and its SGE read, a timestamped record per post and per completion, a reader draining the ring every 10 ms",
 	command: func(c *config, wl []string) string {
-		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_post_* and least_poll_* of bpf/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID and their ring read every 10 ms, then SIGUSR1",
+		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_post_* and least_poll_* of bpf/bench/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID and their ring read every 10 ms, then SIGUSR1",
 			c.show(), strings.Join(wl, " "))
 	},
 	run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
@@ -287,9 +287,9 @@ var leastEvents = variant{
 
 var leastCounters = variant{
 	name: "least counters",
-	desc: "less than a counting tracer must do (bpf/least.bpf.c): per-thread state at three probes, the first WR and its SGE read, per-thread totals",
+	desc: "less than a counting tracer must do (bpf/bench/least.bpf.c): per-thread state at three probes, the first WR and its SGE read, per-thread totals",
 	command: func(c *config, wl []string) string {
-		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_cpost_* and least_cpoll_* of bpf/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID, then SIGUSR1",
+		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_cpost_* and least_cpoll_* of bpf/bench/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID, then SIGUSR1",
 			c.show(), strings.Join(wl, " "))
 	},
 	run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
@@ -297,14 +297,14 @@ var leastCounters = variant{
 	},
 }
 
-// runLeast runs the programs of bpf/least.bpf.c for full events (with a
+// runLeast runs the programs of bpf/bench/least.bpf.c for full events (with a
 // reader draining their ring) or for counters.
 func runLeast(ctx context.Context, c *config, wl []string, dir string, events bool) (wlRun, error) {
-	spec, err := bpf.LoadLeast()
+	spec, err := bench.LoadLeast()
 	if err != nil {
 		return wlRun{}, err
 	}
-	var objs bpf.LeastObjects
+	var objs bench.LeastObjects
 	if err := loadForUprobes(spec, &objs); err != nil {
 		return wlRun{}, fmt.Errorf("loading the least programs: %w", err)
 	}
