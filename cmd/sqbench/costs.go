@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
@@ -61,16 +60,12 @@ func helperCosts(ctx context.Context, c *config, r *report) error {
 	if err != nil {
 		return err
 	}
-	multi := features.HaveBPFLinkUprobeMulti() == nil
-	if multi {
-		for _, p := range spec.Programs {
-			if p.Type == ebpf.Kprobe {
-				p.AttachType = ebpf.AttachTraceUprobeMulti
-			}
-		}
-	}
-	coll, err := ebpf.NewCollection(spec)
-	if err != nil {
+	var up probe.Uprobes
+	var coll *ebpf.Collection
+	if err := up.Load(spec, func() (err error) {
+		coll, err = ebpf.NewCollection(spec)
+		return err
+	}); err != nil {
 		return fmt.Errorf("loading bpf/bench/cost.bpf.c: %w", err)
 	}
 	defer coll.Close()
@@ -134,12 +129,7 @@ func helperCosts(ctx context.Context, c *config, r *report) error {
 		if prog == nil {
 			return fail(fmt.Errorf("bpf/bench/cost.bpf.c has no program %s", name))
 		}
-		var l link.Link
-		if multi {
-			l, err = ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: []uint64{sym.Offset}, PID: uint32(pid)})
-		} else {
-			l, err = ex.Uprobe("", prog, &link.UprobeOptions{Address: sym.Offset, PID: pid})
-		}
+		l, err := up.Attach(ex, prog, sym.Offset, 0, pid, false)
 		if err != nil {
 			return fail(fmt.Errorf("attaching %s: %w", name, err))
 		}

@@ -79,7 +79,7 @@ func TestBenchProgramsLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := loadForUprobes(spec, c.objs); err != nil {
+			if _, err := loadForUprobes(spec, c.objs); err != nil {
 				t.Fatal(err)
 			}
 			c.objs.Close()

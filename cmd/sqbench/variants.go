@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -261,12 +260,13 @@ func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after
 		return wlRun{}, err
 	}
 	var objs bench.FloorObjects
-	if err := loadForUprobes(spec, &objs); err != nil {
+	up, err := loadForUprobes(spec, &objs)
+	if err != nil {
 		return wlRun{}, fmt.Errorf("loading the floor programs: %w", err)
 	}
 	defer objs.Close()
 	probes := [4]*ebpf.Program{objs.FloorEntry, objs.FloorRet, objs.FloorEntry, objs.FloorRet}
-	w, err := runAttached(ctx, c, wl, dir, probes)
+	w, err := runAttached(ctx, c, wl, dir, up, probes)
 	if err == nil && after != nil {
 		after(objs.FloorEntry, objs.FloorRet)
 	}
@@ -305,13 +305,14 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 		return wlRun{}, err
 	}
 	var objs bench.LeastObjects
-	if err := loadForUprobes(spec, &objs); err != nil {
+	up, err := loadForUprobes(spec, &objs)
+	if err != nil {
 		return wlRun{}, fmt.Errorf("loading the least programs: %w", err)
 	}
 	defer objs.Close()
 	probes := [4]*ebpf.Program{objs.LeastCpostEntry, objs.LeastCpostRet, objs.LeastCpollEntry, objs.LeastCpollRet}
 	if !events {
-		return runAttached(ctx, c, wl, dir, probes)
+		return runAttached(ctx, c, wl, dir, up, probes)
 	}
 	probes = [4]*ebpf.Program{objs.LeastPostEntry, objs.LeastPostRet, objs.LeastPollEntry, objs.LeastPollRet}
 	rd, err := ringbuf.NewReader(objs.LeastRing)
@@ -340,7 +341,7 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 			}
 		}
 	}()
-	w, err := runAttached(ctx, c, wl, dir, probes)
+	w, err := runAttached(ctx, c, wl, dir, up, probes)
 	close(done)
 	<-drained
 	if err != nil {
@@ -356,21 +357,17 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 	return w, nil
 }
 
-// loadForUprobes loads spec into objs with the attach type of the uprobe
-// links sqscope uses on this kernel.
-func loadForUprobes(spec *ebpf.CollectionSpec, objs any) error {
-	if features.HaveBPFLinkUprobeMulti() == nil {
-		for _, p := range spec.Programs {
-			p.AttachType = ebpf.AttachTraceUprobeMulti
-		}
-	}
-	return spec.LoadAndAssign(objs, nil)
+// loadForUprobes loads spec into objs for the uprobe links sqscope uses on
+// this kernel, and returns what attaches them.
+func loadForUprobes(spec *ebpf.CollectionSpec, objs any) (*probe.Uprobes, error) {
+	up := &probe.Uprobes{}
+	return up, up.Load(spec, func() error { return spec.LoadAndAssign(objs, nil) })
 }
 
 // runAttached starts the workload held, attaches probes (sim_post_send
-// entry and return, then sim_poll_cq entry and return) to it, and runs it.
-func runAttached(ctx context.Context, c *config, wl []string, dir string, probes [4]*ebpf.Program) (wlRun, error) {
-	multi := features.HaveBPFLinkUprobeMulti() == nil
+// entry and return, then sim_poll_cq entry and return) to it with up, and
+// runs it.
+func runAttached(ctx context.Context, c *config, wl []string, dir string, up *probe.Uprobes, probes [4]*ebpf.Program) (wlRun, error) {
 	cmd, js, err := startWaiting(ctx, c, wl, dir)
 	if err != nil {
 		return wlRun{}, err
@@ -401,17 +398,7 @@ func runAttached(ctx context.Context, c *config, wl []string, dir string, probes
 			prog *ebpf.Program
 			ret  bool
 		}{{probes[2*f+1], true}, {probes[2*f], false}} {
-			var l link.Link
-			switch {
-			case multi && p.ret:
-				l, err = ex.UretprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: []uint64{sym.Offset}, PID: uint32(pid)})
-			case multi:
-				l, err = ex.UprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: []uint64{sym.Offset}, PID: uint32(pid)})
-			case p.ret:
-				l, err = ex.Uretprobe("", p.prog, &link.UprobeOptions{Address: sym.Offset, PID: pid})
-			default:
-				l, err = ex.Uprobe("", p.prog, &link.UprobeOptions{Address: sym.Offset, PID: pid})
-			}
+			l, err := up.Attach(ex, p.prog, sym.Offset, 0, pid, p.ret)
 			if err != nil {
 				return fail(fmt.Errorf("attaching to %s: %w", fn, err))
 			}
