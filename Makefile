@@ -28,17 +28,22 @@ deps:
 build: deps
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/sqscope
 
-generate: deps
-	$(GO) generate ./bpf/
+# The BPF packages: sqscope's programs (bpf) and the benchmark's (bpf/bench).
+BPF_PKGS := ./bpf/ ./bpf/bench/
+BPF_GENERATED = bpf/*_bpfel.go bpf/*_bpfel.o bpf/bench/*_bpfel.go bpf/bench/*_bpfel.o
 
-# Regenerate the BPF objects and fail when they differ from the tree.
+generate: deps
+	$(GO) generate $(BPF_PKGS)
+
+# Regenerate the BPF objects of both packages and fail when they differ
+# from the tree.
 check-generate: deps
 	@if [ -f bpf/gen.go ]; then \
-		before=$$(sha256sum bpf/*_bpfel.go bpf/*_bpfel.o 2>/dev/null); \
-		$(GO) generate ./bpf/ || exit 1; \
-		after=$$(sha256sum bpf/*_bpfel.go bpf/*_bpfel.o 2>/dev/null); \
+		before=$$(sha256sum $(BPF_GENERATED) 2>/dev/null); \
+		$(GO) generate $(BPF_PKGS) || exit 1; \
+		after=$$(sha256sum $(BPF_GENERATED) 2>/dev/null); \
 		if [ "$$before" != "$$after" ]; then \
-			echo "generated files are stale: run 'make generate' and commit bpf/"; \
+			echo "generated files are stale: run 'make generate' and commit bpf/ and bpf/bench/"; \
 			diff <(echo "$$before") <(echo "$$after"); exit 1; \
 		fi; \
 	fi

@@ -128,7 +128,7 @@
 
 /* ---- bounds ------------------------------------------------------------ */
 
-/* Array sizes; the const volatile knobs in verbs.bpf.c may lower them. */
+/* Array sizes; the const volatile knobs in maps.bpf.h may lower them. */
 #define SQ_MAX_WRS    64    /* WRs recorded per post call or wr batch */
 #define SQ_MAX_WALK   1024  /* list entries walked in all (the rest only counted) */
 #define SQ_MAX_SGES   16    /* SGEs summed per WR */

@@ -1,14 +1,9 @@
-// Package bpf holds sqscope's eBPF programs (verbs.bpf.c), the one header
-// they share with Go (events.h) and the bpf2go output generated from them.
-// floor.bpf.c (empty programs: the unavoidable cost of a uprobe),
-// least.bpf.c (only what a full-event tracer cannot do without) and
-// cost.bpf.c (one helper each: what the building blocks of a probe cost)
-// are what `make bench` measures sqscope's programs against. The generated
+// Package bpf holds sqscope's eBPF programs: verbs.bpf.c with the headers
+// it includes (*.bpf.h, one per role), the one header they share with Go
+// (events.h) and the bpf2go output generated from them. The programs
+// `make bench` measures them against are in package bench. The generated
 // .go and .o files are committed so that building needs no clang; `make
 // generate` rebuilds them.
 package bpf
 
 //go:generate go tool bpf2go -target amd64 -type sq_hdr -type sq_qp_rec -type sq_post_rec -type sq_wr -type sq_poll_rec -type sq_wc -type sq_recv_rec -type sq_exit_rec -type sq_key -type sq_cq_stats -type sq_qp_counters -type sq_caps -type sq_rec_kind -type sq_qp_op -type sq_via -type sq_fn Verbs verbs.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
-//go:generate go tool bpf2go -target amd64 Floor floor.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
-//go:generate go tool bpf2go -target amd64 Cost cost.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
-//go:generate go tool bpf2go -target amd64 Least least.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror

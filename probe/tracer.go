@@ -28,7 +28,6 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
@@ -125,7 +124,7 @@ type Tracer struct {
 	rd   *ringbuf.Reader
 	rec  ringbuf.Record
 
-	multi       bool       // programs attach as uprobe_multi links
+	uprobes     Uprobes    // how the programs are loaded and attached
 	mu          sync.Mutex // guards links, attachments, unsent, warnings, stopped, closed
 	links       []link.Link
 	attached    map[attachKey]bool
@@ -294,34 +293,9 @@ func (t *Tracer) load() error {
 	}
 	spec.Maps["events"].MaxEntries = uint32(t.opts.RingBytes)
 
-	// uprobe_multi links (Linux 6.6) detach without the ~0.1 s grace
-	// period per probe that perf-event uprobes serialise on, which adds up
-	// to seconds at exit. Fall back to perf-event uprobes without them.
-	kprobes := map[string]*ebpf.ProgramSpec{}
-	for name, p := range spec.Programs {
-		if p.Type == ebpf.Kprobe {
-			kprobes[name] = p
-		}
-	}
+	t.uprobes.perfEvent = t.opts.perfEventUprobes
 	loadAll := func() error {
-		for _, p := range kprobes {
-			p.AttachType = ebpf.AttachTraceUprobeMulti
-		}
-		// Kernels before 6.6 load a program with the uprobe_multi attach
-		// type and only refuse the link, so ask the kernel for the link
-		// itself.
-		err := error(errors.ErrUnsupported)
-		if !t.opts.perfEventUprobes && features.HaveBPFLinkUprobeMulti() == nil {
-			err = spec.LoadAndAssign(&t.objs, nil)
-		}
-		t.multi = err == nil
-		if err != nil {
-			for _, p := range kprobes {
-				p.AttachType = ebpf.AttachNone
-			}
-			err = spec.LoadAndAssign(&t.objs, nil)
-		}
-		return err
+		return t.uprobes.Load(spec, func() error { return spec.LoadAndAssign(&t.objs, nil) })
 	}
 	// The data-path probes keep per-thread state in task storage, which
 	// uprobe programs may use on recent kernels only; elsewhere they keep
@@ -638,7 +612,7 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 		if p.prog == nil {
 			continue
 		}
-		l, err := t.uprobe(ex, p.prog(&t.objs.VerbsPrograms), off, cookie, p.ret)
+		l, err := t.uprobes.Attach(ex, p.prog(&t.objs.VerbsPrograms), off, cookie, t.opts.PID, p.ret)
 		if err != nil {
 			for _, l := range placed {
 				l.Close()
@@ -657,22 +631,6 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 	t.attached[key] = true
 	t.recordLocked(a)
 	return a
-}
-
-// uprobe places one program at one file offset.
-func (t *Tracer) uprobe(ex *link.Executable, prog *ebpf.Program, off, cookie uint64, ret bool) (link.Link, error) {
-	if t.multi {
-		mo := &link.UprobeMultiOptions{Addresses: []uint64{off}, Cookies: []uint64{cookie}, PID: uint32(t.opts.PID)}
-		if ret {
-			return ex.UretprobeMulti(nil, prog, mo)
-		}
-		return ex.UprobeMulti(nil, prog, mo)
-	}
-	uo := &link.UprobeOptions{Address: off, PID: t.opts.PID, Cookie: cookie}
-	if ret {
-		return ex.Uretprobe("", prog, uo)
-	}
-	return ex.Uprobe("", prog, uo)
 }
 
 func (t *Tracer) record(a trace.Attach) {

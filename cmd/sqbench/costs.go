@@ -10,19 +10,18 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
-	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/bpf/bench"
 	"github.com/sqscope/sqscope/probe"
 )
 
-// costReps is COST_REPS of bpf/cost.bpf.c.
+// costReps is COST_REPS of bpf/bench/cost.bpf.c.
 const costReps = 10
 
-// costOp is one operation of bpf/cost.bpf.c: its program and how many
+// costOp is one operation of bpf/bench/cost.bpf.c: its program and how many
 // times the program does it.
 type costOp struct {
 	prog string
@@ -49,7 +48,7 @@ type costRow struct {
 	ns float64
 }
 
-// helperCosts attaches the programs of bpf/cost.bpf.c to the simulated
+// helperCosts attaches the programs of bpf/bench/cost.bpf.c to the simulated
 // post_send of a workload and reads their run times.
 func helperCosts(ctx context.Context, c *config, r *report) error {
 	st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
@@ -57,21 +56,17 @@ func helperCosts(ctx context.Context, c *config, r *report) error {
 		return fmt.Errorf("enabling BPF run-time statistics: %w", err)
 	}
 	defer st.Close()
-	spec, err := bpf.LoadCost()
+	spec, err := bench.LoadCost()
 	if err != nil {
 		return err
 	}
-	multi := features.HaveBPFLinkUprobeMulti() == nil
-	if multi {
-		for _, p := range spec.Programs {
-			if p.Type == ebpf.Kprobe {
-				p.AttachType = ebpf.AttachTraceUprobeMulti
-			}
-		}
-	}
-	coll, err := ebpf.NewCollection(spec)
-	if err != nil {
-		return fmt.Errorf("loading bpf/cost.bpf.c: %w", err)
+	var up probe.Uprobes
+	var coll *ebpf.Collection
+	if err := up.Load(spec, func() (err error) {
+		coll, err = ebpf.NewCollection(spec)
+		return err
+	}); err != nil {
+		return fmt.Errorf("loading bpf/bench/cost.bpf.c: %w", err)
 	}
 	defer coll.Close()
 	rd, err := ringbuf.NewReader(coll.Maps["cost_ring"])
@@ -132,14 +127,9 @@ func helperCosts(ctx context.Context, c *config, r *report) error {
 	for _, name := range names {
 		prog := coll.Programs[name]
 		if prog == nil {
-			return fail(fmt.Errorf("bpf/cost.bpf.c has no program %s", name))
+			return fail(fmt.Errorf("bpf/bench/cost.bpf.c has no program %s", name))
 		}
-		var l link.Link
-		if multi {
-			l, err = ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: []uint64{sym.Offset}, PID: uint32(pid)})
-		} else {
-			l, err = ex.Uprobe("", prog, &link.UprobeOptions{Address: sym.Offset, PID: pid})
-		}
+		l, err := up.Attach(ex, prog, sym.Offset, 0, pid, false)
 		if err != nil {
 			return fail(fmt.Errorf("attaching %s: %w", name, err))
 		}
@@ -184,7 +174,7 @@ func helperCosts(ctx context.Context, c *config, r *report) error {
 		}
 		r.costs = append(r.costs, costRow{op: o, ns: (ns - empty) / float64(o.reps)})
 	}
-	r.commands = append(r.commands, fmt.Sprintf("helper costs: the programs of bpf/cost.bpf.c on sim_post_send of `%s workload %s`, BPF_ENABLE_STATS",
+	r.commands = append(r.commands, fmt.Sprintf("helper costs: the programs of bpf/bench/cost.bpf.c on sim_post_send of `%s workload %s`, BPF_ENABLE_STATS",
 		c.show(), joinArgs(wl)))
 	return nil
 }

@@ -83,7 +83,7 @@ func (r *report) verdicts() []string {
 				if least.Ratio.Med <= l.target {
 					reach = "which leaves room for"
 				}
-				line := fmt.Sprintf("post_list %d: less than %s must do (%s, bpf/least.bpf.c) costs %.3f× the floor, %s %.2f× here; sqscope %s costs %.3f× as much as it",
+				line := fmt.Sprintf("post_list %d: less than %s must do (%s, bpf/bench/least.bpf.c) costs %.3f× the floor, %s %.2f× here; sqscope %s costs %.3f× as much as it",
 					list, l.what, l.name, least.Ratio.Med, reach, l.target, l.mode, l.sq.NS.Med/least.NS.Med)
 				if list > 1 {
 					line += fmt.Sprintf(" (it reads one WR of the %d: far below what a tracer of the whole list must do)", list)
@@ -266,7 +266,7 @@ sqscope's CPU is its own (reading, decoding, analysing; the probes' cost is the 
 its summary: the share of a core and the CPU per event after the probes were attached.
 `
 
-const costMethod = `Programs that each repeat one operation (bpf/cost.bpf.c), all attached to the simulated
+const costMethod = `Programs that each repeat one operation (bpf/bench/cost.bpf.c), all attached to the simulated
 post_send of one post_list 1 run with the kernel's BPF statistics on; the time per operation is the
 program's mean run time above the empty program's, divided by the repetitions.
 `

@@ -6,7 +6,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/bpf/bench"
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
 )
@@ -70,16 +70,16 @@ func TestBenchProgramsLoad(t *testing.T) {
 		load func() (*ebpf.CollectionSpec, error)
 		objs interface{ Close() error }
 	}{
-		{"floor", bpf.LoadFloor, &bpf.FloorObjects{}},
-		{"least", bpf.LoadLeast, &bpf.LeastObjects{}},
-		{"cost", bpf.LoadCost, &bpf.CostObjects{}},
+		{"floor", bench.LoadFloor, &bench.FloorObjects{}},
+		{"least", bench.LoadLeast, &bench.LeastObjects{}},
+		{"cost", bench.LoadCost, &bench.CostObjects{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			spec, err := c.load()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := loadForUprobes(spec, c.objs); err != nil {
+			if _, err := loadForUprobes(spec, c.objs); err != nil {
 				t.Fatal(err)
 			}
 			c.objs.Close()

@@ -14,11 +14,10 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
-	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/bpf/bench"
 	"github.com/sqscope/sqscope/probe"
 )
 
@@ -120,7 +119,7 @@ var untraced = variant{
 
 var floorVariant = variant{
 	name: "floor",
-	desc: "empty BPF programs at post_send and poll_cq, entry and return (bpf/floor.bpf.c)",
+	desc: "empty BPF programs at post_send and poll_cq, entry and return (bpf/bench/floor.bpf.c)",
 	command: func(c *config, wl []string) string {
 		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; empty programs attached to sim_post_send and sim_poll_cq (entry, return) of that PID, then SIGUSR1",
 			c.show(), strings.Join(wl, " "))
@@ -256,17 +255,18 @@ func runFloor(ctx context.Context, c *config, wl []string, dir string) (wlRun, e
 // runFloorWith runs the floor variant and calls after, if not nil, with
 // its programs once the workload has exited.
 func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after func(entry, ret *ebpf.Program)) (wlRun, error) {
-	spec, err := bpf.LoadFloor()
+	spec, err := bench.LoadFloor()
 	if err != nil {
 		return wlRun{}, err
 	}
-	var objs bpf.FloorObjects
-	if err := loadForUprobes(spec, &objs); err != nil {
+	var objs bench.FloorObjects
+	up, err := loadForUprobes(spec, &objs)
+	if err != nil {
 		return wlRun{}, fmt.Errorf("loading the floor programs: %w", err)
 	}
 	defer objs.Close()
 	probes := [4]*ebpf.Program{objs.FloorEntry, objs.FloorRet, objs.FloorEntry, objs.FloorRet}
-	w, err := runAttached(ctx, c, wl, dir, probes)
+	w, err := runAttached(ctx, c, wl, dir, up, probes)
 	if err == nil && after != nil {
 		after(objs.FloorEntry, objs.FloorRet)
 	}
@@ -275,9 +275,9 @@ func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after
 
 var leastEvents = variant{
 	name: "least events",
-	desc: "less than a full-event tracer must do (bpf/least.bpf.c): per-thread state, the first WR and its SGE read, a timestamped record per post and per completion, a reader draining the ring every 10 ms",
+	desc: "less than a full-event tracer must do (bpf/bench/least.bpf.c): per-thread state, the first WR and its SGE read, a timestamped record per post and per completion, a reader draining the ring every 10 ms",
 	command: func(c *config, wl []string) string {
-		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_post_* and least_poll_* of bpf/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID and their ring read every 10 ms, then SIGUSR1",
+		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_post_* and least_poll_* of bpf/bench/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID and their ring read every 10 ms, then SIGUSR1",
 			c.show(), strings.Join(wl, " "))
 	},
 	run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
@@ -287,9 +287,9 @@ var leastEvents = variant{
 
 var leastCounters = variant{
 	name: "least counters",
-	desc: "less than a counting tracer must do (bpf/least.bpf.c): per-thread state at three probes, the first WR and its SGE read, per-thread totals",
+	desc: "less than a counting tracer must do (bpf/bench/least.bpf.c): per-thread state at three probes, the first WR and its SGE read, per-thread totals",
 	command: func(c *config, wl []string) string {
-		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_cpost_* and least_cpoll_* of bpf/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID, then SIGUSR1",
+		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_cpost_* and least_cpoll_* of bpf/bench/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID, then SIGUSR1",
 			c.show(), strings.Join(wl, " "))
 	},
 	run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
@@ -297,21 +297,22 @@ var leastCounters = variant{
 	},
 }
 
-// runLeast runs the programs of bpf/least.bpf.c for full events (with a
+// runLeast runs the programs of bpf/bench/least.bpf.c for full events (with a
 // reader draining their ring) or for counters.
 func runLeast(ctx context.Context, c *config, wl []string, dir string, events bool) (wlRun, error) {
-	spec, err := bpf.LoadLeast()
+	spec, err := bench.LoadLeast()
 	if err != nil {
 		return wlRun{}, err
 	}
-	var objs bpf.LeastObjects
-	if err := loadForUprobes(spec, &objs); err != nil {
+	var objs bench.LeastObjects
+	up, err := loadForUprobes(spec, &objs)
+	if err != nil {
 		return wlRun{}, fmt.Errorf("loading the least programs: %w", err)
 	}
 	defer objs.Close()
 	probes := [4]*ebpf.Program{objs.LeastCpostEntry, objs.LeastCpostRet, objs.LeastCpollEntry, objs.LeastCpollRet}
 	if !events {
-		return runAttached(ctx, c, wl, dir, probes)
+		return runAttached(ctx, c, wl, dir, up, probes)
 	}
 	probes = [4]*ebpf.Program{objs.LeastPostEntry, objs.LeastPostRet, objs.LeastPollEntry, objs.LeastPollRet}
 	rd, err := ringbuf.NewReader(objs.LeastRing)
@@ -340,7 +341,7 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 			}
 		}
 	}()
-	w, err := runAttached(ctx, c, wl, dir, probes)
+	w, err := runAttached(ctx, c, wl, dir, up, probes)
 	close(done)
 	<-drained
 	if err != nil {
@@ -356,21 +357,17 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 	return w, nil
 }
 
-// loadForUprobes loads spec into objs with the attach type of the uprobe
-// links sqscope uses on this kernel.
-func loadForUprobes(spec *ebpf.CollectionSpec, objs any) error {
-	if features.HaveBPFLinkUprobeMulti() == nil {
-		for _, p := range spec.Programs {
-			p.AttachType = ebpf.AttachTraceUprobeMulti
-		}
-	}
-	return spec.LoadAndAssign(objs, nil)
+// loadForUprobes loads spec into objs for the uprobe links sqscope uses on
+// this kernel, and returns what attaches them.
+func loadForUprobes(spec *ebpf.CollectionSpec, objs any) (*probe.Uprobes, error) {
+	up := &probe.Uprobes{}
+	return up, up.Load(spec, func() error { return spec.LoadAndAssign(objs, nil) })
 }
 
 // runAttached starts the workload held, attaches probes (sim_post_send
-// entry and return, then sim_poll_cq entry and return) to it, and runs it.
-func runAttached(ctx context.Context, c *config, wl []string, dir string, probes [4]*ebpf.Program) (wlRun, error) {
-	multi := features.HaveBPFLinkUprobeMulti() == nil
+// entry and return, then sim_poll_cq entry and return) to it with up, and
+// runs it.
+func runAttached(ctx context.Context, c *config, wl []string, dir string, up *probe.Uprobes, probes [4]*ebpf.Program) (wlRun, error) {
 	cmd, js, err := startWaiting(ctx, c, wl, dir)
 	if err != nil {
 		return wlRun{}, err
@@ -401,17 +398,7 @@ func runAttached(ctx context.Context, c *config, wl []string, dir string, probes
 			prog *ebpf.Program
 			ret  bool
 		}{{probes[2*f+1], true}, {probes[2*f], false}} {
-			var l link.Link
-			switch {
-			case multi && p.ret:
-				l, err = ex.UretprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: []uint64{sym.Offset}, PID: uint32(pid)})
-			case multi:
-				l, err = ex.UprobeMulti(nil, p.prog, &link.UprobeMultiOptions{Addresses: []uint64{sym.Offset}, PID: uint32(pid)})
-			case p.ret:
-				l, err = ex.Uretprobe("", p.prog, &link.UprobeOptions{Address: sym.Offset, PID: pid})
-			default:
-				l, err = ex.Uprobe("", p.prog, &link.UprobeOptions{Address: sym.Offset, PID: pid})
-			}
+			l, err := up.Attach(ex, p.prog, sym.Offset, 0, pid, p.ret)
 			if err != nil {
 				return fail(fmt.Errorf("attaching to %s: %w", fn, err))
 			}

@@ -21,6 +21,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "../events.h"
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 struct least_slot {
@@ -80,19 +82,51 @@ static __always_inline void save(__u64 a0, __u64 a1)
 	}
 }
 
+/* Copies of the verbs structs read whole, pinned to the events.h offsets
+ * (which abi_test.go checks against <infiniband/verbs.h>). */
+#define pin_field(type, field, off) \
+	_Static_assert(__builtin_offsetof(type, field) == (off), #type "." #field " is not at " #off)
+
+/* the head of a struct ibv_send_wr */
 struct least_wr {
 	__u64 wr_id, next, sg_list;
 	__s32 num_sge;
 	__u32 opcode, send_flags, pad;
 };
+pin_field(struct least_wr, wr_id, IBV_SEND_WR_WR_ID);
+pin_field(struct least_wr, next, IBV_SEND_WR_NEXT);
+pin_field(struct least_wr, sg_list, IBV_SEND_WR_SG_LIST);
+pin_field(struct least_wr, num_sge, IBV_SEND_WR_NUM_SGE);
+pin_field(struct least_wr, opcode, IBV_SEND_WR_OPCODE);
+pin_field(struct least_wr, send_flags, IBV_SEND_WR_SEND_FLAGS);
+_Static_assert(sizeof(struct least_wr) <= IBV_SEND_WR_SIZE, "struct least_wr is longer than struct ibv_send_wr");
+
+/* a struct ibv_sge */
+struct least_sge {
+	__u64 addr;
+	__u32 length, lkey;
+};
+pin_field(struct least_sge, addr, IBV_SGE_ADDR);
+pin_field(struct least_sge, length, IBV_SGE_LENGTH);
+pin_field(struct least_sge, lkey, IBV_SGE_LKEY);
+_Static_assert(sizeof(struct least_sge) == IBV_SGE_SIZE, "struct least_sge is not the size of struct ibv_sge");
+
+/* the head of a struct ibv_wc */
+struct least_wc {
+	__u64 wr_id;
+	__u32 status, opcode, vendor_err, byte_len, imm, qp_num;
+};
+pin_field(struct least_wc, wr_id, IBV_WC_WR_ID);
+pin_field(struct least_wc, status, IBV_WC_STATUS);
+pin_field(struct least_wc, opcode, IBV_WC_OPCODE);
+pin_field(struct least_wc, byte_len, IBV_WC_BYTE_LEN);
+pin_field(struct least_wc, qp_num, IBV_WC_QP_NUM);
+_Static_assert(sizeof(struct least_wc) <= IBV_WC_SIZE, "struct least_wc is longer than struct ibv_wc");
 
 /* read_wr reads a list's first WR and the length of its first SGE. */
 static __always_inline int read_wr(__u64 wr, struct least_wr *h, __u32 *len)
 {
-	struct {
-		__u64 addr;
-		__u32 length, lkey;
-	} sge = {};
+	struct least_sge sge = {};
 
 	if (bpf_probe_read_user(h, sizeof(*h), (void *)wr))
 		return -1;
@@ -141,10 +175,7 @@ SEC("uretprobe")
 int BPF_KRETPROBE(least_poll_ret, int ret)
 {
 	struct least_slot *s = slot();
-	struct {
-		__u64 wr_id;
-		__u32 status, opcode, vendor_err, byte_len, imm, qp_num;
-	} wc;
+	struct least_wc wc;
 	struct least_poll r = {};
 
 	if (!s)
@@ -179,8 +210,8 @@ int BPF_KPROBE(least_cpost_entry, void *qp, void *wr)
 		return 0;
 	s->calls++;
 	s->wrs++;
-	s->inline_wrs += (h.send_flags / 8) & 1; /* IBV_SEND_INLINE */
-	s->signaled += (h.send_flags / 2) & 1;   /* IBV_SEND_SIGNALED */
+	s->inline_wrs += (h.send_flags / SQ_IBV_SEND_INLINE) & 1;
+	s->signaled += (h.send_flags / SQ_IBV_SEND_SIGNALED) & 1;
 	s->bytes += len;
 	return 0;
 }

@@ -11,6 +11,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "../events.h"
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define COST_REPS 10
@@ -76,6 +78,11 @@ int cost_read_wr(struct pt_regs *ctx)
 	cost_sink += v[1];
 	return 0;
 }
+
+/* cost_read_wr_sge follows v[2], the WR's sg_list, to an SGE of two
+ * __u64: pinned to the events.h offsets */
+_Static_assert(IBV_SEND_WR_SG_LIST == 2 * sizeof(__u64), "v[2] of a WR header is not its sg_list");
+_Static_assert(IBV_SGE_SIZE == 2 * sizeof(__u64), "an SGE is not two __u64");
 
 /* the WR header, then its first SGE (16 bytes): the two reads a one-WR
  * post needs */

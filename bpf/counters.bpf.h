@@ -1,0 +1,248 @@
+/* Part of verbs.bpf.c: the counters mode's per-QP totals. A thread counts
+ * its posts at entry and hands them to qp_counters every SQ_PEND_MAX calls
+ * or when it moves to another QP; a failed call's return probe corrects
+ * what its entry counted. */
+#ifndef SQSCOPE_COUNTERS_BPF_H
+#define SQSCOPE_COUNTERS_BPF_H
+
+/* qp_counters_of finds a QP's totals, creating them with qpn (or, when
+ * qpn is SQ_QPN_READ, the number read from the QP). */
+#define SQ_QPN_READ 0xffffffffU
+
+static __always_inline struct sq_qp_counters *qp_counters_of(__u32 tgid, __u64 qp, __u32 qpn)
+{
+	struct sq_key k = { .pid = tgid, .addr = qp };
+	struct sq_qp_counters *c = bpf_map_lookup_elem(&qp_counters, &k);
+
+	if (!c) {
+		struct sq_qp_counters init = {
+			.qp_num = qpn == SQ_QPN_READ ? read_u32(qp + IBV_QP_QP_NUM) : qpn,
+		};
+
+		bpf_map_update_elem(&qp_counters, &k, &init, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&qp_counters, &k);
+	}
+	return c;
+}
+
+/* count_post adds one call to its QP's totals; fields that do not change
+ * are not touched (each atomic add costs). */
+static __always_inline void count_post(__u32 tgid, __u64 qp, int ret, __u32 accepted,
+				       __u32 inline_wrs, __u32 signaled, __u64 inline_bytes,
+				       __u64 payload_bytes, __u32 payload_sges)
+{
+	struct sq_qp_counters *c = qp_counters_of(tgid, qp, SQ_QPN_READ);
+
+	if (!c)
+		return;
+	__sync_fetch_and_add(&c->post_calls, 1);
+	if (accepted) {
+		__sync_fetch_and_add(&c->wrs, accepted);
+		__sync_fetch_and_add(&c->doorbells, 1);
+		if (accepted > c->max_wrs_per_call)
+			c->max_wrs_per_call = accepted; /* a racing larger value may be lost: a peak, not a sum */
+	}
+	if (inline_wrs) {
+		__sync_fetch_and_add(&c->inline_wrs, inline_wrs);
+		__sync_fetch_and_add(&c->inline_bytes, inline_bytes);
+	}
+	if (signaled)
+		__sync_fetch_and_add(&c->signaled, signaled);
+	if (payload_bytes)
+		__sync_fetch_and_add(&c->payload_bytes, payload_bytes);
+	if (payload_sges)
+		__sync_fetch_and_add(&c->payload_sges, payload_sges);
+	if (ret) {
+		__sync_fetch_and_add(&c->errors, 1);
+		if (ret == ENOMEM)
+			__sync_fetch_and_add(&c->enomem, 1);
+		else if (ret == EINVAL)
+			__sync_fetch_and_add(&c->einval, 1);
+	}
+}
+
+/* flush_posts adds the thread's pending counters-mode totals to its QP's. */
+static __always_inline void flush_posts(struct thread_state *st, __u32 tgid)
+{
+	struct sq_qp_counters *c;
+
+	if (!st->pend_calls)
+		return;
+	c = qp_counters_of(tgid, st->pend_qp, st->pend_qpn);
+	if (c) {
+		__sync_fetch_and_add(&c->post_calls, st->pend_calls);
+		if (st->pend_wrs)
+			__sync_fetch_and_add(&c->wrs, st->pend_wrs);
+		if (st->pend_doorbells)
+			__sync_fetch_and_add(&c->doorbells, st->pend_doorbells);
+		if (st->pend_inline)
+			__sync_fetch_and_add(&c->inline_wrs, st->pend_inline);
+		if (st->pend_inline_bytes)
+			__sync_fetch_and_add(&c->inline_bytes, st->pend_inline_bytes);
+		if (st->pend_signaled)
+			__sync_fetch_and_add(&c->signaled, st->pend_signaled);
+		if (st->pend_payload_bytes)
+			__sync_fetch_and_add(&c->payload_bytes, st->pend_payload_bytes);
+		if (st->pend_sges)
+			__sync_fetch_and_add(&c->payload_sges, st->pend_sges);
+		if (st->pend_errors) {
+			__sync_fetch_and_add(&c->errors, st->pend_errors);
+			if (st->pend_enomem)
+				__sync_fetch_and_add(&c->enomem, st->pend_enomem);
+			if (st->pend_einval)
+				__sync_fetch_and_add(&c->einval, st->pend_einval);
+		}
+		if (st->pend_max_wrs > c->max_wrs_per_call)
+			c->max_wrs_per_call = st->pend_max_wrs; /* a peak, not a sum: a race may lose a larger one */
+	}
+	st->pend_calls = 0;
+	st->pend_wrs = 0;
+	st->pend_doorbells = 0;
+	st->pend_inline = 0;
+	st->pend_inline_bytes = 0;
+	st->pend_signaled = 0;
+	st->pend_payload_bytes = 0;
+	st->pend_sges = 0;
+	st->pend_errors = 0;
+	st->pend_enomem = 0;
+	st->pend_einval = 0;
+	st->pend_max_wrs = 0;
+}
+
+/* set_call takes a walk's totals as the tally of the post in progress. */
+static __always_inline void set_call(struct thread_state *st, struct walk *w)
+{
+	st->call_wrs = w->accepted;
+	st->call_inline = w->inline_wrs;
+	st->call_signaled = w->signaled;
+	st->call_sges = w->payload_sges;
+	st->call_inline_bytes = w->inline_bytes;
+	st->call_payload_bytes = w->payload_bytes;
+}
+
+/* add_call adds the tally of the post in progress to the pending counts. */
+static __always_inline void add_call(struct thread_state *st)
+{
+	if (st->call_wrs) {
+		st->pend_wrs += st->call_wrs;
+		st->pend_doorbells++;
+		if (st->call_wrs > st->pend_max_wrs)
+			st->pend_max_wrs = st->call_wrs;
+	}
+	st->pend_inline += st->call_inline;
+	st->pend_inline_bytes += st->call_inline_bytes;
+	st->pend_signaled += st->call_signaled;
+	st->pend_payload_bytes += st->call_payload_bytes;
+	st->pend_sges += st->call_sges;
+}
+
+/* pend_call counts the post in progress in the thread's pending counts,
+ * handing the earlier ones over first when the QP changed or enough have
+ * piled up. They are handed over before a call is added, never after: a
+ * failed call's return probe corrects what its entry added. */
+static __always_inline void pend_call(struct thread_state *st, __u32 tgid, __u64 qp)
+{
+	if (st->pend_qp != qp || !st->pend_calls || st->pend_calls >= SQ_PEND_MAX) {
+		flush_posts(st, tgid);
+		st->pend_qp = qp;
+		st->pend_qpn = qp_num_of(st, qp);
+	}
+	st->call_prev_max = st->pend_max_wrs;
+	st->pend_calls++;
+	add_call(st);
+}
+
+/* tally_one is the tally of a post read_one_wr can take; -1, having set
+ * nothing, for any other post. */
+static __always_inline int tally_one(struct thread_state *st)
+{
+	struct wr_head h;
+	__u32 bytes, inl;
+
+	if (read_one_wr(st->post.a1, &h, &bytes))
+		return -1;
+	st->last_wrs = 1;
+	inl = (h.send_flags / SQ_IBV_SEND_INLINE) & 1;
+	st->call_wrs = 1;
+	st->call_inline = inl;
+	st->call_inline_bytes = (__u64)bytes * inl;
+	st->call_payload_bytes = (__u64)bytes * (1 - inl);
+	st->call_sges = nonzero(bytes) * (1 - inl);
+	st->call_signaled = (h.send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+	return 0;
+}
+
+/* The counters mode counts a post at its entry, as if every WR will be
+ * accepted: the return probe of a successful call then has nothing to do,
+ * not even find the thread's state. A failed call's return probe walks
+ * the list again and puts what was accepted in place of the guess. */
+static __always_inline void count_entry(struct thread_state *st, __u64 id, __u64 qp)
+{
+	struct walk *w;
+
+	st->call_counted = 0;
+	if (st->last_wrs > 1 || tally_one(st)) {
+		claim_cpu(id);
+		w = walk_post(st, st->post.a1, 0, 0);
+		if (!w)
+			return;
+		if (!cpu_still_mine(id)) {
+			count_lost(); /* the walk's totals were overwritten */
+			return;
+		}
+		set_call(st, w);
+	}
+	pend_call(st, id >> 32, qp);
+	st->call_counted = 1;
+}
+
+/* uncount_call takes back what count_entry added for the call, all but
+ * the call itself. */
+static __always_inline void uncount_call(struct thread_state *st)
+{
+	st->pend_wrs -= st->call_wrs;
+	st->pend_doorbells -= st->call_wrs ? 1 : 0;
+	st->pend_inline -= st->call_inline;
+	st->pend_signaled -= st->call_signaled;
+	st->pend_sges -= st->call_sges;
+	st->pend_inline_bytes -= st->call_inline_bytes;
+	st->pend_payload_bytes -= st->call_payload_bytes;
+	st->pend_max_wrs = st->call_prev_max;
+}
+
+/* post_send_failed is the counters mode's return probe of a failed call. */
+static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct thread_state *st;
+	struct call_args *a;
+	struct walk *w;
+
+	if (!wanted(id >> 32))
+		return;
+	st = thread_state(id, 0);
+	if (!st)
+		return;
+	a = leave(&st->post, SQ_OP_POST_SEND);
+	/* a successful call leaves its arguments behind: only the frame the
+	 * entry saw (its return address popped) makes them this call's */
+	if (!a || !st->call_counted || a->sp + 8 != PT_REGS_SP(ctx))
+		return;
+	st->call_counted = 0;
+	claim_cpu(id);
+	w = walk_post(st, a->a1, 1, read_u64(a->a2));
+	if (!w || !cpu_still_mine(id)) {
+		count_lost();
+		return;
+	}
+	uncount_call(st);
+	set_call(st, w);
+	add_call(st);
+	st->pend_errors++;
+	if (ret == ENOMEM)
+		st->pend_enomem++;
+	else if (ret == EINVAL)
+		st->pend_einval++;
+}
+
+#endif

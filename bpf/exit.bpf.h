@@ -1,0 +1,87 @@
+/* Part of verbs.bpf.c: process exit, and the hand-over of the counts
+ * threads keep pending when user space detaches. */
+#ifndef SQSCOPE_EXIT_BPF_H
+#define SQSCOPE_EXIT_BPF_H
+
+/* ---- process exit ------------------------------------------------------- */
+
+struct signal_struct___sq {
+	struct {
+		int counter;
+	} live;
+} __attribute__((preserve_access_index));
+
+struct task_struct___sq {
+	int exit_code;
+	int pid;
+	int tgid;
+	struct signal_struct___sq *signal;
+} __attribute__((preserve_access_index));
+
+SEC("raw_tracepoint/sched_process_exit")
+int proc_exit(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct task_struct___sq *task = (void *)bpf_get_current_task();
+	struct thread_state *st = thread_state(id, 0);
+	struct sq_exit_rec r = {};
+
+	/* every exiting thread hands over its pending counts, then its slot */
+	if (st) {
+		__u32 tid = (__u32)id;
+
+		flush_polls(st, tgid);
+		flush_posts(st, tgid);
+		if (st->owner == tid)
+			st->owner = 0;
+		else if (!have_task_storage)
+			bpf_map_delete_elem(&threads_by_tid, &tid);
+	}
+	if (targ_tgid ? tgid != targ_tgid : !bpf_map_lookup_elem(&procs, &tgid))
+		return 0;
+	/* the last thread of the group decremented live before this point */
+	if (BPF_CORE_READ(task, signal, live.counter) != 0)
+		return 0;
+	bpf_map_delete_elem(&procs, &tgid);
+	fill_hdr(&r.hdr, SQ_REC_EXIT, id, 0);
+	r.exit_code = BPF_CORE_READ(task, exit_code);
+	output_now(&r, sizeof(r));
+	return 0;
+}
+
+/* ---- hand-over when detaching ------------------------------------------- */
+
+struct bpf_iter__task___sq {
+	void *meta;
+	struct task_struct___sq *task;
+} __attribute__((preserve_access_index));
+
+/* hand_over runs once over every thread when user space detaches from a
+ * target that keeps running: the counts its threads keep pending (up to
+ * SQ_PEND_MAX calls each) go to the shared maps user space reads last.
+ * The data-path probes are gone by then, so nothing adds to them. */
+SEC("iter/task")
+int hand_over(struct bpf_iter__task___sq *ctx)
+{
+	struct task_struct___sq *task = ctx->task;
+	struct thread_state *st;
+	__u32 tgid, tid;
+
+	if (!task)
+		return 0;
+	tgid = task->tgid;
+	if (!wanted(tgid))
+		return 0;
+	tid = task->pid;
+	st = slot_of(tid);
+	if (!st || st->owner != tid)
+		st = fallback_state(task, tid, 0);
+	if (st) {
+		flush_polls(st, tgid);
+		flush_posts(st, tgid);
+	}
+	return 0;
+}
+
+#endif

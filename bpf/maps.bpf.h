@@ -1,0 +1,244 @@
+/* Part of verbs.bpf.c: the knobs user space sets before load, the maps the
+ * programs share, and what a thread's data-path probes keep between entry
+ * and return. A map only one part uses is defined with that part. */
+#ifndef SQSCOPE_MAPS_BPF_H
+#define SQSCOPE_MAPS_BPF_H
+
+/* ---- knobs, set before load -------------------------------------------- */
+
+const volatile __u32 targ_tgid = 0;    /* 0: every process */
+const volatile __u32 self_tgid = 0;    /* the tracer: never stopped */
+const volatile __u8 stop_on_new = 1;   /* SIGSTOP on unknown data-path fns */
+const volatile __u8 targ_mode = SQ_MODE_EVENTS;
+const volatile __u32 max_wrs = SQ_MAX_WRS;
+const volatile __u32 max_walk = SQ_MAX_WALK;
+const volatile __u32 max_sges = SQ_MAX_SGES;
+const volatile __u32 max_wcs = SQ_MAX_WCS;
+const volatile __u64 wakeup_bytes = 1 << 20; /* unread bytes that wake the reader */
+const volatile __u8 have_task_storage = 1; /* 0: per-thread state in a hash */
+const volatile __u8 use_thread_slots = 1;  /* 0: no thread_slots (tests of the fallback) */
+const volatile __u32 slot_mask = 4095;     /* thread_slots index mask (tests: 0, one slot) */
+/* 1: data-path records carry the call's entry time too. A clock read costs
+ * about as much as the rest of an entry probe, and under a uprobe the
+ * interval measures mostly the probe itself, so it is asked for. */
+const volatile __u8 call_times = 0;
+
+/* ---- maps -------------------------------------------------------------- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* replaced at load by the size knob */
+} events SEC(".maps");
+
+/* Failed ring-buffer reservations (records lost), per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+/* Data-path function addresses user space has attached to (or gave up on).
+ * An address missing here makes a control-path record stop the process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct sq_key);
+	__type(value, __u8);
+} known_fns SEC(".maps");
+
+/* Processes that used the verbs control path: their exit is reported. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} procs SEC(".maps");
+
+struct call_args {
+	__u64 a0, a1, a2;
+	__u64 ts;
+	__u64 sp;  /* counters-mode post_send: the stack pointer at entry */
+	__u32 a3;
+	__u8 op;
+	__u8 via;
+	__u8 live;
+	__u8 pad;
+};
+
+/* Control-path arguments saved at entry for the return probe, per thread.
+ * LRU: a thread that dies inside a call must not leak its slot forever. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct call_args);
+} ctl_args SEC(".maps");
+
+/* What a thread's data-path probes keep between entry and return. */
+struct thread_state {
+	__u64 owner; /* in thread_slots: the thread id the slot is for (0: free) */
+	struct call_args post; /* post_send (op 0), post_recv (1), wr_complete (2) */
+	struct call_args poll;
+	/* qp_num of the QP this thread last posted to, while qp_gen is unchanged */
+	__u64 qpn_qp;
+	__u32 qpn;
+	__u32 qpn_gen;
+	/* Counts of this thread not yet added to the shared per-CQ and (counters
+	 * mode) per-QP maps: a map lookup per call costs more than the rest of
+	 * an empty poll's probe. Added when the thread moves to another CQ or
+	 * QP, every SQ_PEND_MAX calls, before any record that reports them,
+	 * and when the thread exits. */
+	__u64 pend_cq;
+	__u32 pend_empty;
+	__u32 pend_polls;
+	__u64 pend_cqes;
+	__u64 pend_qp;
+	__u32 pend_qpn;
+	__u32 pend_calls;
+	__u32 pend_wrs;
+	__u32 pend_inline;
+	__u32 pend_signaled;
+	__u32 pend_doorbells;
+	__u32 pend_errors;
+	__u32 pend_enomem;
+	__u32 pend_einval;
+	__u32 pend_sges;
+	__u32 pend_max_wrs;
+	__u32 pad;
+	__u64 pend_inline_bytes;
+	__u64 pend_payload_bytes;
+	/* WRs in this thread's last post_send list: applications post lists
+	 * of the same length again and again, so a long last list makes the
+	 * walk read in bulk from the first WR on */
+	__u32 last_wrs;
+	/* Counters mode: what the post in progress added to the pending
+	 * counts at its entry, as if every WR would be accepted; a failed
+	 * call's return probe takes it back and adds what was accepted. */
+	__u32 call_wrs;
+	__u32 call_inline;
+	__u32 call_signaled;
+	__u32 call_sges;
+	__u32 call_prev_max; /* pend_max_wrs before the call */
+	__u8 call_counted;
+	__u8 pad3[3];
+	__u64 call_inline_bytes;
+	__u64 call_payload_bytes;
+};
+
+/* Calls a thread keeps counts of before adding them to the shared maps:
+ * user space sees the per-thread remainder late by at most this many calls
+ * (and a thread that exits hands it over in proc_exit). */
+#define SQ_PEND_MAX 32
+
+#define SQ_OP_POST_SEND   0
+#define SQ_OP_POST_RECV   1
+#define SQ_OP_WR_COMPLETE 2
+
+/* Task-local storage, for a thread whose thread_slots slot another thread
+ * holds: created on the thread's first call and freed with the thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_state);
+} threads SEC(".maps");
+
+/* The same, by thread id, for kernels whose uprobe programs cannot use
+ * task storage (have_task_storage = 0). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} threads_by_tid SEC(".maps");
+
+/* Per-thread state, first choice: a slot indexed by the thread id, found
+ * with an array lookup the verifier inlines, a fraction of the cost of
+ * task storage. A thread whose slot another live thread holds keeps its
+ * state in task storage (or threads_by_tid) instead; a slot is released
+ * when its thread exits. */
+#define SQ_THREAD_SLOTS 4096
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SQ_THREAD_SLOTS);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} thread_slots SEC(".maps");
+
+/* A zeroed thread_state, never written: a new entry of threads_by_tid is
+ * copied from it, not from the stack (older kernels' verifiers limit a
+ * program and the functions it calls to 512 bytes of stack together). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} thread_zero SEC(".maps");
+
+/* Bumped when a QP is created or destroyed: a cached qp_num is valid only
+ * while it is unchanged (a new QP may reuse a freed one's address). */
+__u32 qp_gen = 0;
+
+/* ibv_wr_* batch under construction, per (process, qpx). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct sq_key);
+	__type(value, struct sq_post_rec);
+} wr_batches SEC(".maps");
+
+/* Empty polls (both modes), polls and CQEs (counters mode), per CQ. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct sq_key);
+	__type(value, struct sq_cq_stats);
+} cq_stats SEC(".maps");
+
+/* Counters mode: per-QP totals. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct sq_key);
+	__type(value, struct sq_qp_counters);
+} qp_counters SEC(".maps");
+
+/* Records too large for the BPF stack are built here, then copied out
+ * at their used length. */
+union scratch {
+	struct sq_post_rec post;
+	struct sq_poll_rec poll;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, union scratch);
+} scratch SEC(".maps");
+
+/* Who uses this CPU's scratch, walk and window slots. A uprobe program
+ * runs with migration disabled but, on a preemptible kernel, not with
+ * preemption disabled: another thread's program may run on the same CPU in
+ * the middle of it and reuse the slots. Each data-path return probe claims
+ * the CPU first, and a record is published only if the claim still holds
+ * once it is in the ring; otherwise it is dropped and counted as lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} cpu_owner SEC(".maps");
+
+/* Let bpf2go see the record types that only user space decodes. */
+const struct sq_qp_rec *unused_qp __attribute__((unused));
+const struct sq_recv_rec *unused_recv __attribute__((unused));
+const struct sq_exit_rec *unused_exit __attribute__((unused));
+const enum sq_rec_kind *unused_kind __attribute__((unused));
+const enum sq_qp_op *unused_op __attribute__((unused));
+const enum sq_via *unused_via __attribute__((unused));
+const enum sq_fn *unused_fn __attribute__((unused));
+
+#endif

@@ -1,0 +1,149 @@
+/* Part of verbs.bpf.c: record sizes and headers, and how records reach the
+ * ring buffer (waking the reader or not, and only while this CPU's slots
+ * are still the caller's); also the small helpers every part uses. */
+#ifndef SQSCOPE_OUTPUT_BPF_H
+#define SQSCOPE_OUTPUT_BPF_H
+
+/* wr_index bounds an index into wrs[] in a way the compiler cannot fold
+ * away, so the verifier sees it. */
+static __always_inline __u32 wr_index(__u32 i)
+{
+	asm volatile("%[i] &= %[m]" : [i] "+r"(i) : [m] "i"(SQ_MAX_WRS - 1));
+	return i;
+}
+
+/* rec_size is the used length of a record with n array entries, clamped
+ * so that the verifier sees it within the record. */
+#define rec_size(type, field, n, max) ({					\
+	__u64 __n = (n);							\
+	asm volatile("if %[n] <= %[m] goto +1; %[n] = %[m]"			\
+		     : [n] "+r"(__n) : [m] "i"(max));				\
+	__builtin_offsetof(type, field) + __n * sizeof(((type *)0)->field[0]);	\
+})
+
+/* one_rec_size is the length of a record with one array entry. */
+#define one_rec_size(type, field) \
+	(__builtin_offsetof(type, field) + sizeof(((type *)0)->field[0]))
+
+/* nonzero is 1 when v != 0, computed without a branch. */
+static __always_inline __u32 nonzero(__u32 v)
+{
+	return ((__u64)v + 0xffffffffULL) >> 32;
+}
+
+static __always_inline int wanted(__u32 tgid)
+{
+	return !targ_tgid || tgid == targ_tgid;
+}
+
+static __always_inline void count_lost(void)
+{
+	__u32 zero = 0;
+	__u64 *v = bpf_map_lookup_elem(&lost, &zero);
+
+	if (v)
+		*v += 1; /* per-CPU slot: no other writer */
+}
+
+static __always_inline void *scratch_buf(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+static __always_inline void fill_hdr(struct sq_hdr *h, __u8 kind, __u64 pid_tgid, __u64 entry_ts)
+{
+	h->ts = bpf_ktime_get_ns();
+	h->entry_ts = entry_ts;
+	h->pid = pid_tgid >> 32;
+	h->tid = (__u32)pid_tgid;
+	h->kind = kind;
+}
+
+/* output sends a data-path record without waking the reader: user space
+ * polls every few milliseconds, and a wakeup per record (an irq_work and a
+ * task wakeup) costs more than the probe itself. Past wakeup_bytes of
+ * unread data the reader is woken so that it drains before the ring fills. */
+static __always_inline __u64 wake_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									     : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void output(void *data, __u64 size)
+{
+	if (bpf_ringbuf_output(&events, data, size, wake_flags()))
+		count_lost();
+}
+
+/* claim_cpu makes the calling thread (id: pid_tgid) the user of this
+ * CPU's slots. */
+static __always_inline void claim_cpu(__u64 id)
+{
+	__u32 zero = 0;
+	__u64 *o = bpf_map_lookup_elem(&cpu_owner, &zero);
+
+	if (o)
+		*o = id;
+}
+
+static __always_inline int cpu_still_mine(__u64 id)
+{
+	__u32 zero = 0;
+	__u64 *o = bpf_map_lookup_elem(&cpu_owner, &zero);
+
+	return o && *o == id;
+}
+
+/* output_claimed is output for a record built in this CPU's slots: it is
+ * copied into the ring, then published only if no other program took the
+ * slots over meanwhile (the copy included). A record of at most small
+ * bytes (a constant: the common one-WR post, one-CQE poll) takes a plain
+ * reservation of that size, which costs less than a dynptr's. */
+static __always_inline int output_claimed(void *data, __u64 size, const __u64 small, __u64 id)
+{
+	__u64 flags = wake_flags();
+
+	if (size <= small) {
+		void *r = bpf_ringbuf_reserve(&events, small, 0);
+
+		if (!r) {
+			count_lost();
+			return -1;
+		}
+		__builtin_memcpy(r, data, small);
+		if (!cpu_still_mine(id)) {
+			bpf_ringbuf_discard(r, 0);
+			count_lost();
+			return -1;
+		}
+		bpf_ringbuf_submit(r, flags);
+		return 0;
+	}
+
+	struct bpf_dynptr p;
+
+	if (bpf_ringbuf_reserve_dynptr(&events, size, 0, &p)) {
+		bpf_ringbuf_discard_dynptr(&p, 0);
+		count_lost();
+		return -1;
+	}
+	if (bpf_dynptr_write(&p, 0, data, size, 0) || !cpu_still_mine(id)) {
+		bpf_ringbuf_discard_dynptr(&p, 0);
+		count_lost();
+		return -1;
+	}
+	bpf_ringbuf_submit_dynptr(&p, flags);
+	return 0;
+}
+
+/* output_now sends a record user space must act on at once (it may have
+ * stopped the process, or the process has exited). */
+static __always_inline void output_now(void *data, __u64 size)
+{
+	if (bpf_ringbuf_output(&events, data, size, BPF_RB_FORCE_WAKEUP))
+		count_lost();
+}
+
+#endif

@@ -1,0 +1,130 @@
+/* Part of verbs.bpf.c: the ibv_poll_cq probes, and the per-CQ poll counts
+ * both modes keep. */
+#ifndef SQSCOPE_POLL_CQ_BPF_H
+#define SQSCOPE_POLL_CQ_BPF_H
+
+SEC("uprobe")
+int BPF_KPROBE(poll_cq_entry, void *cq, int num_entries, void *wc)
+{
+	struct thread_state *st = thread_state(bpf_get_current_pid_tgid(), 1);
+
+	if (st)
+		enter(&st->poll, (__u64)cq, (__u64)wc, 0, (__u32)num_entries, 0);
+	return 0;
+}
+
+static __always_inline struct sq_cq_stats *cq_stats_of(__u32 tgid, __u64 cq)
+{
+	struct sq_key k = { .pid = tgid, .addr = cq };
+	struct sq_cq_stats *s = bpf_map_lookup_elem(&cq_stats, &k);
+
+	if (!s) {
+		struct sq_cq_stats init = {};
+
+		bpf_map_update_elem(&cq_stats, &k, &init, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&cq_stats, &k);
+	}
+	return s;
+}
+
+/* flush_polls adds the thread's pending poll counts to its CQ's stats. */
+static __always_inline void flush_polls(struct thread_state *st, __u32 tgid)
+{
+	struct sq_cq_stats *s;
+
+	if (!st->pend_empty && !st->pend_polls)
+		return;
+	s = cq_stats_of(tgid, st->pend_cq);
+	if (s) {
+		if (st->pend_empty)
+			__sync_fetch_and_add(&s->empty, st->pend_empty);
+		if (st->pend_polls)
+			__sync_fetch_and_add(&s->polls, st->pend_polls);
+		if (st->pend_cqes)
+			__sync_fetch_and_add(&s->cqes, st->pend_cqes);
+	}
+	st->pend_empty = 0;
+	st->pend_polls = 0;
+	st->pend_cqes = 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(poll_cq_ret, int ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, zero = 0;
+	struct thread_state *st;
+	struct call_args *a;
+	struct sq_poll_rec *r;
+	struct windows *ws;
+	__u32 n;
+
+	if (!wanted(tgid))
+		return 0;
+	st = thread_state(id, 0);
+	if (!st)
+		return 0;
+	a = leave(&st->poll, 0);
+	if (!a)
+		return 0;
+	/* Empty polls are the most frequent call of a busy poller: a count
+	 * here, carried by the next record or flushed by user space. */
+	if (st->pend_cq != a->a0) {
+		flush_polls(st, tgid);
+		st->pend_cq = a->a0;
+	}
+	if (ret == 0)
+		st->pend_empty++;
+	if (targ_mode == SQ_MODE_COUNTERS) {
+		st->pend_polls++;
+		if (ret > 0)
+			st->pend_cqes += ret;
+	}
+	if (ret == 0 || targ_mode == SQ_MODE_COUNTERS) {
+		if (st->pend_empty + st->pend_polls >= SQ_PEND_MAX)
+			flush_polls(st, tgid);
+		return 0;
+	}
+	claim_cpu(id);
+	r = scratch_buf();
+	ws = bpf_map_lookup_elem(&windows, &zero);
+	if (!r || !ws)
+		return 0;
+	n = ret > 0 ? (__u32)ret : 0;
+	if (n > max_wcs)
+		n = max_wcs;
+	if (n > SQ_MAX_WCS)
+		n = SQ_MAX_WCS;
+	fill_hdr(&r->hdr, SQ_REC_POLL, id, a->ts);
+	r->cq = a->a0;
+	r->max = (__s32)a->a3;
+	r->ret = ret;
+	r->n = n;
+	r->truncated = ret > 0 ? (__u32)ret - n : 0;
+	/* the record carries this thread's empty polls of the CQ not handed
+	 * over yet: no shared map is touched on the way */
+	r->empty_before = st->pend_empty;
+	/* all the completions in one read (zeroed if unreadable) */
+	if (n)
+		bpf_probe_read_user(ws->sge.b, clamp_len(n * IBV_WC_SIZE, SQ_MAX_WCS * IBV_WC_SIZE),
+				    (void *)a->a1);
+	for (__u32 i = 0; i < SQ_MAX_WCS; i++) {
+		struct wc_head h;
+		struct sq_wc *o;
+
+		if (i >= n)
+			break;
+		o = &r->wcs[i];
+		__builtin_memcpy(&h, &ws->sge.b[i * IBV_WC_SIZE], sizeof(h));
+		o->wr_id = h.wr_id;
+		o->byte_len = h.byte_len;
+		o->qp_num = h.qp_num;
+		o->status = h.status;
+		o->opcode = h.opcode;
+	}
+	if (!output_claimed(r, rec_size(struct sq_poll_rec, wcs, n, SQ_MAX_WCS), one_rec_size(struct sq_poll_rec, wcs), id))
+		st->pend_empty = 0; /* reported; else they stay pending */
+	return 0;
+}
+
+#endif
