@@ -1,7 +1,7 @@
 package analyzer
 
 // PCIe accounting (Kalia et al., ATC'16, applied to the mlx5 rules of
-// design.md). Transactions crossing PCIe per post call of n WRs: one
+// docs/design.md). Transactions crossing PCIe per post call of n WRs: one
 // BlueFlame MMIO of the WQE in 64 B chunks, or one 8 B doorbell MMIO plus a
 // NIC DMA read of the n WQEs; per non-inline WR one DMA read per non-empty
 // SGE; per signaled WR one 64 B CQE DMA write. The doorbell-record write goes

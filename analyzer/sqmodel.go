@@ -12,7 +12,7 @@ import (
 	"github.com/sqscope/sqscope/trace"
 )
 
-// mlx5 WQE geometry (design.md).
+// mlx5 WQE geometry (docs/design.md).
 const (
 	wqebb     = 64
 	ctrlSeg   = 16

@@ -11,7 +11,7 @@ import (
 // sqscope binary) and rdma-core providers built with symbols. A process
 // traced with -p created its QPs before sqscope attached, so the ops table
 // reached from QP creation is not there to read; these names are the next
-// best way in (design.md: "by symbol where the ELF has it").
+// best way in (docs/design.md, "Where the probes go").
 var dataPathSymbols = map[string][]string{
 	"post_send":               {"sim_post_send", "mlx5_post_send", "rxe_post_send", "mlx4_post_send"},
 	"poll_cq":                 {"sim_poll_cq", "mlx5_poll_cq", "rxe_poll_cq", "mlx4_poll_cq"},

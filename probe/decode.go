@@ -176,7 +176,7 @@ func (t *Tracer) pollEvent(r *bpf.VerbsSqPollRec) *trace.Poll {
 // polls per CQ not reported yet, and the counters mode's per-QP totals.
 func (t *Tracer) flush(fn func(trace.Event)) {
 	t.hookNewLibibverbs()
-	now := monotonicNS()
+	now := trace.MonotonicNS()
 	if lost := t.Lost(); lost > t.lostSeen {
 		fn(&trace.Lost{Header: trace.Header{TimeNS: now}, Count: lost - t.lostSeen})
 		t.lostSeen = lost

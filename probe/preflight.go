@@ -132,13 +132,6 @@ func waitThreadsExited(pid int, timeout time.Duration) bool {
 	}
 }
 
-// monotonicNS is CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
-func monotonicNS() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Sec)*1e9 + uint64(ts.Nsec)
-}
-
 // Preflight says why this process cannot trace (no uprobes in the kernel,
 // no privilege), or returns nil.
 func Preflight() error {

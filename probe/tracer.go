@@ -578,7 +578,7 @@ func (t *Tracer) simBinaries() [][2]string {
 // and role, and records the attachment. path is the name reported, pid the
 // process it was found for.
 func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string, off uint64, how string) trace.Attach {
-	a := trace.Attach{Header: trace.Header{TimeNS: monotonicNS(), PID: pid},
+	a := trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
 		Func: r.name, Path: path, Offset: off, How: how}
 	id, err := fileIDOf(openPath)
 	if err != nil {
@@ -664,7 +664,7 @@ func (t *Tracer) learn(pid uint32, fns *[16]uint64) {
 		if maps == nil {
 			var err error
 			if maps, err = readMaps(int(pid)); err != nil {
-				t.record(trace.Attach{Header: trace.Header{TimeNS: monotonicNS(), PID: pid},
+				t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
 					Func: r.name, How: "ops-table", Err: fmt.Sprintf("reading maps of process %d: %v", pid, err)})
 				return // gone: nothing to attach for it
 			}
@@ -674,7 +674,7 @@ func (t *Tracer) learn(pid uint32, fns *[16]uint64) {
 		}
 		path, openPath, off, err := fileOf(int(pid), maps, addr)
 		if err != nil {
-			t.record(trace.Attach{Header: trace.Header{TimeNS: monotonicNS(), PID: pid},
+			t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
 				Func: r.name, How: "ops-table", Err: err.Error()})
 		} else {
 			t.attach(pid, r, r.cookie, path, openPath, off, "ops-table")
@@ -735,7 +735,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 	defer stop()
 
 	next := time.Now().Add(t.opts.FlushInterval)
-	// Data records do not wake the reader (see output() in verbs.bpf.c):
+	// Data records do not wake the reader (see output() in bpf/output.bpf.h):
 	// it polls. The deadline is renewed only when a read returns without
 	// a record; until then records are read without a clock reading each.
 	t.rd.SetDeadline(time.Now().Add(pollInterval))
@@ -930,7 +930,7 @@ func (t *Tracer) detach() []error {
 }
 
 // handOver is the end of tracing a target that keeps running: the probes
-// are removed, then a task iterator (hand_over in verbs.bpf.c) adds every
+// are removed, then a task iterator (hand_over in bpf/exit.bpf.h) adds every
 // thread's pending counts to the maps the last flush reads, and the
 // records still in the ring are delivered.
 func (t *Tracer) handOver(fn func(trace.Event)) error {

@@ -1,7 +1,7 @@
 package verbs
 
 // Counters are the simulated HCA's ground truth for one QP: exactly what the
-// mlx5 model (design.md) says happened. The JSON names are the ones the
+// mlx5 model (docs/design.md) says happened. The JSON names are the ones the
 // tracer's reports use where they mean the same thing.
 type Counters struct {
 	QPNum           uint32 `json:"qp_num"`

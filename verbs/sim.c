@@ -1,5 +1,5 @@
 /* The simulated mlx5-like HCA: send-queue semantics of rdma-core's
- * providers/mlx5 (qp.c, cq.c, verbs.c) as design.md states them, a NIC
+ * providers/mlx5 (qp.c, cq.c, verbs.c) as docs/design.md states them, a NIC
  * model that executes WQEs in order, and ground-truth counters per QP.
  * See sim.h for the entry points and sim.go for the model's parameters. */
 #include <errno.h>
