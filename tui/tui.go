@@ -294,10 +294,10 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 	u.rows = u.rows[:0]
 	for _, q := range s.QPs {
 		k := qpKey{q.PID, q.QPNum}
-		r := row{key: k, qp: q, c: sub(q.Counters, u.base[k]), occupancy: q.Outstanding}
+		r := row{key: k, qp: q, c: q.Counters.Sub(u.base[k]), occupancy: q.Outstanding}
 		if p, ok := prevQP[k]; ok && dt > 0 {
 			r.mops = float64(q.WRs-p.WRs) / dt / 1e6
-			r.dmaSaved = float64(dmaSaved(q.PCIe)-dmaSaved(p.PCIe)) / dt
+			r.dmaSaved = float64(q.PCIe.DMAReadsSaved()-p.PCIe.DMAReadsSaved()) / dt
 			r.cqeSaved = float64(q.PCIe.CQEWritesSaved-p.PCIe.CQEWritesSaved) / dt
 		}
 		r.status = status(q, r.c)
@@ -313,39 +313,13 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 	u.render()
 }
 
-func dmaSaved(p analyzer.Savings) uint64 {
-	return p.WQEFetchBatching + p.WQEFetchBF + p.PayloadReadsSaved
-}
-
-func sub(a, b analyzer.Counters) analyzer.Counters {
-	d := a
-	d.WRs -= min(b.WRs, a.WRs)
-	d.PostCalls -= min(b.PostCalls, a.PostCalls)
-	d.Inline -= min(b.Inline, a.Inline)
-	d.Signaled -= min(b.Signaled, a.Signaled)
-	d.Doorbells -= min(b.Doorbells, a.Doorbells)
-	d.BFWrites -= min(b.BFWrites, a.BFWrites)
-	d.CQEsPolled -= min(b.CQEsPolled, a.CQEsPolled)
-	d.ENOMEMSQFull -= min(b.ENOMEMSQFull, a.ENOMEMSQFull)
-	d.ENOMEMInline -= min(b.ENOMEMInline, a.ENOMEMInline)
-	d.ENOMEMSGE -= min(b.ENOMEMSGE, a.ENOMEMSGE)
-	d.EINVAL -= min(b.EINVAL, a.EINVAL)
-	d.DMAReadsWQE -= min(b.DMAReadsWQE, a.DMAReadsWQE)
-	d.DMAReadsPayload -= min(b.DMAReadsPayload, a.DMAReadsPayload)
-	d.CQEWrites -= min(b.CQEWrites, a.CQEWrites)
-	d.Polls -= min(b.Polls, a.Polls)
-	d.EmptyPolls -= min(b.EmptyPolls, a.EmptyPolls)
-	return d
-}
-
-// status is OK, NEAR FULL or OVERFLOW.
+// status is OK, NEAR FULL or OVERFLOW, by the counters since the reset.
 func status(q analyzer.QP, c analyzer.Counters) string {
+	q.Counters = c
 	switch {
 	case c.ENOMEMSQFull > 0:
 		return "OVERFLOW"
-	case q.MaxSendWR > 0 && q.Outstanding*4 >= uint64(q.MaxSendWR)*3:
-		return "NEAR FULL"
-	case q.MaxSendWR > 0 && !q.SigAll && q.LongestUnsignaledRun*4 >= uint64(q.MaxSendWR)*3 && c.Signaled == 0:
+	case q.NearFull():
 		return "NEAR FULL"
 	}
 	return "OK"
@@ -414,7 +388,7 @@ func (u *UI) visibleRows() []row {
 		case 4:
 			return a.qp.PeakOutstanding < b.qp.PeakOutstanding
 		case 5:
-			return ratio(a.c.Inline, a.c.WRs) < ratio(b.c.Inline, b.c.WRs)
+			return analyzer.Ratio(a.c.Inline, a.c.WRs) < analyzer.Ratio(b.c.Inline, b.c.WRs)
 		case 8:
 			return a.mops < b.mops
 		case 9:
@@ -436,13 +410,6 @@ func (u *UI) visibleRows() []row {
 		return less(out[i], out[j])
 	})
 	return out
-}
-
-func ratio(a, b uint64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
 }
 
 func (u *UI) render() {
@@ -467,13 +434,13 @@ func (u *UI) render() {
 		q := r.qp
 		sigN := "-"
 		if r.c.Signaled > 0 {
-			sigN = fmt.Sprintf("%.0f", float64(r.c.WRs)/float64(r.c.Signaled))
+			sigN = fmt.Sprintf("%.0f", analyzer.Ratio(r.c.WRs, r.c.Signaled))
 		} else if r.c.WRs > 0 {
 			sigN = "never"
 		}
 		perDB := "-"
 		if r.c.Doorbells > 0 {
-			perDB = fmt.Sprintf("%.1f", float64(r.c.WRs)/float64(r.c.Doorbells))
+			perDB = fmt.Sprintf("%.1f", analyzer.Ratio(r.c.WRs, r.c.Doorbells))
 		}
 		depth := fmt.Sprint(q.MaxSendWR)
 		if !q.CapsKnown {
@@ -490,7 +457,7 @@ func (u *UI) render() {
 			fmt.Sprintf("%#x", q.QPNum), q.Type, depth,
 			fmt.Sprintf("%s %d", Bar(r.occupancy, uint64(q.MaxSendWR)), r.occupancy),
 			fmt.Sprint(q.PeakOutstanding),
-			fmt.Sprintf("%.0f", 100*ratio(r.c.Inline, r.c.WRs)),
+			fmt.Sprintf("%.0f", analyzer.Percent(r.c.Inline, r.c.WRs)),
 			sigN, perDB,
 			fmt.Sprintf("%.3f", r.mops),
 			humanRate(r.dmaSaved), humanRate(r.cqeSaved), r.status,
@@ -622,7 +589,7 @@ func (u *UI) renderDetail() {
 	fmt.Fprintf(&b, "  payload reads %d (inline)   CQE writes %d (unsignaled)   ~%d B\n", p.PayloadReadsSaved, p.CQEWritesSaved, p.BytesSaved)
 	sig := "never signaled"
 	if r.c.Signaled > 0 {
-		sig = fmt.Sprintf("1 in %.1f WRs signaled", float64(r.c.WRs)/float64(r.c.Signaled))
+		sig = fmt.Sprintf("1 in %.1f WRs signaled", analyzer.Ratio(r.c.WRs, r.c.Signaled))
 	}
 	fmt.Fprintf(&b, "signal pattern: %s, longest unsignaled run %d of depth %d\n", sig, q.LongestUnsignaledRun, q.MaxSendWR)
 	fmt.Fprintf(&b, "WRs %d  posts %d  inline %d  CQEs polled %d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
