@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sqscope/sqscope/analyzer"
+	sqsession "github.com/sqscope/sqscope/session" // the package, not the local session type
 	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/tui"
 )
@@ -183,7 +184,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	info := probeRd.Info()
 	probeRd.Close()
 	opts := analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, info)}
-	rp, err := tui.NewReplay(func() (*trace.Reader, error) { return openRecording(path) }, opts)
+	rp, err := sqsession.NewReplay(func() (*trace.Reader, error) { return openRecording(path) }, opts)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
