@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -23,11 +24,133 @@ type row struct {
 	occupancy uint64
 }
 
-// Columns of the QP table; sortable by index.
-var columns = []string{"QP", "TYPE", "DEPTH", "OCCUPANCY", "PEAK", "INLINE%", "SIG 1/N", "WR/DB", "Mops", "DMA SAVED/s", "CQE SAVED/s", "STATUS"}
+// column is one column of the QP table, defined once: rendering, sorting
+// (o/O) and fitting a narrow terminal all read it. Its width is its widest
+// text, measured as the table lays it out.
+type column struct {
+	name string
+	// drop orders the columns a terminal too narrow for all of them leaves
+	// out: the highest first (the rightmost of equals); 0 is always shown.
+	drop int
+	// less orders two rows by the column; nil orders them by pid and QP
+	// number.
+	less func(a, b *row) bool
+	// cell is a row's text in the column and its colour.
+	cell func(r *row) (string, tcell.Color)
+}
 
-// BarWidth is the number of cells of an occupancy bar.
-const BarWidth = 16
+const plain = tcell.ColorWhite
+
+var columns = []column{
+	{name: "QP",
+		cell: func(r *row) (string, tcell.Color) { return fmt.Sprintf("%#x", r.qp.QPNum), plain }},
+	{name: "TYPE", drop: 1,
+		cell: func(r *row) (string, tcell.Color) { return r.qp.Type, plain }},
+	{name: "DEPTH", drop: 1,
+		less: func(a, b *row) bool { return a.qp.MaxSendWR < b.qp.MaxSendWR },
+		cell: func(r *row) (string, tcell.Color) {
+			depth := fmt.Sprint(r.qp.MaxSendWR)
+			if !r.qp.CapsKnown {
+				depth += "?"
+			}
+			return depth, plain
+		}},
+	{name: "OCCUPANCY",
+		less: func(a, b *row) bool { return a.occupancy < b.occupancy },
+		cell: func(r *row) (string, tcell.Color) {
+			return fmt.Sprintf("%s %d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), r.occupancy), statusColor(r.status)
+		}},
+	{name: "PEAK", drop: 4,
+		less: func(a, b *row) bool { return a.qp.PeakOutstanding < b.qp.PeakOutstanding },
+		cell: func(r *row) (string, tcell.Color) { return fmt.Sprint(r.qp.PeakOutstanding), plain }},
+	{name: "INLINE%", drop: 3,
+		less: func(a, b *row) bool {
+			return analyzer.Ratio(a.c.Inline, a.c.WRs) < analyzer.Ratio(b.c.Inline, b.c.WRs)
+		},
+		cell: func(r *row) (string, tcell.Color) {
+			return fmt.Sprintf("%.0f", analyzer.Percent(r.c.Inline, r.c.WRs)), plain
+		}},
+	{name: "SIG 1/N", drop: 3,
+		cell: func(r *row) (string, tcell.Color) {
+			switch {
+			case r.c.Signaled > 0:
+				return fmt.Sprintf("%.0f", analyzer.Ratio(r.c.WRs, r.c.Signaled)), plain
+			case r.c.WRs > 0:
+				return "never", plain
+			}
+			return "-", plain
+		}},
+	{name: "WR/DB", drop: 4,
+		cell: func(r *row) (string, tcell.Color) {
+			if r.c.Doorbells > 0 {
+				return fmt.Sprintf("%.1f", analyzer.Ratio(r.c.WRs, r.c.Doorbells)), plain
+			}
+			return "-", plain
+		}},
+	{name: "Mops", drop: 2,
+		less: func(a, b *row) bool { return a.mops < b.mops },
+		cell: func(r *row) (string, tcell.Color) { return fmt.Sprintf("%.3f", r.mops), plain }},
+	{name: "DMA SAVED/s", drop: 5,
+		less: func(a, b *row) bool { return a.dmaSaved < b.dmaSaved },
+		cell: func(r *row) (string, tcell.Color) { return humanRate(r.dmaSaved), plain }},
+	{name: "CQE SAVED/s", drop: 5,
+		less: func(a, b *row) bool { return a.cqeSaved < b.cqeSaved },
+		cell: func(r *row) (string, tcell.Color) { return humanRate(r.cqeSaved), plain }},
+	{name: "STATUS",
+		less: func(a, b *row) bool { return a.status < b.status },
+		cell: func(r *row) (string, tcell.Color) { return r.status, statusColor(r.status) }},
+}
+
+// allColumns are the indices of every column, in order.
+func allColumns() []int {
+	out := make([]int, len(columns))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// fitColumns returns the columns that fit in width cells, with one cell
+// between columns, given the cells each needs: all when they fit, else
+// without the ones to drop first.
+func fitColumns(width int, widths []int) []int {
+	shown := allColumns()
+	need := -1
+	for _, w := range widths {
+		need += w + 1
+	}
+	for need > width {
+		worst := -1
+		for i, c := range shown {
+			if columns[c].drop > 0 && (worst < 0 || columns[c].drop >= columns[shown[worst]].drop) {
+				worst = i
+			}
+		}
+		if worst < 0 {
+			break
+		}
+		need -= widths[shown[worst]] + 1
+		shown = slices.Delete(shown, worst, worst+1)
+	}
+	return shown
+}
+
+// qpTable is the QP table; it fits its columns to its width when drawn.
+type qpTable struct {
+	*tview.Table
+	u *UI
+}
+
+func (t *qpTable) Draw(screen tcell.Screen) {
+	_, _, w, _ := t.GetInnerRect()
+	if shown := fitColumns(w, t.u.widths); !slices.Equal(shown, t.u.shown) {
+		t.u.shown = shown
+		t.Clear()
+		t.u.cells = nil
+		t.u.layoutTable()
+	}
+	t.Table.Draw(screen)
+}
 
 // status is OK, NEAR FULL or OVERFLOW, by the counters since the reset.
 func status(q analyzer.QP, c analyzer.Counters) string {
@@ -40,6 +163,19 @@ func status(q analyzer.QP, c analyzer.Counters) string {
 	}
 	return "OK"
 }
+
+func statusColor(status string) tcell.Color {
+	switch status {
+	case "OVERFLOW":
+		return tcell.ColorRed
+	case "NEAR FULL":
+		return tcell.ColorOrange
+	}
+	return tcell.ColorGreen
+}
+
+// BarWidth is the number of cells of an occupancy bar.
+const BarWidth = 16
 
 // Bar draws an occupancy bar of BarWidth cells.
 func Bar(occ, depth uint64) string {
@@ -65,96 +201,61 @@ func (u *UI) visibleRows() []row {
 		}
 		out = append(out, r)
 	}
-	less := func(a, b row) bool {
-		switch u.sortCol {
-		case 2:
-			return a.qp.MaxSendWR < b.qp.MaxSendWR
-		case 3:
-			return a.occupancy < b.occupancy
-		case 4:
-			return a.qp.PeakOutstanding < b.qp.PeakOutstanding
-		case 5:
-			return analyzer.Ratio(a.c.Inline, a.c.WRs) < analyzer.Ratio(b.c.Inline, b.c.WRs)
-		case 8:
-			return a.mops < b.mops
-		case 9:
-			return a.dmaSaved < b.dmaSaved
-		case 10:
-			return a.cqeSaved < b.cqeSaved
-		case 11:
-			return a.status < b.status
+	less := columns[u.sortCol].less
+	if less == nil {
+		less = func(a, b *row) bool {
+			if a.key.pid != b.key.pid {
+				return a.key.pid < b.key.pid
+			}
+			return a.key.qpNum < b.key.qpNum
 		}
-		if a.key.pid != b.key.pid {
-			return a.key.pid < b.key.pid
-		}
-		return a.key.qpNum < b.key.qpNum
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if u.sortDesc {
-			return less(out[j], out[i])
+			return less(&out[j], &out[i])
 		}
-		return less(out[i], out[j])
+		return less(&out[i], &out[j])
 	})
 	return out
 }
 
 func (u *UI) render() {
 	u.renderHeader()
-	rows := u.visibleRows()
-	u.rows = rows
-	// cells are reused from tick to tick: a refresh only changes texts
-	for u.table.GetRowCount() > len(rows)+1 {
-		u.table.RemoveRow(u.table.GetRowCount() - 1)
-	}
-	if len(u.cells) > len(rows)+1 {
-		u.cells = u.cells[:len(rows)+1]
-	}
-	for i, name := range columns {
-		if i == u.sortCol {
-			name += map[bool]string{false: "▲", true: "▼"}[u.sortDesc]
+	u.rows = u.visibleRows()
+	u.renderTable()
+	u.renderDetail()
+	u.renderAlerts()
+	u.renderFooter()
+}
+
+// renderTable makes the texts of every column, the table's cells for the
+// columns shown, and selects the selected QP.
+func (u *UI) renderTable() {
+	rows := u.rows
+	u.widths = u.widths[:0]
+	for c, col := range columns {
+		name := col.name
+		if c == u.sortCol {
+			mark := "▲"
+			if u.sortDesc {
+				mark = "▼"
+			}
+			name += mark
 		}
-		u.setCell(0, i, name, tcell.ColorYellow).SetSelectable(false)
+		u.texts = setText(u.texts, 0, c, name, tcell.ColorYellow)
+		u.widths = append(u.widths, u.texts[0][c].width)
 	}
+	for i := range rows {
+		for c, col := range columns {
+			text, fg := col.cell(&rows[i])
+			u.texts = setText(u.texts, i+1, c, text, fg)
+			u.widths[c] = max(u.widths[c], u.texts[i+1][c].width)
+		}
+	}
+	u.texts = u.texts[:len(rows)+1]
+	u.layoutTable()
 	selRow := 1
 	for i, r := range rows {
-		q := r.qp
-		sigN := "-"
-		if r.c.Signaled > 0 {
-			sigN = fmt.Sprintf("%.0f", analyzer.Ratio(r.c.WRs, r.c.Signaled))
-		} else if r.c.WRs > 0 {
-			sigN = "never"
-		}
-		perDB := "-"
-		if r.c.Doorbells > 0 {
-			perDB = fmt.Sprintf("%.1f", analyzer.Ratio(r.c.WRs, r.c.Doorbells))
-		}
-		depth := fmt.Sprint(q.MaxSendWR)
-		if !q.CapsKnown {
-			depth += "?"
-		}
-		color := tcell.ColorGreen
-		switch r.status {
-		case "OVERFLOW":
-			color = tcell.ColorRed
-		case "NEAR FULL":
-			color = tcell.ColorOrange
-		}
-		cells := []string{
-			fmt.Sprintf("%#x", q.QPNum), q.Type, depth,
-			fmt.Sprintf("%s %d", Bar(r.occupancy, uint64(q.MaxSendWR)), r.occupancy),
-			fmt.Sprint(q.PeakOutstanding),
-			fmt.Sprintf("%.0f", analyzer.Percent(r.c.Inline, r.c.WRs)),
-			sigN, perDB,
-			fmt.Sprintf("%.3f", r.mops),
-			humanRate(r.dmaSaved), humanRate(r.cqeSaved), r.status,
-		}
-		for j, c := range cells {
-			fg := tcell.ColorWhite
-			if j == 3 || j == 11 {
-				fg = color
-			}
-			u.setCell(i+1, j, c, fg)
-		}
 		if u.hasSel && r.key == u.selected {
 			selRow = i + 1
 		}
@@ -167,9 +268,49 @@ func (u *UI) render() {
 		}
 		u.table.Select(selRow, 0)
 	}
-	u.renderDetail()
-	u.renderAlerts()
-	u.renderFooter()
+}
+
+// text is a cell's text, its colour and the cells it takes.
+type text struct {
+	s     string
+	fg    tcell.Color
+	width int
+}
+
+// setText sets texts[r][c], growing texts as needed; the width is measured
+// again only when the text changed.
+func setText(texts [][]text, r, c int, s string, fg tcell.Color) [][]text {
+	for len(texts) <= r {
+		texts = append(texts, nil)
+	}
+	if texts[r] == nil {
+		texts[r] = make([]text, len(columns))
+	}
+	t := &texts[r][c]
+	if t.s != s || t.width == 0 {
+		t.s, t.width = s, tview.TaggedStringWidth(s)
+	}
+	t.fg = fg
+	return texts
+}
+
+// layoutTable puts the texts of the columns shown into the table's cells,
+// which are reused from tick to tick: a refresh only changes texts.
+func (u *UI) layoutTable() {
+	for u.table.GetRowCount() > len(u.texts) {
+		u.table.RemoveRow(u.table.GetRowCount() - 1)
+	}
+	if len(u.cells) > len(u.texts) {
+		u.cells = u.cells[:len(u.texts)]
+	}
+	for r, texts := range u.texts {
+		for j, c := range u.shown {
+			cell := u.setCell(r, j, texts[c].s, texts[c].fg)
+			if r == 0 {
+				cell.SetSelectable(false)
+			}
+		}
+	}
 }
 
 // setCell sets a cell's text and colour, creating it only once.

@@ -74,7 +74,7 @@ type UI struct {
 	app  runner
 
 	header  *tview.TextView
-	table   *tview.Table
+	table   *qpTable
 	detail  *tview.TextView
 	alerts  *tview.TextView
 	footer  *tview.TextView
@@ -102,6 +102,9 @@ type UI struct {
 	havePrev bool
 	base     map[qpKey]analyzer.Counters
 	rows     []row
+	texts    [][]text             // the table's texts, every column
+	widths   []int                // the cells each column needs
+	shown    []int                // the columns shown, by index in columns
 	cells    [][]*tview.TableCell // the table's cells, reused
 	alertLog []Alert
 	// alerts older than this trace time were cleared by a reset
@@ -124,7 +127,8 @@ func New(src Source, info Info, app runner) *UI {
 	}
 	u.start = u.now()
 	u.header = tview.NewTextView().SetDynamicColors(true)
-	u.table = tview.NewTable().SetFixed(1, 0).SetSelectable(true, false)
+	u.shown = allColumns()
+	u.table = &qpTable{Table: tview.NewTable().SetFixed(1, 0).SetSelectable(true, false), u: u}
 	u.table.SetBorder(true).SetTitle(" send queues ")
 	u.table.SetSelectionChangedFunc(func(r, _ int) {
 		if r >= 1 && r-1 < len(u.rows) {
