@@ -222,7 +222,7 @@ func (q *sq) typicalInterval() uint64 {
 // that 75% of it is the depth itself (nothing to warn before the failure).
 func (q *sq) runWarnAt() uint64 {
 	d := q.depth()
-	at := (3*d + 3) / 4
+	at := nearFullAt(d)
 	if at >= d {
 		return ^uint64(0)
 	}

@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,5 +280,127 @@ func TestSelfCPU(t *testing.T) {
 	u.Tick()
 	if _, l := find(draw(u, scr), "sqscope CPU 12%"); l == "" {
 		t.Fatalf("no \"sqscope CPU 12%%\" in the header: %q", draw(u, scr)[0])
+	}
+}
+
+// A terminal too narrow for every column leaves out the ones to drop first
+// and keeps the QP, its occupancy and its status.
+func TestNarrowTerminal(t *testing.T) {
+	for _, c := range []struct {
+		width   int
+		shown   []string
+		dropped []string
+	}{
+		{170, []string{"QP", "TYPE", "DEPTH", "OCCUPANCY", "WR/DB", "DMA SAVED/s", "CQE SAVED/s", "STATUS"}, nil},
+		{100, []string{"QP", "OCCUPANCY", "PEAK", "DMA SAVED/s", "STATUS"}, []string{"CQE SAVED/s"}},
+		{60, []string{"QP", "TYPE", "DEPTH", "OCCUPANCY", "INLINE%", "Mops", "STATUS"}, []string{"PEAK", "SIG 1/N", "WR/DB", "SAVED"}},
+		{30, []string{"QP", "OCCUPANCY"}, []string{"TYPE", "DEPTH", "Mops"}},
+	} {
+		t.Run(fmt.Sprint(c.width), func(t *testing.T) {
+			u, _, scr := newTestUI(t, healthy())
+			scr.SetSize(c.width, 40)
+			lines := draw(u, scr)
+			_, header := find(lines, "QP▲")
+			for _, name := range c.shown {
+				if !strings.Contains(header, name) {
+					t.Errorf("header %q lacks %s", header, name)
+				}
+			}
+			for _, name := range c.dropped {
+				if strings.Contains(header, name) {
+					t.Errorf("header %q has %s", header, name)
+				}
+			}
+			if _, l := find(lines, "0x1c1"); !strings.Contains(l, "░ 0") {
+				t.Errorf("row %q lacks its occupancy", l)
+			}
+		})
+	}
+	// and back: a wider terminal shows every column again
+	u, _, scr := newTestUI(t, healthy())
+	scr.SetSize(60, 40)
+	draw(u, scr)
+	scr.SetSize(170, 40)
+	if _, l := find(draw(u, scr), "QP▲"); !strings.Contains(l, "CQE SAVED/s") || !strings.Contains(l, "STATUS") {
+		t.Errorf("header %q after widening", l)
+	}
+}
+
+func TestFitColumns(t *testing.T) {
+	widths := make([]int, len(columns))
+	all := -1
+	for i := range widths {
+		widths[i] = 5
+		all += 6
+	}
+	names := func(shown []int) []string {
+		var out []string
+		for _, c := range shown {
+			out = append(out, columns[c].name)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		width int
+		want  []string
+	}{
+		{"all fit", all, names(allColumns())},
+		{"one cell short: the rightmost of the first to drop", all - 1,
+			[]string{"QP", "TYPE", "DEPTH", "OCCUPANCY", "PEAK", "INLINE%", "SIG 1/N", "WR/DB", "Mops", "DMA SAVED/s", "STATUS"}},
+		{"only what is never dropped", 0, []string{"QP", "OCCUPANCY", "STATUS"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := names(fitColumns(c.width, widths)); !slices.Equal(got, c.want) {
+				t.Errorf("fitColumns(%d) = %v, want %v", c.width, got, c.want)
+			}
+		})
+	}
+}
+
+// o moves the sort to the next column, O reverses it; a column without an
+// order of its own sorts by pid and QP number.
+func TestSortKeys(t *testing.T) {
+	s := healthy()
+	s.QPs = append(s.QPs, qp(0x1b0, 64, 60, analyzer.Counters{WRs: 10, PostCalls: 10, Doorbells: 10}))
+	for i, peak := range []uint64{40, 10, 60} {
+		s.QPs[i].PeakOutstanding = peak
+	}
+	u, app, scr := newTestUI(t, s)
+	order := func() string {
+		var out []string
+		for _, l := range draw(u, scr) {
+			if i := strings.Index(l, "0x1"); i >= 0 && strings.HasPrefix(l[i+5:], " RC") {
+				out = append(out, l[i:i+5])
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct {
+		keys   string
+		header string
+		order  string
+	}{
+		{"", "QP▲", "0x1b0 0x1c0 0x1c1"},
+		{"O", "QP▼", "0x1c1 0x1c0 0x1b0"},
+		{"Oooo", "OCCUPANCY▲", "0x1c1 0x1c0 0x1b0"},
+		{"O", "OCCUPANCY▼", "0x1b0 0x1c0 0x1c1"},
+		{"Oo", "PEAK▲", "0x1c1 0x1c0 0x1b0"},
+		{"oooo", "Mops▲", "0x1b0 0x1c0 0x1c1"},
+		{"oooo", "QP▲", "0x1b0 0x1c0 0x1c1"},
+		{"oo", "DEPTH▲", "0x1b0 0x1c0 0x1c1"},
+		{"O", "DEPTH▼", "0x1c1 0x1c0 0x1b0"},
+	} {
+		t.Run(c.header, func(t *testing.T) {
+			for _, k := range c.keys {
+				app.key(tcell.KeyRune, k)
+			}
+			if _, l := find(draw(u, scr), c.header); l == "" {
+				t.Errorf("no %s in the header", c.header)
+			}
+			if got := order(); got != c.order {
+				t.Errorf("rows %s, want %s", got, c.order)
+			}
+		})
 	}
 }

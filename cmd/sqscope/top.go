@@ -168,14 +168,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !isTerminal(stdout) {
 		return runReport(ctx, args, stdout, stderr)
 	}
-	probeRd, err := session.OpenRecording(path)
-	if err != nil {
-		return fmt.Errorf("replay: %w", err)
-	}
-	info := probeRd.Info()
-	probeRd.Close()
-	opts := analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, info)}
-	rp, err := tui.NewReplay(func() (*trace.Reader, error) { return session.OpenRecording(path) }, opts)
+	rp, info, err := session.OpenReplay(path, func(fi trace.FileInfo) analyzer.Options {
+		return analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, fi)}
+	})
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}

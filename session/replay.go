@@ -1,4 +1,4 @@
-package tui
+package session
 
 import (
 	"errors"
@@ -31,6 +31,19 @@ type Replay struct {
 	err     error
 	last    time.Time
 	now     func() time.Time
+}
+
+// OpenReplay opens the recording at path for a paced replay; model gives
+// the analyzer's options for the recording's header.
+func OpenReplay(path string, model func(trace.FileInfo) analyzer.Options) (*Replay, trace.FileInfo, error) {
+	r, err := OpenRecording(path)
+	if err != nil {
+		return nil, trace.FileInfo{}, err
+	}
+	info := r.Info()
+	r.Close()
+	rp, err := NewReplay(func() (*trace.Reader, error) { return OpenRecording(path) }, model(info))
+	return rp, info, err
 }
 
 // NewReplay opens path (via open, called again on a backward seek). It

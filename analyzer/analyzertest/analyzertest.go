@@ -1,0 +1,39 @@
+// Package analyzertest builds analyzers loaded with synthetic traffic, for
+// the tests and benchmarks of the views that read them.
+package analyzertest
+
+import (
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/trace"
+)
+
+
+// Steady returns an analyzer that has seen qps RC QPs of pid 1 (QP numbers
+// from 0x100, depth 256), each posting rounds lists of 16 inline 64-byte
+// SENDs, 1 µs apart, whose last WR is signaled and whose CQE is polled right
+// after the post: a healthy load that leaves every SQ empty.
+func Steady(qps, rounds int) *analyzer.Analyzer {
+	a := analyzer.New(analyzer.Options{})
+	var evs []trace.Event
+	now := uint64(1e9)
+	for q := uint32(0); q < uint32(qps); q++ {
+		evs = append(evs, &trace.QPCreate{Header: trace.Header{TimeNS: now, PID: 1}, QP: uint64(q + 1), QPNum: 0x100 + q,
+			Type: trace.QPTypeRC, SendCQ: uint64(0x1000 + q), Caps: trace.Caps{MaxSendWR: 256, MaxInlineData: 124, MaxSendSGE: 1}})
+	}
+	for i := range rounds {
+		now += 1000
+		for q := uint32(0); q < uint32(qps); q++ {
+			wrs := make([]trace.WR, 16)
+			for j := range wrs {
+				wrs[j] = trace.WR{ID: uint64(i*16 + j), Opcode: ibv.WRSend, Flags: ibv.SendInline, NumSGE: 1, Bytes: 64}
+			}
+			wrs[15].Flags |= ibv.SendSignaled
+			evs = append(evs, &trace.Post{Header: trace.Header{TimeNS: now, PID: 1}, QP: uint64(q + 1), QPNum: 0x100 + q, WRs: wrs, Accepted: 16},
+				&trace.Poll{Header: trace.Header{TimeNS: now + 500, PID: 1}, CQ: uint64(0x1000 + q), Max: 16, Ret: 1,
+					WCs: []trace.WC{{ID: uint64(i*16 + 15), QPNum: 0x100 + q}}})
+		}
+	}
+	a.IngestAll(evs)
+	return a
+}

@@ -1,0 +1,146 @@
+package analyzer
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+func TestNearFull(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		q    QP
+		want bool
+	}{
+		{"depth unknown", QP{Outstanding: 100}, false},
+		{"empty", QP{MaxSendWR: 128}, false},
+		{"one below 75%", QP{MaxSendWR: 128, Outstanding: 95}, false},
+		{"at 75%", QP{MaxSendWR: 128, Outstanding: 96}, true},
+		{"75% rounded up, below", QP{MaxSendWR: 204, Outstanding: 152}, false},
+		{"75% rounded up", QP{MaxSendWR: 204, Outstanding: 153}, true},
+		{"full", QP{MaxSendWR: 204, Outstanding: 204}, true},
+		{"smallest queue, full", QP{MaxSendWR: 2, Outstanding: 2}, true},
+		{"smallest queue, one WR", QP{MaxSendWR: 2, Outstanding: 1}, false},
+		{"never signaled, run at 75%", QP{MaxSendWR: 128, Outstanding: 10,
+			Counters: Counters{WRs: 96, LongestUnsignaledRun: 96}}, true},
+		{"never signaled, run below", QP{MaxSendWR: 128, Outstanding: 10,
+			Counters: Counters{WRs: 95, LongestUnsignaledRun: 95}}, false},
+		{"signaled, long run", QP{MaxSendWR: 128, Outstanding: 10,
+			Counters: Counters{WRs: 200, Signaled: 1, LongestUnsignaledRun: 120}}, false},
+		{"sq_sig_all, long run", QP{MaxSendWR: 128, SigAll: true, Outstanding: 10,
+			Counters: Counters{WRs: 200, LongestUnsignaledRun: 120}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.q.NearFull(); got != c.want {
+				t.Errorf("NearFull() = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// NearFull and the unsignaled-run prediction share their threshold: posting
+// unsignaled WRs one at a time, the QP turns near full with the WR that makes
+// the prediction.
+func TestNearFullWithPrediction(t *testing.T) {
+	for _, depth := range []uint32{4, 16, 128, 204} {
+		s := newStream()
+		s.create(1, trace.QPTypeRC, rcCaps(depth, 60, 1), false)
+		a := New(Options{})
+		a.IngestAll(s.evs)
+		for n := 1; n < int(depth); n++ {
+			s.evs = s.evs[:0]
+			s.send(1, 1, 0, 0)
+			a.IngestAll(s.evs)
+			snap := a.Snapshot()
+			predicted := slices.Contains(diagKinds(snap), "unsignaled_run_near_depth")
+			if near := snap.QPs[0].NearFull(); near != predicted {
+				t.Fatalf("depth %d, %d WRs unsignaled: NearFull %v, prediction made %v", depth, n, near, predicted)
+			}
+		}
+	}
+}
+
+// counterFields calls f with every counter of c, by name, embedded structs
+// included; a field of another kind fails the test, which must then learn it.
+func counterFields(t *testing.T, v reflect.Value, f func(name string, v reflect.Value)) {
+	t.Helper()
+	for i := range v.NumField() {
+		fv, name := v.Field(i), v.Type().Field(i).Name
+		switch fv.Kind() {
+		case reflect.Uint64:
+			f(name, fv)
+		case reflect.Struct:
+			counterFields(t, fv, f)
+		default:
+			t.Fatalf("Counters.%s is a %s: teach Sub and this test about it", name, fv.Kind())
+		}
+	}
+}
+
+func TestCountersSub(t *testing.T) {
+	// every total is taken from a reading of 10 at a baseline of 3, or of
+	// 2 (below zero: 0); the peaks stay as they are
+	peaks := map[string]bool{"PeakOutstanding": true, "LongestUnsignaledRun": true}
+	fill := func(n uint64) Counters {
+		var c Counters
+		counterFields(t, reflect.ValueOf(&c).Elem(), func(_ string, v reflect.Value) { v.SetUint(n) })
+		return c
+	}
+	for _, c := range []struct {
+		name       string
+		base       uint64
+		total, max uint64
+	}{
+		{"below the reading", 3, 7, 10},
+		{"equal", 10, 0, 10},
+		{"above the reading", 12, 0, 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := fill(10).Sub(fill(c.base))
+			counterFields(t, reflect.ValueOf(got), func(name string, v reflect.Value) {
+				want := c.total
+				if peaks[name] {
+					want = c.max
+				}
+				if v.Uint() != want {
+					t.Errorf("%s = %d, want %d (a total Sub does not subtract?)", name, v.Uint(), want)
+				}
+			})
+		})
+	}
+}
+
+func TestRatioPercent(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		a, b       uint64
+		ratio, pct float64
+	}{
+		{"zero over zero", 0, 0, 0, 0},
+		{"over zero", 5, 0, 0, 0},
+		{"half", 1, 2, 0.5, 50},
+		{"whole", 1600, 1600, 1, 100},
+		{"more than whole", 800, 50, 16, 1600},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Ratio(c.a, c.b); got != c.ratio {
+				t.Errorf("Ratio(%d, %d) = %v, want %v", c.a, c.b, got, c.ratio)
+			}
+			if got := Percent(c.a, c.b); got != c.pct {
+				t.Errorf("Percent(%d, %d) = %v, want %v", c.a, c.b, got, c.pct)
+			}
+		})
+	}
+}
+
+func TestDMAReadsSaved(t *testing.T) {
+	s := savings(&Counters{WRs: 100, Doorbells: 10, BFWrites: 4, DMAReadsWQE: 6, InlineSGEs: 30, Signaled: 10})
+	if s.WQEFetchBatching != 90 || s.WQEFetchBF != 4 || s.PayloadReadsSaved != 30 {
+		t.Fatalf("savings %+v", s)
+	}
+	if got := s.DMAReadsSaved(); got != 124 {
+		t.Errorf("DMAReadsSaved() = %d, want 124", got)
+	}
+}

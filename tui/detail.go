@@ -1,0 +1,93 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sqscope/sqscope/analyzer"
+)
+
+var sparkLevels = []rune("▁▂▃▄▅▆▇█")
+
+// Sparkline draws v (scaled to max) in width cells, each the maximum of its
+// share of the samples.
+func Sparkline(v []uint64, maxV uint64, width int) string {
+	if width <= 0 || len(v) == 0 {
+		return ""
+	}
+	if maxV == 0 {
+		for _, x := range v {
+			maxV = max(maxV, x)
+		}
+		if maxV == 0 {
+			maxV = 1
+		}
+	}
+	cols := min(width, len(v))
+	var b strings.Builder
+	for c := 0; c < cols; c++ {
+		lo, hi := c*len(v)/cols, (c+1)*len(v)/cols
+		var m uint64
+		for _, x := range v[lo:hi] {
+			m = max(m, x)
+		}
+		lvl := int(m * uint64(len(sparkLevels)-1) / maxV)
+		b.WriteRune(sparkLevels[min(lvl, len(sparkLevels)-1)])
+	}
+	return b.String()
+}
+
+func (u *UI) selectedRow() (row, bool) {
+	for _, r := range u.rows {
+		if u.hasSel && r.key == u.selected {
+			return r, true
+		}
+	}
+	return row{}, false
+}
+
+func (u *UI) renderDetail() {
+	r, ok := u.selectedRow()
+	if !ok {
+		u.detail.SetText("no QP selected")
+		return
+	}
+	q := r.qp
+	_, _, w, _ := u.detail.GetInnerRect()
+	if w <= 0 {
+		w = 60
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[::b]QP %#x[::-] pid %d %s  depth %d  max_inline %d  max_sge %d", q.QPNum, q.PID, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE)
+	if q.SigAll {
+		b.WriteString("  sq_sig_all")
+	}
+	if q.CapsInferred {
+		b.WriteString("  [orange]caps inferred[-]")
+	} else if !q.CapsKnown {
+		b.WriteString("  [orange]caps unknown (attached late)[-]")
+	}
+	fmt.Fprintf(&b, "\noccupancy, last %s (max %d):\n", historySpan(q, u.snap.HistoryStepNS), q.MaxSendWR)
+	hist := make([]uint64, len(q.History))
+	for i, h := range q.History {
+		hist[i] = uint64(h.Max)
+	}
+	b.WriteString("[green]" + Sparkline(hist, uint64(q.MaxSendWR), w) + "[-]\n")
+	p := q.PCIe
+	fmt.Fprintf(&b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions):\n", p.TransactionsPct)
+	fmt.Fprintf(&b, "  doorbells %d (batching)   WQE fetches %d (batching) + %d (BlueFlame)\n", p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF)
+	fmt.Fprintf(&b, "  payload reads %d (inline)   CQE writes %d (unsignaled)   ~%d B\n", p.PayloadReadsSaved, p.CQEWritesSaved, p.BytesSaved)
+	sig := "never signaled"
+	if r.c.Signaled > 0 {
+		sig = fmt.Sprintf("1 in %.1f WRs signaled", analyzer.Ratio(r.c.WRs, r.c.Signaled))
+	}
+	fmt.Fprintf(&b, "signal pattern: %s, longest unsignaled run %d of depth %d\n", sig, q.LongestUnsignaledRun, q.MaxSendWR)
+	fmt.Fprintf(&b, "WRs %d  posts %d  inline %d  CQEs polled %d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
+	u.detail.SetText(b.String())
+}
+
+// historySpan is how much trace time the history covers.
+func historySpan(q analyzer.QP, step uint64) time.Duration {
+	return time.Duration(uint64(len(q.History)) * step).Round(time.Second)
+}

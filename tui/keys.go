@@ -1,0 +1,132 @@
+package tui
+
+import (
+	"strings"
+	"time"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/rivo/tview"
+)
+
+func helpModal() tview.Primitive {
+	t := tview.NewTextView().SetText(strings.Join([]string{
+		"↑/↓ or j/k  select a QP",
+		"Enter       detail of the selected QP (again: back)",
+		"o / O       sort by the next column / reverse",
+		"p           pause / resume",
+		"r           reset counters (rates and totals start again)",
+		"s           save a snapshot report to a file",
+		"/           filter QPs (by number or pid); empty clears",
+		"← / →       replay: seek 10 s back / forward",
+		"+ / -       replay: faster / slower",
+		"?           this help",
+		"q, Ctrl-C   quit",
+	}, "\n"))
+	t.SetBorder(true).SetTitle(" keys (any key closes) ")
+	return tview.NewFlex().
+		AddItem(nil, 0, 1, false).
+		AddItem(tview.NewFlex().SetDirection(tview.FlexRow).
+			AddItem(nil, 0, 1, false).AddItem(t, 13, 0, true).AddItem(nil, 0, 1, false), 62, 0, true).
+		AddItem(nil, 0, 1, false)
+}
+
+// handleKey is the global key handler. It changes view state directly (it
+// runs on the UI goroutine) and never queues updates.
+func (u *UI) handleKey(ev *tcell.EventKey) *tcell.EventKey {
+	if name, _ := u.pages.GetFrontPage(); name == "help" {
+		u.pages.HidePage("help")
+		return nil
+	}
+	if u.filterF.HasFocus() {
+		return ev
+	}
+	switch ev.Key() {
+	case tcell.KeyEnter:
+		u.toggleDetail()
+		return nil
+	case tcell.KeyLeft:
+		if p, ok := u.src.(Player); ok {
+			p.Seek(-10 * time.Second)
+		}
+		return nil
+	case tcell.KeyRight:
+		if p, ok := u.src.(Player); ok {
+			p.Seek(10 * time.Second)
+		}
+		return nil
+	case tcell.KeyRune:
+	default:
+		return ev
+	}
+	switch ev.Rune() {
+	case 'q':
+		u.app.Stop()
+		return nil
+	case 'j':
+		return tcell.NewEventKey(tcell.KeyDown, 0, tcell.ModNone)
+	case 'k':
+		return tcell.NewEventKey(tcell.KeyUp, 0, tcell.ModNone)
+	case 'p', ' ':
+		u.mu.Lock()
+		u.paused = !u.paused
+		paused := u.paused
+		u.mu.Unlock()
+		if p, ok := u.src.(Player); ok {
+			p.SetPaused(paused)
+		}
+		u.renderHeader()
+		return nil
+	case 'r':
+		for _, r := range u.rows {
+			u.base[r.key] = r.qp.Counters
+		}
+		u.alertsFrom = u.snap.LastNS + 1
+		u.message = "counters reset"
+		u.Apply(u.snap, u.now())
+		return nil
+	case 's':
+		u.message = u.save()
+		u.renderFooter()
+		return nil
+	case '/':
+		u.filterF.SetText(u.filter)
+		u.root.AddItem(u.filterF, 1, 0, true)
+		u.app.SetFocus(u.filterF)
+		return nil
+	case '?':
+		u.pages.ShowPage("help")
+		return nil
+	case 'o':
+		u.sortCol = (u.sortCol + 1) % len(columns)
+		u.render()
+		return nil
+	case 'O':
+		u.sortDesc = !u.sortDesc
+		u.render()
+		return nil
+	case '+':
+		if p, ok := u.src.(Player); ok {
+			p.Speed(2)
+		}
+		return nil
+	case '-':
+		if p, ok := u.src.(Player); ok {
+			p.Speed(0.5)
+		}
+		return nil
+	}
+	return ev
+}
+
+func (u *UI) toggleDetail() {
+	u.detailOnly = !u.detailOnly
+	// Enter gives the detail pane most of the screen, and back
+	if u.detailOnly {
+		u.body.ResizeItem(u.table, 0, 1)
+		u.body.ResizeItem(u.lower, 0, 3)
+	} else {
+		u.body.ResizeItem(u.table, 0, 1)
+		u.body.ResizeItem(u.lower, 0, 1)
+	}
+	u.renderDetail()
+}

@@ -1,0 +1,343 @@
+package tui
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/rivo/tview"
+
+	"github.com/sqscope/sqscope/analyzer"
+)
+
+// row is one QP as the table shows it.
+type row struct {
+	key       qpKey
+	qp        analyzer.QP
+	c         analyzer.Counters // after the reset baseline
+	mops      float64
+	dmaSaved  float64 // DMA reads saved per second
+	cqeSaved  float64 // CQE writes saved per second
+	status    string
+	occupancy uint64
+}
+
+// column is one column of the QP table, defined once: rendering, sorting
+// (o/O) and fitting a narrow terminal all read it. Its width is its widest
+// text, measured as the table lays it out.
+type column struct {
+	name string
+	// drop orders the columns a terminal too narrow for all of them leaves
+	// out: the highest first (the rightmost of equals); 0 is always shown.
+	drop int
+	// less orders two rows by the column; nil orders them by pid and QP
+	// number.
+	less func(a, b *row) bool
+	// cell is a row's text in the column and its colour.
+	cell func(r *row) (string, tcell.Color)
+}
+
+const plain = tcell.ColorWhite
+
+var columns = []column{
+	{name: "QP",
+		cell: func(r *row) (string, tcell.Color) { return fmt.Sprintf("%#x", r.qp.QPNum), plain }},
+	{name: "TYPE", drop: 1,
+		cell: func(r *row) (string, tcell.Color) { return r.qp.Type, plain }},
+	{name: "DEPTH", drop: 1,
+		less: func(a, b *row) bool { return a.qp.MaxSendWR < b.qp.MaxSendWR },
+		cell: func(r *row) (string, tcell.Color) {
+			depth := fmt.Sprint(r.qp.MaxSendWR)
+			if !r.qp.CapsKnown {
+				depth += "?"
+			}
+			return depth, plain
+		}},
+	{name: "OCCUPANCY",
+		less: func(a, b *row) bool { return a.occupancy < b.occupancy },
+		cell: func(r *row) (string, tcell.Color) {
+			return fmt.Sprintf("%s %d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), r.occupancy), statusColor(r.status)
+		}},
+	{name: "PEAK", drop: 4,
+		less: func(a, b *row) bool { return a.qp.PeakOutstanding < b.qp.PeakOutstanding },
+		cell: func(r *row) (string, tcell.Color) { return fmt.Sprint(r.qp.PeakOutstanding), plain }},
+	{name: "INLINE%", drop: 3,
+		less: func(a, b *row) bool {
+			return analyzer.Ratio(a.c.Inline, a.c.WRs) < analyzer.Ratio(b.c.Inline, b.c.WRs)
+		},
+		cell: func(r *row) (string, tcell.Color) {
+			return fmt.Sprintf("%.0f", analyzer.Percent(r.c.Inline, r.c.WRs)), plain
+		}},
+	{name: "SIG 1/N", drop: 3,
+		cell: func(r *row) (string, tcell.Color) {
+			switch {
+			case r.c.Signaled > 0:
+				return fmt.Sprintf("%.0f", analyzer.Ratio(r.c.WRs, r.c.Signaled)), plain
+			case r.c.WRs > 0:
+				return "never", plain
+			}
+			return "-", plain
+		}},
+	{name: "WR/DB", drop: 4,
+		cell: func(r *row) (string, tcell.Color) {
+			if r.c.Doorbells > 0 {
+				return fmt.Sprintf("%.1f", analyzer.Ratio(r.c.WRs, r.c.Doorbells)), plain
+			}
+			return "-", plain
+		}},
+	{name: "Mops", drop: 2,
+		less: func(a, b *row) bool { return a.mops < b.mops },
+		cell: func(r *row) (string, tcell.Color) { return fmt.Sprintf("%.3f", r.mops), plain }},
+	{name: "DMA SAVED/s", drop: 5,
+		less: func(a, b *row) bool { return a.dmaSaved < b.dmaSaved },
+		cell: func(r *row) (string, tcell.Color) { return humanRate(r.dmaSaved), plain }},
+	{name: "CQE SAVED/s", drop: 5,
+		less: func(a, b *row) bool { return a.cqeSaved < b.cqeSaved },
+		cell: func(r *row) (string, tcell.Color) { return humanRate(r.cqeSaved), plain }},
+	{name: "STATUS",
+		less: func(a, b *row) bool { return a.status < b.status },
+		cell: func(r *row) (string, tcell.Color) { return r.status, statusColor(r.status) }},
+}
+
+// allColumns are the indices of every column, in order.
+func allColumns() []int {
+	out := make([]int, len(columns))
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// fitColumns returns the columns that fit in width cells, with one cell
+// between columns, given the cells each needs: all when they fit, else
+// without the ones to drop first.
+func fitColumns(width int, widths []int) []int {
+	shown := allColumns()
+	need := -1
+	for _, w := range widths {
+		need += w + 1
+	}
+	for need > width {
+		worst := -1
+		for i, c := range shown {
+			if columns[c].drop > 0 && (worst < 0 || columns[c].drop >= columns[shown[worst]].drop) {
+				worst = i
+			}
+		}
+		if worst < 0 {
+			break
+		}
+		need -= widths[shown[worst]] + 1
+		shown = slices.Delete(shown, worst, worst+1)
+	}
+	return shown
+}
+
+// qpTable is the QP table; it fits its columns to its width when drawn.
+type qpTable struct {
+	*tview.Table
+	u *UI
+}
+
+func (t *qpTable) Draw(screen tcell.Screen) {
+	_, _, w, _ := t.GetInnerRect()
+	if shown := fitColumns(w, t.u.widths); !slices.Equal(shown, t.u.shown) {
+		t.u.shown = shown
+		t.Clear()
+		t.u.cells = nil
+		t.u.layoutTable()
+	}
+	t.Table.Draw(screen)
+}
+
+// status is OK, NEAR FULL or OVERFLOW, by the counters since the reset.
+func status(q analyzer.QP, c analyzer.Counters) string {
+	q.Counters = c
+	switch {
+	case c.ENOMEMSQFull > 0:
+		return "OVERFLOW"
+	case q.NearFull():
+		return "NEAR FULL"
+	}
+	return "OK"
+}
+
+func statusColor(status string) tcell.Color {
+	switch status {
+	case "OVERFLOW":
+		return tcell.ColorRed
+	case "NEAR FULL":
+		return tcell.ColorOrange
+	}
+	return tcell.ColorGreen
+}
+
+// BarWidth is the number of cells of an occupancy bar.
+const BarWidth = 16
+
+// Bar draws an occupancy bar of BarWidth cells.
+func Bar(occ, depth uint64) string {
+	filled := 0
+	if depth > 0 {
+		filled = int(occ * BarWidth / depth)
+		if occ > 0 && filled == 0 {
+			filled = 1
+		}
+	}
+	filled = min(filled, BarWidth)
+	return strings.Repeat("█", filled) + strings.Repeat("░", BarWidth-filled)
+}
+
+func (u *UI) visibleRows() []row {
+	var out []row
+	for _, r := range u.rows {
+		if u.filter != "" {
+			s := fmt.Sprintf("%#x %d %d %s", r.key.qpNum, r.key.qpNum, r.key.pid, r.qp.Type)
+			if !strings.Contains(s, u.filter) {
+				continue
+			}
+		}
+		out = append(out, r)
+	}
+	less := columns[u.sortCol].less
+	if less == nil {
+		less = func(a, b *row) bool {
+			if a.key.pid != b.key.pid {
+				return a.key.pid < b.key.pid
+			}
+			return a.key.qpNum < b.key.qpNum
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if u.sortDesc {
+			return less(&out[j], &out[i])
+		}
+		return less(&out[i], &out[j])
+	})
+	return out
+}
+
+func (u *UI) render() {
+	u.renderHeader()
+	u.rows = u.visibleRows()
+	u.renderTable()
+	u.renderDetail()
+	u.renderAlerts()
+	u.renderFooter()
+}
+
+// renderTable makes the texts of every column, the table's cells for the
+// columns shown, and selects the selected QP.
+func (u *UI) renderTable() {
+	rows := u.rows
+	u.widths = u.widths[:0]
+	for c, col := range columns {
+		name := col.name
+		if c == u.sortCol {
+			mark := "▲"
+			if u.sortDesc {
+				mark = "▼"
+			}
+			name += mark
+		}
+		u.texts = setText(u.texts, 0, c, name, tcell.ColorYellow)
+		u.widths = append(u.widths, u.texts[0][c].width)
+	}
+	for i := range rows {
+		for c, col := range columns {
+			text, fg := col.cell(&rows[i])
+			u.texts = setText(u.texts, i+1, c, text, fg)
+			u.widths[c] = max(u.widths[c], u.texts[i+1][c].width)
+		}
+	}
+	u.texts = u.texts[:len(rows)+1]
+	u.layoutTable()
+	selRow := 1
+	for i, r := range rows {
+		if u.hasSel && r.key == u.selected {
+			selRow = i + 1
+		}
+	}
+	if len(rows) > 0 {
+		if !u.hasSel {
+			u.mu.Lock()
+			u.selected, u.hasSel = rows[0].key, true
+			u.mu.Unlock()
+		}
+		u.table.Select(selRow, 0)
+	}
+}
+
+// text is a cell's text, its colour and the cells it takes.
+type text struct {
+	s     string
+	fg    tcell.Color
+	width int
+}
+
+// setText sets texts[r][c], growing texts as needed; the width is measured
+// again only when the text changed.
+func setText(texts [][]text, r, c int, s string, fg tcell.Color) [][]text {
+	for len(texts) <= r {
+		texts = append(texts, nil)
+	}
+	if texts[r] == nil {
+		texts[r] = make([]text, len(columns))
+	}
+	t := &texts[r][c]
+	if t.s != s || t.width == 0 {
+		t.s, t.width = s, tview.TaggedStringWidth(s)
+	}
+	t.fg = fg
+	return texts
+}
+
+// layoutTable puts the texts of the columns shown into the table's cells,
+// which are reused from tick to tick: a refresh only changes texts.
+func (u *UI) layoutTable() {
+	for u.table.GetRowCount() > len(u.texts) {
+		u.table.RemoveRow(u.table.GetRowCount() - 1)
+	}
+	if len(u.cells) > len(u.texts) {
+		u.cells = u.cells[:len(u.texts)]
+	}
+	for r, texts := range u.texts {
+		for j, c := range u.shown {
+			cell := u.setCell(r, j, texts[c].s, texts[c].fg)
+			if r == 0 {
+				cell.SetSelectable(false)
+			}
+		}
+	}
+}
+
+// setCell sets a cell's text and colour, creating it only once.
+func (u *UI) setCell(r, c int, text string, fg tcell.Color) *tview.TableCell {
+	for len(u.cells) <= r {
+		u.cells = append(u.cells, make([]*tview.TableCell, len(columns)))
+	}
+	cell := u.cells[r][c]
+	if cell == nil {
+		cell = tview.NewTableCell(text)
+		u.cells[r][c] = cell
+		u.table.SetCell(r, c, cell)
+	} else if cell.Text != text {
+		cell.SetText(text)
+	}
+	if cell.Color != fg {
+		cell.SetTextColor(fg)
+	}
+	return cell
+}
+
+func humanRate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
