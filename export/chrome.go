@@ -103,14 +103,23 @@ type Chrome struct {
 
 // ChromeOptions describe the trace being written.
 type ChromeOptions struct {
-	Meta   map[string]string // the file's otherData
-	Target string            // names each process track
-	Model  analyzer.Options  // the HCA model the occupancy is rebuilt with
+	Recording string           // the recording's file name
+	Version   string           // of the sqscope writing the export
+	Info      trace.FileInfo   // the recording's header
+	Model     analyzer.Options // the HCA model the occupancy is rebuilt with
 }
 
-// NewChrome starts a Chrome trace-event JSON object on w.
+// NewChrome starts a Chrome trace-event JSON object on w; its otherData
+// says where the events come from.
 func NewChrome(w io.Writer, o ChromeOptions) *Chrome {
-	x := &Chrome{cw: newChromeWriter(w, o.Meta, o.Target)}
+	fi := &o.Info
+	meta := map[string]string{"recording": o.Recording, "sqscope_version": o.Version, "clock": "CLOCK_MONOTONIC"}
+	for k, v := range map[string]string{"hostname": fi.Hostname, "kernel": fi.Kernel, "target": fi.Target, "recorded_by": fi.Version} {
+		if v != "" {
+			meta[k] = v
+		}
+	}
+	x := &Chrome{cw: newChromeWriter(w, meta, fi.Target)}
 	model := o.Model
 	model.OnDiagnosis = x.diagnosis
 	x.a = analyzer.New(model)

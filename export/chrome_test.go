@@ -28,7 +28,7 @@ func TestUsec(t *testing.T) {
 // whole one carries no such argument.
 func TestChromePostSaysWhatWasCut(t *testing.T) {
 	var out bytes.Buffer
-	x := NewChrome(&out, ChromeOptions{Target: "t"})
+	x := NewChrome(&out, ChromeOptions{Recording: "r.sqscope", Info: trace.FileInfo{Target: "t"}})
 	h := trace.Header{TimeNS: 1000, PID: 7, TID: 7}
 	x.Event(&trace.QPCreate{Header: h, QP: 1, QPNum: 0x10, Type: trace.QPType(ibv.QPTRC),
 		Caps: trace.Caps{MaxSendWR: 4096, MaxSendSGE: 30}})
@@ -43,6 +43,7 @@ func TestChromePostSaysWhatWasCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct {
+		OtherData   map[string]string `json:"otherData"`
 		TraceEvents []struct {
 			Name string         `json:"name"`
 			Args map[string]any `json:"args"`
@@ -50,6 +51,9 @@ func TestChromePostSaysWhatWasCut(t *testing.T) {
 	}
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out.String())
+	}
+	if doc.OtherData["recording"] != "r.sqscope" || doc.OtherData["target"] != "t" || doc.OtherData["clock"] != "CLOCK_MONOTONIC" {
+		t.Errorf("otherData %v", doc.OtherData)
 	}
 	var posts []map[string]any
 	for _, ev := range doc.TraceEvents {

@@ -8,7 +8,6 @@ import (
 	"github.com/sqscope/sqscope/trace"
 )
 
-
 // Steady returns an analyzer that has seen qps RC QPs of pid 1 (QP numbers
 // from 0x100, depth 256), each posting rounds lists of 16 inline 64-byte
 // SENDs, 1 µs apart, whose last WR is signaled and whose CQE is polled right

@@ -68,13 +68,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		w = out
 	}
 	fi := r.Info()
-	meta := map[string]string{"recording": path, "sqscope_version": version, "clock": "CLOCK_MONOTONIC"}
-	for k, v := range map[string]string{"hostname": fi.Hostname, "kernel": fi.Kernel, "target": fi.Target, "recorded_by": fi.Version} {
-		if v != "" {
-			meta[k] = v
-		}
-	}
-	x := export.NewChrome(w, export.ChromeOptions{Meta: meta, Target: fi.Target,
+	x := export.NewChrome(w, export.ChromeOptions{Recording: path, Version: version, Info: fi,
 		Model: analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, fi)}})
 	res, err := session.ReadAll(ctx, r, x.Event)
 	if err != nil {

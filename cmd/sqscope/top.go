@@ -16,6 +16,7 @@ import (
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/tui"
+	"github.com/sqscope/sqscope/workload"
 )
 
 const topExamples = `
@@ -29,14 +30,6 @@ EXAMPLES
 KEYS
   arrows or j/k select, Enter detail, o/O sort, p pause, r reset, s save, / filter, ? help, q quit
 `
-
-// demoArgs is the scripted scenario of `sqscope demo`: four healthy QPs
-// posting inline with a CQE every 16th WR; after a while QP index 2 stops
-// signaling, so its SQ fills and every post fails with ENOMEM.
-func demoArgs(seconds, faultAfter float64) []string {
-	return strings.Fields(fmt.Sprintf("--qps 4 -s 64 -I 64 -Q 16 -t 128 --rate 4000 -D %g --fault never-signal --fault-after %g --fault-qp 2",
-		seconds, faultAfter))
-}
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -70,7 +63,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var noTUI bool
 	fs := commandFlags("demo", "demo [flags]",
 		"Trace the built-in workload on the simulated HCA in a scripted scenario: four QPs\npost inline with a CQE every 16th WR; then one QP stops signaling, its send queue\nfills and ibv_post_send fails with ENOMEM. Needs root (eBPF).",
-		fmt.Sprintf("\nThe workload it runs: sqscope workload %s\n", strings.Join(demoArgs(60, 8), " ")), stderr)
+		fmt.Sprintf("\nThe workload it runs: sqscope workload %s\n", strings.Join(workload.DemoArgs(60, 8), " ")), stderr)
 	fs.Float64Var(&seconds, "D", 60, "run the scenario for SECONDS")
 	fs.Float64Var(&after, "fault-after", 8, "turn the never-signal bug on after SECONDS")
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
@@ -85,7 +78,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usageErr("demo: want -D > --fault-after >= 0 and -i > 0")
 	}
 	tf := targetFlags{workload: true, mode: session.ModeEvents, timeout: 10 * time.Second, ringMiB: 8}
-	return watch(ctx, &tf, demoArgs(seconds, after), watchOpts{interval: interval, intervalGiven: flagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
+	return watch(ctx, &tf, workload.DemoArgs(seconds, after), watchOpts{interval: interval, intervalGiven: flagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
 }
 
 type watchOpts struct {
