@@ -3,6 +3,7 @@ package analyzer
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -136,4 +137,153 @@ func TestReportCuts(t *testing.T) {
 	var text bytes.Buffer
 	WriteText(&text, s.run(Options{BF: DefaultBF}))
 	golden(t, "report_cuts.txt.golden", text.Bytes())
+}
+
+// counters flushes a QP's counters-mode totals since attach.
+func (s *stream) counters(qpn uint32, c trace.QPCounters) {
+	c.Header, c.QP, c.QPNum = s.hdr(), qpAddr(qpn), qpn
+	s.evs = append(s.evs, &c)
+}
+
+// cutReport is what the text and the JSON report say of cuts: the text's
+// cut lines and each QP's (and the total's) cut fields.
+func cutReport(t *testing.T, snap Snapshot) (lines []string, fields []map[string]any) {
+	t.Helper()
+	var text, js bytes.Buffer
+	WriteText(&text, snap)
+	if err := WriteJSON(&js, snap); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(text.String(), "\n") {
+		if strings.Contains(l, "cut by the tracer's bounds") {
+			lines = append(lines, l)
+		}
+	}
+	var doc struct {
+		QPs   []map[string]any `json:"qps"`
+		Total map[string]any   `json:"total"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range append(doc.QPs, doc.Total) {
+		f := map[string]any{}
+		for _, k := range []string{"wrs_sge_cut", "sges_not_summed", "posts_walk_capped"} {
+			if v, ok := m[k]; ok {
+				f[k] = v
+			}
+		}
+		fields = append(fields, f)
+	}
+	return lines, fields
+}
+
+// The counters mode's totals carry the cuts, which replace the earlier
+// totals of the QP as every count does.
+func TestCountersCuts(t *testing.T) {
+	tests := []struct {
+		name    string
+		flushes []trace.QPCounters
+		want    Cuts
+	}{
+		{"nothing cut", []trace.QPCounters{{PostCalls: 4, WRs: 4, Doorbells: 4}}, Cuts{}},
+		{"SGEs past the bound", []trace.QPCounters{
+			{PostCalls: 1, WRs: 3, Doorbells: 1, SGECutWRs: 3, SGEsNotSummed: 12},
+		}, Cuts{SGECutWRs: 3, SGEsNotSummed: 12}},
+		{"list walk capped", []trace.QPCounters{
+			{PostCalls: 2, WRs: 1024, Doorbells: 1, Errors: 1, ENOMEM: 1, WalkCappedPosts: 2},
+		}, Cuts{WalkCappedPosts: 2}},
+		{"later totals replace earlier ones", []trace.QPCounters{
+			{PostCalls: 1, WRs: 1024, Doorbells: 1, WalkCappedPosts: 1},
+			{PostCalls: 2, WRs: 2048, Doorbells: 2, WalkCappedPosts: 2, SGECutWRs: 1, SGEsNotSummed: 255},
+			{PostCalls: 3, WRs: 2051, Doorbells: 3, WalkCappedPosts: 2, SGECutWRs: 4, SGEsNotSummed: 267},
+		}, Cuts{SGECutWRs: 4, SGEsNotSummed: 267, WalkCappedPosts: 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			s.create(1, trace.QPTypeRC, rcCaps(4096, 0, 30), false)
+			s.create(2, trace.QPTypeRC, rcCaps(4096, 0, 30), false)
+			for _, c := range tc.flushes {
+				s.counters(1, c)
+				s.counters(2, trace.QPCounters{PostCalls: 1, WRs: 4, Doorbells: 1}) // nothing cut beside it
+			}
+			snap := s.run(Options{BF: DefaultBF})
+			if len(snap.QPs) != 2 || !snap.QPs[0].CountersOnly {
+				t.Fatalf("%d QPs, counters only %v", len(snap.QPs), len(snap.QPs) > 0 && snap.QPs[0].CountersOnly)
+			}
+			if got := snap.QPs[0].Cuts; got != tc.want {
+				t.Errorf("QP 1 cuts %+v, want %+v", got, tc.want)
+			}
+			if got := snap.QPs[1].Cuts; got != (Cuts{}) {
+				t.Errorf("QP 2 cuts %+v, want none", got)
+			}
+			if snap.Total.Cuts != tc.want {
+				t.Errorf("total cuts %+v, want %+v", snap.Total.Cuts, tc.want)
+			}
+			lines, fields := cutReport(t, snap)
+			if want := map[bool]int{true: 1, false: 0}[tc.want.any()]; len(lines) != want {
+				t.Errorf("%d cut lines, want %d: %q", len(lines), want, lines)
+			}
+			want := map[string]any{}
+			for k, v := range map[string]uint64{"wrs_sge_cut": tc.want.SGECutWRs, "sges_not_summed": tc.want.SGEsNotSummed,
+				"posts_walk_capped": tc.want.WalkCappedPosts} {
+				if v != 0 {
+					want[k] = float64(v)
+				}
+			}
+			for i, what := range []string{"QP 1", "QP 2", "total"} {
+				w := want
+				if what == "QP 2" {
+					w = map[string]any{}
+				}
+				if !reflect.DeepEqual(fields[i], w) {
+					t.Errorf("%s: JSON cut fields %v, want %v", what, fields[i], w)
+				}
+			}
+		})
+	}
+}
+
+// The same cuts said per call (events mode) and in totals (counters mode)
+// make the same report lines and JSON fields: the posts of the probe
+// tests' `target cut`, and the totals the kernel keeps of them.
+func TestCutsBothModes(t *testing.T) {
+	caps := rcCaps(2048, 2048, 20)
+	events := newStream()
+	events.create(1, trace.QPTypeRC, caps, false)
+	events.create(2, trace.QPTypeRC, caps, false)
+	events.capped(1, events.wrs(1, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
+	events.post(1, events.wrs(1, 1024, opSend, 0, 1, 64, 0)[:64], 0, 1024)
+	events.post(1, sgeCut(events.wrs(1, 3, opSend, 0, 1, 64, 3), 4, 0, 1, 2), 0, 3)
+	events.evs = append(events.evs, &trace.Post{Header: events.hdr(), QP: qpAddr(2), QPNum: 2, API: trace.APIWR,
+		WRs: []trace.WR{{ID: 1, Opcode: opSend, NumSGE: 20, Bytes: 1720, SGEsNotSummed: 4},
+			{ID: 2, Opcode: opSend, Flags: 8, NumSGE: 18, Bytes: 280, SGEsNotSummed: 2}}, Accepted: 2})
+
+	counters := newStream()
+	counters.create(1, trace.QPTypeRC, caps, false)
+	counters.create(2, trace.QPTypeRC, caps, false)
+	counters.counters(1, trace.QPCounters{PostCalls: 3, WRs: 2051, Doorbells: 3, WalkCappedPosts: 1,
+		SGECutWRs: 3, SGEsNotSummed: 12})
+	counters.counters(2, trace.QPCounters{PostCalls: 1, WRs: 2, Inline: 1, Doorbells: 1, InlineBytes: 280,
+		PayloadBytes: 1720, PayloadSGEs: 20, SGECutWRs: 2, SGEsNotSummed: 6})
+
+	es, cs := events.run(Options{BF: DefaultBF}), counters.run(Options{BF: DefaultBF})
+	for i := range es.QPs {
+		if es.QPs[i].Cuts != cs.QPs[i].Cuts {
+			t.Errorf("QP %d: events mode cuts %+v, counters mode %+v", i+1, es.QPs[i].Cuts, cs.QPs[i].Cuts)
+		}
+	}
+	want := Cuts{SGECutWRs: 5, SGEsNotSummed: 18, WalkCappedPosts: 1}
+	if es.Total.Cuts != want || cs.Total.Cuts != want {
+		t.Errorf("total cuts: events mode %+v, counters mode %+v, want %+v", es.Total.Cuts, cs.Total.Cuts, want)
+	}
+	el, ef := cutReport(t, es)
+	cl, cf := cutReport(t, cs)
+	if len(el) != 2 || !reflect.DeepEqual(el, cl) {
+		t.Errorf("cut lines differ:\nevents   %q\ncounters %q", el, cl)
+	}
+	if !reflect.DeepEqual(ef, cf) {
+		t.Errorf("JSON cut fields differ:\nevents   %v\ncounters %v", ef, cf)
+	}
 }

@@ -29,7 +29,8 @@ static __always_inline struct sq_qp_counters *qp_counters_of(__u32 tgid, __u64 q
  * are not touched (each atomic add costs). */
 static __always_inline void count_post(__u32 tgid, __u64 qp, int ret, __u32 accepted,
 				       __u32 inline_wrs, __u32 signaled, __u64 inline_bytes,
-				       __u64 payload_bytes, __u32 payload_sges)
+				       __u64 payload_bytes, __u32 payload_sges, __u32 sge_cut_wrs,
+				       __u32 sges_not_summed)
 {
 	struct sq_qp_counters *c = qp_counters_of(tgid, qp, SQ_QPN_READ);
 
@@ -52,6 +53,10 @@ static __always_inline void count_post(__u32 tgid, __u64 qp, int ret, __u32 acce
 		__sync_fetch_and_add(&c->payload_bytes, payload_bytes);
 	if (payload_sges)
 		__sync_fetch_and_add(&c->payload_sges, payload_sges);
+	if (sge_cut_wrs) {
+		__sync_fetch_and_add(&c->sge_cut_wrs, sge_cut_wrs);
+		__sync_fetch_and_add(&c->sges_not_summed, sges_not_summed);
+	}
 	if (ret) {
 		__sync_fetch_and_add(&c->errors, 1);
 		if (ret == ENOMEM)
@@ -94,6 +99,19 @@ static __always_inline void flush_posts(struct thread_state *st, __u32 tgid)
 		}
 		if (st->pend_max_wrs > c->max_wrs_per_call)
 			c->max_wrs_per_call = st->pend_max_wrs; /* a peak, not a sum: a race may lose a larger one */
+	}
+	if (st->pend_walk_capped | st->pend_sge_cut_wrs) {
+		if (c) {
+			if (st->pend_walk_capped)
+				__sync_fetch_and_add(&c->walk_capped, st->pend_walk_capped);
+			if (st->pend_sge_cut_wrs) {
+				__sync_fetch_and_add(&c->sge_cut_wrs, st->pend_sge_cut_wrs);
+				__sync_fetch_and_add(&c->sges_not_summed, st->pend_sges_not_summed);
+			}
+		}
+		st->pend_walk_capped = 0;
+		st->pend_sge_cut_wrs = 0;
+		st->pend_sges_not_summed = 0;
 	}
 	st->pend_calls = 0;
 	st->pend_wrs = 0;
@@ -175,9 +193,12 @@ static __always_inline int tally_one(struct thread_state *st)
 /* The counters mode counts a post at its entry, as if every WR will be
  * accepted: the return probe of a successful call then has nothing to do,
  * not even find the thread's state. A failed call's return probe walks
- * the list again and puts what was accepted in place of the guess. */
+ * the list again and puts what was accepted in place of the guess. A cut
+ * (a list past the walk bound, SGEs past the SGE bound) needs a walk, and
+ * only a walk that saw one writes more. */
 static __always_inline void count_entry(struct thread_state *st, __u64 id, __u64 qp)
 {
+	__u32 capped = 0, cut_wrs = 0, not_summed = 0;
 	struct walk *w;
 
 	st->call_counted = 0;
@@ -191,9 +212,21 @@ static __always_inline void count_entry(struct thread_state *st, __u64 id, __u64
 			return;
 		}
 		set_call(st, w);
+		capped = w->cur && !w->ended;
+		cut_wrs = w->sge_cut_wrs;
+		not_summed = w->sges_not_summed;
 	}
 	pend_call(st, id >> 32, qp);
-	st->call_counted = 1;
+	st->call_counted = SQ_CALL_COUNTED;
+	if (capped | cut_wrs) {
+		/* after pend_call, which may hand the earlier counts over */
+		st->pend_walk_capped += capped;
+		st->pend_sge_cut_wrs += cut_wrs;
+		st->pend_sges_not_summed += not_summed;
+		st->call_sge_cut_wrs = cut_wrs;
+		st->call_sges_not_summed = not_summed;
+		st->call_counted = SQ_CALL_COUNTED | SQ_CALL_CUT;
+	}
 }
 
 /* uncount_call takes back what count_entry added for the call, all but
@@ -217,6 +250,7 @@ static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 	struct thread_state *st;
 	struct call_args *a;
 	struct walk *w;
+	__u8 counted;
 
 	if (!wanted(id >> 32))
 		return;
@@ -224,9 +258,10 @@ static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 	if (!st)
 		return;
 	a = leave(&st->post, SQ_OP_POST_SEND);
+	counted = st->call_counted;
 	/* a successful call leaves its arguments behind: only the frame the
 	 * entry saw (its return address popped) makes them this call's */
-	if (!a || !st->call_counted || a->sp + 8 != PT_REGS_SP(ctx))
+	if (!a || !counted || a->sp + 8 != PT_REGS_SP(ctx))
 		return;
 	st->call_counted = 0;
 	claim_cpu(id);
@@ -238,6 +273,16 @@ static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 	uncount_call(st);
 	set_call(st, w);
 	add_call(st);
+	/* SGEs cut count for the accepted WRs only; a capped walk counts for
+	 * the call, which stays counted */
+	if (counted & SQ_CALL_CUT) {
+		st->pend_sge_cut_wrs -= st->call_sge_cut_wrs;
+		st->pend_sges_not_summed -= st->call_sges_not_summed;
+	}
+	if (w->sge_cut_wrs) {
+		st->pend_sge_cut_wrs += w->sge_cut_wrs;
+		st->pend_sges_not_summed += w->sges_not_summed;
+	}
 	st->pend_errors++;
 	if (ret == ENOMEM)
 		st->pend_enomem++;

@@ -254,7 +254,7 @@ struct sq_post_rec {
 	__u8  api;        /* SQ_API_* */
 	__u8  aborted;    /* wr API: ended by wr_abort */
 	__u8  walk_capped;/* list longer than SQ_MAX_WALK: truncated is a lower bound */
-	__u8  pad;
+	__u8  sge_cut;    /* counters mode, a wr batch being built: a WR has sge_over > 0 */
 	struct sq_wr wrs[SQ_MAX_WRS];
 };
 
@@ -314,7 +314,9 @@ struct sq_cq_stats {
 
 /* Per-QP totals of the low-overhead (counters) mode. Posted WRs only (the
  * first `accepted` of each list); signaled counts IBV_SEND_SIGNALED only
- * (sq_sig_all is a property of the QP, see its create record). */
+ * (sq_sig_all is a property of the QP, see its create record). The last
+ * three count what the bounds cut, as the post records' walk_capped and
+ * sge_over say it in the events mode. */
 struct sq_qp_counters {
 	__u64 post_calls;
 	__u64 wrs;
@@ -330,6 +332,10 @@ struct sq_qp_counters {
 	__u64 max_wrs_per_call; /* most WRs one call posted */
 	__u32 qp_num;
 	__u32 pad;
+	__u64 walk_capped;    /* calls whose list was longer than SQ_MAX_WALK (any ret): WRs past it not counted */
+	__u64 sge_cut_wrs;    /* posted WRs with more SGEs (or inline buffers) than SQ_MAX_SGES: bytes not all summed
+	                       * (of the WRs walked; of a wr batch, its first SQ_MAX_WRS) */
+	__u64 sges_not_summed;/* SGEs of those WRs past the bound (each WR's count saturates at 255) */
 };
 
 /* SQ_MODE_* is the const volatile targ_mode. */

@@ -120,11 +120,26 @@ struct thread_state {
 	__u32 call_signaled;
 	__u32 call_sges;
 	__u32 call_prev_max; /* pend_max_wrs before the call */
-	__u8 call_counted;
+	__u8 call_counted; /* SQ_CALL_* */
 	__u8 pad3[3];
 	__u64 call_inline_bytes;
 	__u64 call_payload_bytes;
+	/* Counters mode: what the bounds cut, pending like the counts above.
+	 * Cuts are rare, so they are kept apart from the per-call tally: only
+	 * a post whose walk saw one writes them (and then call_counted has
+	 * SQ_CALL_CUT, and call_cut_* hold what its entry added). */
+	__u32 pend_walk_capped;
+	__u32 pend_sge_cut_wrs;
+	__u32 pend_sges_not_summed;
+	__u32 call_sge_cut_wrs;
+	__u32 call_sges_not_summed;
+	__u32 pad4;
 };
+
+/* thread_state.call_counted: the post in progress was counted at its
+ * entry, and (CUT) its walk saw a cut. */
+#define SQ_CALL_COUNTED 1
+#define SQ_CALL_CUT     2
 
 /* Calls a thread keeps counts of before adding them to the shared maps:
  * user space sees the per-thread remainder late by at most this many calls

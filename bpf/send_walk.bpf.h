@@ -16,7 +16,9 @@ struct walk {
 	__u8 pad;
 	struct win wr, sge;
 	/* counters mode: totals over the accepted WRs */
-	__u32 inline_wrs, signaled, payload_sges, pad2;
+	__u32 inline_wrs, signaled, payload_sges;
+	__u32 sge_cut_wrs, sges_not_summed; /* WRs with SGEs past the SGE bound, and those SGEs */
+	__u32 pad2;
 	__u64 inline_bytes, payload_bytes;
 };
 
@@ -123,6 +125,9 @@ static __always_inline void note_wr(struct walk *w, __u32 idx, struct wr_head *h
 		/* SGEs past the bound are assumed non-empty */
 		w->payload_sges += (nonempty + over) * (1 - inl);
 		w->signaled += (h->send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+		/* over is 0 in walk_fast, where these vanish */
+		w->sge_cut_wrs += nonzero(over);
+		w->sges_not_summed += over;
 	}
 	w->cur = h->next;
 	w->i = idx + 1;

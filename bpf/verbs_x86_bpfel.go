@@ -118,7 +118,7 @@ type VerbsSqPostRec struct {
 	Api        uint8
 	Aborted    uint8
 	WalkCapped uint8
-	Pad        uint8
+	SgeCut     uint8
 	Wrs        [64]VerbsSqWr
 }
 
@@ -138,6 +138,9 @@ type VerbsSqQpCounters struct {
 	MaxWrsPerCall uint64
 	QpNum         uint32
 	Pad           uint32
+	WalkCapped    uint64
+	SgeCutWrs     uint64
+	SgesNotSummed uint64
 }
 
 type VerbsSqQpOp uint32
@@ -222,43 +225,49 @@ type VerbsSqWr struct {
 }
 
 type VerbsThreadState struct {
-	_                structs.HostLayout
-	Owner            uint64
-	Post             VerbsCallArgs
-	Poll             VerbsCallArgs
-	QpnQp            uint64
-	Qpn              uint32
-	QpnGen           uint32
-	PendCq           uint64
-	PendEmpty        uint32
-	PendPolls        uint32
-	PendCqes         uint64
-	PendQp           uint64
-	PendQpn          uint32
-	PendCalls        uint32
-	PendWrs          uint32
-	PendInline       uint32
-	PendSignaled     uint32
-	PendDoorbells    uint32
-	PendErrors       uint32
-	PendEnomem       uint32
-	PendEinval       uint32
-	PendSges         uint32
-	PendMaxWrs       uint32
-	Pad              uint32
-	PendInlineBytes  uint64
-	PendPayloadBytes uint64
-	LastWrs          uint32
-	CallWrs          uint32
-	CallInline       uint32
-	CallSignaled     uint32
-	CallSges         uint32
-	CallPrevMax      uint32
-	CallCounted      uint8
-	Pad3             [3]uint8
-	_                [4]byte
-	CallInlineBytes  uint64
-	CallPayloadBytes uint64
+	_                 structs.HostLayout
+	Owner             uint64
+	Post              VerbsCallArgs
+	Poll              VerbsCallArgs
+	QpnQp             uint64
+	Qpn               uint32
+	QpnGen            uint32
+	PendCq            uint64
+	PendEmpty         uint32
+	PendPolls         uint32
+	PendCqes          uint64
+	PendQp            uint64
+	PendQpn           uint32
+	PendCalls         uint32
+	PendWrs           uint32
+	PendInline        uint32
+	PendSignaled      uint32
+	PendDoorbells     uint32
+	PendErrors        uint32
+	PendEnomem        uint32
+	PendEinval        uint32
+	PendSges          uint32
+	PendMaxWrs        uint32
+	Pad               uint32
+	PendInlineBytes   uint64
+	PendPayloadBytes  uint64
+	LastWrs           uint32
+	CallWrs           uint32
+	CallInline        uint32
+	CallSignaled      uint32
+	CallSges          uint32
+	CallPrevMax       uint32
+	CallCounted       uint8
+	Pad3              [3]uint8
+	_                 [4]byte
+	CallInlineBytes   uint64
+	CallPayloadBytes  uint64
+	PendWalkCapped    uint32
+	PendSgeCutWrs     uint32
+	PendSgesNotSummed uint32
+	CallSgeCutWrs     uint32
+	CallSgesNotSummed uint32
+	Pad4              uint32
 }
 
 type VerbsWalk struct {
@@ -288,12 +297,14 @@ type VerbsWalk struct {
 		BulkFailed uint8
 		_          [2]byte
 	}
-	InlineWrs    uint32
-	Signaled     uint32
-	PayloadSges  uint32
-	Pad2         uint32
-	InlineBytes  uint64
-	PayloadBytes uint64
+	InlineWrs     uint32
+	Signaled      uint32
+	PayloadSges   uint32
+	SgeCutWrs     uint32
+	SgesNotSummed uint32
+	Pad2          uint32
+	InlineBytes   uint64
+	PayloadBytes  uint64
 }
 
 type VerbsWindows struct {

@@ -43,6 +43,7 @@ int BPF_KPROBE(wr_start, void *qpx)
 	b->n = 0;
 	b->truncated = 0;
 	b->api = SQ_API_WR;
+	b->sge_cut = 0;
 	return 0;
 }
 
@@ -79,11 +80,10 @@ int BPF_KPROBE(wr_opcode, void *qpx)
 	return 0;
 }
 
-/* cur_wr is the WR the set_* calls apply to: the last one begun, unless it
- * fell past the bound. */
-static __always_inline struct sq_wr *cur_wr(void *qpx)
+/* batch_wr is the WR the set_* calls apply to, in batch b: the last one
+ * begun, unless it fell past the bound. */
+static __always_inline struct sq_wr *batch_wr(struct sq_post_rec *b)
 {
-	struct sq_post_rec *b = batch_of(bpf_get_current_pid_tgid() >> 32, (__u64)qpx);
 	__u32 i;
 
 	if (!b || b->truncated || !b->n)
@@ -92,6 +92,20 @@ static __always_inline struct sq_wr *cur_wr(void *qpx)
 	if (i >= SQ_MAX_WRS)
 		return 0;
 	return &b->wrs[wr_index(i)];
+}
+
+static __always_inline struct sq_wr *cur_wr(void *qpx)
+{
+	return batch_wr(batch_of(bpf_get_current_pid_tgid() >> 32, (__u64)qpx));
+}
+
+/* note_sge_cut marks batch b when its current WR has SGEs past the bound,
+ * so that the counters mode looks for them at the end of the batch (and
+ * only then). */
+static __always_inline void note_sge_cut(struct sq_post_rec *b, __u8 over)
+{
+	if (targ_mode == SQ_MODE_COUNTERS && over)
+		b->sge_cut = 1;
 }
 
 /* The data is copied into the WQE: the WR is inline whatever wr_flags say
@@ -116,6 +130,7 @@ int BPF_KPROBE(wr_set_inline_data, void *qpx, void *addr, __u64 length)
 SEC("uprobe")
 int BPF_KPROBE(wr_set_inline_data_list, void *qpx, __u64 num_buf, void *buf_list)
 {
+	struct sq_post_rec *b;
 	struct sq_wr *w;
 	__u32 bytes = 0, n;
 
@@ -131,13 +146,15 @@ int BPF_KPROBE(wr_set_inline_data_list, void *qpx, __u64 num_buf, void *buf_list
 				    (void *)((__u64)buf_list + j * IBV_DATA_BUF_SIZE + IBV_DATA_BUF_LENGTH));
 		bytes += len;
 	}
-	w = cur_wr(qpx);
+	b = batch_of(bpf_get_current_pid_tgid() >> 32, (__u64)qpx);
+	w = batch_wr(b);
 	if (!w)
 		return 0;
 	w->send_flags |= SQ_IBV_SEND_INLINE;
 	w->bytes = bytes;
 	w->num_sge = n;
 	w->sge_over = n > max_sges ? (n - max_sges > 255 ? 255 : n - max_sges) : 0;
+	note_sge_cut(b, w->sge_over);
 	return 0;
 }
 
@@ -161,6 +178,7 @@ int BPF_KPROBE(wr_set_sge, void *qpx, __u32 lkey, __u64 addr, __u32 length)
 SEC("uprobe")
 int BPF_KPROBE(wr_set_sge_list, void *qpx, __u64 num_sge, void *sg_list)
 {
+	struct sq_post_rec *b;
 	struct sq_wr *w;
 	__u32 n, nonempty = 0, bytes;
 	__u8 over = 0;
@@ -169,13 +187,15 @@ int BPF_KPROBE(wr_set_sge_list, void *qpx, __u64 num_sge, void *sg_list)
 		return 0;
 	n = num_sge > 0x7fffffff ? 0x7fffffff : num_sge;
 	bytes = sum_sges((__u64)sg_list, (__s32)n, &over, &nonempty);
-	w = cur_wr(qpx);
+	b = batch_of(bpf_get_current_pid_tgid() >> 32, (__u64)qpx);
+	w = batch_wr(b);
 	if (!w)
 		return 0;
 	w->send_flags &= ~SQ_IBV_SEND_INLINE;
 	w->bytes = bytes;
 	w->num_sge = n;
 	w->sge_over = over;
+	note_sge_cut(b, over);
 	return 0;
 }
 
@@ -197,7 +217,7 @@ static __always_inline void end_batch(struct sq_post_rec *b, __u64 id, int ret, 
 	if (n > SQ_MAX_WRS)
 		n = SQ_MAX_WRS;
 	if (targ_mode == SQ_MODE_COUNTERS) {
-		__u32 inline_wrs = 0, signaled = 0, sges = 0, accepted = 0;
+		__u32 inline_wrs = 0, signaled = 0, sges = 0, accepted = 0, cut_wrs = 0, not_summed = 0;
 		__u64 inline_bytes = 0, payload_bytes = 0;
 
 		if (!ret && !aborted) {
@@ -221,11 +241,19 @@ static __always_inline void end_batch(struct sq_post_rec *b, __u64 id, int ret, 
 				sges += nonzero(w->bytes) * (w->num_sge + (1 - nonzero(w->num_sge))) * (1 - inl);
 				signaled += sig;
 			}
+			if (b->sge_cut) {
+				for (__u32 i = 0; i < SQ_MAX_WRS; i++) {
+					if (i >= n)
+						break;
+					cut_wrs += nonzero(b->wrs[i].sge_over);
+					not_summed += b->wrs[i].sge_over;
+				}
+			}
 		}
 		if (aborted)
 			return;
 		count_post(id >> 32, b->qp, ret, accepted, inline_wrs, signaled, inline_bytes,
-			   payload_bytes, sges);
+			   payload_bytes, sges, cut_wrs, not_summed);
 		return;
 	}
 	b->hdr.ts = bpf_ktime_get_ns();

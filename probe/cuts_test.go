@@ -93,3 +93,75 @@ func TestCutLists(t *testing.T) {
 		}
 	})
 }
+
+// TestCutListsCounters traces the same lists in the counters mode, and
+// lists past the bounds the provider refuses in part: the kernel's totals
+// count the same cuts as the events mode's records, and the other totals
+// are what the events mode rebuilds.
+func TestCutListsCounters(t *testing.T) {
+	requireBPF(t)
+	type qpCuts struct {
+		wrs       uint64 // accepted, as far as the walk saw
+		capped    uint64
+		cutWRs    uint64
+		notSummed uint64
+	}
+	tests := []struct {
+		mode string
+		want map[uint32]qpCuts
+	}{
+		// lists of 1500 (seen up to the walk bound), 1024 and 3 WRs of 20
+		// SGEs; a wr batch of a 20-SGE and an 18-buffer inline list
+		{"cut", map[uint32]qpCuts{0x100: {1024 + 1024 + 3, 1, 3, 3 * 4}, 0x101: {2, 0, 2, 4 + 2}}},
+		// 6 of 8 WRs of 20 SGEs taken; 999 of 1500; 1050 of 1500, refused
+		// past the walk bound (so none seen taken); wr batches refused,
+		// aborted and taken (one WR of 20 SGEs)
+		{"cut-fail", map[uint32]qpCuts{0x100: {6, 0, 6, 6 * 4}, 0x101: {999, 1, 0, 0}, 0x102: {0, 1, 0, 0},
+			0x103: {1, 0, 1, 4}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mode, func(t *testing.T) {
+			_, evs, _ := traceRun(t, Options{}, tc.mode)
+			want, truncated := qpTotals(evs)
+			out, cevs, tr := traceRun(t, Options{Mode: ModeCounters}, tc.mode)
+			stats := parseStats(t, out)
+			got := tallyEvents(cevs)
+			if got.Lost != 0 || tr.Lost() != 0 {
+				t.Fatalf("lost %d events", got.Lost)
+			}
+			if got.PostCalls+got.WRBatches != 0 {
+				t.Errorf("counters mode emitted per-call events: %d posts, %d batches", got.PostCalls, got.WRBatches)
+			}
+			checkQPTotals(t, got, want, truncated)
+
+			byNum := countersByNum(got)
+			var capped, cutWRs uint64
+			for _, c := range byNum {
+				capped += c.WalkCappedPosts
+				cutWRs += c.SGECutWRs
+			}
+			if capped != stats.WalkCappedLists || cutWRs != stats.SGEOverWRs {
+				t.Errorf("counted %d capped walks and %d WRs with SGEs not summed; target posted %d lists past the walk bound and %d WRs past the SGE bound",
+					capped, cutWRs, stats.WalkCappedLists, stats.SGEOverWRs)
+			}
+			if len(byNum) != len(tc.want) {
+				t.Errorf("counters of %d QPs, want %d", len(byNum), len(tc.want))
+			}
+			for qpn, wc := range tc.want {
+				c, ok := byNum[qpn]
+				if !ok {
+					t.Errorf("no counters for QP %#x", qpn)
+					continue
+				}
+				w := want[qpn]
+				if c.WalkCappedPosts != w.WalkCappedPosts || c.SGECutWRs != w.SGECutWRs || c.SGEsNotSummed != w.SGEsNotSummed {
+					t.Errorf("QP %#x: counters mode %d capped, %d WRs with %d SGEs not summed; events mode %d, %d, %d",
+						qpn, c.WalkCappedPosts, c.SGECutWRs, c.SGEsNotSummed, w.WalkCappedPosts, w.SGECutWRs, w.SGEsNotSummed)
+				}
+				if g := (qpCuts{c.WRs, c.WalkCappedPosts, c.SGECutWRs, c.SGEsNotSummed}); g != wc {
+					t.Errorf("QP %#x: WRs, capped, WRs cut, SGEs not summed %v, want %v", qpn, g, wc)
+				}
+			}
+		})
+	}
+}

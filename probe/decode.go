@@ -215,6 +215,7 @@ func (t *Tracer) flush(fn func(trace.Event)) {
 			PostCalls: c.PostCalls, WRs: c.Wrs, Inline: c.InlineWrs, Signaled: c.Signaled,
 			Doorbells: c.Doorbells, Errors: c.Errors, ENOMEM: c.Enomem, EINVAL: c.Einval,
 			InlineBytes: c.InlineBytes, PayloadBytes: c.PayloadBytes, PayloadSGEs: c.PayloadSges,
-			WRsPerCallMax: c.MaxWrsPerCall})
+			WRsPerCallMax: c.MaxWrsPerCall, WalkCappedPosts: c.WalkCapped, SGECutWRs: c.SgeCutWrs,
+			SGEsNotSummed: c.SgesNotSummed})
 	}
 }

@@ -392,6 +392,9 @@ func qpTotals(evs []trace.Event) (m map[uint32]trace.QPCounters, truncated map[u
 		if p.Truncated > 0 {
 			truncated[p.QPNum] = true
 		}
+		if p.WalkCapped {
+			c.WalkCappedPosts++
+		}
 		for i, w := range p.WRs {
 			if uint32(i) >= p.Accepted {
 				break
@@ -405,6 +408,10 @@ func qpTotals(evs []trace.Event) (m map[uint32]trace.QPCounters, truncated map[u
 			}
 			if w.Flags&ibv.SendSignaled != 0 {
 				c.Signaled++
+			}
+			if w.SGEsNotSummed > 0 {
+				c.SGECutWRs++
+				c.SGEsNotSummed += uint64(w.SGEsNotSummed)
 			}
 		}
 		m[p.QPNum] = c
@@ -438,6 +445,12 @@ func TestCountersModeMatchesEvents(t *testing.T) {
 	if cqes != stats.CQEs {
 		t.Errorf("completions %d, target polled %d", cqes, stats.CQEs)
 	}
+	checkQPTotals(t, got, want, truncated)
+}
+
+// countersByNum is the latest counters-mode totals of each QP, by number,
+// without the header and address.
+func countersByNum(got tally) map[uint32]trace.QPCounters {
 	byNum := map[uint32]trace.QPCounters{}
 	for _, c := range got.Counters {
 		v := *c
@@ -445,6 +458,14 @@ func TestCountersModeMatchesEvents(t *testing.T) {
 		v.QP = 0
 		byNum[c.QPNum] = v
 	}
+	return byNum
+}
+
+// checkQPTotals requires the counters-mode totals of every QP to be those
+// qpTotals rebuilt from an events-mode trace.
+func checkQPTotals(t *testing.T, got tally, want map[uint32]trace.QPCounters, truncated map[uint32]bool) {
+	t.Helper()
+	byNum := countersByNum(got)
 	if len(byNum) != len(want) {
 		t.Errorf("counters for %d QPs, events show %d", len(byNum), len(want))
 	}
@@ -456,6 +477,7 @@ func TestCountersModeMatchesEvents(t *testing.T) {
 				// depend on them
 				g.Inline, g.Signaled, g.InlineBytes, g.PayloadBytes, g.PayloadSGEs = 0, 0, 0, 0, 0
 				w.Inline, w.Signaled, w.InlineBytes, w.PayloadBytes, w.PayloadSGEs = 0, 0, 0, 0, 0
+				g.SGECutWRs, g.SGEsNotSummed, w.SGECutWRs, w.SGEsNotSummed = 0, 0, 0, 0
 			}
 			if g != w {
 				t.Errorf("counters\n got %+v\nwant %+v", g, w)

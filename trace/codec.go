@@ -41,7 +41,7 @@ package trace
 //	Attach     s Func, s Path, u Offset, s How, s Err
 //	QPCounters u QP, u QPNum, u PostCalls, u WRs, u Inline, u Signaled,
 //	           u Doorbells, u Errors, u ENOMEM, u EINVAL, u InlineBytes,
-//	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax
+//	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax, [qpcuts]
 //	CQCounters u CQ, u Polls, u CQEs, u Empty
 //
 // cuts, appended after the first release of version 1, is written only when
@@ -53,6 +53,11 @@ package trace
 //
 // listing the WRs with SGEsNotSummed > 0 in order; the index gap is the WR's
 // index minus the previous listed index plus one (the first: its index).
+//
+// qpcuts, appended to QPCounters later in the same way, is written only when
+// one of its counts is not zero, so totals without cuts are stored as before:
+//
+//	qpcuts  u WalkCappedPosts, u SGECutWRs, u SGEsNotSummed
 //
 // A WR or WC is stored against the one before it in the same list (the first
 // against zero values): a mask byte says which fields are written, the others
@@ -318,6 +323,11 @@ func appendFields(b []byte, ev Event) []byte {
 			e.Doorbells, e.Errors, e.ENOMEM, e.EINVAL, e.InlineBytes,
 			e.PayloadBytes, e.PayloadSGEs, e.WRsPerCallMax} {
 			b = appendU(b, v)
+		}
+		if e.WalkCappedPosts|e.SGECutWRs|e.SGEsNotSummed != 0 {
+			b = appendU(b, e.WalkCappedPosts)
+			b = appendU(b, e.SGECutWRs)
+			b = appendU(b, e.SGEsNotSummed)
 		}
 	case *CQCounters:
 		b = appendU(b, e.CQ)
@@ -586,6 +596,11 @@ func decodeFields(r *fieldReader, h Header, kind Kind) Event {
 			&e.Doorbells, &e.Errors, &e.ENOMEM, &e.EINVAL, &e.InlineBytes,
 			&e.PayloadBytes, &e.PayloadSGEs, &e.WRsPerCallMax} {
 			*p = r.u64()
+		}
+		if len(r.b) > 0 {
+			e.WalkCappedPosts = r.u64()
+			e.SGECutWRs = r.u64()
+			e.SGEsNotSummed = r.u64()
 		}
 		return e
 	case KindCQCounters:

@@ -159,3 +159,122 @@ func TestCutsMalformed(t *testing.T) {
 		})
 	}
 }
+
+// qpCutEvents are counters-mode totals of QPs with cuts and of one
+// without, as the kernel flushes them.
+func qpCutEvents() []Event {
+	h := func(ns uint64) Header { return Header{TimeNS: ns, PID: 4242} }
+	return []Event{
+		&QPCounters{Header: h(10_000), QP: 0x7f00_1000, QPNum: 0x21, PostCalls: 3, WRs: 2051, Signaled: 3,
+			Doorbells: 3, PayloadBytes: 2048*64 + 3*(16*64), PayloadSGEs: 2048 + 60, WRsPerCallMax: 1024,
+			WalkCappedPosts: 1, SGECutWRs: 3, SGEsNotSummed: 12},
+		&QPCounters{Header: h(10_000), QP: 0x7f00_2000, QPNum: 0x22, PostCalls: 1, WRs: 2, Inline: 1, Signaled: 1,
+			Doorbells: 1, InlineBytes: 280, PayloadBytes: 100*16 + 120, PayloadSGEs: 20, WRsPerCallMax: 2,
+			SGECutWRs: 2, SGEsNotSummed: 6},
+		&QPCounters{Header: h(10_000), QP: 0x7f00_3000, QPNum: 0x23, PostCalls: 7, WRs: 7000, Doorbells: 6,
+			Errors: 1, ENOMEM: 1, WRsPerCallMax: 1024, WalkCappedPosts: 7},
+		&QPCounters{Header: h(10_000), QP: 0x7f00_4000, QPNum: 0x24, PostCalls: 1, WRs: 1, Doorbells: 1,
+			SGECutWRs: math.MaxUint64, SGEsNotSummed: math.MaxUint64, WalkCappedPosts: math.MaxUint64},
+		&QPCounters{Header: h(20_000), QP: 0x7f00_5000, QPNum: 0x25, PostCalls: 1, WRs: 1, Doorbells: 1,
+			PayloadBytes: 64, PayloadSGEs: 1, WRsPerCallMax: 1},
+	}
+}
+
+// withoutQPCuts is c as a reader that predates the counters' cuts reads it.
+func withoutQPCuts(c *QPCounters) *QPCounters {
+	d := *c
+	d.WalkCappedPosts, d.SGECutWRs, d.SGEsNotSummed = 0, 0, 0
+	return &d
+}
+
+func qpCutName(c *QPCounters) string {
+	if *c == *withoutQPCuts(c) {
+		return "no_cuts"
+	}
+	return fmt.Sprintf("qp%#x", c.QPNum)
+}
+
+func TestQPCutsRoundTrip(t *testing.T) {
+	for _, ev := range qpCutEvents() {
+		c := ev.(*QPCounters)
+		t.Run(qpCutName(c), func(t *testing.T) {
+			prev := &Lost{Header: Header{TimeNS: 500, PID: 4242}, Count: 1}
+			for _, evs := range [][]Event{{c}, {prev, c}} {
+				_, got, err := readAll(writeRecording(t, evs, 0))
+				if err != io.EOF {
+					t.Fatalf("reading: %v, want io.EOF", err)
+				}
+				assertEvents(t, got, evs)
+			}
+		})
+	}
+	_, got, err := readAll(writeRecording(t, qpCutEvents(), 0))
+	if err != io.EOF {
+		t.Fatalf("reading: %v, want io.EOF", err)
+	}
+	assertEvents(t, got, qpCutEvents())
+}
+
+// The counters' cuts come after every field an earlier reader knows: it
+// reads the totals as they were before. Totals without cuts are stored as
+// before, not one byte longer.
+func TestQPCutsAppended(t *testing.T) {
+	for _, ev := range append(qpCutEvents(), allEvents()...) {
+		c, ok := ev.(*QPCounters)
+		if !ok {
+			continue
+		}
+		t.Run(qpCutName(c), func(t *testing.T) {
+			body, old := recordBody(t, c), recordBody(t, withoutQPCuts(c))
+			if !bytes.HasPrefix(body, old) {
+				t.Fatalf("record body\n%x\ndoes not start with the body without cuts\n%x", body, old)
+			}
+			if cut := qpCutName(c) != "no_cuts"; cut == (len(body) == len(old)) {
+				t.Errorf("%d bytes with cuts, %d without (cuts: %v)", len(body), len(old), cut)
+			}
+			rec := append([]byte{byte(KindQPCounters)}, binary.AppendUvarint(nil, uint64(len(old)))...)
+			var d decoder
+			got, _, err := d.nextRecord(append(rec, old...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertEvents(t, []Event{got}, []Event{withoutQPCuts(c)})
+		})
+	}
+}
+
+// Bytes a later writer appends after the counters' cuts are ignored.
+func TestQPCutsThenLaterFields(t *testing.T) {
+	c := qpCutEvents()[0].(*QPCounters)
+	body := append(bytes.Clone(recordBody(t, c)), "later fields"...)
+	rec := append([]byte{byte(KindQPCounters)}, binary.AppendUvarint(nil, uint64(len(body)))...)
+	var d decoder
+	got, n, err := d.nextRecord(append(rec, body...))
+	if err != nil || n != len(rec)+len(body) {
+		t.Fatalf("read %d of %d bytes: %v", n, len(rec)+len(body), err)
+	}
+	assertEvents(t, []Event{got}, []Event{c})
+}
+
+func TestQPCutsMalformed(t *testing.T) {
+	base := recordBody(t, qpCutEvents()[4])
+	tests := []struct {
+		name string
+		cuts []byte
+	}{
+		{"one count of three", []byte{1}},
+		{"two counts of three", []byte{1, 2}},
+		{"varint cut short", []byte{1, 2, 0x80}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body := append(bytes.Clone(base), tc.cuts...)
+			rec := append([]byte{byte(KindQPCounters)}, binary.AppendUvarint(nil, uint64(len(body)))...)
+			var d decoder
+			_, _, err := d.nextRecord(append(rec, body...))
+			if err == nil || !strings.Contains(err.Error(), "bad or short varint") {
+				t.Fatalf("got %v, want a short varint error", err)
+			}
+		})
+	}
+}

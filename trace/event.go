@@ -285,6 +285,17 @@ type QPCounters struct {
 	PayloadBytes  uint64
 	PayloadSGEs   uint64
 	WRsPerCallMax uint64
+	// What the tracer's bounds cut, as Post.WalkCapped and
+	// WR.SGEsNotSummed say it per call in the events mode.
+	// WalkCappedPosts counts post calls (failed ones too) whose list was
+	// longer than the tracer walks: WRs and the byte counts are lower
+	// bounds. SGECutWRs counts posted WRs with more SGEs (or inline
+	// buffers) than the tracer sums, SGEsNotSummed their SGEs past the
+	// bound (each WR's count saturates at 255): the byte counts are lower
+	// bounds.
+	WalkCappedPosts uint64
+	SGECutWRs       uint64
+	SGEsNotSummed   uint64
 }
 
 func (*QPCounters) Kind() Kind { return KindQPCounters }

@@ -810,13 +810,15 @@ func TestConcurrentFlush(t *testing.T) {
 // keep writing the same bytes (-update rewrites them, for a deliberate
 // change). v1-all-kinds is from the first release of version 1; v1-cuts
 // holds the fields appended to posts later (a list walk capped, SGEs not
-// summed).
+// summed), v1-qp-cuts those appended to the counters mode's totals after
+// that (the same facts, counted).
 var goldens = []struct {
 	path   string
 	events func() []Event
 }{
 	{"testdata/v1-all-kinds.sqscope", allEvents},
 	{"testdata/v1-cuts.sqscope", cutEvents},
+	{"testdata/v1-qp-cuts.sqscope", qpCutEvents},
 }
 
 func TestGoldenV1(t *testing.T) {
@@ -869,6 +871,7 @@ func seedCorpus(t testing.TB) map[string][]byte {
 		"bad-magic":           []byte("#!/bin/sh\necho not a recording\n"),
 		"all-kinds-cut-short": small[:len(small)-40],
 		"valid-cuts":          writeRecording(t, cutEvents(), 0),
+		"valid-qp-cuts":       writeRecording(t, qpCutEvents(), 0),
 	}
 }
 

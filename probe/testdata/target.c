@@ -17,6 +17,7 @@
  *                                 then modify them to RTS and post
  *        target bench N           N single-WR posts and N polls; prints ns per post
  *        target cut               lists and SGE lists past the tracer's bounds
+ *        target cut-fail          the same, refused in part by the provider
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -326,7 +327,7 @@ static struct {
 	unsigned long polls, empty_polls, cqes;
 	unsigned long wr_batches, wr_wrs, wr_aborted, wr_inline;
 	unsigned long recv_calls, recv_wrs;
-	unsigned long sge_over_wrs, walk_capped_lists;
+	unsigned long sge_over_wrs, walk_capped_lists; /* posted WRs of over 16 SGEs, lists of over 1024 WRs */
 } st;
 
 static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -369,7 +370,7 @@ static int post_list(struct ibv_qp *qp, int n, int inline_mask, int nsge)
 	if (n > 64)
 		st.post_truncated_lists++;
 	if (nsge > 16)
-		st.sge_over_wrs += n;
+		st.sge_over_wrs += accepted;
 	pthread_mutex_unlock(&st_lock);
 	return ret;
 }
@@ -408,12 +409,16 @@ struct ibv_qp *qp_by_num(uint32_t qpn)
 	return NULL;
 }
 
-static struct ibv_qp *make_qp(struct ibv_pd *pd, struct fcq *cq, uint32_t depth, uint32_t sge, uint32_t inl)
+/* make_qp_sig is make_qp with every WR signaled when sig_all, so that
+ * each one holds its slot until its completion is polled. */
+static struct ibv_qp *make_qp_sig(struct ibv_pd *pd, struct fcq *cq, uint32_t depth, uint32_t sge, uint32_t inl,
+				  int sig_all)
 {
 	struct ibv_qp_init_attr a;
 	struct ibv_qp *qp;
 
 	memset(&a, 0, sizeof(a));
+	a.sq_sig_all = sig_all;
 	a.send_cq = &cq->cq;
 	a.recv_cq = &cq->cq;
 	a.qp_type = IBV_QPT_RC;
@@ -426,6 +431,11 @@ static struct ibv_qp *make_qp(struct ibv_pd *pd, struct fcq *cq, uint32_t depth,
 	all_qps[nqps++] = qp;
 	st.qps++;
 	return qp;
+}
+
+static struct ibv_qp *make_qp(struct ibv_pd *pd, struct fcq *cq, uint32_t depth, uint32_t sge, uint32_t inl)
+{
+	return make_qp_sig(pd, cq, depth, sge, inl, 0);
 }
 
 static void to_rts(struct ibv_qp *qp)
@@ -687,6 +697,37 @@ static void long_list(struct ibv_qp *qp, int n)
 		st.walk_capped_lists++;
 }
 
+/* make_qp_ex creates an RC QP for the wr API, in RTS. */
+static struct ibv_qp_ex *make_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct fcq *cq, uint32_t depth,
+				    uint32_t sge, uint32_t inl)
+{
+	struct ibv_qp_init_attr_ex ax;
+
+	memset(&ax, 0, sizeof(ax));
+	ax.send_cq = &cq->cq;
+	ax.recv_cq = &cq->cq;
+	ax.qp_type = IBV_QPT_RC;
+	ax.cap.max_send_wr = depth;
+	ax.cap.max_send_sge = sge;
+	ax.cap.max_inline_data = inl;
+	ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ax.pd = pd;
+	ax.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	all_qps[nqps++] = sqsim_create_qp_ex(ctx, &ax);
+	st.qps++;
+	to_rts(all_qps[nqps - 1]);
+	return sqsim_qp_to_qp_ex(all_qps[nqps - 1]);
+}
+
+static void destroy_all(void)
+{
+	for (int i = 0; i < nqps; i++) {
+		sqsim_destroy_qp(all_qps[i]);
+		all_qps[i] = NULL;
+		st.destroys++;
+	}
+}
+
 /* cut: what the tracer's bounds cut (a list walk stops after 1024 WRs, an
  * SGE list is summed up to 16 SGEs): a list of 1500 WRs, one of exactly
  * 1024 (not cut), three WRs of 20 SGEs, and a wr batch with a list of 20
@@ -697,7 +738,6 @@ static int cut(void)
 	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
 	struct fcq *cq = fake_create_cq(ctx);
 	struct ibv_qp *qp = make_qp(pd, cq, 2048, 20, 0);
-	struct ibv_qp_init_attr_ex ax;
 	struct ibv_qp_ex *qpx;
 	struct ibv_sge sg[20];
 	struct ibv_data_buf buf[18];
@@ -711,20 +751,7 @@ static int cut(void)
 	post_list(qp, 3, 0, 20);
 	drain(&cq->cq);
 
-	memset(&ax, 0, sizeof(ax));
-	ax.send_cq = &cq->cq;
-	ax.recv_cq = &cq->cq;
-	ax.qp_type = IBV_QPT_RC;
-	ax.cap.max_send_wr = 64;
-	ax.cap.max_send_sge = 20;
-	ax.cap.max_inline_data = 2048;
-	ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-	ax.pd = pd;
-	ax.send_ops_flags = IBV_QP_EX_WITH_SEND;
-	all_qps[nqps++] = sqsim_create_qp_ex(ctx, &ax);
-	st.qps++;
-	qpx = sqsim_qp_to_qp_ex(all_qps[nqps - 1]);
-	to_rts(all_qps[nqps - 1]);
+	qpx = make_qp_ex(ctx, pd, cq, 64, 20, 2048);
 	for (int j = 0; j < 20; j++) {
 		sg[j].addr = (uintptr_t)payload;
 		sg[j].length = 100 + j;
@@ -752,11 +779,70 @@ static int cut(void)
 		st.post_errors++;
 	drain(&cq->cq);
 
-	for (int i = 0; i < nqps; i++) {
-		sqsim_destroy_qp(all_qps[i]);
-		all_qps[i] = NULL;
-		st.destroys++;
+	destroy_all();
+	print_stats();
+	return 0;
+}
+
+/* cut_fail: lists past the tracer's bounds the provider takes only part
+ * of: 8 WRs of 20 SGEs on a QP with room for 6; lists of 1500 WRs on QPs
+ * with room for 999 (refused within the walk bound) and 1050 (refused
+ * past it); and wr batches of 20-SGE lists on a QP with room for 1: two
+ * WRs (refused), one aborted, one posted. The QPs signal every WR, so
+ * that a WR holds its slot until its completion is polled; the fake
+ * makes room for half as many again as asked for. */
+static int cut_fail(void)
+{
+	struct ibv_context *ctx = fake_open();
+	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
+	struct fcq *cq = fake_create_cq(ctx);
+	struct ibv_qp *few = make_qp_sig(pd, cq, 4, 20, 0, 1);
+	struct ibv_qp *q999 = make_qp_sig(pd, cq, 666, 1, 0, 1);
+	struct ibv_qp *q1050 = make_qp_sig(pd, cq, 700, 1, 0, 1);
+	struct ibv_qp_ex *qpx;
+	struct ibv_sge sg[20];
+
+	to_rts(few);
+	to_rts(q999);
+	to_rts(q1050);
+	post_list(few, 8, 0, 20);
+	drain(&cq->cq);
+	long_list(q999, 1500);
+	long_list(q1050, 1500);
+	drain(&cq->cq);
+
+	qpx = make_qp_ex(ctx, pd, cq, 1, 20, 0);
+	for (int j = 0; j < 20; j++) {
+		sg[j].addr = (uintptr_t)payload;
+		sg[j].length = 100 + j;
+		sg[j].lkey = 1;
 	}
+	for (int b = 0; b < 3; b++) {
+		int n = b == 0 ? 2 : 1, ret;
+
+		ibv_wr_start(qpx);
+		for (int i = 0; i < n; i++) {
+			qpx->wr_id = 4000000 + 2 * b + i;
+			qpx->wr_flags = IBV_SEND_SIGNALED;
+			ibv_wr_send(qpx);
+			ibv_wr_set_sge_list(qpx, 20, sg);
+		}
+		if (b == 1) {
+			ibv_wr_abort(qpx);
+			st.wr_aborted++;
+			continue;
+		}
+		ret = ibv_wr_complete(qpx);
+		st.wr_batches++;
+		st.wr_wrs += n;
+		if (ret)
+			st.post_errors++;
+		else
+			st.sge_over_wrs += n;
+		drain(&cq->cq);
+	}
+
+	destroy_all();
 	print_stats();
 	return 0;
 }
@@ -831,6 +917,8 @@ int main(int argc, char **argv)
 		return idle(atol(argv[2]));
 	if (argc >= 2 && !strcmp(argv[1], "cut"))
 		return cut();
-	fprintf(stderr, "usage: target run|late|bench N|idle N|cut\n");
+	if (argc >= 2 && !strcmp(argv[1], "cut-fail"))
+		return cut_fail();
+	fprintf(stderr, "usage: target run|late|bench N|idle N|cut|cut-fail\n");
 	return 2;
 }
