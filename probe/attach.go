@@ -1,0 +1,366 @@
+package probe
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/trace"
+)
+
+type pidAddr struct {
+	pid  uint32
+	addr uint64
+}
+
+type attachKey struct {
+	file   fileID
+	offset uint64
+	role   string
+	cookie uint64
+}
+
+// attachAll places the exit tracepoint, the discovery probes and the
+// explicit probes.
+func (t *Tracer) attachAll() error {
+	l, err := link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sched_process_exit", Program: t.objs.ProcExit})
+	if err != nil {
+		return fmt.Errorf("attaching to sched_process_exit: %w", err)
+	}
+	t.links = append(t.links, l)
+
+	found := 0
+	if lib := t.findLibibverbs(); lib != "" {
+		if id, err := fileIDOf(lib); err == nil {
+			t.ibvHooked[id] = true
+		}
+		found += t.attachDiscovery(lib, lib, false)
+	} else {
+		t.warnings = append(t.warnings, "libibverbs.so.1 not found: only the simulated HCA and explicit probes are traced")
+	}
+	seen := map[fileID]bool{}
+	for _, b := range t.simBinaries() {
+		id, err := fileIDOf(b[1])
+		if err != nil {
+			t.warnings = append(t.warnings, fmt.Sprintf("cannot open %s (%v): its simulated HCA, if any, is not traced", b[0], err))
+			continue
+		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		found += t.attachDiscovery(b[0], b[1], true)
+	}
+	if found == 0 && len(t.opts.Probes) == 0 {
+		for _, a := range t.attachments {
+			if a.Err != "" {
+				return fmt.Errorf("found no verbs functions to probe: %s", a.Err)
+			}
+		}
+		return errors.New("found no verbs functions to probe: no libibverbs.so.1 and no sqsim_* functions in the target (give --probe FUNC=LIB:0xOFFSET)")
+	}
+	for _, p := range t.opts.Probes {
+		r, _ := roleByName(p.Func)
+		a := t.attach(uint32(t.opts.PID), r, r.cookie, p.Path, p.Path, p.Offset, "explicit")
+		if a.Err != "" {
+			return fmt.Errorf("probe %s: %s", p, a.Err)
+		}
+	}
+	if t.opts.PID != 0 && t.opts.Child == nil && t.opts.PID != os.Getpid() {
+		if t.attachDataPathBySymbol() > 0 {
+			t.warnings = append(t.warnings, fmt.Sprintf(
+				"process %d was running before sqscope attached: its data-path functions were found by symbol, and QPs it created earlier are learned from their first post or poll, with caps unknown (max_send_wr is inferred from the first SQ-full ENOMEM)", t.opts.PID))
+		} else {
+			t.warnings = append(t.warnings, fmt.Sprintf(
+				"process %d was running before sqscope attached: its existing QPs are seen from their next ibv_modify_qp, and their post_send/poll_cq functions only once some QP is created or modified (or given with --probe post_send=LIB:0xOFFSET); until then their posts and polls are not traced", t.opts.PID))
+		}
+	}
+	return nil
+}
+
+// attachDiscovery hooks the control-path functions found in one ELF file
+// and returns how many it placed.
+func (t *Tracer) attachDiscovery(path, openPath string, sim bool) int {
+	n := 0
+	via := uint64(bpf.VerbsSqViaSQ_VIA_IBV)
+	if sim {
+		via = uint64(bpf.VerbsSqViaSQ_VIA_SIM)
+	}
+	f, err := elf.Open(openPath)
+	if err != nil {
+		t.warnings = append(t.warnings, fmt.Sprintf("cannot read %s (%v): its verbs functions are not traced", path, err))
+		return 0
+	}
+	defer f.Close()
+	for _, d := range discoveryFuncs {
+		name := d.ibv
+		if sim {
+			name = d.sim
+		}
+		if name == "" {
+			continue
+		}
+		sym, err := resolveSymbol(f, openPath, name)
+		if err != nil {
+			continue // not every binary has every function
+		}
+		r, _ := roleByName(d.role)
+		if a := t.attach(uint32(t.opts.PID), r, via, path, openPath, sym.Offset, "symbol"); a.Err == "" {
+			n++
+		}
+	}
+	return n
+}
+
+var libDirs = []string{
+	"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+	"/usr/local/lib", "/usr/local/lib64", "/lib", "/usr/lib",
+}
+
+// findLibibverbs returns the libibverbs to hook.
+func (t *Tracer) findLibibverbs() string {
+	if t.opts.Libibverbs != "" {
+		return t.opts.Libibverbs
+	}
+	if t.opts.PID != 0 {
+		if maps, err := readMaps(t.opts.PID); err == nil {
+			for _, m := range maps {
+				if isLibibverbs(m.Path) {
+					return m.Path
+				}
+			}
+		}
+	}
+	// A held child has not run its loader yet: look where it will, its
+	// LD_LIBRARY_PATH first, then the executable's RUNPATH/RPATH.
+	if c := t.opts.Child; c != nil {
+		var dirs []string
+		for _, e := range c.cmd.Env {
+			if v, ok := strings.CutPrefix(e, "LD_LIBRARY_PATH="); ok {
+				dirs = append(dirs, filepath.SplitList(v)...)
+			}
+		}
+		dirs = append(dirs, runpath(c.Path)...)
+		for _, dir := range dirs {
+			p := filepath.Join(dir, "libibverbs.so.1")
+			if _, err := os.Stat(p); err == nil {
+				if r, err := filepath.EvalSymlinks(p); err == nil {
+					return r
+				}
+				return p
+			}
+		}
+	}
+	for _, dir := range libDirs {
+		p := filepath.Join(dir, "libibverbs.so.1")
+		if _, err := os.Stat(p); err == nil {
+			if r, err := filepath.EvalSymlinks(p); err == nil {
+				return r
+			}
+			return p
+		}
+	}
+	return ""
+}
+
+func isLibibverbs(path string) bool {
+	return filepath.Base(path) == "libibverbs.so.1" || hasPrefixBase(path, "libibverbs.so.1.")
+}
+
+// runpath is an executable's DT_RUNPATH or DT_RPATH directories, with
+// $ORIGIN expanded.
+func runpath(exe string) []string {
+	f, err := elf.Open(exe)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+		vals, _ := f.DynString(tag)
+		for _, v := range vals {
+			for _, d := range filepath.SplitList(v) {
+				out = append(out, strings.ReplaceAll(d, "$ORIGIN", filepath.Dir(exe)))
+			}
+		}
+	}
+	return out
+}
+
+// hookNewLibibverbs attaches the discovery probes to a libibverbs the
+// target mapped that is not the one hooked at start (a bundled copy it
+// dlopen()ed, say). QPs it created before this are seen from their next
+// modify.
+func (t *Tracer) hookNewLibibverbs() {
+	pid := t.opts.PID
+	if pid == 0 {
+		return
+	}
+	maps, err := readMaps(pid)
+	if err != nil {
+		return
+	}
+	for _, m := range maps {
+		if !isLibibverbs(m.Path) {
+			continue
+		}
+		open := fmt.Sprintf("/proc/%d/root%s", pid, m.Path)
+		id, err := fileIDOf(open)
+		if err != nil || t.ibvHooked[id] {
+			continue
+		}
+		t.ibvHooked[id] = true
+		t.attachDiscovery(m.Path, open, false)
+	}
+}
+
+func hasPrefixBase(path, prefix string) bool {
+	b := filepath.Base(path)
+	return len(b) >= len(prefix) && b[:len(prefix)] == prefix
+}
+
+// simBinaries lists [path, openPath] of the files searched for sqsim_*.
+func (t *Tracer) simBinaries() [][2]string {
+	var out [][2]string
+	switch {
+	case t.opts.Exe != "":
+		out = append(out, [2]string{t.opts.Exe, t.opts.Exe})
+	case t.opts.PID != 0:
+		exe := fmt.Sprintf("/proc/%d/exe", t.opts.PID)
+		if p, err := os.Readlink(exe); err == nil {
+			out = append(out, [2]string{p, exe})
+		} else {
+			t.warnings = append(t.warnings, fmt.Sprintf("cannot read the target's executable (%v): its simulated HCA, if any, is not traced", err))
+		}
+	default:
+		if p, err := os.Executable(); err == nil {
+			out = append(out, [2]string{p, p})
+		}
+	}
+	for _, b := range t.opts.Binaries {
+		out = append(out, [2]string{b, b})
+	}
+	return out
+}
+
+// attach places role's programs at (openPath, off) once per file, offset
+// and role, and records the attachment. path is the name reported, pid the
+// process it was found for.
+func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string, off uint64, how string) trace.Attach {
+	a := trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
+		Func: r.name, Path: path, Offset: off, How: how}
+	id, err := fileIDOf(openPath)
+	if err != nil {
+		a.Err = err.Error()
+		t.record(a)
+		return a
+	}
+	key := attachKey{file: id, offset: off, role: r.name, cookie: cookie}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		a.Err = "tracer closed"
+		return a
+	}
+	if t.attached[key] {
+		return trace.Attach{} // already there: nothing new to report
+	}
+	ex, err := link.OpenExecutable(openPath)
+	if err != nil {
+		a.Err = err.Error()
+		t.recordLocked(a)
+		return a
+	}
+	var placed []link.Link
+	// The return probe goes first: a call entering before it exists then
+	// finds no saved arguments and is skipped as a whole.
+	for _, p := range []struct {
+		prog func(*bpf.VerbsPrograms) *ebpf.Program
+		ret  bool
+	}{{r.ret, true}, {r.entry, false}} {
+		if p.prog == nil {
+			continue
+		}
+		l, err := t.uprobes.Attach(ex, p.prog(&t.objs.VerbsPrograms), off, cookie, t.opts.PID, p.ret)
+		if err != nil {
+			for _, l := range placed {
+				l.Close()
+			}
+			kind := "uprobe"
+			if p.ret {
+				kind = "uretprobe"
+			}
+			a.Err = fmt.Sprintf("attaching %s to %s:%#x: %v", kind, path, off, err)
+			t.recordLocked(a)
+			return a
+		}
+		placed = append(placed, l)
+	}
+	t.links = append(t.links, placed...)
+	t.attached[key] = true
+	t.recordLocked(a)
+	return a
+}
+
+func (t *Tracer) record(a trace.Attach) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.recordLocked(a)
+}
+
+func (t *Tracer) recordLocked(a trace.Attach) {
+	t.attachments = append(t.attachments, a)
+	t.unsent = append(t.unsent, a)
+	t.haveUnsent.Store(true)
+}
+
+// learn attaches to the data-path functions a control-path record
+// revealed, then tells the kernel side they are known.
+func (t *Tracer) learn(pid uint32, fns *[16]uint64) {
+	var maps []mapping
+	for i, addr := range fns {
+		if addr == 0 {
+			continue
+		}
+		k := pidAddr{pid, addr}
+		if t.known[k] {
+			continue
+		}
+		r, ok := roleByFn(i)
+		if !ok {
+			continue
+		}
+		if maps == nil {
+			var err error
+			if maps, err = readMaps(int(pid)); err != nil {
+				t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
+					Func: r.name, How: "ops-table", Err: fmt.Sprintf("reading maps of process %d: %v", pid, err)})
+				return // gone: nothing to attach for it
+			}
+		}
+		if t.opts.attachDelay > 0 {
+			time.Sleep(t.opts.attachDelay)
+		}
+		path, openPath, off, err := fileOf(int(pid), maps, addr)
+		if err != nil {
+			t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
+				Func: r.name, How: "ops-table", Err: err.Error()})
+		} else {
+			t.attach(pid, r, r.cookie, path, openPath, off, "ops-table")
+		}
+		// Known even when attaching failed: stopping the process again
+		// would not help.
+		t.known[k] = true
+		if err := t.objs.KnownFns.Put(bpf.VerbsSqKey{Pid: pid, Addr: addr}, uint8(1)); err != nil {
+			t.warn(fmt.Sprintf("cannot mark %s at %#x of process %d as attached (%v): the process may be stopped again", r.name, addr, pid, err))
+		}
+	}
+}

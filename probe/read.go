@@ -1,0 +1,289 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Warnings are things the user should know about what cannot be traced.
+func (t *Tracer) Warnings() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.warnings...)
+}
+
+func (t *Tracer) warn(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.warnings = append(t.warnings, s)
+}
+
+// Attachments lists every probe placed (or that failed: Err set).
+func (t *Tracer) Attachments() []trace.Attach {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]trace.Attach(nil), t.attachments...)
+}
+
+// Lost is the number of records dropped because the ring buffer was full.
+func (t *Tracer) Lost() uint64 {
+	var per []uint64
+	if err := t.objs.Lost.Lookup(uint32(0), &per); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n
+}
+
+// Run reads records until ctx is done, the traced process (Options.PID)
+// exits, or the Tracer is closed, calling fn for each event from this one
+// goroutine. Attach events for probes already placed come first. Before
+// returning it delivers every record already in the ring buffer and a
+// final flush.
+func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
+	t.deliverAttachments(fn)
+	stop := context.AfterFunc(ctx, func() {
+		t.stopping.Store(true)
+		t.rd.Flush()
+	})
+	defer stop()
+
+	next := time.Now().Add(t.opts.FlushInterval)
+	// Data records do not wake the reader (see output() in bpf/output.bpf.h):
+	// it polls. The deadline is renewed only when a read returns without
+	// a record; until then records are read without a clock reading each.
+	t.rd.SetDeadline(time.Now().Add(pollInterval))
+	for n := 0; ; n++ {
+		err := t.rd.ReadInto(&t.rec)
+		if err != nil {
+			t.rd.SetDeadline(time.Now().Add(pollInterval))
+		}
+		switch {
+		case err == nil:
+			if err := t.handle(t.rec.RawSample, fn); err != nil {
+				return err
+			}
+			t.deliverAttachments(fn)
+			t.resume(false)
+			if n%256 == 0 && time.Now().After(next) {
+				t.flush(fn)
+				next = time.Now().Add(t.opts.FlushInterval)
+			}
+			if t.exitSeen && t.rd.AvailableBytes() == 0 {
+				// The last thread's exit record can come before the
+				// other threads have handed their pending counts over
+				// (each does on its way out): wait for them.
+				waitThreadsExited(t.opts.PID, time.Second)
+				if t.rd.AvailableBytes() > 0 {
+					continue
+				}
+				t.flush(fn)
+				return nil
+			}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			t.resume(true)
+			if time.Now().Before(next) {
+				continue
+			}
+			t.flush(fn)
+			next = time.Now().Add(t.opts.FlushInterval)
+			if t.opts.PID != 0 && processGone(t.opts.PID) && t.rd.AvailableBytes() == 0 {
+				return nil // exited before its exit could be seen
+			}
+		case errors.Is(err, ringbuf.ErrFlushed):
+			if t.stopping.Load() {
+				t.resume(true)
+				if err := t.handOver(fn); err != nil {
+					t.warn(fmt.Sprintf("handing over the threads' pending counts: %v (the last calls of each thread may be missing from the totals)", err))
+				}
+				t.flush(fn)
+				return nil
+			}
+			t.finishSync()
+		case errors.Is(err, ringbuf.ErrClosed), errors.Is(err, os.ErrClosed):
+			return nil
+		default:
+			return fmt.Errorf("reading the BPF ring buffer: %w", err)
+		}
+	}
+}
+
+func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
+	if !t.haveUnsent.Load() {
+		return
+	}
+	t.mu.Lock()
+	pending := t.unsent
+	t.unsent = nil
+	t.haveUnsent.Store(false)
+	t.mu.Unlock()
+	for i := range pending {
+		a := pending[i]
+		fn(&a)
+	}
+}
+
+// resume continues stopped processes once their records are drained (or
+// after stopGrace, so a busy other process cannot keep one stopped).
+func (t *Tracer) resume(force bool) {
+	if !t.haveStopped.Load() {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer func() { t.haveStopped.Store(len(t.stopped) > 0) }()
+	for pid, since := range t.stopped {
+		if !force && time.Since(since) < stopGrace {
+			waitGroupStopped(pid, 20*time.Millisecond)
+			if t.rd.AvailableBytes() > 0 {
+				continue // read what the other threads wrote first
+			}
+		}
+		syscall.Kill(pid, syscall.SIGCONT)
+		delete(t.stopped, pid)
+	}
+}
+
+// markStopped notes that pid was stopped for the record just handled.
+func (t *Tracer) markStopped(pid int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stops++
+	if _, ok := t.stopped[pid]; !ok {
+		t.stopped[pid] = time.Now()
+		t.haveStopped.Store(true)
+	}
+}
+
+// Sync waits until every record written before the call has been handled
+// by Run, including the probes it attached. A process tracing itself calls
+// it after creating QPs, since it cannot be stopped.
+func (t *Tracer) Sync(ctx context.Context) error {
+	t.mu.Lock()
+	ch := t.syncDone
+	t.mu.Unlock()
+	t.syncing.Add(1)
+	if err := t.rd.Flush(); err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (t *Tracer) finishSync() {
+	if t.syncing.Swap(0) == 0 {
+		return
+	}
+	t.mu.Lock()
+	close(t.syncDone)
+	t.syncDone = make(chan struct{})
+	t.mu.Unlock()
+}
+
+// Close detaches every probe, continues any process still stopped and
+// frees the kernel objects. Run returns.
+func (t *Tracer) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	for pid := range t.stopped {
+		syscall.Kill(pid, syscall.SIGCONT)
+	}
+	t.stopped = map[int]time.Time{}
+	t.mu.Unlock()
+
+	errs := t.detach()
+	if t.rd != nil {
+		if err := t.rd.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := t.objs.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing tracer: %w", err)
+	}
+	return nil
+}
+
+// detach removes every probe placed so far.
+func (t *Tracer) detach() []error {
+	t.mu.Lock()
+	links := t.links
+	t.links = nil
+	t.mu.Unlock()
+	// Each detach waits for an RCU grace period (~0.1 s): detach in
+	// parallel so that they share them.
+	errs := make([]error, len(links))
+	var wg sync.WaitGroup
+	for i, l := range links {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = l.Close()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// handOver is the end of tracing a target that keeps running: the probes
+// are removed, then a task iterator (hand_over in bpf/exit.bpf.h) adds every
+// thread's pending counts to the maps the last flush reads, and the
+// records still in the ring are delivered.
+func (t *Tracer) handOver(fn func(trace.Event)) error {
+	if err := errors.Join(t.detach()...); err != nil {
+		return err
+	}
+	it, err := link.AttachIter(link.IterOptions{Program: t.objs.HandOver})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	rd, err := it.Open()
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, rd)
+	rd.Close()
+	if err != nil {
+		return err
+	}
+	t.rd.SetDeadline(time.Now())
+	for t.rd.ReadInto(&t.rec) == nil {
+		if err := t.handle(t.rec.RawSample, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decodeInto copies a record into its fixed-size Go twin; a short record
+// leaves the tail as it was. It returns the bytes copied.
+func decodeInto[T any](dst *T, raw []byte) int {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(dst)), unsafe.Sizeof(*dst))
+	return copy(b, raw)
+}
