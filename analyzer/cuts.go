@@ -47,11 +47,10 @@ func (q *sq) noteCuts(p *trace.Post, posted int) {
 	}
 }
 
-// writeCuts writes the line saying what the tracer's bounds cut on a QP;
-// nothing when nothing was cut.
-func writeCuts(w io.Writer, c *Cuts) {
+// String says what the tracer's bounds cut; "" when nothing was.
+func (c Cuts) String() string {
 	if !c.any() {
-		return
+		return ""
 	}
 	var parts []string
 	if c.SGECutWRs > 0 {
@@ -62,5 +61,13 @@ func writeCuts(w io.Writer, c *Cuts) {
 		parts = append(parts, fmt.Sprintf("%d post calls with lists past the walk bound (WRs past it not seen: WR counts are lower bounds)",
 			c.WalkCappedPosts))
 	}
-	fmt.Fprintf(w, "  cut by the tracer's bounds: %s\n", strings.Join(parts, ", "))
+	return "cut by the tracer's bounds: " + strings.Join(parts, ", ")
+}
+
+// writeCuts writes the line saying what the tracer's bounds cut on a QP;
+// nothing when nothing was cut.
+func writeCuts(w io.Writer, c *Cuts) {
+	if s := c.String(); s != "" {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
 }

@@ -62,6 +62,10 @@ func (c Counters) Sub(b Counters) Counters {
 	return d
 }
 
+// Growth is how much a counter grew from before to now, 0 when it went
+// back (a QP destroyed and created again under the same number).
+func Growth(now, before uint64) uint64 { return now - min(before, now) }
+
 // Ratio is a/b, 0 when b is 0.
 func Ratio(a, b uint64) float64 { return ratio(a, b) }
 

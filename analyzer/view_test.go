@@ -144,3 +144,13 @@ func TestDMAReadsSaved(t *testing.T) {
 		t.Errorf("DMAReadsSaved() = %d, want 124", got)
 	}
 }
+
+func TestGrowth(t *testing.T) {
+	for _, tc := range []struct{ now, before, want uint64 }{
+		{10, 4, 6}, {4, 4, 0}, {4, 10, 0}, {^uint64(0), 0, ^uint64(0)},
+	} {
+		if got := Growth(tc.now, tc.before); got != tc.want {
+			t.Errorf("Growth(%d, %d) = %d, want %d", tc.now, tc.before, got, tc.want)
+		}
+	}
+}

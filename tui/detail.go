@@ -84,6 +84,9 @@ func (u *UI) renderDetail() {
 	}
 	fmt.Fprintf(&b, "signal pattern: %s, longest unsignaled run %d of depth %d\n", sig, q.LongestUnsignaledRun, q.MaxSendWR)
 	fmt.Fprintf(&b, "WRs %d  posts %d  inline %d  CQEs polled %d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
+	if cut := r.c.Cuts.String(); cut != "" {
+		b.WriteString("\n[orange]" + cut + "[-]")
+	}
 	u.detail.SetText(b.String())
 }
 

@@ -241,7 +241,7 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 		dt = float64(s.LastNS-u.prev.LastNS) / 1e9
 	}
 	if dt > 0 {
-		u.eventsPS = float64(s.Events-u.prev.Events) / dt
+		u.eventsPS = float64(analyzer.Growth(s.Events, u.prev.Events)) / dt
 	} else if u.havePrev {
 		u.eventsPS = 0
 	}
@@ -256,9 +256,9 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 		k := qpKey{q.PID, q.QPNum}
 		r := row{key: k, qp: q, c: q.Counters.Sub(u.base[k]), occupancy: q.Outstanding}
 		if p, ok := prevQP[k]; ok && dt > 0 {
-			r.mops = float64(q.WRs-p.WRs) / dt / 1e6
-			r.dmaSaved = float64(q.PCIe.DMAReadsSaved()-p.PCIe.DMAReadsSaved()) / dt
-			r.cqeSaved = float64(q.PCIe.CQEWritesSaved-p.PCIe.CQEWritesSaved) / dt
+			r.mops = float64(analyzer.Growth(q.WRs, p.WRs)) / dt / 1e6
+			r.dmaSaved = float64(analyzer.Growth(q.PCIe.DMAReadsSaved(), p.PCIe.DMAReadsSaved())) / dt
+			r.cqeSaved = float64(analyzer.Growth(q.PCIe.CQEWritesSaved, p.PCIe.CQEWritesSaved)) / dt
 		}
 		r.status = status(q, r.c)
 		u.rows = append(u.rows, r)

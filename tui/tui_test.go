@@ -404,3 +404,36 @@ func TestSortKeys(t *testing.T) {
 		})
 	}
 }
+
+// The detail says what the tracer's bounds cut, and nothing when nothing
+// was.
+func TestDetailSaysWhatWasCut(t *testing.T) {
+	u, _, scr := newTestUI(t, healthy())
+	if _, l := find(draw(u, scr), "cut by the tracer's bounds"); l != "" {
+		t.Fatalf("a QP with nothing cut shows %q", l)
+	}
+	s := healthy()
+	s.QPs[0].Cuts = analyzer.Cuts{WalkCappedPosts: 2}
+	u, _, scr = newTestUI(t, s)
+	if _, l := find(draw(u, scr), "cut by the tracer's bounds: 2 post calls with lists past the walk bound"); l == "" {
+		t.Fatalf("no cut line:\n%s", strings.Join(draw(u, scr), "\n"))
+	}
+}
+
+// A counter that goes back between two snapshots (a QP destroyed and made
+// again under the same number) gives a rate of 0, not a wrapped one.
+func TestRatesNeverWrap(t *testing.T) {
+	u, _, _ := newTestUI(t, healthy())
+	s := healthy()
+	s.LastNS, s.Events = 3e9, 10
+	s.QPs[0].WRs = 10
+	s.QPs[1].WRs = 1800
+	u.Apply(s, time.Unix(1001, 0))
+	got := map[uint32]float64{}
+	for _, r := range u.rows {
+		got[r.qp.QPNum] = r.mops
+	}
+	if got[0x1c0] != 0 || got[0x1c1] != 0.001 || u.eventsPS != 0 {
+		t.Errorf("Mops %v, events/s %g; want 0 for the QP whose count went back, 0.001 for the other, events/s 0", got, u.eventsPS)
+	}
+}
