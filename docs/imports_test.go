@@ -69,7 +69,7 @@ func TestImportRules(t *testing.T) {
 		"analyzer": {"trace", "ibv"},
 		"tui":      {"analyzer", "ibv"},
 		"export":   {"analyzer", "trace", "ibv"},
-		"session":  {"analyzer", "probe", "trace", "ibv"},
+		"session":  {"analyzer", "probe", "trace", "ibv", "internal/outfile"},
 		"probe":    {"bpf", "trace", "ibv"},
 		"verbs":    {"ibv", "C"},
 		"workload": {"verbs", "ibv", "C"},

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -48,6 +49,15 @@ type Config struct {
 	ChildOut io.Writer
 	// Warnings receives the tracer's warnings, one line each.
 	Warnings io.Writer
+
+	// RecordTo, when set, is the recording file to write, created before
+	// the target starts (see Recorder): a path, or "-" for standard
+	// output, and then a started command's output goes to Warnings. An
+	// existing recording is kept unless RecordForce; a replaced one stays
+	// as it was until the new one is complete.
+	RecordTo    string
+	RecordForce bool
+	Version     string // of sqscope, for the recording's header
 }
 
 // Session is one traced target feeding an analyzer and sinks.
@@ -60,6 +70,7 @@ type Session struct {
 	target string
 	env    []string // the target's environment
 
+	rec    *Recorder           // the recording, when Config.RecordTo is set
 	sinks  []func(trace.Event) // fixed before Run
 	warned int                 // tracer warnings printed so far
 
@@ -76,7 +87,7 @@ type Session struct {
 
 // Start starts (or finds) the target and attaches the probes; a started
 // command stays held until Run.
-func Start(cfg Config) (*Session, error) {
+func Start(cfg Config) (_ *Session, err error) {
 	if cfg.Mode == "" {
 		cfg.Mode = ModeEvents
 	}
@@ -95,6 +106,22 @@ func Start(cfg Config) (*Session, error) {
 	for _, p := range cfg.Probes {
 		if err := probe.CheckProbe(p); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.RecordTo != "" {
+		rec, err := createRecording(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.rec = rec
+		defer func() {
+			if err != nil { // nothing was recorded: no file is left
+				rec.discard()
+			}
+		}()
+		if cfg.RecordTo == outfile.Stdout && cfg.ChildOut == nil {
+			cfg.ChildOut = cfg.Warnings
+			s.cfg.ChildOut = cfg.Warnings
 		}
 	}
 	env := os.Environ()
@@ -139,6 +166,16 @@ func Start(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	s.tracer = tr
+	if s.rec != nil {
+		if err := s.startRecording(); err != nil {
+			tr.Close()
+			if s.child != nil {
+				s.child.Kill()
+				s.child.Wait()
+			}
+			return nil, err
+		}
+	}
 	s.openCPU, s.openWall = SelfCPU(), time.Now()
 	s.warnLate()
 	return s, nil

@@ -104,6 +104,7 @@ func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
 		Argv:     []string{bin, "workload", "--qps", "2", "-s", "64", "-I", "64", "-Q", "16", "-t", "128", "-n", "5000", "--json-out", truthFile},
 		Target:   "workload under test",
 		ChildOut: &childOut, Warnings: &warnings, RingBytes: 8 << 20,
+		RecordTo: recFile, Version: "test",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +113,7 @@ func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
 	if !s.Started() || s.PID() <= 0 || s.Target() != "workload under test" || s.Mode() != ModeEvents {
 		t.Fatalf("session: started %v pid %d target %q mode %q", s.Started(), s.PID(), s.Target(), s.Mode())
 	}
-	rec, err := s.Record(recFile, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := s.Recorder()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.Run(ctx); err != nil {

@@ -8,12 +8,14 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/export"
+	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/session"
 )
 
 type exportFlags struct {
 	format   string
 	out      string
+	force    bool
 	preferBF bool
 	shutUpBF bool
 }
@@ -35,7 +37,8 @@ func newExportFlags(stderr io.Writer) (*flag.FlagSet, *exportFlags) {
 		"Convert a recording to a timeline. Timestamps are the trace's CLOCK_MONOTONIC\ntime in microseconds; pid and tid are the traced process's and thread's.",
 		exportExamples, stderr)
 	fs.StringVar(&f.format, "format", "chrome", "output format: chrome (Chrome trace-event JSON, opens in Perfetto)")
-	fs.StringVar(&f.out, "o", "-", "output file (- for stdout)")
+	fs.StringVar(&f.out, "o", "-", "output file (- for stdout); an existing file keeps its mode, a new one is 0600")
+	fs.BoolVar(&f.force, "force", false, "let -o replace an existing recording")
 	bfFlags(fs, &f.preferBF, &f.shutUpBF)
 	return fs, f
 }
@@ -59,12 +62,12 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer r.Close()
 
 	var w io.Writer = stdout
-	var out *export.File
-	if f.out != "-" {
-		if out, err = export.CreateFile(f.out); err != nil {
+	var out *outfile.File
+	if f.out != outfile.Stdout {
+		if out, err = outfile.Create(f.out, 0o600, []string{path}, f.force, true); err != nil {
 			return fmt.Errorf("export: creating output: %w", err)
 		}
-		defer out.Abort()
+		defer out.Discard()
 		w = out
 	}
 	fi := r.Info()
@@ -76,6 +79,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if err := x.Close(); err != nil {
 		return fmt.Errorf("export: writing %s: %w", f.out, err)
+	}
+	if res.Corrupt != nil && out != nil && out.Replaces() {
+		return fmt.Errorf("export: %w; %s is left as it was", res.Err(path), f.out)
 	}
 	if out != nil {
 		if err := out.Commit(); err != nil {

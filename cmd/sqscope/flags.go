@@ -26,6 +26,8 @@ type targetFlags struct {
 	wait     bool
 	timeout  time.Duration
 	ringMiB  int
+	recordTo string // record's -o
+	force    bool   // record's --force
 }
 
 func (tf *targetFlags) register(fs *flag.FlagSet) {
@@ -86,7 +88,8 @@ func (tf *targetFlags) check(rest []string) error {
 // and stderr when it is nil.
 func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*session.Session, error) {
 	cfg := session.Config{PID: tf.pid, Probes: tf.probes, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
-		Wait: tf.wait, VerbsTimeout: tf.timeout, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr}
+		Wait: tf.wait, VerbsTimeout: tf.timeout, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr,
+		RecordTo: tf.recordTo, RecordForce: tf.force, Version: version}
 	switch {
 	case tf.workload:
 		self, err := os.Executable()

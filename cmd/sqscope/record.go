@@ -18,16 +18,16 @@ EXAMPLES
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf targetFlags
-	var out string
 	fs := commandFlags("record", "record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]",
 		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file.",
 		recordExamples, stderr)
 	tf.register(fs)
-	fs.StringVar(&out, "o", "", "recording file to write (mode 0600)")
+	fs.StringVar(&tf.recordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr)")
+	fs.BoolVar(&tf.force, "force", false, "replace an existing recording (kept as it was until the new one is complete)")
 	if err := parseCommand(fs, args, stderr); err != nil {
 		return err
 	}
-	if out == "" {
+	if tf.recordTo == "" {
 		return usageErr("record: -o FILE is required")
 	}
 	if err := tf.check(fs.Args()); err != nil {
@@ -38,10 +38,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer s.Close()
-	rec, err := s.Record(out, version)
-	if err != nil {
-		return fmt.Errorf("record: %w", err)
-	}
+	rec := s.Recorder()
 	runErr := s.Run(ctx)
 	cerr := rec.Close()
 	switch {
@@ -52,6 +49,6 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	snap := s.Analyzer().Snapshot()
 	fmt.Fprintf(stderr, "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost\n",
-		rec.Events(), rec.Bytes(), len(snap.QPs), out, snap.Lost)
+		rec.Events(), rec.Bytes(), len(snap.QPs), tf.recordTo, snap.Lost)
 	return nil
 }
