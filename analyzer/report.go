@@ -24,7 +24,29 @@ func pct(a, b uint64) float64 {
 
 // WriteText writes a per-QP summary a person reads: the queue, its traffic,
 // what the HCA did by the mlx5 model, what was saved, and what went wrong.
-func WriteText(w io.Writer, s Snapshot) {
+// It returns the first write error.
+func WriteText(w io.Writer, s Snapshot) error {
+	ew := &errWriter{w: w}
+	writeText(ew, s)
+	return ew.err
+}
+
+// errWriter keeps the first write error and writes nothing after it.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func writeText(w io.Writer, s Snapshot) {
 	secs := float64(s.LastNS-s.FirstNS) / 1e9
 	fmt.Fprintf(w, "sqscope: %d events over %.3f s, %d QP(s)", s.Events, secs, len(s.QPs))
 	if s.Lost > 0 {

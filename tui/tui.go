@@ -319,12 +319,16 @@ func (u *UI) renderFooter() {
 // save writes the current snapshot as a text report and says where.
 func (u *UI) save() string {
 	name := fmt.Sprintf("%s/sqscope-snapshot-%s.txt", u.saveDir, u.now().Format("20060102-150405"))
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	// never over an existing file, nor through a link
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Sprintf("[red]saving snapshot: %v[-]", err)
 	}
-	analyzer.WriteText(f, u.snap)
-	if err := f.Close(); err != nil {
+	err = analyzer.WriteText(f, u.snap)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Sprintf("[red]saving snapshot: %v[-]", err)
 	}
 	return "saved " + name

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/export"
+	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/session"
 )
@@ -33,7 +34,7 @@ EXAMPLES
 
 func newExportFlags(stderr io.Writer) (*flag.FlagSet, *exportFlags) {
 	f := &exportFlags{}
-	fs := commandFlags("export", "export [--format chrome] FILE -o OUT.json",
+	fs := cli.CommandFlags("export", "export [--format chrome] FILE -o OUT.json",
 		"Convert a recording to a timeline. Timestamps are the trace's CLOCK_MONOTONIC\ntime in microseconds; pid and tid are the traced process's and thread's.",
 		exportExamples, stderr)
 	fs.StringVar(&f.format, "format", "chrome", "output format: chrome (Chrome trace-event JSON, opens in Perfetto)")
@@ -45,15 +46,15 @@ func newExportFlags(stderr io.Writer) (*flag.FlagSet, *exportFlags) {
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, f := newExportFlags(stderr)
-	path, err := oneFile(fs, "export", args)
+	path, err := cli.OneFile(fs, "export", args)
 	if err != nil {
 		return err
 	}
 	if f.format != "chrome" {
-		return usageErr("export: unknown --format %q (want chrome)", f.format)
+		return cli.UsageErr("export: unknown --format %q (want chrome)", f.format)
 	}
 	if f.out == "" {
-		return usageErr("export: -o needs a file name (or - for stdout)")
+		return cli.UsageErr("export: -o needs a file name (or - for stdout)")
 	}
 	r, err := session.OpenRecording(path)
 	if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -185,5 +187,24 @@ func TestRecordOutputSafety(t *testing.T) {
 	}
 	if !strings.Contains(errs, "sqscope workload: device sim") {
 		t.Errorf("the target's output is not on stderr: %.300q", errs)
+	}
+}
+
+// A text report that cannot be written is an error, as JSON already is.
+func TestReportToFullDevice(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	defer full.Close()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.sqscope")
+	writeRecording(t, good, sample(), 5)
+	for _, args := range [][]string{{"report", good}, {"report", "--json", good}, {"export", good, "-o", "-"}} {
+		var errb bytes.Buffer
+		err := run(context.Background(), args, full, &errb)
+		if exitCode(err) != 1 || !strings.Contains(fmt.Sprint(err), "no space left on device") {
+			t.Errorf("%q > /dev/full: exit %d, %v", args, exitCode(err), err)
+		}
 	}
 }

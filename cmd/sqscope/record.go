@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/sqscope/sqscope/internal/cli"
 )
 
 const recordExamples = `
@@ -18,20 +20,20 @@ EXAMPLES
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf targetFlags
-	fs := commandFlags("record", "record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]",
 		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file.",
 		recordExamples, stderr)
 	tf.register(fs)
 	fs.StringVar(&tf.recordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr)")
 	fs.BoolVar(&tf.force, "force", false, "replace an existing recording (kept as it was until the new one is complete)")
-	if err := parseCommand(fs, args, stderr); err != nil {
+	if err := cli.ParseCommand(fs, args, stderr); err != nil {
 		return err
 	}
 	if tf.recordTo == "" {
-		return usageErr("record: -o FILE is required")
+		return cli.UsageErr("record: -o FILE is required")
 	}
 	if err := tf.check(fs.Args()); err != nil {
-		return usageErr("record: %v", err)
+		return cli.UsageErr("record: %v", err)
 	}
 	s, err := tf.start(fs.Args(), stderr, nil)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -23,9 +24,9 @@ func exitCode(err error) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	var ee *exitError
+	var ee *cli.ExitError
 	if errors.As(err, &ee) {
-		return ee.code
+		return ee.Code
 	}
 	return 1
 }
