@@ -32,11 +32,11 @@ EXAMPLES
         write to stdout
 `
 
-func newExportFlags(stderr io.Writer) (*flag.FlagSet, *exportFlags) {
+func newExportFlags(help io.Writer) (*flag.FlagSet, *exportFlags) {
 	f := &exportFlags{}
 	fs := cli.CommandFlags("export", "export [--format chrome] FILE -o OUT.json",
 		"Convert a recording to a timeline. Timestamps are the trace's CLOCK_MONOTONIC\ntime in microseconds; pid and tid are the traced process's and thread's.",
-		exportExamples, stderr)
+		exportExamples, help)
 	fs.StringVar(&f.format, "format", "chrome", "output format: chrome (Chrome trace-event JSON, opens in Perfetto)")
 	fs.StringVar(&f.out, "o", "-", "output file (- for stdout); an existing file keeps its mode, a new one is 0600")
 	fs.BoolVar(&f.force, "force", false, "let -o replace an existing recording")
@@ -45,7 +45,7 @@ func newExportFlags(stderr io.Writer) (*flag.FlagSet, *exportFlags) {
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, f := newExportFlags(stderr)
+	fs, f := newExportFlags(stdout)
 	path, err := cli.OneFile(fs, "export", args)
 	if err != nil {
 		return err

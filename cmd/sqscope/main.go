@@ -52,7 +52,7 @@ func topUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'sqscope COMMAND --help' for a command's flags and examples.")
+	fmt.Fprintln(w, "Run 'sqscope help COMMAND' (or 'sqscope COMMAND --help') for a command's flags and examples.")
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -61,9 +61,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return &cli.ExitError{Code: 2, Err: errors.New("no command given")}
 	}
 	name := args[0]
-	if name == "-h" || name == "--help" || name == "help" {
+	switch {
+	case name == "help" && len(args) > 1: // help TOPIC is TOPIC --help
+		return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+	case name == "-h" || name == "--help" || name == "help":
 		topUsage(stdout)
 		return nil
+	case name == "-V" || name == "--version":
+		name = "version"
 	}
 	for _, c := range commands() {
 		if c.name == name {

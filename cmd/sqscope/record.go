@@ -22,11 +22,11 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var tf targetFlags
 	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]",
 		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file.",
-		recordExamples, stderr)
+		recordExamples, stdout)
 	tf.register(fs)
 	fs.StringVar(&tf.recordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr)")
 	fs.BoolVar(&tf.force, "force", false, "replace an existing recording (kept as it was until the new one is complete)")
-	if err := cli.ParseCommand(fs, args, stderr); err != nil {
+	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
 	if tf.recordTo == "" {

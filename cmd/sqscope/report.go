@@ -32,8 +32,8 @@ EXAMPLES
 // bfFlags registers the flags that mirror the target's libmlx5 BlueFlame
 // settings, which a recording does not carry.
 func bfFlags(fs *flag.FlagSet, preferBF, shutUpBF *bool) {
-	fs.BoolVar(preferBF, "mlx5-prefer-bf", true, "the target ran with MLX5_POST_SEND_PREFER_BF=1 (default: what the recording says, else libmlx5's default, on)")
-	fs.BoolVar(shutUpBF, "mlx5-shut-up-bf", false, "the target ran with MLX5_SHUT_UP_BF=1, no BlueFlame writes (default: what the recording says, else off)")
+	fs.BoolVar(preferBF, "mlx5-prefer-bf", true, "the target ran with MLX5_POST_SEND_PREFER_BF=1; without the flag, what the recording says, else libmlx5's default")
+	fs.BoolVar(shutUpBF, "mlx5-shut-up-bf", false, "the target ran with MLX5_SHUT_UP_BF=1, no BlueFlame writes; without the flag, what the recording says, else off")
 }
 
 // bfConfig is the target's BlueFlame setting: the flags when given, else
@@ -51,18 +51,18 @@ func bfConfig(fs *flag.FlagSet, preferBF, shutUpBF bool, fi trace.FileInfo) anal
 	return bf
 }
 
-func newReportFlags(stderr io.Writer) (*flag.FlagSet, *reportFlags) {
+func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
 	f := &reportFlags{}
 	fs := cli.CommandFlags("report", "report FILE [flags]",
 		"Rebuild every send queue of a recording and print what happened: occupancy,\ndoorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.\nA truncated recording is reported up to the cut, with a warning.",
-		reportExamples, stderr)
+		reportExamples, help)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	bfFlags(fs, &f.preferBF, &f.shutUpBF)
 	return fs, f
 }
 
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, f := newReportFlags(stderr)
+	fs, f := newReportFlags(stdout)
 	path, err := cli.OneFile(fs, "report", args)
 	if err != nil {
 		return err

@@ -398,14 +398,32 @@ func TestReportBadInput(t *testing.T) {
 	}
 }
 
+// Help goes to stdout, as users page it, for every command, by --help and
+// by help COMMAND; the version by version, --version and -V.
 func TestReportHelp(t *testing.T) {
-	for _, cmd := range []string{"report", "export"} {
-		t.Run(cmd, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			err := run(context.Background(), []string{cmd, "--help"}, &out, &errb)
-			if exitCode(err) != 0 || !strings.Contains(errb.String(), "\nEXAMPLES\n  sqscope "+cmd+" ") {
-				t.Fatalf("exit %d, help:\n%s", exitCode(err), errb.String())
-			}
-		})
+	for _, c := range commands() {
+		if c.name == "version" {
+			continue
+		}
+		for _, args := range [][]string{{c.name, "--help"}, {"help", c.name}} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				var out, errb bytes.Buffer
+				err := run(context.Background(), args, &out, &errb)
+				if exitCode(err) != 0 || !strings.HasPrefix(out.String(), "usage: sqscope "+c.name) || errb.Len() != 0 {
+					t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", exitCode(err), out.String(), errb.String())
+				}
+				if c.name == "report" || c.name == "export" {
+					if !strings.Contains(out.String(), "\nEXAMPLES\n  sqscope "+c.name+" ") {
+						t.Fatalf("no examples:\n%s", out.String())
+					}
+				}
+			})
+		}
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-V"}} {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), args, &out, &errb); err != nil || out.String() != "sqscope "+version+"\n" {
+			t.Errorf("%q: %q, %v", args, out.String(), err)
+		}
 	}
 }

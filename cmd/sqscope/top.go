@@ -43,11 +43,11 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var noTUI bool
 	fs := cli.CommandFlags("top", "top (-p PID | -c CMD | --workload -- FLAGS) [flags]",
 		"Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.",
-		topExamples, stderr)
+		topExamples, stdout)
 	tf.register(fs)
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS (text reports without a terminal: every second unless given)")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
-	if err := cli.ParseCommand(fs, args, stderr); err != nil {
+	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
 	if err := tf.check(fs.Args()); err != nil {
@@ -64,12 +64,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var noTUI bool
 	fs := cli.CommandFlags("demo", "demo [flags]",
 		"Trace the built-in workload on the simulated HCA in a scripted scenario: four QPs\npost inline with a CQE every 16th WR; then one QP stops signaling, its send queue\nfills and ibv_post_send fails with ENOMEM. Needs root (eBPF).",
-		fmt.Sprintf("\nThe workload it runs: sqscope workload %s\n", strings.Join(workload.DemoArgs(60, 8), " ")), stderr)
+		fmt.Sprintf("\nThe workload it runs: sqscope workload %s\n", strings.Join(workload.DemoArgs(60, 8), " ")), stdout)
 	fs.Float64Var(&seconds, "D", 60, "run the scenario for SECONDS")
 	fs.Float64Var(&after, "fault-after", 8, "turn the never-signal bug on after SECONDS")
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
-	if err := cli.ParseCommand(fs, args, stderr); err != nil {
+	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -149,7 +149,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var speed, interval float64
 	fs := cli.CommandFlags("replay", "replay FILE [flags]",
 		"Show a recording in the live view at the pace it was recorded: p pauses,\n+/- change the speed, left/right seek 10 s. Without a terminal, print its report.",
-		"", stderr)
+		"", stdout)
 	fs.Float64Var(&speed, "speed", 1, "replay speed (2 = twice as fast)")
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
 	var preferBF, shutUpBF bool

@@ -30,11 +30,11 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var asJSON bool
 	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | --workload -- FLAGS) [flags]",
 		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
-		traceExamples, stderr)
+		traceExamples, stdout)
 	tf.register(fs)
 	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	if err := cli.ParseCommand(fs, args, stderr); err != nil {
+	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
 	if err := tf.check(fs.Args()); err != nil {

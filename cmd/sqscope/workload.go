@@ -40,11 +40,11 @@ EXAMPLES
         the same traffic on a Soft-RoCE device, RoCE v2 GID index 1
 `
 
-func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
+func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	f := &workloadFlags{cfg: workload.Defaults()}
 	fs := cli.CommandFlags("workload", "workload [flags]",
 		"Drive send traffic and print what happened to each send queue. On the\nsimulated HCA (the default) the counters are the HCA's ground truth.",
-		workloadExamples, stderr)
+		workloadExamples, help)
 	c := &f.cfg
 	both := func(short, long string, fn func(name string)) {
 		fn(short)
@@ -87,9 +87,9 @@ func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 }
 
 // parseWorkload turns arguments into a validated workload.Config.
-func parseWorkload(args []string, stderr io.Writer) (*workloadFlags, error) {
-	fs, f := newWorkloadFlags(stderr)
-	if err := cli.ParseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
+func parseWorkload(args []string, help io.Writer) (*workloadFlags, error) {
+	fs, f := newWorkloadFlags(help)
+	if err := cli.ParseQuiet(fs, help, func() error { return fs.Parse(args) }); err != nil {
 		if err == flag.ErrHelp {
 			return nil, err
 		}
@@ -139,7 +139,7 @@ func parseWorkload(args []string, stderr io.Writer) (*workloadFlags, error) {
 }
 
 func runWorkload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseWorkload(args, stderr)
+	f, err := parseWorkload(args, stdout)
 	if err != nil {
 		return err
 	}

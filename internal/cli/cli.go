@@ -42,23 +42,24 @@ func ParseQuiet(fs *flag.FlagSet, w io.Writer, parse func() error) error {
 	return err
 }
 
-// CommandFlags makes a command's FlagSet whose usage text is the usage
-// line, what the command does, its flags and its examples.
-func CommandFlags(name, usage, about, examples string, stderr io.Writer) *flag.FlagSet {
+// CommandFlags makes a command's FlagSet whose usage text, written to help
+// (standard output, as users page it), is the usage line, what the command
+// does, its flags and its examples.
+func CommandFlags(name, usage, about, examples string, help io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(help)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: sqscope %s\n\n%s\n\nFLAGS\n", usage, about)
+		fmt.Fprintf(help, "usage: sqscope %s\n\n%s\n\nFLAGS\n", usage, about)
 		fs.PrintDefaults()
-		fmt.Fprint(stderr, examples)
+		fmt.Fprint(help, examples)
 	}
 	return fs
 }
 
-// ParseCommand parses a command's arguments: -h prints the usage, a bad
-// flag is a usage error (exit status 2) naming the command.
-func ParseCommand(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	err := ParseQuiet(fs, stderr, func() error { return fs.Parse(args) })
+// ParseCommand parses a command's arguments: -h prints the usage to help,
+// a bad flag is a usage error (exit status 2) naming the command.
+func ParseCommand(fs *flag.FlagSet, args []string, help io.Writer) error {
+	err := ParseQuiet(fs, help, func() error { return fs.Parse(args) })
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return err
 	}
