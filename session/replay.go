@@ -29,6 +29,8 @@ type Replay struct {
 	paused  bool
 	done    bool
 	err     error
+	damage  error // where the recording stops early or is damaged
+	events  int64 // events before the damage
 	last    time.Time
 	now     func() time.Time
 }
@@ -63,15 +65,20 @@ func newReplay(open func() (*trace.Reader, error), opts analyzer.Options, now fu
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			// a damaged recording plays up to the damage; Err says so then
+			// a damaged recording plays up to the damage; Warning and
+			// Err say so
 			var te *trace.TruncatedError
 			var ce *trace.CorruptError
-			if errors.Is(err, io.EOF) || errors.As(err, &te) || errors.As(err, &ce) {
+			if errors.As(err, &te) || errors.As(err, &ce) {
+				r.damage = err
+			}
+			if errors.Is(err, io.EOF) || r.damage != nil {
 				break
 			}
 			rd.Close()
 			return nil, err
 		}
+		r.events++
 		t := ev.Hdr().TimeNS
 		if first == 0 || (t != 0 && t < first) {
 			first = t
@@ -181,6 +188,15 @@ func (r *Replay) Position() (time.Duration, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return time.Duration(r.pos), time.Duration(r.length)
+}
+
+// Warning says where a recording that stops early or is damaged stops,
+// and what is shown of it; "" for a whole recording.
+func (r *Replay) Warning() string {
+	if r.damage == nil {
+		return ""
+	}
+	return fmt.Sprintf("the recording stops early (%v): showing the %d events before", r.damage, r.events)
 }
 
 // Err is the first read error other than a clean or truncated end.

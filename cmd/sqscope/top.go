@@ -173,9 +173,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer rp.Close()
 	rp.Speed(speed)
 	app := tview.NewApplication()
-	u := tui.New(rp, tui.Info{Target: info.Target, PID: int(info.TargetPID), Mode: "replay of " + path}, app)
+	u := tui.New(rp, tui.Info{Target: info.Target, PID: int(info.TargetPID), Mode: "replay of " + path, Warning: rp.Warning()}, app)
 	if err := u.Run(ctx, time.Duration(interval*float64(time.Second))); err != nil {
 		return fmt.Errorf("terminal UI: %w", err)
 	}
-	return rp.Err()
+	if err := rp.Err(); err != nil || rp.Warning() == "" {
+		return err
+	}
+	return fmt.Errorf("replay: %s: %s", path, rp.Warning()) // not the whole recording: say so in the exit status
 }
