@@ -17,9 +17,9 @@ type row struct {
 	key       qpKey
 	qp        analyzer.QP
 	c         analyzer.Counters // after the reset baseline
-	wrsPS     float64 // WRs posted per second
-	dmaSaved  float64 // DMA reads saved per second
-	cqeSaved  float64 // CQE writes saved per second
+	wrsPS     float64           // WRs posted per second
+	dmaSaved  float64           // DMA reads saved per second
+	cqeSaved  float64           // CQE writes saved per second
 	status    string
 	occupancy uint64
 }
