@@ -57,7 +57,10 @@ type Options struct {
 	Libibverbs string
 	// Probes are explicit data-path locations.
 	Probes []ExplicitProbe
-	Mode   Mode
+	// ProbesAnywhere accepts explicit probes inside a function the file's
+	// symbols know; by default only a function's start is.
+	ProbesAnywhere bool
+	Mode           Mode
 	// ReuseEvents lets Run pass the same *trace.Post and *trace.Poll (and
 	// their WR and completion slices) again and again: fn must not keep
 	// them past its return. It saves an allocation or two per record.
@@ -194,7 +197,7 @@ func Open(opts Options) (*Tracer, error) {
 		}
 	}
 	for _, p := range opts.Probes {
-		if err := CheckProbe(p); err != nil {
+		if err := CheckProbe(p, opts.ProbesAnywhere); err != nil {
 			return nil, err
 		}
 	}

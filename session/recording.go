@@ -251,5 +251,8 @@ func (rec *RecordingInfo) TextHeader() string {
 	if !rec.Complete {
 		parts = append(parts, "INCOMPLETE")
 	}
+	if rec.SkippedRecords > 0 {
+		parts = append(parts, fmt.Sprintf("(%d records of kinds this sqscope does not know were skipped: a newer sqscope wrote them)", rec.SkippedRecords))
+	}
 	return strings.Join(parts, " ")
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ type Replay struct {
 	err     error
 	damage  error // where the recording stops early or is damaged
 	events  int64 // events before the damage
+	skipped int64 // records of kinds this version does not know
 	last    time.Time
 	now     func() time.Time
 }
@@ -85,6 +87,7 @@ func newReplay(open func() (*trace.Reader, error), opts analyzer.Options, now fu
 		}
 		last = max(last, t)
 	}
+	r.skipped = rd.Skipped()
 	rd.Close()
 	r.first = first
 	if last > first {
@@ -193,10 +196,14 @@ func (r *Replay) Position() (time.Duration, time.Duration) {
 // Warning says where a recording that stops early or is damaged stops,
 // and what is shown of it; "" for a whole recording.
 func (r *Replay) Warning() string {
-	if r.damage == nil {
-		return ""
+	var w []string
+	if r.damage != nil {
+		w = append(w, fmt.Sprintf("the recording stops early (%v): showing the %d events before", r.damage, r.events))
 	}
-	return fmt.Sprintf("the recording stops early (%v): showing the %d events before", r.damage, r.events)
+	if r.skipped > 0 {
+		w = append(w, fmt.Sprintf("%d records of kinds this sqscope does not know were skipped", r.skipped))
+	}
+	return strings.Join(w, "; ")
 }
 
 // Err is the first read error other than a clean or truncated end.

@@ -36,13 +36,14 @@ type Config struct {
 	Argv   []string // start this command (held until the probes are attached)
 	Target string   // how to name a started command (default: Argv joined)
 
-	Probes       []probe.ExplicitProbe
-	Mode         string // ModeEvents (default) or ModeCounters
-	CallTimes    bool   // record entry times too (events mode)
-	NoStop       bool   // never pause the target while attaching
-	Wait         bool   // keep waiting for a target without a verbs library
-	VerbsTimeout time.Duration
-	RingBytes    int
+	Probes         []probe.ExplicitProbe
+	ProbesAnywhere bool   // explicit probes may be inside a known function
+	Mode           string // ModeEvents (default) or ModeCounters
+	CallTimes      bool   // record entry times too (events mode)
+	NoStop         bool   // never pause the target while attaching
+	Wait           bool   // keep waiting for a target without a verbs library
+	VerbsTimeout   time.Duration
+	RingBytes      int
 
 	// ChildOut receives a started command's stdout and stderr, with no
 	// stdin; nil: the command shares sqscope's stdin, stdout and stderr.
@@ -98,13 +99,13 @@ func Start(cfg Config) (_ *Session, err error) {
 		cfg.Warnings = io.Discard
 	}
 	s := &Session{cfg: cfg, startCPU: SelfCPU(), startWall: time.Now()}
-	opts := probe.Options{Probes: cfg.Probes, NoStop: cfg.NoStop, RingBytes: cfg.RingBytes, CallTimes: cfg.CallTimes,
+	opts := probe.Options{Probes: cfg.Probes, ProbesAnywhere: cfg.ProbesAnywhere, NoStop: cfg.NoStop, RingBytes: cfg.RingBytes, CallTimes: cfg.CallTimes,
 		ReuseEvents: true} // the analyzer and the recording writer keep nothing of an event
 	if cfg.Mode == ModeCounters {
 		opts.Mode = probe.ModeCounters
 	}
 	for _, p := range cfg.Probes {
-		if err := probe.CheckProbe(p); err != nil {
+		if err := probe.CheckProbe(p, cfg.ProbesAnywhere); err != nil {
 			return nil, err
 		}
 	}

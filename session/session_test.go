@@ -176,3 +176,17 @@ func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
 		}
 	}
 }
+
+// The text header says what a report could not read: a cut, and records
+// of kinds a newer sqscope wrote.
+func TestTextHeaderSaysWhatWasNotRead(t *testing.T) {
+	rec := RecordingInfo{File: "r.sqscope", Target: "app", TargetPID: 7, Complete: true}
+	if h := rec.TextHeader(); strings.Contains(h, "INCOMPLETE") || strings.Contains(h, "skipped") {
+		t.Errorf("whole recording: %q", h)
+	}
+	rec.Complete, rec.SkippedRecords = false, 3
+	h := rec.TextHeader()
+	if !strings.Contains(h, "INCOMPLETE") || !strings.Contains(h, "3 records of kinds this sqscope does not know were skipped") {
+		t.Errorf("header %q", h)
+	}
+}

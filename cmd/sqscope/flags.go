@@ -20,6 +20,7 @@ type targetFlags struct {
 	cmd      string
 	workload bool
 	probes   []probe.ExplicitProbe
+	anywhere bool
 	mode     string
 	callTime bool
 	noStop   bool
@@ -42,6 +43,7 @@ func (tf *targetFlags) register(fs *flag.FlagSet) {
 		tf.probes = append(tf.probes, p)
 		return nil
 	})
+	fs.BoolVar(&tf.anywhere, "force-probe", false, "accept a --probe offset inside a function the library's symbols know (by default only a function's start)")
 	fs.StringVar(&tf.mode, "mode", "events", "events (every call) or counters (per-QP totals kept in the kernel, lower overhead)")
 	fs.BoolVar(&tf.callTime, "call-times", false, "also record when each post and poll was entered (events mode; costs a clock read per call, and the interval is mostly the probe's own)")
 	fs.BoolVar(&tf.noStop, "no-stop", false, "never pause the target while probes for newly found functions are attached (calls in that window are missed)")
@@ -87,7 +89,7 @@ func (tf *targetFlags) check(rest []string) error {
 // "--". A started target writes to childOut, or to sqscope's own stdout
 // and stderr when it is nil.
 func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*session.Session, error) {
-	cfg := session.Config{PID: tf.pid, Probes: tf.probes, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
+	cfg := session.Config{PID: tf.pid, Probes: tf.probes, ProbesAnywhere: tf.anywhere, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
 		Wait: tf.wait, VerbsTimeout: tf.timeout, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr,
 		RecordTo: tf.recordTo, RecordForce: tf.force, Version: version}
 	switch {
