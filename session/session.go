@@ -43,6 +43,7 @@ type Config struct {
 	NoStop         bool   // never pause the target while attaching
 	Wait           bool   // keep waiting for a target without a verbs library
 	VerbsTimeout   time.Duration
+	Duration       time.Duration // stop tracing after this long (0: when the target ends)
 	RingBytes      int
 
 	// ChildOut receives a started command's stdout and stderr, with no
@@ -248,6 +249,11 @@ func (e *NoVerbsError) Error() string {
 // Run releases the target and feeds events until it exits, ctx is done,
 // or (without Wait) it has not loaded a verbs library by the timeout.
 func (s *Session) Run(ctx context.Context) error {
+	if s.cfg.Duration > 0 { // the end of the duration is a Ctrl-C
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, s.cfg.Duration)
+		defer stop()
+	}
 	// The reader runs on its own context: on Ctrl-C it must go on until
 	// the target's last events are read.
 	runCtx, cancel := context.WithCancel(context.Background())
