@@ -160,20 +160,25 @@ func fileIDOf(path string) (fileID, error) {
 
 // VerbsLoaded reports whether process pid has mapped libibverbs or runs a
 // binary with the simulated HCA: whether there is anything to trace yet.
-func VerbsLoaded(pid int) bool {
+// It fails when that cannot be known: the process is gone, or exiting
+// (its mappings are released before it is reported ended).
+func VerbsLoaded(pid int) (bool, error) {
 	maps, err := readMaps(pid)
 	if err != nil {
-		return false
+		return false, err
+	}
+	if len(maps) == 0 { // every running process maps something
+		return false, fmt.Errorf("process %d has no mappings: it is exiting", pid)
 	}
 	for _, m := range maps {
 		if strings.Contains(m.Path, "libibverbs") {
-			return true
+			return true, nil
 		}
 	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {
-		return false
+		return false, err
 	}
 	_, err = ResolveSymbol(exe, "sqsim_create_qp")
-	return err == nil
+	return err == nil, nil
 }
