@@ -79,6 +79,7 @@ type Session struct {
 	verbsSeen      atomic.Bool
 	verbsSeenNoted bool
 	stopped        string // why ctx stopped the trace, if it did
+	checked        string // what the verbs check found, if it ran
 }
 
 // Start starts (or finds) the target and attaches the probes; a started
@@ -313,12 +314,22 @@ func (s *Session) Run(ctx context.Context) error {
 // exists (an exiting process has no mappings left to show one).
 func (s *Session) noVerbs() bool {
 	if s.verbsSeen.Load() {
+		s.checked = "verbs seen"
 		return false
 	}
-	if loaded, err := probe.VerbsLoaded(s.pid); loaded || err != nil {
-		return false
+	loaded, err := probe.VerbsLoaded(s.pid)
+	switch {
+	case loaded:
+		s.checked = "verbs loaded"
+	case err != nil:
+		s.checked = "unknown: " + err.Error()
+	case s.tracer.TargetEnded():
+		s.checked = "target ended"
+	default:
+		s.checked = "no verbs"
+		return true
 	}
-	return !s.tracer.TargetEnded()
+	return false
 }
 
 // syncThenCancel stops the reader once it has read what was written
