@@ -334,3 +334,49 @@ func TestExitAtTheVerbsCheck(t *testing.T) {
 		})
 	}
 }
+
+// A trace that ends on an error of sqscope's (here a sink that panics)
+// still ends the same way: Run returns the error after the analyzer and
+// the recording got what was read and the end, which says why.
+func TestErrorEndingKeepsTheTrace(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	var out, warnings bytes.Buffer
+	s, err := Start(Config{Argv: []string{lifecycleBin(t), "churn", "1000"}, ChildOut: &out, Warnings: &warnings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := lifeRun{file: filepath.Join(t.TempDir(), "run.sqscope")}
+	rec, err := s.Record(r.file, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = 2000
+	n := 0
+	s.AddSink(func(trace.Event) {
+		if n++; n == at {
+			panic("a sink's own bug")
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r.err = s.Run(ctx)
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r.events = rec.Events()
+	snap := s.Analyzer().Snapshot()
+	if r.err == nil || !strings.Contains(r.err.Error(), "internal error while reading events: a sink's own bug") {
+		t.Fatalf("Run returned %v", r.err)
+	}
+	if !snap.EndedOnError || !strings.Contains(snap.Ended, "a sink's own bug") || snap.Events < at-1 {
+		t.Fatalf("snapshot of %d events ended %q (on error %v)", snap.Events, snap.Ended, snap.EndedOnError)
+	}
+	back, last := r.readBack(t)
+	if end, ok := last.(*trace.End); !ok || !end.Err || end.Reason != snap.Ended || r.events < at || back.Events != snap.Events {
+		t.Fatalf("the recording of %d events (%d read back, %d live) ends with %#v", r.events, back.Events, snap.Events, last)
+	}
+	if !strings.Contains(warnings.String(), "internal error") {
+		t.Errorf("no stack for the panic in the warnings: %q", warnings.String())
+	}
+}

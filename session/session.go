@@ -345,12 +345,14 @@ func (s *Session) syncThenCancel(cancel context.CancelFunc) {
 // stopReason says why ctx ended a trace: the signal, or a stop.
 func stopReason(ctx context.Context) string {
 	switch err := context.Cause(ctx); {
-	case errors.Is(err, context.DeadlineExceeded):
+	case err == context.DeadlineExceeded:
 		return "the time limit was reached"
-	case err == nil || errors.Is(err, context.Canceled):
+	case err == nil || err == context.Canceled:
 		return "stopped"
 	default:
-		return err.Error() // os/signal: "interrupt signal received"
+		// os/signal's cause, "interrupt signal received", is also
+		// context.Canceled by errors.Is: only identity tells them apart
+		return err.Error()
 	}
 }
 
