@@ -244,13 +244,14 @@ func jsonFields(t *testing.T, v any, names []string) string {
 
 // A main thread that leaves with pthread_exit while workers post for
 // seconds does not end the trace: the process ends with its last thread,
-// and every post is traced.
+// and every post is traced. (The workers pause 20 ms between bursts: the
+// reader then finds the ring empty and looks whether the target ended.)
 func TestMainThreadExitsFirst(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	const ms, threads = 3000, 3
 	for _, mode := range []string{ModeEvents, ModeCounters} {
 		t.Run(mode, func(t *testing.T) {
-			r := traceLifecycle(t, mode, 10*time.Second, "main-exit", fmt.Sprint(ms), fmt.Sprint(threads))
+			r := traceLifecycle(t, mode, 10*time.Second, "main-exit", fmt.Sprint(ms), fmt.Sprint(threads), "20")
 			s := r.snap
 			if r.err != nil || len(r.truth) != threads {
 				t.Fatalf("run: %v; %d QPs said (%q)", r.err, len(r.truth), r.out)

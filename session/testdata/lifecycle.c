@@ -8,10 +8,11 @@
  *            (how many depends on the round), then destroy both; malloc
  *            gives their addresses back, so QPs and CQs of later rounds
  *            live where earlier ones did. One line per round.
- *        lifecycle main-exit MS THREADS
+ *        lifecycle main-exit MS THREADS GAP
  *            THREADS workers, each with its CQ and QP, post for MS ms
- *            while the main thread has long left with pthread_exit. The
- *            last worker to finish prints one line per QP.
+ *            while the main thread has long left with pthread_exit, 16
+ *            posts at a time, GAP ms apart. The last worker to finish
+ *            prints one line per QP.
  *        lifecycle exit-at MS QPS MIB
  *            create QPS QPs (and CQs), post one WR on each, touch MIB MiB
  *            (so that the exit takes a while), print the total and exit
@@ -164,6 +165,7 @@ struct worker {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	uint64_t until_ms;
+	int gap_ms;
 };
 
 static struct worker *workers;
@@ -179,7 +181,7 @@ static void *work(void *arg)
 		post_call(w->qp, 1, 1, &id);
 		drain(w->cq, 1, 1);
 		if (++calls % 16 == 0)
-			usleep(1000); /* about 10,000 posts a second: no lost events */
+			usleep((useconds_t)w->gap_ms * 1000);
 	}
 	pthread_mutex_lock(&finish_lock);
 	if (++finished == nworkers) /* the last one: everyone's counts are final */
@@ -190,7 +192,7 @@ static void *work(void *arg)
 	return NULL;
 }
 
-static int main_exit(int ms, int threads)
+static int main_exit(int ms, int threads, int gap_ms)
 {
 	uint64_t until = now_ms() + (uint64_t)ms;
 
@@ -204,6 +206,7 @@ static int main_exit(int ms, int threads)
 			die("sqsim_create_cq");
 		workers[i].qp = new_qp(workers[i].cq);
 		workers[i].until_ms = until;
+		workers[i].gap_ms = gap_ms;
 	}
 	for (int i = 0; i < threads; i++)
 		if (pthread_create(&workers[i].th, NULL, work, &workers[i]))
@@ -248,14 +251,14 @@ int main(int argc, char **argv)
 		open_sim();
 		return churn(atoi(argv[2]));
 	}
-	if (argc >= 4 && !strcmp(argv[1], "main-exit")) {
+	if (argc >= 5 && !strcmp(argv[1], "main-exit")) {
 		open_sim();
-		return main_exit(atoi(argv[2]), atoi(argv[3]));
+		return main_exit(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 	}
 	if (argc >= 5 && !strcmp(argv[1], "exit-at")) {
 		open_sim();
 		return exit_at(start, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
 	}
-	fprintf(stderr, "usage: lifecycle churn N | main-exit MS THREADS | exit-at MS QPS MIB\n");
+	fprintf(stderr, "usage: lifecycle churn N | main-exit MS THREADS GAP | exit-at MS QPS MIB\n");
 	return 2;
 }
