@@ -106,6 +106,13 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 	return nil
 }
 
+// foreign reports whether pid is not the traced process: counts another
+// process left in the maps, through probes placed for every process (see
+// attach), are not reported.
+func (t *Tracer) foreign(pid uint32) bool {
+	return t.opts.PID != 0 && pid != uint32(t.opts.PID)
+}
+
 func header(h *bpf.VerbsSqHdr) trace.Header {
 	return trace.Header{TimeNS: h.Ts, PID: h.Pid, TID: h.Tid}
 }
@@ -200,6 +207,9 @@ func (t *Tracer) flush(fn func(trace.Event)) {
 	var s bpf.VerbsSqCqStats
 	it := t.objs.CqStats.Iterate()
 	for it.Next(&k, &s) {
+		if t.foreign(k.Pid) {
+			continue
+		}
 		t.cqReport(now, cqGenKey{k.Pid, k.Addr, s.Gen}, s, fn)
 	}
 
@@ -210,7 +220,7 @@ func (t *Tracer) flush(fn func(trace.Event)) {
 	var c bpf.VerbsSqQpCounters
 	it = t.objs.QpCounters.Iterate()
 	for it.Next(&gk, &c) {
-		if t.countsSeen[gk] == c {
+		if t.foreign(gk.Pid) || t.countsSeen[gk] == c {
 			continue
 		}
 		t.countsSeen[gk] = c

@@ -85,6 +85,31 @@ func noThreadLeft(pid int) bool {
 	return true
 }
 
+// leaderExited reports whether the main thread of process pid has exited
+// (the process may live on in its other threads).
+func leaderExited(pid int) bool {
+	st, err := statState(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && (st == 'Z' || st == 'X')
+}
+
+// ProcDir is the /proc directory to read what process pid maps, runs and
+// sees from: /proc/PID, or, once its main thread has exited (its memory,
+// root and executable go with it from there), a live thread's
+// /proc/PID/task/TID.
+func ProcDir(pid int) string {
+	dir := fmt.Sprintf("/proc/%d", pid)
+	if !leaderExited(pid) {
+		return dir
+	}
+	tasks, _ := filepath.Glob(dir + "/task/*/stat")
+	for _, p := range tasks {
+		if st, err := statState(p); err == nil && st != 'Z' && st != 'X' {
+			return filepath.Dir(p)
+		}
+	}
+	return dir
+}
+
 // Ended reports whether process pid has ended by the kernel's word: all
 // of its threads have exited. A process whose main thread has exited
 // while others run has not.

@@ -96,7 +96,7 @@ func parseMapsLine(line string) (mapping, error) {
 }
 
 func readMaps(pid int) ([]mapping, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	f, err := os.Open(ProcDir(pid) + "/maps")
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +134,11 @@ func fileOf(pid int, maps []mapping, addr uint64) (path, openPath string, off ui
 	openPath = path
 	if st, err := os.Stat(path); err != nil || m.Path != path || inodeOf(st) != m.Inode {
 		openPath = fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
+		if leaderExited(pid) {
+			// map_files went with the main thread: the path as a live
+			// thread sees it
+			openPath = ProcDir(pid) + "/root" + path
+		}
 	}
 	return path, openPath, off, nil
 }
@@ -175,7 +180,7 @@ func VerbsLoaded(pid int) (bool, error) {
 			return true, nil
 		}
 	}
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	exe, err := os.Readlink(ProcDir(pid) + "/exe")
 	if err != nil {
 		return false, err
 	}

@@ -147,6 +147,9 @@ type Tracer struct {
 	qpFinals   map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters // totals of destroyed QPs
 	cqSeen     map[cqGenKey]bpf.VerbsSqCqStats
 	ibvHooked  map[fileID]bool // libibverbs files with discovery probes
+	// warnedLeader: the warning that probes are placed for every process
+	// (the target's main thread has exited) was given; guarded by mu
+	warnedLeader bool
 
 	qpRec    bpf.VerbsSqQpRec
 	postRec  bpf.VerbsSqPostRec

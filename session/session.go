@@ -154,14 +154,14 @@ func Start(cfg Config) (*Session, error) {
 
 // processName is a running process's command line, or "pid N".
 func processName(pid int) string {
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+	if b, err := os.ReadFile(probe.ProcDir(pid) + "/cmdline"); err == nil && len(b) > 0 {
 		return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 	}
 	return fmt.Sprintf("pid %d", pid)
 }
 
 func procEnviron(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	b, err := os.ReadFile(probe.ProcDir(pid) + "/environ")
 	if err != nil {
 		return nil
 	}

@@ -9,10 +9,12 @@
  *            gives their addresses back, so QPs and CQs of later rounds
  *            live where earlier ones did. One line per round.
  *        lifecycle main-exit MS THREADS GAP
- *            THREADS workers, each with its CQ and QP, post for MS ms
- *            while the main thread has long left with pthread_exit, 16
- *            posts at a time, GAP ms apart. The last worker to finish
- *            prints one line per QP.
+ *            THREADS workers post for MS ms while the main thread has
+ *            long left with pthread_exit, 16 posts at a time, GAP ms
+ *            apart. The first worker opens the device and creates every
+ *            CQ and QP once the main thread has left (the tracer finds
+ *            the data path then). The last worker to finish prints one
+ *            line per QP.
  *        lifecycle exit-at MS QPS MIB
  *            create QPS QPs (and CQs), post one WR on each, touch MIB MiB
  *            (so that the exit takes a while), print the total and exit
@@ -170,12 +172,47 @@ struct worker {
 
 static struct worker *workers;
 static int nworkers, finished;
+static pthread_barrier_t ready;
 static pthread_mutex_t finish_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static pid_t main_tid;
+
+/* main_thread_gone reports whether the main thread has exited: a zombie,
+ * or not there. */
+static int main_thread_gone(void)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)main_tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return !p || p[2] == 'Z' || p[2] == 'X';
+}
 
 static void *work(void *arg)
 {
 	struct worker *w = arg;
 	uint64_t id = 0, calls = 0;
+
+	if (w == &workers[0]) {
+		while (!main_thread_gone())
+			usleep(1000);
+		open_sim();
+		for (int i = 0; i < nworkers; i++) {
+			workers[i].cq = sqsim_create_cq(ctx, 64);
+			if (!workers[i].cq)
+				die("sqsim_create_cq");
+			workers[i].qp = new_qp(workers[i].cq);
+		}
+	}
+	pthread_barrier_wait(&ready);
 
 	while (now_ms() < w->until_ms) {
 		post_call(w->qp, 1, 1, &id);
@@ -200,11 +237,9 @@ static int main_exit(int ms, int threads, int gap_ms)
 	workers = calloc((size_t)threads, sizeof(*workers));
 	if (!workers)
 		die("calloc");
+	main_tid = gettid();
+	pthread_barrier_init(&ready, NULL, (unsigned)threads);
 	for (int i = 0; i < threads; i++) {
-		workers[i].cq = sqsim_create_cq(ctx, 64);
-		if (!workers[i].cq)
-			die("sqsim_create_cq");
-		workers[i].qp = new_qp(workers[i].cq);
 		workers[i].until_ms = until;
 		workers[i].gap_ms = gap_ms;
 	}
@@ -251,10 +286,8 @@ int main(int argc, char **argv)
 		open_sim();
 		return churn(atoi(argv[2]));
 	}
-	if (argc >= 5 && !strcmp(argv[1], "main-exit")) {
-		open_sim();
+	if (argc >= 5 && !strcmp(argv[1], "main-exit"))
 		return main_exit(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
-	}
 	if (argc >= 5 && !strcmp(argv[1], "exit-at")) {
 		open_sim();
 		return exit_at(start, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]));
