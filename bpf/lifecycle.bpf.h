@@ -30,27 +30,23 @@ static __always_inline struct sq_obj_rec *new_obj(__u64 id, __u8 type, __u8 op, 
 	return r;
 }
 
-/* A new CQ: the counts of the CQ that held its address before (the
- * creating thread's pending ones included) go to user space in the
- * record, with that CQ's generation, and the address starts over. */
-SEC("uretprobe")
-int BPF_KRETPROBE(create_cq_ret, void *ret)
+/* cq_born starts the life of a new CQ: the counts of the CQ that held its
+ * address before (the creating thread's pending ones included) go to user
+ * space in the record, with that CQ's generation, and the address starts
+ * over. Every call that creates a CQ ends with it. */
+static __always_inline void cq_born(__u64 id, __u64 cq, __u8 via)
 {
-	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
-	__u64 cq = (__u64)ret;
 	struct sq_key k = { .pid = tgid, .addr = cq };
 	struct sq_cq_stats fresh = {}, *old;
 	struct thread_state *st;
 	struct sq_obj_rec *r;
 
-	if (!wanted(tgid) || !cq)
-		return 0;
 	st = thread_state(id, 0);
 	if (st && st->pend_cq == cq)
 		flush_polls(st, tgid);
 	fresh.gen = obj_born(tgid, SQ_OBJ_CQ, cq, 0);
-	r = new_obj(id, SQ_OBJ_CQ, SQ_OBJ_CREATE, bpf_get_attach_cookie(ctx), cq, fresh.gen);
+	r = new_obj(id, SQ_OBJ_CQ, SQ_OBJ_CREATE, via, cq, fresh.gen);
 	if (r) {
 		r->size = read_u32(cq + IBV_CQ_CQE);
 		old = bpf_map_lookup_elem(&cq_stats, &k);
@@ -60,6 +56,15 @@ int BPF_KRETPROBE(create_cq_ret, void *ret)
 	bpf_map_update_elem(&cq_stats, &k, &fresh, BPF_ANY);
 	if (r)
 		bpf_ringbuf_submit(r, 0);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(create_cq_ret, void *ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (wanted(id >> 32) && ret)
+		cq_born(id, (__u64)ret, bpf_get_attach_cookie(ctx));
 	return 0;
 }
 
