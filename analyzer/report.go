@@ -58,6 +58,9 @@ func writeText(w io.Writer, s Snapshot) {
 		fmt.Fprintf(w, ", target exited with code %d", s.ExitCode)
 	}
 	fmt.Fprintln(w)
+	if s.Ended != "" {
+		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
+	}
 	for _, a := range s.Attach {
 		if a.Err != "" {
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
@@ -77,8 +80,15 @@ func writeText(w io.Writer, s Snapshot) {
 		case !q.CapsKnown:
 			caps = "caps UNKNOWN (attached after QP creation)"
 		}
-		fmt.Fprintf(w, "QP %#x (pid %d, %s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
-			q.QPNum, q.PID, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		life := ""
+		if q.Gen != 0 {
+			life = fmt.Sprintf(", generation %d", q.Gen)
+		}
+		if q.Destroyed {
+			life += ", destroyed"
+		}
+		fmt.Fprintf(w, "QP %#x (pid %d, %s%s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
+			q.QPNum, q.PID, q.Type, life, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 		if q.CountersOnly {
 			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
 		}

@@ -20,13 +20,15 @@
  *   output.bpf.h     record sizes and headers, ring-buffer output
  *   user_mem.bpf.h   user-memory reads and windows, hand-copied verbs structs
  *   thread.bpf.h     the calling thread's state, a call's entry and return
- *   control.bpf.h    create/modify/destroy QP, qp_to_qp_ex, alloc_pd
+ *   objects.bpf.h    which QP, CQ or SRQ lives at an address: generations
  *   send_walk.bpf.h  the walk over a post_send WR list
  *   counters.bpf.h   the counters mode's per-QP totals
+ *   control.bpf.h    create/modify/destroy QP, qp_to_qp_ex, alloc_pd
  *   post_send.bpf.h  ibv_post_send
  *   poll_cq.bpf.h    ibv_poll_cq
  *   post_recv.bpf.h  ibv_post_recv
  *   wr_api.bpf.h     the ibv_wr_* batch
+ *   lifecycle.bpf.h  create/destroy CQ and SRQ
  *   exit.bpf.h       process exit, and the hand-over when detaching
  */
 #include <linux/bpf.h>
@@ -47,11 +49,13 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "output.bpf.h"
 #include "user_mem.bpf.h"
 #include "thread.bpf.h"
-#include "control.bpf.h"
+#include "objects.bpf.h"
 #include "send_walk.bpf.h"
 #include "counters.bpf.h"
+#include "control.bpf.h"
 #include "post_send.bpf.h"
 #include "poll_cq.bpf.h"
 #include "post_recv.bpf.h"
 #include "wr_api.bpf.h"
+#include "lifecycle.bpf.h"
 #include "exit.bpf.h"

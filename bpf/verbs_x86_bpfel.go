@@ -27,6 +27,19 @@ type VerbsCallArgs struct {
 	Pad  uint8
 }
 
+type VerbsLife struct {
+	_   structs.HostLayout
+	Gen uint32
+	Qpn uint32
+}
+
+type VerbsLifeKey struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Type uint32
+	Addr uint64
+}
+
 type VerbsScratch struct {
 	_    structs.HostLayout
 	Post VerbsSqPostRec
@@ -46,6 +59,8 @@ type VerbsSqCqStats struct {
 	Empty uint64
 	Polls uint64
 	Cqes  uint64
+	Gen   uint32
+	Pad   uint32
 }
 
 type VerbsSqExitRec struct {
@@ -77,6 +92,13 @@ const (
 	VerbsSqFnSQ_FN_COUNT                   VerbsSqFn = 16
 )
 
+type VerbsSqGenKey struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Gen  uint32
+	Addr uint64
+}
+
 type VerbsSqHdr struct {
 	_       structs.HostLayout
 	Ts      uint64
@@ -93,6 +115,35 @@ type VerbsSqKey struct {
 	Pad  uint32
 	Addr uint64
 }
+
+type VerbsSqObjOp uint32
+
+const (
+	VerbsSqObjOpSQ_OBJ_CREATE  VerbsSqObjOp = 1
+	VerbsSqObjOpSQ_OBJ_DESTROY VerbsSqObjOp = 2
+)
+
+type VerbsSqObjRec struct {
+	_    structs.HostLayout
+	Hdr  VerbsSqHdr
+	Addr uint64
+	Gen  uint32
+	Ret  int32
+	Size uint32
+	Type uint8
+	Op   uint8
+	Via  uint8
+	Pad  uint8
+	Prev VerbsSqCqStats
+}
+
+type VerbsSqObjType uint32
+
+const (
+	VerbsSqObjTypeSQ_OBJ_QP  VerbsSqObjType = 1
+	VerbsSqObjTypeSQ_OBJ_CQ  VerbsSqObjType = 2
+	VerbsSqObjTypeSQ_OBJ_SRQ VerbsSqObjType = 3
+)
 
 type VerbsSqPollRec struct {
 	_           structs.HostLayout
@@ -143,6 +194,13 @@ type VerbsSqQpCounters struct {
 	SgesNotSummed uint64
 }
 
+type VerbsSqQpFinalRec struct {
+	_   structs.HostLayout
+	Hdr VerbsSqHdr
+	Key VerbsSqGenKey
+	C   VerbsSqQpCounters
+}
+
 type VerbsSqQpOp uint32
 
 const (
@@ -173,16 +231,19 @@ type VerbsSqQpRec struct {
 	Stopped uint8
 	Pad     uint8
 	Fns     [16]uint64
+	Gen     uint64
 }
 
 type VerbsSqRecKind uint32
 
 const (
-	VerbsSqRecKindSQ_REC_QP   VerbsSqRecKind = 1
-	VerbsSqRecKindSQ_REC_POST VerbsSqRecKind = 2
-	VerbsSqRecKindSQ_REC_POLL VerbsSqRecKind = 3
-	VerbsSqRecKindSQ_REC_RECV VerbsSqRecKind = 4
-	VerbsSqRecKindSQ_REC_EXIT VerbsSqRecKind = 5
+	VerbsSqRecKindSQ_REC_QP       VerbsSqRecKind = 1
+	VerbsSqRecKindSQ_REC_POST     VerbsSqRecKind = 2
+	VerbsSqRecKindSQ_REC_POLL     VerbsSqRecKind = 3
+	VerbsSqRecKindSQ_REC_RECV     VerbsSqRecKind = 4
+	VerbsSqRecKindSQ_REC_EXIT     VerbsSqRecKind = 5
+	VerbsSqRecKindSQ_REC_OBJ      VerbsSqRecKind = 6
+	VerbsSqRecKindSQ_REC_QP_FINAL VerbsSqRecKind = 7
 )
 
 type VerbsSqRecvRec struct {
@@ -268,6 +329,8 @@ type VerbsThreadState struct {
 	CallSgeCutWrs     uint32
 	CallSgesNotSummed uint32
 	Pad4              uint32
+	PendGen           uint32
+	PendEpoch         uint32
 }
 
 type VerbsWalk struct {
@@ -329,6 +392,7 @@ const (
 	VerbsMapEvents               = "events"
 	VerbsMapKnownFns             = "known_fns"
 	VerbsMapLost                 = "lost"
+	VerbsMapObjLife              = "obj_life"
 	VerbsMapProcs                = "procs"
 	VerbsMapQpCounters           = "qp_counters"
 	VerbsMapScratch              = "scratch"
@@ -340,11 +404,16 @@ const (
 	VerbsMapWindows              = "windows"
 	VerbsMapWrBatches            = "wr_batches"
 	VerbsProgAllocPdRet          = "alloc_pd_ret"
+	VerbsProgCreateCqRet         = "create_cq_ret"
 	VerbsProgCreateQpEntry       = "create_qp_entry"
 	VerbsProgCreateQpExEntry     = "create_qp_ex_entry"
 	VerbsProgCreateQpRet         = "create_qp_ret"
+	VerbsProgCreateSrqEntry      = "create_srq_entry"
+	VerbsProgCreateSrqRet        = "create_srq_ret"
 	VerbsProgDestroyQpEntry      = "destroy_qp_entry"
 	VerbsProgDestroyQpRet        = "destroy_qp_ret"
+	VerbsProgDestroySrqEntry     = "destroy_srq_entry"
+	VerbsProgDestroySrqRet       = "destroy_srq_ret"
 	VerbsProgHandOver            = "hand_over"
 	VerbsProgModifyQpEntry       = "modify_qp_entry"
 	VerbsProgModifyQpRet         = "modify_qp_ret"
@@ -371,17 +440,23 @@ const (
 	VerbsVarMaxWalk              = "max_walk"
 	VerbsVarMaxWcs               = "max_wcs"
 	VerbsVarMaxWrs               = "max_wrs"
+	VerbsVarObjSeq               = "obj_seq"
 	VerbsVarQpGen                = "qp_gen"
 	VerbsVarSelfTgid             = "self_tgid"
 	VerbsVarSlotMask             = "slot_mask"
 	VerbsVarStopOnNew            = "stop_on_new"
+	VerbsVarTargExited           = "targ_exited"
 	VerbsVarTargMode             = "targ_mode"
 	VerbsVarTargTgid             = "targ_tgid"
 	VerbsVarUnusedExit           = "unused_exit"
 	VerbsVarUnusedFn             = "unused_fn"
 	VerbsVarUnusedKind           = "unused_kind"
+	VerbsVarUnusedObj            = "unused_obj"
+	VerbsVarUnusedObjOp          = "unused_obj_op"
+	VerbsVarUnusedObjType        = "unused_obj_type"
 	VerbsVarUnusedOp             = "unused_op"
 	VerbsVarUnusedQp             = "unused_qp"
+	VerbsVarUnusedQpFinal        = "unused_qp_final"
 	VerbsVarUnusedRecv           = "unused_recv"
 	VerbsVarUnusedVia            = "unused_via"
 	VerbsVarUseThreadSlots       = "use_thread_slots"
@@ -431,11 +506,16 @@ type VerbsSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type VerbsProgramSpecs struct {
 	AllocPdRet          *ebpf.ProgramSpec `ebpf:"alloc_pd_ret"`
+	CreateCqRet         *ebpf.ProgramSpec `ebpf:"create_cq_ret"`
 	CreateQpEntry       *ebpf.ProgramSpec `ebpf:"create_qp_entry"`
 	CreateQpExEntry     *ebpf.ProgramSpec `ebpf:"create_qp_ex_entry"`
 	CreateQpRet         *ebpf.ProgramSpec `ebpf:"create_qp_ret"`
+	CreateSrqEntry      *ebpf.ProgramSpec `ebpf:"create_srq_entry"`
+	CreateSrqRet        *ebpf.ProgramSpec `ebpf:"create_srq_ret"`
 	DestroyQpEntry      *ebpf.ProgramSpec `ebpf:"destroy_qp_entry"`
 	DestroyQpRet        *ebpf.ProgramSpec `ebpf:"destroy_qp_ret"`
+	DestroySrqEntry     *ebpf.ProgramSpec `ebpf:"destroy_srq_entry"`
+	DestroySrqRet       *ebpf.ProgramSpec `ebpf:"destroy_srq_ret"`
 	HandOver            *ebpf.ProgramSpec `ebpf:"hand_over"`
 	ModifyQpEntry       *ebpf.ProgramSpec `ebpf:"modify_qp_entry"`
 	ModifyQpRet         *ebpf.ProgramSpec `ebpf:"modify_qp_ret"`
@@ -468,6 +548,7 @@ type VerbsMapSpecs struct {
 	Events       *ebpf.MapSpec `ebpf:"events"`
 	KnownFns     *ebpf.MapSpec `ebpf:"known_fns"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	ObjLife      *ebpf.MapSpec `ebpf:"obj_life"`
 	Procs        *ebpf.MapSpec `ebpf:"procs"`
 	QpCounters   *ebpf.MapSpec `ebpf:"qp_counters"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
@@ -490,17 +571,23 @@ type VerbsVariableSpecs struct {
 	MaxWalk         *ebpf.VariableSpec `ebpf:"max_walk"`
 	MaxWcs          *ebpf.VariableSpec `ebpf:"max_wcs"`
 	MaxWrs          *ebpf.VariableSpec `ebpf:"max_wrs"`
+	ObjSeq          *ebpf.VariableSpec `ebpf:"obj_seq"`
 	QpGen           *ebpf.VariableSpec `ebpf:"qp_gen"`
 	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SlotMask        *ebpf.VariableSpec `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.VariableSpec `ebpf:"stop_on_new"`
+	TargExited      *ebpf.VariableSpec `ebpf:"targ_exited"`
 	TargMode        *ebpf.VariableSpec `ebpf:"targ_mode"`
 	TargTgid        *ebpf.VariableSpec `ebpf:"targ_tgid"`
 	UnusedExit      *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedFn        *ebpf.VariableSpec `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedObj       *ebpf.VariableSpec `ebpf:"unused_obj"`
+	UnusedObjOp     *ebpf.VariableSpec `ebpf:"unused_obj_op"`
+	UnusedObjType   *ebpf.VariableSpec `ebpf:"unused_obj_type"`
 	UnusedOp        *ebpf.VariableSpec `ebpf:"unused_op"`
 	UnusedQp        *ebpf.VariableSpec `ebpf:"unused_qp"`
+	UnusedQpFinal   *ebpf.VariableSpec `ebpf:"unused_qp_final"`
 	UnusedRecv      *ebpf.VariableSpec `ebpf:"unused_recv"`
 	UnusedVia       *ebpf.VariableSpec `ebpf:"unused_via"`
 	UseThreadSlots  *ebpf.VariableSpec `ebpf:"use_thread_slots"`
@@ -533,6 +620,7 @@ type VerbsMaps struct {
 	Events       *ebpf.Map `ebpf:"events"`
 	KnownFns     *ebpf.Map `ebpf:"known_fns"`
 	Lost         *ebpf.Map `ebpf:"lost"`
+	ObjLife      *ebpf.Map `ebpf:"obj_life"`
 	Procs        *ebpf.Map `ebpf:"procs"`
 	QpCounters   *ebpf.Map `ebpf:"qp_counters"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
@@ -553,6 +641,7 @@ func (m *VerbsMaps) Close() error {
 		m.Events,
 		m.KnownFns,
 		m.Lost,
+		m.ObjLife,
 		m.Procs,
 		m.QpCounters,
 		m.Scratch,
@@ -576,17 +665,23 @@ type VerbsVariables struct {
 	MaxWalk         *ebpf.Variable `ebpf:"max_walk"`
 	MaxWcs          *ebpf.Variable `ebpf:"max_wcs"`
 	MaxWrs          *ebpf.Variable `ebpf:"max_wrs"`
+	ObjSeq          *ebpf.Variable `ebpf:"obj_seq"`
 	QpGen           *ebpf.Variable `ebpf:"qp_gen"`
 	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
 	SlotMask        *ebpf.Variable `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.Variable `ebpf:"stop_on_new"`
+	TargExited      *ebpf.Variable `ebpf:"targ_exited"`
 	TargMode        *ebpf.Variable `ebpf:"targ_mode"`
 	TargTgid        *ebpf.Variable `ebpf:"targ_tgid"`
 	UnusedExit      *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedFn        *ebpf.Variable `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedObj       *ebpf.Variable `ebpf:"unused_obj"`
+	UnusedObjOp     *ebpf.Variable `ebpf:"unused_obj_op"`
+	UnusedObjType   *ebpf.Variable `ebpf:"unused_obj_type"`
 	UnusedOp        *ebpf.Variable `ebpf:"unused_op"`
 	UnusedQp        *ebpf.Variable `ebpf:"unused_qp"`
+	UnusedQpFinal   *ebpf.Variable `ebpf:"unused_qp_final"`
 	UnusedRecv      *ebpf.Variable `ebpf:"unused_recv"`
 	UnusedVia       *ebpf.Variable `ebpf:"unused_via"`
 	UseThreadSlots  *ebpf.Variable `ebpf:"use_thread_slots"`
@@ -598,11 +693,16 @@ type VerbsVariables struct {
 // It can be passed to LoadVerbsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type VerbsPrograms struct {
 	AllocPdRet          *ebpf.Program `ebpf:"alloc_pd_ret"`
+	CreateCqRet         *ebpf.Program `ebpf:"create_cq_ret"`
 	CreateQpEntry       *ebpf.Program `ebpf:"create_qp_entry"`
 	CreateQpExEntry     *ebpf.Program `ebpf:"create_qp_ex_entry"`
 	CreateQpRet         *ebpf.Program `ebpf:"create_qp_ret"`
+	CreateSrqEntry      *ebpf.Program `ebpf:"create_srq_entry"`
+	CreateSrqRet        *ebpf.Program `ebpf:"create_srq_ret"`
 	DestroyQpEntry      *ebpf.Program `ebpf:"destroy_qp_entry"`
 	DestroyQpRet        *ebpf.Program `ebpf:"destroy_qp_ret"`
+	DestroySrqEntry     *ebpf.Program `ebpf:"destroy_srq_entry"`
+	DestroySrqRet       *ebpf.Program `ebpf:"destroy_srq_ret"`
 	HandOver            *ebpf.Program `ebpf:"hand_over"`
 	ModifyQpEntry       *ebpf.Program `ebpf:"modify_qp_entry"`
 	ModifyQpRet         *ebpf.Program `ebpf:"modify_qp_ret"`
@@ -628,11 +728,16 @@ type VerbsPrograms struct {
 func (p *VerbsPrograms) Close() error {
 	return _VerbsClose(
 		p.AllocPdRet,
+		p.CreateCqRet,
 		p.CreateQpEntry,
 		p.CreateQpExEntry,
 		p.CreateQpRet,
+		p.CreateSrqEntry,
+		p.CreateSrqRet,
 		p.DestroyQpEntry,
 		p.DestroyQpRet,
+		p.DestroySrqEntry,
+		p.DestroySrqRet,
 		p.HandOver,
 		p.ModifyQpEntry,
 		p.ModifyQpRet,

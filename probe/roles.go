@@ -67,6 +67,16 @@ var roles = []role{
 	{name: "destroy_qp", fn: -1,
 		entry: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.DestroyQpEntry },
 		ret:   func(p *bpf.VerbsPrograms) *ebpf.Program { return p.DestroyQpRet }},
+
+	// object lifetimes (bpf/lifecycle.bpf.h)
+	{name: "create_cq", fn: -1,
+		ret: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.CreateCqRet }},
+	{name: "create_srq", fn: -1,
+		entry: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.CreateSrqEntry },
+		ret:   func(p *bpf.VerbsPrograms) *ebpf.Program { return p.CreateSrqRet }},
+	{name: "destroy_srq", fn: -1,
+		entry: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.DestroySrqEntry },
+		ret:   func(p *bpf.VerbsPrograms) *ebpf.Program { return p.DestroySrqRet }},
 }
 
 func wrOpcode(p *bpf.VerbsPrograms) *ebpf.Program { return p.WrOpcode }
@@ -106,4 +116,9 @@ var discoveryFuncs = []discoveryFunc{
 	{"qp_to_qp_ex", "ibv_qp_to_qp_ex", "sqsim_qp_to_qp_ex"},
 	{"modify_qp", "ibv_modify_qp", "sqsim_modify_qp"},
 	{"destroy_qp", "ibv_destroy_qp", "sqsim_destroy_qp"},
+	// ibv_create_cq_ex is static inline: a CQ it creates is known by
+	// its address alone (generation 0).
+	{"create_cq", "ibv_create_cq", "sqsim_create_cq"},
+	{"create_srq", "ibv_create_srq", "sqsim_create_srq"},
+	{"destroy_srq", "ibv_destroy_srq", "sqsim_destroy_srq"},
 }

@@ -81,12 +81,14 @@ func decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Caps.MaxRecvSGE = r.u32()
 		e.Caps.MaxInlineData = r.u32()
 		e.Via = r.str()
+		e.Gen = r.gen()
 		return e
 	case KindQPDestroy:
 		e := &QPDestroy{Header: h}
 		e.QP = r.u64()
 		e.QPNum = r.u32()
 		e.Ret = r.z32()
+		e.Gen = r.gen()
 		return e
 	case KindQPModify:
 		e := &QPModify{Header: h}
@@ -139,6 +141,7 @@ func decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e := &EmptyPolls{Header: h}
 		e.CQ = r.u64()
 		e.Count = r.u64()
+		e.Gen = r.gen()
 		return e
 	case KindPostRecv:
 		e := &PostRecv{Header: h}
@@ -177,6 +180,7 @@ func decodeFields(r *fieldReader, h Header, kind Kind) Event {
 			e.SGECutWRs = r.u64()
 			e.SGEsNotSummed = r.u64()
 		}
+		e.Gen = r.gen()
 		return e
 	case KindCQCounters:
 		e := &CQCounters{Header: h}
@@ -184,9 +188,27 @@ func decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Polls = r.u64()
 		e.CQEs = r.u64()
 		e.Empty = r.u64()
+		e.Gen = r.gen()
 		return e
+	case KindCQCreate:
+		return &CQCreate{Header: h, CQ: r.u64(), Gen: r.u64(), CQE: r.u32()}
+	case KindSRQCreate:
+		return &SRQCreate{Header: h, SRQ: r.u64(), Gen: r.u64(), MaxWR: r.u32()}
+	case KindSRQDestroy:
+		return &SRQDestroy{Header: h, SRQ: r.u64(), Gen: r.u64(), Ret: r.z32()}
+	case KindEnd:
+		return &End{Header: h, Reason: r.str(), Err: r.bool()}
 	}
 	return nil
+}
+
+// gen reads an object's generation where a record may end before it (see
+// appendGen).
+func (r *fieldReader) gen() uint64 {
+	if len(r.b) == 0 {
+		return 0
+	}
+	return r.u64()
 }
 
 // fieldReader reads fields from one record body. The first error sticks and

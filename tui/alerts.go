@@ -55,8 +55,20 @@ func (u *UI) jumpToAlert() {
 		return
 	}
 	a := u.alertLog[0]
+	// the QP of that number, its latest life if the number was reused
+	key, found := qpKey{}, false
+	for _, r := range u.rows {
+		if r.key.pid == a.PID && r.key.qpNum == a.QPNum && (!found || r.key.gen > key.gen) {
+			key, found = r.key, true
+		}
+	}
+	if !found {
+		u.message = fmt.Sprintf("QP %#x is no longer shown", a.QPNum)
+		u.renderFooter()
+		return
+	}
 	u.mu.Lock()
-	u.selected, u.hasSel = qpKey{a.PID, a.QPNum}, true
+	u.selected, u.hasSel = key, true
 	u.mu.Unlock()
 	u.filter = ""
 	u.message = fmt.Sprintf("QP %#x: %s", a.QPNum, a.Kind)

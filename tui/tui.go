@@ -66,9 +66,12 @@ type runner interface {
 	Stop()
 }
 
+// qpKey is one QP lifetime: a number may name several QPs one after the
+// other, each with its generation.
 type qpKey struct {
 	pid   uint32
 	qpNum uint32
+	gen   uint64
 }
 
 // UI is the terminal view.
@@ -212,7 +215,7 @@ func (u *UI) Tick() {
 	u.mu.Lock()
 	sel, has := u.selected, u.hasSel
 	u.mu.Unlock()
-	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel == qpKey{pid, qpNum} })
+	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel.pid == pid && sel.qpNum == qpNum })
 	at := u.now()
 	var cpu time.Duration
 	if u.info.SelfCPU != nil {
@@ -252,12 +255,12 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 	prevQP := map[qpKey]analyzer.QP{}
 	if u.havePrev {
 		for _, q := range u.prev.QPs {
-			prevQP[qpKey{q.PID, q.QPNum}] = q
+			prevQP[qpKey{q.PID, q.QPNum, q.Gen}] = q
 		}
 	}
 	u.rows = u.rows[:0]
 	for _, q := range s.QPs {
-		k := qpKey{q.PID, q.QPNum}
+		k := qpKey{q.PID, q.QPNum, q.Gen}
 		r := row{key: k, qp: q, c: q.Counters.Sub(u.base[k]), occupancy: q.Outstanding}
 		if p, ok := prevQP[k]; ok && dt > 0 {
 			r.wrsPS = float64(analyzer.Growth(q.WRs, p.WRs)) / dt

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -41,16 +42,12 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer s.Close()
 	rec := s.Recorder()
-	runErr := s.Run(ctx)
-	cerr := rec.Close()
-	switch {
-	case runErr != nil:
-		return runErr
-	case cerr != nil:
-		return fmt.Errorf("record: %w", cerr)
+	runErr := s.Run(ctx) // however it ends, the file holds what was seen and why it ended
+	if cerr := rec.Close(); cerr != nil {
+		return errors.Join(runErr, fmt.Errorf("record: %w", cerr))
 	}
 	snap := s.Analyzer().Snapshot()
-	fmt.Fprintf(stderr, "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost\n",
-		rec.Events(), rec.Bytes(), len(snap.QPs), tf.recordTo, snap.Lost)
-	return nil
+	fmt.Fprintf(stderr, "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost; %s\n",
+		rec.Events(), rec.Bytes(), len(snap.QPs), tf.recordTo, snap.Lost, snap.Ended)
+	return runErr
 }

@@ -136,13 +136,9 @@ func watch(ctx context.Context, tf *targetFlags, rest []string, o watchOpts, std
 		}
 	}
 	if uiErr != nil {
-		return fmt.Errorf("terminal UI: %w", uiErr)
+		return errors.Join(err, fmt.Errorf("terminal UI: %w", uiErr))
 	}
-	var nv *session.NoVerbsError
-	if errors.As(err, &nv) {
-		return err
-	}
-	return nil
+	return err
 }
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -67,8 +67,10 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		_, err := fmt.Fprintln(stdout, cost)
 		return err
 	}
-	if err := s.RunEvery(ctx, time.Duration(interval*float64(time.Second)), func() { print() }); err != nil {
-		return err
+	// however the trace ended, what was seen is printed (it says why)
+	err = s.RunEvery(ctx, time.Duration(interval*float64(time.Second)), func() { print() })
+	if perr := print(); err == nil {
+		err = perr
 	}
-	return print()
+	return err
 }
