@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,14 +78,16 @@ func TestExportChrome(t *testing.T) {
 		case ev.Ph == "i" && ev.Cat == "diagnosis":
 			diags = append(diags, ev.Name)
 		}
-		if ev.Ph != "M" && (ev.Pid != 7 || ev.Tid != 8 && ev.Cat != "diagnosis") {
+		if ev.Ph != "M" && (ev.Pid != 7 || ev.Tid != 8 && ev.Cat != "diagnosis" && ev.Ph != "C") {
 			t.Errorf("%s %q: pid %d tid %d, want 7 and 8", ev.Ph, ev.Name, ev.Pid, ev.Tid)
 		}
 	}
 	// counters: 2 creates, 8+4 posts that took WRs, 4 polls of 0x10 and the
-	// error poll of 0x11; slices: 13 posts, 5 non-empty polls; instants: the
-	// ENOMEM, the error CQE, the lost events, 2 diagnoses; one process name
-	want := map[string]int{"C": 19, "X": 18, "i": 5, "M": 1}
+	// error poll of 0x11; slices: 12 posts, 5 non-empty polls; the ENOMEM
+	// (a failure with a duration: one folded slice of its own, b and e);
+	// instants: the error CQE, the lost events, 2 diagnoses; one process
+	// name
+	want := map[string]int{"C": 19, "X": 17, "b": 1, "e": 1, "i": 4, "M": 1}
 	for ph, n := range want {
 		if count[ph] != n {
 			t.Errorf("%d %q events, want %d (all: %v)", count[ph], ph, n, count)
@@ -102,7 +105,7 @@ func TestExportChrome(t *testing.T) {
 	if tf.DisplayTimeUnit != "ns" || tf.OtherData["target"] != "app" || tf.OtherData["clock"] != "CLOCK_MONOTONIC" {
 		t.Errorf("header: %q %v", tf.DisplayTimeUnit, tf.OtherData)
 	}
-	if !strings.HasSuffix(errs, "19 counter samples, 18 slices, 5 instants) from 22 recorded events\n") {
+	if !strings.HasSuffix(errs, "19 counter samples, 18 slices, 4 instants; 1 failed posts folded into 1) from 22 recorded events\n") {
 		t.Errorf("stderr %q", errs)
 	}
 	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
@@ -123,20 +126,25 @@ func TestExportSlices(t *testing.T) {
 		args map[string]any
 	}{
 		// the first post returns at 1003000 ns after 250 ns
-		{"first post", 0, 1002.750, 0.250, map[string]any{"qp_num": "0x10", "n": 4.0, "accepted": 4.0, "ret": 0.0}},
+		{"first post", 0, 1002.750, 0.250, map[string]any{"qp_num": "0x10", "n": 4.0}},
 		{"first poll", 2, 1004.900, 0.100, map[string]any{"cq": "0x2010", "ret": 1.0, "max": 16.0}},
-		{"refused post", 16, 1018.750, 0.250, map[string]any{"qp_num": "0x11", "n": 1.0, "accepted": 0.0, "ret": 12.0}},
+		{"refused post", 16, 1018.750, 0.250, map[string]any{"qp_num": "0x11", "count": 1.0, "wrs_refused": 1.0, "ret": 12.0, "cause": "SQ full"}},
 	}
 	var xs []int
 	for i, ev := range tf.TraceEvents {
-		if ev.Ph == "X" {
+		if ev.Ph == "X" || ev.Ph == "b" {
 			xs = append(xs, i)
 		}
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := tf.TraceEvents[xs[tc.idx]]
-			if ev.Ts != tc.ts || ev.Dur == nil || *ev.Dur != tc.dur {
+			if ev.Ph == "b" { // a folded failure: its end is the matching e
+				end := tf.TraceEvents[xs[tc.idx]+1]
+				d := end.Ts - ev.Ts
+				ev.Dur = &d
+			}
+			if ev.Ts != tc.ts || ev.Dur == nil || math.Abs(*ev.Dur-tc.dur) > 1e-9 {
 				t.Errorf("ts %v dur %v, want %v %v", ev.Ts, ev.Dur, tc.ts, tc.dur)
 			}
 			for k, v := range tc.args {
@@ -176,8 +184,9 @@ func TestExportTruncated(t *testing.T) {
 	}
 }
 
-// Recorded without --call-times, posts and polls are drawn at their return
-// with no duration; with it, as the interval from entry to return.
+// Recorded with --call-times, posts and polls are drawn as the interval
+// from entry to return; without it, they have no duration and are drawn by
+// the occupancy samples they leave, not as zero-length slices.
 func TestCallTimesInExport(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	bin := sqscopeBin(t)
@@ -194,8 +203,11 @@ func TestCallTimesInExport(t *testing.T) {
 				t.Fatalf("sqscope %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 			tf, _ := exportFile(t, rec, filepath.Join(dir, "run.json"))
-			var total, timed int
+			var total, timed, samples int
 			for _, ev := range tf.TraceEvents {
+				if ev.Ph == "C" {
+					samples++
+				}
 				if ev.Ph != "X" {
 					continue
 				}
@@ -204,12 +216,8 @@ func TestCallTimesInExport(t *testing.T) {
 					timed++
 				}
 			}
-			want := 0
-			if withTimes {
-				want = total
-			}
-			if total < 2000 || timed != want {
-				t.Errorf("%d of %d slices with a duration, want %d", timed, total, want)
+			if samples < 2000 || timed != total || withTimes && total < 2000 || !withTimes && total != 0 {
+				t.Errorf("%d occupancy samples, %d of %d slices with a duration; want 2000 samples or more, and every post and poll a timed slice with --call-times, none without", samples, timed, total)
 			}
 		})
 	}
