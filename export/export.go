@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -316,6 +317,13 @@ func (x *Exporter) post(e *trace.Post, draw bool) {
 	}
 	x.stats.Selected++
 	took := e.Accepted > 0 && !e.Aborted
+	if e.EntryNS != 0 && e.EntryNS < x.w.from {
+		// a call is in the window when all of it is; what it left is
+		if took {
+			x.sample(e.TimeNS, e.PID, e.QPNum)
+		}
+		return
+	}
 	if e.Ret != 0 {
 		x.failed(q, e, cause)
 		if took {
@@ -449,7 +457,8 @@ func (x *Exporter) poll(e *trace.Poll) {
 		return
 	}
 	x.stats.Selected++
-	if !x.o.Instants && (e.EntryNS == 0 || e.EntryNS >= e.TimeNS) && e.Ret > 0 {
+	if e.EntryNS != 0 && e.EntryNS < x.w.from || !x.o.Instants && (e.EntryNS == 0 || e.EntryNS >= e.TimeNS) && e.Ret > 0 {
+		// drawn by the counters it moves: untimed, or begun before the window
 		for _, qpn := range x.retired {
 			x.sample(e.TimeNS, e.PID, qpn)
 		}
@@ -511,14 +520,16 @@ func (x *Exporter) diagnosis(d analyzer.Diagnosis) {
 // tick ends the rate windows that end at or before t: it writes their
 // samples and closes bursts idle for longer than the fold time.
 func (x *Exporter) tick(t uint64) {
-	for t >= x.tickNS {
-		b := x.tickNS
-		busy := x.rates(b)
-		if busy {
-			x.tickNS += x.step
-		} else {
-			x.tickNS = b + ((t-b)/x.step+1)*x.step
+	for t >= x.tickNS && x.tickNS != math.MaxUint64 {
+		b, n := x.tickNS, uint64(1)
+		if !x.rates(b) {
+			n = (t-b)/x.step + 1 // nothing to sample until the window of t
 		}
+		if n > (math.MaxUint64-b)/x.step {
+			x.tickNS = math.MaxUint64
+			return
+		}
+		x.tickNS = b + n*x.step
 	}
 }
 
