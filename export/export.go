@@ -587,6 +587,9 @@ var ErrNothingSelected = errors.New("the filters select nothing")
 // ErrNothingSelected (wrapped, saying what the recording holds) when the
 // filters selected no event.
 func (x *Exporter) Close() error {
+	if !x.ended && x.resolved && x.err == nil && x.tickNS != math.MaxUint64 {
+		x.tick(x.tickNS) // the samples of the last window
+	}
 	if !x.ended {
 		x.end()
 	}
@@ -616,7 +619,7 @@ func (x *Exporter) holds() string {
 	if start == 0 || start > x.firstNS {
 		start = x.firstNS
 	}
-	span := fmt.Sprintf("from %.3f s to %.3f s after the start", float64(x.firstNS-start)/1e9, float64(x.lastNS-start)/1e9)
+	span := fmt.Sprintf("from %.6f s to %.6f s after the start", float64(x.firstNS-start)/1e9, float64(x.lastNS-start)/1e9)
 	if len(qps) == 0 {
 		return "no QP; " + span
 	}

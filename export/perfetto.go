@@ -74,6 +74,23 @@ var (
 	seqNeedsPrefix = field(field(nil, varintTag(fSeqID), seqID), varintTag(fSeqFlags), uint64(seqNeeds))
 )
 
+// packetHead starts a packet: its field key and a byte for its length,
+// then the key of its timestamp.
+var packetHead = append(append(append([]byte(nil), tTracePacket...), 0), tTimestamp...)
+
+// eventHeads follow the timestamp, by event type: the sequence, the track
+// event's key and a byte for its length, its type and the key of its
+// track.
+var eventHeads = func() (m [pb.TrackEvent_TYPE_STATE + 1][]byte) {
+	for t := range m {
+		typ := pb.TrackEvent_Type(t)
+		b := append(append([]byte(nil), seqNeedsPrefix...), tTrackEvent...)
+		b = field(append(b, 0), tType, uint64(typ))
+		m[typ] = append(b, tTrackUUID...)
+	}
+	return m
+}()
+
 func varintTag(n protowire.Number) []byte { return protowire.AppendTag(nil, n, protowire.VarintType) }
 
 // uv appends v as a varint; small values, the common case, take one byte.
@@ -370,16 +387,12 @@ func (p *perfettoWriter) startEvent(ts uint64, typ pb.TrackEvent_Type, track uin
 		p.bw.Flush()
 		b = p.bw.AvailableBuffer()
 	}
-	b = append(b, tTracePacket...)
-	b = append(b, 0) // the packet's length, set by event()
-	p.pktStart = len(b)
-	b = field(b, tTimestamp, ts)
-	b = append(b, seqNeedsPrefix...)
-	b = append(b, tTrackEvent...)
-	b = append(b, 0) // the event's length, set by event()
-	p.teStart = len(b)
-	b = field(b, tType, uint64(typ))
-	b = field(b, tTrackUUID, track)
+	b = append(b, packetHead...) // its length is set by event()
+	p.pktStart = len(b) - len(tTimestamp)
+	b = uv(b, ts)
+	b = append(b, eventHeads[typ]...) // its length is set by event()
+	p.teStart = len(b) - len(tType) - 1 - len(tTrackUUID)
+	b = uv(b, track)
 	if name != "" {
 		b = field(b, tNameIID, p.names.id(name))
 	}
