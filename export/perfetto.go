@@ -1,7 +1,6 @@
 package export
 
 import (
-	"bufio"
 	"io"
 	"math"
 	"strconv"
@@ -160,7 +159,8 @@ func (t *internTable) iid(s string) uint64 {
 const maxInternedValue = 64
 
 type perfettoWriter struct {
-	bw   *bufio.Writer
+	w    io.Writer
+	out  []byte // packets not yet written to w
 	opts *Options
 	err  error
 	// track uuids: processes, threads, per-QP counter and failure tracks
@@ -190,7 +190,7 @@ type counterKey struct {
 }
 
 func newPerfetto(w io.Writer, o *Options) *perfettoWriter {
-	p := &perfettoWriter{bw: bufio.NewWriterSize(w, 256<<10), opts: o, procs: map[uint32]uint64{},
+	p := &perfettoWriter{w: w, out: make([]byte, 0, outBuffer+64<<10), opts: o, procs: map[uint32]uint64{},
 		threads: map[uint64]uint64{}, counters: map[counterKey]uint64{}, failures: map[qpKey]uint64{}}
 	// The first packet clears the sequence's interning state; every later
 	// one that uses interned ids says it needs it.
@@ -239,8 +239,8 @@ func (p *perfettoWriter) write(packet []byte) {
 		return
 	}
 	p.hdr = uv(append(p.hdr[:0], tTracePacket...), uint64(len(packet)))
-	p.bw.Write(p.hdr)
-	_, p.err = p.bw.Write(packet)
+	p.out = append(append(p.out, p.hdr...), packet...)
+	p.flush(outBuffer)
 }
 
 func (p *perfettoWriter) track(d *pb.TrackDescriptor) {
@@ -349,10 +349,8 @@ func (p *perfettoWriter) event() {
 		b = p.appendInterned(b)
 	}
 	b = setLen(b, p.pktStart)
-	if p.err == nil {
-		_, p.err = p.bw.Write(b)
-	}
-	p.pkt = nil
+	p.out, p.pkt = b, nil
+	p.flush(outBuffer)
 }
 
 func (p *perfettoWriter) appendInterned(b []byte) []byte {
@@ -381,13 +379,8 @@ func (p *perfettoWriter) appendInterned(b []byte) []byte {
 // startEvent begins a TrackEvent packet at ts: type, track, name and
 // category; the event's fields follow in p.pkt, and event() ends it.
 func (p *perfettoWriter) startEvent(ts uint64, typ pb.TrackEvent_Type, track uint64, name, cat string) {
-	// the packet is written in place in the output buffer
-	b := p.bw.AvailableBuffer()
-	if cap(b) < 256 {
-		p.bw.Flush()
-		b = p.bw.AvailableBuffer()
-	}
-	b = append(b, packetHead...) // its length is set by event()
+	// the packet is written in place, after the ones not yet written out
+	b := append(p.out, packetHead...) // its length is set by event()
 	p.pktStart = len(b) - len(tTimestamp)
 	b = uv(b, ts)
 	b = append(b, eventHeads[typ]...) // its length is set by event()
@@ -498,5 +491,20 @@ func (p *perfettoWriter) close() error {
 	if p.err != nil {
 		return p.err
 	}
-	return p.bw.Flush()
+	p.flush(0)
+	return p.err
+}
+
+// outBuffer is how much output is gathered before it is written.
+const outBuffer = 256 << 10
+
+// flush writes the packets gathered once there are more than n bytes.
+func (p *perfettoWriter) flush(n int) {
+	if len(p.out) <= n {
+		return
+	}
+	if p.err == nil {
+		_, p.err = p.w.Write(p.out)
+	}
+	p.out = p.out[:0]
 }
