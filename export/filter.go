@@ -2,6 +2,7 @@ package export
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,14 +58,20 @@ type Time struct {
 	Source string // as the user wrote it
 }
 
+// maxSeconds bounds a time from the start (about 31 years).
+const maxSeconds = 1e9
+
 // ParseTime reads --from and --to values: seconds from the start ("12.5",
 // "12.5s", "1m30s"), a date and time (RFC 3339, "2026-12-01T10:00:05Z"),
 // or a time of day ("10:00:05.25", local time, on the recording's day).
 func ParseTime(s string) (Time, error) {
 	t := Time{Given: true, Source: s}
 	if v, err := strconv.ParseFloat(s, 64); err == nil {
-		if v < 0 {
+		if v < 0 || math.IsNaN(v) {
 			return Time{}, fmt.Errorf("%q: seconds from the start cannot be negative", s)
+		}
+		if v > maxSeconds {
+			return Time{}, fmt.Errorf("%q: more seconds than a recording can last", s)
 		}
 		t.Rel = time.Duration(v * 1e9)
 		return t, nil
