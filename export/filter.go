@@ -50,16 +50,16 @@ func (t *Time) Set(s string) (err error) {
 // Time is a bound of the window as given: seconds from the start of the
 // recording, or a wall-clock time.
 type Time struct {
-	Given  bool
-	Rel    time.Duration // from the start of the recording, when Wall is zero
-	Wall   time.Time     // a date and time
-	Clock  time.Duration // a time of day (local), on the day the recording started
-	IsTOD  bool
-	Source string // as the user wrote it
+	Given       bool
+	FromStartNS uint64        // from the start of the recording, when Wall is zero
+	Wall        time.Time     // a date and time
+	Clock       time.Duration // a time of day (local), on the day the recording started
+	IsTOD       bool
+	Source      string // as the user wrote it
 }
 
-// maxSeconds bounds a time from the start (about 31 years).
-const maxSeconds = 1e9
+// maxSeconds bounds a time from the start: the trace clock's range.
+const maxSeconds = float64(math.MaxUint64) / 1e9
 
 // ParseTime reads --from and --to values: seconds from the start ("12.5",
 // "12.5s", "1m30s"), a date and time (RFC 3339, "2026-12-01T10:00:05Z"),
@@ -70,17 +70,17 @@ func ParseTime(s string) (Time, error) {
 		if v < 0 || math.IsNaN(v) {
 			return Time{}, fmt.Errorf("%q: seconds from the start cannot be negative", s)
 		}
-		if v > maxSeconds {
-			return Time{}, fmt.Errorf("%q: more seconds than a recording can last", s)
+		if v >= maxSeconds {
+			return Time{}, fmt.Errorf("%q: more seconds than the trace clock counts", s)
 		}
-		t.Rel = time.Duration(v * 1e9)
+		t.FromStartNS = uint64(v * 1e9)
 		return t, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {
 			return Time{}, fmt.Errorf("%q: a time from the start cannot be negative", s)
 		}
-		t.Rel = d
+		t.FromStartNS = uint64(d)
 		return t, nil
 	}
 	if w, err := time.Parse(time.RFC3339Nano, s); err == nil {
@@ -120,7 +120,10 @@ func (t Time) monoNS(start uint64, info *trace.FileInfo) (uint64, error) {
 		}
 		return info.StartMonoNS + uint64(d), nil
 	}
-	return start + uint64(t.Rel), nil
+	if t.FromStartNS > math.MaxUint64-start {
+		return math.MaxUint64, nil
+	}
+	return start + t.FromStartNS, nil
 }
 
 // ParseNumbers reads a list of QP numbers or PIDs: decimal or 0x hex,

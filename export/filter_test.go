@@ -27,7 +27,7 @@ func TestParseTime(t *testing.T) {
 		{"-2s", 0, "cannot be negative"},
 		{"noon", 0, "want seconds from the start"},
 		{"NaN", 0, "cannot be negative"},
-		{"1e308", 0, "more seconds than a recording can last"},
+		{"1e308", 0, "more seconds than the trace clock counts"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
