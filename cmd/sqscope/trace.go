@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/session"
 )
 
@@ -28,12 +29,14 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var tf targetFlags
 	var interval float64
 	var asJSON bool
+	var out string
 	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | --workload -- FLAGS) [flags]",
 		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
 		traceExamples, stdout)
 	tf.register(fs)
 	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
-	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr), one object per line with -i")
+	fs.StringVar(&out, "o", "", "write the summary to FILE instead of stdout (- for stdout)")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
@@ -43,7 +46,20 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if interval < 0 {
 		return cli.UsageErr("trace: -i must be positive")
 	}
-	s, err := tf.start(fs.Args(), stderr, nil)
+	w, childOut := stdout, io.Writer(nil)
+	if asJSON && (out == "" || out == outfile.Stdout) {
+		childOut = stderr // nothing but JSON on stdout
+	}
+	var f *outfile.File
+	if out != "" && out != outfile.Stdout {
+		var err error
+		if f, err = outfile.Create(out, 0o600, nil, false, true); err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		defer f.Discard()
+		w = f
+	}
+	s, err := tf.start(fs.Args(), stderr, childOut)
 	if err != nil {
 		return err
 	}
@@ -53,24 +69,31 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		snap := s.Analyzer().Snapshot()
 		cost := s.Cost(snap.Events)
 		if asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
+			enc := json.NewEncoder(w)
+			if interval == 0 { // one document; with -i, one per line
+				enc.SetIndent("", "  ")
+			}
 			enc.SetEscapeHTML(false)
 			return enc.Encode(struct {
 				analyzer.Snapshot
 				Self session.SelfCost `json:"sqscope_cpu"`
 			}{snap, cost})
 		}
-		if err := analyzer.WriteText(stdout, snap); err != nil {
+		if err := analyzer.WriteText(w, snap); err != nil {
 			return fmt.Errorf("trace: writing the summary: %w", err)
 		}
-		_, err := fmt.Fprintln(stdout, cost)
+		_, err := fmt.Fprintln(w, cost)
 		return err
 	}
 	// however the trace ended, what was seen is printed (it says why)
 	err = s.RunEvery(ctx, time.Duration(interval*float64(time.Second)), func() { print() })
 	if perr := print(); err == nil {
 		err = perr
+	}
+	if f != nil {
+		if cerr := f.Commit(); err == nil && cerr != nil {
+			err = fmt.Errorf("trace: writing %s: %w", out, cerr)
+		}
 	}
 	return err
 }

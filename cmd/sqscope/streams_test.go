@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
+)
+
+// trace --json is one JSON document on stdout (the target's own output
+// goes to stderr), one per line with -i, and -o writes the summary to a
+// file instead.
+func TestTraceStreams(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin := sqscopeBin(t)
+	run := func(args ...string) (string, string) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%q: %v\n%s", args, err, errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	type doc struct {
+		Events uint64 `json:"events"`
+		QPs    []struct {
+			WRs uint64 `json:"wrs"`
+		} `json:"qps"`
+	}
+
+	out, errs := run("trace", "--json", "--workload", "--", "-n", "20000")
+	var d doc
+	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.QPs) != 1 || d.QPs[0].WRs != 20000 {
+		t.Fatalf("stdout is not the one JSON summary (%v, %+v):\n%.300s", err, d, out)
+	}
+	if !strings.Contains(errs, "sqscope workload: device sim") {
+		t.Errorf("the target's output is not on stderr:\n%.300s", errs)
+	}
+
+	out, _ = run("trace", "--json", "-i", "0.2", "--workload", "--", "-n", "300000", "--rate", "300000")
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<24)
+	lines := 0
+	var last doc
+	for sc.Scan() {
+		if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
+			t.Fatalf("line %d is not a JSON object: %v: %.200q", lines+1, err, sc.Text())
+		}
+		lines++
+	}
+	if lines < 2 || len(last.QPs) != 1 || last.QPs[0].WRs != 300000 {
+		t.Fatalf("%d NDJSON lines, the last %+v", lines, last)
+	}
+
+	file := filepath.Join(t.TempDir(), "summary.txt")
+	out, _ = run("trace", "-o", file, "--workload", "--", "-n", "1000")
+	b, err := os.ReadFile(file)
+	// the summary in the file, the target's own output where it was
+	if err != nil || !strings.Contains(string(b), "events over") || strings.Contains(string(b), "sqscope workload: device sim") {
+		t.Fatalf("-o: file %q (%v)", b, err)
+	}
+	if strings.Contains(out, "events over") || !strings.Contains(out, "sqscope workload: device sim") {
+		t.Fatalf("-o: stdout %.300q", out)
+	}
+	if st, _ := os.Stat(file); st.Mode().Perm() != 0o600 {
+		t.Errorf("summary file mode %v", st.Mode().Perm())
+	}
+}
