@@ -117,6 +117,9 @@ type Snapshot struct {
 	SRQs       []SRQ          `json:"srqs,omitempty"`
 	Exited     bool           `json:"target_exited"`
 	ExitCode   int32          `json:"exit_code"`
+	// ExitSignal is the signal that killed the target (ExitCode is then
+	// -1), 0 when it exited.
+	ExitSignal int32 `json:"exit_signal,omitempty"`
 	// Ended says why the trace ended, EndedOnError whether on an error
 	// (empty while it runs).
 	Ended          string `json:"ended,omitempty"`
@@ -338,7 +341,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.snap.Lost += e.Count
 	case *trace.Exit:
 		a.snap.Exited = true
-		a.snap.ExitCode = e.Code
+		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
 	case *trace.CQCreate:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 )
 
 // WriteJSON writes the snapshot as one JSON object.
@@ -54,7 +55,10 @@ func writeText(w io.Writer, s Snapshot) {
 	} else {
 		fmt.Fprint(w, ", 0 lost events")
 	}
-	if s.Exited {
+	switch {
+	case s.Exited && s.ExitSignal != 0:
+		fmt.Fprintf(w, ", target killed by signal %d (%s)", s.ExitSignal, syscall.Signal(s.ExitSignal))
+	case s.Exited:
 		fmt.Fprintf(w, ", target exited with code %d", s.ExitCode)
 	}
 	fmt.Fprintln(w)

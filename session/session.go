@@ -7,6 +7,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,7 +48,11 @@ type Config struct {
 	Wait           bool   // keep waiting for a target without a verbs library
 	VerbsTimeout   time.Duration
 	Duration       time.Duration // stop tracing after this long (0: when the target ends)
-	RingBytes      int
+	// KeepTarget leaves a command sqscope started running when tracing
+	// stops before it ends; by default it is stopped (SIGINT, SIGTERM,
+	// then SIGKILL).
+	KeepTarget bool
+	RingBytes  int
 
 	// ChildOut receives a started command's stdout and stderr, with no
 	// stdin; nil: the command shares sqscope's stdin, stdout and stderr.
@@ -255,10 +261,15 @@ func (s *Session) deliver(ev trace.Event) {
 type NoVerbsError struct {
 	PID     int
 	Timeout time.Duration
+	Stopped bool // sqscope started the process and stopped it
 }
 
 func (e *NoVerbsError) Error() string {
-	return fmt.Sprintf("process %d has not loaded a verbs library after %s, nothing to trace (it keeps running; --wait keeps waiting)", e.PID, e.Timeout)
+	what := "it keeps running; --wait keeps waiting"
+	if e.Stopped {
+		what = "stopped it; --keep-target leaves it running, --wait keeps waiting"
+	}
+	return fmt.Sprintf("process %d has not loaded a verbs library after %s, nothing to trace (%s)", e.PID, e.Timeout, what)
 }
 
 // Run releases the target and feeds events until it exits, ctx is done,
@@ -337,15 +348,10 @@ func (s *Session) Run(ctx context.Context) error {
 			// A command we started stops with us, as it would on a
 			// terminal's Ctrl-C; its last events and exit are kept.
 			s.stopped = stopReason(ctx)
-			if s.child != nil {
-				syscall.Kill(s.pid, syscall.SIGINT)
-				select {
-				case <-childDone:
-					select { // the reader ends at the exit record
-					case err := <-runErr:
-						return s.finish(err, nil)
-					case <-time.After(3 * time.Second):
-					}
+			if s.stopChild(childDone) {
+				select { // the reader ends at the exit record
+				case err := <-runErr:
+					return s.finish(err, nil)
 				case <-time.After(3 * time.Second):
 				}
 			}
@@ -356,9 +362,72 @@ func (s *Session) Run(ctx context.Context) error {
 				continue // a target that ends now ends the trace by its exit
 			}
 			s.syncThenCancel(cancel)
-			return s.finish(<-runErr, &NoVerbsError{s.pid, s.cfg.VerbsTimeout})
+			s.stopChild(childDone) // nothing to trace: a command we started is not left behind
+			return s.finish(<-runErr, &NoVerbsError{s.pid, s.cfg.VerbsTimeout, s.child != nil && !s.cfg.KeepTarget})
 		}
 	}
+}
+
+// stopChild ends a command sqscope started, as a terminal's Ctrl-C would,
+// then more firmly: SIGINT, SIGTERM after 3 s, SIGKILL after 2 s more.
+// With KeepTarget, or for a process sqscope attached to, it does nothing.
+// It reports whether the command has exited.
+func (s *Session) stopChild(childDone <-chan struct{}) bool {
+	if s.child == nil || s.cfg.KeepTarget {
+		return false
+	}
+	for _, step := range []struct {
+		sig   syscall.Signal
+		grace time.Duration
+	}{{syscall.SIGINT, 3 * time.Second}, {syscall.SIGTERM, 2 * time.Second}, {syscall.SIGKILL, 2 * time.Second}} {
+		for _, pid := range append(descendants(s.pid), s.pid) {
+			syscall.Kill(pid, step.sig) // the whole tree, as a terminal signals its job
+		}
+		select {
+		case <-childDone:
+			return true
+		case <-time.After(step.grace):
+		}
+	}
+	return false
+}
+
+// descendants lists the processes below pid (children, theirs, ...), from
+// /proc.
+func descendants(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	kids := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			kids[pp] = append(kids[pp], p)
+		}
+	}
+	var out []int
+	for queue := kids[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, kids[queue[0]]...)
+	}
+	return out
 }
 
 // noVerbs is the verdict that the target has not loaded a verbs library:

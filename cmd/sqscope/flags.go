@@ -7,8 +7,11 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/session"
 )
@@ -28,6 +31,8 @@ type targetFlags struct {
 	timeout  time.Duration
 	duration time.Duration
 	ringMiB  int
+	failOn   string // --fail-on: a diagnosis severity
+	keep     bool   // --keep-target
 	recordTo string // record's -o
 	force    bool   // record's --force
 }
@@ -48,11 +53,13 @@ func (tf *targetFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&tf.mode, "mode", "events", "events (every call) or counters (per-QP totals kept in the kernel, lower overhead)")
 	fs.BoolVar(&tf.callTime, "call-times", false, "also record when each post and poll was entered (events mode; costs a clock read per call, and the interval is mostly the probe's own)")
 	fs.BoolVar(&tf.noStop, "no-stop", false, "never pause the target while probes for newly found functions are attached (calls in that window are missed)")
+	fs.BoolVar(&tf.keep, "keep-target", false, "leave a command sqscope started running when tracing stops first (default: stop it with SIGINT, then SIGTERM, then SIGKILL)")
 	fs.BoolVar(&tf.wait, "wait", false, "keep waiting for a target that has not loaded a verbs library")
 	for _, n := range []string{"D", "duration"} {
 		fs.DurationVar(&tf.duration, n, 0, "stop tracing after this long, e.g. 30s (a command sqscope started is stopped too, as on Ctrl-C)")
 	}
 	fs.DurationVar(&tf.timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
+	fs.StringVar(&tf.failOn, "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
 	fs.IntVar(&tf.ringMiB, "ring-mib", 8, "ring buffer size in MiB (a power of two)")
 }
 
@@ -83,6 +90,8 @@ func (tf *targetFlags) check(rest []string) error {
 		return errors.New("--call-times needs --mode events")
 	case tf.ringMiB <= 0 || tf.ringMiB&(tf.ringMiB-1) != 0 || tf.ringMiB > 1024:
 		return fmt.Errorf("--ring-mib %d: want a power of two up to 1024", tf.ringMiB)
+	case severityRank[tf.failOn] == 0 && tf.failOn != "":
+		return fmt.Errorf("--fail-on %q: want error, warning or prediction", tf.failOn)
 	case tf.duration < 0:
 		return errors.New("-D/--duration must be positive")
 	case tf.timeout <= 0:
@@ -96,7 +105,7 @@ func (tf *targetFlags) check(rest []string) error {
 // and stderr when it is nil.
 func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*session.Session, error) {
 	cfg := session.Config{PID: tf.pid, Probes: tf.probes, ProbesAnywhere: tf.anywhere, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
-		Wait: tf.wait, VerbsTimeout: tf.timeout, Duration: tf.duration, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr,
+		Wait: tf.wait, VerbsTimeout: tf.timeout, Duration: tf.duration, KeepTarget: tf.keep, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr,
 		RecordTo: tf.recordTo, RecordForce: tf.force, Version: version}
 	switch {
 	case tf.workload:
@@ -114,4 +123,28 @@ func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*sessio
 		cfg.Argv, cfg.Target = argv, tf.cmd
 	}
 	return session.Start(cfg)
+}
+
+// severityRank orders diagnosis severities, the worst highest.
+var severityRank = map[string]int{analyzer.SevPrediction: 1, analyzer.SevWarning: 2, analyzer.SevError: 3}
+
+// status is how a finished trace exits, as strace does: with the status of
+// a target sqscope started, when that failed (128+N for signal N, as a
+// shell says), else 3 when --fail-on's severity or worse was diagnosed.
+func (tf *targetFlags) status(s analyzer.Snapshot) error {
+	switch {
+	case tf.pid == 0 && s.Exited && s.ExitSignal != 0:
+		return &cli.ExitError{Code: 128 + int(s.ExitSignal), Err: fmt.Errorf("the target was killed by signal %d (%s)", s.ExitSignal, syscall.Signal(s.ExitSignal))}
+	case tf.pid == 0 && s.Exited && s.ExitCode != 0:
+		return &cli.ExitError{Code: int(s.ExitCode), Err: fmt.Errorf("the target exited with status %d", s.ExitCode)}
+	}
+	if tf.failOn == "" {
+		return nil
+	}
+	for _, d := range s.Diagnoses {
+		if severityRank[d.Severity] >= severityRank[tf.failOn] {
+			return &cli.ExitError{Code: 3, Err: fmt.Errorf("--fail-on %s: %s %s on QP %#x (pid %d)", tf.failOn, d.Severity, d.Kind, d.QPNum, d.PID)}
+		}
+	}
+	return nil
 }

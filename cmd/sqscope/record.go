@@ -49,5 +49,8 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	snap := s.Analyzer().Snapshot()
 	fmt.Fprintf(stderr, "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost; %s\n",
 		rec.Events(), rec.Bytes(), len(snap.QPs), tf.recordTo, snap.Lost, snap.Ended)
+	if runErr == nil {
+		runErr = tf.status(snap)
+	}
 	return runErr
 }

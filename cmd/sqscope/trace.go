@@ -95,5 +95,8 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			err = fmt.Errorf("trace: writing %s: %w", out, cerr)
 		}
 	}
+	if err == nil {
+		err = tf.status(s.Analyzer().Snapshot())
+	}
 	return err
 }

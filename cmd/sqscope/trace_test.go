@@ -100,15 +100,12 @@ func traceWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("sqscope %s: %v\nstderr: %s", strings.Join(args, " "), err, stderr.String())
 	}
-	// the workload's own text summary precedes the tracer's JSON
+	// stdout is the tracer's JSON alone (the workload's own summary went
+	// to stderr)
 	out := stdout.String()
-	i := strings.Index(out, "\n{")
-	if i < 0 {
-		t.Fatalf("no JSON in output:\n%s", out)
-	}
 	var tr traceOut
-	if err := json.Unmarshal([]byte(out[i+1:]), &tr); err != nil {
-		t.Fatalf("trace JSON: %v\n%s", err, out[i+1:])
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		t.Fatalf("trace JSON: %v\n%s", err, out)
 	}
 	// what sqscope itself used: some CPU to start, some after, at most
 	// every core, and per event the CPU time after start-up over the events
