@@ -18,9 +18,11 @@ type tmux struct {
 	name string
 }
 
+// run runs a tmux command on the test's own tmux server (-L), so that one
+// test's server shutting down never races another's start.
 func (m tmux) run(args ...string) string {
 	m.t.Helper()
-	out, err := exec.Command("tmux", args...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-L", m.name}, args...)...).CombinedOutput()
 	if err != nil {
 		m.t.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -66,7 +68,7 @@ func TestDemoInTmux(t *testing.T) {
 	bin := sqscopeBin(t)
 	m := tmux{t, fmt.Sprintf("sqscope-e2e-%d", time.Now().UnixNano())}
 	m.run("new-session", "-d", "-s", m.name, "-x", "160", "-y", "45", "bash --norc --noprofile")
-	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", m.name).Run() })
+	t.Cleanup(func() { exec.Command("tmux", "-L", m.name, "kill-server").Run() })
 	m.run("send-keys", "-t", m.name, bin+" demo -D 40 --fault-after 3; echo SQSCOPE_EXIT=$?", "Enter")
 
 	first := m.waitFor("the demo's QPs", tuiUp, 30*time.Second)
@@ -124,7 +126,7 @@ func TestDemoAt80x24(t *testing.T) {
 	bin := sqscopeBin(t)
 	m := tmux{t, fmt.Sprintf("sqscope-e2e80-%d", time.Now().UnixNano())}
 	m.run("new-session", "-d", "-s", m.name, "-x", "80", "-y", "24", "bash --norc --noprofile")
-	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", m.name).Run() })
+	t.Cleanup(func() { exec.Command("tmux", "-L", m.name, "kill-server").Run() })
 	m.run("send-keys", "-t", m.name, "clear; "+bin+" demo -D 40 --fault-after 2; echo SQSCOPE_EXIT=$?", "Enter")
 	screen := m.waitFor("QP 0x1c2 overflowing", regexp.MustCompile(`0x1c2 .*OVERFLOW`), 40*time.Second)
 	if !strings.Contains(screen, "? help") || !strings.Contains(screen, "q quit") {
