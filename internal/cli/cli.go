@@ -50,7 +50,7 @@ func CommandFlags(name, usage, about, examples string, help io.Writer) *flag.Fla
 	fs.SetOutput(help)
 	fs.Usage = func() {
 		fmt.Fprintf(help, "usage: sqscope %s\n\n%s\n\nFLAGS\n", usage, about)
-		fs.PrintDefaults()
+		PrintFlags(help, fs)
 		fmt.Fprint(help, examples)
 	}
 	return fs
@@ -112,16 +112,27 @@ func OneFile(fs *flag.FlagSet, name string, args []string) (string, error) {
 // UintVar registers a uint32 flag.
 func UintVar(fs *flag.FlagSet, p *uint32, name string, v uint32, usage string) {
 	*p = v
-	fs.Func(name, fmt.Sprintf("%s (default %d)", usage, v), func(s string) error {
-		var x uint64
-		if _, err := fmt.Sscan(s, &x); err != nil || x > 1<<32-1 || strings.HasPrefix(s, "-") {
-			return fmt.Errorf("want a non-negative integer, got %q", s)
-		}
-		*p = uint32(x)
-		return nil
-	})
+	fs.Var((*uint32Flag)(p), name, usage)
 }
 
+// uint32Flag is a uint32 flag whose errors say what it wants.
+type uint32Flag uint32
+
+func (u *uint32Flag) String() string { return fmt.Sprint(uint32(*u)) }
+
+func (u *uint32Flag) Set(s string) error {
+	var x uint64
+	if _, err := fmt.Sscan(s, &x); err != nil || strings.HasPrefix(s, "-") {
+		return fmt.Errorf("want a non-negative integer, got %q", s)
+	}
+	if x > 1<<32-1 {
+		return fmt.Errorf("%s is more than this flag takes (at most %d)", s, uint32(1<<32-1))
+	}
+	*u = uint32Flag(x)
+	return nil
+}
+
+// FlagGiven reports whether any of the names was given on the command line.
 func FlagGiven(fs *flag.FlagSet, names ...string) bool {
 	given := false
 	fs.Visit(func(fl *flag.Flag) {

@@ -66,7 +66,7 @@ func TestUintVarAndFlagGiven(t *testing.T) {
 		want uint32
 		err  string
 	}{
-		{"64", 64, ""}, {"0", 0, ""}, {"-1", 7, "want a non-negative integer"}, {"99999999999", 7, "want a non-negative integer"}, {"x", 7, "want a non-negative integer"},
+		{"64", 64, ""}, {"0", 0, ""}, {"-1", 7, "want a non-negative integer"}, {"99999999999", 7, "more than this flag takes (at most 4294967295)"}, {"x", 7, "want a non-negative integer"},
 	} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(&bytes.Buffer{})
@@ -79,5 +79,28 @@ func TestUintVarAndFlagGiven(t *testing.T) {
 		if FlagGiven(fs, "s") != (err == nil) || FlagGiven(fs, "t") {
 			t.Errorf("-s %s: FlagGiven wrong", tc.arg)
 		}
+	}
+}
+
+// The listing puts a flag's names together, GNU style, and gives its
+// default once.
+func TestPrintFlags(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	var size uint32
+	var d string
+	for _, n := range []string{"s", "size"} {
+		UintVar(fs, &size, n, 64, "payload bytes per WR")
+	}
+	for _, n := range []string{"d", "ib-dev"} {
+		fs.StringVar(&d, n, "sim", "the device")
+	}
+	fs.Bool("json", false, "print JSON")
+	var b bytes.Buffer
+	PrintFlags(&b, fs)
+	want := "  -d, --ib-dev string\n    \tthe device (default \"sim\")\n" +
+		"  --json\n    \tprint JSON\n" +
+		"  -s, --size N\n    \tpayload bytes per WR (default 64)\n"
+	if b.String() != want {
+		t.Errorf("listing:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
