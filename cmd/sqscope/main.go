@@ -37,6 +37,19 @@ func commands() []command {
 		{"replay", "show a recording in the live view, with pause, speed and seek", runReplay},
 		{"report", "summarize a recording: send queues, PCIe savings, diagnoses (text or JSON)", runReport},
 		{"export", "convert a recording to Chrome trace-event JSON for Perfetto", runExport},
+		{"completion", "print a shell completion script: completion bash|zsh|fish", func(_ context.Context, args []string, stdout, _ io.Writer) error {
+			if len(args) != 1 {
+				return cli.UsageErr("completion: name the shell: bash, zsh or fish (e.g. source <(sqscope completion bash))")
+			}
+			var names []string
+			for _, c := range commands() {
+				names = append(names, c.name)
+			}
+			if err := cli.Completion(stdout, args[0], "sqscope", names); err != nil {
+				return cli.UsageErr("%v", err)
+			}
+			return nil
+		}},
 		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			fmt.Fprintln(stdout, "sqscope", version)
 			return nil
