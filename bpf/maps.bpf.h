@@ -255,5 +255,7 @@ const enum sq_rec_kind *unused_kind __attribute__((unused));
 const enum sq_qp_op *unused_op __attribute__((unused));
 const enum sq_via *unused_via __attribute__((unused));
 const enum sq_fn *unused_fn __attribute__((unused));
+const struct sq_cq_rec *unused_cq __attribute__((unused));
+const enum sq_cq_op *unused_cq_op __attribute__((unused));
 
 #endif

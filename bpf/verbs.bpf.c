@@ -2,10 +2,12 @@
 
 /* sqscope's uprobes on the verbs control and data path.
  *
- * Control path (create/modify/destroy QP, qp_to_qp_ex, alloc_pd): one
- * sq_qp_rec per call, carrying the data-path function pointers the call
- * revealed so user space can attach to them. Data path (post_send, poll_cq,
- * post_recv, the ibv_wr_* batch): one record per call, or, in the counters
+ * Control path (create/modify/destroy QP, qp_to_qp_ex, alloc_pd,
+ * open_device; create/modify/resize/destroy CQ): one sq_qp_rec or sq_cq_rec
+ * per call, carrying the data-path function pointers the call revealed so
+ * user space can attach to them. Data path (post_send, poll_cq, post_recv,
+ * post_srq_recv, the ibv_wr_* batch, the ibv_start_poll..ibv_end_poll
+ * session): one record per call or batch or session, or, in the counters
  * mode, per-QP and per-CQ totals kept here and no records at all.
  *
  * User memory is read at the ABI offsets of events.h. Every loop over it is
@@ -21,11 +23,13 @@
  *   user_mem.bpf.h   user-memory reads and windows, hand-copied verbs structs
  *   thread.bpf.h     the calling thread's state, a call's entry and return
  *   control.bpf.h    create/modify/destroy QP, qp_to_qp_ex, alloc_pd
+ *   cq_control.bpf.h create (and create_ex)/modify/resize/destroy CQ, open_device
  *   send_walk.bpf.h  the walk over a post_send WR list
  *   counters.bpf.h   the counters mode's per-QP totals
  *   post_send.bpf.h  ibv_post_send
  *   poll_cq.bpf.h    ibv_poll_cq
- *   post_recv.bpf.h  ibv_post_recv
+ *   poll_cq_ex.bpf.h ibv_start_poll, ibv_next_poll, ibv_end_poll
+ *   post_recv.bpf.h  ibv_post_recv, ibv_post_srq_recv
  *   wr_api.bpf.h     the ibv_wr_* batch
  *   exit.bpf.h       process exit, and the hand-over when detaching
  */
@@ -48,10 +52,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "user_mem.bpf.h"
 #include "thread.bpf.h"
 #include "control.bpf.h"
+#include "cq_control.bpf.h"
 #include "send_walk.bpf.h"
 #include "counters.bpf.h"
 #include "post_send.bpf.h"
 #include "poll_cq.bpf.h"
+#include "poll_cq_ex.bpf.h"
 #include "post_recv.bpf.h"
 #include "wr_api.bpf.h"
 #include "exit.bpf.h"

@@ -147,6 +147,7 @@ type Tracer struct {
 	ibvHooked  map[fileID]bool // libibverbs files with discovery probes
 
 	qpRec   bpf.VerbsSqQpRec
+	cqRec   bpf.VerbsSqCqRec
 	postRec bpf.VerbsSqPostRec
 	pollRec bpf.VerbsSqPollRec
 	recvRec bpf.VerbsSqRecvRec

@@ -43,6 +43,12 @@ package trace
 //	           u Doorbells, u Errors, u ENOMEM, u EINVAL, u InlineBytes,
 //	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax, [qpcuts]
 //	CQCounters u CQ, u Polls, u CQEs, u Empty
+//	CQChange   b Op, u CQ, z CQE, u ModMask, u ModCount, u ModPeriodUS,
+//	           z Ret, s Via
+//
+// Poll and PostRecv gained a last field later in the same way as cuts
+// below, written only when set, so records without it are stored as
+// before: Poll ends with ? Ex after its WCs, PostRecv with ? SRQ.
 //
 // cuts, appended after the first release of version 1, is written only when
 // the list walk was capped or a WR has SGEs not summed, so a post that lost
@@ -194,6 +200,10 @@ func eventHeader(ev Event) (*Header, error) {
 		if e != nil {
 			h = &e.Header
 		}
+	case *CQChange:
+		if e != nil {
+			h = &e.Header
+		}
 	default:
 		if ev == nil {
 			return nil, errors.New("cannot record a nil event")
@@ -295,6 +305,9 @@ func appendFields(b []byte, ev Event) []byte {
 			b = appendWC(b, &prev, wc)
 			prev = wc
 		}
+		if e.Ex {
+			b = appendBool(b, true)
+		}
 	case *EmptyPolls:
 		b = appendU(b, e.CQ)
 		b = appendU(b, e.Count)
@@ -304,6 +317,9 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.NumWRs))
 		b = appendZ(b, int64(e.Ret))
 		b = appendU(b, uint64(e.Accepted))
+		if e.SRQ {
+			b = appendBool(b, true)
+		}
 	case *Lost:
 		b = appendU(b, e.Count)
 	case *Exit:
@@ -333,6 +349,15 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, e.Polls)
 		b = appendU(b, e.CQEs)
 		b = appendU(b, e.Empty)
+	case *CQChange:
+		b = append(b, byte(e.Op))
+		b = appendU(b, e.CQ)
+		b = appendZ(b, int64(e.CQE))
+		b = appendU(b, uint64(e.ModMask))
+		b = appendU(b, uint64(e.ModCount))
+		b = appendU(b, uint64(e.ModPeriodUS))
+		b = appendZ(b, int64(e.Ret))
+		b = appendStr(b, e.Via)
 	}
 	return b
 }

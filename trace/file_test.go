@@ -147,15 +147,16 @@ func assertEvents(t *testing.T, got, want []Event) {
 
 func TestRoundTripEveryKind(t *testing.T) {
 	seen := map[Kind]bool{}
-	for _, ev := range allEvents() {
+	every := append(allEvents(), entryPointEvents()...)
+	for _, ev := range every {
 		seen[ev.Kind()] = true
 	}
 	for k := range kindNames {
 		if !seen[k] {
-			t.Errorf("allEvents has no %s event: add one", k)
+			t.Errorf("allEvents and entryPointEvents have no %s event: add one", k)
 		}
 	}
-	for i, ev := range allEvents() {
+	for i, ev := range every {
 		t.Run(fmt.Sprintf("%d_%s", i, ev.Kind()), func(t *testing.T) {
 			// Alone, and after another record, so it is also encoded
 			// against a previous time, PID and TID.
