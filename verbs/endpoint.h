@@ -12,6 +12,8 @@ struct sq_endpoint {
 	struct ibv_qp *qp;       /* the sending QP */
 	struct ibv_qp_ex *qpx;   /* its extended view, or NULL without wr API */
 	struct ibv_cq *cq;       /* its send CQ */
+	struct ibv_cq_ex *cqx;   /* the same CQ when created extended (polled with
+	                          * ibv_start_poll..ibv_end_poll), else NULL */
 
 	void *buf;               /* local payload buffer, registered */
 	size_t buf_len;

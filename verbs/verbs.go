@@ -75,6 +75,9 @@ type QPConfig struct {
 	// RDMA_WRITE gets the smaller WQE overhead, as on mlx5.
 	WRAPI   bool
 	SendOps uint64
+	// CQEx creates the send CQ with ibv_create_cq_ex, to be polled with
+	// ibv_start_poll, ibv_next_poll and ibv_end_poll.
+	CQEx    bool
 	BufSize int // payload buffer bytes
 }
 
