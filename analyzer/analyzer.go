@@ -44,8 +44,11 @@ type Counters struct {
 	Polls                uint64 `json:"polls"`
 	EmptyPolls           uint64 `json:"empty_polls"`
 	PostRecvs            uint64 `json:"post_recvs"`
-	InlineSGEs           uint64 `json:"inline_sges"`        // SGEs the CPU copied instead of the NIC reading
-	BaselineWQEBytes     uint64 `json:"baseline_wqe_bytes"` // WQE bytes had no WR been inline
+	// EmptyWRBatches are ibv_wr_complete calls that succeeded with no WR
+	// seen in their batch: WRs built through ibv_wr_* calls not traced.
+	EmptyWRBatches   uint64 `json:"empty_wr_batches"`
+	InlineSGEs       uint64 `json:"inline_sges"`        // SGEs the CPU copied instead of the NIC reading
+	BaselineWQEBytes uint64 `json:"baseline_wqe_bytes"` // WQE bytes had no WR been inline
 	// BeyondModel counts WRs reported accepted that the call's list did not
 	// hold or no SQ could: an inconsistent stream, left out of the model.
 	BeyondModel uint64 `json:"wrs_beyond_model"`
@@ -111,6 +114,11 @@ type Snapshot struct {
 	Exited         bool           `json:"target_exited"`
 	ExitCode       int32          `json:"exit_code"`
 	UnknownQPPosts uint64         `json:"posts_on_unknown_qps"`
+	// CQs are the completion queues seen, by their calls and polls.
+	CQs []CQ `json:"cqs"`
+	// SRQRecvs counts receive WRs posted to shared receive queues
+	// (ibv_post_srq_recv), which belong to no QP.
+	SRQRecvs uint64 `json:"srq_recvs"`
 	// Diagnoses, newest first (by last occurrence).
 	Diagnoses        []Diagnosis `json:"diagnoses"`
 	DiagnosesDropped uint64      `json:"diagnoses_dropped,omitempty"`
@@ -165,8 +173,12 @@ type Analyzer struct {
 	qps   map[qpKey]*sq
 	order []qpKey
 	cqs   map[cqKey]*cqState
-	diags []diagRec
-	snap  Snapshot
+	// cqInfo holds what CQ calls said; qpEpoch changes whenever a QP is
+	// learned, created or destroyed (the QPs of a CQ may have changed).
+	cqInfo  map[cqKey]*cqInfo
+	qpEpoch uint64
+	diags   []diagRec
+	snap    Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
@@ -183,7 +195,7 @@ func New(opts Options) *Analyzer {
 	case opts.HistoryLen < 0:
 		opts.HistoryLen = 0
 	}
-	a := &Analyzer{opts: opts, qps: map[qpKey]*sq{}, cqs: map[cqKey]*cqState{}}
+	a := &Analyzer{opts: opts, qps: map[qpKey]*sq{}, cqs: map[cqKey]*cqState{}, cqInfo: map[cqKey]*cqInfo{}}
 	a.snap.HistoryStepNS = opts.HistoryStepNS
 	return a
 }
@@ -199,6 +211,7 @@ func (a *Analyzer) qp(pid, num uint32, addr uint64, now uint64) *sq {
 		}
 		a.qps[k] = q
 		a.order = append(a.order, k)
+		a.qpEpoch++
 	}
 	return q
 }
@@ -269,10 +282,14 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		}
 		q.created = e.TimeNS
 		q.destroyed = false
+		a.qpEpoch++
 	case *trace.QPDestroy:
 		if q, ok := a.qps[qpKey{e.PID, e.QPNum}]; ok && e.Ret == 0 {
 			q.destroyed = true
+			a.qpEpoch++
 		}
+	case *trace.CQChange:
+		a.cqChange(e)
 	case *trace.QPModify:
 		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
 	case *trace.Post:
@@ -297,14 +314,25 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		var last *sq
 		for i := range e.WCs {
 			wc := &e.WCs[i]
-			if ibv.IsRecvWC(wc.Opcode) {
-				continue
+			var q *sq
+			if e.Ex {
+				// no QP number or opcode: found by the wr_id
+				if q = a.exWCQP(e.PID, e.CQ, wc); q == nil {
+					continue
+				}
+			} else {
+				if ibv.IsRecvWC(wc.Opcode) {
+					continue
+				}
+				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
 			}
-			q := a.wcQP(e.PID, wc.QPNum, e.TimeNS)
 			if q.sendCQ == 0 {
 				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
 			}
 			q.complete(wc)
+			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
+				a.checkNotTraced(q, e.TimeNS)
+			}
 			q.lastPoll = e.TimeNS
 			q.lastNS = max(q.lastNS, e.TimeNS)
 			q.hist.note(e.TimeNS, q.outstanding(), 0, 1)
@@ -328,6 +356,10 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		}
 		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 	case *trace.PostRecv:
+		if e.SRQ {
+			a.snap.SRQRecvs += uint64(e.Accepted)
+			break
+		}
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
 		q.c.PostRecvs += uint64(e.Accepted)
 	case *trace.QPCounters:
@@ -453,6 +485,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 		return s.QPs[i].QPNum < s.QPs[j].QPNum
 	})
 	s.Diagnoses = a.diagnoses()
+	s.CQs = a.cqList()
 	return s
 }
 
@@ -493,6 +526,7 @@ func addCounters(t, c *Counters) {
 	t.Polls += c.Polls
 	t.EmptyPolls += c.EmptyPolls
 	t.PostRecvs += c.PostRecvs
+	t.EmptyWRBatches += c.EmptyWRBatches
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes
 	t.BeyondModel += c.BeyondModel
