@@ -201,7 +201,7 @@ static void fill_ah(struct sqd_device *d, struct ibv_ah_attr *ah)
 }
 
 /* RESET -> INIT -> RTR -> RTS, toward remote_qpn on the same port. */
-static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type,
+static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type, int atomics,
 		      uint32_t remote_qpn, const char **step)
 {
 	struct ibv_qp_attr a;
@@ -217,7 +217,7 @@ static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type,
 		mask |= IBV_QP_QKEY;
 	} else {
 		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				    IBV_ACCESS_REMOTE_READ;
+				    IBV_ACCESS_REMOTE_READ | (atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0);
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	*step = "moving QP to INIT";
@@ -447,7 +447,7 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	errno = 0;
 	e->rmr = ibv_reg_mr(e->pd, ep->rbuf, ep->rbuf_len,
 			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			    IBV_ACCESS_REMOTE_READ);
+			    IBV_ACCESS_REMOTE_READ | (cfg->atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0));
 	if (!e->rmr) {
 		fail(err, errno, "registering receive buffer", "%zu bytes",
 		     ep->rbuf_len);
@@ -460,8 +460,17 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	/* Room for every WR the provider may round max_send_wr up to, all
 	 * signaled or all flushed. */
 	errno = 0;
-	ep->cq = ibv_create_cq(d->ctx, cq_size(d, 2 * (uint64_t)cfg->max_send_wr + 16),
-			       NULL, NULL, 0);
+	if (cfg->cq_ex) {
+		struct ibv_cq_init_attr_ex ca = {
+			.cqe = (uint32_t)cq_size(d, 2 * (uint64_t)cfg->max_send_wr + 16),
+		};
+
+		ep->cqx = ibv_create_cq_ex(d->ctx, &ca);
+		ep->cq = ep->cqx ? ibv_cq_ex_to_cq(ep->cqx) : NULL;
+	} else {
+		ep->cq = ibv_create_cq(d->ctx, cq_size(d, 2 * (uint64_t)cfg->max_send_wr + 16),
+				       NULL, NULL, 0);
+	}
 	if (!ep->cq) {
 		fail(err, errno, "creating send CQ", "%llu entries",
 		     (unsigned long long)(2 * (uint64_t)cfg->max_send_wr + 16));
@@ -503,13 +512,13 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 		goto out;
 	}
 
-	ret = connect_qp(d, ep->qp, cfg->qp_type, ep->peer_qp->qp_num, &step);
+	ret = connect_qp(d, ep->qp, cfg->qp_type, cfg->atomics, ep->peer_qp->qp_num, &step);
 	if (ret) {
 		fail(err, ret, step, "sending %s QP %u", type_name(cfg->qp_type),
 		     ep->qp->qp_num);
 		goto out;
 	}
-	ret = connect_qp(d, ep->peer_qp, cfg->qp_type, ep->qp->qp_num, &step);
+	ret = connect_qp(d, ep->peer_qp, cfg->qp_type, cfg->atomics, ep->qp->qp_num, &step);
 	if (ret) {
 		fail(err, ret, step, "peer %s QP %u", type_name(cfg->qp_type),
 		     ep->peer_qp->qp_num);

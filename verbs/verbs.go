@@ -77,8 +77,10 @@ type QPConfig struct {
 	SendOps uint64
 	// CQEx creates the send CQ with ibv_create_cq_ex, to be polled with
 	// ibv_start_poll, ibv_next_poll and ibv_end_poll.
-	CQEx    bool
-	BufSize int // payload buffer bytes
+	CQEx bool
+	// RemoteAtomic lets the peer (on a device) take atomics.
+	RemoteAtomic bool
+	BufSize      int // payload buffer bytes
 }
 
 // Caps are what the QP reports after creation; always use these, not the
