@@ -14,6 +14,8 @@ struct sq_endpoint {
 	struct ibv_cq *cq;       /* its send CQ */
 	struct ibv_cq_ex *cqx;   /* the same CQ when created extended (polled with
 	                          * ibv_start_poll..ibv_end_poll), else NULL */
+	int cqx_one;             /* take one completion per extended poll session:
+	                          * no ibv_next_poll (see device.c) */
 
 	void *buf;               /* local payload buffer, registered */
 	size_t buf_len;

@@ -56,7 +56,8 @@ struct state {
 };
 
 /* poll_ex is ibv_poll_cq through one extended poll session: up to max
- * completions, of which the loop reads what the ibv_cq_ex holds. */
+ * completions (ibv_next_poll only while fewer), of which the loop reads
+ * what the ibv_cq_ex holds. */
 static int poll_ex(struct ibv_cq_ex *cq, int max, struct ibv_wc *wc)
 {
 	struct ibv_poll_cq_attr attr = { 0 };
@@ -81,7 +82,7 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 	uint64_t now = 0;
 
 	if (ep->cqx)
-		n = poll_ex(ep->cqx, p->poll_batch, wc);
+		n = poll_ex(ep->cqx, ep->cqx_one ? 1 : (int)p->poll_batch, wc);
 	else
 		n = ibv_poll_cq(ep->cq, p->poll_batch, wc);
 	r->polls++;
