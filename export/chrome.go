@@ -99,6 +99,9 @@ type Chrome struct {
 	cw  *chromeWriter
 	a   *analyzer.Analyzer
 	qps []uint32 // scratch: QPs a poll completed WRs of
+	// the QPs of each send CQ: an extended poll's completions do not say
+	// their QP, so its occupancy counters are all of them
+	cqQPs map[[2]uint64][]uint32
 }
 
 // ChromeOptions describe the trace being written.
@@ -119,7 +122,7 @@ func NewChrome(w io.Writer, o ChromeOptions) *Chrome {
 			meta[k] = v
 		}
 	}
-	x := &Chrome{cw: newChromeWriter(w, meta, fi.Target)}
+	x := &Chrome{cw: newChromeWriter(w, meta, fi.Target), cqQPs: map[[2]uint64][]uint32{}}
 	model := o.Model
 	model.OnDiagnosis = x.diagnosis
 	x.a = analyzer.New(model)
@@ -165,6 +168,9 @@ func (x *Chrome) Event(ev trace.Event) {
 	switch e := ev.(type) {
 	case *trace.QPCreate:
 		x.counter(&e.Header, e.QPNum)
+		if k := [2]uint64{uint64(e.PID), e.SendCQ}; !contains(x.cqQPs[k], e.QPNum) {
+			x.cqQPs[k] = append(x.cqQPs[k], e.QPNum)
+		}
 	case *trace.Post:
 		name := "ibv_post_send"
 		if e.API == trace.APIWR {
@@ -197,13 +203,20 @@ func (x *Chrome) Event(ev trace.Event) {
 		if e.Ret == 0 {
 			return
 		}
-		x.cw.write(slice("ibv_poll_cq", "poll", &e.Header, e.EntryNS, map[string]any{
+		name := "ibv_poll_cq"
+		if e.Ex {
+			name = "ibv_start_poll..ibv_end_poll"
+		}
+		x.cw.write(slice(name, "poll", &e.Header, e.EntryNS, map[string]any{
 			"cq": hex(e.CQ), "ret": e.Ret, "max": e.Max}))
 		if e.Ret < 0 {
 			x.cw.write(&chromeEvent{Name: "poll_cq failed", Cat: "error", Ph: "i", S: "t", Ts: usec(e.TimeNS),
 				Pid: e.PID, Tid: e.TID, Args: map[string]any{"cq": hex(e.CQ), "ret": e.Ret}})
 		}
 		x.qps = x.qps[:0]
+		if e.Ex {
+			x.qps = append(x.qps, x.cqQPs[[2]uint64{uint64(e.PID), e.CQ}]...)
+		}
 		for i := range e.WCs {
 			wc := &e.WCs[i]
 			if wc.Status != ibv.WCSuccess {
@@ -211,8 +224,8 @@ func (x *Chrome) Event(ev trace.Event) {
 					Pid: e.PID, Tid: e.TID, Args: map[string]any{"qp_num": hex(uint64(wc.QPNum)), "wr_id": wc.ID,
 						"status": wc.Status, "opcode": wc.Opcode}})
 			}
-			if ibv.IsRecvWC(wc.Opcode) || contains(x.qps, wc.QPNum) {
-				continue // receive completion, or QP already listed
+			if e.Ex || ibv.IsRecvWC(wc.Opcode) || contains(x.qps, wc.QPNum) {
+				continue // no QP said, receive completion, or QP already listed
 			}
 			x.qps = append(x.qps, wc.QPNum)
 		}
