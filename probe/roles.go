@@ -128,6 +128,10 @@ var roles = []role{
 
 func wrOpcode(p *bpf.VerbsPrograms) *ebpf.Program { return p.WrOpcode }
 
+// probed reports whether r is a data-path function sqscope places programs
+// on (not the control path, not a function it only lists as not traced).
+func (r role) probed() bool { return r.fn >= 0 && (r.entry != nil || r.ret != nil) }
+
 func roleByName(name string) (role, bool) {
 	for _, r := range roles {
 		if r.name == name {
