@@ -1,7 +1,8 @@
 /* Part of verbs.bpf.c: extended CQ polling on an ibv_cq_ex, ibv_start_poll,
  * then ibv_next_poll until it returns ENOENT, then ibv_end_poll. A session
- * that returned completions is built in ex_polls and sent at ibv_end_poll
- * as one SQ_REC_POLL_EX record; an ibv_start_poll that found none is an
+ * that returned completions is built in ex_polls and sent, as one
+ * SQ_REC_POLL_EX record, when ibv_next_poll finds no more (or fails) or at
+ * ibv_end_poll, whichever comes first; an ibv_start_poll that found none is an
  * empty poll, counted as poll_cq.bpf.h counts them. Only the status and
  * wr_id of a completion are fields of the ibv_cq_ex: its QP and opcode come
  * through the read_* functions, which are not probed (user space matches
@@ -189,10 +190,16 @@ int BPF_KRETPROBE(next_poll_ret, int ret)
 	b = ex_session(tgid, a->a0);
 	if (!b)
 		return 0;
-	if (ret == 0)
+	if (ret == 0) {
 		ex_add_wc(b, a->a0);
-	else if (ret != SQ_IBV_ENOENT)
+		return 0;
+	}
+	if (ret != SQ_IBV_ENOENT)
 		b->ret = ret > 0 ? -ret : ret;
+	/* No completion follows: the session is sent now, not at
+	 * ibv_end_poll, which rxe before rdma-core 55 wants no call of after
+	 * this (its next_poll has ended the session itself). */
+	ex_end(b, id);
 	return 0;
 }
 

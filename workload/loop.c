@@ -57,20 +57,28 @@ struct state {
 
 /* poll_ex is ibv_poll_cq through one extended poll session: up to max
  * completions (ibv_next_poll only while fewer), of which the loop reads
- * what the ibv_cq_ex holds. */
-static int poll_ex(struct ibv_cq_ex *cq, int max, struct ibv_wc *wc)
+ * what the ibv_cq_ex holds; mode (SQ_CQX_*) says how the session ends. */
+static int poll_ex(struct ibv_cq_ex *cq, int max, int mode, struct ibv_wc *wc)
 {
 	struct ibv_poll_cq_attr attr = { 0 };
 	int n = 0, ret;
 
+	if (mode == SQ_CQX_ONE)
+		max = 1;
 	ret = ibv_start_poll(cq, &attr);
 	if (ret)
 		return ret == ENOENT ? 0 : -ret;
-	do {
+	for (;;) {
 		wc[n].wr_id = cq->wr_id;
 		wc[n].status = cq->status;
-		n++;
-	} while (n < max && ibv_next_poll(cq) == 0);
+		if (++n == max)
+			break;
+		ret = ibv_next_poll(cq);
+		if (ret == ENOENT && mode == SQ_CQX_NEXT_ENDS)
+			return n; /* the provider ended the session */
+		if (ret)
+			break;
+	}
 	ibv_end_poll(cq);
 	return n;
 }
@@ -82,7 +90,7 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 	uint64_t now = 0;
 
 	if (ep->cqx)
-		n = poll_ex(ep->cqx, ep->cqx_one ? 1 : (int)p->poll_batch, wc);
+		n = poll_ex(ep->cqx, (int)p->poll_batch, ep->cqx_mode, wc);
 	else
 		n = ibv_poll_cq(ep->cq, p->poll_batch, wc);
 	r->polls++;
