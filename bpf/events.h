@@ -181,11 +181,11 @@ enum sq_rec_kind {
 	SQ_REC_RECV = 4, /* struct sq_recv_rec */
 	SQ_REC_EXIT = 5, /* struct sq_exit_rec */
 	/* data-path entry points beyond post_send/poll_cq/post_recv */
-	SQ_REC_CQ       = 6, /* struct sq_cq_rec */
-	SQ_REC_POLL_EX  = 7, /* struct sq_poll_rec of an ibv_start_poll..ibv_end_poll
+	SQ_REC_CQ       = 8, /* struct sq_cq_rec */
+	SQ_REC_POLL_EX  = 9, /* struct sq_poll_rec of an ibv_start_poll..ibv_end_poll
 	                      * session: max is 0, each completion has only its
 	                      * wr_id and status (qp_num, opcode, byte_len 0) */
-	SQ_REC_SRQ_RECV = 8, /* struct sq_recv_rec of ibv_post_srq_recv: qp is the
+	SQ_REC_SRQ_RECV = 10, /* struct sq_recv_rec of ibv_post_srq_recv: qp is the
 	                      * struct ibv_srq *, qp_num 0 */
 };
 

@@ -229,9 +229,9 @@ const (
 	VerbsSqRecKindSQ_REC_POLL     VerbsSqRecKind = 3
 	VerbsSqRecKindSQ_REC_RECV     VerbsSqRecKind = 4
 	VerbsSqRecKindSQ_REC_EXIT     VerbsSqRecKind = 5
-	VerbsSqRecKindSQ_REC_CQ       VerbsSqRecKind = 6
-	VerbsSqRecKindSQ_REC_POLL_EX  VerbsSqRecKind = 7
-	VerbsSqRecKindSQ_REC_SRQ_RECV VerbsSqRecKind = 8
+	VerbsSqRecKindSQ_REC_CQ       VerbsSqRecKind = 8
+	VerbsSqRecKindSQ_REC_POLL_EX  VerbsSqRecKind = 9
+	VerbsSqRecKindSQ_REC_SRQ_RECV VerbsSqRecKind = 10
 )
 
 type VerbsSqRecvRec struct {

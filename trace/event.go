@@ -37,7 +37,7 @@ const (
 	KindAttach     Kind = 10
 	KindQPCounters Kind = 11
 	KindCQCounters Kind = 12
-	KindCQChange   Kind = 13
+	KindCQChange   Kind = 17
 )
 
 var kindNames = map[Kind]string{
