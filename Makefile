@@ -8,7 +8,8 @@ BIN := sqscope
 # Debian packages the project needs to build, test and demo.
 DEB_PKGS := gcc make pkg-config clang llvm libbpf-dev bpftool \
 	libibverbs-dev ibverbs-providers rdma-core tmux \
-	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils
+	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils \
+	protobuf-compiler
 
 .PHONY: all deps build test demo bench generate check-generate vet clean
 
@@ -28,22 +29,24 @@ deps:
 build: deps
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/sqscope
 
-# The BPF packages: sqscope's programs (bpf) and the benchmark's (bpf/bench).
-BPF_PKGS := ./bpf/ ./bpf/bench/
-BPF_GENERATED = bpf/*_bpfel.go bpf/*_bpfel.o bpf/bench/*_bpfel.go bpf/bench/*_bpfel.o
+# The generated packages: sqscope's BPF programs (bpf), the benchmark's
+# (bpf/bench), and the Perfetto trace types (export/perfetto, from its
+# proto/ files).
+GEN_PKGS := ./bpf/ ./bpf/bench/ ./export/perfetto/
+GENERATED = bpf/*_bpfel.go bpf/*_bpfel.o bpf/bench/*_bpfel.go bpf/bench/*_bpfel.o export/perfetto/*.pb.go
 
 generate: deps
-	$(GO) generate $(BPF_PKGS)
+	$(GO) generate $(GEN_PKGS)
 
-# Regenerate the BPF objects of both packages and fail when they differ
-# from the tree.
+# Regenerate the BPF objects and the Perfetto types and fail when they
+# differ from the tree.
 check-generate: deps
 	@if [ -f bpf/gen.go ]; then \
-		before=$$(sha256sum $(BPF_GENERATED) 2>/dev/null); \
-		$(GO) generate $(BPF_PKGS) || exit 1; \
-		after=$$(sha256sum $(BPF_GENERATED) 2>/dev/null); \
+		before=$$(sha256sum $(GENERATED) 2>/dev/null); \
+		$(GO) generate $(GEN_PKGS) || exit 1; \
+		after=$$(sha256sum $(GENERATED) 2>/dev/null); \
 		if [ "$$before" != "$$after" ]; then \
-			echo "generated files are stale: run 'make generate' and commit bpf/ and bpf/bench/"; \
+			echo "generated files are stale: run 'make generate' and commit bpf/, bpf/bench/ and export/perfetto/"; \
 			diff <(echo "$$before") <(echo "$$after"); exit 1; \
 		fi; \
 	fi

@@ -57,13 +57,17 @@ type Counters struct {
 
 // QP is one send queue in a snapshot.
 type QP struct {
-	PID          uint32 `json:"pid"`
-	QPNum        uint32 `json:"qp_num"`
-	Type         string `json:"qp_type"`
-	MaxSendWR    uint32 `json:"max_send_wr"`
-	MaxInline    uint32 `json:"max_inline_data"`
-	MaxSendSGE   uint32 `json:"max_send_sge"`
-	SigAll       bool   `json:"sq_sig_all"`
+	PID        uint32 `json:"pid"`
+	QPNum      uint32 `json:"qp_num"`
+	Type       string `json:"qp_type"`
+	MaxSendWR  uint32 `json:"max_send_wr"`
+	MaxInline  uint32 `json:"max_inline_data"`
+	MaxSendSGE uint32 `json:"max_send_sge"`
+	SigAll     bool   `json:"sq_sig_all"`
+	// Gen is the QP's generation (0: created before tracing began, or
+	// a recording without generations); a number can name several QPs
+	// one after the other, each a QP of its own here.
+	Gen          uint64 `json:"gen"`
 	CapsKnown    bool   `json:"caps_known"`
 	CapsInferred bool   `json:"caps_inferred"`
 	// CountersOnly: totals kept in the kernel (--mode counters); BlueFlame,
@@ -71,6 +75,7 @@ type QP struct {
 	CountersOnly bool   `json:"counters_only,omitempty"`
 	Destroyed    bool   `json:"destroyed"`
 	SendCQ       uint64 `json:"send_cq"`
+	SendCQGen    uint64 `json:"send_cq_gen"`
 	Outstanding  uint64 `json:"outstanding"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
@@ -102,23 +107,29 @@ type Rates struct {
 
 // Snapshot is a copy of the analyzer's state.
 type Snapshot struct {
-	Events         uint64         `json:"events"`
-	Lost           uint64         `json:"lost_events"`
-	FirstNS        uint64         `json:"first_ns"`
-	LastNS         uint64         `json:"last_ns"`
-	QPs            []QP           `json:"qps"`
-	Total          Counters       `json:"total"`
-	TotalRates     Rates          `json:"total_rates"`
-	TotalPCIe      Savings        `json:"total_pcie"`
-	Attach         []trace.Attach `json:"probes,omitempty"`
-	Exited         bool           `json:"target_exited"`
-	ExitCode       int32          `json:"exit_code"`
-	UnknownQPPosts uint64         `json:"posts_on_unknown_qps"`
-	// CQs are the completion queues seen, by their calls and polls.
-	CQs []CQ `json:"cqs"`
+	Events     uint64         `json:"events"`
+	Lost       uint64         `json:"lost_events"`
+	FirstNS    uint64         `json:"first_ns"`
+	LastNS     uint64         `json:"last_ns"`
+	QPs        []QP           `json:"qps"`
+	Total      Counters       `json:"total"`
+	TotalRates Rates          `json:"total_rates"`
+	TotalPCIe  Savings        `json:"total_pcie"`
+	Attach     []trace.Attach `json:"probes,omitempty"`
+	// CQs are the completion queues seen, one per lifetime, by their
+	// calls and polls.
+	CQs  []CQ  `json:"cqs,omitempty"`
+	SRQs []SRQ `json:"srqs,omitempty"`
 	// SRQRecvs counts receive WRs posted to shared receive queues
 	// (ibv_post_srq_recv), which belong to no QP.
 	SRQRecvs uint64 `json:"srq_recvs"`
+	Exited   bool   `json:"target_exited"`
+	ExitCode int32  `json:"exit_code"`
+	// Ended says why the trace ended, EndedOnError whether on an error
+	// (empty while it runs).
+	Ended          string `json:"ended,omitempty"`
+	EndedOnError   bool   `json:"ended_on_error,omitempty"`
+	UnknownQPPosts uint64 `json:"posts_on_unknown_qps"`
 	// Diagnoses, newest first (by last occurrence).
 	Diagnoses        []Diagnosis `json:"diagnoses"`
 	DiagnosesDropped uint64      `json:"diagnoses_dropped,omitempty"`
@@ -135,9 +146,16 @@ type cqKey struct {
 	cq  uint64
 }
 
+// cqState is one CQ lifetime (lifecycle.go); what its calls said and
+// its extended polls are kept as excq.go says.
 type cqState struct {
+	pid                uint32
+	addr, gen          uint64
+	cqe                uint32 // its depth, from its create or last resize
+	replaced           bool
 	polls, empty, cqes uint64
 	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
+	cqCalls
 }
 
 // notePolls counts n polls at time now.
@@ -168,14 +186,17 @@ type Options struct {
 
 // Analyzer consumes events; Snapshot may be called from another goroutine.
 type Analyzer struct {
-	mu    sync.Mutex
-	opts  Options
-	qps   map[qpKey]*sq
-	order []qpKey
-	cqs   map[cqKey]*cqState
-	// cqInfo holds what CQ calls said; qpEpoch changes whenever a QP is
-	// learned, created or destroyed (the QPs of a CQ may have changed).
-	cqInfo  map[cqKey]*cqInfo
+	mu     sync.Mutex
+	opts   Options
+	qps    map[qpKey]*sq  // the latest QP of each number (lifecycle.go)
+	qpGens map[objKey]*sq // QPs by generation
+	all    []*sq          // every QP lifetime, in the order first seen
+	cqs    map[cqKey]*cqState
+	cqGens map[objKey]*cqState
+	allCQs []*cqState
+	srqs   []*srqState
+	// qpEpoch changes whenever a QP lifetime starts or ends or its send
+	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
 	diags   []diagRec
 	snap    Snapshot
@@ -195,35 +216,10 @@ func New(opts Options) *Analyzer {
 	case opts.HistoryLen < 0:
 		opts.HistoryLen = 0
 	}
-	a := &Analyzer{opts: opts, qps: map[qpKey]*sq{}, cqs: map[cqKey]*cqState{}, cqInfo: map[cqKey]*cqInfo{}}
+	a := &Analyzer{opts: opts, qps: map[qpKey]*sq{}, qpGens: map[objKey]*sq{},
+		cqs: map[cqKey]*cqState{}, cqGens: map[objKey]*cqState{}}
 	a.snap.HistoryStepNS = opts.HistoryStepNS
 	return a
-}
-
-func (a *Analyzer) qp(pid, num uint32, addr uint64, now uint64) *sq {
-	k := qpKey{pid, num}
-	q := a.qps[k]
-	if q == nil {
-		q = &sq{key: k, qp: addr, firstNS: now}
-		q.hist.step, q.hist.n = a.opts.HistoryStepNS, uint64(a.opts.HistoryLen)
-		for i := range q.diags {
-			q.diags[i] = -1
-		}
-		a.qps[k] = q
-		a.order = append(a.order, k)
-		a.qpEpoch++
-	}
-	return q
-}
-
-func (a *Analyzer) cq(pid uint32, cq uint64) *cqState {
-	k := cqKey{pid, cq}
-	c := a.cqs[k]
-	if c == nil {
-		c = &cqState{}
-		a.cqs[k] = c
-	}
-	return c
 }
 
 // Ingest applies one event.
@@ -247,14 +243,18 @@ func (a *Analyzer) IngestAll(evs []trace.Event) {
 func (a *Analyzer) Outstanding(pid, qpNum uint32) (uint64, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	q, ok := a.qps[qpKey{pid, qpNum}]
-	if !ok {
+	q := a.qps[qpKey{pid, qpNum}]
+	if q == nil {
 		return 0, false
 	}
 	return q.outstanding(), true
 }
 
 func (a *Analyzer) ingest(ev trace.Event) {
+	if e, ok := ev.(*trace.End); ok { // not an event of the target's
+		a.snap.Ended, a.snap.EndedOnError = e.Reason, e.Err
+		return
+	}
 	h := ev.Hdr()
 	a.snap.Events++
 	if a.snap.FirstNS == 0 || (h.TimeNS != 0 && h.TimeNS < a.snap.FirstNS) {
@@ -265,10 +265,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	}
 	switch e := ev.(type) {
 	case *trace.QPCreate:
-		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
-		if q.destroyed {
-			q.reset()
-		}
+		q := a.qpCreated(e)
 		q.qp = e.QP
 		q.typ = e.Type
 		q.caps = e.Caps
@@ -280,14 +277,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if e.SendCQ != 0 {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
-		q.created = e.TimeNS
-		q.destroyed = false
 		a.qpEpoch++
 	case *trace.QPDestroy:
-		if q, ok := a.qps[qpKey{e.PID, e.QPNum}]; ok && e.Ret == 0 {
-			q.destroyed = true
-			a.qpEpoch++
-		}
+		a.qpDestroyed(e)
 	case *trace.CQChange:
 		a.cqChange(e)
 	case *trace.QPModify:
@@ -317,7 +309,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			var q *sq
 			if e.Ex {
 				// no QP number or opcode: found by the wr_id
-				if q = a.exWCQP(e.PID, e.CQ, wc); q == nil {
+				if q = a.exWCQP(c, wc); q == nil {
 					continue
 				}
 			} else {
@@ -328,6 +320,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			}
 			if q.sendCQ == 0 {
 				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
+				a.qpEpoch++
 			}
 			q.complete(wc)
 			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
@@ -345,12 +338,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			a.checkTrend(last, e.TimeNS)
 		}
 	case *trace.EmptyPolls:
-		c := a.cq(e.PID, e.CQ)
+		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
 		c.notePolls(e.Count, e.TimeNS)
 		c.empty += e.Count
 	case *trace.CQCounters:
 		// totals since attach (counters mode): they replace, not add
-		c := a.cq(e.PID, e.CQ)
+		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
 		if e.Polls > c.polls {
 			c.notePolls(e.Polls-c.polls, e.TimeNS)
 		}
@@ -364,7 +357,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.c.PostRecvs += uint64(e.Accepted)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
-		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
 		q.countersOnly = true
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
 		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
@@ -381,6 +374,10 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.snap.ExitCode = e.Code
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+	case *trace.CQCreate:
+		a.cqCreated(e)
+	case *trace.SRQCreate, *trace.SRQDestroy:
+		a.srqEvent(ev)
 	}
 }
 
@@ -390,7 +387,10 @@ func (a *Analyzer) wcQP(pid, qpNum uint32, now uint64) *sq {
 	if a.lastWCQ != nil && a.lastWCKey == k {
 		return a.lastWCQ
 	}
-	q := a.qp(pid, qpNum, 0, now)
+	q := a.qps[k] // a QP destroyed since its post is still the one of its CQEs
+	if q == nil {
+		q = a.newQP(pid, qpNum, 0, 0, now)
+	}
 	a.lastWCKey, a.lastWCQ = k, q
 	return q
 }
@@ -421,9 +421,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	defer a.mu.Unlock()
 	s := a.snap
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
-	s.QPs = make([]QP, 0, len(a.order))
-	for _, k := range a.order {
-		q := a.qps[k]
+	s.QPs = make([]QP, 0, len(a.all))
+	for _, q := range a.all {
+		k := q.key
 		c := q.c
 		c.CQEWrites = c.Signaled + c.FlushedUnsignaled
 		var r Rates
@@ -434,12 +434,12 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 		r.PostsPerSec = perSec(c.PostCalls, r.SpanNS)
 		r.CQEsPerSec = perSec(c.CQEsPolled, r.SpanNS)
 		r.WRsPerDoorbell = ratio(c.WRs, c.Doorbells)
-		if q.sendCQ != 0 {
-			if cs, ok := a.cqs[cqKey{k.pid, q.sendCQ}]; ok {
-				c.Polls, c.EmptyPolls = cs.polls, cs.empty
-				r.PollsPerSec = perSec(cs.polls, cs.lastNS-cs.firstNS)
-				r.PollsPerCQE = ratio(cs.polls, cs.cqes)
-			}
+		var cqGen uint64
+		if cs := q.cq; cs != nil { // the send CQ's lifetime only
+			c.Polls, c.EmptyPolls = cs.polls, cs.empty
+			r.PollsPerSec = perSec(cs.polls, cs.lastNS-cs.firstNS)
+			r.PollsPerCQE = ratio(cs.polls, cs.cqes)
+			cqGen = cs.gen
 		}
 		var hist []OccSample
 		var histStart uint64
@@ -453,8 +453,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 		s.QPs = append(s.QPs, QP{
 			PID: k.pid, QPNum: k.qpNum, Type: q.typ.String(),
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
-			SigAll: q.sigAll, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
-			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, Outstanding: q.outstanding(), Counters: c,
+			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
+			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
+			Outstanding: q.outstanding(), Counters: c,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
 			History: hist, HistoryStartNS: histStart,
@@ -464,7 +465,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	// polls belong to CQs, which QPs may share: count each CQ once
 	s.Total.Polls, s.Total.EmptyPolls = 0, 0
 	var cqes uint64
-	for _, cs := range a.cqs {
+	for _, cs := range a.allCQs {
 		s.Total.Polls += cs.polls
 		s.Total.EmptyPolls += cs.empty
 		cqes += cs.cqes
@@ -485,7 +486,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 		return s.QPs[i].QPNum < s.QPs[j].QPNum
 	})
 	s.Diagnoses = a.diagnoses()
-	s.CQs = a.cqList()
+	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
 	return s
 }
 

@@ -96,13 +96,13 @@ func TestExtendedPollFindsTheQP(t *testing.T) {
 		s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
 			SendCQ: shared, RecvCQ: shared, Caps: rcCaps(8, 60, 1), Via: "sqsim_create_qp"})
 	}
-	s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQCreateEx, CQ: shared, CQE: 63, Via: "sqsim_create_cq_ex"})
+	s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpCreateEx, CQ: shared, CQE: 63, Via: "sqsim_create_cq_ex"})
 	s.ids[2] = 100     // QP 2's wr_ids start at 100
 	s.send(1, 4, 0, 2) // ids 0..3, 1 and 3 signaled
 	s.send(2, 4, 0, 4) // ids 100..103, 103 signaled
 	s.exPoll(shared, 1, 103, 3)
 	s.exPoll(shared, 77) // a receive completion, say
-	s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQResize, CQ: shared, CQE: 127, Via: "sqsim_resize_cq"})
+	s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpResize, CQ: shared, CQE: 127, Via: "sqsim_resize_cq"})
 	snap := s.run(Options{BF: DefaultBF})
 	for _, q := range snap.QPs {
 		if q.Outstanding != 0 || q.UnmatchedCQEs != 0 {
@@ -116,7 +116,7 @@ func TestExtendedPollFindsTheQP(t *testing.T) {
 		t.Fatalf("CQs %+v", snap.CQs)
 	}
 	c := snap.CQs[0]
-	if !c.Extended || c.Depth != 127 || c.Resizes != 1 || c.UnmatchedExCQEs != 1 || c.Polls != 2 || c.CQEs != 4 {
+	if !c.Extended || c.CQE != 127 || c.Resizes != 1 || c.UnmatchedExCQEs != 1 || c.Polls != 2 || c.CQEs != 4 {
 		t.Errorf("CQ %+v: want extended, depth 127 after 1 resize, 1 unmatched, 2 polls, 4 CQEs", c)
 	}
 	var b bytes.Buffer

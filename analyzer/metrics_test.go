@@ -145,16 +145,3 @@ func TestHistoryOff(t *testing.T) {
 		t.Fatalf("history %v with HistoryLen -1", h)
 	}
 }
-
-func TestQPNumberReused(t *testing.T) {
-	s := newStream()
-	s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-	s.send(1, 5, 0, 0)
-	s.evs = append(s.evs, &trace.QPDestroy{Header: s.hdr(), QP: qpAddr(1), QPNum: 1})
-	s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-	s.send(1, 6, 0, 0)
-	q := s.run(Options{}).QPs[0]
-	if q.Outstanding != 6 || q.ENOMEMSQFull != 0 || q.WRs != 11 || q.Destroyed {
-		t.Fatalf("outstanding %d, sq full %d, wrs %d, destroyed %v; want 6, 0, 11, false", q.Outstanding, q.ENOMEMSQFull, q.WRs, q.Destroyed)
-	}
-}

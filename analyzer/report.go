@@ -24,7 +24,29 @@ func pct(a, b uint64) float64 {
 
 // WriteText writes a per-QP summary a person reads: the queue, its traffic,
 // what the HCA did by the mlx5 model, what was saved, and what went wrong.
-func WriteText(w io.Writer, s Snapshot) {
+// It returns the first write error.
+func WriteText(w io.Writer, s Snapshot) error {
+	ew := &errWriter{w: w}
+	writeText(ew, s)
+	return ew.err
+}
+
+// errWriter keeps the first write error and writes nothing after it.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func writeText(w io.Writer, s Snapshot) {
 	secs := float64(s.LastNS-s.FirstNS) / 1e9
 	fmt.Fprintf(w, "sqscope: %d events over %.3f s, %d QP(s)", s.Events, secs, len(s.QPs))
 	if s.Lost > 0 {
@@ -36,6 +58,9 @@ func WriteText(w io.Writer, s Snapshot) {
 		fmt.Fprintf(w, ", target exited with code %d", s.ExitCode)
 	}
 	fmt.Fprintln(w)
+	if s.Ended != "" {
+		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
+	}
 	for _, a := range s.Attach {
 		if a.Err != "" {
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
@@ -55,8 +80,15 @@ func WriteText(w io.Writer, s Snapshot) {
 		case !q.CapsKnown:
 			caps = "caps UNKNOWN (attached after QP creation)"
 		}
-		fmt.Fprintf(w, "QP %#x (pid %d, %s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
-			q.QPNum, q.PID, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		life := ""
+		if q.Gen != 0 {
+			life = fmt.Sprintf(", generation %d", q.Gen)
+		}
+		if q.Destroyed {
+			life += ", destroyed"
+		}
+		fmt.Fprintf(w, "QP %#x (pid %d, %s%s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
+			q.QPNum, q.PID, q.Type, life, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 		if q.CountersOnly {
 			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
 		}
@@ -116,10 +148,14 @@ func WriteText(w io.Writer, s Snapshot) {
 // extended-poll completions matched no WR.
 func writeCQs(w io.Writer, cqs []CQ) {
 	for _, c := range cqs {
-		if c.Depth == 0 && !c.Extended && c.UnmatchedExCQEs == 0 {
+		if c.CQE == 0 && !c.Extended && c.UnmatchedExCQEs == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "CQ %#x (pid %d): depth %d", c.CQ, c.PID, c.Depth)
+		life := ""
+		if c.Gen != 0 {
+			life = fmt.Sprintf(", generation %d", c.Gen)
+		}
+		fmt.Fprintf(w, "CQ %#x (pid %d%s): depth %d", c.CQ, c.PID, life, c.CQE)
 		if c.Extended {
 			fmt.Fprint(w, ", extended (ibv_start_poll..ibv_end_poll: completions matched to their QP by wr_id)")
 		}
@@ -131,6 +167,8 @@ func writeCQs(w io.Writer, cqs []CQ) {
 		}
 		if c.Destroyed {
 			fmt.Fprint(w, ", destroyed")
+		} else if c.Replaced {
+			fmt.Fprint(w, ", replaced by a CQ at its address")
 		}
 		fmt.Fprintf(w, "; polls %d (empty %d), CQEs %d\n", c.Polls, c.EmptyPolls, c.CQEs)
 		if c.UnmatchedExCQEs > 0 {

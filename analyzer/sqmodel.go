@@ -66,6 +66,7 @@ const maxRunKeys = 4096
 type sq struct {
 	key              qpKey
 	qp               uint64
+	gen              uint64 // generation, 0 when not known (lifecycle.go)
 	typ              trace.QPType
 	caps             trace.Caps
 	capsKnown        bool
@@ -182,14 +183,6 @@ func (q *sq) sigOldest() (sigEntry, bool) {
 func (q *sq) sigOutstanding() uint64 {
 	q.sigOldest()
 	return q.sigTail - q.sigHead
-}
-
-// reset empties the queue, for a QP number created again after a destroy.
-func (q *sq) reset() {
-	q.head, q.tail = 0, 0
-	q.sigHead, q.sigTail = 0, 0
-	q.curRun = 0
-	q.runWarned = false
 }
 
 // endRun counts an unsignaled run ended by a signaled WR.

@@ -71,6 +71,9 @@ func TestGeneratedSizes(t *testing.T) {
 		{"sq_key", VerbsSqKey{}},
 		{"sq_cq_stats", VerbsSqCqStats{}},
 		{"sq_qp_counters", VerbsSqQpCounters{}},
+		{"sq_gen_key", VerbsSqGenKey{}},
+		{"sq_obj_rec", VerbsSqObjRec{}},
+		{"sq_qp_final_rec", VerbsSqQpFinalRec{}},
 	}
 	if len(cases) != len(sizes) {
 		t.Errorf("%d C sizes measured, %d Go types checked", len(sizes), len(cases))

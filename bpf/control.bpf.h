@@ -183,6 +183,7 @@ int BPF_KRETPROBE(create_qp_ret, void *ret)
 	if (!r)
 		return 0;
 	read_qp(r, qp);
+	r->gen = obj_born(id >> 32, SQ_OBJ_QP, qp, r->qp_num);
 	bpf_probe_read_user(&r->caps, sizeof(r->caps), (void *)(a.a1 + IBV_QP_INIT_ATTR_CAP));
 	r->sig_all = read_u32(a.a1 + IBV_QP_INIT_ATTR_SQ_SIG_ALL);
 	emit_ctl(r, id);
@@ -241,11 +242,13 @@ SEC("uprobe")
 int BPF_KPROBE(destroy_qp_entry, void *qp)
 {
 	__u64 q = (__u64)qp;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (!wanted(bpf_get_current_pid_tgid() >> 32))
+	if (!wanted(tgid))
 		return 0;
-	/* the QP is freed by the call: read its number now */
-	save_args(&ctl_args, q, 0, 0, q ? read_u32(q + IBV_QP_QP_NUM) : 0, SQ_QP_DESTROY,
+	/* the QP is freed by the call: read its number (and find its
+	 * generation) now */
+	save_args(&ctl_args, q, 0, obj_gen(tgid, SQ_OBJ_QP, q), q ? read_u32(q + IBV_QP_QP_NUM) : 0, SQ_QP_DESTROY,
 		  bpf_get_attach_cookie(ctx));
 	return 0;
 }
@@ -260,11 +263,18 @@ int BPF_KRETPROBE(destroy_qp_ret, int ret)
 	if (!wanted(id >> 32) || take_args(&ctl_args, &a) || a.op != SQ_QP_DESTROY)
 		return 0;
 	__sync_fetch_and_add(&qp_gen, 1);
+	if (ret == 0) {
+		/* the QP's life ends here, its kernel-side totals too */
+		obj_died(id >> 32, SQ_OBJ_QP, a.a0, (__u32)a.a2);
+		if (targ_mode == SQ_MODE_COUNTERS)
+			qp_final(id, a.a0, (__u32)a.a2);
+	}
 	r = new_ctl(id, SQ_QP_DESTROY, a.via, a.ts);
 	if (!r)
 		return 0;
 	r->qp = a.a0;
 	r->qp_num = a.a3;
+	r->gen = a.a2;
 	r->ret = ret;
 	bpf_ringbuf_submit(r, 0); /* reveals nothing: no stop */
 	return 0;

@@ -5,13 +5,13 @@
 #ifndef SQSCOPE_COUNTERS_BPF_H
 #define SQSCOPE_COUNTERS_BPF_H
 
-/* qp_counters_of finds a QP's totals, creating them with qpn (or, when
- * qpn is SQ_QPN_READ, the number read from the QP). */
+/* qp_counters_of finds the totals of one QP's lifetime (gen), creating
+ * them with qpn (or, when qpn is SQ_QPN_READ, the number read from the QP). */
 #define SQ_QPN_READ 0xffffffffU
 
-static __always_inline struct sq_qp_counters *qp_counters_of(__u32 tgid, __u64 qp, __u32 qpn)
+static __always_inline struct sq_qp_counters *qp_counters_of(__u32 tgid, __u64 qp, __u32 gen, __u32 qpn)
 {
-	struct sq_key k = { .pid = tgid, .addr = qp };
+	struct sq_gen_key k = { .pid = tgid, .gen = gen, .addr = qp };
 	struct sq_qp_counters *c = bpf_map_lookup_elem(&qp_counters, &k);
 
 	if (!c) {
@@ -32,7 +32,7 @@ static __always_inline void count_post(__u32 tgid, __u64 qp, int ret, __u32 acce
 				       __u64 payload_bytes, __u32 payload_sges, __u32 sge_cut_wrs,
 				       __u32 sges_not_summed)
 {
-	struct sq_qp_counters *c = qp_counters_of(tgid, qp, SQ_QPN_READ);
+	struct sq_qp_counters *c = qp_counters_of(tgid, qp, obj_gen(tgid, SQ_OBJ_QP, qp), SQ_QPN_READ);
 
 	if (!c)
 		return;
@@ -73,7 +73,7 @@ static __always_inline void flush_posts(struct thread_state *st, __u32 tgid)
 
 	if (!st->pend_calls)
 		return;
-	c = qp_counters_of(tgid, st->pend_qp, st->pend_qpn);
+	c = qp_counters_of(tgid, st->pend_qp, st->pend_gen, st->pend_qpn);
 	if (c) {
 		__sync_fetch_and_add(&c->post_calls, st->pend_calls);
 		if (st->pend_wrs)
@@ -157,13 +157,21 @@ static __always_inline void add_call(struct thread_state *st)
 /* pend_call counts the post in progress in the thread's pending counts,
  * handing the earlier ones over first when the QP changed or enough have
  * piled up. They are handed over before a call is added, never after: a
- * failed call's return probe corrects what its entry added. */
+ * failed call's return probe corrects what its entry added. A QP created
+ * or destroyed anywhere (qp_gen moved) hands them over too: the address
+ * may now be another QP's, whose generation is looked up again. */
 static __always_inline void pend_call(struct thread_state *st, __u32 tgid, __u64 qp)
 {
-	if (st->pend_qp != qp || !st->pend_calls || st->pend_calls >= SQ_PEND_MAX) {
+	__u32 epoch = qp_gen;
+
+	if (st->pend_qp != qp || st->pend_epoch != epoch || !st->pend_calls || st->pend_calls >= SQ_PEND_MAX) {
 		flush_posts(st, tgid);
-		st->pend_qp = qp;
-		st->pend_qpn = qp_num_of(st, qp);
+		if (st->pend_qp != qp || st->pend_epoch != epoch) {
+			st->pend_qp = qp;
+			st->pend_qpn = qp_num_of(st, qp);
+			st->pend_gen = obj_gen(tgid, SQ_OBJ_QP, qp);
+			st->pend_epoch = epoch;
+		}
 	}
 	st->call_prev_max = st->pend_max_wrs;
 	st->pend_calls++;
@@ -288,6 +296,33 @@ static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 		st->pend_enomem++;
 	else if (ret == EINVAL)
 		st->pend_einval++;
+}
+
+/* qp_final ends a destroyed QP's totals (counters mode): the destroying
+ * thread's pending counts go in, then the totals go to user space in one
+ * record and their entry is deleted. Counts another thread still keeps
+ * pending arrive later under the same generation. If the record cannot be
+ * sent the entry stays, for the next flush to read. */
+static __always_inline void qp_final(__u64 id, __u64 qp, __u32 gen)
+{
+	struct sq_gen_key k = { .pid = id >> 32, .gen = gen, .addr = qp };
+	struct thread_state *st = thread_state(id, 0);
+	struct sq_qp_final_rec *r;
+	struct sq_qp_counters *c;
+
+	if (st && st->pend_qp == qp && st->pend_gen == gen)
+		flush_posts(st, id >> 32);
+	c = bpf_map_lookup_elem(&qp_counters, &k);
+	if (!c)
+		return;
+	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r)
+		return;
+	fill_hdr(&r->hdr, SQ_REC_QP_FINAL, id, 0);
+	r->key = k;
+	r->c = *c;
+	bpf_map_delete_elem(&qp_counters, &k);
+	bpf_ringbuf_submit(r, 0);
 }
 
 #endif

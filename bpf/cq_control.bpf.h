@@ -82,15 +82,23 @@ int BPF_KPROBE(create_cq_ex_entry, void *context)
 	return 0;
 }
 
-/* Shared by both create flavours: a return takes only the arguments its
- * own kind of entry saved. */
-static __always_inline int create_cq_ret_common(__u64 cq, __u8 op)
+/* Shared by both create flavours: the new CQ's life starts (cq_born, also
+ * when the entry was not seen), then the call's record follows, from the
+ * arguments its own kind of entry saved. */
+static __always_inline int create_cq_ret_common(__u64 cq, __u8 op, __u8 via)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct call_args a;
+	struct call_args a = {}; /* a.op is read whether take_args found any */
 	struct sq_cq_rec *r;
+	int seen;
 
-	if (!wanted(id >> 32) || take_args(&ctl_args, &a) || a.op != CQ_ARGS_OP(op) || !cq)
+	if (!wanted(id >> 32))
+		return 0;
+	seen = !take_args(&ctl_args, &a) && a.op == CQ_ARGS_OP(op);
+	if (!cq)
+		return 0;
+	cq_born(id, cq, via);
+	if (!seen)
 		return 0;
 	r = new_cq_rec(id, &a);
 	if (!r)
@@ -107,13 +115,13 @@ static __always_inline int create_cq_ret_common(__u64 cq, __u8 op)
 SEC("uretprobe")
 int BPF_KRETPROBE(create_cq_ret, void *ret)
 {
-	return create_cq_ret_common((__u64)ret, SQ_CQ_CREATE);
+	return create_cq_ret_common((__u64)ret, SQ_CQ_CREATE, bpf_get_attach_cookie(ctx));
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(create_cq_ex_ret, void *ret)
 {
-	return create_cq_ret_common((__u64)ret, SQ_CQ_CREATE_EX);
+	return create_cq_ret_common((__u64)ret, SQ_CQ_CREATE_EX, bpf_get_attach_cookie(ctx));
 }
 
 SEC("uprobe")

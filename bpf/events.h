@@ -42,6 +42,9 @@
 /* struct ibv_pd */
 #define IBV_PD_CONTEXT                 0
 
+/* struct ibv_srq_init_attr */
+#define IBV_SRQ_INIT_ATTR_MAX_WR       8
+
 /* struct ibv_qp */
 #define IBV_QP_CONTEXT                 0
 #define IBV_QP_SEND_CQ                 24
@@ -180,6 +183,9 @@ enum sq_rec_kind {
 	SQ_REC_POLL = 3, /* struct sq_poll_rec, cut after wcs[n] */
 	SQ_REC_RECV = 4, /* struct sq_recv_rec */
 	SQ_REC_EXIT = 5, /* struct sq_exit_rec */
+	/* object lifetimes */
+	SQ_REC_OBJ      = 6, /* struct sq_obj_rec */
+	SQ_REC_QP_FINAL = 7, /* struct sq_qp_final_rec */
 	/* data-path entry points beyond post_send/poll_cq/post_recv */
 	SQ_REC_CQ       = 8, /* struct sq_cq_rec */
 	SQ_REC_POLL_EX  = 9, /* struct sq_poll_rec of an ibv_start_poll..ibv_end_poll
@@ -298,6 +304,7 @@ struct sq_qp_rec {
 	__u8  stopped;   /* 1: the process was sent SIGSTOP for unknown fns */
 	__u8  pad;
 	__u64 fns[SQ_FN_COUNT];
+	__u64 gen;       /* CREATE, DESTROY: the QP's generation (0: not known) */
 };
 
 /* A CQ control-path call. fns[] holds the data-path functions it revealed
@@ -402,6 +409,8 @@ struct sq_cq_stats {
 	__u64 empty;
 	__u64 polls;
 	__u64 cqes;
+	__u32 gen;       /* the CQ's generation (0: created before tracing, or not seen) */
+	__u32 pad;
 };
 
 /* Per-QP totals of the low-overhead (counters) mode. Posted WRs only (the
@@ -428,6 +437,56 @@ struct sq_qp_counters {
 	__u64 sge_cut_wrs;    /* posted WRs with more SGEs (or inline buffers) than SQ_MAX_SGES: bytes not all summed
 	                       * (of the WRs walked; of a wr batch, its first SQ_MAX_WRS) */
 	__u64 sges_not_summed;/* SGEs of those WRs past the bound (each WR's count saturates at 255) */
+};
+
+/* ---- object lifecycle -------------------------------------------------- */
+
+/* A QP, CQ or SRQ is one object from its create to its destroy: its
+ * generation is its place in the creation sequence of the objects seen
+ * (1, 2, ...; 0 for one created before tracing began). An address or a QP
+ * number used again belongs to a new object, with a new generation. */
+
+/* Key of the counters mode's per-QP totals: one QP's lifetime. */
+struct sq_gen_key {
+	__u32 pid;
+	__u32 gen;
+	__u64 addr;
+};
+
+/* sq_obj_type is sq_obj_rec.type. */
+enum sq_obj_type {
+	SQ_OBJ_QP  = 1,
+	SQ_OBJ_CQ  = 2,
+	SQ_OBJ_SRQ = 3,
+};
+
+/* sq_obj_op is sq_obj_rec.op. */
+enum sq_obj_op {
+	SQ_OBJ_CREATE  = 1,
+	SQ_OBJ_DESTROY = 2,
+};
+
+/* A CQ or SRQ created or destroyed. */
+struct sq_obj_rec {
+	struct sq_hdr hdr;
+	__u64 addr;      /* struct ibv_cq * or struct ibv_srq * */
+	__u32 gen;
+	__s32 ret;       /* DESTROY: the return code */
+	__u32 size;      /* CREATE: the CQ's cqe, the SRQ's max_wr */
+	__u8  type;      /* enum sq_obj_type */
+	__u8  op;        /* enum sq_obj_op */
+	__u8  via;       /* enum sq_via */
+	__u8  pad;
+	/* CQ CREATE: the counts the CQ that held this address before had not
+	 * handed over yet, with its generation (all 0: none) */
+	struct sq_cq_stats prev;
+};
+
+/* Counters mode: a QP's totals at its destroy, which ends them. */
+struct sq_qp_final_rec {
+	struct sq_hdr hdr;
+	struct sq_gen_key key;
+	struct sq_qp_counters c;
 };
 
 /* SQ_MODE_* is the const volatile targ_mode. */

@@ -18,6 +18,13 @@ struct task_struct___sq {
 	struct signal_struct___sq *signal;
 } __attribute__((preserve_access_index));
 
+/* Set by the one exit record of the target (targ_tgid): two threads that
+ * exit together may both see live at 0. */
+__u64 targ_exited = 0; /* 64 bits: the compare-and-swap needs them */
+
+/* A process ends with its last thread, whichever that is: the main thread
+ * may have left long before (pthread_exit) and wait as a zombie. One
+ * record per process, sent by the thread that finds no other one left. */
 SEC("raw_tracepoint/sched_process_exit")
 int proc_exit(void *ctx)
 {
@@ -43,7 +50,9 @@ int proc_exit(void *ctx)
 	/* the last thread of the group decremented live before this point */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
-	bpf_map_delete_elem(&procs, &tgid);
+	if (targ_tgid ? __sync_val_compare_and_swap(&targ_exited, 0, 1) != 0
+		      : bpf_map_delete_elem(&procs, &tgid) != 0)
+		return 0; /* another thread sent it */
 	fill_hdr(&r.hdr, SQ_REC_EXIT, id, 0);
 	r.exit_code = BPF_CORE_READ(task, exit_code);
 	output_now(&r, sizeof(r));

@@ -134,6 +134,10 @@ struct thread_state {
 	__u32 call_sge_cut_wrs;
 	__u32 call_sges_not_summed;
 	__u32 pad4;
+	/* Counters mode: the generation of the QP the pending counts are of,
+	 * and qp_gen when it was looked up */
+	__u32 pend_gen;
+	__u32 pend_epoch;
 };
 
 /* thread_state.call_counted: the post in progress was counted at its
@@ -212,11 +216,11 @@ struct {
 	__type(value, struct sq_cq_stats);
 } cq_stats SEC(".maps");
 
-/* Counters mode: per-QP totals. */
+/* Counters mode: per-QP totals, one entry per QP lifetime. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
-	__type(key, struct sq_key);
+	__type(key, struct sq_gen_key);
 	__type(value, struct sq_qp_counters);
 } qp_counters SEC(".maps");
 
@@ -251,6 +255,10 @@ struct {
 const struct sq_qp_rec *unused_qp __attribute__((unused));
 const struct sq_recv_rec *unused_recv __attribute__((unused));
 const struct sq_exit_rec *unused_exit __attribute__((unused));
+const struct sq_obj_rec *unused_obj __attribute__((unused));
+const struct sq_qp_final_rec *unused_qp_final __attribute__((unused));
+const enum sq_obj_type *unused_obj_type __attribute__((unused));
+const enum sq_obj_op *unused_obj_op __attribute__((unused));
 const enum sq_rec_kind *unused_kind __attribute__((unused));
 const enum sq_qp_op *unused_op __attribute__((unused));
 const enum sq_via *unused_via __attribute__((unused));

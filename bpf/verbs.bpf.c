@@ -22,15 +22,17 @@
  *   output.bpf.h     record sizes and headers, ring-buffer output
  *   user_mem.bpf.h   user-memory reads and windows, hand-copied verbs structs
  *   thread.bpf.h     the calling thread's state, a call's entry and return
- *   control.bpf.h    create/modify/destroy QP, qp_to_qp_ex, alloc_pd
- *   cq_control.bpf.h create (and create_ex)/modify/resize/destroy CQ, open_device
+ *   objects.bpf.h    which QP, CQ or SRQ lives at an address: generations
  *   send_walk.bpf.h  the walk over a post_send WR list
  *   counters.bpf.h   the counters mode's per-QP totals
+ *   control.bpf.h    create/modify/destroy QP, qp_to_qp_ex, alloc_pd
  *   post_send.bpf.h  ibv_post_send
  *   poll_cq.bpf.h    ibv_poll_cq
  *   poll_cq_ex.bpf.h ibv_start_poll, ibv_next_poll, ibv_end_poll
  *   post_recv.bpf.h  ibv_post_recv, ibv_post_srq_recv
  *   wr_api.bpf.h     the ibv_wr_* batch
+ *   lifecycle.bpf.h  a CQ's birth (cq_born), create/destroy SRQ
+ *   cq_control.bpf.h create (and create_ex)/modify/resize/destroy CQ, open_device
  *   exit.bpf.h       process exit, and the hand-over when detaching
  */
 #include <linux/bpf.h>
@@ -51,13 +53,15 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "output.bpf.h"
 #include "user_mem.bpf.h"
 #include "thread.bpf.h"
-#include "control.bpf.h"
-#include "cq_control.bpf.h"
+#include "objects.bpf.h"
 #include "send_walk.bpf.h"
 #include "counters.bpf.h"
+#include "control.bpf.h"
 #include "post_send.bpf.h"
 #include "poll_cq.bpf.h"
 #include "poll_cq_ex.bpf.h"
 #include "post_recv.bpf.h"
 #include "wr_api.bpf.h"
+#include "lifecycle.bpf.h"
+#include "cq_control.bpf.h"
 #include "exit.bpf.h"

@@ -27,6 +27,19 @@ type VerbsCallArgs struct {
 	Pad  uint8
 }
 
+type VerbsLife struct {
+	_   structs.HostLayout
+	Gen uint32
+	Qpn uint32
+}
+
+type VerbsLifeKey struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Type uint32
+	Addr uint64
+}
+
 type VerbsScratch struct {
 	_    structs.HostLayout
 	Post VerbsSqPostRec
@@ -73,6 +86,8 @@ type VerbsSqCqStats struct {
 	Empty uint64
 	Polls uint64
 	Cqes  uint64
+	Gen   uint32
+	Pad   uint32
 }
 
 type VerbsSqExitRec struct {
@@ -122,6 +137,13 @@ const (
 	VerbsSqFnSQ_FN_COUNT                   VerbsSqFn = 34
 )
 
+type VerbsSqGenKey struct {
+	_    structs.HostLayout
+	Pid  uint32
+	Gen  uint32
+	Addr uint64
+}
+
 type VerbsSqHdr struct {
 	_       structs.HostLayout
 	Ts      uint64
@@ -138,6 +160,35 @@ type VerbsSqKey struct {
 	Pad  uint32
 	Addr uint64
 }
+
+type VerbsSqObjOp uint32
+
+const (
+	VerbsSqObjOpSQ_OBJ_CREATE  VerbsSqObjOp = 1
+	VerbsSqObjOpSQ_OBJ_DESTROY VerbsSqObjOp = 2
+)
+
+type VerbsSqObjRec struct {
+	_    structs.HostLayout
+	Hdr  VerbsSqHdr
+	Addr uint64
+	Gen  uint32
+	Ret  int32
+	Size uint32
+	Type uint8
+	Op   uint8
+	Via  uint8
+	Pad  uint8
+	Prev VerbsSqCqStats
+}
+
+type VerbsSqObjType uint32
+
+const (
+	VerbsSqObjTypeSQ_OBJ_QP  VerbsSqObjType = 1
+	VerbsSqObjTypeSQ_OBJ_CQ  VerbsSqObjType = 2
+	VerbsSqObjTypeSQ_OBJ_SRQ VerbsSqObjType = 3
+)
 
 type VerbsSqPollRec struct {
 	_           structs.HostLayout
@@ -188,6 +239,13 @@ type VerbsSqQpCounters struct {
 	SgesNotSummed uint64
 }
 
+type VerbsSqQpFinalRec struct {
+	_   structs.HostLayout
+	Hdr VerbsSqHdr
+	Key VerbsSqGenKey
+	C   VerbsSqQpCounters
+}
+
 type VerbsSqQpOp uint32
 
 const (
@@ -219,6 +277,7 @@ type VerbsSqQpRec struct {
 	Stopped uint8
 	Pad     uint8
 	Fns     [34]uint64
+	Gen     uint64
 }
 
 type VerbsSqRecKind uint32
@@ -229,6 +288,8 @@ const (
 	VerbsSqRecKindSQ_REC_POLL     VerbsSqRecKind = 3
 	VerbsSqRecKindSQ_REC_RECV     VerbsSqRecKind = 4
 	VerbsSqRecKindSQ_REC_EXIT     VerbsSqRecKind = 5
+	VerbsSqRecKindSQ_REC_OBJ      VerbsSqRecKind = 6
+	VerbsSqRecKindSQ_REC_QP_FINAL VerbsSqRecKind = 7
 	VerbsSqRecKindSQ_REC_CQ       VerbsSqRecKind = 8
 	VerbsSqRecKindSQ_REC_POLL_EX  VerbsSqRecKind = 9
 	VerbsSqRecKindSQ_REC_SRQ_RECV VerbsSqRecKind = 10
@@ -317,6 +378,8 @@ type VerbsThreadState struct {
 	CallSgeCutWrs     uint32
 	CallSgesNotSummed uint32
 	Pad4              uint32
+	PendGen           uint32
+	PendEpoch         uint32
 }
 
 type VerbsWalk struct {
@@ -379,6 +442,7 @@ const (
 	VerbsMapExPolls              = "ex_polls"
 	VerbsMapKnownFns             = "known_fns"
 	VerbsMapLost                 = "lost"
+	VerbsMapObjLife              = "obj_life"
 	VerbsMapProcs                = "procs"
 	VerbsMapQpCounters           = "qp_counters"
 	VerbsMapScratch              = "scratch"
@@ -397,10 +461,14 @@ const (
 	VerbsProgCreateQpEntry       = "create_qp_entry"
 	VerbsProgCreateQpExEntry     = "create_qp_ex_entry"
 	VerbsProgCreateQpRet         = "create_qp_ret"
+	VerbsProgCreateSrqEntry      = "create_srq_entry"
+	VerbsProgCreateSrqRet        = "create_srq_ret"
 	VerbsProgDestroyCqEntry      = "destroy_cq_entry"
 	VerbsProgDestroyCqRet        = "destroy_cq_ret"
 	VerbsProgDestroyQpEntry      = "destroy_qp_entry"
 	VerbsProgDestroyQpRet        = "destroy_qp_ret"
+	VerbsProgDestroySrqEntry     = "destroy_srq_entry"
+	VerbsProgDestroySrqRet       = "destroy_srq_ret"
 	VerbsProgEndPollEntry        = "end_poll_entry"
 	VerbsProgHandOver            = "hand_over"
 	VerbsProgModifyCqEntry       = "modify_cq_entry"
@@ -437,10 +505,12 @@ const (
 	VerbsVarMaxWalk              = "max_walk"
 	VerbsVarMaxWcs               = "max_wcs"
 	VerbsVarMaxWrs               = "max_wrs"
+	VerbsVarObjSeq               = "obj_seq"
 	VerbsVarQpGen                = "qp_gen"
 	VerbsVarSelfTgid             = "self_tgid"
 	VerbsVarSlotMask             = "slot_mask"
 	VerbsVarStopOnNew            = "stop_on_new"
+	VerbsVarTargExited           = "targ_exited"
 	VerbsVarTargMode             = "targ_mode"
 	VerbsVarTargTgid             = "targ_tgid"
 	VerbsVarUnusedCq             = "unused_cq"
@@ -448,8 +518,12 @@ const (
 	VerbsVarUnusedExit           = "unused_exit"
 	VerbsVarUnusedFn             = "unused_fn"
 	VerbsVarUnusedKind           = "unused_kind"
+	VerbsVarUnusedObj            = "unused_obj"
+	VerbsVarUnusedObjOp          = "unused_obj_op"
+	VerbsVarUnusedObjType        = "unused_obj_type"
 	VerbsVarUnusedOp             = "unused_op"
 	VerbsVarUnusedQp             = "unused_qp"
+	VerbsVarUnusedQpFinal        = "unused_qp_final"
 	VerbsVarUnusedRecv           = "unused_recv"
 	VerbsVarUnusedVia            = "unused_via"
 	VerbsVarUseThreadSlots       = "use_thread_slots"
@@ -506,10 +580,14 @@ type VerbsProgramSpecs struct {
 	CreateQpEntry       *ebpf.ProgramSpec `ebpf:"create_qp_entry"`
 	CreateQpExEntry     *ebpf.ProgramSpec `ebpf:"create_qp_ex_entry"`
 	CreateQpRet         *ebpf.ProgramSpec `ebpf:"create_qp_ret"`
+	CreateSrqEntry      *ebpf.ProgramSpec `ebpf:"create_srq_entry"`
+	CreateSrqRet        *ebpf.ProgramSpec `ebpf:"create_srq_ret"`
 	DestroyCqEntry      *ebpf.ProgramSpec `ebpf:"destroy_cq_entry"`
 	DestroyCqRet        *ebpf.ProgramSpec `ebpf:"destroy_cq_ret"`
 	DestroyQpEntry      *ebpf.ProgramSpec `ebpf:"destroy_qp_entry"`
 	DestroyQpRet        *ebpf.ProgramSpec `ebpf:"destroy_qp_ret"`
+	DestroySrqEntry     *ebpf.ProgramSpec `ebpf:"destroy_srq_entry"`
+	DestroySrqRet       *ebpf.ProgramSpec `ebpf:"destroy_srq_ret"`
 	EndPollEntry        *ebpf.ProgramSpec `ebpf:"end_poll_entry"`
 	HandOver            *ebpf.ProgramSpec `ebpf:"hand_over"`
 	ModifyCqEntry       *ebpf.ProgramSpec `ebpf:"modify_cq_entry"`
@@ -553,6 +631,7 @@ type VerbsMapSpecs struct {
 	ExPolls      *ebpf.MapSpec `ebpf:"ex_polls"`
 	KnownFns     *ebpf.MapSpec `ebpf:"known_fns"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	ObjLife      *ebpf.MapSpec `ebpf:"obj_life"`
 	Procs        *ebpf.MapSpec `ebpf:"procs"`
 	QpCounters   *ebpf.MapSpec `ebpf:"qp_counters"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
@@ -575,10 +654,12 @@ type VerbsVariableSpecs struct {
 	MaxWalk         *ebpf.VariableSpec `ebpf:"max_walk"`
 	MaxWcs          *ebpf.VariableSpec `ebpf:"max_wcs"`
 	MaxWrs          *ebpf.VariableSpec `ebpf:"max_wrs"`
+	ObjSeq          *ebpf.VariableSpec `ebpf:"obj_seq"`
 	QpGen           *ebpf.VariableSpec `ebpf:"qp_gen"`
 	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SlotMask        *ebpf.VariableSpec `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.VariableSpec `ebpf:"stop_on_new"`
+	TargExited      *ebpf.VariableSpec `ebpf:"targ_exited"`
 	TargMode        *ebpf.VariableSpec `ebpf:"targ_mode"`
 	TargTgid        *ebpf.VariableSpec `ebpf:"targ_tgid"`
 	UnusedCq        *ebpf.VariableSpec `ebpf:"unused_cq"`
@@ -586,8 +667,12 @@ type VerbsVariableSpecs struct {
 	UnusedExit      *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedFn        *ebpf.VariableSpec `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.VariableSpec `ebpf:"unused_kind"`
+	UnusedObj       *ebpf.VariableSpec `ebpf:"unused_obj"`
+	UnusedObjOp     *ebpf.VariableSpec `ebpf:"unused_obj_op"`
+	UnusedObjType   *ebpf.VariableSpec `ebpf:"unused_obj_type"`
 	UnusedOp        *ebpf.VariableSpec `ebpf:"unused_op"`
 	UnusedQp        *ebpf.VariableSpec `ebpf:"unused_qp"`
+	UnusedQpFinal   *ebpf.VariableSpec `ebpf:"unused_qp_final"`
 	UnusedRecv      *ebpf.VariableSpec `ebpf:"unused_recv"`
 	UnusedVia       *ebpf.VariableSpec `ebpf:"unused_via"`
 	UseThreadSlots  *ebpf.VariableSpec `ebpf:"use_thread_slots"`
@@ -621,6 +706,7 @@ type VerbsMaps struct {
 	ExPolls      *ebpf.Map `ebpf:"ex_polls"`
 	KnownFns     *ebpf.Map `ebpf:"known_fns"`
 	Lost         *ebpf.Map `ebpf:"lost"`
+	ObjLife      *ebpf.Map `ebpf:"obj_life"`
 	Procs        *ebpf.Map `ebpf:"procs"`
 	QpCounters   *ebpf.Map `ebpf:"qp_counters"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
@@ -642,6 +728,7 @@ func (m *VerbsMaps) Close() error {
 		m.ExPolls,
 		m.KnownFns,
 		m.Lost,
+		m.ObjLife,
 		m.Procs,
 		m.QpCounters,
 		m.Scratch,
@@ -665,10 +752,12 @@ type VerbsVariables struct {
 	MaxWalk         *ebpf.Variable `ebpf:"max_walk"`
 	MaxWcs          *ebpf.Variable `ebpf:"max_wcs"`
 	MaxWrs          *ebpf.Variable `ebpf:"max_wrs"`
+	ObjSeq          *ebpf.Variable `ebpf:"obj_seq"`
 	QpGen           *ebpf.Variable `ebpf:"qp_gen"`
 	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
 	SlotMask        *ebpf.Variable `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.Variable `ebpf:"stop_on_new"`
+	TargExited      *ebpf.Variable `ebpf:"targ_exited"`
 	TargMode        *ebpf.Variable `ebpf:"targ_mode"`
 	TargTgid        *ebpf.Variable `ebpf:"targ_tgid"`
 	UnusedCq        *ebpf.Variable `ebpf:"unused_cq"`
@@ -676,8 +765,12 @@ type VerbsVariables struct {
 	UnusedExit      *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedFn        *ebpf.Variable `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.Variable `ebpf:"unused_kind"`
+	UnusedObj       *ebpf.Variable `ebpf:"unused_obj"`
+	UnusedObjOp     *ebpf.Variable `ebpf:"unused_obj_op"`
+	UnusedObjType   *ebpf.Variable `ebpf:"unused_obj_type"`
 	UnusedOp        *ebpf.Variable `ebpf:"unused_op"`
 	UnusedQp        *ebpf.Variable `ebpf:"unused_qp"`
+	UnusedQpFinal   *ebpf.Variable `ebpf:"unused_qp_final"`
 	UnusedRecv      *ebpf.Variable `ebpf:"unused_recv"`
 	UnusedVia       *ebpf.Variable `ebpf:"unused_via"`
 	UseThreadSlots  *ebpf.Variable `ebpf:"use_thread_slots"`
@@ -696,10 +789,14 @@ type VerbsPrograms struct {
 	CreateQpEntry       *ebpf.Program `ebpf:"create_qp_entry"`
 	CreateQpExEntry     *ebpf.Program `ebpf:"create_qp_ex_entry"`
 	CreateQpRet         *ebpf.Program `ebpf:"create_qp_ret"`
+	CreateSrqEntry      *ebpf.Program `ebpf:"create_srq_entry"`
+	CreateSrqRet        *ebpf.Program `ebpf:"create_srq_ret"`
 	DestroyCqEntry      *ebpf.Program `ebpf:"destroy_cq_entry"`
 	DestroyCqRet        *ebpf.Program `ebpf:"destroy_cq_ret"`
 	DestroyQpEntry      *ebpf.Program `ebpf:"destroy_qp_entry"`
 	DestroyQpRet        *ebpf.Program `ebpf:"destroy_qp_ret"`
+	DestroySrqEntry     *ebpf.Program `ebpf:"destroy_srq_entry"`
+	DestroySrqRet       *ebpf.Program `ebpf:"destroy_srq_ret"`
 	EndPollEntry        *ebpf.Program `ebpf:"end_poll_entry"`
 	HandOver            *ebpf.Program `ebpf:"hand_over"`
 	ModifyCqEntry       *ebpf.Program `ebpf:"modify_cq_entry"`
@@ -742,10 +839,14 @@ func (p *VerbsPrograms) Close() error {
 		p.CreateQpEntry,
 		p.CreateQpExEntry,
 		p.CreateQpRet,
+		p.CreateSrqEntry,
+		p.CreateSrqRet,
 		p.DestroyCqEntry,
 		p.DestroyCqRet,
 		p.DestroyQpEntry,
 		p.DestroyQpRet,
+		p.DestroySrqEntry,
+		p.DestroySrqRet,
 		p.EndPollEntry,
 		p.HandOver,
 		p.ModifyCqEntry,

@@ -64,15 +64,16 @@ func imports(t *testing.T) (product, tests map[string]map[string]bool) {
 func TestImportRules(t *testing.T) {
 	product, tests := imports(t)
 	allowed := map[string][]string{ // product code; "C" is cgo
-		"ibv":      {},
-		"trace":    {"ibv"},
-		"analyzer": {"trace", "ibv"},
-		"tui":      {"analyzer", "ibv"},
-		"export":   {"analyzer", "trace", "ibv"},
-		"session":  {"analyzer", "probe", "trace", "ibv"},
-		"probe":    {"bpf", "trace", "ibv"},
-		"verbs":    {"ibv", "C"},
-		"workload": {"verbs", "ibv", "C"},
+		"ibv":             {},
+		"trace":           {"ibv"},
+		"analyzer":        {"trace", "ibv"},
+		"tui":             {"analyzer", "ibv"},
+		"export":          {"analyzer", "export/perfetto", "trace", "ibv"},
+		"export/perfetto": {},
+		"session":         {"analyzer", "probe", "trace", "ibv", "internal/outfile"},
+		"probe":           {"bpf", "trace", "ibv"},
+		"verbs":           {"ibv", "C"},
+		"workload":        {"verbs", "ibv", "C"},
 	}
 	for pkg, ok := range allowed {
 		if product[pkg] == nil {

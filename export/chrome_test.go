@@ -18,17 +18,20 @@ func TestUsec(t *testing.T) {
 		{18446744073709551615, "18446744073709551.615"},
 	}
 	for _, tc := range tests {
-		if got := string(usec(tc.ns)); got != tc.want {
+		if got := string(appendUsec(nil, tc.ns)); got != tc.want {
 			t.Errorf("usec(%d) = %s, want %s", tc.ns, got, tc.want)
 		}
 	}
 }
 
-// A post whose list or SGE lists the tracer cut says so in its slice; a
-// whole one carries no such argument.
+// A post whose list or SGE lists the tracer cut says so in its arguments;
+// a whole one carries no such argument.
 func TestChromePostSaysWhatWasCut(t *testing.T) {
 	var out bytes.Buffer
-	x := NewChrome(&out, ChromeOptions{Recording: "r.sqscope", Info: trace.FileInfo{Target: "t"}})
+	x, err := New(&out, FormatChrome, Options{Recording: "r.sqscope", Info: trace.FileInfo{Target: "t"}, Instants: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := trace.Header{TimeNS: 1000, PID: 7, TID: 7}
 	x.Event(&trace.QPCreate{Header: h, QP: 1, QPNum: 0x10, Type: trace.QPType(ibv.QPTRC),
 		Caps: trace.Caps{MaxSendWR: 4096, MaxSendSGE: 30}})

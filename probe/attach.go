@@ -212,7 +212,7 @@ func (t *Tracer) hookNewLibibverbs() {
 		if !isLibibverbs(m.Path) {
 			continue
 		}
-		open := fmt.Sprintf("/proc/%d/root%s", pid, m.Path)
+		open := ProcDir(pid) + "/root" + m.Path
 		id, err := fileIDOf(open)
 		if err != nil || t.ibvHooked[id] {
 			continue
@@ -234,7 +234,7 @@ func (t *Tracer) simBinaries() [][2]string {
 	case t.opts.Exe != "":
 		out = append(out, [2]string{t.opts.Exe, t.opts.Exe})
 	case t.opts.PID != 0:
-		exe := fmt.Sprintf("/proc/%d/exe", t.opts.PID)
+		exe := ProcDir(t.opts.PID) + "/exe"
 		if p, err := os.Readlink(exe); err == nil {
 			out = append(out, [2]string{p, exe})
 		} else {
@@ -279,6 +279,18 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 		t.recordLocked(a)
 		return a
 	}
+	// The kernel keeps a uprobe to a process by the main thread's memory,
+	// which goes when the main thread exits: a probe placed after that
+	// would never fire. It is placed for every process then, and the
+	// programs keep to the target (targ_tgid; flush reads its counts only).
+	filter := t.opts.PID
+	if filter != 0 && leaderExited(filter) {
+		filter = 0
+		if !t.warnedLeader {
+			t.warnedLeader = true
+			t.warnings = append(t.warnings, fmt.Sprintf("the main thread of process %d has exited: probes placed from now on fire in every process that maps their file, and are ignored outside process %d", t.opts.PID, t.opts.PID))
+		}
+	}
 	var placed []link.Link
 	// The return probe goes first: a call entering before it exists then
 	// finds no saved arguments and is skipped as a whole.
@@ -289,7 +301,7 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 		if p.prog == nil {
 			continue
 		}
-		l, err := t.uprobes.Attach(ex, p.prog(&t.objs.VerbsPrograms), off, cookie, t.opts.PID, p.ret)
+		l, err := t.uprobes.Attach(ex, p.prog(&t.objs.VerbsPrograms), off, cookie, filter, p.ret)
 		if err != nil {
 			for _, l := range placed {
 				l.Close()

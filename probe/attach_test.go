@@ -407,7 +407,7 @@ func TestDetachHandsOverPendingCounts(t *testing.T) {
 				t.Fatal(err)
 			}
 			// the target is still running, idle
-			if processGone(cmd.Process.Pid) {
+			if Ended(cmd.Process.Pid) {
 				t.Fatal("the target exited before the tracer detached")
 			}
 			var calls, wrs, polls, empty uint64

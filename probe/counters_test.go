@@ -103,6 +103,7 @@ func countersByNum(got tally) map[uint32]trace.QPCounters {
 		v := *c
 		v.Header = trace.Header{}
 		v.QP = 0
+		v.Gen = 0 // events know it from the QP's create; session/lifecycle_test.go checks it
 		byNum[c.QPNum] = v
 	}
 	return byNum

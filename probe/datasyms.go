@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"fmt"
 	"os"
 	"strings"
 )
@@ -52,7 +51,7 @@ func (t *Tracer) attachDataPathBySymbol() int {
 	pid := t.opts.PID
 	files := [][2]string{}
 	if p, err := readlinkExe(pid); err == nil {
-		files = append(files, [2]string{p, fmt.Sprintf("/proc/%d/exe", pid)})
+		files = append(files, [2]string{p, ProcDir(pid) + "/exe"})
 	}
 	if maps, err := readMaps(pid); err == nil {
 		seen := map[string]bool{}
@@ -61,7 +60,7 @@ func (t *Tracer) attachDataPathBySymbol() int {
 				continue
 			}
 			seen[m.Path] = true
-			files = append(files, [2]string{m.Path, fmt.Sprintf("/proc/%d/root%s", pid, m.Path)})
+			files = append(files, [2]string{m.Path, ProcDir(pid) + "/root" + m.Path})
 		}
 	}
 	placed := 0
@@ -86,5 +85,5 @@ func (t *Tracer) attachDataPathBySymbol() int {
 }
 
 func readlinkExe(pid int) (string, error) {
-	return os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	return os.Readlink(ProcDir(pid) + "/exe")
 }

@@ -20,6 +20,8 @@ var (
 	cqRecSize    = int(unsafe.Sizeof(bpf.VerbsSqCqRec{}))
 	recvRecSize  = int(unsafe.Sizeof(bpf.VerbsSqRecvRec{}))
 	exitRecSize  = int(unsafe.Sizeof(bpf.VerbsSqExitRec{}))
+	objRecSize   = int(unsafe.Sizeof(bpf.VerbsSqObjRec{}))
+	finalRecSize = int(unsafe.Sizeof(bpf.VerbsSqQpFinalRec{}))
 	maxRecordWRs = len(bpf.VerbsSqPostRec{}.Wrs)
 	maxRecordWCs = len(bpf.VerbsSqPollRec{}.Wcs)
 )
@@ -101,10 +103,29 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 			t.exitSeen = true
 		}
 		fn(ev)
+	case bpf.VerbsSqRecKindSQ_REC_OBJ:
+		if err := checkSize("lifecycle", len(raw), objRecSize); err != nil {
+			return err
+		}
+		decodeInto(&t.objRec, raw)
+		t.objRecord(&t.objRec, fn)
+	case bpf.VerbsSqRecKindSQ_REC_QP_FINAL:
+		if err := checkSize("final QP totals", len(raw), finalRecSize); err != nil {
+			return err
+		}
+		decodeInto(&t.finalRec, raw)
+		t.qpFinal(&t.finalRec, fn)
 	default:
 		return fmt.Errorf("BPF record of unknown kind %d", kind)
 	}
 	return nil
+}
+
+// foreign reports whether pid is not the traced process: counts another
+// process left in the maps, through probes placed for every process (see
+// attach), are not reported.
+func (t *Tracer) foreign(pid uint32) bool {
+	return t.opts.PID != 0 && pid != uint32(t.opts.PID)
 }
 
 func header(h *bpf.VerbsSqHdr) trace.Header {
@@ -132,11 +153,11 @@ func qpEvent(r *bpf.VerbsSqQpRec) trace.Event {
 			Caps: trace.Caps{MaxSendWR: r.Caps.MaxSendWr, MaxRecvWR: r.Caps.MaxRecvWr,
 				MaxSendSGE: r.Caps.MaxSendSge, MaxRecvSGE: r.Caps.MaxRecvSge,
 				MaxInlineData: r.Caps.MaxInlineData},
-			Via: via}
+			Via: via, Gen: r.Gen}
 	case bpf.VerbsSqQpOpSQ_QP_MODIFY:
 		return &trace.QPModify{Header: h, QP: r.Qp, QPNum: r.QpNum, State: r.State, Ret: r.Ret}
 	case bpf.VerbsSqQpOpSQ_QP_DESTROY:
-		return &trace.QPDestroy{Header: h, QP: r.Qp, QPNum: r.QpNum, Ret: r.Ret}
+		return &trace.QPDestroy{Header: h, QP: r.Qp, QPNum: r.QpNum, Ret: r.Ret, Gen: r.Gen}
 	}
 	return nil // qp_to_qp_ex, alloc_pd: they only reveal functions
 }
@@ -224,36 +245,26 @@ func (t *Tracer) flush(fn func(trace.Event)) {
 	var s bpf.VerbsSqCqStats
 	it := t.objs.CqStats.Iterate()
 	for it.Next(&k, &s) {
-		if t.opts.Mode == ModeCounters {
-			// the totals say it all; no separate empty-poll events
-			if t.cqSeen[k] != s {
-				t.cqSeen[k] = s
-				fn(&trace.CQCounters{Header: trace.Header{TimeNS: now, PID: k.Pid}, CQ: k.Addr,
-					Polls: s.Polls, CQEs: s.Cqes, Empty: s.Empty})
-			}
+		if t.foreign(k.Pid) {
 			continue
 		}
-		if seen := t.emptySeen[k]; s.Empty > seen {
-			fn(&trace.EmptyPolls{Header: trace.Header{TimeNS: now, PID: k.Pid}, CQ: k.Addr, Count: s.Empty - seen})
-			t.emptySeen[k] = s.Empty
-		}
+		t.cqReport(now, cqGenKey{k.Pid, k.Addr, s.Gen}, s, fn)
 	}
 
 	if t.opts.Mode != ModeCounters {
 		return
 	}
+	var gk bpf.VerbsSqGenKey
 	var c bpf.VerbsSqQpCounters
 	it = t.objs.QpCounters.Iterate()
-	for it.Next(&k, &c) {
-		if t.countsSeen[k] == c {
+	for it.Next(&gk, &c) {
+		if t.foreign(gk.Pid) || t.countsSeen[gk] == c {
 			continue
 		}
-		t.countsSeen[k] = c
-		fn(&trace.QPCounters{Header: trace.Header{TimeNS: now, PID: k.Pid}, QP: k.Addr, QPNum: c.QpNum,
-			PostCalls: c.PostCalls, WRs: c.Wrs, Inline: c.InlineWrs, Signaled: c.Signaled,
-			Doorbells: c.Doorbells, Errors: c.Errors, ENOMEM: c.Enomem, EINVAL: c.Einval,
-			InlineBytes: c.InlineBytes, PayloadBytes: c.PayloadBytes, PayloadSGEs: c.PayloadSges,
-			WRsPerCallMax: c.MaxWrsPerCall, WalkCappedPosts: c.WalkCapped, SGECutWRs: c.SgeCutWrs,
-			SGEsNotSummed: c.SgesNotSummed})
+		t.countsSeen[gk] = c
+		if f, ok := t.qpFinals[gk]; ok {
+			c = addQPCounters(f, c) // counted after the QP's destroy
+		}
+		fn(qpCounters(now, gk, c))
 	}
 }

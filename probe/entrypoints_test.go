@@ -113,22 +113,22 @@ func TestTraceEveryEntryPoint(t *testing.T) {
 		{"empty polls", empty, want.ExEmpty},
 		{"ibv_post_srq_recv calls", srqCalls, want.SRQCalls},
 		{"SRQ receive WRs", srqWRs, want.SRQWRs},
-		{"CQ creates", uint64(len(cqCalls[trace.CQCreate]) + len(cqCalls[trace.CQCreateEx])), want.CQCreates},
-		{"CQ modifies", uint64(len(cqCalls[trace.CQModify])), want.CQModifies},
-		{"CQ resizes", uint64(len(cqCalls[trace.CQResize])), want.CQResizes},
-		{"CQ destroys", uint64(len(cqCalls[trace.CQDestroy])), want.CQDestroys},
+		{"CQ creates", uint64(len(cqCalls[trace.CQOpCreate]) + len(cqCalls[trace.CQOpCreateEx])), want.CQCreates},
+		{"CQ modifies", uint64(len(cqCalls[trace.CQOpModify])), want.CQModifies},
+		{"CQ resizes", uint64(len(cqCalls[trace.CQOpResize])), want.CQResizes},
+		{"CQ destroys", uint64(len(cqCalls[trace.CQOpDestroy])), want.CQDestroys},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: traced %d, target did %d", c.name, c.got, c.want)
 		}
 	}
-	if x := cqCalls[trace.CQCreateEx]; len(x) != 1 || x[0].CQE != 255 || x[0].Via != "ibv_create_cq_ex" {
+	if x := cqCalls[trace.CQOpCreateEx]; len(x) != 1 || x[0].CQE != 255 || x[0].Via != "ibv_create_cq_ex" {
 		t.Errorf("extended CQ creation %+v: want depth 255 through the verbs_context", x)
 	}
-	if x := cqCalls[trace.CQModify]; len(x) != 1 || x[0].ModCount != 8 || x[0].ModPeriodUS != 16 || x[0].Via != "ibv_modify_cq" {
+	if x := cqCalls[trace.CQOpModify]; len(x) != 1 || x[0].ModCount != 8 || x[0].ModPeriodUS != 16 || x[0].Via != "ibv_modify_cq" {
 		t.Errorf("modify %+v: want moderation 8/16 through the verbs_context", x)
 	}
-	if x := cqCalls[trace.CQResize]; len(x) != 1 || x[0].CQE != 301 || x[0].Via != "sqsim_resize_cq" {
+	if x := cqCalls[trace.CQOpResize]; len(x) != 1 || x[0].CQE != 301 || x[0].Via != "sqsim_resize_cq" {
 		t.Errorf("resize %+v: want the depth the provider made of 300", x)
 	}
 	for _, f := range []string{"start_poll", "next_poll", "end_poll", "create_cq_ex", "modify_cq", "post_srq_recv",

@@ -58,8 +58,10 @@ func ParseProbe(s string) (ExplicitProbe, error) {
 }
 
 // CheckProbe checks that p's offset lies inside an executable segment of
-// its file.
-func CheckProbe(p ExplicitProbe) error {
+// its file and, unless anywhere, at a function's start where the file's
+// symbols cover it: a probe one byte into a function sees its registers
+// after the first instruction changed them.
+func CheckProbe(p ExplicitProbe, anywhere bool) error {
 	f, err := elf.Open(p.Path)
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", p, err)
@@ -68,7 +70,10 @@ func CheckProbe(p ExplicitProbe) error {
 	rs := execRanges(f)
 	for _, r := range rs {
 		if r[0] <= p.Offset && p.Offset < r[1] {
-			return nil
+			if anywhere {
+				return nil
+			}
+			return checkFuncStart(f, p)
 		}
 	}
 	var parts []string
@@ -90,4 +95,31 @@ func dataRoleNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// checkFuncStart refuses an offset inside a function the symbol tables
+// know; an offset no symbol covers (a stripped file) passes.
+func checkFuncStart(f *elf.File, p ExplicitProbe) error {
+	var syms []elf.Symbol
+	if s, err := f.Symbols(); err == nil {
+		syms = s
+	}
+	if s, err := f.DynamicSymbols(); err == nil {
+		syms = append(syms, s...)
+	}
+	for _, s := range syms {
+		if !isDefinedFunc(s) || s.Size == 0 {
+			continue
+		}
+		start, err := fileOffset(f, s.Value)
+		if err != nil || p.Offset < start || p.Offset >= start+s.Size {
+			continue
+		}
+		if p.Offset == start {
+			return nil
+		}
+		return fmt.Errorf("probe %s: offset %#x is %d bytes into %s, which starts at %#x: give the function's start (or --force-probe to probe there anyway)",
+			p, p.Offset, p.Offset-start, s.Name, start)
+	}
+	return nil
 }

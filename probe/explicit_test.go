@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -62,9 +64,10 @@ func TestCheckProbe(t *testing.T) {
 		{"past the end", ExplicitProbe{"post_send", bin, 1 << 40}, "outside the executable segments"},
 		{"missing file", ExplicitProbe{"post_send", "/nonexistent.so", 0x1000}, "/nonexistent.so"},
 		{"not ELF", ExplicitProbe{"post_send", "explicit_test.go", 0x10}, "explicit_test.go"},
+		{"one byte into a function", ExplicitProbe{"post_send", bin, sym.Offset + 1}, "is 1 bytes into fake_post_send, which starts at"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := CheckProbe(c.p)
+			err := CheckProbe(c.p, false)
 			if c.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -75,6 +78,27 @@ func TestCheckProbe(t *testing.T) {
 				t.Fatalf("err = %v, want one line saying %q", err, c.wantErr)
 			}
 		})
+	}
+}
+
+// --force-probe (anywhere) takes an offset inside a function; a stripped
+// file, with no symbol to tell, takes any offset in its code.
+func TestCheckProbeAnywhere(t *testing.T) {
+	bin := buildTarget(t)
+	sym, err := ResolveSymbol(bin, "fake_post_send")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := ExplicitProbe{"post_send", bin, sym.Offset + 1}
+	if err := CheckProbe(inside, true); err != nil {
+		t.Errorf("anywhere: %v", err)
+	}
+	stripped := filepath.Join(t.TempDir(), "stripped")
+	if out, err := exec.Command("objcopy", "--strip-all", bin, stripped).CombinedOutput(); err != nil {
+		t.Skipf("objcopy: %v %s", err, out)
+	}
+	if err := CheckProbe(ExplicitProbe{"post_send", stripped, sym.Offset + 1}, false); err != nil {
+		t.Errorf("stripped file: %v", err)
 	}
 }
 

@@ -49,17 +49,14 @@ func checkPID(pid int) error {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("process %d does not exist", pid)
 	}
-	if st, err := procState(pid); err == nil && (st == 'Z' || st == 'X') {
+	if Ended(pid) {
 		return fmt.Errorf("process %d has already exited", pid)
 	}
 	return nil
 }
 
-// procState is the state letter of /proc/PID/stat (R, S, D, T, t, Z, X...).
-func procState(pid int) (byte, error) {
-	return statState(fmt.Sprintf("/proc/%d/stat", pid))
-}
-
+// statState is the state letter of a /proc/.../stat file (R, S, D, T, t,
+// Z, X...).
 func statState(path string) (byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -71,12 +68,6 @@ func statState(path string) (byte, error) {
 		return 0, fmt.Errorf("%s: unexpected format", path)
 	}
 	return b[i+2], nil
-}
-
-// processGone reports whether pid has exited (or is a zombie).
-func processGone(pid int) bool {
-	st, err := procState(pid)
-	return err != nil || st == 'Z' || st == 'X'
 }
 
 // waitGroupStopped waits until every thread of pid is stopped, or the
@@ -99,30 +90,6 @@ func waitGroupStopped(pid int, timeout time.Duration) bool {
 			}
 		}
 		if all {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-}
-
-// waitThreadsExited waits until no thread of pid is left but a zombie (or
-// pid is gone), or the timeout passes. A thread is a zombie, or gone, only
-// after the sched_process_exit tracepoint ran for it.
-func waitThreadsExited(pid int, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		alive := false
-		for _, p := range tasks {
-			if st, err := statState(p); err == nil && st != 'Z' && st != 'X' {
-				alive = true
-				break
-			}
-		}
-		if !alive {
 			return true
 		}
 		if time.Now().After(deadline) {

@@ -96,7 +96,7 @@ func parseMapsLine(line string) (mapping, error) {
 }
 
 func readMaps(pid int) ([]mapping, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	f, err := os.Open(ProcDir(pid) + "/maps")
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +134,11 @@ func fileOf(pid int, maps []mapping, addr uint64) (path, openPath string, off ui
 	openPath = path
 	if st, err := os.Stat(path); err != nil || m.Path != path || inodeOf(st) != m.Inode {
 		openPath = fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)
+		if leaderExited(pid) {
+			// map_files went with the main thread: the path as a live
+			// thread sees it
+			openPath = ProcDir(pid) + "/root" + path
+		}
 	}
 	return path, openPath, off, nil
 }
@@ -160,20 +165,25 @@ func fileIDOf(path string) (fileID, error) {
 
 // VerbsLoaded reports whether process pid has mapped libibverbs or runs a
 // binary with the simulated HCA: whether there is anything to trace yet.
-func VerbsLoaded(pid int) bool {
+// It fails when that cannot be known: the process is gone, or exiting
+// (its mappings are released before it is reported ended).
+func VerbsLoaded(pid int) (bool, error) {
 	maps, err := readMaps(pid)
 	if err != nil {
-		return false
+		return false, err
+	}
+	if len(maps) == 0 { // every running process maps something
+		return false, fmt.Errorf("process %d has no mappings: it is exiting", pid)
 	}
 	for _, m := range maps {
 		if strings.Contains(m.Path, "libibverbs") {
-			return true
+			return true, nil
 		}
 	}
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	exe, err := os.Readlink(ProcDir(pid) + "/exe")
 	if err != nil {
-		return false
+		return false, err
 	}
 	_, err = ResolveSymbol(exe, "sqsim_create_qp")
-	return err == nil
+	return err == nil, nil
 }

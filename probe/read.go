@@ -85,10 +85,13 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 				next = time.Now().Add(t.opts.FlushInterval)
 			}
 			if t.exitSeen && t.rd.AvailableBytes() == 0 {
-				// The last thread's exit record can come before the
-				// other threads have handed their pending counts over
-				// (each does on its way out): wait for them.
-				waitThreadsExited(t.opts.PID, time.Second)
+				// The exit record is sent by the thread that found no
+				// other one live, on its way out: wait for the kernel
+				// to call the process ended (every thread past the
+				// hand-over of its pending counts), then read the rest.
+				if t.proc != nil {
+					t.proc.wait(time.Second)
+				}
 				if t.rd.AvailableBytes() > 0 {
 					continue
 				}
@@ -100,10 +103,13 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 			if time.Now().Before(next) {
 				continue
 			}
+			// ended before its exit record could be seen (or sent): the
+			// flush after the kernel's word reads the last counts
+			ended := t.proc != nil && t.proc.ended()
 			t.flush(fn)
 			next = time.Now().Add(t.opts.FlushInterval)
-			if t.opts.PID != 0 && processGone(t.opts.PID) && t.rd.AvailableBytes() == 0 {
-				return nil // exited before its exit could be seen
+			if ended && t.rd.AvailableBytes() == 0 {
+				return nil
 			}
 		case errors.Is(err, ringbuf.ErrFlushed):
 			if t.stopping.Load() {
@@ -199,6 +205,10 @@ func (t *Tracer) finishSync() {
 	t.mu.Unlock()
 }
 
+// TargetEnded reports whether the traced process (Options.PID) has ended:
+// all of its threads have exited.
+func (t *Tracer) TargetEnded() bool { return t.proc != nil && t.proc.ended() }
+
 // Close detaches every probe, continues any process still stopped and
 // frees the kernel objects. Run returns.
 func (t *Tracer) Close() error {
@@ -223,6 +233,7 @@ func (t *Tracer) Close() error {
 	if err := t.objs.Close(); err != nil {
 		errs = append(errs, err)
 	}
+	t.proc.close()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("closing tracer: %w", err)
 	}

@@ -115,6 +115,9 @@ var roles = []role{
 		ret:   func(p *bpf.VerbsPrograms) *ebpf.Program { return p.DestroyQpRet }},
 	{name: "open_device", fn: -1,
 		ret: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.OpenDeviceRet }},
+
+	// CQ calls (bpf/cq_control.bpf.h); a create starts the CQ's life
+	// (cq_born, bpf/lifecycle.bpf.h)
 	{name: "create_cq", fn: -1,
 		entry: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.CreateCqEntry },
 		ret:   func(p *bpf.VerbsPrograms) *ebpf.Program { return p.CreateCqRet }},
@@ -124,6 +127,14 @@ var roles = []role{
 	{name: "destroy_cq", fn: -1,
 		entry: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.DestroyCqEntry },
 		ret:   func(p *bpf.VerbsPrograms) *ebpf.Program { return p.DestroyCqRet }},
+
+	// SRQ lifetimes (bpf/lifecycle.bpf.h)
+	{name: "create_srq", fn: -1,
+		entry: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.CreateSrqEntry },
+		ret:   func(p *bpf.VerbsPrograms) *ebpf.Program { return p.CreateSrqRet }},
+	{name: "destroy_srq", fn: -1,
+		entry: func(p *bpf.VerbsPrograms) *ebpf.Program { return p.DestroySrqEntry },
+		ret:   func(p *bpf.VerbsPrograms) *ebpf.Program { return p.DestroySrqRet }},
 }
 
 func wrOpcode(p *bpf.VerbsPrograms) *ebpf.Program { return p.WrOpcode }
@@ -175,4 +186,6 @@ var discoveryFuncs = []discoveryFunc{
 	{"modify_cq", "", "sqsim_modify_cq"},
 	{"resize_cq", "ibv_resize_cq", "sqsim_resize_cq"},
 	{"destroy_cq", "ibv_destroy_cq", "sqsim_destroy_cq"},
+	{"create_srq", "ibv_create_srq", "sqsim_create_srq"},
+	{"destroy_srq", "ibv_destroy_srq", "sqsim_destroy_srq"},
 }

@@ -57,7 +57,10 @@ type Options struct {
 	Libibverbs string
 	// Probes are explicit data-path locations.
 	Probes []ExplicitProbe
-	Mode   Mode
+	// ProbesAnywhere accepts explicit probes inside a function the file's
+	// symbols know; by default only a function's start is.
+	ProbesAnywhere bool
+	Mode           Mode
 	// ReuseEvents lets Run pass the same *trace.Post and *trace.Poll (and
 	// their WR and completion slices) again and again: fn must not keep
 	// them past its return. It saves an allocation or two per record.
@@ -135,23 +138,30 @@ type Tracer struct {
 	poll       trace.Poll
 	known      map[pidAddr]bool
 	stopped    map[int]time.Time // processes waiting for SIGCONT, since; guarded by mu
+	proc       *procWatch        // the end of Options.PID; nil when tracing every process
 	exitSeen   bool
 	stops      int // control-path records that stopped their process
 	syncing    atomic.Int32
 	syncDone   chan struct{}
 	stopping   atomic.Bool
-	emptySeen  map[bpf.VerbsSqKey]uint64
+	emptySeen  map[cqGenKey]uint64
 	lostSeen   uint64
-	countsSeen map[bpf.VerbsSqKey]bpf.VerbsSqQpCounters
-	cqSeen     map[bpf.VerbsSqKey]bpf.VerbsSqCqStats
+	countsSeen map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters
+	qpFinals   map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters // totals of destroyed QPs
+	cqSeen     map[cqGenKey]bpf.VerbsSqCqStats
 	ibvHooked  map[fileID]bool // libibverbs files with discovery probes
+	// warnedLeader: the warning that probes are placed for every process
+	// (the target's main thread has exited) was given; guarded by mu
+	warnedLeader bool
 
-	qpRec   bpf.VerbsSqQpRec
-	cqRec   bpf.VerbsSqCqRec
-	postRec bpf.VerbsSqPostRec
-	pollRec bpf.VerbsSqPollRec
-	recvRec bpf.VerbsSqRecvRec
-	exitRec bpf.VerbsSqExitRec
+	qpRec    bpf.VerbsSqQpRec
+	cqRec    bpf.VerbsSqCqRec
+	postRec  bpf.VerbsSqPostRec
+	pollRec  bpf.VerbsSqPollRec
+	recvRec  bpf.VerbsSqRecvRec
+	exitRec  bpf.VerbsSqExitRec
+	objRec   bpf.VerbsSqObjRec
+	finalRec bpf.VerbsSqQpFinalRec
 }
 
 // Open loads the BPF programs, attaches the discovery probes and the
@@ -189,29 +199,37 @@ func Open(opts Options) (*Tracer, error) {
 	if err := checkPrivileges(); err != nil {
 		return nil, err
 	}
+	var proc *procWatch
 	if opts.PID != 0 {
 		if err := checkPID(opts.PID); err != nil {
 			return nil, err
 		}
+		var err error
+		if proc, err = watchProcess(opts.PID); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range opts.Probes {
-		if err := CheckProbe(p); err != nil {
+		if err := CheckProbe(p, opts.ProbesAnywhere); err != nil {
 			return nil, err
 		}
 	}
 
 	t := &Tracer{
 		opts:       opts,
+		proc:       proc,
 		attached:   map[attachKey]bool{},
 		known:      map[pidAddr]bool{},
 		stopped:    map[int]time.Time{},
-		emptySeen:  map[bpf.VerbsSqKey]uint64{},
-		countsSeen: map[bpf.VerbsSqKey]bpf.VerbsSqQpCounters{},
-		cqSeen:     map[bpf.VerbsSqKey]bpf.VerbsSqCqStats{},
+		emptySeen:  map[cqGenKey]uint64{},
+		countsSeen: map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
+		qpFinals:   map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
+		cqSeen:     map[cqGenKey]bpf.VerbsSqCqStats{},
 		ibvHooked:  map[fileID]bool{},
 		syncDone:   make(chan struct{}),
 	}
 	if err := t.load(); err != nil {
+		proc.close()
 		return nil, err
 	}
 	if err := t.attachAll(); err != nil {

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -18,29 +22,62 @@ import (
 type Recorder struct {
 	path string
 	w    *trace.Writer
+	dst  io.Writer
+	out  *outfile.File // nil when writing to standard output
 
 	mu   sync.Mutex
 	werr error // the first write error
 }
 
-// Record creates the recording file at path, describing this session, and
-// adds it as a sink. Call it before Run; Close it after.
-func (s *Session) Record(path, version string) (*Recorder, error) {
+// createRecording opens the recording output of cfg before any target
+// exists, so that a refused output never starts one. New recordings have
+// mode 0600: they show what a process did.
+func createRecording(cfg *Config) (*Recorder, error) {
+	r := &Recorder{path: cfg.RecordTo, dst: os.Stdout}
+	if cfg.RecordTo == outfile.Stdout {
+		if term.IsTerminal(int(os.Stdout.Fd())) {
+			return nil, errors.New("-o -: standard output is a terminal; redirect it to a file or a pipe")
+		}
+		return r, nil
+	}
+	out, err := outfile.Create(cfg.RecordTo, 0o600, nil, cfg.RecordForce, false)
+	if err != nil {
+		return nil, fmt.Errorf("creating recording: %w", err)
+	}
+	r.out, r.dst = out, out
+	return r, nil
+}
+
+// startRecording writes the recording's header, describing this session,
+// and adds the recording as a sink.
+func (s *Session) startRecording() error {
+	r := s.rec
 	info := trace.HostInfo()
 	info.StartMonoNS = trace.MonotonicNS()
-	info.Version = version
+	info.Version = s.cfg.Version
 	info.Target = s.target
 	info.TargetPID = uint32(s.pid)
 	info.ProbeMode = s.cfg.Mode
 	info.Env = analyzer.ModelEnv(s.env)
-	w, err := trace.Create(path, info)
+	w, err := trace.NewWriter(r.dst, info)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r := &Recorder{path: path, w: w}
+	r.w = w
 	s.AddSink(r.write)
-	return r, nil
+	return nil
 }
+
+// discard gives up a recording that never started.
+func (r *Recorder) discard() {
+	if r.out != nil {
+		r.out.Discard()
+	}
+}
+
+// Recorder is the session's recording (Config.RecordTo), nil without one.
+// Close it after Run.
+func (s *Session) Recorder() *Recorder { return s.rec }
 
 func (r *Recorder) write(ev trace.Event) {
 	if err := r.w.Write(ev); err != nil {
@@ -52,17 +89,31 @@ func (r *Recorder) write(ev trace.Event) {
 	}
 }
 
-// Close completes the file; the error is the first write error, else the
-// closing one.
+// Close completes the file (whatever was recorded is kept); the error is
+// the first write error, else the closing one.
 func (r *Recorder) Close() error {
 	cerr := r.w.Close()
+	r.mu.Lock()
+	failed := r.werr != nil || cerr != nil
+	r.mu.Unlock()
+	kept := ""
+	switch {
+	case r.out == nil:
+	case failed && r.out.Replaces():
+		r.out.Abort()
+		kept = " (the recording there before is kept)"
+	default:
+		if err := r.out.Commit(); cerr == nil {
+			cerr = err
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
 	case r.werr != nil:
-		return fmt.Errorf("writing %s: %w", r.path, r.werr)
+		return fmt.Errorf("writing %s: %w%s", r.path, r.werr, kept)
 	case cerr != nil:
-		return fmt.Errorf("closing %s: %w", r.path, cerr)
+		return fmt.Errorf("closing %s: %w%s", r.path, cerr, kept)
 	}
 	return nil
 }
@@ -199,6 +250,9 @@ func (rec *RecordingInfo) TextHeader() string {
 	}
 	if !rec.Complete {
 		parts = append(parts, "INCOMPLETE")
+	}
+	if rec.SkippedRecords > 0 {
+		parts = append(parts, fmt.Sprintf("(%d records of kinds this sqscope does not know were skipped: a newer sqscope wrote them)", rec.SkippedRecords))
 	}
 	return strings.Join(parts, " ")
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ type Replay struct {
 	paused  bool
 	done    bool
 	err     error
+	damage  error // where the recording stops early or is damaged
+	events  int64 // events before the damage
+	skipped int64 // records of kinds this version does not know
 	last    time.Time
 	now     func() time.Time
 }
@@ -63,21 +67,27 @@ func newReplay(open func() (*trace.Reader, error), opts analyzer.Options, now fu
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			// a damaged recording plays up to the damage; Err says so then
+			// a damaged recording plays up to the damage; Warning and
+			// Err say so
 			var te *trace.TruncatedError
 			var ce *trace.CorruptError
-			if errors.Is(err, io.EOF) || errors.As(err, &te) || errors.As(err, &ce) {
+			if errors.As(err, &te) || errors.As(err, &ce) {
+				r.damage = err
+			}
+			if errors.Is(err, io.EOF) || r.damage != nil {
 				break
 			}
 			rd.Close()
 			return nil, err
 		}
+		r.events++
 		t := ev.Hdr().TimeNS
 		if first == 0 || (t != 0 && t < first) {
 			first = t
 		}
 		last = max(last, t)
 	}
+	r.skipped = rd.Skipped()
 	rd.Close()
 	r.first = first
 	if last > first {
@@ -181,6 +191,19 @@ func (r *Replay) Position() (time.Duration, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return time.Duration(r.pos), time.Duration(r.length)
+}
+
+// Warning says where a recording that stops early or is damaged stops,
+// and what is shown of it; "" for a whole recording.
+func (r *Replay) Warning() string {
+	var w []string
+	if r.damage != nil {
+		w = append(w, fmt.Sprintf("the recording stops early (%v): showing the %d events before", r.damage, r.events))
+	}
+	if r.skipped > 0 {
+		w = append(w, fmt.Sprintf("%d records of kinds this sqscope does not know were skipped", r.skipped))
+	}
+	return strings.Join(w, "; ")
 }
 
 // Err is the first read error other than a clean or truncated end.

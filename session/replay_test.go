@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,6 +277,11 @@ func TestReplayDamagedRecording(t *testing.T) {
 			}
 			if pos, l := r.Position(); pos != length || l != length {
 				t.Errorf("position %v of %v, want the end, %v", pos, l, length)
+			}
+			// the first read saw where the file stops early or is damaged
+			wantWarn := c.name != "complete" && c.name != "damaged after it was opened"
+			if w := r.Warning(); (w != "") != wantWarn || wantWarn && !strings.Contains(w, "stops early") {
+				t.Errorf("Warning() = %q, want one: %v", w, wantWarn)
 			}
 			err = r.Err()
 			var ce *trace.CorruptError

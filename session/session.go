@@ -13,12 +13,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -35,19 +38,30 @@ type Config struct {
 	Argv   []string // start this command (held until the probes are attached)
 	Target string   // how to name a started command (default: Argv joined)
 
-	Probes       []probe.ExplicitProbe
-	Mode         string // ModeEvents (default) or ModeCounters
-	CallTimes    bool   // record entry times too (events mode)
-	NoStop       bool   // never pause the target while attaching
-	Wait         bool   // keep waiting for a target without a verbs library
-	VerbsTimeout time.Duration
-	RingBytes    int
+	Probes         []probe.ExplicitProbe
+	ProbesAnywhere bool   // explicit probes may be inside a known function
+	Mode           string // ModeEvents (default) or ModeCounters
+	CallTimes      bool   // record entry times too (events mode)
+	NoStop         bool   // never pause the target while attaching
+	Wait           bool   // keep waiting for a target without a verbs library
+	VerbsTimeout   time.Duration
+	Duration       time.Duration // stop tracing after this long (0: when the target ends)
+	RingBytes      int
 
 	// ChildOut receives a started command's stdout and stderr, with no
 	// stdin; nil: the command shares sqscope's stdin, stdout and stderr.
 	ChildOut io.Writer
 	// Warnings receives the tracer's warnings, one line each.
 	Warnings io.Writer
+
+	// RecordTo, when set, is the recording file to write, created before
+	// the target starts (see Recorder): a path, or "-" for standard
+	// output, and then a started command's output goes to Warnings. An
+	// existing recording is kept unless RecordForce; a replaced one stays
+	// as it was until the new one is complete.
+	RecordTo    string
+	RecordForce bool
+	Version     string // of sqscope, for the recording's header
 }
 
 // Session is one traced target feeding an analyzer and sinks.
@@ -60,6 +74,7 @@ type Session struct {
 	target string
 	env    []string // the target's environment
 
+	rec    *Recorder           // the recording, when Config.RecordTo is set
 	sinks  []func(trace.Event) // fixed before Run
 	warned int                 // tracer warnings printed so far
 
@@ -72,11 +87,17 @@ type Session struct {
 	exit *trace.Exit
 	// exitSeen: the tracer delivered the exit (else finish adds it)
 	exitSeen bool
+	// verbsSeen: an event of the verbs library was delivered (its first
+	// is noted without an atomic write per event)
+	verbsSeen      atomic.Bool
+	verbsSeenNoted bool
+	stopped        string // why ctx stopped the trace, if it did
+	checked        string // what the verbs check found, if it ran
 }
 
 // Start starts (or finds) the target and attaches the probes; a started
 // command stays held until Run.
-func Start(cfg Config) (*Session, error) {
+func Start(cfg Config) (_ *Session, err error) {
 	if cfg.Mode == "" {
 		cfg.Mode = ModeEvents
 	}
@@ -87,14 +108,30 @@ func Start(cfg Config) (*Session, error) {
 		cfg.Warnings = io.Discard
 	}
 	s := &Session{cfg: cfg, startCPU: SelfCPU(), startWall: time.Now()}
-	opts := probe.Options{Probes: cfg.Probes, NoStop: cfg.NoStop, RingBytes: cfg.RingBytes, CallTimes: cfg.CallTimes,
+	opts := probe.Options{Probes: cfg.Probes, ProbesAnywhere: cfg.ProbesAnywhere, NoStop: cfg.NoStop, RingBytes: cfg.RingBytes, CallTimes: cfg.CallTimes,
 		ReuseEvents: true} // the analyzer and the recording writer keep nothing of an event
 	if cfg.Mode == ModeCounters {
 		opts.Mode = probe.ModeCounters
 	}
 	for _, p := range cfg.Probes {
-		if err := probe.CheckProbe(p); err != nil {
+		if err := probe.CheckProbe(p, cfg.ProbesAnywhere); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.RecordTo != "" {
+		rec, err := createRecording(&cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.rec = rec
+		defer func() {
+			if err != nil { // nothing was recorded: no file is left
+				rec.discard()
+			}
+		}()
+		if cfg.RecordTo == outfile.Stdout && cfg.ChildOut == nil {
+			cfg.ChildOut = cfg.Warnings
+			s.cfg.ChildOut = cfg.Warnings
 		}
 	}
 	env := os.Environ()
@@ -139,6 +176,16 @@ func Start(cfg Config) (*Session, error) {
 		return nil, err
 	}
 	s.tracer = tr
+	if s.rec != nil {
+		if err := s.startRecording(); err != nil {
+			tr.Close()
+			if s.child != nil {
+				s.child.Kill()
+				s.child.Wait()
+			}
+			return nil, err
+		}
+	}
 	s.openCPU, s.openWall = SelfCPU(), time.Now()
 	s.warnLate()
 	return s, nil
@@ -146,14 +193,14 @@ func Start(cfg Config) (*Session, error) {
 
 // processName is a running process's command line, or "pid N".
 func processName(pid int) string {
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+	if b, err := os.ReadFile(probe.ProcDir(pid) + "/cmdline"); err == nil && len(b) > 0 {
 		return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 	}
 	return fmt.Sprintf("pid %d", pid)
 }
 
 func procEnviron(pid int) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	b, err := os.ReadFile(probe.ProcDir(pid) + "/environ")
 	if err != nil {
 		return nil
 	}
@@ -187,10 +234,17 @@ func (s *Session) AddSink(f func(trace.Event)) {
 
 func (s *Session) deliver(ev trace.Event) {
 	s.an.Ingest(ev)
-	if e, ok := ev.(*trace.Exit); ok {
+	switch e := ev.(type) {
+	case *trace.Exit:
 		s.mu.Lock() // the child's waiter may set its own exit
 		s.exit, s.exitSeen = e, true
 		s.mu.Unlock()
+	case *trace.Attach, *trace.Lost:
+	default:
+		if !s.verbsSeenNoted {
+			s.verbsSeenNoted = true
+			s.verbsSeen.Store(true)
+		}
 	}
 	for _, f := range s.sinks {
 		f(ev)
@@ -209,20 +263,35 @@ func (e *NoVerbsError) Error() string {
 
 // Run releases the target and feeds events until it exits, ctx is done,
 // or (without Wait) it has not loaded a verbs library by the timeout.
+// However it ends, what was seen is delivered and the last event, a
+// trace.End, says why: the analyzer and every sink hold the trace up to
+// there, also when Run returns an error.
 func (s *Session) Run(ctx context.Context) error {
+	if s.cfg.Duration > 0 { // the end of the duration is a Ctrl-C
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, s.cfg.Duration)
+		defer stop()
+	}
 	// The reader runs on its own context: on Ctrl-C it must go on until
 	// the target's last events are read.
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runErr := make(chan error, 1)
-	go func() { runErr <- s.tracer.Run(runCtx, s.deliver) }()
+	go func() {
+		defer func() {
+			if p := recover(); p != nil { // what was read so far is still kept
+				fmt.Fprintf(s.cfg.Warnings, "sqscope: internal error: %v\n%s", p, debug.Stack())
+				runErr <- fmt.Errorf("internal error while reading events: %v", p)
+			}
+		}()
+		runErr <- s.tracer.Run(runCtx, s.deliver)
+	}()
 
 	childDone := make(chan struct{})
 	if s.child != nil {
 		if err := s.child.Release(); err != nil {
 			cancel()
-			<-runErr
-			return fmt.Errorf("starting the target: %w", err)
+			return s.finish(<-runErr, fmt.Errorf("starting the target: %w", err))
 		}
 		go func() {
 			st, _ := s.child.Wait()
@@ -246,45 +315,96 @@ func (s *Session) Run(ctx context.Context) error {
 	for {
 		select {
 		case err := <-runErr:
-			return s.finish(err)
+			// the tracer saw the exit: a started target is reaped (and its
+			// output copied to ChildOut) before Run returns
+			if s.child != nil {
+				select {
+				case <-childDone:
+				case <-time.After(3 * time.Second):
+				}
+			}
+			return s.finish(err, nil)
 		case <-childDone:
 			// the tracer ends on the exit record; give it a moment to drain
 			select {
 			case err := <-runErr:
-				return s.finish(err)
+				return s.finish(err, nil)
 			case <-time.After(3 * time.Second):
 				cancel()
-				return s.finish(<-runErr)
+				return s.finish(<-runErr, nil)
 			}
 		case <-ctx.Done():
 			// A command we started stops with us, as it would on a
 			// terminal's Ctrl-C; its last events and exit are kept.
+			s.stopped = stopReason(ctx)
 			if s.child != nil {
 				syscall.Kill(s.pid, syscall.SIGINT)
 				select {
 				case <-childDone:
 					select { // the reader ends at the exit record
 					case err := <-runErr:
-						return s.finish(err)
+						return s.finish(err, nil)
 					case <-time.After(3 * time.Second):
 					}
 				case <-time.After(3 * time.Second):
 				}
 			}
-			sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-			s.tracer.Sync(sctx)
-			scancel()
-			cancel()
-			return s.finish(<-runErr)
+			s.syncThenCancel(cancel)
+			return s.finish(<-runErr, nil)
 		case <-timer.C:
-			if s.cfg.Wait || probe.VerbsLoaded(s.pid) {
-				continue
+			if s.cfg.Wait || !s.noVerbs() {
+				continue // a target that ends now ends the trace by its exit
 			}
-			cancel()
-			<-runErr
-			s.tracer.Close()
-			return &NoVerbsError{s.pid, s.cfg.VerbsTimeout}
+			s.syncThenCancel(cancel)
+			return s.finish(<-runErr, &NoVerbsError{s.pid, s.cfg.VerbsTimeout})
 		}
+	}
+}
+
+// noVerbs is the verdict that the target has not loaded a verbs library:
+// nothing verbs-related was seen, its mappings show none, and it still
+// exists (an exiting process has no mappings left to show one).
+func (s *Session) noVerbs() bool {
+	if s.verbsSeen.Load() {
+		s.checked = "verbs seen"
+		return false
+	}
+	loaded, err := probe.VerbsLoaded(s.pid)
+	switch {
+	case loaded:
+		s.checked = "verbs loaded"
+	case err != nil:
+		s.checked = "unknown: " + err.Error()
+	case s.tracer.TargetEnded():
+		s.checked = "target ended"
+	default:
+		s.checked = "no verbs"
+		return true
+	}
+	return false
+}
+
+// syncThenCancel stops the reader once it has read what was written
+// before the call (or after a bound): the end of tracing a target that
+// keeps running.
+func (s *Session) syncThenCancel(cancel context.CancelFunc) {
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+	s.tracer.Sync(sctx)
+	scancel()
+	cancel()
+}
+
+// stopReason says why ctx ended a trace: the signal, or a stop.
+func stopReason(ctx context.Context) string {
+	switch err := context.Cause(ctx); {
+	case err == context.DeadlineExceeded:
+		return "the time limit was reached"
+	case err == nil || err == context.Canceled:
+		return "stopped"
+	default:
+		// os/signal's cause, "interrupt signal received", is also
+		// context.Canceled by errors.Is: only identity tells them apart
+		return err.Error()
 	}
 }
 
@@ -297,10 +417,13 @@ func (s *Session) warnLate() {
 	s.warned = len(ws)
 }
 
-func (s *Session) finish(err error) error {
+// finish delivers the exit, if the tracer did not, and the end with its
+// reason: runErr, the reader's error, else why, else the exit or the stop.
+// It returns the error the trace ended on, if any.
+func (s *Session) finish(runErr, why error) error {
 	s.warnLate() // e.g. about the last hand-over of counts
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
+	if errors.Is(runErr, context.Canceled) {
+		runErr = nil
 	}
 	s.mu.Lock()
 	ex, seen := s.exit, s.exitSeen
@@ -311,7 +434,47 @@ func (s *Session) finish(err error) error {
 			f(ex)
 		}
 	}
-	return nil
+	end := &trace.End{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(s.pid)}}
+	err := runErr
+	switch {
+	case err == nil:
+		err = why
+	case why != nil:
+		err = errors.Join(runErr, why)
+	}
+	var parts []string
+	if s.stopped != "" {
+		parts = append(parts, s.stopped)
+	}
+	switch {
+	case err != nil:
+		parts = append(parts, err.Error())
+		end.Err = true
+	case ex != nil:
+		parts = append(parts, exitReason(ex))
+	case s.stopped == "":
+		parts = append(parts, "the target ended")
+	}
+	if err != nil && ex != nil {
+		parts = append(parts, exitReason(ex))
+	}
+	end.Reason = strings.Join(parts, "; ")
+	if _, ok := why.(*NoVerbsError); ok && runErr == nil {
+		end.Err = false // a verdict, not a failure of sqscope's
+	}
+	s.an.Ingest(end)
+	for _, f := range s.sinks {
+		f(end)
+	}
+	return err
+}
+
+// exitReason says how the target exited.
+func exitReason(ex *trace.Exit) string {
+	if ex.Signal != 0 {
+		return fmt.Sprintf("the target was killed by signal %d (%v)", ex.Signal, syscall.Signal(ex.Signal))
+	}
+	return fmt.Sprintf("the target exited with status %d", ex.Code)
 }
 
 // Close detaches the probes.

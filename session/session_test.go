@@ -104,6 +104,7 @@ func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
 		Argv:     []string{bin, "workload", "--qps", "2", "-s", "64", "-I", "64", "-Q", "16", "-t", "128", "-n", "5000", "--json-out", truthFile},
 		Target:   "workload under test",
 		ChildOut: &childOut, Warnings: &warnings, RingBytes: 8 << 20,
+		RecordTo: recFile, Version: "test",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +113,7 @@ func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
 	if !s.Started() || s.PID() <= 0 || s.Target() != "workload under test" || s.Mode() != ModeEvents {
 		t.Fatalf("session: started %v pid %d target %q mode %q", s.Started(), s.PID(), s.Target(), s.Mode())
 	}
-	rec, err := s.Record(recFile, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := s.Recorder()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.Run(ctx); err != nil {
@@ -176,5 +174,19 @@ func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
 		if live.QPs[i].Counters != back.QPs[i].Counters {
 			t.Errorf("QP %#x: live %+v, from the recording %+v", live.QPs[i].QPNum, live.QPs[i].Counters, back.QPs[i].Counters)
 		}
+	}
+}
+
+// The text header says what a report could not read: a cut, and records
+// of kinds a newer sqscope wrote.
+func TestTextHeaderSaysWhatWasNotRead(t *testing.T) {
+	rec := RecordingInfo{File: "r.sqscope", Target: "app", TargetPID: 7, Complete: true}
+	if h := rec.TextHeader(); strings.Contains(h, "INCOMPLETE") || strings.Contains(h, "skipped") {
+		t.Errorf("whole recording: %q", h)
+	}
+	rec.Complete, rec.SkippedRecords = false, 3
+	h := rec.TextHeader()
+	if !strings.Contains(h, "INCOMPLETE") || !strings.Contains(h, "3 records of kinds this sqscope does not know were skipped") {
+		t.Errorf("header %q", h)
 	}
 }

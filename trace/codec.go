@@ -27,22 +27,26 @@ package trace
 //
 //	QPCreate   u QP, u QPNum, b Type, ? SigAll, u SendCQ, u RecvCQ,
 //	           u MaxSendWR, u MaxRecvWR, u MaxSendSGE, u MaxRecvSGE,
-//	           u MaxInlineData, s Via
-//	QPDestroy  u QP, u QPNum, z Ret
+//	           u MaxInlineData, s Via, [gen]
+//	QPDestroy  u QP, u QPNum, z Ret, [gen]
 //	QPModify   u QP, u QPNum, z State, z Ret
 //	Post       u QP, u QPNum, b API, ? Aborted, u Truncated, z Ret,
 //	           u Accepted, z entry, u len(WRs), WRs, [cuts]
 //	Poll       u CQ, z Max, z Ret, u Truncated, u EmptyBefore, z entry,
 //	           u len(WCs), WCs
-//	EmptyPolls u CQ, u Count
+//	EmptyPolls u CQ, u Count, [gen]
 //	PostRecv   u QP, u QPNum, u NumWRs, z Ret, u Accepted
 //	Lost       u Count
 //	Exit       z Code, z Signal
 //	Attach     s Func, s Path, u Offset, s How, s Err
 //	QPCounters u QP, u QPNum, u PostCalls, u WRs, u Inline, u Signaled,
 //	           u Doorbells, u Errors, u ENOMEM, u EINVAL, u InlineBytes,
-//	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax, [qpcuts]
-//	CQCounters u CQ, u Polls, u CQEs, u Empty
+//	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax, [qpcuts], [gen]
+//	CQCounters u CQ, u Polls, u CQEs, u Empty, [gen]
+//	CQCreate   u CQ, u Gen, u CQE
+//	SRQCreate  u SRQ, u Gen, u MaxWR
+//	SRQDestroy u SRQ, u Gen, z Ret
+//	End        s Reason, ? Err
 //	CQChange   b Op, u CQ, z CQE, u ModMask, u ModCount, u ModPeriodUS,
 //	           z Ret, s Via
 //
@@ -64,6 +68,11 @@ package trace
 // one of its counts is not zero, so totals without cuts are stored as before:
 //
 //	qpcuts  u WalkCappedPosts, u SGECutWRs, u SGEsNotSummed
+//
+// gen, appended later still to the records of objects, is an object's
+// generation (u Gen), written only when it is known (not 0), so a record
+// without one is stored as before. A QPCounters record with a gen writes
+// its qpcuts too, zeros or not, so that the gen is where a reader looks.
 //
 // A WR or WC is stored against the one before it in the same list (the first
 // against zero values): a mask byte says which fields are written, the others
@@ -200,6 +209,22 @@ func eventHeader(ev Event) (*Header, error) {
 		if e != nil {
 			h = &e.Header
 		}
+	case *CQCreate:
+		if e != nil {
+			h = &e.Header
+		}
+	case *SRQCreate:
+		if e != nil {
+			h = &e.Header
+		}
+	case *SRQDestroy:
+		if e != nil {
+			h = &e.Header
+		}
+	case *End:
+		if e != nil {
+			h = &e.Header
+		}
 	case *CQChange:
 		if e != nil {
 			h = &e.Header
@@ -267,10 +292,12 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.Caps.MaxRecvSGE))
 		b = appendU(b, uint64(e.Caps.MaxInlineData))
 		b = appendStr(b, e.Via)
+		b = appendGen(b, e.Gen)
 	case *QPDestroy:
 		b = appendU(b, e.QP)
 		b = appendU(b, uint64(e.QPNum))
 		b = appendZ(b, int64(e.Ret))
+		b = appendGen(b, e.Gen)
 	case *QPModify:
 		b = appendU(b, e.QP)
 		b = appendU(b, uint64(e.QPNum))
@@ -311,6 +338,7 @@ func appendFields(b []byte, ev Event) []byte {
 	case *EmptyPolls:
 		b = appendU(b, e.CQ)
 		b = appendU(b, e.Count)
+		b = appendGen(b, e.Gen)
 	case *PostRecv:
 		b = appendU(b, e.QP)
 		b = appendU(b, uint64(e.QPNum))
@@ -339,16 +367,33 @@ func appendFields(b []byte, ev Event) []byte {
 			e.PayloadBytes, e.PayloadSGEs, e.WRsPerCallMax} {
 			b = appendU(b, v)
 		}
-		if e.WalkCappedPosts|e.SGECutWRs|e.SGEsNotSummed != 0 {
+		if e.WalkCappedPosts|e.SGECutWRs|e.SGEsNotSummed|e.Gen != 0 {
 			b = appendU(b, e.WalkCappedPosts)
 			b = appendU(b, e.SGECutWRs)
 			b = appendU(b, e.SGEsNotSummed)
 		}
+		b = appendGen(b, e.Gen)
 	case *CQCounters:
 		b = appendU(b, e.CQ)
 		b = appendU(b, e.Polls)
 		b = appendU(b, e.CQEs)
 		b = appendU(b, e.Empty)
+		b = appendGen(b, e.Gen)
+	case *CQCreate:
+		b = appendU(b, e.CQ)
+		b = appendU(b, e.Gen)
+		b = appendU(b, uint64(e.CQE))
+	case *SRQCreate:
+		b = appendU(b, e.SRQ)
+		b = appendU(b, e.Gen)
+		b = appendU(b, uint64(e.MaxWR))
+	case *SRQDestroy:
+		b = appendU(b, e.SRQ)
+		b = appendU(b, e.Gen)
+		b = appendZ(b, int64(e.Ret))
+	case *End:
+		b = appendStr(b, e.Reason)
+		b = appendBool(b, e.Err)
 	case *CQChange:
 		b = append(b, byte(e.Op))
 		b = appendU(b, e.CQ)
@@ -360,6 +405,16 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendStr(b, e.Via)
 	}
 	return b
+}
+
+// appendGen appends an object's generation, appended to its records after
+// the first release of version 1: only when it is known (not 0), so a
+// record without one is stored as before.
+func appendGen(b []byte, gen uint64) []byte {
+	if gen == 0 {
+		return b
+	}
+	return appendU(b, gen)
 }
 
 func appendWR(b []byte, prev *WR, wr WR) []byte {

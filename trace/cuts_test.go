@@ -243,9 +243,11 @@ func TestQPCutsAppended(t *testing.T) {
 	}
 }
 
-// Bytes a later writer appends after the counters' cuts are ignored.
+// Bytes a later writer appends after the counters' cuts (and the
+// generation appended after them) are ignored.
 func TestQPCutsThenLaterFields(t *testing.T) {
 	c := qpCutEvents()[0].(*QPCounters)
+	c.Gen = 9
 	body := append(bytes.Clone(recordBody(t, c)), "later fields"...)
 	rec := append([]byte{byte(KindQPCounters)}, binary.AppendUvarint(nil, uint64(len(body)))...)
 	var d decoder

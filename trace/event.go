@@ -37,6 +37,10 @@ const (
 	KindAttach     Kind = 10
 	KindQPCounters Kind = 11
 	KindCQCounters Kind = 12
+	KindCQCreate   Kind = 13
+	KindSRQCreate  Kind = 14
+	KindSRQDestroy Kind = 15
+	KindEnd        Kind = 16
 	KindCQChange   Kind = 17
 )
 
@@ -45,6 +49,7 @@ var kindNames = map[Kind]string{
 	KindPost: "post", KindPoll: "poll", KindEmptyPolls: "empty_polls",
 	KindPostRecv: "post_recv", KindLost: "lost", KindExit: "exit",
 	KindAttach: "attach", KindQPCounters: "qp_counters", KindCQCounters: "cq_counters",
+	KindCQCreate: "cq_create", KindSRQCreate: "srq_create", KindSRQDestroy: "srq_destroy", KindEnd: "end",
 	KindCQChange: "cq_change",
 }
 
@@ -96,6 +101,13 @@ type Caps struct {
 	MaxInlineData uint32
 }
 
+// Generations. A QP, CQ or SRQ is one object from its create to its
+// destroy; its generation (Gen fields) is its place in the creation
+// sequence of the objects the tracer saw: 1, 2, ... An address or a QP
+// number used again by a new object comes with a new generation. 0 means
+// not known: an object created before tracing began, or a recording made
+// before generations were recorded.
+
 // QPCreate: a QP was created and its caps are known.
 type QPCreate struct {
 	Header
@@ -109,16 +121,18 @@ type QPCreate struct {
 	// Via names the call that revealed the QP, e.g. "ibv_create_qp" or
 	// "sqsim_create_qp".
 	Via string
+	Gen uint64
 }
 
 func (*QPCreate) Kind() Kind { return KindQPCreate }
 
-// QPDestroy: a QP was destroyed.
+// QPDestroy: a QP was destroyed (Ret 0), which ends its life.
 type QPDestroy struct {
 	Header
 	QP    uint64
 	QPNum uint32
 	Ret   int32
+	Gen   uint64
 }
 
 func (*QPDestroy) Kind() Kind { return KindQPDestroy }
@@ -223,11 +237,12 @@ type Poll struct {
 func (*Poll) Kind() Kind { return KindPoll }
 
 // EmptyPolls reports polls of a CQ that returned nothing, aggregated in the
-// kernel and flushed periodically.
+// kernel and flushed periodically. Gen is the CQ's generation.
 type EmptyPolls struct {
 	Header
 	CQ    uint64
 	Count uint64
+	Gen   uint64
 }
 
 func (*EmptyPolls) Kind() Kind { return KindEmptyPolls }
@@ -268,15 +283,15 @@ func (*Exit) Kind() Kind { return KindExit }
 type CQOp uint8
 
 const (
-	CQCreate   CQOp = 1 // ibv_create_cq
-	CQCreateEx CQOp = 2 // ibv_create_cq_ex: polled with ibv_start_poll..ibv_end_poll
-	CQModify   CQOp = 3 // ibv_modify_cq: completion moderation
-	CQResize   CQOp = 4 // ibv_resize_cq
-	CQDestroy  CQOp = 5 // ibv_destroy_cq
+	CQOpCreate   CQOp = 1 // ibv_create_cq
+	CQOpCreateEx CQOp = 2 // ibv_create_cq_ex: polled with ibv_start_poll..ibv_end_poll
+	CQOpModify   CQOp = 3 // ibv_modify_cq: completion moderation
+	CQOpResize   CQOp = 4 // ibv_resize_cq
+	CQOpDestroy  CQOp = 5 // ibv_destroy_cq
 )
 
-var cqOpNames = map[CQOp]string{CQCreate: "create", CQCreateEx: "create_ex", CQModify: "modify",
-	CQResize: "resize", CQDestroy: "destroy"}
+var cqOpNames = map[CQOp]string{CQOpCreate: "create", CQOpCreateEx: "create_ex", CQOpModify: "modify",
+	CQOpResize: "resize", CQOpDestroy: "destroy"}
 
 func (o CQOp) String() string {
 	if s, ok := cqOpNames[o]; ok {
@@ -321,7 +336,8 @@ type Attach struct {
 func (*Attach) Kind() Kind { return KindAttach }
 
 // QPCounters is a per-QP aggregate kept in the kernel by the low-overhead
-// mode instead of per-call events. Values are totals since attach.
+// mode instead of per-call events. Values are totals of the QP's
+// generation Gen since attach.
 type QPCounters struct {
 	Header
 	QP            uint64
@@ -349,19 +365,64 @@ type QPCounters struct {
 	WalkCappedPosts uint64
 	SGECutWRs       uint64
 	SGEsNotSummed   uint64
+	Gen             uint64
 }
 
 func (*QPCounters) Kind() Kind { return KindQPCounters }
 
 // CQCounters is a per-CQ aggregate kept in the kernel by the low-overhead
 // mode: every ibv_poll_cq call, the completions returned, and the calls
-// that returned none. Values are totals since attach.
+// that returned none. Values are totals of the CQ's generation Gen since
+// attach.
 type CQCounters struct {
 	Header
 	CQ    uint64
 	Polls uint64
 	CQEs  uint64
 	Empty uint64
+	Gen   uint64
 }
 
 func (*CQCounters) Kind() Kind { return KindCQCounters }
+
+// CQCreate: a CQ was created; it is the CQ at its address until another
+// CQ is created there. The counts of the CQ that held the address before
+// come first, in EmptyPolls or CQCounters of that CQ's generation.
+type CQCreate struct {
+	Header
+	CQ  uint64
+	Gen uint64
+	CQE uint32 // the entries it has (ibv_cq.cqe)
+}
+
+func (*CQCreate) Kind() Kind { return KindCQCreate }
+
+// SRQCreate: a shared receive queue was created.
+type SRQCreate struct {
+	Header
+	SRQ   uint64
+	Gen   uint64
+	MaxWR uint32 // what the SRQ got
+}
+
+func (*SRQCreate) Kind() Kind { return KindSRQCreate }
+
+// SRQDestroy: a shared receive queue was destroyed (Ret 0).
+type SRQDestroy struct {
+	Header
+	SRQ uint64
+	Gen uint64
+	Ret int32
+}
+
+func (*SRQDestroy) Kind() Kind { return KindSRQDestroy }
+
+// End says why a trace ended: the last event of a session, and of its
+// recording.
+type End struct {
+	Header
+	Reason string // e.g. "the target exited with status 0", "interrupt signal received"
+	Err    bool   // the trace ended on an error: what came before it is all there is
+}
+
+func (*End) Kind() Kind { return KindEnd }

@@ -25,7 +25,7 @@ func FuzzReader(f *testing.F) {
 // FuzzChunk wraps arbitrary bytes in a chunk with a valid checksum, so the
 // fuzzer reaches the record decoder instead of stopping at the checksum.
 func FuzzChunk(f *testing.F) {
-	for _, evs := range [][]Event{allEvents(), manyEvents(30), postEvents(3), cutEvents(), qpCutEvents()} {
+	for _, evs := range [][]Event{allEvents(), manyEvents(30), postEvents(3), cutEvents(), qpCutEvents(), lifeEvents()} {
 		var e encoder
 		var recs []byte
 		for _, ev := range evs {

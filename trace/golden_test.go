@@ -17,8 +17,9 @@ import (
 // change). v1-all-kinds is from the first release of version 1; v1-cuts
 // holds the fields appended to posts later (a list walk capped, SGEs not
 // summed), v1-qp-cuts those appended to the counters mode's totals after
-// that (the same facts, counted), v1-entry-points the CQ calls, extended
-// poll sessions and SRQ posts after that.
+// that (the same facts, counted), v1-lifecycle the objects' generations and
+// the kinds added with them (CQ and SRQ lives, why a trace ended), and
+// v1-entry-points the CQ calls, extended poll sessions and SRQ posts.
 var goldens = []struct {
 	path   string
 	events func() []Event
@@ -26,6 +27,7 @@ var goldens = []struct {
 	{"testdata/v1-all-kinds.sqscope", allEvents},
 	{"testdata/v1-cuts.sqscope", cutEvents},
 	{"testdata/v1-qp-cuts.sqscope", qpCutEvents},
+	{"testdata/v1-lifecycle.sqscope", lifeEvents},
 	{"testdata/v1-entry-points.sqscope", entryPointEvents},
 }
 
@@ -80,6 +82,7 @@ func seedCorpus(t testing.TB) map[string][]byte {
 		"all-kinds-cut-short": small[:len(small)-40],
 		"valid-cuts":          writeRecording(t, cutEvents(), 0),
 		"valid-qp-cuts":       writeRecording(t, qpCutEvents(), 0),
+		"valid-lifecycle":     writeRecording(t, lifeEvents(), 0),
 		"valid-entry-points":  writeRecording(t, entryPointEvents(), 0),
 	}
 }

@@ -330,3 +330,7 @@ func (rd *Reader) readEnd(start int64, length, sum uint32) error {
 	}
 	return io.EOF
 }
+
+// Offset is how many bytes of the file have been read so far (for
+// progress).
+func (rd *Reader) Offset() int64 { return rd.off }

@@ -22,21 +22,57 @@ func (u *UI) renderAlerts() {
 		case "prediction":
 			color = "yellow"
 		}
-		at := ""
-		if u.snap.FirstNS > 0 && a.LastNS >= u.snap.FirstNS {
-			at = fmt.Sprintf("+%.1fs ", float64(a.LastNS-u.snap.FirstNS)/1e9)
+		// when it started, and how often and until when it came back
+		when := ""
+		switch {
+		case a.Count > 1 && u.snap.FirstNS > 0:
+			when = fmt.Sprintf("seen %d times, first +%.1fs, last +%.1fs · ", a.Count, u.since(a.FirstNS), u.since(a.LastNS))
+		case a.Count > 1:
+			when = fmt.Sprintf("seen %d times · ", a.Count)
+		case u.snap.FirstNS > 0:
+			when = fmt.Sprintf("at +%.1fs · ", u.since(a.FirstNS))
 		}
-		count := ""
-		if a.Count > 1 {
-			count = fmt.Sprintf(" (x%d)", a.Count)
-		}
-		fmt.Fprintf(&b, "[%s]%sQP %#x %s%s: %s[-]\n  fix: %s\n", color, at, a.QPNum, strings.ToUpper(a.Severity), count,
-			tview.Escape(a.Message), tview.Escape(a.Fix))
+		fmt.Fprintf(&b, "[%s]QP %#x %s: %s[-]\n  %sfix: %s\n", color, a.QPNum, strings.ToUpper(a.Severity),
+			tview.Escape(a.Message), when, tview.Escape(a.Fix))
 	}
 	if b.Len() == 0 {
 		b.WriteString("no alerts")
+	} else {
+		u.alerts.SetTitle(" alerts (a: go to newest) ")
 	}
 	u.alerts.SetText(b.String())
+}
+
+// since is how far into the trace a trace time is, in seconds.
+func (u *UI) since(ns uint64) float64 { return float64(ns-min(u.snap.FirstNS, ns)) / 1e9 }
+
+// jumpToAlert selects the QP of the newest alert, clearing a filter that
+// hides it.
+func (u *UI) jumpToAlert() {
+	if len(u.alertLog) == 0 {
+		u.message = "no alerts"
+		u.renderFooter()
+		return
+	}
+	a := u.alertLog[0]
+	// the QP of that number, its latest life if the number was reused
+	key, found := qpKey{}, false
+	for _, r := range u.rows {
+		if r.key.pid == a.PID && r.key.qpNum == a.QPNum && (!found || r.key.gen > key.gen) {
+			key, found = r.key, true
+		}
+	}
+	if !found {
+		u.message = fmt.Sprintf("QP %#x is no longer shown", a.QPNum)
+		u.renderFooter()
+		return
+	}
+	u.mu.Lock()
+	u.selected, u.hasSel = key, true
+	u.mu.Unlock()
+	u.filter = ""
+	u.message = fmt.Sprintf("QP %#x: %s", a.QPNum, a.Kind)
+	u.render()
 }
 
 // Alerts returns the alerts, newest first.

@@ -68,12 +68,16 @@ func (u *UI) renderDetail() {
 	} else if !q.CapsKnown {
 		b.WriteString("  [orange]caps unknown (attached late)[-]")
 	}
-	fmt.Fprintf(&b, "\noccupancy, last %s (max %d):\n", historySpan(q, u.snap.HistoryStepNS), q.MaxSendWR)
+	// scaled to the QP's own peak, so that normal occupancy is not a flat
+	// line at the bottom of a deep queue; the title gives the depth
 	hist := make([]uint64, len(q.History))
+	var peak uint64
 	for i, h := range q.History {
 		hist[i] = uint64(h.Max)
+		peak = max(peak, hist[i])
 	}
-	b.WriteString("[green]" + Sparkline(hist, uint64(q.MaxSendWR), w) + "[-]\n")
+	fmt.Fprintf(&b, "\noccupancy, last %s (top of the scale %d, depth %d):\n", historySpan(q, u.snap.HistoryStepNS), max(peak, 1), q.MaxSendWR)
+	b.WriteString("[green]" + Sparkline(hist, max(peak, 1), w) + "[-]\n")
 	p := q.PCIe
 	fmt.Fprintf(&b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions):\n", p.TransactionsPct)
 	fmt.Fprintf(&b, "  doorbells %d (batching)   WQE fetches %d (batching) + %d (BlueFlame)\n", p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF)

@@ -19,14 +19,25 @@ func helpModal() tview.Primitive {
 		"/           filter QPs (by number or pid); empty clears",
 		"← / →       replay: seek 10 s back / forward",
 		"+ / -       replay: faster / slower",
+		"a           select the QP of the newest alert",
 		"?           this help",
 		"q, Ctrl-C   quit",
+		"",
+		"OCCUPANCY   WRs outstanding now, bar of the depth",
+		"PEAK        most WRs ever outstanding",
+		"INLINE%     WRs posted with IBV_SEND_INLINE",
+		"SIG 1/N     one WR in N signaled (never: none)",
+		"WR/DB       WRs per doorbell (post call)",
+		"WR/s        WRs posted per second (k, M)",
+		"SAVED/s     DMA reads and CQE writes saved per second",
+		"STATUS      OK, NEAR FULL (75% of depth), OVERFLOW",
+		"alerts      first seen, how often, last seen (+s of trace)",
 	}, "\n"))
 	t.SetBorder(true).SetTitle(" keys (any key closes) ")
 	return tview.NewFlex().
 		AddItem(nil, 0, 1, false).
 		AddItem(tview.NewFlex().SetDirection(tview.FlexRow).
-			AddItem(nil, 0, 1, false).AddItem(t, 13, 0, true).AddItem(nil, 0, 1, false), 62, 0, true).
+			AddItem(nil, 0, 1, false).AddItem(t, 24, 0, true).AddItem(nil, 0, 1, false), 64, 0, true).
 		AddItem(nil, 0, 1, false)
 }
 
@@ -95,6 +106,9 @@ func (u *UI) handleKey(ev *tcell.EventKey) *tcell.EventKey {
 		return nil
 	case '?':
 		u.pages.ShowPage("help")
+		return nil
+	case 'a':
+		u.jumpToAlert()
 		return nil
 	case 'o':
 		u.sortCol = (u.sortCol + 1) % len(columns)

@@ -17,9 +17,9 @@ type row struct {
 	key       qpKey
 	qp        analyzer.QP
 	c         analyzer.Counters // after the reset baseline
-	mops      float64
-	dmaSaved  float64 // DMA reads saved per second
-	cqeSaved  float64 // CQE writes saved per second
+	wrsPS     float64           // WRs posted per second
+	dmaSaved  float64           // DMA reads saved per second
+	cqeSaved  float64           // CQE writes saved per second
 	status    string
 	occupancy uint64
 }
@@ -87,9 +87,9 @@ var columns = []column{
 			}
 			return "-", plain
 		}},
-	{name: "Mops", drop: 2,
-		less: func(a, b *row) bool { return a.mops < b.mops },
-		cell: func(r *row) (string, tcell.Color) { return fmt.Sprintf("%.3f", r.mops), plain }},
+	{name: "WR/s", drop: 2,
+		less: func(a, b *row) bool { return a.wrsPS < b.wrsPS },
+		cell: func(r *row) (string, tcell.Color) { return humanRate(r.wrsPS), plain }},
 	{name: "DMA SAVED/s", drop: 5,
 		less: func(a, b *row) bool { return a.dmaSaved < b.dmaSaved },
 		cell: func(r *row) (string, tcell.Color) { return humanRate(r.dmaSaved), plain }},

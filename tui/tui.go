@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,9 @@ type Info struct {
 	// SelfCPU, when set, is the CPU time sqscope has used so far: the
 	// header shows its share of a core between two refreshes.
 	SelfCPU func() time.Duration
+	// Warning, when set, is shown in the header (a recording that stops
+	// early).
+	Warning string
 }
 
 // runner is the part of *tview.Application the UI uses.
@@ -62,9 +66,12 @@ type runner interface {
 	Stop()
 }
 
+// qpKey is one QP lifetime: a number may name several QPs one after the
+// other, each with its generation.
 type qpKey struct {
 	pid   uint32
 	qpNum uint32
+	gen   uint64
 }
 
 // UI is the terminal view.
@@ -77,7 +84,7 @@ type UI struct {
 	table   *qpTable
 	detail  *tview.TextView
 	alerts  *tview.TextView
-	footer  *tview.TextView
+	footer  *footerView
 	filterF *tview.InputField
 	pages   *tview.Pages
 	body    *tview.Flex
@@ -142,7 +149,7 @@ func New(src Source, info Info, app runner) *UI {
 	u.detail.SetBorder(true).SetTitle(" detail ")
 	u.alerts = tview.NewTextView().SetDynamicColors(true)
 	u.alerts.SetBorder(true).SetTitle(" alerts ")
-	u.footer = tview.NewTextView().SetDynamicColors(true)
+	u.footer = &footerView{TextView: tview.NewTextView().SetDynamicColors(true)}
 	u.filterF = tview.NewInputField().SetLabel("filter: ")
 	u.filterF.SetDoneFunc(func(k tcell.Key) {
 		if k == tcell.KeyEnter {
@@ -208,7 +215,7 @@ func (u *UI) Tick() {
 	u.mu.Lock()
 	sel, has := u.selected, u.hasSel
 	u.mu.Unlock()
-	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel == qpKey{pid, qpNum} })
+	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel.pid == pid && sel.qpNum == qpNum })
 	at := u.now()
 	var cpu time.Duration
 	if u.info.SelfCPU != nil {
@@ -248,15 +255,15 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 	prevQP := map[qpKey]analyzer.QP{}
 	if u.havePrev {
 		for _, q := range u.prev.QPs {
-			prevQP[qpKey{q.PID, q.QPNum}] = q
+			prevQP[qpKey{q.PID, q.QPNum, q.Gen}] = q
 		}
 	}
 	u.rows = u.rows[:0]
 	for _, q := range s.QPs {
-		k := qpKey{q.PID, q.QPNum}
+		k := qpKey{q.PID, q.QPNum, q.Gen}
 		r := row{key: k, qp: q, c: q.Counters.Sub(u.base[k]), occupancy: q.Outstanding}
 		if p, ok := prevQP[k]; ok && dt > 0 {
-			r.mops = float64(analyzer.Growth(q.WRs, p.WRs)) / dt / 1e6
+			r.wrsPS = float64(analyzer.Growth(q.WRs, p.WRs)) / dt
 			r.dmaSaved = float64(analyzer.Growth(q.PCIe.DMAReadsSaved(), p.PCIe.DMAReadsSaved())) / dt
 			r.cqeSaved = float64(analyzer.Growth(q.PCIe.CQEWritesSaved, p.PCIe.CQEWritesSaved)) / dt
 		}
@@ -283,14 +290,19 @@ func (u *UI) renderHeader() {
 	if s.Lost > 0 {
 		lost = fmt.Sprintf("[white:red]LOST %d[-:-]", s.Lost)
 	}
-	// the facts first: a long command line is what the width cuts
-	h := fmt.Sprintf("[::b]sqscope[::-] | %s | %s | events/s %s | %s", u.info.Mode, elapsed, humanRate(u.eventsPS), lost)
-	if u.cpuKnown {
-		h += fmt.Sprintf(" | sqscope CPU %.0f%%", 100*u.cpuShare)
-	}
+	// the facts first: a long command line is what the width cuts; a
+	// replay shows the recording's time, not the wall clock's
+	when := elapsed.String()
 	if p, ok := u.src.(Player); ok {
 		pos, length := p.Position()
-		h += fmt.Sprintf(" | replay %s/%s x%.2g", pos.Truncate(time.Second), length.Truncate(time.Second), p.Speed(1))
+		when = fmt.Sprintf("replay %s of %s x%.2g", pos.Truncate(time.Second), length.Truncate(time.Second), p.Speed(1))
+	}
+	h := fmt.Sprintf("[::b]sqscope[::-] | %s | %s | events/s %s | %s", u.info.Mode, when, humanRate(u.eventsPS), lost)
+	if u.info.Warning != "" {
+		h += " | [white:red]" + tview.Escape(u.info.Warning) + "[-:-]"
+	}
+	if u.cpuKnown {
+		h += fmt.Sprintf(" | sqscope CPU %.0f%%", 100*u.cpuShare)
 	}
 	if s.Exited {
 		h += fmt.Sprintf(" | target exited (%d)", s.ExitCode)
@@ -306,25 +318,61 @@ func (u *UI) renderHeader() {
 }
 
 func (u *UI) renderFooter() {
-	t := "[::d]↑↓/jk select · Enter detail · o sort · p pause · r reset · s save · / filter · ? help · q quit[::-]"
-	if u.filter != "" {
-		t = fmt.Sprintf("filter %q · ", u.filter) + t
+	keys := []string{"? help", "q quit", "a newest alert", "↑↓/jk select", "Enter detail", "o sort", "p pause", "r reset", "s save", "/ filter"}
+	if _, ok := u.src.(Player); ok {
+		keys = slices.Insert(keys, 2, "←→ seek 10s", "+- speed")
 	}
+	var lead []string
 	if u.message != "" {
-		t = u.message + " · " + t
+		lead = append(lead, u.message)
 	}
-	u.footer.SetText(t)
+	if u.filter != "" {
+		lead = append(lead, fmt.Sprintf("filter %q", u.filter))
+	}
+	u.footer.lead, u.footer.keys = strings.Join(lead, " · "), keys
+}
+
+// footerView is the footer line; it fits the keys to its width when drawn.
+type footerView struct {
+	*tview.TextView
+	lead string   // messages, shown first
+	keys []string // the most needed first
+}
+
+// Draw shows as many keys as the width holds, the most needed first, in
+// the order a reader scans them: the essential two last.
+func (f *footerView) Draw(screen tcell.Screen) {
+	_, _, w, _ := f.GetInnerRect()
+	used := tview.TaggedStringWidth(f.lead)
+	n := 0
+	for n < len(f.keys) && used+3+tview.TaggedStringWidth(f.keys[n]) <= w {
+		used += 3 + tview.TaggedStringWidth(f.keys[n])
+		n++
+	}
+	shown := append(slices.Clone(f.keys[min(n, 2):n]), f.keys[:min(n, 2)]...)
+	t := "[::d]" + strings.Join(shown, " · ") + "[::-]"
+	if f.lead != "" {
+		t = f.lead + " · " + t
+	}
+	if t != f.GetText(false) {
+		f.SetText(t)
+	}
+	f.TextView.Draw(screen)
 }
 
 // save writes the current snapshot as a text report and says where.
 func (u *UI) save() string {
 	name := fmt.Sprintf("%s/sqscope-snapshot-%s.txt", u.saveDir, u.now().Format("20060102-150405"))
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	// never over an existing file, nor through a link
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o600)
 	if err != nil {
 		return fmt.Sprintf("[red]saving snapshot: %v[-]", err)
 	}
-	analyzer.WriteText(f, u.snap)
-	if err := f.Close(); err != nil {
+	err = analyzer.WriteText(f, u.snap)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Sprintf("[red]saving snapshot: %v[-]", err)
 	}
 	return "saved " + name

@@ -167,11 +167,11 @@ func TestOverflowAlert(t *testing.T) {
 		Fix:     "Set IBV_SEND_SIGNALED on at least one WR in every 102."}}
 	u.Apply(s2, time.Unix(1001, 0))
 	lines := draw(u, scr)
-	if _, l := find(lines, "SQ overflow (ENOMEM)"); !strings.Contains(l, "0x1c1") || !strings.Contains(l, "ERROR (x96)") {
+	if _, l := find(lines, "SQ overflow (ENOMEM)"); !strings.Contains(l, "QP 0x1c1 ERROR: SQ overflow") {
 		t.Fatalf("alert line %q", l)
 	}
-	if _, l := find(lines, "fix: Set IBV_SEND_SIGNALED"); l == "" {
-		t.Fatal("no fix line")
+	if _, l := find(lines, "seen 96 times, first +1.5s, last +1.9s · fix:"); l == "" {
+		t.Fatalf("no line with when and the fix:\n%s", strings.Join(lines, "\n"))
 	}
 	if _, l := find(lines, "0x1c1 "); !strings.Contains(l, "OVERFLOW") || strings.Count(l, "█") != BarWidth {
 		t.Fatalf("row %q", l)
@@ -197,7 +197,7 @@ func TestHistorySparkline(t *testing.T) {
 	}
 	u, _, scr := newTestUI(t, s)
 	lines := draw(u, scr)
-	if _, l := find(lines, "occupancy, last 1s (max 128)"); l == "" {
+	if _, l := find(lines, "occupancy, last 1s (top of the scale 128, depth 128)"); l == "" {
 		t.Fatalf("no history title:\n%s", strings.Join(lines, "\n"))
 	}
 	if _, l := find(lines, "▁▁"); !strings.Contains(l, "█") {
@@ -293,8 +293,8 @@ func TestNarrowTerminal(t *testing.T) {
 	}{
 		{170, []string{"QP", "TYPE", "DEPTH", "OCCUPANCY", "WR/DB", "DMA SAVED/s", "CQE SAVED/s", "STATUS"}, nil},
 		{100, []string{"QP", "OCCUPANCY", "PEAK", "DMA SAVED/s", "STATUS"}, []string{"CQE SAVED/s"}},
-		{60, []string{"QP", "TYPE", "DEPTH", "OCCUPANCY", "INLINE%", "Mops", "STATUS"}, []string{"PEAK", "SIG 1/N", "WR/DB", "SAVED"}},
-		{30, []string{"QP", "OCCUPANCY"}, []string{"TYPE", "DEPTH", "Mops"}},
+		{60, []string{"QP", "TYPE", "DEPTH", "OCCUPANCY", "INLINE%", "WR/s", "STATUS"}, []string{"PEAK", "SIG 1/N", "WR/DB", "SAVED"}},
+		{30, []string{"QP", "OCCUPANCY"}, []string{"TYPE", "DEPTH", "WR/s"}},
 	} {
 		t.Run(fmt.Sprint(c.width), func(t *testing.T) {
 			u, _, scr := newTestUI(t, healthy())
@@ -347,7 +347,7 @@ func TestFitColumns(t *testing.T) {
 	}{
 		{"all fit", all, names(allColumns())},
 		{"one cell short: the rightmost of the first to drop", all - 1,
-			[]string{"QP", "TYPE", "DEPTH", "OCCUPANCY", "PEAK", "INLINE%", "SIG 1/N", "WR/DB", "Mops", "DMA SAVED/s", "STATUS"}},
+			[]string{"QP", "TYPE", "DEPTH", "OCCUPANCY", "PEAK", "INLINE%", "SIG 1/N", "WR/DB", "WR/s", "DMA SAVED/s", "STATUS"}},
 		{"only what is never dropped", 0, []string{"QP", "OCCUPANCY", "STATUS"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -386,7 +386,7 @@ func TestSortKeys(t *testing.T) {
 		{"Oooo", "OCCUPANCY▲", "0x1c1 0x1c0 0x1b0"},
 		{"O", "OCCUPANCY▼", "0x1b0 0x1c0 0x1c1"},
 		{"Oo", "PEAK▲", "0x1c1 0x1c0 0x1b0"},
-		{"oooo", "Mops▲", "0x1b0 0x1c0 0x1c1"},
+		{"oooo", "WR/s▲", "0x1b0 0x1c0 0x1c1"},
 		{"oooo", "QP▲", "0x1b0 0x1c0 0x1c1"},
 		{"oo", "DEPTH▲", "0x1b0 0x1c0 0x1c1"},
 		{"O", "DEPTH▼", "0x1c1 0x1c0 0x1b0"},
@@ -431,9 +431,76 @@ func TestRatesNeverWrap(t *testing.T) {
 	u.Apply(s, time.Unix(1001, 0))
 	got := map[uint32]float64{}
 	for _, r := range u.rows {
-		got[r.qp.QPNum] = r.mops
+		got[r.qp.QPNum] = r.wrsPS
 	}
-	if got[0x1c0] != 0 || got[0x1c1] != 0.001 || u.eventsPS != 0 {
-		t.Errorf("Mops %v, events/s %g; want 0 for the QP whose count went back, 0.001 for the other, events/s 0", got, u.eventsPS)
+	if got[0x1c0] != 0 || got[0x1c1] != 1000 || u.eventsPS != 0 {
+		t.Errorf("WR/s %v, events/s %g; want 0 for the QP whose count went back, 1000 for the other, events/s 0", got, u.eventsPS)
 	}
 }
+
+// At 80×24 the overflowing QP's STATUS and the footer's essential keys are
+// on screen, and a jumps to the QP of the newest alert.
+func TestEightyByTwentyFour(t *testing.T) {
+	s := healthy()
+	s.QPs = append(s.QPs,
+		qp(0x1c2, 204, 204, analyzer.Counters{WRs: 204, PostCalls: 300, Doorbells: 204, ENOMEMSQFull: 96, LongestUnsignaledRun: 204}),
+		qp(0x1c3, 204, 3, analyzer.Counters{WRs: 5000, PostCalls: 5000, Signaled: 300, Doorbells: 5000}))
+	s.Diagnoses = []analyzer.Diagnosis{{Kind: "sq_overflow_never_signaled", Severity: "error", PID: 42, QPNum: 0x1c2,
+		FirstNS: 1.5e9, LastNS: 1.9e9, Count: 96, Message: "SQ overflow (ENOMEM): 204 of 204 WRs outstanding", Fix: "Signal a WR."}}
+	u, app, scr := newTestUI(t, s)
+	scr.SetSize(80, 24)
+	lines := draw(u, scr)
+	if _, l := find(lines, "0x1c2 "); !strings.Contains(l, "OVERFLOW") {
+		t.Fatalf("the overflowing QP's row lacks STATUS at 80 columns:\n%s", strings.Join(lines, "\n"))
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, "? help") || !strings.Contains(last, "q quit") || !strings.Contains(last, "a newest alert") {
+		t.Fatalf("footer at 80 columns: %q", last)
+	}
+	if sel, _ := u.Selected(); sel != 0x1c0 {
+		t.Fatalf("selected %#x before the jump, want the first QP", sel)
+	}
+	app.key(tcell.KeyRune, 'a')
+	lines = draw(u, scr)
+	if sel, _ := u.Selected(); sel != 0x1c2 {
+		t.Fatalf("a selected %#x, want the QP of the newest alert 0x1c2", sel)
+	}
+	if _, l := find(lines, "QP 0x1c2 pid 42"); l == "" {
+		t.Fatalf("the detail does not show QP 0x1c2:\n%s", strings.Join(lines, "\n"))
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, "QP 0x1c2: sq_overflow_never_signaled") {
+		t.Fatalf("footer after the jump: %q", last)
+	}
+}
+
+// The header of a replay gives the recording's time, not the wall clock,
+// and a warning about the recording; the footer lists the replay keys.
+func TestReplayHeaderAndFooter(t *testing.T) {
+	app := &fakeApp{}
+	p := &fakePlayer{staticSource: staticSource{healthy()}, pos: 12 * time.Second, length: 30 * time.Second}
+	u := New(p, Info{Target: "rec", Mode: "replay of r.sqscope", Warning: "the recording stops early"}, app)
+	u.Apply(healthy(), time.Unix(1000, 0))
+	scr := tcell.NewSimulationScreen("UTF-8")
+	if err := scr.Init(); err != nil {
+		t.Fatal(err)
+	}
+	scr.SetSize(200, 40)
+	lines := draw(u, scr)
+	u.render() // the footer fits the width it was drawn at
+	lines = draw(u, scr)
+	if !strings.Contains(lines[0], "replay 12s of 30s x1") || !strings.Contains(lines[0], "the recording stops early") {
+		t.Fatalf("header %q", lines[0])
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, "←→ seek 10s") || !strings.Contains(last, "+- speed") {
+		t.Fatalf("footer %q", last)
+	}
+}
+
+type fakePlayer struct {
+	staticSource
+	pos, length time.Duration
+}
+
+func (f *fakePlayer) SetPaused(bool)                           {}
+func (f *fakePlayer) Speed(x float64) float64                  { return 1 }
+func (f *fakePlayer) Seek(d time.Duration)                     { f.pos += d }
+func (f *fakePlayer) Position() (time.Duration, time.Duration) { return f.pos, f.length }

@@ -41,6 +41,17 @@ var goBenches = []goBench{
 		{"BenchmarkRecording/post_list=1", "WR/s", "analyzer ingest from a recording, post_list 1", "WR/s"},
 		{"BenchmarkRecording/post_list=16", "WR/s", "analyzer ingest from a recording, post_list 16", "WR/s"},
 	}},
+	{pkg: "./cmd/sqscope/", pattern: "BenchmarkExport", benchtime: "1x", count: 1, root: true, metrics: []goMetric{
+		{"BenchmarkExport", "recording-MB", exportRecording, "MB"},
+		{"BenchmarkExport", "recorded-events", "30 s demo recording: events", "events"},
+		{"BenchmarkExport", "perfetto/recording", exportPerfettoSize, "× the recording"},
+		{"BenchmarkExport", "json/recording", "Chrome JSON export: size", "× the recording"},
+		{"BenchmarkExport", "events/s", "Perfetto export of decoded events, one core", "events/s"},
+		{"BenchmarkExport", "events/cpu-s", exportSpeed, "events/CPU-s"},
+		{"BenchmarkExport", "e2e-events/cpu-s", "sqscope export --format perfetto, reading the file too", "events/CPU-s"},
+		{"BenchmarkExport", "heap-MiB-third", exportHeapThird, "MiB"},
+		{"BenchmarkExport", "heap-MiB-whole", exportHeapWhole, "MiB"},
+	}},
 	{pkg: "./tui/", pattern: "BenchmarkTUICPU", benchtime: "1x", count: 1, metrics: []goMetric{
 		{"BenchmarkTUICPU", "%cpu@10Hz/64QPs", "TUI CPU at 10 Hz, 64 QPs (target < 5)", "% of a core"},
 	}},

@@ -102,7 +102,7 @@ func (r *report) verdicts() []string {
 				l.Lost == 0 && l.Unseen == 0, fmt.Sprintf("%d lost", l.Lost)))
 		}
 	}
-	return out
+	return append(out, r.exportVerdicts()...)
 }
 
 func verdict(what string, ok bool, got string) string {

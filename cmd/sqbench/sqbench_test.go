@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -84,5 +85,22 @@ func TestBenchProgramsLoad(t *testing.T) {
 			}
 			c.objs.Close()
 		})
+	}
+}
+
+func TestExportVerdicts(t *testing.T) {
+	r := &report{other: []otherRow{
+		{What: exportPerfettoSize, Value: summary{Med: 0.57, N: 1}},
+		{What: exportSpeed, Value: summary{Med: 4e6, N: 1}},
+		{What: exportHeapThird, Value: summary{Med: 1.2, N: 1}},
+		{What: exportHeapWhole, Value: summary{Med: 1.3, N: 1}},
+	}}
+	got := fmt.Sprint(r.exportVerdicts())
+	for _, want := range []string{"Perfetto export ≤ 1.5× the recording: met (0.57×)",
+		"Perfetto export ≥ 5.00M events/s on one core: NOT met (4.00M events per CPU-second)",
+		"export memory flat in the recording's size (3× the events, < 1.5× the heap): met (1.20 MiB for a third, 1.30 MiB for the whole)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdicts %s lack %q", got, want)
+		}
 	}
 }

@@ -8,74 +8,88 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/export"
+	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/session"
 )
 
 type exportFlags struct {
-	format   string
-	out      string
-	preferBF bool
-	shutUpBF bool
+	format, out        string
+	force              bool
+	o                  export.Options
+	preferBF, shutUpBF bool
 }
 
 const exportExamples = `
 EXAMPLES
-  sqscope export --format chrome run.sqscope -o run.json
-        Chrome trace-event JSON: open run.json in Perfetto (ui.perfetto.dev)
-        or chrome://tracing; one SQ occupancy counter track per QP, a slice
-        per post call and per non-empty poll, instants for errors and
-        diagnoses
-  sqscope export run.sqscope -o - | gzip > run.json.gz
-        write to stdout
+  sqscope export --format perfetto run.sqscope -o run.pftrace
+        Perfetto's native trace (ui.perfetto.dev, trace_processor)
+  sqscope export --qp 0x1c2 --from 8 --to 9.5 run.sqscope -o qp.json
+        one QP, from 8 to 9.5 s after the start
+  sqscope export --format perfetto --rates --pid 4242 --from 10:02:00 run.sqscope -o run.pftrace
+        one process from a time of day on, with per-QP rate counters
 `
 
-func newExportFlags(stderr io.Writer) (*flag.FlagSet, *exportFlags) {
+func newExportFlags(help io.Writer) (*flag.FlagSet, *exportFlags) {
 	f := &exportFlags{}
-	fs := commandFlags("export", "export [--format chrome] FILE -o OUT.json",
-		"Convert a recording to a timeline. Timestamps are the trace's CLOCK_MONOTONIC\ntime in microseconds; pid and tid are the traced process's and thread's.",
-		exportExamples, stderr)
-	fs.StringVar(&f.format, "format", "chrome", "output format: chrome (Chrome trace-event JSON, opens in Perfetto)")
-	fs.StringVar(&f.out, "o", "-", "output file (- for stdout)")
+	fs := cli.CommandFlags("export", "export [--format chrome|perfetto] [filters] FILE -o OUT",
+		"Convert a recording to a timeline. Timestamps are the trace's CLOCK_MONOTONIC\ntime; pid and tid are the traced process's and thread's. Failed posts of a QP\nwith one cause fold into one slice with their count.",
+		exportExamples, help)
+	fs.StringVar(&f.format, "format", "chrome", "output format: perfetto (protobuf, smaller) or chrome (trace-event JSON)")
+	fs.StringVar(&f.out, "o", "-", "output file (- for stdout); an existing file keeps its mode, a new one is 0600")
+	fs.BoolVar(&f.force, "force", false, "let -o replace an existing recording")
+	fs.Var(&f.o.Filter.From, "from", "start of the window: seconds from the start, a date and time (RFC 3339) or a time of day")
+	fs.Var(&f.o.Filter.To, "to", "end of the window, like --from")
+	fs.Var(&f.o.Filter.QPs, "qp", "only these QP numbers (comma-separated; repeatable)")
+	fs.Var(&f.o.Filter.PIDs, "pid", "only these processes (comma-separated; repeatable)")
+	fs.BoolVar(&f.o.Instants, "instants", false, "draw posts and polls recorded without --call-times as instants (default: by the counters they move)")
+	fs.BoolVar(&f.o.Rates, "rates", false, "add per-QP counter tracks of doorbells/s, inline share and PCIe bytes saved/s")
+	fs.DurationVar(&f.o.RateStep, "rate-step", export.DefaultRateStep, "period of the rate counter tracks")
+	fs.DurationVar(&f.o.Fold, "fold", export.DefaultFold, "fold failed posts of a QP less than this apart into one slice")
 	bfFlags(fs, &f.preferBF, &f.shutUpBF)
 	return fs, f
 }
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, f := newExportFlags(stderr)
-	path, err := oneFile(fs, "export", args)
+	fs, f := newExportFlags(stdout)
+	path, err := cli.OneFile(fs, "export", args)
 	if err != nil {
 		return err
 	}
-	if f.format != "chrome" {
-		return usageErr("export: unknown --format %q (want chrome)", f.format)
-	}
 	if f.out == "" {
-		return usageErr("export: -o needs a file name (or - for stdout)")
+		return cli.UsageErr("export: -o needs a file name (or - for stdout)")
 	}
 	r, err := session.OpenRecording(path)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer r.Close()
-
 	var w io.Writer = stdout
-	var out *export.File
-	if f.out != "-" {
-		if out, err = export.CreateFile(f.out); err != nil {
+	var out *outfile.File
+	if f.out != outfile.Stdout {
+		if out, err = outfile.Create(f.out, 0o600, []string{path}, f.force, true); err != nil {
 			return fmt.Errorf("export: creating output: %w", err)
 		}
-		defer out.Abort()
+		defer out.Discard()
 		w = out
 	}
 	fi := r.Info()
-	x := export.NewChrome(w, export.ChromeOptions{Recording: path, Version: version, Info: fi,
-		Model: analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, fi)}})
+	o := &f.o
+	o.Recording, o.Version, o.Info, o.Progress, o.Offset = path, version, fi, stderr, r.Offset
+	o.Model = analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, fi)}
+	x, err := export.New(w, export.Format(f.format), *o)
+	if err != nil {
+		return cli.UsageErr("export: %v", err)
+	}
 	res, err := session.ReadAll(ctx, r, x.Event)
 	if err != nil {
 		return fmt.Errorf("export: %s: %w", path, err)
 	}
 	if err := x.Close(); err != nil {
-		return fmt.Errorf("export: writing %s: %w", f.out, err)
+		return fmt.Errorf("export: %w", err)
+	}
+	if res.Corrupt != nil && out != nil && out.Replaces() {
+		return fmt.Errorf("export: %w; %s is left as it was", res.Err(path), f.out)
 	}
 	if out != nil {
 		if err := out.Commit(); err != nil {
@@ -85,13 +99,16 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if w := res.Warning(path); w != "" {
 		fmt.Fprintln(stderr, "sqscope:", w)
 	}
+	if n := r.Skipped(); n > 0 {
+		fmt.Fprintf(stderr, "sqscope: warning: %s: %d records of kinds this sqscope does not know were skipped\n", path, n)
+	}
 	if err := res.Err(path); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	if out != nil {
 		c := x.Stats()
-		fmt.Fprintf(stderr, "sqscope: wrote %s: %d trace events (%d counter samples, %d slices, %d instants) from %d recorded events\n",
-			f.out, c.Events, c.Counters, c.Slices, c.Instants, res.Events)
+		fmt.Fprintf(stderr, "sqscope: wrote %s: %d trace events (%d counter samples, %d slices, %d instants; %d failed posts folded into %d) from %d recorded events\n",
+			f.out, c.Events(), c.Counters, c.Slices, c.Instants, c.Folded, c.Bursts, res.Events)
 	}
 	return nil
 }

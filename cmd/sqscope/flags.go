@@ -20,12 +20,16 @@ type targetFlags struct {
 	cmd      string
 	workload bool
 	probes   []probe.ExplicitProbe
+	anywhere bool
 	mode     string
 	callTime bool
 	noStop   bool
 	wait     bool
 	timeout  time.Duration
+	duration time.Duration
 	ringMiB  int
+	recordTo string // record's -o
+	force    bool   // record's --force
 }
 
 func (tf *targetFlags) register(fs *flag.FlagSet) {
@@ -40,10 +44,14 @@ func (tf *targetFlags) register(fs *flag.FlagSet) {
 		tf.probes = append(tf.probes, p)
 		return nil
 	})
+	fs.BoolVar(&tf.anywhere, "force-probe", false, "accept a --probe offset inside a function the library's symbols know (by default only a function's start)")
 	fs.StringVar(&tf.mode, "mode", "events", "events (every call) or counters (per-QP totals kept in the kernel, lower overhead)")
 	fs.BoolVar(&tf.callTime, "call-times", false, "also record when each post and poll was entered (events mode; costs a clock read per call, and the interval is mostly the probe's own)")
 	fs.BoolVar(&tf.noStop, "no-stop", false, "never pause the target while probes for newly found functions are attached (calls in that window are missed)")
 	fs.BoolVar(&tf.wait, "wait", false, "keep waiting for a target that has not loaded a verbs library")
+	for _, n := range []string{"D", "duration"} {
+		fs.DurationVar(&tf.duration, n, 0, "stop tracing after this long, e.g. 30s (a command sqscope started is stopped too, as on Ctrl-C)")
+	}
 	fs.DurationVar(&tf.timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
 	fs.IntVar(&tf.ringMiB, "ring-mib", 8, "ring buffer size in MiB (a power of two)")
 }
@@ -75,6 +83,8 @@ func (tf *targetFlags) check(rest []string) error {
 		return errors.New("--call-times needs --mode events")
 	case tf.ringMiB <= 0 || tf.ringMiB&(tf.ringMiB-1) != 0 || tf.ringMiB > 1024:
 		return fmt.Errorf("--ring-mib %d: want a power of two up to 1024", tf.ringMiB)
+	case tf.duration < 0:
+		return errors.New("-D/--duration must be positive")
 	case tf.timeout <= 0:
 		return errors.New("--verbs-timeout must be positive")
 	}
@@ -85,8 +95,9 @@ func (tf *targetFlags) check(rest []string) error {
 // "--". A started target writes to childOut, or to sqscope's own stdout
 // and stderr when it is nil.
 func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*session.Session, error) {
-	cfg := session.Config{PID: tf.pid, Probes: tf.probes, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
-		Wait: tf.wait, VerbsTimeout: tf.timeout, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr}
+	cfg := session.Config{PID: tf.pid, Probes: tf.probes, ProbesAnywhere: tf.anywhere, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
+		Wait: tf.wait, VerbsTimeout: tf.timeout, Duration: tf.duration, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr,
+		RecordTo: tf.recordTo, RecordForce: tf.force, Version: version}
 	switch {
 	case tf.workload:
 		self, err := os.Executable()

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+
+	"github.com/sqscope/sqscope/internal/cli"
 )
 
 const recordExamples = `
@@ -18,40 +21,33 @@ EXAMPLES
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf targetFlags
-	var out string
-	fs := commandFlags("record", "record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]",
 		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file.",
-		recordExamples, stderr)
+		recordExamples, stdout)
 	tf.register(fs)
-	fs.StringVar(&out, "o", "", "recording file to write (mode 0600)")
-	if err := parseCommand(fs, args, stderr); err != nil {
+	fs.StringVar(&tf.recordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr)")
+	fs.BoolVar(&tf.force, "force", false, "replace an existing recording (kept as it was until the new one is complete)")
+	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
-	if out == "" {
-		return usageErr("record: -o FILE is required")
+	if tf.recordTo == "" {
+		return cli.UsageErr("record: -o FILE is required")
 	}
 	if err := tf.check(fs.Args()); err != nil {
-		return usageErr("record: %v", err)
+		return cli.UsageErr("record: %v", err)
 	}
 	s, err := tf.start(fs.Args(), stderr, nil)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	rec, err := s.Record(out, version)
-	if err != nil {
-		return fmt.Errorf("record: %w", err)
-	}
-	runErr := s.Run(ctx)
-	cerr := rec.Close()
-	switch {
-	case runErr != nil:
-		return runErr
-	case cerr != nil:
-		return fmt.Errorf("record: %w", cerr)
+	rec := s.Recorder()
+	runErr := s.Run(ctx) // however it ends, the file holds what was seen and why it ended
+	if cerr := rec.Close(); cerr != nil {
+		return errors.Join(runErr, fmt.Errorf("record: %w", cerr))
 	}
 	snap := s.Analyzer().Snapshot()
-	fmt.Fprintf(stderr, "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost\n",
-		rec.Events(), rec.Bytes(), len(snap.QPs), out, snap.Lost)
-	return nil
+	fmt.Fprintf(stderr, "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost; %s\n",
+		rec.Events(), rec.Bytes(), len(snap.QPs), tf.recordTo, snap.Lost, snap.Ended)
+	return runErr
 }

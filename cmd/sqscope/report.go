@@ -3,13 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -33,8 +32,8 @@ EXAMPLES
 // bfFlags registers the flags that mirror the target's libmlx5 BlueFlame
 // settings, which a recording does not carry.
 func bfFlags(fs *flag.FlagSet, preferBF, shutUpBF *bool) {
-	fs.BoolVar(preferBF, "mlx5-prefer-bf", true, "the target ran with MLX5_POST_SEND_PREFER_BF=1 (default: what the recording says, else libmlx5's default, on)")
-	fs.BoolVar(shutUpBF, "mlx5-shut-up-bf", false, "the target ran with MLX5_SHUT_UP_BF=1, no BlueFlame writes (default: what the recording says, else off)")
+	fs.BoolVar(preferBF, "mlx5-prefer-bf", true, "the target ran with MLX5_POST_SEND_PREFER_BF=1; without the flag, what the recording says, else libmlx5's default")
+	fs.BoolVar(shutUpBF, "mlx5-shut-up-bf", false, "the target ran with MLX5_SHUT_UP_BF=1, no BlueFlame writes; without the flag, what the recording says, else off")
 }
 
 // bfConfig is the target's BlueFlame setting: the flags when given, else
@@ -52,62 +51,19 @@ func bfConfig(fs *flag.FlagSet, preferBF, shutUpBF bool, fi trace.FileInfo) anal
 	return bf
 }
 
-func newReportFlags(stderr io.Writer) (*flag.FlagSet, *reportFlags) {
+func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
 	f := &reportFlags{}
-	fs := commandFlags("report", "report FILE [flags]",
+	fs := cli.CommandFlags("report", "report FILE [flags]",
 		"Rebuild every send queue of a recording and print what happened: occupancy,\ndoorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.\nA truncated recording is reported up to the cut, with a warning.",
-		reportExamples, stderr)
+		reportExamples, help)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	bfFlags(fs, &f.preferBF, &f.shutUpBF)
 	return fs, f
 }
 
-// parseArgs parses flags given before or after the positional arguments
-// (the flag package stops at the first one); everything after "--" is
-// positional.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-// oneFile parses the flags of a command that takes exactly one recording.
-func oneFile(fs *flag.FlagSet, name string, args []string) (string, error) {
-	var pos []string
-	err := parseQuiet(fs, fs.Output(), func() (err error) {
-		pos, err = parseArgs(fs, args)
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", err
-		}
-		return "", usageErr("%s: %v", name, err)
-	}
-	switch len(pos) {
-	case 0:
-		return "", usageErr("%s: no recording given (usage: sqscope %s FILE)", name, name)
-	case 1:
-		return pos[0], nil
-	}
-	return "", usageErr("%s: one recording at a time, got %d (%s)", name, len(pos), strings.Join(pos, " "))
-}
-
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, f := newReportFlags(stderr)
-	path, err := oneFile(fs, "report", args)
+	fs, f := newReportFlags(stdout)
+	path, err := cli.OneFile(fs, "report", args)
 	if err != nil {
 		return err
 	}
@@ -138,7 +94,9 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	} else {
 		fmt.Fprintln(stdout, rec.TextHeader())
-		analyzer.WriteText(stdout, snap)
+		if err := analyzer.WriteText(stdout, snap); err != nil {
+			return fmt.Errorf("report: writing the report: %w", err)
+		}
 	}
 	if err := res.Err(path); err != nil {
 		return fmt.Errorf("report: %w", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -23,9 +24,9 @@ func exitCode(err error) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	var ee *exitError
+	var ee *cli.ExitError
 	if errors.As(err, &ee) {
-		return ee.code
+		return ee.Code
 	}
 	return 1
 }
@@ -376,7 +377,16 @@ func TestReportBadInput(t *testing.T) {
 		{"unknown flag", []string{"report", good, "--bogus"}, 2, "flag provided but not defined: -bogus", ""},
 		{"flag after --", []string{"report", "--", "--json"}, 1, "--json: no such file", ""},
 		{"export foreign file", []string{"export", foreign, "-o", filepath.Join(dir, "x.json")}, 1, "not an sqscope recording", ""},
-		{"export unknown format", []string{"export", "--format", "svg", good}, 2, `export: unknown --format "svg" (want chrome)`, ""},
+		{"export unknown format", []string{"export", "--format", "svg", good}, 2, `export: unknown format "svg" (want perfetto or chrome)`, ""},
+		{"export filter selects nothing", []string{"export", "--qp", "0x99", good, "-o", filepath.Join(dir, "x.json")}, 1,
+			"export: the filters select nothing: --qp 0x99 selects none of the 19 events (QPs 0x10 (pid 7), 0x11 (pid 7); 1 process(es)", ""},
+		{"export process filter selects nothing", []string{"export", "--format", "perfetto", "--pid", "8", good, "-o", filepath.Join(dir, "x.json")}, 1,
+			"export: the filters select nothing: --pid 8 selects none", ""},
+		{"export bad --from", []string{"export", "--from", "yesterday", good}, 2, `invalid value "yesterday" for flag -from`, ""},
+		{"export bad --qp", []string{"export", "--qp", "1c0", good}, 2, `invalid value "1c0" for flag -qp`, ""},
+		{"export --to before --from", []string{"export", "--from", "2", "--to", "1", good, "-o", filepath.Join(dir, "x.json")}, 1, "--to 1 is before --from 2", ""},
+		{"export wall clock without a start time", []string{"export", "--from", "10:00:00", good, "-o", filepath.Join(dir, "x.json")}, 1,
+			"the recording does not say when it started on the wall clock", ""},
 		{"export no file", []string{"export", "-o", "x.json"}, 2, "export: no recording given", ""},
 		{"export empty output name", []string{"export", good, "-o", ""}, 2, "export: -o needs a file name", ""},
 		{"export into a missing directory", []string{"export", good, "-o", filepath.Join(dir, "no", "x.json")}, 1, "export: creating output", ""},
@@ -397,14 +407,32 @@ func TestReportBadInput(t *testing.T) {
 	}
 }
 
+// Help goes to stdout, as users page it, for every command, by --help and
+// by help COMMAND; the version by version, --version and -V.
 func TestReportHelp(t *testing.T) {
-	for _, cmd := range []string{"report", "export"} {
-		t.Run(cmd, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			err := run(context.Background(), []string{cmd, "--help"}, &out, &errb)
-			if exitCode(err) != 0 || !strings.Contains(errb.String(), "\nEXAMPLES\n  sqscope "+cmd+" ") {
-				t.Fatalf("exit %d, help:\n%s", exitCode(err), errb.String())
-			}
-		})
+	for _, c := range commands() {
+		if c.name == "version" {
+			continue
+		}
+		for _, args := range [][]string{{c.name, "--help"}, {"help", c.name}} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				var out, errb bytes.Buffer
+				err := run(context.Background(), args, &out, &errb)
+				if exitCode(err) != 0 || !strings.HasPrefix(out.String(), "usage: sqscope "+c.name) || errb.Len() != 0 {
+					t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", exitCode(err), out.String(), errb.String())
+				}
+				if c.name == "report" || c.name == "export" {
+					if !strings.Contains(out.String(), "\nEXAMPLES\n  sqscope "+c.name+" ") {
+						t.Fatalf("no examples:\n%s", out.String())
+					}
+				}
+			})
+		}
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-V"}} {
+		var out, errb bytes.Buffer
+		if err := run(context.Background(), args, &out, &errb); err != nil || out.String() != "sqscope "+version+"\n" {
+			t.Errorf("%q: %q, %v", args, out.String(), err)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/tui"
@@ -40,45 +41,45 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var tf targetFlags
 	var interval float64
 	var noTUI bool
-	fs := commandFlags("top", "top (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("top", "top (-p PID | -c CMD | --workload -- FLAGS) [flags]",
 		"Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.",
-		topExamples, stderr)
+		topExamples, stdout)
 	tf.register(fs)
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS (text reports without a terminal: every second unless given)")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
-	if err := parseCommand(fs, args, stderr); err != nil {
+	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
 	if err := tf.check(fs.Args()); err != nil {
-		return usageErr("top: %v", err)
+		return cli.UsageErr("top: %v", err)
 	}
 	if interval <= 0 || interval > 3600 {
-		return usageErr("top: -i %g: want a positive number of seconds", interval)
+		return cli.UsageErr("top: -i %g: want a positive number of seconds", interval)
 	}
-	return watch(ctx, &tf, fs.Args(), watchOpts{interval: interval, intervalGiven: flagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
+	return watch(ctx, &tf, fs.Args(), watchOpts{interval: interval, intervalGiven: cli.FlagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var seconds, after, interval float64
 	var noTUI bool
-	fs := commandFlags("demo", "demo [flags]",
+	fs := cli.CommandFlags("demo", "demo [flags]",
 		"Trace the built-in workload on the simulated HCA in a scripted scenario: four QPs\npost inline with a CQE every 16th WR; then one QP stops signaling, its send queue\nfills and ibv_post_send fails with ENOMEM. Needs root (eBPF).",
-		fmt.Sprintf("\nThe workload it runs: sqscope workload %s\n", strings.Join(workload.DemoArgs(60, 8), " ")), stderr)
+		fmt.Sprintf("\nThe workload it runs: sqscope workload %s\n", strings.Join(workload.DemoArgs(60, 8), " ")), stdout)
 	fs.Float64Var(&seconds, "D", 60, "run the scenario for SECONDS")
 	fs.Float64Var(&after, "fault-after", 8, "turn the never-signal bug on after SECONDS")
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
-	if err := parseCommand(fs, args, stderr); err != nil {
+	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErr("demo: unexpected argument %q", fs.Arg(0))
+		return cli.UsageErr("demo: unexpected argument %q", fs.Arg(0))
 	}
 	if seconds <= 0 || after < 0 || after >= seconds || interval <= 0 {
-		return usageErr("demo: want -D > --fault-after >= 0 and -i > 0")
+		return cli.UsageErr("demo: want -D > --fault-after >= 0 and -i > 0")
 	}
 	tf := targetFlags{workload: true, mode: session.ModeEvents, timeout: 10 * time.Second, ringMiB: 8}
-	return watch(ctx, &tf, workload.DemoArgs(seconds, after), watchOpts{interval: interval, intervalGiven: flagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
+	return watch(ctx, &tf, workload.DemoArgs(seconds, after), watchOpts{interval: interval, intervalGiven: cli.FlagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
 }
 
 type watchOpts struct {
@@ -113,7 +114,9 @@ func watch(ctx context.Context, tf *targetFlags, rest []string, o watchOpts, std
 			fmt.Fprintf(stdout, "--- %s\n", time.Now().Format("15:04:05"))
 			analyzer.WriteText(stdout, s.Analyzer().Snapshot())
 		})
-		analyzer.WriteText(stdout, s.Analyzer().Snapshot())
+		if werr := analyzer.WriteText(stdout, s.Analyzer().Snapshot()); err == nil && werr != nil {
+			err = fmt.Errorf("writing the report: %w", werr)
+		}
 		return err
 	}
 
@@ -133,30 +136,26 @@ func watch(ctx context.Context, tf *targetFlags, rest []string, o watchOpts, std
 		}
 	}
 	if uiErr != nil {
-		return fmt.Errorf("terminal UI: %w", uiErr)
+		return errors.Join(err, fmt.Errorf("terminal UI: %w", uiErr))
 	}
-	var nv *session.NoVerbsError
-	if errors.As(err, &nv) {
-		return err
-	}
-	return nil
+	return err
 }
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var speed, interval float64
-	fs := commandFlags("replay", "replay FILE [flags]",
+	fs := cli.CommandFlags("replay", "replay FILE [flags]",
 		"Show a recording in the live view at the pace it was recorded: p pauses,\n+/- change the speed, left/right seek 10 s. Without a terminal, print its report.",
-		"", stderr)
+		"", stdout)
 	fs.Float64Var(&speed, "speed", 1, "replay speed (2 = twice as fast)")
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
 	var preferBF, shutUpBF bool
 	bfFlags(fs, &preferBF, &shutUpBF)
-	path, err := oneFile(fs, "replay", args)
+	path, err := cli.OneFile(fs, "replay", args)
 	if err != nil {
 		return err
 	}
 	if speed <= 0 || interval <= 0 {
-		return usageErr("replay: --speed and -i must be positive")
+		return cli.UsageErr("replay: --speed and -i must be positive")
 	}
 	if !isTerminal(stdout) {
 		return runReport(ctx, args, stdout, stderr)
@@ -170,9 +169,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer rp.Close()
 	rp.Speed(speed)
 	app := tview.NewApplication()
-	u := tui.New(rp, tui.Info{Target: info.Target, PID: int(info.TargetPID), Mode: "replay of " + path}, app)
+	u := tui.New(rp, tui.Info{Target: info.Target, PID: int(info.TargetPID), Mode: "replay of " + path, Warning: rp.Warning()}, app)
 	if err := u.Run(ctx, time.Duration(interval*float64(time.Second))); err != nil {
 		return fmt.Errorf("terminal UI: %w", err)
 	}
-	return rp.Err()
+	if err := rp.Err(); err != nil || rp.Warning() == "" {
+		return err
+	}
+	return fmt.Errorf("replay: %s: %s", path, rp.Warning()) // not the whole recording: say so in the exit status
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/session"
 )
 
@@ -27,20 +28,20 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var tf targetFlags
 	var interval float64
 	var asJSON bool
-	fs := commandFlags("trace", "trace (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | --workload -- FLAGS) [flags]",
 		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
-		traceExamples, stderr)
+		traceExamples, stdout)
 	tf.register(fs)
 	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	if err := parseCommand(fs, args, stderr); err != nil {
+	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
 	if err := tf.check(fs.Args()); err != nil {
-		return usageErr("trace: %v", err)
+		return cli.UsageErr("trace: %v", err)
 	}
 	if interval < 0 {
-		return usageErr("trace: -i must be positive")
+		return cli.UsageErr("trace: -i must be positive")
 	}
 	s, err := tf.start(fs.Args(), stderr, nil)
 	if err != nil {
@@ -60,12 +61,16 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				Self session.SelfCost `json:"sqscope_cpu"`
 			}{snap, cost})
 		}
-		analyzer.WriteText(stdout, snap)
-		fmt.Fprintln(stdout, cost)
-		return nil
-	}
-	if err := s.RunEvery(ctx, time.Duration(interval*float64(time.Second)), func() { print() }); err != nil {
+		if err := analyzer.WriteText(stdout, snap); err != nil {
+			return fmt.Errorf("trace: writing the summary: %w", err)
+		}
+		_, err := fmt.Fprintln(stdout, cost)
 		return err
 	}
-	return print()
+	// however the trace ended, what was seen is printed (it says why)
+	err = s.RunEvery(ctx, time.Duration(interval*float64(time.Second)), func() { print() })
+	if perr := print(); err == nil {
+		err = perr
+	}
+	return err
 }

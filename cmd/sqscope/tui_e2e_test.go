@@ -114,3 +114,24 @@ func TestDemoInTmux(t *testing.T) {
 	m.run("send-keys", "-t", m.name, "stty -a | tr ' ' '\\n' | grep -x -e icanon -e echo | tr '\\n' ' '; echo TTY_OK2", "Enter")
 	m.waitFor("the shell after Ctrl-C", regexp.MustCompile(`icanon echo TTY_OK2`), 10*time.Second)
 }
+
+// At 80×24 the overflowing QP's STATUS shows, and a jumps to it.
+func TestDemoAt80x24(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is needed (make deps installs it)")
+	}
+	bin := sqscopeBin(t)
+	m := tmux{t, fmt.Sprintf("sqscope-e2e80-%d", time.Now().UnixNano())}
+	m.run("new-session", "-d", "-s", m.name, "-x", "80", "-y", "24", "bash --norc --noprofile")
+	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", m.name).Run() })
+	m.run("send-keys", "-t", m.name, "clear; "+bin+" demo -D 40 --fault-after 2; echo SQSCOPE_EXIT=$?", "Enter")
+	screen := m.waitFor("QP 0x1c2 overflowing", regexp.MustCompile(`0x1c2 .*OVERFLOW`), 40*time.Second)
+	if !strings.Contains(screen, "? help") || !strings.Contains(screen, "q quit") {
+		t.Fatalf("the footer's keys are cut at 80 columns:\n%s", screen)
+	}
+	m.run("send-keys", "-t", m.name, "a")
+	m.waitFor("the detail of QP 0x1c2", regexp.MustCompile(`QP 0x1c2 pid \d+`), 10*time.Second)
+	m.run("send-keys", "-t", m.name, "q")
+	m.waitFor("exit status", regexp.MustCompile(`SQSCOPE_EXIT=0`), 45*time.Second)
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/verbs"
 	"github.com/sqscope/sqscope/workload"
 )
@@ -38,11 +39,11 @@ EXAMPLES
         the same traffic on a Soft-RoCE device, RoCE v2 GID index 1
 `
 
-func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
+func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	f := &workloadFlags{cfg: workload.Defaults()}
-	fs := commandFlags("workload", "workload [flags]",
+	fs := cli.CommandFlags("workload", "workload [flags]",
 		"Drive send traffic and print what happened to each send queue. On the\nsimulated HCA (the default) the counters are the HCA's ground truth.",
-		workloadExamples, stderr)
+		workloadExamples, help)
 	c := &f.cfg
 	both := func(short, long string, fn func(name string)) {
 		fn(short)
@@ -53,15 +54,17 @@ func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 	})
 	both("x", "gid-index", func(n string) { fs.IntVar(&c.GIDIndex, n, c.GIDIndex, "GID index on RoCE (-1: choose RoCE v2)") })
 	fs.IntVar(&c.Port, "ib-port", c.Port, "device port")
-	both("s", "size", func(n string) { uintVar(fs, &c.Size, n, c.Size, "payload bytes per WR") })
+	both("s", "size", func(n string) { cli.UintVar(fs, &c.Size, n, c.Size, "payload bytes per WR") })
 	both("I", "inline_size", func(n string) {
-		uintVar(fs, &c.InlineSize, n, c.InlineSize, "max inline data asked for; WRs of -s <= -I are posted inline")
+		cli.UintVar(fs, &c.InlineSize, n, c.InlineSize, "max inline data asked for; WRs of -s <= -I are posted inline")
 	})
-	both("Q", "cq-mod", func(n string) { uintVar(fs, &c.CQMod, n, c.CQMod, "signal every Nth WR (capped to -t when not given)") })
+	both("Q", "cq-mod", func(n string) {
+		cli.UintVar(fs, &c.CQMod, n, c.CQMod, "signal every Nth WR (capped to -t when not given)")
+	})
 	both("t", "tx-depth", func(n string) {
-		uintVar(fs, &c.TxDepth, n, c.TxDepth, "SQ depth asked for, and the outstanding-WR limit")
+		cli.UintVar(fs, &c.TxDepth, n, c.TxDepth, "SQ depth asked for, and the outstanding-WR limit")
 	})
-	both("l", "post_list", func(n string) { uintVar(fs, &c.PostList, n, c.PostList, "WRs per post call (one doorbell)") })
+	both("l", "post_list", func(n string) { cli.UintVar(fs, &c.PostList, n, c.PostList, "WRs per post call (one doorbell)") })
 	both("n", "iters", func(n string) { fs.Uint64Var(&c.Iters, n, c.Iters, "WRs per QP") })
 	both("D", "duration", func(n string) { fs.Float64Var(&f.duration, n, 0, "run for this many seconds instead of -n") })
 	fs.IntVar(&c.QPs, "qps", c.QPs, "QPs, one thread each")
@@ -69,7 +72,7 @@ func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.StringVar(&f.opcode, "opcode", "send", strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
 	fs.BoolVar(&c.CQEx, "cq-ex", false, "create the CQ with ibv_create_cq_ex and poll it with ibv_start_poll/ibv_next_poll")
 	fs.StringVar(&c.API, "api", c.API, "post_send or wr (ibv_wr_start..ibv_wr_complete)")
-	uintVar(fs, &c.PollBatch, "poll-batch", c.PollBatch, "work completions per ibv_poll_cq")
+	cli.UintVar(fs, &c.PollBatch, "poll-batch", c.PollBatch, "work completions per ibv_poll_cq")
 	fs.Uint64Var(&c.Rate, "rate", 0, "cap the post rate, WR/s per QP (0: none)")
 	fs.BoolVar(&c.SigAll, "sig-all", false, "create QPs with sq_sig_all=1")
 	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode")
@@ -83,87 +86,62 @@ func newWorkloadFlags(stderr io.Writer) (*flag.FlagSet, *workloadFlags) {
 	return fs, f
 }
 
-// uintVar registers a uint32 flag.
-func uintVar(fs *flag.FlagSet, p *uint32, name string, v uint32, usage string) {
-	*p = v
-	fs.Func(name, fmt.Sprintf("%s (default %d)", usage, v), func(s string) error {
-		var x uint64
-		if _, err := fmt.Sscan(s, &x); err != nil || x > 1<<32-1 || strings.HasPrefix(s, "-") {
-			return fmt.Errorf("want a non-negative integer, got %q", s)
-		}
-		*p = uint32(x)
-		return nil
-	})
-}
-
 // parseWorkload turns arguments into a validated workload.Config.
-func parseWorkload(args []string, stderr io.Writer) (*workloadFlags, error) {
-	fs, f := newWorkloadFlags(stderr)
-	if err := parseQuiet(fs, stderr, func() error { return fs.Parse(args) }); err != nil {
+func parseWorkload(args []string, help io.Writer) (*workloadFlags, error) {
+	fs, f := newWorkloadFlags(help)
+	if err := cli.ParseQuiet(fs, help, func() error { return fs.Parse(args) }); err != nil {
 		if err == flag.ErrHelp {
 			return nil, err
 		}
-		return nil, usageErr("workload: %v", err)
+		return nil, cli.UsageErr("workload: %v", err)
 	}
 	if fs.NArg() > 0 {
-		return nil, usageErr("workload: unexpected argument %q", fs.Arg(0))
+		return nil, cli.UsageErr("workload: unexpected argument %q", fs.Arg(0))
 	}
 	c := &f.cfg
 	qt, err := verbs.ParseQPType(f.conn)
 	if err != nil {
-		return nil, usageErr("workload: --connection: %v", err)
+		return nil, cli.UsageErr("workload: --connection: %v", err)
 	}
 	c.Conn = qt
 	if c.Opcodes, err = workload.ParseOpcodes(f.opcode); err != nil {
-		return nil, usageErr("workload: %v", err)
+		return nil, cli.UsageErr("workload: %v", err)
 	}
 	if f.fault != "" {
 		c.Fault, c.LazyPoll, err = workload.ParseFault(f.fault)
 		if err != nil {
-			return nil, usageErr("workload: %v", err)
+			return nil, cli.UsageErr("workload: %v", err)
 		}
 	}
 	if f.faultAfter < 0 {
-		return nil, usageErr("workload: --fault-after must be positive")
+		return nil, cli.UsageErr("workload: --fault-after must be positive")
 	}
 	c.FaultAfter = time.Duration(f.faultAfter * float64(time.Second))
 	if f.duration < 0 {
-		return nil, usageErr("workload: -D/--duration must be positive")
+		return nil, cli.UsageErr("workload: -D/--duration must be positive")
 	}
 	if f.duration > 0 {
 		c.Duration = time.Duration(f.duration * float64(time.Second))
-		if !flagGiven(fs, "n", "iters") {
+		if !cli.FlagGiven(fs, "n", "iters") {
 			c.Iters = 0
 		}
 	}
 	c.Sim.Deterministic = f.deterministic
-	if err := c.Validate(flagGiven(fs, "Q", "cq-mod")); err != nil {
-		return nil, usageErr("workload: %v", err)
+	if err := c.Validate(cli.FlagGiven(fs, "Q", "cq-mod")); err != nil {
+		return nil, cli.UsageErr("workload: %v", err)
 	}
 	return f, nil
 }
 
-func flagGiven(fs *flag.FlagSet, names ...string) bool {
-	given := false
-	fs.Visit(func(fl *flag.Flag) {
-		for _, n := range names {
-			if fl.Name == n {
-				given = true
-			}
-		}
-	})
-	return given
-}
-
 func runWorkload(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseWorkload(args, stderr)
+	f, err := parseWorkload(args, stdout)
 	if err != nil {
 		return err
 	}
 	res, err := workload.Run(ctx, f.cfg)
 	if err != nil {
 		if errors.Is(err, verbs.ErrNoDevice) {
-			return usageErr("%v", err)
+			return cli.UsageErr("%v", err)
 		}
 		return err
 	}

@@ -49,6 +49,7 @@ const struct abi_fact abi_facts[] = {
 	VAL(VERBS_CTX_MODIFY_CQ_MIN_SZ,
 	    sizeof(struct verbs_context) - offsetof(struct verbs_context, modify_cq)),
 	OFF(IBV_PD_CONTEXT, ibv_pd, context),
+	OFF(IBV_SRQ_INIT_ATTR_MAX_WR, ibv_srq_init_attr, attr.max_wr),
 
 	OFF(IBV_QP_CONTEXT, ibv_qp, context),
 	OFF(IBV_QP_SEND_CQ, ibv_qp, send_cq),
@@ -172,6 +173,7 @@ const struct abi_fact abi_sizes[] = {
 	ESIZE(sq_hdr), ESIZE(sq_caps), ESIZE(sq_qp_rec), ESIZE(sq_cq_rec), ESIZE(sq_wr), ESIZE(sq_post_rec),
 	ESIZE(sq_wc), ESIZE(sq_poll_rec), ESIZE(sq_recv_rec), ESIZE(sq_exit_rec),
 	ESIZE(sq_key), ESIZE(sq_cq_stats), ESIZE(sq_qp_counters),
+	ESIZE(sq_gen_key), ESIZE(sq_obj_rec), ESIZE(sq_qp_final_rec),
 };
 
 const int abi_nsizes = sizeof(abi_sizes) / sizeof(abi_sizes[0]);

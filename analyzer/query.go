@@ -1,0 +1,19 @@
+package analyzer
+
+// QPCounters returns one QP's counters as a snapshot would show them (its
+// send CQ's poll counts left out), without copying the rest of the state:
+// for sinks that sample a few QPs often.
+func (a *Analyzer) QPCounters(pid, qpNum uint32) (Counters, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	q, ok := a.qps[qpKey{pid, qpNum}]
+	if !ok {
+		return Counters{}, false
+	}
+	c := q.c
+	c.CQEWrites = c.Signaled + c.FlushedUnsignaled
+	return c, true
+}
+
+// Savings is the PCIe picture of the counters, as a snapshot computes it.
+func (c *Counters) Savings() Savings { return savings(c) }

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
+)
+
+// runBin runs sqscope with args (and sig sent after a while, if not 0),
+// and returns its exit status, stdout and stderr.
+func runBin(t *testing.T, sig syscall.Signal, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(sqscopeBin(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if sig != 0 {
+		time.Sleep(1500 * time.Millisecond)
+		cmd.Process.Signal(sig)
+	}
+	err := cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// However a trace ends, its summary, its JSON and its recording are
+// written, and say why it ended.
+func TestEveryEndingIsWritten(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	t.Run("no verbs library: record", func(t *testing.T) {
+		rec := filepath.Join(t.TempDir(), "run.sqscope")
+		code, _, stderr := runBin(t, 0, "record", "-o", rec, "--verbs-timeout", "300ms", "-c", "sleep 3")
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		if code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "sqscope: recorded ") ||
+			!strings.Contains(lines[0], "has not loaded a verbs library after 300ms") ||
+			!strings.Contains(lines[1], "has not loaded a verbs library after 300ms") {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		out, err := exec.Command(sqscopeBin(t), "report", "--json", rec).Output()
+		if err != nil {
+			t.Fatalf("report: %v", err)
+		}
+		var r struct {
+			Recording struct {
+				Complete bool `json:"complete"`
+			} `json:"recording"`
+			Ended string `json:"ended"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil || !r.Recording.Complete || !strings.Contains(r.Ended, "has not loaded") {
+			t.Fatalf("report of the recording: %+v, %v\n%s", r, err, out)
+		}
+	})
+	t.Run("no verbs library: trace --json", func(t *testing.T) {
+		code, stdout, _ := runBin(t, 0, "trace", "--json", "--verbs-timeout", "300ms", "-c", "sleep 3")
+		var r struct {
+			Ended        string `json:"ended"`
+			EndedOnError bool   `json:"ended_on_error"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); code != 1 || err != nil || !strings.Contains(r.Ended, "has not loaded") || r.EndedOnError {
+			t.Fatalf("exit %d, JSON %+v (%v)", code, r, err)
+		}
+	})
+	t.Run("SIGTERM: trace", func(t *testing.T) {
+		code, stdout, stderr := runBin(t, syscall.SIGTERM, "trace", "--workload", "--", "-D", "30", "--rate", "2000")
+		if code != 0 || !strings.Contains(stdout, "trace ended: terminated signal received; the target ") ||
+			!strings.Contains(stdout, "QP 0x") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+	})
+}

@@ -1,0 +1,173 @@
+// Package outfile is how sqscope writes an output file while it runs as
+// root: only to a regular file or to standard output ("-"), never through a
+// symbolic link, never over one of its inputs or over an existing recording
+// unless forced, and never leaving a half-written file in place of a good
+// one. See docs/design.md.
+package outfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Stdout is the output name that means standard output, for every command.
+const Stdout = "-"
+
+// recordingMagic starts every recording (trace's file header).
+var recordingMagic = []byte("SQSCOPE\x00")
+
+// Check says why path cannot be an output: it is a symbolic link, not a
+// regular file (a device, a directory, a pipe), one of the inputs, or an
+// existing recording while force is false. It returns whether path exists.
+func Check(path string, inputs []string, force bool) (exists bool, err error) {
+	if path == Stdout {
+		return false, nil
+	}
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case st.Mode()&fs.ModeSymlink != 0:
+		return true, fmt.Errorf("%s is a symbolic link: outputs are not written through links (give the file it points to)", path)
+	case !st.Mode().IsRegular():
+		return true, fmt.Errorf("%s is %s, not a regular file: give a file name, or %s for standard output", path, kind(st.Mode()), Stdout)
+	}
+	for _, in := range inputs {
+		if ist, err := os.Stat(in); err == nil && os.SameFile(st, ist) {
+			return true, fmt.Errorf("%s is also an input: give another output", path)
+		}
+	}
+	if !force && isRecording(path) {
+		return true, fmt.Errorf("%s is an existing recording: give --force to replace it", path)
+	}
+	return true, nil
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
+}
+
+func isRecording(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(recordingMagic))
+	_, err = io.ReadFull(f, b)
+	return err == nil && bytes.Equal(b, recordingMagic)
+}
+
+// File is an output being written. A new file is written in place; an
+// existing one is replaced only by Commit, from a temporary file next to
+// it, so a failed run leaves the old file as it was.
+type File struct {
+	*os.File
+	path    string
+	replace bool // writing a temporary file, renamed over path by Commit
+	done    bool
+}
+
+// Create checks path (see Check) and opens it for writing with mode perm:
+// in place when it does not exist (created exclusively, so a file that
+// appears meanwhile is not overwritten), else as a temporary file that
+// Commit renames over it. The replaced file's mode is kept when keepMode
+// is set; otherwise the new file has perm.
+func Create(path string, perm fs.FileMode, inputs []string, force, keepMode bool) (*File, error) {
+	exists, err := Check(path, inputs, force)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if err != nil {
+			return nil, err
+		}
+		return &File{File: f, path: path}, nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, err
+	}
+	mode := perm
+	if keepMode {
+		if st, err := os.Stat(path); err == nil {
+			mode = st.Mode().Perm()
+		}
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return &File{File: f, path: path, replace: true}, nil
+}
+
+// Replaces reports whether the output replaces an existing file.
+func (o *File) Replaces() bool { return o.replace }
+
+// Commit syncs and closes the file and, when it replaces one, renames it
+// into place.
+func (o *File) Commit() error {
+	o.done = true
+	err := o.Sync()
+	if cerr := o.Close(); err == nil {
+		err = cerr
+	}
+	if !o.replace {
+		return err
+	}
+	if err == nil {
+		err = os.Rename(o.Name(), o.path)
+	}
+	if err != nil {
+		os.Remove(o.Name())
+	}
+	return err
+}
+
+// Abort gives up the output: a replacement is removed and the old file
+// stays; a new file is kept as far as it was written (a recording cut
+// short is still readable up to the cut). No-op after Commit.
+func (o *File) Abort() {
+	if o.done {
+		return
+	}
+	o.done = true
+	o.Close()
+	if o.replace {
+		os.Remove(o.Name())
+	}
+}
+
+// Discard removes what was written (a new file too), as after an export
+// that failed before writing anything worth keeping. No-op after Commit.
+func (o *File) Discard() {
+	if o.done {
+		return
+	}
+	o.done = true
+	o.Close()
+	os.Remove(o.Name())
+}

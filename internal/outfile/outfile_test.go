@@ -1,0 +1,185 @@
+package outfile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func write(t *testing.T, path, s string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func content(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// Outputs that are not regular files, or that are an input or an existing
+// recording, are refused, and stay as they were.
+func TestCheckRefuses(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain.json")
+	write(t, plain, "old", 0o644)
+	rec := filepath.Join(dir, "run.sqscope")
+	write(t, rec, "SQSCOPE\x00rest", 0o600)
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(plain, link); err != nil {
+		t.Fatal(err)
+	}
+	hard := filepath.Join(dir, "hard.sqscope")
+	if err := os.Link(rec, hard); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	null := filepath.Join(dir, "null")
+	nullErr := syscall.Mknod(null, syscall.S_IFCHR|0o666, 1<<8|3) // like /dev/null
+
+	tests := []struct {
+		name, path string
+		inputs     []string
+		force      bool
+		exists     bool
+		err        string
+	}{
+		{"new file", filepath.Join(dir, "new.json"), nil, false, false, ""},
+		{"stdout", Stdout, nil, false, false, ""},
+		{"existing plain file", plain, nil, false, true, ""},
+		{"symbolic link", link, nil, false, true, "is a symbolic link"},
+		{"directory", dir, nil, false, true, "is a directory, not a regular file"},
+		{"named pipe", fifo, nil, false, true, "is a named pipe"},
+		{"the input itself", rec, []string{rec}, true, true, "is also an input"},
+		{"the input by another name", hard, []string{rec}, true, true, "is also an input"},
+		{"existing recording", rec, nil, false, true, "is an existing recording: give --force"},
+		{"existing recording, forced", rec, nil, true, true, ""},
+	}
+	if nullErr == nil {
+		tests = append(tests, struct {
+			name, path string
+			inputs     []string
+			force      bool
+			exists     bool
+			err        string
+		}{"character device", null, nil, true, true, "is a character device"})
+	} else {
+		t.Logf("no device node test: %v", nullErr)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			exists, err := Check(tc.path, tc.inputs, tc.force)
+			if exists != tc.exists {
+				t.Errorf("exists %v, want %v", exists, tc.exists)
+			}
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("Check(%s) = %v, want %q", tc.path, err, tc.err)
+			}
+			if tc.err != "" {
+				if _, err := Create(tc.path, 0o600, tc.inputs, tc.force, true); err == nil {
+					t.Fatalf("Create(%s) accepted what Check refused", tc.path)
+				}
+			}
+		})
+	}
+	if content(t, plain) != "old" || content(t, rec) != "SQSCOPE\x00rest" {
+		t.Error("a refused output was changed")
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Error("the link is no longer a link")
+	}
+	if nullErr == nil {
+		if st, err := os.Stat(null); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+			t.Error("the device node is no longer a device")
+		}
+	}
+}
+
+// A new output is written in place with the given mode; an existing one is
+// replaced only on Commit, keeping its mode when asked; Abort and Discard
+// leave the old file as it was.
+func TestCreateReplacesOnlyOnCommit(t *testing.T) {
+	dir := t.TempDir()
+	newPath := filepath.Join(dir, "new.json")
+	f, err := Create(newPath, 0o600, nil, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Replaces() {
+		t.Error("a new file says it replaces one")
+	}
+	f.WriteString("new")
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(newPath); content(t, newPath) != "new" || st.Mode().Perm() != 0o600 {
+		t.Errorf("new file %q mode %v", content(t, newPath), st.Mode().Perm())
+	}
+
+	old := filepath.Join(dir, "old.json")
+	for _, end := range []string{"abort", "discard", "commit"} {
+		write(t, old, "old", 0o644)
+		f, err := Create(old, 0o600, nil, false, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !f.Replaces() {
+			t.Error("replacing an existing file does not say so")
+		}
+		f.WriteString("replacement")
+		if content(t, old) != "old" {
+			t.Fatalf("%s: the old file changed before the end", end)
+		}
+		switch end {
+		case "abort":
+			f.Abort()
+		case "discard":
+			f.Discard()
+		case "commit":
+			if err := f.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := "old"
+		if end == "commit" {
+			want = "replacement"
+		}
+		st, _ := os.Stat(old)
+		if got := content(t, old); got != want || st.Mode().Perm() != 0o644 {
+			t.Errorf("%s: file %q mode %v, want %q mode 0644", end, got, st.Mode().Perm(), want)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, ".old.json.*")); len(left) != 0 {
+			t.Errorf("%s: temporary files left: %v", end, left)
+		}
+	}
+
+	// a new file cut short stays (a recording is readable up to the cut);
+	// discarded, it goes
+	cut := filepath.Join(dir, "cut.sqscope")
+	f, _ = Create(cut, 0o600, nil, false, false)
+	f.WriteString("SQSCOPE\x00part")
+	f.Abort()
+	if content(t, cut) != "SQSCOPE\x00part" {
+		t.Error("Abort removed a new file's content")
+	}
+	gone := filepath.Join(dir, "gone.json")
+	f, _ = Create(gone, 0o600, nil, false, false)
+	f.WriteString("{")
+	f.Discard()
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Errorf("Discard left %s: %v", gone, err)
+	}
+}
