@@ -404,13 +404,15 @@ struct sq_key {
 
 /* Per-CQ poll statistics (map cq_stats). empty is kept in both modes;
  * polls and cqes only in the counters mode. Monotonic: user space takes
- * differences, so neither side ever resets them. */
+ * differences, so neither side ever resets them. An entry whose key has
+ * pad set holds counts a thread handed over after the life of that CQ
+ * generation (pad, gen) had ended: they add to its last totals. */
 struct sq_cq_stats {
 	__u64 empty;
 	__u64 polls;
 	__u64 cqes;
 	__u32 gen;       /* the CQ's generation (0: created before tracing, or not seen) */
-	__u32 pad;
+	__u32 prev_gen;  /* the generation of the CQ at its address before it (0: none known) */
 };
 
 /* Per-QP totals of the low-overhead (counters) mode. Posted WRs only (the

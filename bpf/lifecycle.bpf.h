@@ -31,10 +31,26 @@ static __always_inline struct sq_obj_rec *new_obj(__u64 id, __u8 type, __u8 op, 
 	return r;
 }
 
+/* cq_seq_raise makes gen the newest CQ generation, unless a newer one is
+ * (creates racing on every try of the bounded compare-and-swap leave it
+ * lower: threads then hand their pending polls over once more). */
+static __always_inline void cq_seq_raise(__u64 gen)
+{
+	__u64 seen = cq_seq, was;
+
+	for (int i = 0; i < 16 && seen < gen; i++) {
+		was = __sync_val_compare_and_swap(&cq_seq, seen, gen);
+		if (was == seen)
+			break;
+		seen = was;
+	}
+}
+
 /* cq_born starts the life of a new CQ: the counts of the CQ that held its
  * address before (the creating thread's pending ones included) go to user
  * space in the record, with that CQ's generation, and the address starts
- * over. Every call that creates a CQ ends with it. */
+ * over; counts other threads still keep pending of the old CQ follow it
+ * (flush_polls). Every call that creates a CQ ends with it. */
 static __always_inline void cq_born(__u64 id, __u64 cq, __u8 via)
 {
 	__u32 tgid = id >> 32;
@@ -48,13 +64,16 @@ static __always_inline void cq_born(__u64 id, __u64 cq, __u8 via)
 		flush_polls(st, tgid);
 	fresh.gen = obj_born(tgid, SQ_OBJ_CQ, cq, 0);
 	r = new_obj(id, SQ_OBJ_CQ, SQ_OBJ_CREATE, via, cq, fresh.gen);
-	if (r) {
-		r->size = read_u32(cq + IBV_CQ_CQE);
-		old = bpf_map_lookup_elem(&cq_stats, &k);
-		if (old)
+	old = bpf_map_lookup_elem(&cq_stats, &k);
+	if (old) {
+		fresh.prev_gen = old->gen;
+		if (r)
 			r->prev = *old;
 	}
+	if (r)
+		r->size = read_u32(cq + IBV_CQ_CQE);
 	bpf_map_update_elem(&cq_stats, &k, &fresh, BPF_ANY);
+	cq_seq_raise(fresh.gen);
 	if (r)
 		bpf_ringbuf_submit(r, 0);
 }

@@ -66,15 +66,6 @@ static __always_inline void ex_end(struct sq_poll_rec *b, __u64 id)
 	b->hdr.kind = 0;
 }
 
-/* ex_pending makes cq the CQ the thread's pending poll counts are for. */
-static __always_inline void ex_pending(struct thread_state *st, __u32 tgid, __u64 cq)
-{
-	if (st->pend_cq != cq) {
-		flush_polls(st, tgid);
-		st->pend_cq = cq;
-	}
-}
-
 SEC("uprobe")
 int BPF_KPROBE(start_poll_entry, void *cq)
 {
@@ -105,7 +96,7 @@ int BPF_KRETPROBE(start_poll_ret, int ret)
 	if (!a)
 		return 0;
 	cq = a->a0;
-	ex_pending(st, tgid, cq);
+	pending_cq(st, tgid, cq);
 	if (ret == SQ_IBV_ENOENT)
 		st->pend_empty++;
 	if (targ_mode == SQ_MODE_COUNTERS) {
@@ -182,7 +173,7 @@ int BPF_KRETPROBE(next_poll_ret, int ret)
 		return 0;
 	if (targ_mode == SQ_MODE_COUNTERS) {
 		if (ret == 0) {
-			ex_pending(st, tgid, a->a0);
+			pending_cq(st, tgid, a->a0);
 			st->pend_cqes++;
 		}
 		return 0;

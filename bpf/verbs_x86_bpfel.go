@@ -82,12 +82,12 @@ type VerbsSqCqRec struct {
 }
 
 type VerbsSqCqStats struct {
-	_     structs.HostLayout
-	Empty uint64
-	Polls uint64
-	Cqes  uint64
-	Gen   uint32
-	Pad   uint32
+	_       structs.HostLayout
+	Empty   uint64
+	Polls   uint64
+	Cqes    uint64
+	Gen     uint32
+	PrevGen uint32
 }
 
 type VerbsSqExitRec struct {
@@ -380,6 +380,8 @@ type VerbsThreadState struct {
 	Pad4              uint32
 	PendGen           uint32
 	PendEpoch         uint32
+	PendCqSeq         uint32
+	Pad5              uint32
 }
 
 type VerbsWalk struct {
@@ -500,6 +502,7 @@ const (
 	VerbsProgWrSetSgeList        = "wr_set_sge_list"
 	VerbsProgWrStart             = "wr_start"
 	VerbsVarCallTimes            = "call_times"
+	VerbsVarCqSeq                = "cq_seq"
 	VerbsVarHaveTaskStorage      = "have_task_storage"
 	VerbsVarMaxSges              = "max_sges"
 	VerbsVarMaxWalk              = "max_walk"
@@ -649,6 +652,7 @@ type VerbsMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type VerbsVariableSpecs struct {
 	CallTimes       *ebpf.VariableSpec `ebpf:"call_times"`
+	CqSeq           *ebpf.VariableSpec `ebpf:"cq_seq"`
 	HaveTaskStorage *ebpf.VariableSpec `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.VariableSpec `ebpf:"max_sges"`
 	MaxWalk         *ebpf.VariableSpec `ebpf:"max_walk"`
@@ -747,6 +751,7 @@ func (m *VerbsMaps) Close() error {
 // It can be passed to LoadVerbsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type VerbsVariables struct {
 	CallTimes       *ebpf.Variable `ebpf:"call_times"`
+	CqSeq           *ebpf.Variable `ebpf:"cq_seq"`
 	HaveTaskStorage *ebpf.Variable `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.Variable `ebpf:"max_sges"`
 	MaxWalk         *ebpf.Variable `ebpf:"max_walk"`

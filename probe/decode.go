@@ -245,10 +245,13 @@ func (t *Tracer) flush(fn func(trace.Event)) {
 	var s bpf.VerbsSqCqStats
 	it := t.objs.CqStats.Iterate()
 	for it.Next(&k, &s) {
-		if t.foreign(k.Pid) {
-			continue
+		switch {
+		case t.foreign(k.Pid):
+		case k.Pad != 0:
+			t.cqLate(now, cqGenKey{k.Pid, k.Addr, k.Pad}, s, fn)
+		default:
+			t.cqReport(now, cqGenKey{k.Pid, k.Addr, s.Gen}, s, fn)
 		}
-		t.cqReport(now, cqGenKey{k.Pid, k.Addr, s.Gen}, s, fn)
 	}
 
 	if t.opts.Mode != ModeCounters {
