@@ -169,3 +169,64 @@ func TestCallsNotTraced(t *testing.T) {
 		}
 	})
 }
+
+// What CQ calls say, and the extended polls of a CQ, belong to one CQ
+// lifetime: the one its create started. A CQ created again at the address,
+// with generations or in a recording without them, has figures of its own,
+// and its extended polls match only its own QPs.
+func TestCQCallsPerLifetime(t *testing.T) {
+	const c = uint64(0x5000)
+	for _, gens := range []bool{true, false} {
+		t.Run(map[bool]string{true: "generations", false: "no generations"}[gens], func(t *testing.T) {
+			s := newStream()
+			create := func(gen uint64, cqe int32) {
+				if gens {
+					s.evs = append(s.evs, &trace.CQCreate{Header: s.hdr(), CQ: c, Gen: gen, CQE: uint32(cqe)})
+				}
+				s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpCreateEx, CQ: c, CQE: cqe, Via: "sqsim_create_cq_ex"})
+			}
+			qp := func(qpn uint32) {
+				s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+					SendCQ: c, RecvCQ: c, Caps: rcCaps(8, 60, 1), Via: "sqsim_create_qp"})
+			}
+			create(1, 63)
+			qp(1)
+			s.send(1, 2, 0, 2) // ids 0 and 1, 1 signaled
+			s.exPoll(c, 1)
+			s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpModify, CQ: c, ModCount: 8, ModPeriodUS: 16},
+				&trace.QPDestroy{Header: s.hdr(), QP: qpAddr(1), QPNum: 1},
+				&trace.CQChange{Header: s.hdr(), Op: trace.CQOpDestroy, CQ: c})
+			create(3, 127)
+			qp(2)
+			s.send(2, 2, 0, 2) // the same wr_ids as QP 1's
+			s.exPoll(c, 1, 99)
+			snap := s.run(Options{BF: DefaultBF})
+			if len(snap.CQs) != 2 {
+				t.Fatalf("CQs %+v, want 2", snap.CQs)
+			}
+			gen := func(g uint64) uint64 {
+				if gens {
+					return g
+				}
+				return 0
+			}
+			old, cur := snap.CQs[0], snap.CQs[1]
+			if old.Gen != gen(1) || !old.Extended || old.CQE != 63 || old.ModCount != 8 || old.ModPeriodUS != 16 ||
+				!old.Destroyed || !old.Replaced || old.Polls != 1 || old.CQEs != 1 || old.UnmatchedExCQEs != 0 {
+				t.Errorf("first CQ %+v", old)
+			}
+			if cur.Gen != gen(3) || !cur.Extended || cur.CQE != 127 || cur.ModCount != 0 || cur.Destroyed || cur.Replaced ||
+				cur.Polls != 1 || cur.CQEs != 2 || cur.UnmatchedExCQEs != 1 {
+				t.Errorf("second CQ %+v", cur)
+			}
+			for _, q := range snap.QPs {
+				if q.CQEsPolled != 1 || q.Outstanding != 0 || q.UnmatchedCQEs != 0 {
+					t.Errorf("QP %d: CQEs polled %d, outstanding %d, unmatched %d; want 1, 0, 0", q.QPNum, q.CQEsPolled, q.Outstanding, q.UnmatchedCQEs)
+				}
+			}
+			if q := snap.QPs[1]; q.SendCQGen != gen(3) {
+				t.Errorf("QP 2's send CQ generation %d, want %d", q.SendCQGen, gen(3))
+			}
+		})
+	}
+}
