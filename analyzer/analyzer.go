@@ -44,8 +44,11 @@ type Counters struct {
 	Polls                uint64 `json:"polls"`
 	EmptyPolls           uint64 `json:"empty_polls"`
 	PostRecvs            uint64 `json:"post_recvs"`
-	InlineSGEs           uint64 `json:"inline_sges"`        // SGEs the CPU copied instead of the NIC reading
-	BaselineWQEBytes     uint64 `json:"baseline_wqe_bytes"` // WQE bytes had no WR been inline
+	// EmptyWRBatches are ibv_wr_complete calls that succeeded with no WR
+	// seen in their batch: WRs built through ibv_wr_* calls not traced.
+	EmptyWRBatches   uint64 `json:"empty_wr_batches"`
+	InlineSGEs       uint64 `json:"inline_sges"`        // SGEs the CPU copied instead of the NIC reading
+	BaselineWQEBytes uint64 `json:"baseline_wqe_bytes"` // WQE bytes had no WR been inline
 	// BeyondModel counts WRs reported accepted that the call's list did not
 	// hold or no SQ could: an inconsistent stream, left out of the model.
 	BeyondModel uint64 `json:"wrs_beyond_model"`
@@ -113,10 +116,15 @@ type Snapshot struct {
 	TotalRates Rates          `json:"total_rates"`
 	TotalPCIe  Savings        `json:"total_pcie"`
 	Attach     []trace.Attach `json:"probes,omitempty"`
-	CQs        []CQ           `json:"cqs,omitempty"`
-	SRQs       []SRQ          `json:"srqs,omitempty"`
-	Exited     bool           `json:"target_exited"`
-	ExitCode   int32          `json:"exit_code"`
+	// CQs are the completion queues seen, one per lifetime, by their
+	// calls and polls.
+	CQs  []CQ  `json:"cqs,omitempty"`
+	SRQs []SRQ `json:"srqs,omitempty"`
+	// SRQRecvs counts receive WRs posted to shared receive queues
+	// (ibv_post_srq_recv), which belong to no QP.
+	SRQRecvs uint64 `json:"srq_recvs"`
+	Exited   bool   `json:"target_exited"`
+	ExitCode int32  `json:"exit_code"`
 	// ExitSignal is the signal that killed the target (ExitCode is then
 	// -1), 0 when it exited.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
@@ -141,13 +149,16 @@ type cqKey struct {
 	cq  uint64
 }
 
+// cqState is one CQ lifetime (lifecycle.go); what its calls said and
+// its extended polls are kept as excq.go says.
 type cqState struct {
 	pid                uint32
 	addr, gen          uint64
-	cqe                uint32
+	cqe                uint32 // its depth, from its create or last resize
 	replaced           bool
 	polls, empty, cqes uint64
 	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
+	cqCalls
 }
 
 // notePolls counts n polls at time now.
@@ -187,8 +198,11 @@ type Analyzer struct {
 	cqGens map[objKey]*cqState
 	allCQs []*cqState
 	srqs   []*srqState
-	diags  []diagRec
-	snap   Snapshot
+	// qpEpoch changes whenever a QP lifetime starts or ends or its send
+	// CQ is learned (the QPs of a CQ may have changed: excq.go).
+	qpEpoch uint64
+	diags   []diagRec
+	snap    Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
@@ -266,8 +280,11 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if e.SendCQ != 0 {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
+		a.qpEpoch++
 	case *trace.QPDestroy:
 		a.qpDestroyed(e)
+	case *trace.CQChange:
+		a.cqChange(e)
 	case *trace.QPModify:
 		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
 	case *trace.Post:
@@ -292,14 +309,26 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		var last *sq
 		for i := range e.WCs {
 			wc := &e.WCs[i]
-			if ibv.IsRecvWC(wc.Opcode) {
-				continue
+			var q *sq
+			if e.Ex {
+				// no QP number or opcode: found by the wr_id
+				if q = a.exWCQP(c, wc); q == nil {
+					continue
+				}
+			} else {
+				if ibv.IsRecvWC(wc.Opcode) {
+					continue
+				}
+				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
 			}
-			q := a.wcQP(e.PID, wc.QPNum, e.TimeNS)
 			if q.sendCQ == 0 {
 				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
+				a.qpEpoch++
 			}
 			q.complete(wc)
+			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
+				a.checkNotTraced(q, e.TimeNS)
+			}
 			q.lastPoll = e.TimeNS
 			q.lastNS = max(q.lastNS, e.TimeNS)
 			q.hist.note(e.TimeNS, q.outstanding(), 0, 1)
@@ -323,6 +352,10 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		}
 		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 	case *trace.PostRecv:
+		if e.SRQ {
+			a.snap.SRQRecvs += uint64(e.Accepted)
+			break
+		}
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
 		q.c.PostRecvs += uint64(e.Accepted)
 	case *trace.QPCounters:
@@ -497,6 +530,7 @@ func addCounters(t, c *Counters) {
 	t.Polls += c.Polls
 	t.EmptyPolls += c.EmptyPolls
 	t.PostRecvs += c.PostRecvs
+	t.EmptyWRBatches += c.EmptyWRBatches
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes
 	t.BeyondModel += c.BeyondModel

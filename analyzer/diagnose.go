@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
@@ -29,6 +30,8 @@ const (
 	// Predictions, made before the failure.
 	DiagRunNearDepth
 	DiagTrendingFull
+	// What the trace itself shows it misses.
+	DiagCallsNotTraced
 
 	numDiagKinds
 )
@@ -80,6 +83,8 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"unsignaled_run", "max_send_wr", "pct_of_depth", "outstanding"}},
 	DiagTrendingFull: {"occupancy_trending_full", SevPrediction,
 		[]string{"occupancy_from", "occupancy", "max_send_wr", "over_ms", "growth_wrs_per_s", "full_in_ms"}},
+	DiagCallsNotTraced: {"calls_not_traced", SevWarning,
+		[]string{"outstanding", "max_send_wr", "unmatched_cqes", "empty_wr_batches"}},
 }
 
 func (k DiagKind) String() string {
@@ -176,12 +181,30 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 		q.sigAllNoted = q.sigAllUnflagged
 		a.record(q, DiagSigAllFlag, now, evidence{q.sigAllFlagged, q.sigAllUnflagged})
 	}
+	a.checkNotTraced(q, now)
 	if q.runWarnPending {
 		q.runWarnPending = false
 		d := q.depth()
 		a.record(q, DiagRunNearDepth, now, evidence{q.curRun, d, 100 * q.curRun / d, q.outstanding()})
 	}
 	a.checkTrend(q, now)
+}
+
+// checkNotTraced says when the QP's own numbers show calls the trace did
+// not see: completions that match no WR, wr batches that rang a doorbell
+// for no WR, or more WRs outstanding than the SQ holds without an SQ-full
+// error (by the mlx5 rule that a slot is freed only by a completion).
+func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
+	over := q.capsKnown && !q.sendCapsInferred && q.depth() > 0 && q.outstanding() > q.depth()
+	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
+		return
+	}
+	if over && q.notTracedOver && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
+		return // said already; a new occurrence is a new count below
+	}
+	q.notTracedOver = over
+	q.notTracedNoted = [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches}
+	a.record(q, DiagCallsNotTraced, now, evidence{q.outstanding(), q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
 }
 
 // checkTrend makes the trend prediction when a history window has closed.
@@ -336,6 +359,19 @@ func (r *diagRec) export() Diagnosis {
 		d.Message = fmt.Sprintf("%d WRs posted in a row without IBV_SEND_SIGNALED, %d%% of max_send_wr %d: the SQ overflows if no signaled WR follows within %d WRs",
 			e[0], e[2], e[1], e[1]-min(e[0], e[1]))
 		d.Fix = fmt.Sprintf("Signal at least one WR in every %d (half of max_send_wr).", half(e[1]))
+	case DiagCallsNotTraced:
+		var what []string
+		if e[0] > e[1] && e[1] > 0 {
+			what = append(what, fmt.Sprintf("%d WRs outstanding, more than max_send_wr %d, with no SQ-full error: completions were polled through calls the trace did not see (or the provider frees a slot before its completion, as rxe does)", e[0], e[1]))
+		}
+		if e[2] > 0 {
+			what = append(what, fmt.Sprintf("%d completions matched no WR the trace saw posted", e[2]))
+		}
+		if e[3] > 0 {
+			what = append(what, fmt.Sprintf("%d ibv_wr_complete calls rang a doorbell for WRs the trace did not see being built", e[3]))
+		}
+		d.Message = "the trace misses calls on this QP: " + strings.Join(what, "; ")
+		d.Fix = "Look at the probes the report lists as NOT ATTACHED or not traced: the counts of this QP leave out the calls made through them."
 	case DiagTrendingFull:
 		d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
 			e[0], e[1], e[2], e[3], e[4], e[5])

@@ -145,10 +145,10 @@ func TestDiagnoses(t *testing.T) {
 			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
 			s.create(2, trace.QPTypeRC, rcCaps(16, 60, 1), false)
 			for range 3 {
-				s.post(1, s.wrs(1, 1, 9, 0, 1, 32, 1), ibv.EINVAL, 0)
+				s.post(1, s.wrs(1, 1, 12, 0, 1, 32, 1), ibv.EINVAL, 0)
 			}
 			s.post(2, s.wrs(2, 1, ibv.WRSend, ibv.SendInline, 1, 100, 1), ibv.ENOMEM, 0)
-			s.post(1, s.wrs(1, 1, 9, 0, 1, 32, 1), ibv.EINVAL, 0)
+			s.post(1, s.wrs(1, 1, 12, 0, 1, 32, 1), ibv.EINVAL, 0)
 		}, []string{"einval", "inline_too_big"}},
 	}
 	for _, tc := range tests {

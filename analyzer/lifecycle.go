@@ -16,19 +16,35 @@ type objKey struct {
 	gen uint64
 }
 
-// CQ is one completion queue lifetime in a snapshot. Its polls are every
-// ibv_poll_cq call on it while it lived; a QP's poll figures are its send
-// CQ's.
+// CQ is one completion queue lifetime in a snapshot: what its
+// control-path calls said (depth, moderation, how it is polled) and its
+// polls, every poll of it while it lived (an extended poll session is
+// one); a QP's poll figures are its send CQ's.
 type CQ struct {
-	PID        uint32 `json:"pid"`
-	CQ         uint64 `json:"cq"`
-	Gen        uint64 `json:"gen"`
-	CQE        uint32 `json:"cqe,omitempty"`
+	PID uint32 `json:"pid"`
+	CQ  uint64 `json:"cq"`
+	Gen uint64 `json:"gen"`
+	// CQE is its depth, from its creation or last resize; 0 when the CQ
+	// was created before the tracer attached.
+	CQE uint32 `json:"cqe,omitempty"`
+	// Extended: created with ibv_create_cq_ex, polled (also) with
+	// ibv_start_poll..ibv_end_poll, whose completions carry no QP number:
+	// each is matched to a QP of the CQ by its wr_id.
+	Extended   bool   `json:"extended"`
 	Polls      uint64 `json:"polls"`
 	EmptyPolls uint64 `json:"empty_polls"`
 	CQEs       uint64 `json:"cqes"`
+	// UnmatchedExCQEs are extended-poll completions whose wr_id matched no
+	// WR outstanding on a QP of this CQ: receive completions of a CQ
+	// shared with a receive queue, or WRs posted through calls not traced.
+	UnmatchedExCQEs uint64 `json:"unmatched_ex_cqes"`
+	Resizes         uint64 `json:"resizes"`
+	ModCount        uint16 `json:"moderation_count"`
+	ModPeriodUS     uint16 `json:"moderation_period_us"`
 	// Replaced: another CQ was created at its address, which ended it.
+	// Destroyed: its ibv_destroy_cq was seen, which ended it.
 	Replaced    bool    `json:"replaced,omitempty"`
+	Destroyed   bool    `json:"destroyed"`
 	SpanNS      uint64  `json:"span_ns"`
 	PollsPerSec float64 `json:"polls_per_s"`
 }
@@ -62,6 +78,7 @@ func (a *Analyzer) newQP(pid, num uint32, addr, gen, now uint64) *sq {
 		a.qpGens[objKey{pid, gen}] = q
 	}
 	a.all = append(a.all, q)
+	a.qpEpoch++
 	if a.lastWCQ != nil && a.lastWCKey == k {
 		a.lastWCQ = nil
 	}
@@ -120,6 +137,7 @@ func (a *Analyzer) qpDestroyed(e *trace.QPDestroy) {
 	}
 	if q != nil && e.Ret == 0 {
 		q.destroyed = true
+		a.qpEpoch++
 	}
 }
 
@@ -198,8 +216,10 @@ func (a *Analyzer) cqSnapshot() []CQ {
 	out := make([]CQ, 0, len(a.allCQs))
 	for _, c := range a.allCQs {
 		span := c.lastNS - c.firstNS
-		out = append(out, CQ{PID: c.pid, CQ: c.addr, Gen: c.gen, CQE: c.cqe, Polls: c.polls,
-			EmptyPolls: c.empty, CQEs: c.cqes, Replaced: c.replaced, SpanNS: span,
+		out = append(out, CQ{PID: c.pid, CQ: c.addr, Gen: c.gen, CQE: c.cqe, Extended: c.ex,
+			Polls: c.polls, EmptyPolls: c.empty, CQEs: c.cqes, UnmatchedExCQEs: c.exUnmatched,
+			Resizes: c.resizes, ModCount: c.modCount, ModPeriodUS: c.modPeriod,
+			Replaced: c.replaced, Destroyed: c.destroyed, SpanNS: span,
 			PollsPerSec: perSec(c.polls, span)})
 	}
 	return out

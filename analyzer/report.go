@@ -125,6 +125,8 @@ func writeText(w io.Writer, s Snapshot) {
 			{q.CQEErrors, "error CQEs %d"},
 			{q.BeyondModel, "%d WRs reported accepted beyond the list or any SQ depth (inconsistent trace, not modeled)"},
 			{q.Truncated, "%d WRs past the tracer's list bound (counted, not decoded)"},
+			{q.UnmatchedCQEs, "%d CQEs matched no WR the trace saw posted"},
+			{q.EmptyWRBatches, "%d wr batches rang a doorbell for WRs the trace did not see built"},
 		} {
 			if e.n > 0 {
 				errs = append(errs, fmt.Sprintf(e.what, e.n))
@@ -135,11 +137,48 @@ func writeText(w io.Writer, s Snapshot) {
 		}
 		writeCuts(w, &q.Cuts)
 	}
+	writeCQs(w, s.CQs)
+	if s.SRQRecvs > 0 {
+		fmt.Fprintf(w, "shared receive queues: %d receive WRs posted\n", s.SRQRecvs)
+	}
 	if s.UnknownQPPosts > 0 {
 		fmt.Fprintf(w, "note: %d post calls were on QPs created before the tracer attached\n", s.UnknownQPPosts)
 	}
 	WriteDiagnoses(w, s)
 	fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
+}
+
+// writeCQs writes the CQs whose control-path calls were seen, or whose
+// extended-poll completions matched no WR.
+func writeCQs(w io.Writer, cqs []CQ) {
+	for _, c := range cqs {
+		if c.CQE == 0 && !c.Extended && c.UnmatchedExCQEs == 0 {
+			continue
+		}
+		life := ""
+		if c.Gen != 0 {
+			life = fmt.Sprintf(", generation %d", c.Gen)
+		}
+		fmt.Fprintf(w, "CQ %#x (pid %d%s): depth %d", c.CQ, c.PID, life, c.CQE)
+		if c.Extended {
+			fmt.Fprint(w, ", extended (ibv_start_poll..ibv_end_poll: completions matched to their QP by wr_id)")
+		}
+		if c.ModCount != 0 || c.ModPeriodUS != 0 {
+			fmt.Fprintf(w, ", moderation %d completions / %d us", c.ModCount, c.ModPeriodUS)
+		}
+		if c.Resizes > 0 {
+			fmt.Fprintf(w, ", resized %d times", c.Resizes)
+		}
+		if c.Destroyed {
+			fmt.Fprint(w, ", destroyed")
+		} else if c.Replaced {
+			fmt.Fprint(w, ", replaced by a CQ at its address")
+		}
+		fmt.Fprintf(w, "; polls %d (empty %d), CQEs %d\n", c.Polls, c.EmptyPolls, c.CQEs)
+		if c.UnmatchedExCQEs > 0 {
+			fmt.Fprintf(w, "  %d extended-poll completions matched no WR outstanding on this CQ's QPs (receive completions, or WRs not traced)\n", c.UnmatchedExCQEs)
+		}
+	}
 }
 
 func writeOccupancy(w io.Writer, q *QP) {

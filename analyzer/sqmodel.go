@@ -20,6 +20,16 @@ const (
 	dataSeg   = 16
 	inlHdr    = 4
 	dgramSeg  = 48
+	atomicSeg = 16
+	// a memory-window bind or a local invalidate is a UMR WQE: control
+	// segment, UMR control segment, mkey context, and for a bind the KLM
+	// of the window (padded to 64 B)
+	umrCtrlSeg = 48
+	mkeySeg    = 64
+	klmSeg     = 64
+	// a TSO WQE's Ethernet segment, before the inlined headers, whose
+	// size the trace does not have
+	ethSeg    = 16
 	bfBufSize = 256
 )
 
@@ -110,6 +120,10 @@ type sq struct {
 	lastNS    uint64
 
 	diags [numDiagKinds]int32 // index into Analyzer.diags, -1 when none
+	// what the last calls_not_traced diagnosis saw: unmatched CQEs and
+	// empty wr batches, and whether outstanding was over the depth
+	notTracedNoted [2]uint64
+	notTracedOver  bool
 }
 
 func (q *sq) outstanding() uint64 { return q.head - q.tail }
@@ -241,7 +255,10 @@ func (q *sq) acceptLimit(p *trace.Post) int {
 // inferred one; 0 when unknown.
 func (q *sq) depth() uint64 { return uint64(q.caps.MaxSendWR) }
 
-// opOverhead is the WQE size before data segments for one opcode.
+// opOverhead is the WQE size before data segments for one opcode. Atomic
+// write is built as an atomic, its 8 bytes in the atomic segment (the
+// simulated HCA's rule: mlx5 of rdma-core 44 has no atomic write); a bind
+// is counted as one of non-zero length (an unbind takes no KLM: 64 B less).
 func (q *sq) opOverhead(op uint8) uint32 {
 	size := uint32(ctrlSeg)
 	if q.typ == trace.QPTypeUD {
@@ -250,8 +267,14 @@ func (q *sq) opOverhead(op uint8) uint32 {
 	switch op {
 	case ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm, ibv.WRRDMARead:
 		size += raddrSeg
-	case ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
-		size += raddrSeg + 16
+	case ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd, ibv.WRAtomicWrite:
+		size += raddrSeg + atomicSeg
+	case ibv.WRLocalInv:
+		size += umrCtrlSeg + mkeySeg
+	case ibv.WRBindMW:
+		size += umrCtrlSeg + mkeySeg + klmSeg
+	case ibv.WRTSO:
+		size += ethSeg
 	}
 	return size
 }
@@ -280,21 +303,38 @@ func (q *sq) isSignaled(w *trace.WR) bool {
 	return q.sigAll || w.Flags&ibv.SendSignaled != 0
 }
 
-// modeledOp reports whether the model knows the WQE of an opcode.
+// modeledOp reports whether the model knows the WQE of an opcode: every
+// opcode an ibv_wr_* builder or ibv_post_send can post. Each takes one SQ
+// slot until its completion (or a later one) retires it. Their PCIe is
+// counted by the send rules of pcie.go whatever they do on the wire: a
+// READ's or an atomic's response, written into the local SGE, is
+// counted as that SGE's DMA read, as before.
 func modeledOp(op uint8) bool {
 	switch op {
-	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm, ibv.WRRDMARead,
-		ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd:
+	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRSendWithInv, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm,
+		ibv.WRRDMARead, ibv.WRAtomicCmpAndSwp, ibv.WRAtomicFetchAndAdd, ibv.WRAtomicWrite,
+		ibv.WRLocalInv, ibv.WRBindMW, ibv.WRTSO:
 		return true
 	}
 	return false
 }
 
+// opcodeValid reports whether a QP of type typ takes opcode op: UD sends
+// (with immediate, or TSO), raw packet QPs send (or TSO), the connected
+// types take every other opcode but TSO.
 func opcodeValid(typ trace.QPType, op uint8) bool {
 	if !modeledOp(op) {
 		return false
 	}
-	return op == ibv.WRSend || op == ibv.WRSendWithImm || typ != trace.QPTypeUD
+	switch op {
+	case ibv.WRSend:
+		return true
+	case ibv.WRSendWithImm:
+		return typ != trace.QPTypeRawPkt
+	case ibv.WRTSO:
+		return typ == trace.QPTypeUD || typ == trace.QPTypeRawPkt
+	}
+	return typ != trace.QPTypeUD && typ != trace.QPTypeRawPkt
 }
 
 // cause classifies a failed post at WR index i of the list, by the
@@ -366,6 +406,10 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 	if p.Aborted {
 		q.c.Aborted++
 		return causeNone, 0
+	}
+	if p.API == trace.APIWR && p.Ret == 0 && p.NumWRs() == 0 {
+		// a doorbell for WRs the trace did not see being built
+		q.c.EmptyWRBatches++
 	}
 	n := int(p.Accepted)
 	if limit := q.acceptLimit(p); n > limit {

@@ -53,6 +53,7 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.Polls, b.Polls)
 	sub(&d.EmptyPolls, b.EmptyPolls)
 	sub(&d.PostRecvs, b.PostRecvs)
+	sub(&d.EmptyWRBatches, b.EmptyWRBatches)
 	sub(&d.InlineSGEs, b.InlineSGEs)
 	sub(&d.BaselineWQEBytes, b.BaselineWQEBytes)
 	sub(&d.BeyondModel, b.BeyondModel)

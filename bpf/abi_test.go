@@ -61,6 +61,7 @@ func TestGeneratedSizes(t *testing.T) {
 		{"sq_hdr", VerbsSqHdr{}},
 		{"sq_caps", VerbsSqCaps{}},
 		{"sq_qp_rec", VerbsSqQpRec{}},
+		{"sq_cq_rec", VerbsSqCqRec{}},
 		{"sq_wr", VerbsSqWr{}},
 		{"sq_post_rec", VerbsSqPostRec{}},
 		{"sq_wc", VerbsSqWc{}},
@@ -95,8 +96,9 @@ func TestRecordBounds(t *testing.T) {
 	var p VerbsSqPostRec
 	var q VerbsSqPollRec
 	var r VerbsSqQpRec
-	if len(p.Wrs) != 64 || len(q.Wcs) != 32 || len(r.Fns) != int(VerbsSqFnSQ_FN_COUNT) {
-		t.Errorf("bounds: wrs %d wcs %d fns %d (SQ_FN_COUNT %d)", len(p.Wrs), len(q.Wcs), len(r.Fns), VerbsSqFnSQ_FN_COUNT)
+	var c VerbsSqCqRec
+	if len(p.Wrs) != 64 || len(q.Wcs) != 32 || len(r.Fns) != int(VerbsSqFnSQ_FN_COUNT) || len(c.Fns) != len(r.Fns) {
+		t.Errorf("bounds: wrs %d wcs %d fns %d and %d (SQ_FN_COUNT %d)", len(p.Wrs), len(q.Wcs), len(r.Fns), len(c.Fns), VerbsSqFnSQ_FN_COUNT)
 	}
 	if off := unsafe.Offsetof(p.Wrs); off != 64 {
 		t.Errorf("sq_post_rec.wrs at %d, want 64", off)

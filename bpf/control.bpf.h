@@ -39,18 +39,28 @@ static __always_inline void read_ops(struct sq_qp_rec *r, __u64 ctx)
 	r->fns[SQ_FN_POST_SEND] = read_u64(ops + IBV_OPS_POST_SEND);
 	r->fns[SQ_FN_POLL_CQ] = read_u64(ops + IBV_OPS_POLL_CQ);
 	r->fns[SQ_FN_POST_RECV] = read_u64(ops + IBV_OPS_POST_RECV);
-	if (read_u64(ctx + IBV_CONTEXT_ABI_COMPAT) == VERBS_ABI_IS_EXTENDED &&
-	    read_u64(ctx - VERBS_CTX_SZ_BACK) >= VERBS_CTX_CREATE_QP_EX_MIN_SZ)
-		r->fns[SQ_FN_CREATE_QP_EX] = read_u64(ctx - VERBS_CTX_CREATE_QP_EX_BACK);
+	r->fns[SQ_FN_POST_SRQ_RECV] = read_u64(ops + IBV_OPS_POST_SRQ_RECV);
+	if (read_u64(ctx + IBV_CONTEXT_ABI_COMPAT) == VERBS_ABI_IS_EXTENDED) {
+		__u64 sz = read_u64(ctx - VERBS_CTX_SZ_BACK);
+
+		if (sz >= VERBS_CTX_CREATE_QP_EX_MIN_SZ)
+			r->fns[SQ_FN_CREATE_QP_EX] = read_u64(ctx - VERBS_CTX_CREATE_QP_EX_BACK);
+		/* the CQ ops of the verbs_context (cq_control.bpf.h) */
+		if (sz >= VERBS_CTX_CREATE_CQ_EX_MIN_SZ)
+			r->fns[SQ_FN_CREATE_CQ_EX] = read_u64(ctx - VERBS_CTX_CREATE_CQ_EX_BACK);
+		if (sz >= VERBS_CTX_MODIFY_CQ_MIN_SZ)
+			r->fns[SQ_FN_MODIFY_CQ] = read_u64(ctx - VERBS_CTX_MODIFY_CQ_BACK);
+	}
 }
 
-/* read_wr_fns fills the ibv_qp_ex function pointers, read in one go. */
+/* read_wr_fns fills the ibv_qp_ex function pointers, read in one go: every
+ * builder and setter from wr_atomic_cmp_swp to wr_atomic_write. */
 static __always_inline void read_wr_fns(struct sq_qp_rec *r, __u64 qpx)
 {
-	__u64 f[(IBV_QPX_WR_ABORT + 8 - IBV_QPX_WR_RDMA_READ) / 8] = {};
+	__u64 f[(IBV_QPX_WR_ATOMIC_WRITE + 8 - IBV_QPX_WR_ATOMIC_CMP_SWP) / 8] = {};
 
-#define QPX_FN(off) f[((off) - IBV_QPX_WR_RDMA_READ) / 8]
-	if (bpf_probe_read_user(f, sizeof(f), (void *)(qpx + IBV_QPX_WR_RDMA_READ)))
+#define QPX_FN(off) f[((off) - IBV_QPX_WR_ATOMIC_CMP_SWP) / 8]
+	if (bpf_probe_read_user(f, sizeof(f), (void *)(qpx + IBV_QPX_WR_ATOMIC_CMP_SWP)))
 		return;
 	r->fns[SQ_FN_WR_START] = QPX_FN(IBV_QPX_WR_START);
 	r->fns[SQ_FN_WR_COMPLETE] = QPX_FN(IBV_QPX_WR_COMPLETE);
@@ -64,6 +74,16 @@ static __always_inline void read_wr_fns(struct sq_qp_rec *r, __u64 qpx)
 	r->fns[SQ_FN_WR_SET_INLINE_DATA_LIST] = QPX_FN(IBV_QPX_WR_SET_INLINE_DATA_LIST);
 	r->fns[SQ_FN_WR_SET_SGE] = QPX_FN(IBV_QPX_WR_SET_SGE);
 	r->fns[SQ_FN_WR_SET_SGE_LIST] = QPX_FN(IBV_QPX_WR_SET_SGE_LIST);
+	/* the builders and setters added with the other opcodes */
+	r->fns[SQ_FN_WR_ATOMIC_CMP_SWP] = QPX_FN(IBV_QPX_WR_ATOMIC_CMP_SWP);
+	r->fns[SQ_FN_WR_ATOMIC_FETCH_ADD] = QPX_FN(IBV_QPX_WR_ATOMIC_FETCH_ADD);
+	r->fns[SQ_FN_WR_BIND_MW] = QPX_FN(IBV_QPX_WR_BIND_MW);
+	r->fns[SQ_FN_WR_LOCAL_INV] = QPX_FN(IBV_QPX_WR_LOCAL_INV);
+	r->fns[SQ_FN_WR_SEND_INV] = QPX_FN(IBV_QPX_WR_SEND_INV);
+	r->fns[SQ_FN_WR_SEND_TSO] = QPX_FN(IBV_QPX_WR_SEND_TSO);
+	r->fns[SQ_FN_WR_ATOMIC_WRITE] = QPX_FN(IBV_QPX_WR_ATOMIC_WRITE);
+	r->fns[SQ_FN_WR_SET_UD_ADDR] = QPX_FN(IBV_QPX_WR_SET_UD_ADDR);
+	r->fns[SQ_FN_WR_SET_XRC_SRQN] = QPX_FN(IBV_QPX_WR_SET_XRC_SRQN);
 #undef QPX_FN
 }
 

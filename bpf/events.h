@@ -21,6 +21,7 @@
 #define IBV_OPS_POLL_CQ                88
 #define IBV_OPS_POST_SEND              200
 #define IBV_OPS_POST_RECV              208
+#define IBV_OPS_POST_SRQ_RECV          160
 
 /* struct verbs_context is laid out just before its struct ibv_context:
  * these are the distances back from the ibv_context to the fields. */
@@ -29,14 +30,17 @@
 /* vctx->sz must reach create_qp_ex: sizeof(struct verbs_context) -
  * offsetof(struct verbs_context, create_qp_ex), as verbs_get_ctx_op() checks. */
 #define VERBS_CTX_CREATE_QP_EX_MIN_SZ  384
+/* The same for the CQ ops found there: create_cq_ex (ibv_create_cq_ex)
+ * and modify_cq (ibv_modify_cq), both static inline in verbs.h. */
+#define VERBS_CTX_CREATE_CQ_EX_BACK    120
+#define VERBS_CTX_CREATE_CQ_EX_MIN_SZ  448
+#define VERBS_CTX_MODIFY_CQ_BACK       184
+#define VERBS_CTX_MODIFY_CQ_MIN_SZ     512
 /* ibv_context.abi_compat of an extended (verbs_context) context */
 #define VERBS_ABI_IS_EXTENDED          0xffffffffffffffffULL
 
 /* struct ibv_pd */
 #define IBV_PD_CONTEXT                 0
-
-/* struct ibv_cq */
-#define IBV_CQ_CQE                     28
 
 /* struct ibv_srq_init_attr */
 #define IBV_SRQ_INIT_ATTR_MAX_WR       8
@@ -85,12 +89,19 @@
 /* struct ibv_qp_ex (its struct ibv_qp qp_base is at 0: qpx == qp) */
 #define IBV_QPX_WR_ID                  168
 #define IBV_QPX_WR_FLAGS               176
+#define IBV_QPX_WR_ATOMIC_CMP_SWP      184
+#define IBV_QPX_WR_ATOMIC_FETCH_ADD    192
+#define IBV_QPX_WR_BIND_MW             200
+#define IBV_QPX_WR_LOCAL_INV           208
 #define IBV_QPX_WR_RDMA_READ           216
 #define IBV_QPX_WR_RDMA_WRITE          224
 #define IBV_QPX_WR_RDMA_WRITE_IMM      232
 #define IBV_QPX_WR_SEND                240
 #define IBV_QPX_WR_SEND_IMM            248
+#define IBV_QPX_WR_SEND_INV            256
+#define IBV_QPX_WR_SEND_TSO            264
 #define IBV_QPX_WR_SET_UD_ADDR         272
+#define IBV_QPX_WR_SET_XRC_SRQN        280
 #define IBV_QPX_WR_SET_INLINE_DATA     288
 #define IBV_QPX_WR_SET_INLINE_DATA_LIST 296
 #define IBV_QPX_WR_SET_SGE             304
@@ -98,7 +109,28 @@
 #define IBV_QPX_WR_START               320
 #define IBV_QPX_WR_COMPLETE            328
 #define IBV_QPX_WR_ABORT               336
+#define IBV_QPX_WR_ATOMIC_WRITE        344
 #define IBV_QPX_SIZE                   352
+
+/* struct ibv_cq and struct ibv_cq_ex (an ibv_cq_ex starts as an ibv_cq:
+ * ibv_cq_ex_to_cq() is a cast). After ibv_start_poll or ibv_next_poll
+ * returned 0, status and wr_id describe the completion; the rest of it is
+ * only read through the read_* functions. */
+#define IBV_CQ_CQE                     28
+#define IBV_CQX_STATUS                 132
+#define IBV_CQX_WR_ID                  136
+#define IBV_CQX_START_POLL             144
+#define IBV_CQX_NEXT_POLL              152
+#define IBV_CQX_END_POLL               160
+#define IBV_CQX_READ_OPCODE            168
+#define IBV_CQX_READ_BYTE_LEN          184
+#define IBV_CQX_READ_QP_NUM            200
+#define IBV_CQX_SIZE                   288
+
+/* struct ibv_modify_cq_attr */
+#define IBV_MODIFY_CQ_ATTR_MASK        0
+#define IBV_MODIFY_CQ_COUNT            4
+#define IBV_MODIFY_CQ_PERIOD           6
 
 /* struct ibv_qp_init_attr; struct ibv_qp_init_attr_ex shares this prefix */
 #define IBV_QP_INIT_ATTR_SEND_CQ       8
@@ -131,6 +163,7 @@
 #define SQ_IBV_WR_SEND                 2
 #define SQ_IBV_WR_SEND_WITH_IMM        3
 #define SQ_IBV_WR_RDMA_READ            4
+#define SQ_IBV_ENOENT                  2   /* ibv_start_poll/ibv_next_poll: CQ empty */
 
 /* ---- bounds ------------------------------------------------------------ */
 
@@ -150,8 +183,16 @@ enum sq_rec_kind {
 	SQ_REC_POLL = 3, /* struct sq_poll_rec, cut after wcs[n] */
 	SQ_REC_RECV = 4, /* struct sq_recv_rec */
 	SQ_REC_EXIT = 5, /* struct sq_exit_rec */
-	SQ_REC_OBJ  = 6, /* struct sq_obj_rec */
+	/* object lifetimes */
+	SQ_REC_OBJ      = 6, /* struct sq_obj_rec */
 	SQ_REC_QP_FINAL = 7, /* struct sq_qp_final_rec */
+	/* data-path entry points beyond post_send/poll_cq/post_recv */
+	SQ_REC_CQ       = 8, /* struct sq_cq_rec */
+	SQ_REC_POLL_EX  = 9, /* struct sq_poll_rec of an ibv_start_poll..ibv_end_poll
+	                      * session: max is 0, each completion has only its
+	                      * wr_id and status (qp_num, opcode, byte_len 0) */
+	SQ_REC_SRQ_RECV = 10, /* struct sq_recv_rec of ibv_post_srq_recv: qp is the
+	                      * struct ibv_srq *, qp_num 0 */
 };
 
 /* sq_qp_op is sq_qp_rec.op: the control-path call that produced it. */
@@ -162,6 +203,7 @@ enum sq_qp_op {
 	SQ_QP_MODIFY    = 4, /* ibv_modify_qp(qp, attr, mask) */
 	SQ_QP_DESTROY   = 5, /* ibv_destroy_qp(qp) */
 	SQ_QP_ALLOC_PD  = 6, /* ibv_alloc_pd(ctx): reveals the context's ops */
+	SQ_QP_OPEN_DEVICE = 7, /* ibv_open_device(dev): the same, before any PD or CQ */
 };
 
 /* sq_via is the attach cookie of the control-path probes: which library's
@@ -191,7 +233,37 @@ enum sq_fn {
 	SQ_FN_WR_SET_INLINE_DATA_LIST,
 	SQ_FN_WR_SET_SGE,
 	SQ_FN_WR_SET_SGE_LIST,
+	/* the other ibv_qp_ex builders and setters */
+	SQ_FN_WR_ATOMIC_CMP_SWP,
+	SQ_FN_WR_ATOMIC_FETCH_ADD,
+	SQ_FN_WR_BIND_MW,
+	SQ_FN_WR_LOCAL_INV,
+	SQ_FN_WR_SEND_INV,
+	SQ_FN_WR_SEND_TSO,
+	SQ_FN_WR_ATOMIC_WRITE,
+	SQ_FN_WR_SET_UD_ADDR,
+	SQ_FN_WR_SET_XRC_SRQN,
+	/* the ops table's SRQ receive, and the verbs_context's CQ ops */
+	SQ_FN_POST_SRQ_RECV,
+	SQ_FN_CREATE_CQ_EX,
+	SQ_FN_MODIFY_CQ,
+	/* an ibv_cq_ex's poll functions (sq_cq_rec of SQ_CQ_CREATE_EX) */
+	SQ_FN_START_POLL,
+	SQ_FN_NEXT_POLL,
+	SQ_FN_END_POLL,
+	SQ_FN_CQ_READ_OPCODE,
+	SQ_FN_CQ_READ_BYTE_LEN,
+	SQ_FN_CQ_READ_QP_NUM,
 	SQ_FN_COUNT,
+};
+
+/* sq_cq_op is sq_cq_rec.op: the CQ call that produced it. */
+enum sq_cq_op {
+	SQ_CQ_CREATE    = 1, /* ibv_create_cq(ctx, cqe, ...) */
+	SQ_CQ_CREATE_EX = 2, /* ibv_create_cq_ex(ctx, attr): reveals the poll functions */
+	SQ_CQ_MODIFY    = 3, /* ibv_modify_cq(cq, attr): completion moderation */
+	SQ_CQ_RESIZE    = 4, /* ibv_resize_cq(cq, cqe) */
+	SQ_CQ_DESTROY   = 5, /* ibv_destroy_cq(cq) */
 };
 
 /* Every ring-buffer record starts with this header. */
@@ -233,6 +305,24 @@ struct sq_qp_rec {
 	__u8  pad;
 	__u64 fns[SQ_FN_COUNT];
 	__u64 gen;       /* CREATE, DESTROY: the QP's generation (0: not known) */
+};
+
+/* A CQ control-path call. fns[] holds the data-path functions it revealed
+ * (create_cq_ex: the ibv_cq_ex poll and read functions). */
+struct sq_cq_rec {
+	struct sq_hdr hdr;
+	__u64 cq;        /* struct ibv_cq * (== struct ibv_cq_ex *) */
+	__u64 ctx;       /* struct ibv_context * */
+	__s32 cqe;       /* create, resize: the depth the CQ has after the call */
+	__s32 ret;       /* modify, resize, destroy: the return code */
+	__u32 mod_mask;  /* modify: attr_mask */
+	__u16 mod_count; /* modify: moderation cq_count */
+	__u16 mod_period;/* modify: moderation cq_period (us) */
+	__u8  op;        /* enum sq_cq_op */
+	__u8  via;       /* enum sq_via */
+	__u8  stopped;   /* 1: the process was sent SIGSTOP for unknown fns */
+	__u8  pad[5];
+	__u64 fns[SQ_FN_COUNT];
 };
 
 /* One send WR. */
@@ -314,13 +404,15 @@ struct sq_key {
 
 /* Per-CQ poll statistics (map cq_stats). empty is kept in both modes;
  * polls and cqes only in the counters mode. Monotonic: user space takes
- * differences, so neither side ever resets them. */
+ * differences, so neither side ever resets them. An entry whose key has
+ * pad set holds counts a thread handed over after the life of that CQ
+ * generation (pad, gen) had ended: they add to its last totals. */
 struct sq_cq_stats {
 	__u64 empty;
 	__u64 polls;
 	__u64 cqes;
 	__u32 gen;       /* the CQ's generation (0: created before tracing, or not seen) */
-	__u32 pad;
+	__u32 prev_gen;  /* the generation of the CQ at its address before it (0: none known) */
 };
 
 /* Per-QP totals of the low-overhead (counters) mode. Posted WRs only (the

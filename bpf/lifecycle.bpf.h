@@ -1,7 +1,8 @@
-/* Part of verbs.bpf.c: the lives of CQs and SRQs. ibv_create_cq (and the
- * simulated HCA's sqsim_create_cq) gives a CQ its generation and a fresh
- * entry in cq_stats, so that the polls of a CQ created at a freed CQ's
- * address are never added to the old one's; ibv_create_srq and
+/* Part of verbs.bpf.c: the lives of CQs and SRQs. A CQ's create
+ * (ibv_create_cq, ibv_create_cq_ex and the simulated HCA's, in
+ * cq_control.bpf.h) ends with cq_born, which gives the CQ its generation
+ * and a fresh entry in cq_stats, so that the polls of a CQ created at a
+ * freed CQ's address are never added to the old one's; ibv_create_srq and
  * ibv_destroy_srq do the same for SRQs. Each sends one sq_obj_rec. */
 #ifndef SQSCOPE_LIFECYCLE_BPF_H
 #define SQSCOPE_LIFECYCLE_BPF_H
@@ -30,10 +31,26 @@ static __always_inline struct sq_obj_rec *new_obj(__u64 id, __u8 type, __u8 op, 
 	return r;
 }
 
+/* cq_seq_raise makes gen the newest CQ generation, unless a newer one is
+ * (creates racing on every try of the bounded compare-and-swap leave it
+ * lower: threads then hand their pending polls over once more). */
+static __always_inline void cq_seq_raise(__u64 gen)
+{
+	__u64 seen = cq_seq, was;
+
+	for (int i = 0; i < 16 && seen < gen; i++) {
+		was = __sync_val_compare_and_swap(&cq_seq, seen, gen);
+		if (was == seen)
+			break;
+		seen = was;
+	}
+}
+
 /* cq_born starts the life of a new CQ: the counts of the CQ that held its
  * address before (the creating thread's pending ones included) go to user
  * space in the record, with that CQ's generation, and the address starts
- * over. Every call that creates a CQ ends with it. */
+ * over; counts other threads still keep pending of the old CQ follow it
+ * (flush_polls). Every call that creates a CQ ends with it. */
 static __always_inline void cq_born(__u64 id, __u64 cq, __u8 via)
 {
 	__u32 tgid = id >> 32;
@@ -47,25 +64,18 @@ static __always_inline void cq_born(__u64 id, __u64 cq, __u8 via)
 		flush_polls(st, tgid);
 	fresh.gen = obj_born(tgid, SQ_OBJ_CQ, cq, 0);
 	r = new_obj(id, SQ_OBJ_CQ, SQ_OBJ_CREATE, via, cq, fresh.gen);
-	if (r) {
-		r->size = read_u32(cq + IBV_CQ_CQE);
-		old = bpf_map_lookup_elem(&cq_stats, &k);
-		if (old)
+	old = bpf_map_lookup_elem(&cq_stats, &k);
+	if (old) {
+		fresh.prev_gen = old->gen;
+		if (r)
 			r->prev = *old;
 	}
+	if (r)
+		r->size = read_u32(cq + IBV_CQ_CQE);
 	bpf_map_update_elem(&cq_stats, &k, &fresh, BPF_ANY);
+	cq_seq_raise(fresh.gen);
 	if (r)
 		bpf_ringbuf_submit(r, 0);
-}
-
-SEC("uretprobe")
-int BPF_KRETPROBE(create_cq_ret, void *ret)
-{
-	__u64 id = bpf_get_current_pid_tgid();
-
-	if (wanted(id >> 32) && ret)
-		cq_born(id, (__u64)ret, bpf_get_attach_cookie(ctx));
-	return 0;
 }
 
 SEC("uprobe")

@@ -87,8 +87,9 @@ struct thread_state {
 	/* Counts of this thread not yet added to the shared per-CQ and (counters
 	 * mode) per-QP maps: a map lookup per call costs more than the rest of
 	 * an empty poll's probe. Added when the thread moves to another CQ or
-	 * QP, every SQ_PEND_MAX calls, before any record that reports them,
-	 * and when the thread exits. */
+	 * QP (or one was created that may have taken the address), every
+	 * SQ_PEND_MAX calls, before any record that reports them, and when
+	 * the thread exits. */
 	__u64 pend_cq;
 	__u32 pend_empty;
 	__u32 pend_polls;
@@ -138,6 +139,10 @@ struct thread_state {
 	 * and qp_gen when it was looked up */
 	__u32 pend_gen;
 	__u32 pend_epoch;
+	/* cq_seq when the pending poll counts of pend_cq began: a CQ born at
+	 * that address since then is not the one they are of */
+	__u32 pend_cq_seq;
+	__u32 pad5;
 };
 
 /* thread_state.call_counted: the post in progress was counted at its
@@ -199,6 +204,11 @@ struct {
 /* Bumped when a QP is created or destroyed: a cached qp_num is valid only
  * while it is unchanged (a new QP may reuse a freed one's address). */
 __u32 qp_gen = 0;
+
+/* The generation of the newest CQ (raised by cq_born): generations only
+ * grow, so a CQ whose generation is above a thread's pend_cq_seq was born
+ * after the thread's pending polls of its address. */
+__u64 cq_seq = 0; /* 64 bits: the compare-and-swap needs them */
 
 /* ibv_wr_* batch under construction, per (process, qpx). */
 struct {
@@ -263,5 +273,7 @@ const enum sq_rec_kind *unused_kind __attribute__((unused));
 const enum sq_qp_op *unused_op __attribute__((unused));
 const enum sq_via *unused_via __attribute__((unused));
 const enum sq_fn *unused_fn __attribute__((unused));
+const struct sq_cq_rec *unused_cq __attribute__((unused));
+const enum sq_cq_op *unused_cq_op __attribute__((unused));
 
 #endif

@@ -27,7 +27,27 @@ static __always_inline struct sq_cq_stats *cq_stats_of(__u32 tgid, __u64 cq)
 	return s;
 }
 
-/* flush_polls adds the thread's pending poll counts to its CQ's stats. */
+/* late_stats_of holds counts of CQ generation gen at cq handed over after
+ * its life ended; user space adds them to its last totals. */
+static __always_inline struct sq_cq_stats *late_stats_of(__u32 tgid, __u64 cq, __u32 gen)
+{
+	struct sq_key k = { .pid = tgid, .pad = gen, .addr = cq };
+	struct sq_cq_stats *s = bpf_map_lookup_elem(&cq_stats, &k);
+
+	if (!s) {
+		struct sq_cq_stats init = { .gen = gen };
+
+		bpf_map_update_elem(&cq_stats, &k, &init, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&cq_stats, &k);
+	}
+	return s;
+}
+
+/* flush_polls adds the thread's pending poll counts to its CQ's stats:
+ * to the CQ they were counted of, which a CQ born at the address since
+ * is not (it is the one before it, or, if the address changed hands
+ * twice or its CQ was created before tracing, none known: then they are
+ * not added to any). */
 static __always_inline void flush_polls(struct thread_state *st, __u32 tgid)
 {
 	struct sq_cq_stats *s;
@@ -35,6 +55,8 @@ static __always_inline void flush_polls(struct thread_state *st, __u32 tgid)
 	if (!st->pend_empty && !st->pend_polls)
 		return;
 	s = cq_stats_of(tgid, st->pend_cq);
+	if (s && s->gen > st->pend_cq_seq)
+		s = s->prev_gen && s->prev_gen <= st->pend_cq_seq ? late_stats_of(tgid, st->pend_cq, s->prev_gen) : 0;
 	if (s) {
 		if (st->pend_empty)
 			__sync_fetch_and_add(&s->empty, st->pend_empty);
@@ -46,6 +68,21 @@ static __always_inline void flush_polls(struct thread_state *st, __u32 tgid)
 	st->pend_empty = 0;
 	st->pend_polls = 0;
 	st->pend_cqes = 0;
+}
+
+/* pending_cq makes cq the CQ the thread's pending poll counts are of. They
+ * are handed over first when the thread moves to another CQ, or when a CQ
+ * was born anywhere since they began (cq_seq moved): the address may now
+ * be another CQ's. */
+static __always_inline void pending_cq(struct thread_state *st, __u32 tgid, __u64 cq)
+{
+	__u32 seq = (__u32)cq_seq;
+
+	if (st->pend_cq != cq || st->pend_cq_seq != seq) {
+		flush_polls(st, tgid);
+		st->pend_cq = cq;
+		st->pend_cq_seq = seq;
+	}
 }
 
 SEC("uretprobe")
@@ -69,10 +106,7 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 		return 0;
 	/* Empty polls are the most frequent call of a busy poller: a count
 	 * here, carried by the next record or flushed by user space. */
-	if (st->pend_cq != a->a0) {
-		flush_polls(st, tgid);
-		st->pend_cq = a->a0;
-	}
+	pending_cq(st, tgid, a->a0);
 	if (ret == 0)
 		st->pend_empty++;
 	if (targ_mode == SQ_MODE_COUNTERS) {

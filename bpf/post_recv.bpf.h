@@ -1,4 +1,6 @@
-/* Part of verbs.bpf.c: the ibv_post_recv probes (events mode only). */
+/* Part of verbs.bpf.c: the ibv_post_recv and ibv_post_srq_recv probes
+ * (events mode only). The attach cookie is the record kind: 0 (the default,
+ * SQ_REC_RECV) on a QP's post_recv, SQ_REC_SRQ_RECV on an SRQ's. */
 #ifndef SQSCOPE_POST_RECV_BPF_H
 #define SQSCOPE_POST_RECV_BPF_H
 
@@ -61,9 +63,14 @@ int BPF_KRETPROBE(post_recv_ret, int ret)
 	if (ret)
 		w.bad = read_u64(a->a2);
 	bpf_loop(SQ_MAX_RECV_WALK, walk_recv, &w, 0);
-	fill_hdr(&r.hdr, SQ_REC_RECV, id, a->ts);
+	if (bpf_get_attach_cookie(ctx) == SQ_REC_SRQ_RECV) {
+		fill_hdr(&r.hdr, SQ_REC_SRQ_RECV, id, a->ts);
+		r.qp_num = 0; /* an ibv_srq has none */
+	} else {
+		fill_hdr(&r.hdr, SQ_REC_RECV, id, a->ts);
+		r.qp_num = qp_num_of(st, a->a0);
+	}
 	r.qp = a->a0;
-	r.qp_num = qp_num_of(st, a->a0);
 	r.n = w.i;
 	r.ret = ret;
 	r.accepted = ret ? (w.found_bad ? w.accepted : 0) : w.i;

@@ -82,6 +82,14 @@ struct qpx_wr {
 };
 pin_field(struct qpx_wr, wr_flags, IBV_QPX_WR_FLAGS - IBV_QPX_WR_ID);
 
+/* status and wr_id of a struct ibv_cq_ex, read from its status on: the
+ * completion ibv_start_poll or ibv_next_poll just returned. */
+struct cqx_cur {
+	__u32 status;
+	__u64 wr_id; /* right after status: at 4 in the copy */
+} __attribute__((packed));
+pin_field(struct cqx_cur, wr_id, IBV_CQX_WR_ID - IBV_CQX_STATUS);
+
 /* ---- windows ------------------------------------------------------------
  * One bpf_probe_read_user costs about as much as copying a few hundred
  * bytes, so user memory is read through windows: the first miss of a call

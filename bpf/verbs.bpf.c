@@ -2,10 +2,12 @@
 
 /* sqscope's uprobes on the verbs control and data path.
  *
- * Control path (create/modify/destroy QP, qp_to_qp_ex, alloc_pd): one
- * sq_qp_rec per call, carrying the data-path function pointers the call
- * revealed so user space can attach to them. Data path (post_send, poll_cq,
- * post_recv, the ibv_wr_* batch): one record per call, or, in the counters
+ * Control path (create/modify/destroy QP, qp_to_qp_ex, alloc_pd,
+ * open_device; create/modify/resize/destroy CQ): one sq_qp_rec or sq_cq_rec
+ * per call, carrying the data-path function pointers the call revealed so
+ * user space can attach to them. Data path (post_send, poll_cq, post_recv,
+ * post_srq_recv, the ibv_wr_* batch, the ibv_start_poll..ibv_end_poll
+ * session): one record per call or batch or session, or, in the counters
  * mode, per-QP and per-CQ totals kept here and no records at all.
  *
  * User memory is read at the ABI offsets of events.h. Every loop over it is
@@ -26,9 +28,11 @@
  *   control.bpf.h    create/modify/destroy QP, qp_to_qp_ex, alloc_pd
  *   post_send.bpf.h  ibv_post_send
  *   poll_cq.bpf.h    ibv_poll_cq
- *   post_recv.bpf.h  ibv_post_recv
+ *   poll_cq_ex.bpf.h ibv_start_poll, ibv_next_poll, ibv_end_poll
+ *   post_recv.bpf.h  ibv_post_recv, ibv_post_srq_recv
  *   wr_api.bpf.h     the ibv_wr_* batch
- *   lifecycle.bpf.h  create/destroy CQ and SRQ
+ *   lifecycle.bpf.h  a CQ's birth (cq_born), create/destroy SRQ
+ *   cq_control.bpf.h create (and create_ex)/modify/resize/destroy CQ, open_device
  *   exit.bpf.h       process exit, and the hand-over when detaching
  */
 #include <linux/bpf.h>
@@ -55,7 +59,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "control.bpf.h"
 #include "post_send.bpf.h"
 #include "poll_cq.bpf.h"
+#include "poll_cq_ex.bpf.h"
 #include "post_recv.bpf.h"
 #include "wr_api.bpf.h"
 #include "lifecycle.bpf.h"
+#include "cq_control.bpf.h"
 #include "exit.bpf.h"

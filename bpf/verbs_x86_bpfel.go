@@ -54,13 +54,40 @@ type VerbsSqCaps struct {
 	MaxInlineData uint32
 }
 
+type VerbsSqCqOp uint32
+
+const (
+	VerbsSqCqOpSQ_CQ_CREATE    VerbsSqCqOp = 1
+	VerbsSqCqOpSQ_CQ_CREATE_EX VerbsSqCqOp = 2
+	VerbsSqCqOpSQ_CQ_MODIFY    VerbsSqCqOp = 3
+	VerbsSqCqOpSQ_CQ_RESIZE    VerbsSqCqOp = 4
+	VerbsSqCqOpSQ_CQ_DESTROY   VerbsSqCqOp = 5
+)
+
+type VerbsSqCqRec struct {
+	_         structs.HostLayout
+	Hdr       VerbsSqHdr
+	Cq        uint64
+	Ctx       uint64
+	Cqe       int32
+	Ret       int32
+	ModMask   uint32
+	ModCount  uint16
+	ModPeriod uint16
+	Op        uint8
+	Via       uint8
+	Stopped   uint8
+	Pad       [5]uint8
+	Fns       [34]uint64
+}
+
 type VerbsSqCqStats struct {
-	_     structs.HostLayout
-	Empty uint64
-	Polls uint64
-	Cqes  uint64
-	Gen   uint32
-	Pad   uint32
+	_       structs.HostLayout
+	Empty   uint64
+	Polls   uint64
+	Cqes    uint64
+	Gen     uint32
+	PrevGen uint32
 }
 
 type VerbsSqExitRec struct {
@@ -89,7 +116,25 @@ const (
 	VerbsSqFnSQ_FN_WR_SET_INLINE_DATA_LIST VerbsSqFn = 13
 	VerbsSqFnSQ_FN_WR_SET_SGE              VerbsSqFn = 14
 	VerbsSqFnSQ_FN_WR_SET_SGE_LIST         VerbsSqFn = 15
-	VerbsSqFnSQ_FN_COUNT                   VerbsSqFn = 16
+	VerbsSqFnSQ_FN_WR_ATOMIC_CMP_SWP       VerbsSqFn = 16
+	VerbsSqFnSQ_FN_WR_ATOMIC_FETCH_ADD     VerbsSqFn = 17
+	VerbsSqFnSQ_FN_WR_BIND_MW              VerbsSqFn = 18
+	VerbsSqFnSQ_FN_WR_LOCAL_INV            VerbsSqFn = 19
+	VerbsSqFnSQ_FN_WR_SEND_INV             VerbsSqFn = 20
+	VerbsSqFnSQ_FN_WR_SEND_TSO             VerbsSqFn = 21
+	VerbsSqFnSQ_FN_WR_ATOMIC_WRITE         VerbsSqFn = 22
+	VerbsSqFnSQ_FN_WR_SET_UD_ADDR          VerbsSqFn = 23
+	VerbsSqFnSQ_FN_WR_SET_XRC_SRQN         VerbsSqFn = 24
+	VerbsSqFnSQ_FN_POST_SRQ_RECV           VerbsSqFn = 25
+	VerbsSqFnSQ_FN_CREATE_CQ_EX            VerbsSqFn = 26
+	VerbsSqFnSQ_FN_MODIFY_CQ               VerbsSqFn = 27
+	VerbsSqFnSQ_FN_START_POLL              VerbsSqFn = 28
+	VerbsSqFnSQ_FN_NEXT_POLL               VerbsSqFn = 29
+	VerbsSqFnSQ_FN_END_POLL                VerbsSqFn = 30
+	VerbsSqFnSQ_FN_CQ_READ_OPCODE          VerbsSqFn = 31
+	VerbsSqFnSQ_FN_CQ_READ_BYTE_LEN        VerbsSqFn = 32
+	VerbsSqFnSQ_FN_CQ_READ_QP_NUM          VerbsSqFn = 33
+	VerbsSqFnSQ_FN_COUNT                   VerbsSqFn = 34
 )
 
 type VerbsSqGenKey struct {
@@ -204,12 +249,13 @@ type VerbsSqQpFinalRec struct {
 type VerbsSqQpOp uint32
 
 const (
-	VerbsSqQpOpSQ_QP_CREATE    VerbsSqQpOp = 1
-	VerbsSqQpOpSQ_QP_CREATE_EX VerbsSqQpOp = 2
-	VerbsSqQpOpSQ_QP_TO_QP_EX  VerbsSqQpOp = 3
-	VerbsSqQpOpSQ_QP_MODIFY    VerbsSqQpOp = 4
-	VerbsSqQpOpSQ_QP_DESTROY   VerbsSqQpOp = 5
-	VerbsSqQpOpSQ_QP_ALLOC_PD  VerbsSqQpOp = 6
+	VerbsSqQpOpSQ_QP_CREATE      VerbsSqQpOp = 1
+	VerbsSqQpOpSQ_QP_CREATE_EX   VerbsSqQpOp = 2
+	VerbsSqQpOpSQ_QP_TO_QP_EX    VerbsSqQpOp = 3
+	VerbsSqQpOpSQ_QP_MODIFY      VerbsSqQpOp = 4
+	VerbsSqQpOpSQ_QP_DESTROY     VerbsSqQpOp = 5
+	VerbsSqQpOpSQ_QP_ALLOC_PD    VerbsSqQpOp = 6
+	VerbsSqQpOpSQ_QP_OPEN_DEVICE VerbsSqQpOp = 7
 )
 
 type VerbsSqQpRec struct {
@@ -230,7 +276,7 @@ type VerbsSqQpRec struct {
 	Via     uint8
 	Stopped uint8
 	Pad     uint8
-	Fns     [16]uint64
+	Fns     [34]uint64
 	Gen     uint64
 }
 
@@ -244,6 +290,9 @@ const (
 	VerbsSqRecKindSQ_REC_EXIT     VerbsSqRecKind = 5
 	VerbsSqRecKindSQ_REC_OBJ      VerbsSqRecKind = 6
 	VerbsSqRecKindSQ_REC_QP_FINAL VerbsSqRecKind = 7
+	VerbsSqRecKindSQ_REC_CQ       VerbsSqRecKind = 8
+	VerbsSqRecKindSQ_REC_POLL_EX  VerbsSqRecKind = 9
+	VerbsSqRecKindSQ_REC_SRQ_RECV VerbsSqRecKind = 10
 )
 
 type VerbsSqRecvRec struct {
@@ -331,6 +380,8 @@ type VerbsThreadState struct {
 	Pad4              uint32
 	PendGen           uint32
 	PendEpoch         uint32
+	PendCqSeq         uint32
+	Pad5              uint32
 }
 
 type VerbsWalk struct {
@@ -390,6 +441,7 @@ const (
 	VerbsMapCqStats              = "cq_stats"
 	VerbsMapCtlArgs              = "ctl_args"
 	VerbsMapEvents               = "events"
+	VerbsMapExPolls              = "ex_polls"
 	VerbsMapKnownFns             = "known_fns"
 	VerbsMapLost                 = "lost"
 	VerbsMapObjLife              = "obj_life"
@@ -404,19 +456,30 @@ const (
 	VerbsMapWindows              = "windows"
 	VerbsMapWrBatches            = "wr_batches"
 	VerbsProgAllocPdRet          = "alloc_pd_ret"
+	VerbsProgCreateCqEntry       = "create_cq_entry"
+	VerbsProgCreateCqExEntry     = "create_cq_ex_entry"
+	VerbsProgCreateCqExRet       = "create_cq_ex_ret"
 	VerbsProgCreateCqRet         = "create_cq_ret"
 	VerbsProgCreateQpEntry       = "create_qp_entry"
 	VerbsProgCreateQpExEntry     = "create_qp_ex_entry"
 	VerbsProgCreateQpRet         = "create_qp_ret"
 	VerbsProgCreateSrqEntry      = "create_srq_entry"
 	VerbsProgCreateSrqRet        = "create_srq_ret"
+	VerbsProgDestroyCqEntry      = "destroy_cq_entry"
+	VerbsProgDestroyCqRet        = "destroy_cq_ret"
 	VerbsProgDestroyQpEntry      = "destroy_qp_entry"
 	VerbsProgDestroyQpRet        = "destroy_qp_ret"
 	VerbsProgDestroySrqEntry     = "destroy_srq_entry"
 	VerbsProgDestroySrqRet       = "destroy_srq_ret"
+	VerbsProgEndPollEntry        = "end_poll_entry"
 	VerbsProgHandOver            = "hand_over"
+	VerbsProgModifyCqEntry       = "modify_cq_entry"
+	VerbsProgModifyCqRet         = "modify_cq_ret"
 	VerbsProgModifyQpEntry       = "modify_qp_entry"
 	VerbsProgModifyQpRet         = "modify_qp_ret"
+	VerbsProgNextPollEntry       = "next_poll_entry"
+	VerbsProgNextPollRet         = "next_poll_ret"
+	VerbsProgOpenDeviceRet       = "open_device_ret"
 	VerbsProgPollCqEntry         = "poll_cq_entry"
 	VerbsProgPollCqRet           = "poll_cq_ret"
 	VerbsProgPostRecvEntry       = "post_recv_entry"
@@ -425,6 +488,10 @@ const (
 	VerbsProgPostSendRet         = "post_send_ret"
 	VerbsProgProcExit            = "proc_exit"
 	VerbsProgQpToQpExRet         = "qp_to_qp_ex_ret"
+	VerbsProgResizeCqEntry       = "resize_cq_entry"
+	VerbsProgResizeCqRet         = "resize_cq_ret"
+	VerbsProgStartPollEntry      = "start_poll_entry"
+	VerbsProgStartPollRet        = "start_poll_ret"
 	VerbsProgWrAbort             = "wr_abort"
 	VerbsProgWrCompleteEntry     = "wr_complete_entry"
 	VerbsProgWrCompleteRet       = "wr_complete_ret"
@@ -435,6 +502,7 @@ const (
 	VerbsProgWrSetSgeList        = "wr_set_sge_list"
 	VerbsProgWrStart             = "wr_start"
 	VerbsVarCallTimes            = "call_times"
+	VerbsVarCqSeq                = "cq_seq"
 	VerbsVarHaveTaskStorage      = "have_task_storage"
 	VerbsVarMaxSges              = "max_sges"
 	VerbsVarMaxWalk              = "max_walk"
@@ -448,6 +516,8 @@ const (
 	VerbsVarTargExited           = "targ_exited"
 	VerbsVarTargMode             = "targ_mode"
 	VerbsVarTargTgid             = "targ_tgid"
+	VerbsVarUnusedCq             = "unused_cq"
+	VerbsVarUnusedCqOp           = "unused_cq_op"
 	VerbsVarUnusedExit           = "unused_exit"
 	VerbsVarUnusedFn             = "unused_fn"
 	VerbsVarUnusedKind           = "unused_kind"
@@ -506,19 +576,30 @@ type VerbsSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type VerbsProgramSpecs struct {
 	AllocPdRet          *ebpf.ProgramSpec `ebpf:"alloc_pd_ret"`
+	CreateCqEntry       *ebpf.ProgramSpec `ebpf:"create_cq_entry"`
+	CreateCqExEntry     *ebpf.ProgramSpec `ebpf:"create_cq_ex_entry"`
+	CreateCqExRet       *ebpf.ProgramSpec `ebpf:"create_cq_ex_ret"`
 	CreateCqRet         *ebpf.ProgramSpec `ebpf:"create_cq_ret"`
 	CreateQpEntry       *ebpf.ProgramSpec `ebpf:"create_qp_entry"`
 	CreateQpExEntry     *ebpf.ProgramSpec `ebpf:"create_qp_ex_entry"`
 	CreateQpRet         *ebpf.ProgramSpec `ebpf:"create_qp_ret"`
 	CreateSrqEntry      *ebpf.ProgramSpec `ebpf:"create_srq_entry"`
 	CreateSrqRet        *ebpf.ProgramSpec `ebpf:"create_srq_ret"`
+	DestroyCqEntry      *ebpf.ProgramSpec `ebpf:"destroy_cq_entry"`
+	DestroyCqRet        *ebpf.ProgramSpec `ebpf:"destroy_cq_ret"`
 	DestroyQpEntry      *ebpf.ProgramSpec `ebpf:"destroy_qp_entry"`
 	DestroyQpRet        *ebpf.ProgramSpec `ebpf:"destroy_qp_ret"`
 	DestroySrqEntry     *ebpf.ProgramSpec `ebpf:"destroy_srq_entry"`
 	DestroySrqRet       *ebpf.ProgramSpec `ebpf:"destroy_srq_ret"`
+	EndPollEntry        *ebpf.ProgramSpec `ebpf:"end_poll_entry"`
 	HandOver            *ebpf.ProgramSpec `ebpf:"hand_over"`
+	ModifyCqEntry       *ebpf.ProgramSpec `ebpf:"modify_cq_entry"`
+	ModifyCqRet         *ebpf.ProgramSpec `ebpf:"modify_cq_ret"`
 	ModifyQpEntry       *ebpf.ProgramSpec `ebpf:"modify_qp_entry"`
 	ModifyQpRet         *ebpf.ProgramSpec `ebpf:"modify_qp_ret"`
+	NextPollEntry       *ebpf.ProgramSpec `ebpf:"next_poll_entry"`
+	NextPollRet         *ebpf.ProgramSpec `ebpf:"next_poll_ret"`
+	OpenDeviceRet       *ebpf.ProgramSpec `ebpf:"open_device_ret"`
 	PollCqEntry         *ebpf.ProgramSpec `ebpf:"poll_cq_entry"`
 	PollCqRet           *ebpf.ProgramSpec `ebpf:"poll_cq_ret"`
 	PostRecvEntry       *ebpf.ProgramSpec `ebpf:"post_recv_entry"`
@@ -527,6 +608,10 @@ type VerbsProgramSpecs struct {
 	PostSendRet         *ebpf.ProgramSpec `ebpf:"post_send_ret"`
 	ProcExit            *ebpf.ProgramSpec `ebpf:"proc_exit"`
 	QpToQpExRet         *ebpf.ProgramSpec `ebpf:"qp_to_qp_ex_ret"`
+	ResizeCqEntry       *ebpf.ProgramSpec `ebpf:"resize_cq_entry"`
+	ResizeCqRet         *ebpf.ProgramSpec `ebpf:"resize_cq_ret"`
+	StartPollEntry      *ebpf.ProgramSpec `ebpf:"start_poll_entry"`
+	StartPollRet        *ebpf.ProgramSpec `ebpf:"start_poll_ret"`
 	WrAbort             *ebpf.ProgramSpec `ebpf:"wr_abort"`
 	WrCompleteEntry     *ebpf.ProgramSpec `ebpf:"wr_complete_entry"`
 	WrCompleteRet       *ebpf.ProgramSpec `ebpf:"wr_complete_ret"`
@@ -546,6 +631,7 @@ type VerbsMapSpecs struct {
 	CqStats      *ebpf.MapSpec `ebpf:"cq_stats"`
 	CtlArgs      *ebpf.MapSpec `ebpf:"ctl_args"`
 	Events       *ebpf.MapSpec `ebpf:"events"`
+	ExPolls      *ebpf.MapSpec `ebpf:"ex_polls"`
 	KnownFns     *ebpf.MapSpec `ebpf:"known_fns"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	ObjLife      *ebpf.MapSpec `ebpf:"obj_life"`
@@ -566,6 +652,7 @@ type VerbsMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type VerbsVariableSpecs struct {
 	CallTimes       *ebpf.VariableSpec `ebpf:"call_times"`
+	CqSeq           *ebpf.VariableSpec `ebpf:"cq_seq"`
 	HaveTaskStorage *ebpf.VariableSpec `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.VariableSpec `ebpf:"max_sges"`
 	MaxWalk         *ebpf.VariableSpec `ebpf:"max_walk"`
@@ -579,6 +666,8 @@ type VerbsVariableSpecs struct {
 	TargExited      *ebpf.VariableSpec `ebpf:"targ_exited"`
 	TargMode        *ebpf.VariableSpec `ebpf:"targ_mode"`
 	TargTgid        *ebpf.VariableSpec `ebpf:"targ_tgid"`
+	UnusedCq        *ebpf.VariableSpec `ebpf:"unused_cq"`
+	UnusedCqOp      *ebpf.VariableSpec `ebpf:"unused_cq_op"`
 	UnusedExit      *ebpf.VariableSpec `ebpf:"unused_exit"`
 	UnusedFn        *ebpf.VariableSpec `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.VariableSpec `ebpf:"unused_kind"`
@@ -618,6 +707,7 @@ type VerbsMaps struct {
 	CqStats      *ebpf.Map `ebpf:"cq_stats"`
 	CtlArgs      *ebpf.Map `ebpf:"ctl_args"`
 	Events       *ebpf.Map `ebpf:"events"`
+	ExPolls      *ebpf.Map `ebpf:"ex_polls"`
 	KnownFns     *ebpf.Map `ebpf:"known_fns"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	ObjLife      *ebpf.Map `ebpf:"obj_life"`
@@ -639,6 +729,7 @@ func (m *VerbsMaps) Close() error {
 		m.CqStats,
 		m.CtlArgs,
 		m.Events,
+		m.ExPolls,
 		m.KnownFns,
 		m.Lost,
 		m.ObjLife,
@@ -660,6 +751,7 @@ func (m *VerbsMaps) Close() error {
 // It can be passed to LoadVerbsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type VerbsVariables struct {
 	CallTimes       *ebpf.Variable `ebpf:"call_times"`
+	CqSeq           *ebpf.Variable `ebpf:"cq_seq"`
 	HaveTaskStorage *ebpf.Variable `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.Variable `ebpf:"max_sges"`
 	MaxWalk         *ebpf.Variable `ebpf:"max_walk"`
@@ -673,6 +765,8 @@ type VerbsVariables struct {
 	TargExited      *ebpf.Variable `ebpf:"targ_exited"`
 	TargMode        *ebpf.Variable `ebpf:"targ_mode"`
 	TargTgid        *ebpf.Variable `ebpf:"targ_tgid"`
+	UnusedCq        *ebpf.Variable `ebpf:"unused_cq"`
+	UnusedCqOp      *ebpf.Variable `ebpf:"unused_cq_op"`
 	UnusedExit      *ebpf.Variable `ebpf:"unused_exit"`
 	UnusedFn        *ebpf.Variable `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.Variable `ebpf:"unused_kind"`
@@ -693,19 +787,30 @@ type VerbsVariables struct {
 // It can be passed to LoadVerbsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type VerbsPrograms struct {
 	AllocPdRet          *ebpf.Program `ebpf:"alloc_pd_ret"`
+	CreateCqEntry       *ebpf.Program `ebpf:"create_cq_entry"`
+	CreateCqExEntry     *ebpf.Program `ebpf:"create_cq_ex_entry"`
+	CreateCqExRet       *ebpf.Program `ebpf:"create_cq_ex_ret"`
 	CreateCqRet         *ebpf.Program `ebpf:"create_cq_ret"`
 	CreateQpEntry       *ebpf.Program `ebpf:"create_qp_entry"`
 	CreateQpExEntry     *ebpf.Program `ebpf:"create_qp_ex_entry"`
 	CreateQpRet         *ebpf.Program `ebpf:"create_qp_ret"`
 	CreateSrqEntry      *ebpf.Program `ebpf:"create_srq_entry"`
 	CreateSrqRet        *ebpf.Program `ebpf:"create_srq_ret"`
+	DestroyCqEntry      *ebpf.Program `ebpf:"destroy_cq_entry"`
+	DestroyCqRet        *ebpf.Program `ebpf:"destroy_cq_ret"`
 	DestroyQpEntry      *ebpf.Program `ebpf:"destroy_qp_entry"`
 	DestroyQpRet        *ebpf.Program `ebpf:"destroy_qp_ret"`
 	DestroySrqEntry     *ebpf.Program `ebpf:"destroy_srq_entry"`
 	DestroySrqRet       *ebpf.Program `ebpf:"destroy_srq_ret"`
+	EndPollEntry        *ebpf.Program `ebpf:"end_poll_entry"`
 	HandOver            *ebpf.Program `ebpf:"hand_over"`
+	ModifyCqEntry       *ebpf.Program `ebpf:"modify_cq_entry"`
+	ModifyCqRet         *ebpf.Program `ebpf:"modify_cq_ret"`
 	ModifyQpEntry       *ebpf.Program `ebpf:"modify_qp_entry"`
 	ModifyQpRet         *ebpf.Program `ebpf:"modify_qp_ret"`
+	NextPollEntry       *ebpf.Program `ebpf:"next_poll_entry"`
+	NextPollRet         *ebpf.Program `ebpf:"next_poll_ret"`
+	OpenDeviceRet       *ebpf.Program `ebpf:"open_device_ret"`
 	PollCqEntry         *ebpf.Program `ebpf:"poll_cq_entry"`
 	PollCqRet           *ebpf.Program `ebpf:"poll_cq_ret"`
 	PostRecvEntry       *ebpf.Program `ebpf:"post_recv_entry"`
@@ -714,6 +819,10 @@ type VerbsPrograms struct {
 	PostSendRet         *ebpf.Program `ebpf:"post_send_ret"`
 	ProcExit            *ebpf.Program `ebpf:"proc_exit"`
 	QpToQpExRet         *ebpf.Program `ebpf:"qp_to_qp_ex_ret"`
+	ResizeCqEntry       *ebpf.Program `ebpf:"resize_cq_entry"`
+	ResizeCqRet         *ebpf.Program `ebpf:"resize_cq_ret"`
+	StartPollEntry      *ebpf.Program `ebpf:"start_poll_entry"`
+	StartPollRet        *ebpf.Program `ebpf:"start_poll_ret"`
 	WrAbort             *ebpf.Program `ebpf:"wr_abort"`
 	WrCompleteEntry     *ebpf.Program `ebpf:"wr_complete_entry"`
 	WrCompleteRet       *ebpf.Program `ebpf:"wr_complete_ret"`
@@ -728,19 +837,30 @@ type VerbsPrograms struct {
 func (p *VerbsPrograms) Close() error {
 	return _VerbsClose(
 		p.AllocPdRet,
+		p.CreateCqEntry,
+		p.CreateCqExEntry,
+		p.CreateCqExRet,
 		p.CreateCqRet,
 		p.CreateQpEntry,
 		p.CreateQpExEntry,
 		p.CreateQpRet,
 		p.CreateSrqEntry,
 		p.CreateSrqRet,
+		p.DestroyCqEntry,
+		p.DestroyCqRet,
 		p.DestroyQpEntry,
 		p.DestroyQpRet,
 		p.DestroySrqEntry,
 		p.DestroySrqRet,
+		p.EndPollEntry,
 		p.HandOver,
+		p.ModifyCqEntry,
+		p.ModifyCqRet,
 		p.ModifyQpEntry,
 		p.ModifyQpRet,
+		p.NextPollEntry,
+		p.NextPollRet,
+		p.OpenDeviceRet,
 		p.PollCqEntry,
 		p.PollCqRet,
 		p.PostRecvEntry,
@@ -749,6 +869,10 @@ func (p *VerbsPrograms) Close() error {
 		p.PostSendRet,
 		p.ProcExit,
 		p.QpToQpExRet,
+		p.ResizeCqEntry,
+		p.ResizeCqRet,
+		p.StartPollEntry,
+		p.StartPollRet,
 		p.WrAbort,
 		p.WrCompleteEntry,
 		p.WrCompleteRet,

@@ -40,7 +40,8 @@ var excerptFields = []string{
 
 // dataPathFuncs are the probes that must come from the provider's ops
 // table, never from a symbol: librxe is stripped.
-var dataPathFuncs = []string{"post_send", "poll_cq", "post_recv", "wr_start", "wr_complete", "wr_abort"}
+var dataPathFuncs = []string{"post_send", "poll_cq", "post_recv", "wr_start", "wr_complete", "wr_abort",
+	"start_poll", "next_poll", "end_poll"}
 
 // snapshot is the part of `sqscope trace --json` and `sqscope report
 // --json` the checks read; QPs stay maps to be compared field by field.
@@ -178,6 +179,12 @@ func tracedWorkload(name, via, args string) guestCmd {
 			funcs := []string{"post_send", "poll_cq"}
 			if strings.Contains(args, "--api wr") {
 				funcs = []string{"wr_start", "wr_complete", "poll_cq"}
+				if strings.Contains(args, rxeOpcodes) {
+					funcs = append(funcs, "wr_send_imm", "wr_rdma_write_imm", "wr_rdma_read", "wr_atomic_cmp_swp", "wr_atomic_fetch_add")
+				}
+			}
+			if strings.Contains(args, "--cq-ex") {
+				funcs = append(funcs, "start_poll", "next_poll", "end_poll")
 			}
 			checkProbes(t, s, funcs...)
 			logProbes(t, s)

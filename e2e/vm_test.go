@@ -34,7 +34,7 @@ var guestModules = []string{"rdma_rxe", "dummy"}
 
 const (
 	// guestTimeout bounds one whole guest run, boot to power-off.
-	guestTimeout = 210 * time.Second
+	guestTimeout = 270 * time.Second
 	// kvmUserspaceDeadline is how long a KVM boot may take to reach the
 	// initramfs before the run falls back to TCG.
 	kvmUserspaceDeadline = 10 * time.Second

@@ -85,6 +85,7 @@ type qpKey struct{ pid, qpn uint32 }
 type qpState struct {
 	qpKey
 	sendCQ, recvCQ uint64
+	gone           bool // destroyed
 	open           bool // b holds a burst
 	b              burst
 	// failed calls in the current rate window; failing: the last window
@@ -190,7 +191,7 @@ func (x *Exporter) Event(ev trace.Event) {
 	switch e := ev.(type) {
 	case *trace.QPCreate:
 		q := x.qp(e.PID, e.QPNum)
-		q.sendCQ, q.recvCQ = e.SendCQ, e.RecvCQ
+		q.sendCQ, q.recvCQ, q.gone = e.SendCQ, e.RecvCQ, false
 		if draw && x.w.qp(e.PID, e.QPNum) {
 			x.stats.Selected++
 			x.sample(t, e.PID, e.QPNum)
@@ -198,6 +199,7 @@ func (x *Exporter) Event(ev trace.Event) {
 	case *trace.QPDestroy:
 		if q := x.qps[uint64(e.PID)<<32|uint64(e.QPNum)]; q != nil {
 			x.closeBurst(q)
+			q.gone = q.gone || e.Ret == 0
 		}
 	case *trace.Post:
 		x.post(e, draw)
@@ -436,13 +438,23 @@ func (x *Exporter) closeBurst(q *qpState) {
 	x.tl.burst(&q.b)
 }
 
-// poll draws a poll that returned completions or an error.
+// poll draws a poll that returned completions or an error. An extended
+// poll session is one slice; its completions name no QP, so it moves the
+// occupancy of every QP its CQ is the send CQ of.
 func (x *Exporter) poll(e *trace.Poll) {
 	x.retired = x.retired[:0]
 	any := false
+	if e.Ex {
+		for _, q := range x.order {
+			if q.pid == e.PID && q.sendCQ == e.CQ && !q.gone && x.w.qp(q.pid, q.qpn) {
+				x.retired = append(x.retired, q.qpn)
+			}
+		}
+		any = len(x.retired) > 0 || len(e.WCs) > 0 && len(x.w.qps) == 0 && x.w.pid(e.PID)
+	}
 	for i := range e.WCs {
 		wc := &e.WCs[i]
-		if !x.w.qp(e.PID, wc.QPNum) {
+		if e.Ex || !x.w.qp(e.PID, wc.QPNum) {
 			continue
 		}
 		any = true
@@ -471,7 +483,7 @@ func (x *Exporter) poll(e *trace.Poll) {
 	}
 	for i := range e.WCs {
 		wc := &e.WCs[i]
-		if wc.Status != ibv.WCSuccess && x.w.qp(e.PID, wc.QPNum) {
+		if wc.Status != ibv.WCSuccess && (e.Ex || x.w.qp(e.PID, wc.QPNum)) {
 			x.emit(&item{kind: itemInstant, name: "error CQE", cat: "error", pid: e.PID, tid: e.TID, ts: e.TimeNS,
 				args: []arg{hexArg("qp_num", uint64(wc.QPNum)), uintArg("wr_id", wc.ID),
 					strArg("status", ibv.WCStatusName(wc.Status)), strArg("opcode", ibv.WCOpName(wc.Opcode))}})
@@ -482,6 +494,9 @@ func (x *Exporter) poll(e *trace.Poll) {
 func (x *Exporter) pollItem(e *trace.Poll) {
 	it := &x.scratch
 	*it = item{name: "ibv_poll_cq", cat: "poll", pid: e.PID, tid: e.TID, args: it.args[:0], counters: it.counters[:0]}
+	if e.Ex {
+		it.name = "ibv_start_poll..ibv_end_poll"
+	}
 	timed(it, e.EntryNS, e.TimeNS)
 	it.args = append(it.args, hexArg("cq", e.CQ), intArg("ret", int64(e.Ret)), intArg("max", int64(e.Max)))
 	for _, qpn := range x.retired {

@@ -23,6 +23,7 @@ const (
 	WRSendWithInv       = 9
 	WRTSO               = 10
 	WRDriver1           = 11
+	WRAtomicWrite       = 15
 )
 
 // enum ibv_send_flags: bits of ibv_send_wr.send_flags (and of
@@ -46,6 +47,7 @@ const (
 	WCBindMW          = 5
 	WCLocalInv        = 6
 	WCTSO             = 7
+	WCAtomicWrite     = 9
 	WCRecv            = 128
 	WCRecvRDMAWithImm = 129
 )
@@ -148,6 +150,7 @@ var facts = []Fact{
 	{EnumWROpcode, "IBV_WR_SEND_WITH_INV", "SEND_WITH_INV", WRSendWithInv},
 	{EnumWROpcode, "IBV_WR_TSO", "TSO", WRTSO},
 	{EnumWROpcode, "IBV_WR_DRIVER1", "DRIVER1", WRDriver1},
+	{EnumWROpcode, "IBV_WR_ATOMIC_WRITE", "ATOMIC_WRITE", WRAtomicWrite},
 
 	{EnumSendFlag, "IBV_SEND_FENCE", "FENCE", SendFence},
 	{EnumSendFlag, "IBV_SEND_SIGNALED", "SIGNALED", SendSignaled},
@@ -163,6 +166,7 @@ var facts = []Fact{
 	{EnumWCOpcode, "IBV_WC_BIND_MW", "BIND_MW", WCBindMW},
 	{EnumWCOpcode, "IBV_WC_LOCAL_INV", "LOCAL_INV", WCLocalInv},
 	{EnumWCOpcode, "IBV_WC_TSO", "TSO", WCTSO},
+	{EnumWCOpcode, "IBV_WC_ATOMIC_WRITE", "ATOMIC_WRITE", WCAtomicWrite},
 	{EnumWCOpcode, "IBV_WC_RECV", "RECV", WCRecv},
 	{EnumWCOpcode, "IBV_WC_RECV_RDMA_WITH_IMM", "RECV_RDMA_WITH_IMM", WCRecvRDMAWithImm},
 

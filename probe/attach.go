@@ -322,6 +322,30 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 	return a
 }
 
+// notTracedPrefix starts the Err of a trace.Attach for a data-path function
+// sqscope found and left without a probe on purpose.
+const notTracedPrefix = "not traced: "
+
+// notTraced records, once per file and offset, a data-path function found
+// at (openPath, off) that sqscope does not probe, and what that hides.
+func (t *Tracer) notTraced(pid uint32, r role, path, openPath string, off uint64) {
+	a := trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
+		Func: r.name, Path: path, Offset: off, How: "ops-table", Err: notTracedPrefix + r.hides}
+	id, err := fileIDOf(openPath)
+	if err != nil {
+		t.record(a)
+		return
+	}
+	key := attachKey{file: id, offset: off, role: r.name}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.attached[key] {
+		return
+	}
+	t.attached[key] = true
+	t.recordLocked(a)
+}
+
 func (t *Tracer) record(a trace.Attach) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -336,7 +360,7 @@ func (t *Tracer) recordLocked(a trace.Attach) {
 
 // learn attaches to the data-path functions a control-path record
 // revealed, then tells the kernel side they are known.
-func (t *Tracer) learn(pid uint32, fns *[16]uint64) {
+func (t *Tracer) learn(pid uint32, fns []uint64) {
 	var maps []mapping
 	for i, addr := range fns {
 		if addr == 0 {
@@ -362,10 +386,13 @@ func (t *Tracer) learn(pid uint32, fns *[16]uint64) {
 			time.Sleep(t.opts.attachDelay)
 		}
 		path, openPath, off, err := fileOf(int(pid), maps, addr)
-		if err != nil {
+		switch {
+		case err != nil:
 			t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
 				Func: r.name, How: "ops-table", Err: err.Error()})
-		} else {
+		case r.entry == nil && r.ret == nil:
+			t.notTraced(pid, r, path, openPath, off)
+		default:
 			t.attach(pid, r, r.cookie, path, openPath, off, "ops-table")
 		}
 		// Known even when attaching failed: stopping the process again

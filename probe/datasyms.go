@@ -27,6 +27,15 @@ var dataPathSymbols = map[string][]string{
 	"wr_set_inline_data_list": {"sim_wr_set_inline_data_list"},
 	"wr_set_sge":              {"sim_wr_set_sge"},
 	"wr_set_sge_list":         {"sim_wr_set_sge_list"},
+	"wr_send_inv":             {"sim_wr_send_inv"},
+	"wr_atomic_cmp_swp":       {"sim_wr_atomic_cmp_swp"},
+	"wr_atomic_fetch_add":     {"sim_wr_atomic_fetch_add"},
+	"wr_atomic_write":         {"sim_wr_atomic_write"},
+	"wr_local_inv":            {"sim_wr_local_inv"},
+	"wr_bind_mw":              {"sim_wr_bind_mw"},
+	"start_poll":              {"sim_start_poll"},
+	"next_poll":               {"sim_next_poll"},
+	"end_poll":                {"sim_end_poll"},
 }
 
 // providerFile reports whether a mapped file may hold data-path functions.
@@ -57,7 +66,7 @@ func (t *Tracer) attachDataPathBySymbol() int {
 	placed := 0
 	for _, f := range files {
 		for _, r := range roles {
-			if r.fn < 0 {
+			if !r.probed() {
 				continue
 			}
 			for _, name := range dataPathSymbols[r.name] {

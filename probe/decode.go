@@ -17,6 +17,7 @@ var (
 	wrSize       = int(unsafe.Sizeof(bpf.VerbsSqWr{}))
 	wcSize       = int(unsafe.Sizeof(bpf.VerbsSqWc{}))
 	qpRecSize    = int(unsafe.Sizeof(bpf.VerbsSqQpRec{}))
+	cqRecSize    = int(unsafe.Sizeof(bpf.VerbsSqCqRec{}))
 	recvRecSize  = int(unsafe.Sizeof(bpf.VerbsSqRecvRec{}))
 	exitRecSize  = int(unsafe.Sizeof(bpf.VerbsSqExitRec{}))
 	objRecSize   = int(unsafe.Sizeof(bpf.VerbsSqObjRec{}))
@@ -38,7 +39,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		}
 		decodeInto(&t.qpRec, raw)
 		r := &t.qpRec
-		t.learn(r.Hdr.Pid, &r.Fns)
+		t.learn(r.Hdr.Pid, r.Fns[:])
 		if r.Stopped != 0 {
 			t.markStopped(int(r.Hdr.Pid))
 		}
@@ -55,7 +56,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 			return fmt.Errorf("post record of %d bytes claims %d WRs", len(raw), r.N)
 		}
 		fn(t.postEvent(r))
-	case bpf.VerbsSqRecKindSQ_REC_POLL:
+	case bpf.VerbsSqRecKindSQ_REC_POLL, bpf.VerbsSqRecKindSQ_REC_POLL_EX:
 		if len(raw) < pollWCsOff {
 			return fmt.Errorf("poll record of %d bytes is too short", len(raw))
 		}
@@ -64,14 +65,28 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		if int(r.N) > maxRecordWCs || len(raw) < pollWCsOff+int(r.N)*wcSize {
 			return fmt.Errorf("poll record of %d bytes claims %d completions", len(raw), r.N)
 		}
-		fn(t.pollEvent(r))
-	case bpf.VerbsSqRecKindSQ_REC_RECV:
+		p := t.pollEvent(r)
+		p.Ex = kind == bpf.VerbsSqRecKindSQ_REC_POLL_EX
+		fn(p)
+	case bpf.VerbsSqRecKindSQ_REC_RECV, bpf.VerbsSqRecKindSQ_REC_SRQ_RECV:
 		if len(raw) != recvRecSize {
 			return fmt.Errorf("post_recv record of %d bytes, want %d", len(raw), recvRecSize)
 		}
 		decodeInto(&t.recvRec, raw)
 		r := &t.recvRec
-		fn(&trace.PostRecv{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, NumWRs: r.N, Ret: r.Ret, Accepted: r.Accepted})
+		fn(&trace.PostRecv{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, NumWRs: r.N, Ret: r.Ret, Accepted: r.Accepted,
+			SRQ: kind == bpf.VerbsSqRecKindSQ_REC_SRQ_RECV})
+	case bpf.VerbsSqRecKindSQ_REC_CQ:
+		if len(raw) != cqRecSize {
+			return fmt.Errorf("CQ record of %d bytes, want %d", len(raw), cqRecSize)
+		}
+		decodeInto(&t.cqRec, raw)
+		r := &t.cqRec
+		t.learn(r.Hdr.Pid, r.Fns[:])
+		if r.Stopped != 0 {
+			t.markStopped(int(r.Hdr.Pid))
+		}
+		fn(cqEvent(r))
 	case bpf.VerbsSqRecKindSQ_REC_EXIT:
 		if len(raw) != exitRecSize {
 			return fmt.Errorf("exit record of %d bytes, want %d", len(raw), exitRecSize)
@@ -147,6 +162,29 @@ func qpEvent(r *bpf.VerbsSqQpRec) trace.Event {
 	return nil // qp_to_qp_ex, alloc_pd: they only reveal functions
 }
 
+// cqViaNames names the call that produced a CQ record, by op and via.
+var cqViaNames = map[[2]uint8]string{
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_CREATE), uint8(bpf.VerbsSqViaSQ_VIA_IBV)}:         "ibv_create_cq",
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_CREATE), uint8(bpf.VerbsSqViaSQ_VIA_SIM)}:         "sqsim_create_cq",
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_CREATE_EX), uint8(bpf.VerbsSqViaSQ_VIA_SIM)}:      "sqsim_create_cq_ex",
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_CREATE_EX), uint8(bpf.VerbsSqViaSQ_VIA_PROVIDER)}: "ibv_create_cq_ex",
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_MODIFY), uint8(bpf.VerbsSqViaSQ_VIA_SIM)}:         "sqsim_modify_cq",
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_MODIFY), uint8(bpf.VerbsSqViaSQ_VIA_PROVIDER)}:    "ibv_modify_cq",
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_RESIZE), uint8(bpf.VerbsSqViaSQ_VIA_IBV)}:         "ibv_resize_cq",
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_RESIZE), uint8(bpf.VerbsSqViaSQ_VIA_SIM)}:         "sqsim_resize_cq",
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_DESTROY), uint8(bpf.VerbsSqViaSQ_VIA_IBV)}:        "ibv_destroy_cq",
+	{uint8(bpf.VerbsSqCqOpSQ_CQ_DESTROY), uint8(bpf.VerbsSqViaSQ_VIA_SIM)}:        "sqsim_destroy_cq",
+}
+
+func cqEvent(r *bpf.VerbsSqCqRec) *trace.CQChange {
+	via := cqViaNames[[2]uint8{r.Op, r.Via}]
+	if via == "" {
+		via = fmt.Sprintf("cq(op %d via %d)", r.Op, r.Via)
+	}
+	return &trace.CQChange{Header: header(&r.Hdr), Op: trace.CQOp(r.Op), CQ: r.Cq, CQE: r.Cqe,
+		ModMask: r.ModMask, ModCount: r.ModCount, ModPeriodUS: r.ModPeriod, Ret: r.Ret, Via: via}
+}
+
 func (t *Tracer) postEvent(r *bpf.VerbsSqPostRec) *trace.Post {
 	p := new(trace.Post)
 	if t.opts.ReuseEvents {
@@ -207,10 +245,13 @@ func (t *Tracer) flush(fn func(trace.Event)) {
 	var s bpf.VerbsSqCqStats
 	it := t.objs.CqStats.Iterate()
 	for it.Next(&k, &s) {
-		if t.foreign(k.Pid) {
-			continue
+		switch {
+		case t.foreign(k.Pid):
+		case k.Pad != 0:
+			t.cqLate(now, cqGenKey{k.Pid, k.Addr, k.Pad}, s, fn)
+		default:
+			t.cqReport(now, cqGenKey{k.Pid, k.Addr, s.Gen}, s, fn)
 		}
-		t.cqReport(now, cqGenKey{k.Pid, k.Addr, s.Gen}, s, fn)
 	}
 
 	if t.opts.Mode != ModeCounters {

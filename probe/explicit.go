@@ -30,7 +30,7 @@ func ParseProbe(s string) (ExplicitProbe, error) {
 		return ExplicitProbe{}, fmt.Errorf("probe %q: no '=': %s", s, want)
 	}
 	fn = strings.TrimSpace(fn)
-	if r, ok := roleByName(fn); !ok || r.fn < 0 {
+	if r, ok := roleByName(fn); !ok || !r.probed() {
 		return ExplicitProbe{}, fmt.Errorf("probe %q: unknown function %q (want one of %s)", s, fn, strings.Join(dataRoleNames(), ", "))
 	}
 	i := strings.LastIndexByte(rest, ':')
@@ -89,7 +89,7 @@ func CheckProbe(p ExplicitProbe, anywhere bool) error {
 func dataRoleNames() []string {
 	var names []string
 	for _, r := range roles {
-		if r.fn >= 0 {
+		if r.probed() {
 			names = append(names, r.name)
 		}
 	}

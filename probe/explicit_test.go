@@ -22,6 +22,7 @@ func TestParseProbe(t *testing.T) {
 		{in: "post_send", wantErr: "no '='"},
 		{in: "post_sned=/x.so:0x10", wantErr: `unknown function "post_sned"`},
 		{in: "create_qp=/x.so:0x10", wantErr: "unknown function"},
+		{in: "cq_read_qp_num=/x.so:0x10", wantErr: "unknown function"}, // learned, never probed
 		{in: "post_send=/x.so", wantErr: "no ':'"},
 		{in: "post_send=:0x10", wantErr: "empty library path"},
 		{in: "post_send=/x.so:", wantErr: "empty offset"},

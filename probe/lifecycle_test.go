@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/sqscope/sqscope/trace"
@@ -60,4 +61,45 @@ func sameEvent(a, b trace.Event) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return a.Kind() == b.Kind() && string(ja) == string(jb)
+}
+
+// Polls a thread keeps pending of a CQ stay that CQ's when another thread
+// destroys it and creates the next CQ at its address before they are
+// handed over: the new CQ gets only its own (testdata/cq_handover.c).
+func TestPendingPollsStayWithTheirCQ(t *testing.T) {
+	requireBPF(t)
+	bin := filepath.Join(t.TempDir(), "cq_handover")
+	if out, err := exec.Command("cc", "-O2", "-Wall", "-pthread", "-o", bin, "testdata/cq_handover.c").CombinedOutput(); err != nil {
+		t.Fatalf("building testdata/cq_handover.c: %v\n%s", err, out)
+	}
+	const before, after = 5, 3 // both fewer than a thread keeps pending
+	for _, mode := range []Mode{ModeEvents, ModeCounters} {
+		out, evs, _ := traceCmd(t, Options{Mode: mode}, exec.Command(bin, strconv.Itoa(before), strconv.Itoa(after)))
+		var did struct{ CQ1, CQ2 uint64 }
+		if err := json.Unmarshal(out, &did); err != nil || did.CQ1 != did.CQ2 {
+			t.Fatalf("target said %q (%v): want one address for both CQs", out, err)
+		}
+		var gens []uint64
+		empty := map[uint64]uint64{}
+		polls := map[uint64]uint64{}
+		for _, e := range evs {
+			switch e := e.(type) {
+			case *trace.CQCreate:
+				gens = append(gens, e.Gen)
+			case *trace.EmptyPolls:
+				empty[e.Gen] += e.Count
+			case *trace.CQCounters: // totals: the last one counts
+				empty[e.Gen], polls[e.Gen] = e.Empty, e.Polls
+			}
+		}
+		if len(gens) != 2 || gens[0] == 0 || gens[1] <= gens[0] {
+			t.Fatalf("mode %d: CQ generations %v, want two", mode, gens)
+		}
+		if empty[gens[0]] != before || empty[gens[1]] != after || empty[0] != 0 {
+			t.Errorf("mode %d: empty polls by generation %v, want %d of %d and %d of %d", mode, empty, before, gens[0], after, gens[1])
+		}
+		if mode == ModeCounters && (polls[gens[0]] != before || polls[gens[1]] != after) {
+			t.Errorf("mode %d: polls by generation %v, want %d and %d", mode, polls, before, after)
+		}
+	}
 }

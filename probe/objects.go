@@ -27,10 +27,14 @@ func (t *Tracer) objRecord(r *bpf.VerbsSqObjRec, fn func(trace.Event)) {
 	switch {
 	case bpf.VerbsSqObjType(r.Type) == bpf.VerbsSqObjTypeSQ_OBJ_CQ && bpf.VerbsSqObjOp(r.Op) == bpf.VerbsSqObjOpSQ_OBJ_CREATE:
 		// the CQ that held the address before: what it had not reported
+		old := cqGenKey{r.Hdr.Pid, r.Addr, r.Prev.Gen}
 		if p := r.Prev; p != (bpf.VerbsSqCqStats{}) {
-			t.cqReport(h.TimeNS, cqGenKey{r.Hdr.Pid, r.Addr, p.Gen}, p, fn)
+			t.cqReport(h.TimeNS, old, p, fn)
 		}
-		t.cqForget(cqGenKey{r.Hdr.Pid, r.Addr, r.Prev.Gen})
+		t.cqForget(old)
+		if old.gen != 0 {
+			t.cqFinals[old] = r.Prev // what later counts of it add to
+		}
 		fn(&trace.CQCreate{Header: h, CQ: r.Addr, Gen: uint64(r.Gen), CQE: r.Size})
 	case bpf.VerbsSqObjType(r.Type) == bpf.VerbsSqObjTypeSQ_OBJ_SRQ && bpf.VerbsSqObjOp(r.Op) == bpf.VerbsSqObjOpSQ_OBJ_CREATE:
 		fn(&trace.SRQCreate{Header: h, SRQ: r.Addr, Gen: uint64(r.Gen), MaxWR: r.Size})
@@ -55,6 +59,23 @@ func (t *Tracer) cqReport(now uint64, k cqGenKey, s bpf.VerbsSqCqStats, fn func(
 		fn(&trace.EmptyPolls{Header: h, CQ: k.addr, Count: s.Empty - seen, Gen: uint64(k.gen)})
 		t.emptySeen[k] = s.Empty
 	}
+}
+
+// cqLate reports counts of an ended CQ lifetime that threads kept pending
+// and handed over after the next CQ was born at its address (an entry of
+// cq_stats whose key names the generation): they add to the totals it
+// ended with. Those are known once its end was read from the ring; until
+// then the entry waits for the next flush.
+func (t *Tracer) cqLate(now uint64, k cqGenKey, late bpf.VerbsSqCqStats, fn func(trace.Event)) {
+	f, ok := t.cqFinals[k]
+	if !ok {
+		return
+	}
+	if _, ok := t.emptySeen[k]; !ok {
+		t.emptySeen[k] = f.Empty // reported with its end
+	}
+	t.cqReport(now, k, bpf.VerbsSqCqStats{Empty: f.Empty + late.Empty, Polls: f.Polls + late.Polls,
+		Cqes: f.Cqes + late.Cqes, Gen: k.gen}, fn)
 }
 
 // cqForget drops what was reported of a CQ lifetime that has ended.

@@ -149,12 +149,14 @@ type Tracer struct {
 	countsSeen map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters
 	qpFinals   map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters // totals of destroyed QPs
 	cqSeen     map[cqGenKey]bpf.VerbsSqCqStats
-	ibvHooked  map[fileID]bool // libibverbs files with discovery probes
+	cqFinals   map[cqGenKey]bpf.VerbsSqCqStats // counts replaced CQs ended with
+	ibvHooked  map[fileID]bool                 // libibverbs files with discovery probes
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool
 
 	qpRec    bpf.VerbsSqQpRec
+	cqRec    bpf.VerbsSqCqRec
 	postRec  bpf.VerbsSqPostRec
 	pollRec  bpf.VerbsSqPollRec
 	recvRec  bpf.VerbsSqRecvRec
@@ -224,6 +226,7 @@ func Open(opts Options) (*Tracer, error) {
 		countsSeen: map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
 		qpFinals:   map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
 		cqSeen:     map[cqGenKey]bpf.VerbsSqCqStats{},
+		cqFinals:   map[cqGenKey]bpf.VerbsSqCqStats{},
 		ibvHooked:  map[fileID]bool{},
 		syncDone:   make(chan struct{}),
 	}

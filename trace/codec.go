@@ -47,6 +47,12 @@ package trace
 //	SRQCreate  u SRQ, u Gen, u MaxWR
 //	SRQDestroy u SRQ, u Gen, z Ret
 //	End        s Reason, ? Err
+//	CQChange   b Op, u CQ, z CQE, u ModMask, u ModCount, u ModPeriodUS,
+//	           z Ret, s Via
+//
+// Poll and PostRecv gained a last field later in the same way as cuts
+// below, written only when set, so records without it are stored as
+// before: Poll ends with ? Ex after its WCs, PostRecv with ? SRQ.
 //
 // cuts, appended after the first release of version 1, is written only when
 // the list walk was capped or a WR has SGEs not summed, so a post that lost
@@ -219,6 +225,10 @@ func eventHeader(ev Event) (*Header, error) {
 		if e != nil {
 			h = &e.Header
 		}
+	case *CQChange:
+		if e != nil {
+			h = &e.Header
+		}
 	default:
 		if ev == nil {
 			return nil, errors.New("cannot record a nil event")
@@ -322,6 +332,9 @@ func appendFields(b []byte, ev Event) []byte {
 			b = appendWC(b, &prev, wc)
 			prev = wc
 		}
+		if e.Ex {
+			b = appendBool(b, true)
+		}
 	case *EmptyPolls:
 		b = appendU(b, e.CQ)
 		b = appendU(b, e.Count)
@@ -332,6 +345,9 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.NumWRs))
 		b = appendZ(b, int64(e.Ret))
 		b = appendU(b, uint64(e.Accepted))
+		if e.SRQ {
+			b = appendBool(b, true)
+		}
 	case *Lost:
 		b = appendU(b, e.Count)
 	case *Exit:
@@ -378,6 +394,15 @@ func appendFields(b []byte, ev Event) []byte {
 	case *End:
 		b = appendStr(b, e.Reason)
 		b = appendBool(b, e.Err)
+	case *CQChange:
+		b = append(b, byte(e.Op))
+		b = appendU(b, e.CQ)
+		b = appendZ(b, int64(e.CQE))
+		b = appendU(b, uint64(e.ModMask))
+		b = appendU(b, uint64(e.ModCount))
+		b = appendU(b, uint64(e.ModPeriodUS))
+		b = appendZ(b, int64(e.Ret))
+		b = appendStr(b, e.Via)
 	}
 	return b
 }

@@ -182,6 +182,9 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 				prev = e.WCs[i]
 			}
 		}
+		if len(r.b) > 0 {
+			e.Ex = r.bool()
+		}
 		return e
 	case KindEmptyPolls:
 		e := &EmptyPolls{Header: h}
@@ -196,6 +199,9 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.NumWRs = r.u32()
 		e.Ret = r.z32()
 		e.Accepted = r.u32()
+		if len(r.b) > 0 {
+			e.SRQ = r.bool()
+		}
 		return e
 	case KindLost:
 		return &Lost{Header: h, Count: r.u64()}
@@ -244,6 +250,17 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		return &SRQDestroy{Header: h, SRQ: r.u64(), Gen: r.u64(), Ret: r.z32()}
 	case KindEnd:
 		return &End{Header: h, Reason: r.str(), Err: r.bool()}
+	case KindCQChange:
+		e := &CQChange{Header: h}
+		e.Op = CQOp(r.byte())
+		e.CQ = r.u64()
+		e.CQE = r.z32()
+		e.ModMask = r.u32()
+		e.ModCount = r.u16()
+		e.ModPeriodUS = r.u16()
+		e.Ret = r.z32()
+		e.Via = r.str()
+		return e
 	}
 	return nil
 }
@@ -327,6 +344,15 @@ func (r *fieldReader) u32() uint32 {
 		return 0
 	}
 	return uint32(v)
+}
+
+func (r *fieldReader) u16() uint16 {
+	v := r.u64()
+	if v > math.MaxUint16 {
+		r.fail(fmt.Errorf("value %d out of range for 16 bits", v))
+		return 0
+	}
+	return uint16(v)
 }
 
 func (r *fieldReader) z32() int32 {

@@ -41,6 +41,7 @@ const (
 	KindSRQCreate  Kind = 14
 	KindSRQDestroy Kind = 15
 	KindEnd        Kind = 16
+	KindCQChange   Kind = 17
 )
 
 var kindNames = map[Kind]string{
@@ -49,6 +50,7 @@ var kindNames = map[Kind]string{
 	KindPostRecv: "post_recv", KindLost: "lost", KindExit: "exit",
 	KindAttach: "attach", KindQPCounters: "qp_counters", KindCQCounters: "cq_counters",
 	KindCQCreate: "cq_create", KindSRQCreate: "srq_create", KindSRQDestroy: "srq_destroy", KindEnd: "end",
+	KindCQChange: "cq_change",
 }
 
 func (k Kind) String() string {
@@ -212,11 +214,17 @@ type WC struct {
 
 // Poll is one ibv_poll_cq call that returned at least one completion, or an
 // error. Empty polls are counted separately (EmptyPolls) or carried here.
+// With Ex set it is one extended poll session on an ibv_cq_ex instead
+// (ibv_start_poll, ibv_next_poll until it returns ENOENT, ibv_end_poll):
+// Max is 0, and each WC has only its ID and Status, the rest of a
+// completion being read through functions that are not traced; the
+// analyzer finds its QP by the wr_id.
 type Poll struct {
 	Header
 	CQ  uint64
 	Max int32 // num_entries asked for
 	Ret int32 // completions returned, or a negative error
+	Ex  bool  // an extended poll session
 	WCs []WC
 	// Truncated counts returned completions past the tracer's bound.
 	Truncated uint32
@@ -239,7 +247,8 @@ type EmptyPolls struct {
 
 func (*EmptyPolls) Kind() Kind { return KindEmptyPolls }
 
-// PostRecv is one ibv_post_recv call (counts only).
+// PostRecv is one ibv_post_recv call (counts only), or with SRQ set one
+// ibv_post_srq_recv call: QP is then the struct ibv_srq and QPNum 0.
 type PostRecv struct {
 	Header
 	QP       uint64
@@ -247,6 +256,7 @@ type PostRecv struct {
 	NumWRs   uint32
 	Ret      int32
 	Accepted uint32
+	SRQ      bool
 }
 
 func (*PostRecv) Kind() Kind { return KindPostRecv }
@@ -268,6 +278,49 @@ type Exit struct {
 }
 
 func (*Exit) Kind() Kind { return KindExit }
+
+// CQOp says which call a CQChange reports.
+type CQOp uint8
+
+const (
+	CQOpCreate   CQOp = 1 // ibv_create_cq
+	CQOpCreateEx CQOp = 2 // ibv_create_cq_ex: polled with ibv_start_poll..ibv_end_poll
+	CQOpModify   CQOp = 3 // ibv_modify_cq: completion moderation
+	CQOpResize   CQOp = 4 // ibv_resize_cq
+	CQOpDestroy  CQOp = 5 // ibv_destroy_cq
+)
+
+var cqOpNames = map[CQOp]string{CQOpCreate: "create", CQOpCreateEx: "create_ex", CQOpModify: "modify",
+	CQOpResize: "resize", CQOpDestroy: "destroy"}
+
+func (o CQOp) String() string {
+	if s, ok := cqOpNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("cq_op(%d)", uint8(o))
+}
+
+// CQChange is a control-path call on a completion queue: what its depth
+// is, how it is polled, when it stops existing.
+type CQChange struct {
+	Header
+	Op CQOp
+	CQ uint64 // address of struct ibv_cq (== struct ibv_cq_ex) in the target
+	// CQE is the depth the CQ has after a create or a resize (the
+	// provider may round the request up; a failed resize keeps the
+	// request), 0 for the other calls.
+	CQE int32
+	// ModMask, ModCount and ModPeriodUS are a modify's attr_mask and
+	// moderation (completions, microseconds).
+	ModMask     uint32
+	ModCount    uint16
+	ModPeriodUS uint16
+	Ret         int32 // modify, resize, destroy: 0 or an errno
+	// Via names the call, e.g. "ibv_create_cq_ex" or "sqsim_resize_cq".
+	Via string
+}
+
+func (*CQChange) Kind() Kind { return KindCQChange }
 
 // Attach records where a probe was placed and how it was found, so a report
 // can say what was and was not seen.

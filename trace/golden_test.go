@@ -18,7 +18,8 @@ import (
 // holds the fields appended to posts later (a list walk capped, SGEs not
 // summed), v1-qp-cuts those appended to the counters mode's totals after
 // that (the same facts, counted), v1-lifecycle the objects' generations and
-// the kinds added with them (CQ and SRQ lives, why a trace ended).
+// the kinds added with them (CQ and SRQ lives, why a trace ended), and
+// v1-entry-points the CQ calls, extended poll sessions and SRQ posts.
 var goldens = []struct {
 	path   string
 	events func() []Event
@@ -27,6 +28,7 @@ var goldens = []struct {
 	{"testdata/v1-cuts.sqscope", cutEvents},
 	{"testdata/v1-qp-cuts.sqscope", qpCutEvents},
 	{"testdata/v1-lifecycle.sqscope", lifeEvents},
+	{"testdata/v1-entry-points.sqscope", entryPointEvents},
 }
 
 func TestGoldenV1(t *testing.T) {
@@ -81,6 +83,7 @@ func seedCorpus(t testing.TB) map[string][]byte {
 		"valid-cuts":          writeRecording(t, cutEvents(), 0),
 		"valid-qp-cuts":       writeRecording(t, qpCutEvents(), 0),
 		"valid-lifecycle":     writeRecording(t, lifeEvents(), 0),
+		"valid-entry-points":  writeRecording(t, entryPointEvents(), 0),
 	}
 }
 

@@ -1,7 +1,10 @@
 /* The libibverbs device backend; see device.h. Every failure fills a
  * struct sqd_err with what was being done and the errno, and frees whatever
  * the call had built so far. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,7 +204,7 @@ static void fill_ah(struct sqd_device *d, struct ibv_ah_attr *ah)
 }
 
 /* RESET -> INIT -> RTR -> RTS, toward remote_qpn on the same port. */
-static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type,
+static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type, int atomics,
 		      uint32_t remote_qpn, const char **step)
 {
 	struct ibv_qp_attr a;
@@ -217,7 +220,7 @@ static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type,
 		mask |= IBV_QP_QKEY;
 	} else {
 		a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				    IBV_ACCESS_REMOTE_READ;
+				    IBV_ACCESS_REMOTE_READ | (atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0);
 		mask |= IBV_QP_ACCESS_FLAGS;
 	}
 	*step = "moving QP to INIT";
@@ -378,6 +381,43 @@ caps_error:
 	return NULL;
 }
 
+/* rdma_core_release is the rdma-core release of the libibverbs this
+ * process loaded (libibverbs.so.1.14.<release>.0), or 0 when unknown. */
+static int rdma_core_release_of(struct dl_phdr_info *info, size_t size, void *p)
+{
+	char real[PATH_MAX];
+	const char *base;
+	int major, minor, release;
+
+	(void)size;
+	if (!strstr(info->dlpi_name, "libibverbs.so") || !realpath(info->dlpi_name, real))
+		return 0;
+	base = strrchr(real, '/');
+	base = base ? base + 1 : real;
+	if (sscanf(base, "libibverbs.so.%d.%d.%d", &major, &minor, &release) == 3)
+		*(int *)p = release;
+	return 1;
+}
+
+/* cqx_mode says how the loop ends an extended poll session on d. rxe
+ * before rdma-core 55 ends the session itself when ibv_next_poll returns
+ * ENOENT (it stores the consumer index and unlocks): an ibv_end_poll after
+ * that moves the index past the producer ("rxe: fix completion queue
+ * consumer index overrun", rdma-core 55). On such an rxe the loop skips
+ * that ibv_end_poll; on an rxe of unknown release it takes one completion
+ * per session, which every release handles. */
+static int cqx_mode(struct sqd_device *d)
+{
+	int release = 0;
+
+	if (strncmp(ibv_get_device_name(d->ctx->device), "rxe", 3))
+		return SQ_CQX_STANDARD;
+	dl_iterate_phdr(rdma_core_release_of, &release);
+	if (!release)
+		return SQ_CQX_ONE;
+	return release < 55 ? SQ_CQX_NEXT_ENDS : SQ_CQX_STANDARD;
+}
+
 static int cq_size(struct sqd_device *d, uint64_t want)
 {
 	if (d->dattr.max_cqe > 0 && want > (uint64_t)d->dattr.max_cqe)
@@ -447,7 +487,7 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	errno = 0;
 	e->rmr = ibv_reg_mr(e->pd, ep->rbuf, ep->rbuf_len,
 			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-			    IBV_ACCESS_REMOTE_READ);
+			    IBV_ACCESS_REMOTE_READ | (cfg->atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0));
 	if (!e->rmr) {
 		fail(err, errno, "registering receive buffer", "%zu bytes",
 		     ep->rbuf_len);
@@ -460,8 +500,18 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	/* Room for every WR the provider may round max_send_wr up to, all
 	 * signaled or all flushed. */
 	errno = 0;
-	ep->cq = ibv_create_cq(d->ctx, cq_size(d, 2 * (uint64_t)cfg->max_send_wr + 16),
-			       NULL, NULL, 0);
+	if (cfg->cq_ex) {
+		struct ibv_cq_init_attr_ex ca = {
+			.cqe = (uint32_t)cq_size(d, 2 * (uint64_t)cfg->max_send_wr + 16),
+		};
+
+		ep->cqx = ibv_create_cq_ex(d->ctx, &ca);
+		ep->cq = ep->cqx ? ibv_cq_ex_to_cq(ep->cqx) : NULL;
+		ep->cqx_mode = cqx_mode(d);
+	} else {
+		ep->cq = ibv_create_cq(d->ctx, cq_size(d, 2 * (uint64_t)cfg->max_send_wr + 16),
+				       NULL, NULL, 0);
+	}
 	if (!ep->cq) {
 		fail(err, errno, "creating send CQ", "%llu entries",
 		     (unsigned long long)(2 * (uint64_t)cfg->max_send_wr + 16));
@@ -503,13 +553,13 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 		goto out;
 	}
 
-	ret = connect_qp(d, ep->qp, cfg->qp_type, ep->peer_qp->qp_num, &step);
+	ret = connect_qp(d, ep->qp, cfg->qp_type, cfg->atomics, ep->peer_qp->qp_num, &step);
 	if (ret) {
 		fail(err, ret, step, "sending %s QP %u", type_name(cfg->qp_type),
 		     ep->qp->qp_num);
 		goto out;
 	}
-	ret = connect_qp(d, ep->peer_qp, cfg->qp_type, ep->qp->qp_num, &step);
+	ret = connect_qp(d, ep->peer_qp, cfg->qp_type, cfg->atomics, ep->qp->qp_num, &step);
 	if (ret) {
 		fail(err, ret, step, "peer %s QP %u", type_name(cfg->qp_type),
 		     ep->peer_qp->qp_num);

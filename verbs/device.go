@@ -288,6 +288,9 @@ type epConfig struct {
 	WRAPI      bool
 	SendOps    uint64
 	BufSize    int
+	CQEx       bool
+	// RemoteAtomic: the peer QP and its memory allow remote atomics
+	RemoteAtomic bool
 }
 
 // endpointConfig validates cfg and fills in the defaults.
@@ -302,6 +305,9 @@ func endpointConfig(dev string, cfg QPConfig, lim deviceLimits) (epConfig, error
 		WRAPI:      cfg.WRAPI,
 		SendOps:    cfg.SendOps,
 		BufSize:    cfg.BufSize,
+		CQEx:       cfg.CQEx,
+
+		RemoteAtomic: cfg.RemoteAtomic,
 	}
 	if ec.Type != RC && ec.Type != UD {
 		return ec, fmt.Errorf("unsupported QP type %v on %s (want RC or UD)", ec.Type, dev)
@@ -392,6 +398,8 @@ func (d *device) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 		wr_api:       cbool(ec.WRAPI),
 		send_ops:     C.uint64_t(ec.SendOps),
 		buf_size:     C.size_t(ec.BufSize),
+		cq_ex:        cbool(ec.CQEx),
+		atomics:      cbool(ec.RemoteAtomic),
 	}
 	var cerr C.struct_sqd_err
 	e := C.sqd_endpoint_create(d.c, &cc, &cerr)

@@ -39,6 +39,8 @@ struct sqd_qp_config {
 	int wr_api;
 	uint64_t send_ops;
 	size_t buf_size;
+	int cq_ex;                 /* the send CQ from ibv_create_cq_ex */
+	int atomics;               /* the peer takes remote atomics */
 };
 
 /* An endpoint and what it owns beyond the fields the traffic loop reads. */

@@ -8,10 +8,19 @@
 #include <stddef.h>
 #include <infiniband/verbs.h>
 
+/* sq_endpoint.cqx_mode: how an extended poll session ends. */
+#define SQ_CQX_STANDARD 0      /* ibv_end_poll after the last ibv_next_poll */
+#define SQ_CQX_ONE 1           /* one completion per session: no ibv_next_poll */
+#define SQ_CQX_NEXT_ENDS 2     /* an ibv_next_poll that returns ENOENT ends the
+                                * session itself: no ibv_end_poll after it */
+
 struct sq_endpoint {
 	struct ibv_qp *qp;       /* the sending QP */
 	struct ibv_qp_ex *qpx;   /* its extended view, or NULL without wr API */
 	struct ibv_cq *cq;       /* its send CQ */
+	struct ibv_cq_ex *cqx;   /* the same CQ when created extended (polled with
+	                          * ibv_start_poll..ibv_end_poll), else NULL */
+	int cqx_mode;            /* how a session ends: SQ_CQX_* (see device.c) */
 
 	void *buf;               /* local payload buffer, registered */
 	size_t buf_len;

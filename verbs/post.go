@@ -42,9 +42,19 @@ static int go_post_send(struct sq_endpoint *ep, struct go_wr *in, int n, int *ac
 			sges[k].length = in[i].len;
 			sges[k].lkey = ep->lkey;
 		}
-		if (in[i].opcode == IBV_WR_RDMA_WRITE || in[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		switch (in[i].opcode) {
+		case IBV_WR_RDMA_WRITE:
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+		case IBV_WR_RDMA_READ:
+		case IBV_WR_ATOMIC_WRITE:
 			wrs[i].wr.rdma.remote_addr = ep->raddr;
 			wrs[i].wr.rdma.rkey = ep->rkey;
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			wrs[i].wr.atomic.remote_addr = ep->raddr;
+			wrs[i].wr.atomic.rkey = ep->rkey;
+			break;
 		}
 		if (ep->ah) {
 			wrs[i].wr.ud.ah = ep->ah;
@@ -59,6 +69,53 @@ static int go_post_send(struct sq_endpoint *ep, struct go_wr *in, int n, int *ac
 	return ret;
 }
 
+// wr_opcode begins one WR of opcode through its ibv_wr_* builder; it
+// returns 1 when the builder made the whole WQE.
+static int wr_opcode(struct sq_endpoint *ep, int opcode)
+{
+	struct ibv_qp_ex *qpx = ep->qpx;
+	static const uint64_t word = 1;
+
+	switch (opcode) {
+	case IBV_WR_RDMA_WRITE:
+		ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);
+		return 0;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		ibv_wr_rdma_write_imm(qpx, ep->rkey, ep->raddr, 0);
+		return 0;
+	case IBV_WR_SEND:
+		ibv_wr_send(qpx);
+		return 0;
+	case IBV_WR_SEND_WITH_IMM:
+		ibv_wr_send_imm(qpx, 0);
+		return 0;
+	case IBV_WR_SEND_WITH_INV:
+		ibv_wr_send_inv(qpx, ep->rkey);
+		return 0;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		ibv_wr_atomic_cmp_swp(qpx, ep->rkey, ep->raddr, 0, 1);
+		return 0;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		ibv_wr_atomic_fetch_add(qpx, ep->rkey, ep->raddr, 1);
+		return 0;
+	case IBV_WR_ATOMIC_WRITE:
+		ibv_wr_atomic_write(qpx, ep->rkey, ep->raddr, &word);
+		return 1;
+	case IBV_WR_LOCAL_INV:
+		ibv_wr_local_inv(qpx, ep->rkey);
+		return 1;
+	case IBV_WR_BIND_MW: {
+		struct ibv_mw_bind_info bi = { .mr = NULL, .addr = (uintptr_t)ep->buf, .length = 64 };
+
+		ibv_wr_bind_mw(qpx, NULL, ep->rkey + 1, &bi);
+		return 1;
+	}
+	default:
+		ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
+		return 0;
+	}
+}
+
 static int go_post_wr(struct sq_endpoint *ep, struct go_wr *in, int n, int abort_batch)
 {
 	struct ibv_qp_ex *qpx = ep->qpx;
@@ -70,17 +127,8 @@ static int go_post_wr(struct sq_endpoint *ep, struct go_wr *in, int n, int abort
 	for (i = 0; i < n; i++) {
 		qpx->wr_id = in[i].wr_id;
 		qpx->wr_flags = in[i].flags;
-		switch (in[i].opcode) {
-		case IBV_WR_RDMA_WRITE:
-			ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);
-			break;
-		case IBV_WR_SEND:
-			ibv_wr_send(qpx);
-			break;
-		default:
-			// an opcode the wr API has no call for
-			ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
-		}
+		if (wr_opcode(ep, in[i].opcode))
+			continue; // a whole WQE: no data to set
 		if (ep->ah)
 			ibv_wr_set_ud_addr(qpx, ep->ah, ep->remote_qpn, ep->remote_qkey);
 		if (in[i].flags & IBV_SEND_INLINE) {
@@ -108,6 +156,31 @@ static int go_post_wr(struct sq_endpoint *ep, struct go_wr *in, int n, int abort
 static int go_poll(struct sq_endpoint *ep, struct ibv_wc *wc, int n)
 {
 	return ibv_poll_cq(ep->cq, n, wc);
+}
+
+// go_poll_ex is one extended poll session of up to n completions; it
+// returns how many, or -errno.
+static int go_poll_ex(struct sq_endpoint *ep, struct ibv_wc *wc, int n)
+{
+	struct ibv_poll_cq_attr attr = { 0 };
+	int got = 0, ret;
+
+	if (!ep->cqx)
+		return -EOPNOTSUPP;
+	ret = ibv_start_poll(ep->cqx, &attr);
+	if (ret)
+		return ret == ENOENT ? 0 : -ret;
+	do {
+		memset(&wc[got], 0, sizeof(wc[got]));
+		wc[got].wr_id = ep->cqx->wr_id;
+		wc[got].status = ep->cqx->status;
+		wc[got].opcode = ibv_wc_read_opcode(ep->cqx);
+		wc[got].qp_num = ibv_wc_read_qp_num(ep->cqx);
+		wc[got].byte_len = ibv_wc_read_byte_len(ep->cqx);
+		got++;
+	} while (got < n && ibv_next_poll(ep->cqx) == 0);
+	ibv_end_poll(ep->cqx);
+	return got;
 }
 */
 import "C"
@@ -203,14 +276,25 @@ func PostWR(e *Endpoint, wrs []SendWR, abort bool) error {
 }
 
 // PollCQ polls the endpoint's send CQ for up to n completions.
-func PollCQ(e *Endpoint, n int) ([]WC, error) {
+func PollCQ(e *Endpoint, n int) ([]WC, error) { return poll(e, n, false) }
+
+// PollCQEx is PollCQ through one extended poll session (ibv_start_poll,
+// ibv_next_poll, ibv_end_poll) on a CQ created with QPConfig.CQEx.
+func PollCQEx(e *Endpoint, n int) ([]WC, error) { return poll(e, n, true) }
+
+func poll(e *Endpoint, n int, ex bool) ([]WC, error) {
 	if n <= 0 {
 		return nil, errors.New("poll batch must be positive")
 	}
 	wc := make([]C.struct_ibv_wc, n)
-	got := C.go_poll(e.c, (*C.struct_ibv_wc)(unsafe.Pointer(&wc[0])), C.int(n))
+	var got C.int
+	if ex {
+		got = C.go_poll_ex(e.c, (*C.struct_ibv_wc)(unsafe.Pointer(&wc[0])), C.int(n))
+	} else {
+		got = C.go_poll(e.c, (*C.struct_ibv_wc)(unsafe.Pointer(&wc[0])), C.int(n))
+	}
 	if got < 0 {
-		return nil, fmt.Errorf("ibv_poll_cq: %w", syscall.Errno(-got))
+		return nil, fmt.Errorf("polling CQ: %w", syscall.Errno(-got))
 	}
 	out := make([]WC, got)
 	for i := range out {

@@ -16,11 +16,16 @@
 #define DATA_SEG 16u
 #define INL_HDR 4u
 #define DGRAM_SEG 48u
+#define ATOMIC_SEG 16u
+/* mlx5's UMR WQE of a memory-window bind or a local invalidate: control
+ * segment, UMR control segment, mkey context, and for a bind the KLM of
+ * the window (padded to 64 B). */
+#define UMR_CTRL_SEG 48u
+#define MKEY_SEG 64u
+#define KLM_SEG 64u
 #define MAX_WQE_BYTES 1024u /* 16 WQEBBs per WQE at most */
 #define MAX_CQ_QPS 64
 
-#define OVH_RC_LEGACY 192u
-#define OVH_RC_WRITE_SEND 32u
 #define OVH_UD 64u
 
 struct sim_ctx {
@@ -49,8 +54,13 @@ struct sim_cqe {
 };
 
 struct sim_cq {
-	struct ibv_cq ibcq; /* first */
+	union {              /* first; an ibv_cq_ex starts as an ibv_cq */
+		struct ibv_cq ibcq;
+		struct ibv_cq_ex cqx;
+	};
 	pthread_mutex_t lock;
+	struct sim_cqe cur;  /* extended polling: the completion polled last */
+	uint16_t mod_count, mod_period;
 	struct sim_cqe *ring;
 	uint32_t cap;
 	uint64_t prod, cons;
@@ -164,6 +174,10 @@ static int opcode_valid(struct sim_qp *qp, int opcode)
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_BIND_MW:
+	case IBV_WR_ATOMIC_WRITE:
 		return rc;
 	}
 	return 0;
@@ -183,10 +197,63 @@ static uint32_t op_overhead(struct sim_qp *qp, int opcode)
 		break;
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
 	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		size += RADDR_SEG + 16;
+	/* mlx5 (rdma-core 44) has no atomic write: the simulator builds it
+	 * as an atomic, its 8 bytes in the atomic segment */
+	case IBV_WR_ATOMIC_WRITE:
+		size += RADDR_SEG + ATOMIC_SEG;
+		break;
+	case IBV_WR_LOCAL_INV:
+		size += UMR_CTRL_SEG + MKEY_SEG;
+		break;
+	case IBV_WR_BIND_MW:
+		/* a bind of a window of non-zero length (an unbind takes no KLM) */
+		size += UMR_CTRL_SEG + MKEY_SEG + KLM_SEG;
 		break;
 	}
 	return size;
+}
+
+/* sq_overhead is mlx5's: the largest WQE, before data, of the opcodes the
+ * QP may post (send_ops_flags, or every opcode of its type without them),
+ * plus the transport segment. */
+static uint32_t sq_overhead(int qp_type, uint64_t ops)
+{
+	uint32_t size = CTRL_SEG;
+
+	if (qp_type == IBV_QPT_UD)
+		return OVH_UD;
+	if (ops & (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+		   IBV_QP_EX_WITH_RDMA_READ))
+		size = CTRL_SEG + RADDR_SEG;
+	if (ops & (IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+		   IBV_QP_EX_WITH_ATOMIC_WRITE))
+		size = CTRL_SEG + RADDR_SEG + ATOMIC_SEG;
+	if (ops & (IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV))
+		size = CTRL_SEG + UMR_CTRL_SEG + MKEY_SEG + KLM_SEG;
+	return size;
+}
+
+/* wc_opcode is the completion opcode of a send opcode. */
+static enum ibv_wc_opcode wc_opcode(int opcode)
+{
+	switch (opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
+	}
+	return IBV_WC_SEND;
 }
 
 /* Copy inline payload into the SQ buffer the way the CPU does on mlx5 (so
@@ -394,23 +461,7 @@ static void advance_qp(struct sim_cq *cq, struct sim_qp *qp, uint64_t now)
 			} else {
 				e->wc.status = IBV_WC_SUCCESS;
 			}
-			switch (w->opcode) {
-			case IBV_WR_RDMA_WRITE:
-			case IBV_WR_RDMA_WRITE_WITH_IMM:
-				e->wc.opcode = IBV_WC_RDMA_WRITE;
-				break;
-			case IBV_WR_RDMA_READ:
-				e->wc.opcode = IBV_WC_RDMA_READ;
-				break;
-			case IBV_WR_ATOMIC_CMP_AND_SWP:
-				e->wc.opcode = IBV_WC_COMP_SWAP;
-				break;
-			case IBV_WR_ATOMIC_FETCH_AND_ADD:
-				e->wc.opcode = IBV_WC_FETCH_ADD;
-				break;
-			default:
-				e->wc.opcode = IBV_WC_SEND;
-			}
+			e->wc.opcode = wc_opcode(w->opcode);
 			e->qp = qp;
 			e->seq = qp->next_cqe;
 			cq->prod++;
@@ -459,6 +510,88 @@ static int sim_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 	cq->c.cqes += n;
 	pthread_mutex_unlock(&cq->lock);
 	return n;
+}
+
+/* ----------------------------------------------- extended CQ polling */
+
+/* pop_cqe takes the next completion off cq into cq->cur, retiring its WR
+ * and the earlier ones; -1 when there is none (caller holds cq->lock). */
+static int pop_cqe(struct sim_cq *cq)
+{
+	if (cq->prod == cq->cons)
+		advance_cq(cq, sim_now(to_sctx(cq->ibcq.context)));
+	while (cq->cons < cq->prod) {
+		struct sim_cqe *e = &cq->ring[cq->cons % cq->cap];
+
+		cq->cons++;
+		if (!e->qp)
+			continue; /* its QP was destroyed */
+		cq->cur = *e;
+		pthread_mutex_lock(&e->qp->lock);
+		e->qp->tail = e->seq + 1;
+		e->qp->c.cqes_polled++;
+		pthread_mutex_unlock(&e->qp->lock);
+		cq->c.cqes++;
+		cq->cqx.status = e->wc.status;
+		cq->cqx.wr_id = e->wc.wr_id;
+		return 0;
+	}
+	return -1;
+}
+
+/* As mlx5: the CQ stays locked from a start_poll that found a completion
+ * to the end_poll. */
+static int sim_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	struct sim_cq *cq = (struct sim_cq *)cqx;
+
+	if (attr && attr->comp_mask)
+		return EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	cq->c.polls++;
+	if (pop_cqe(cq)) {
+		cq->c.empty_polls++;
+		pthread_mutex_unlock(&cq->lock);
+		return ENOENT;
+	}
+	return 0;
+}
+
+static int sim_next_poll(struct ibv_cq_ex *cqx)
+{
+	return pop_cqe((struct sim_cq *)cqx) ? ENOENT : 0;
+}
+
+static void sim_end_poll(struct ibv_cq_ex *cqx)
+{
+	pthread_mutex_unlock(&((struct sim_cq *)cqx)->lock);
+}
+
+static enum ibv_wc_opcode sim_read_opcode(struct ibv_cq_ex *cqx)
+{
+	return ((struct sim_cq *)cqx)->cur.wc.opcode;
+}
+
+static uint32_t sim_read_byte_len(struct ibv_cq_ex *cqx)
+{
+	return ((struct sim_cq *)cqx)->cur.wc.byte_len;
+}
+
+static uint32_t sim_read_qp_num(struct ibv_cq_ex *cqx)
+{
+	return ((struct sim_cq *)cqx)->cur.wc.qp_num;
+}
+
+static unsigned int sim_read_wc_flags(struct ibv_cq_ex *cqx)
+{
+	(void)cqx;
+	return 0;
+}
+
+static uint32_t sim_read_zero32(struct ibv_cq_ex *cqx)
+{
+	(void)cqx;
+	return 0;
 }
 
 static int sim_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
@@ -556,6 +689,56 @@ static void sim_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t radd
 	(void)rkey;
 	(void)raddr;
 	wr_begin(qpx, IBV_WR_RDMA_READ);
+}
+
+static void sim_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	(void)invalidate_rkey;
+	wr_begin(qpx, IBV_WR_SEND_WITH_INV);
+}
+
+static void sim_wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr,
+				  uint64_t compare, uint64_t swap)
+{
+	(void)rkey;
+	(void)raddr;
+	(void)compare;
+	(void)swap;
+	wr_begin(qpx, IBV_WR_ATOMIC_CMP_AND_SWP);
+}
+
+static void sim_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr,
+				    uint64_t add)
+{
+	(void)rkey;
+	(void)raddr;
+	(void)add;
+	wr_begin(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD);
+}
+
+/* The builders below make a whole WQE: no setter follows. */
+static void sim_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr,
+				const void *atomic_wr)
+{
+	(void)rkey;
+	(void)raddr;
+	(void)atomic_wr;
+	wr_begin(qpx, IBV_WR_ATOMIC_WRITE);
+}
+
+static void sim_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	(void)invalidate_rkey;
+	wr_begin(qpx, IBV_WR_LOCAL_INV);
+}
+
+static void sim_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
+			   const struct ibv_mw_bind_info *info)
+{
+	(void)mw;
+	(void)rkey;
+	(void)info;
+	wr_begin(qpx, IBV_WR_BIND_MW);
 }
 
 static void sim_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t qpn,
@@ -779,7 +962,7 @@ int sqsim_dereg_mr(struct ibv_mr *mr)
 	return 0;
 }
 
-struct ibv_cq *sqsim_create_cq(struct ibv_context *ctx, int cqe)
+static struct sim_cq *new_cq(struct ibv_context *ctx, int cqe)
 {
 	struct sim_cq *cq;
 
@@ -804,7 +987,89 @@ struct ibv_cq *sqsim_create_cq(struct ibv_context *ctx, int cqe)
 	pthread_cond_init(&cq->ibcq.cond, NULL);
 	cq->ibcq.context = ctx;
 	cq->ibcq.cqe = (int)cq->cap;
-	return &cq->ibcq;
+	return cq;
+}
+
+struct ibv_cq *sqsim_create_cq(struct ibv_context *ctx, int cqe)
+{
+	struct sim_cq *cq = new_cq(ctx, cqe);
+
+	return cq ? &cq->ibcq : NULL;
+}
+
+struct ibv_cq_ex *sqsim_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
+{
+	struct sim_cq *cq;
+
+	if (!attr || attr->comp_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	cq = new_cq(ctx, (int)attr->cqe);
+	if (!cq)
+		return NULL;
+	cq->cqx.start_poll = sim_start_poll;
+	cq->cqx.next_poll = sim_next_poll;
+	cq->cqx.end_poll = sim_end_poll;
+	cq->cqx.read_opcode = sim_read_opcode;
+	cq->cqx.read_vendor_err = sim_read_zero32;
+	cq->cqx.read_byte_len = sim_read_byte_len;
+	cq->cqx.read_qp_num = sim_read_qp_num;
+	cq->cqx.read_src_qp = sim_read_zero32;
+	cq->cqx.read_wc_flags = sim_read_wc_flags;
+	return &cq->cqx;
+}
+
+int sqsim_modify_cq(struct ibv_cq *ibcq, struct ibv_modify_cq_attr *attr)
+{
+	struct sim_cq *cq = to_scq(ibcq);
+
+	if (!cq || !attr || (attr->attr_mask & ~(uint32_t)IBV_CQ_ATTR_MODERATE))
+		return EINVAL;
+	pthread_mutex_lock(&cq->lock);
+	if (attr->attr_mask & IBV_CQ_ATTR_MODERATE) {
+		cq->mod_count = attr->moderate.cq_count;
+		cq->mod_period = attr->moderate.cq_period;
+		cq->c.modifies++;
+	}
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
+}
+
+/* sqsim_resize_cq keeps the queued completions, in order; a depth below
+ * what is queued is EINVAL, as on mlx5. */
+int sqsim_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct sim_cq *cq = to_scq(ibcq);
+	struct sim_cqe *ring;
+	uint32_t cap;
+	uint64_t k, n;
+
+	if (!cq || cqe < 1 || cqe > 4194304)
+		return EINVAL;
+	cap = (uint32_t)roundup_pow2((uint64_t)cqe + 1) - 1;
+	pthread_mutex_lock(&cq->lock);
+	n = cq->prod - cq->cons;
+	if (n > cap) {
+		pthread_mutex_unlock(&cq->lock);
+		return EINVAL;
+	}
+	ring = calloc(cap, sizeof(*ring));
+	if (!ring) {
+		pthread_mutex_unlock(&cq->lock);
+		return ENOMEM;
+	}
+	for (k = 0; k < n; k++)
+		ring[k] = cq->ring[(cq->cons + k) % cq->cap];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->cap = cap;
+	cq->cons = 0;
+	cq->prod = n;
+	cq->ibcq.cqe = (int)cap;
+	cq->c.resizes++;
+	pthread_mutex_unlock(&cq->lock);
+	return 0;
 }
 
 int sqsim_destroy_cq(struct ibv_cq *ibcq)
@@ -841,9 +1106,16 @@ int sqsim_destroy_ah(struct ibv_ah *ah)
 	return 0;
 }
 
-#define WRITE_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
-			IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
-			IBV_QP_EX_WITH_RDMA_READ)
+/* The wr_* opcodes the simulator builds (no TSO: it has no raw packet
+ * QPs; no XRC). */
+#define SIM_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+		      IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
+		      IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+		      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | \
+		      IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV | \
+		      IBV_QP_EX_WITH_ATOMIC_WRITE)
+/* What an RC QP created without send_ops_flags may post (mlx5's list). */
+#define LEGACY_RC_OPS (SIM_SEND_OPS & ~(uint64_t)IBV_QP_EX_WITH_ATOMIC_WRITE)
 
 static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *attr)
 {
@@ -862,7 +1134,7 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 	    attr->cap.max_recv_wr > ctx->cfg.max_qp_wr ||
 	    attr->cap.max_send_sge > ctx->cfg.max_sge ||
 	    attr->cap.max_recv_sge > ctx->cfg.max_sge ||
-	    (with_ops && (attr->send_ops_flags & ~(uint64_t)WRITE_SEND_OPS))) {
+	    (with_ops && (attr->send_ops_flags & ~(uint64_t)SIM_SEND_OPS))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -872,12 +1144,7 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 	}
 
 	/* mlx5 sq_overhead / calc_send_wqe / calc_sq_size */
-	if (attr->qp_type == IBV_QPT_UD)
-		ovh = OVH_UD;
-	else if (with_ops)
-		ovh = OVH_RC_WRITE_SEND;
-	else
-		ovh = OVH_RC_LEGACY;
+	ovh = sq_overhead(attr->qp_type, with_ops ? attr->send_ops_flags : LEGACY_RC_OPS);
 	wqe = ovh + attr->cap.max_send_sge * DATA_SEG;
 	if (attr->cap.max_inline_data) {
 		inl = ovh + align_up(INL_HDR + attr->cap.max_inline_data, 16);
@@ -948,6 +1215,19 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 	qp->qpx.wr_start = sim_wr_start;
 	qp->qpx.wr_complete = sim_wr_complete;
 	qp->qpx.wr_abort = sim_wr_abort;
+	/* the other opcodes, each only when asked for, as mlx5 fills them */
+	if (qp->send_ops & IBV_QP_EX_WITH_SEND_WITH_INV)
+		qp->qpx.wr_send_inv = sim_wr_send_inv;
+	if (qp->send_ops & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+		qp->qpx.wr_atomic_cmp_swp = sim_wr_atomic_cmp_swp;
+	if (qp->send_ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+		qp->qpx.wr_atomic_fetch_add = sim_wr_atomic_fetch_add;
+	if (qp->send_ops & IBV_QP_EX_WITH_ATOMIC_WRITE)
+		qp->qpx.wr_atomic_write = sim_wr_atomic_write;
+	if (qp->send_ops & IBV_QP_EX_WITH_LOCAL_INV)
+		qp->qpx.wr_local_inv = sim_wr_local_inv;
+	if (qp->send_ops & IBV_QP_EX_WITH_BIND_MW)
+		qp->qpx.wr_bind_mw = sim_wr_bind_mw;
 
 	qp->c.qp_num = b->qp_num;
 	qp->c.max_send_wr = qp->max_post;
@@ -1102,6 +1382,9 @@ int sqsim_cq_counters(struct ibv_cq *ibcq, struct sqsim_cq_counters *out)
 		return EINVAL;
 	pthread_mutex_lock(&cq->lock);
 	*out = cq->c;
+	out->cqe = cq->ibcq.cqe;
+	out->mod_count = cq->mod_count;
+	out->mod_period = cq->mod_period;
 	pthread_mutex_unlock(&cq->lock);
 	return 0;
 }

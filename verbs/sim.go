@@ -151,7 +151,16 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 	se.mr = mr
 	// The CQ holds every CQE the SQ can have outstanding.
 	cqDepth := cfg.MaxSendWR*4 + 16
-	cq, err := C.sqsim_create_cq(s.ctx, C.int(cqDepth))
+	var cq *C.struct_ibv_cq
+	var cqx *C.struct_ibv_cq_ex
+	if cfg.CQEx {
+		var ca C.struct_ibv_cq_init_attr_ex
+		ca.cqe = C.uint32_t(cqDepth)
+		cqx, err = C.sqsim_create_cq_ex(s.ctx, &ca)
+		cq = (*C.struct_ibv_cq)(unsafe.Pointer(cqx))
+	} else {
+		cq, err = C.sqsim_create_cq(s.ctx, C.int(cqDepth))
+	}
 	if cq == nil {
 		return nil, fmt.Errorf("creating CQ on sim: %w", err)
 	}
@@ -208,6 +217,7 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 	}
 	c.qp = qp
 	c.cq = cq
+	c.cqx = cqx
 	if cfg.WRAPI {
 		c.qpx = C.sqsim_qp_to_qp_ex(qp)
 	}
@@ -315,11 +325,18 @@ func (s *Sim) Counters(e *Endpoint) (Counters, bool) {
 	}, true
 }
 
-// CQCounters are the simulator's poll counters for an endpoint's CQ.
+// CQCounters are the simulator's poll counters for an endpoint's CQ (an
+// extended poll session counts as one poll), and what its control calls
+// left: its depth, moderation, and how often it was modified and resized.
 type CQCounters struct {
 	Polls      uint64 `json:"polls"`
 	EmptyPolls uint64 `json:"empty_polls"`
 	CQEs       uint64 `json:"cqes"`
+	Depth      int32  `json:"cqe"`
+	Modifies   uint64 `json:"modifies"`
+	Resizes    uint64 `json:"resizes"`
+	ModCount   uint16 `json:"mod_count"`
+	ModPeriod  uint16 `json:"mod_period_us"`
 }
 
 // CQCounters returns the poll counters of the endpoint's send CQ.
@@ -334,7 +351,43 @@ func (s *Sim) CQCounters(e *Endpoint) (CQCounters, bool) {
 	if C.sqsim_cq_counters(se.cq, &c) != 0 {
 		return CQCounters{}, false
 	}
-	return CQCounters{Polls: uint64(c.polls), EmptyPolls: uint64(c.empty_polls), CQEs: uint64(c.cqes)}, true
+	return CQCounters{Polls: uint64(c.polls), EmptyPolls: uint64(c.empty_polls), CQEs: uint64(c.cqes),
+		Depth: int32(c.cqe), Modifies: uint64(c.modifies), Resizes: uint64(c.resizes),
+		ModCount: uint16(c.mod_count), ModPeriod: uint16(c.mod_period)}, true
+}
+
+// ModerateCQ sets the moderation of the endpoint's CQ (sqsim_modify_cq,
+// the simulator's ibv_modify_cq): count completions or period_us.
+func (s *Sim) ModerateCQ(e *Endpoint, count, periodUS uint16) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.find(e)
+	if se == nil {
+		return errors.New("endpoint not on this device")
+	}
+	var a C.struct_ibv_modify_cq_attr
+	a.attr_mask = C.IBV_CQ_ATTR_MODERATE
+	a.moderate.cq_count = C.uint16_t(count)
+	a.moderate.cq_period = C.uint16_t(periodUS)
+	if rc := C.sqsim_modify_cq(se.cq, &a); rc != 0 {
+		return fmt.Errorf("modifying sim CQ: %w", syscall.Errno(rc))
+	}
+	return nil
+}
+
+// ResizeCQ resizes the endpoint's CQ (sqsim_resize_cq, the simulator's
+// ibv_resize_cq) to at least cqe entries.
+func (s *Sim) ResizeCQ(e *Endpoint, cqe int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.find(e)
+	if se == nil {
+		return errors.New("endpoint not on this device")
+	}
+	if rc := C.sqsim_resize_cq(se.cq, C.int(cqe)); rc != 0 {
+		return fmt.Errorf("resizing sim CQ to %d: %w", cqe, syscall.Errno(rc))
+	}
+	return nil
 }
 
 // SetError moves the QP to the error state; the NIC flushes every WR it has

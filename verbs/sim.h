@@ -64,11 +64,16 @@ struct sqsim_counters {
 	uint64_t outstanding;
 };
 
-/* Per-CQ ground truth. */
+/* Per-CQ ground truth. An extended poll session (ibv_start_poll ..
+ * ibv_end_poll) is one poll, empty when ibv_start_poll found nothing. */
 struct sqsim_cq_counters {
 	uint64_t polls;
 	uint64_t empty_polls;
 	uint64_t cqes;
+	uint64_t modifies;  /* ibv_modify_cq calls that set moderation */
+	uint64_t resizes;   /* ibv_resize_cq calls that succeeded */
+	int32_t cqe;        /* the depth now */
+	uint16_t mod_count, mod_period;
 };
 
 struct ibv_context *sqsim_open_device(const struct sqsim_config *cfg);
@@ -81,6 +86,14 @@ struct ibv_mr *sqsim_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int ac
 int sqsim_dereg_mr(struct ibv_mr *mr);
 struct ibv_cq *sqsim_create_cq(struct ibv_context *ctx, int cqe);
 int sqsim_destroy_cq(struct ibv_cq *cq);
+/* The CQ calls the tracer hooks: sqsim_create_cq_ex plays ibv_create_cq_ex
+ * (its CQ is polled with ibv_start_poll, ibv_next_poll and ibv_end_poll,
+ * static inline in verbs.h), sqsim_modify_cq ibv_modify_cq (moderation),
+ * sqsim_resize_cq ibv_resize_cq; sqsim_create_cq and sqsim_destroy_cq are
+ * hooked as ibv_create_cq and ibv_destroy_cq. */
+struct ibv_cq_ex *sqsim_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr);
+int sqsim_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr);
+int sqsim_resize_cq(struct ibv_cq *cq, int cqe);
 struct ibv_ah *sqsim_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 int sqsim_destroy_ah(struct ibv_ah *ah);
 

@@ -75,7 +75,12 @@ type QPConfig struct {
 	// RDMA_WRITE gets the smaller WQE overhead, as on mlx5.
 	WRAPI   bool
 	SendOps uint64
-	BufSize int // payload buffer bytes
+	// CQEx creates the send CQ with ibv_create_cq_ex, to be polled with
+	// ibv_start_poll, ibv_next_poll and ibv_end_poll.
+	CQEx bool
+	// RemoteAtomic lets the peer (on a device) take atomics.
+	RemoteAtomic bool
+	BufSize      int // payload buffer bytes
 }
 
 // Caps are what the QP reports after creation; always use these, not the

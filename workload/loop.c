@@ -55,13 +55,44 @@ struct state {
 	uint64_t last_signaled;  /* wr_id + 1 of the last signaled WR posted */
 };
 
+/* poll_ex is ibv_poll_cq through one extended poll session: up to max
+ * completions (ibv_next_poll only while fewer), of which the loop reads
+ * what the ibv_cq_ex holds; mode (SQ_CQX_*) says how the session ends. */
+static int poll_ex(struct ibv_cq_ex *cq, int max, int mode, struct ibv_wc *wc)
+{
+	struct ibv_poll_cq_attr attr = { 0 };
+	int n = 0, ret;
+
+	if (mode == SQ_CQX_ONE)
+		max = 1;
+	ret = ibv_start_poll(cq, &attr);
+	if (ret)
+		return ret == ENOENT ? 0 : -ret;
+	for (;;) {
+		wc[n].wr_id = cq->wr_id;
+		wc[n].status = cq->status;
+		if (++n == max)
+			break;
+		ret = ibv_next_poll(cq);
+		if (ret == ENOENT && mode == SQ_CQX_NEXT_ENDS)
+			return n; /* the provider ended the session */
+		if (ret)
+			break;
+	}
+	ibv_end_poll(cq);
+	return n;
+}
+
 static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,
 		     struct state *st, uint64_t *stamps, struct ibv_wc *wc)
 {
 	int n, i;
 	uint64_t now = 0;
 
-	n = ibv_poll_cq(ep->cq, p->poll_batch, wc);
+	if (ep->cqx)
+		n = poll_ex(ep->cqx, (int)p->poll_batch, ep->cqx_mode, wc);
+	else
+		n = ibv_poll_cq(ep->cq, p->poll_batch, wc);
 	r->polls++;
 	if (n <= 0) {
 		if (n == 0)
@@ -91,9 +122,88 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 	return n;
 }
 
-static int post_batch(struct sq_endpoint *ep, uint32_t num_sge, int api_wr, uint64_t first,
-		      uint32_t k, const unsigned int *flags, uint32_t len, int opcode,
-		      uint32_t *accepted)
+/* The 8 bytes an atomic reads or writes: the start of the remote buffer,
+ * and of the local one for the response. */
+#define ATOMIC_LEN 8
+
+/* wr_build begins one WR through the ibv_wr_* builder of opcode; it
+ * returns 1 when the builder made the whole WQE (no data to set) and
+ * sets *len to the local data the WR has (atomics: 8 bytes). */
+static int wr_build(struct sq_endpoint *ep, int opcode, uint32_t *len)
+{
+	struct ibv_qp_ex *qpx = ep->qpx;
+	static const uint64_t word = 1;
+
+	switch (opcode) {
+	case IBV_WR_RDMA_WRITE:
+		ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);
+		return 0;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		ibv_wr_rdma_write_imm(qpx, ep->rkey, ep->raddr, 0);
+		return 0;
+	case IBV_WR_SEND:
+		ibv_wr_send(qpx);
+		return 0;
+	case IBV_WR_SEND_WITH_IMM:
+		ibv_wr_send_imm(qpx, 0);
+		return 0;
+	case IBV_WR_SEND_WITH_INV:
+		ibv_wr_send_inv(qpx, ep->rkey);
+		return 0;
+	case IBV_WR_RDMA_READ:
+		ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
+		return 0;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		ibv_wr_atomic_cmp_swp(qpx, ep->rkey, ep->raddr, 0, 0);
+		*len = ATOMIC_LEN;
+		return 0;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		ibv_wr_atomic_fetch_add(qpx, ep->rkey, ep->raddr, 1);
+		*len = ATOMIC_LEN;
+		return 0;
+	case IBV_WR_ATOMIC_WRITE:
+		ibv_wr_atomic_write(qpx, ep->rkey, ep->raddr, &word);
+		return 1;
+	case IBV_WR_LOCAL_INV:
+		ibv_wr_local_inv(qpx, ep->rkey);
+		return 1;
+	case IBV_WR_BIND_MW: {
+		/* the simulated HCA only: it checks no window */
+		struct ibv_mw_bind_info bi = { .addr = (uintptr_t)ep->buf, .length = ep->buf_len };
+
+		ibv_wr_bind_mw(qpx, NULL, ep->rkey, &bi);
+		return 1;
+	}
+	default:
+		/* an opcode the wr API has no call for (the bad-opcode fault):
+		 * a READ, which the QP was not created for */
+		ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
+		return 0;
+	}
+}
+
+static int carries_payload(int opcode)
+{
+	switch (opcode) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return 1;
+	}
+	return 0;
+}
+
+/* opcode_of is WR id's opcode: the params' opcodes in turn. */
+static int opcode_of(const struct wl_params *p, uint64_t id)
+{
+	return p->opcodes[id % p->n_opcodes];
+}
+
+static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_t num_sge,
+		      int api_wr, uint64_t first, uint32_t k, const unsigned int *flags,
+		      uint32_t size, int bad_opcode, uint32_t *accepted)
 {
 	uint32_t i;
 	int ret;
@@ -103,15 +213,13 @@ static int post_batch(struct sq_endpoint *ep, uint32_t num_sge, int api_wr, uint
 
 		ibv_wr_start(qpx);
 		for (i = 0; i < k; i++) {
+			uint32_t len = size;
+
 			qpx->wr_id = first + i;
 			/* rxe reads IBV_SEND_INLINE from wr_flags; mlx5 ignores it there */
 			qpx->wr_flags = flags[i];
-			if (opcode == IBV_WR_RDMA_WRITE)
-				ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);
-			else if (opcode == IBV_WR_SEND)
-				ibv_wr_send(qpx);
-			else
-				ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
+			if (wr_build(ep, bad_opcode ? bad_opcode : opcode_of(p, first + i), &len))
+				continue;
 			if (ep->ah)
 				ibv_wr_set_ud_addr(qpx, ep->ah, ep->remote_qpn, ep->remote_qkey);
 			if (flags[i] & IBV_SEND_INLINE) {
@@ -141,8 +249,22 @@ static int post_batch(struct sq_endpoint *ep, uint32_t num_sge, int api_wr, uint
 
 		for (i = 0; i < k; i++) {
 			struct ibv_send_wr *w = &wrs[i];
-			uint32_t j, n = num_sge ? num_sge : 1, per = len / n;
+			int opcode = bad_opcode ? bad_opcode : opcode_of(p, first + i);
+			uint32_t len = size, j, n = num_sge ? num_sge : 1, per;
 			struct ibv_sge *sg = sges[i];
+
+			switch (opcode) {
+			case IBV_WR_ATOMIC_CMP_AND_SWP:
+			case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			case IBV_WR_ATOMIC_WRITE:
+				len = ATOMIC_LEN;
+				break;
+			case IBV_WR_LOCAL_INV:
+			case IBV_WR_BIND_MW:
+				n = 0; /* no data: the WQE is the memory-key operation */
+				break;
+			}
+			per = n ? len / n : 0;
 
 			if (n > 4) {
 				/* only the too-many-sge fault uses this; one WR per list */
@@ -162,9 +284,30 @@ static int post_batch(struct sq_endpoint *ep, uint32_t num_sge, int api_wr, uint
 				sg[j].length = j + 1 == n ? len - per * j : per;
 				sg[j].lkey = ep->lkey;
 			}
-			if (opcode == IBV_WR_RDMA_WRITE) {
+			switch (opcode) {
+			case IBV_WR_RDMA_WRITE:
+			case IBV_WR_RDMA_WRITE_WITH_IMM:
+			case IBV_WR_RDMA_READ:
+			case IBV_WR_ATOMIC_WRITE:
 				w->wr.rdma.remote_addr = ep->raddr;
 				w->wr.rdma.rkey = ep->rkey;
+				break;
+			case IBV_WR_ATOMIC_CMP_AND_SWP:
+			case IBV_WR_ATOMIC_FETCH_AND_ADD:
+				w->wr.atomic.remote_addr = ep->raddr;
+				w->wr.atomic.rkey = ep->rkey;
+				w->wr.atomic.compare_add = 1;
+				break;
+			case IBV_WR_SEND_WITH_INV:
+			case IBV_WR_LOCAL_INV:
+				w->invalidate_rkey = ep->rkey;
+				break;
+			case IBV_WR_BIND_MW:
+				/* the simulated HCA only: it reads no window */
+				w->bind_mw.rkey = ep->rkey;
+				w->bind_mw.bind_info.addr = (uintptr_t)ep->buf;
+				w->bind_mw.bind_info.length = ep->buf_len;
+				break;
 			}
 			if (ep->ah) {
 				w->wr.ud.ah = ep->ah;
@@ -189,7 +332,8 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 	int fault = WL_FAULT_NONE;
 	uint64_t last_now;
 
-	if (p->post_list == 0 || p->post_list > MAX_LIST || p->poll_batch == 0 ||
+	if (p->n_opcodes == 0 || p->n_opcodes > sizeof(p->opcodes) / sizeof(p->opcodes[0]) ||
+	    p->post_list == 0 || p->post_list > MAX_LIST || p->poll_batch == 0 ||
 	    p->poll_batch > MAX_POLL || p->cq_mod == 0 || p->num_sge > MAX_SGE ||
 	    p->f_num_sge > MAX_SGE)
 		return EINVAL;
@@ -205,7 +349,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		uint64_t remaining, out;
 		uint32_t k, i, acc = 0;
 		uint64_t t0, t1;
-		int ret, opcode = p->opcode, use_inline = p->use_inline;
+		int ret, bad_opcode = 0, use_inline = p->use_inline;
 		uint32_t len = p->size, num_sge = p->num_sge;
 
 		if (p->fault && fault == WL_FAULT_NONE &&
@@ -219,7 +363,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 			use_inline = p->f_inline;
 			num_sge = p->f_num_sge;
 			if (fault == WL_FAULT_BAD_OPCODE)
-				opcode = 0x7f;
+				bad_opcode = 0x7f;
 		}
 
 		if (timed) {
@@ -261,7 +405,8 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 			uint64_t id = r->attempts + i;
 			unsigned int f = 0;
 
-			if (use_inline)
+			/* only what sends its payload may send it inline */
+			if (use_inline && (bad_opcode || carries_payload(opcode_of(p, id))))
 				f |= IBV_SEND_INLINE;
 			if (fault != WL_FAULT_NEVER_SIGNAL &&
 			    ((id + 1) % p->cq_mod == 0 || (!timed && id + 1 == p->iters)))
@@ -273,7 +418,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 			flags[k - 1] |= IBV_SEND_SIGNALED;
 
 		t0 = wl_now_ns();
-		ret = post_batch(ep, num_sge, p->api_wr, r->attempts, k, flags, len, opcode, &acc);
+		ret = post_batch(ep, p, num_sge, p->api_wr, r->attempts, k, flags, len, bad_opcode, &acc);
 		t1 = wl_now_ns();
 		last_now = t1;
 		r->post_ns += t1 - t0;

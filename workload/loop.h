@@ -1,6 +1,7 @@
 /* The workload's traffic loop: posts on one endpoint through the unmodified
  * static inline ibv_post_send()/ibv_wr_*() of verbs.h and reaps with
- * ibv_poll_cq(), the way perftest's bandwidth tests do. */
+ * ibv_poll_cq() (or, on an extended CQ, ibv_start_poll()/ibv_next_poll()/
+ * ibv_end_poll()), the way perftest's bandwidth tests do. */
 #ifndef SQSCOPE_LOOP_H
 #define SQSCOPE_LOOP_H
 
@@ -18,7 +19,8 @@ enum wl_fault {
 
 struct wl_params {
 	int api_wr;          /* post with ibv_wr_start..ibv_wr_complete */
-	int opcode;          /* IBV_WR_SEND or IBV_WR_RDMA_WRITE */
+	int opcodes[16];     /* posted in turn: WR i has opcodes[i % n_opcodes] */
+	uint32_t n_opcodes;
 	uint32_t size;       /* payload bytes per WR */
 	int use_inline;      /* IBV_SEND_INLINE / ibv_wr_set_inline_data */
 	uint32_t num_sge;    /* SGEs per WR (size is split across them) */

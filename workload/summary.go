@@ -7,8 +7,6 @@ import (
 	"os"
 	"strings"
 	"syscall"
-
-	"github.com/sqscope/sqscope/ibv"
 )
 
 // hcaOnly are the counter names only the simulated HCA can know.
@@ -60,13 +58,6 @@ func (r *Result) WriteJSONFile(path string) error {
 	return f.Close()
 }
 
-func opName(op int) string {
-	if op == ibv.WRRDMAWrite {
-		return "WRITE"
-	}
-	return "SEND"
-}
-
 // WriteText writes a perftest-like summary and, per QP, what happened.
 func (r *Result) WriteText(w io.Writer) {
 	c := r.Config
@@ -94,7 +85,7 @@ func (r *Result) WriteText(w io.Writer) {
 			inl = "yes"
 		}
 	}
-	fmt.Fprintf(w, "sqscope workload: device %s, %s %s, api %s, %d QP(s)", r.Device, c.Conn, opName(c.Opcode), c.API, len(r.QPs))
+	fmt.Fprintf(w, "sqscope workload: device %s, %s %s, api %s, %d QP(s)", r.Device, c.Conn, opNames(c.Opcodes), c.API, len(r.QPs))
 	if c.Fault != FaultNone {
 		fmt.Fprintf(w, ", fault %s", c.Fault)
 		if c.Fault == FaultLazyPoll {

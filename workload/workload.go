@@ -89,13 +89,17 @@ type Config struct {
 	Duration   time.Duration
 	QPs        int
 	Conn       verbs.QPType
-	Opcode     int // verbs.OpSend or verbs.OpRDMAWrite
-	API        string
-	PollBatch  uint32
-	Rate       uint64 // WR/s per QP
-	SigAll     bool
-	Fault      Fault
-	LazyPoll   uint32
+	// Opcodes are posted in turn, WR by WR (--opcode send,read,...).
+	Opcodes   []int
+	API       string
+	PollBatch uint32
+	// CQEx creates the send CQ with ibv_create_cq_ex and polls it with
+	// ibv_start_poll, ibv_next_poll and ibv_end_poll (--cq-ex).
+	CQEx     bool
+	Rate     uint64 // WR/s per QP
+	SigAll   bool
+	Fault    Fault
+	LazyPoll uint32
 	// FaultAfter delays the fault into the run; FaultQP limits it to one
 	// QP index (-1: all QPs).
 	FaultAfter time.Duration
@@ -113,7 +117,7 @@ func Defaults() Config {
 	return Config{
 		Device: verbs.SimName, GIDIndex: -1, Port: 1,
 		Size: 64, InlineSize: 0, CQMod: 100, TxDepth: 128, PostList: 1, Iters: 5000,
-		QPs: 1, Conn: verbs.RC, Opcode: verbs.OpSend, API: "post_send", PollBatch: 16,
+		QPs: 1, Conn: verbs.RC, Opcodes: []int{verbs.OpSend}, API: "post_send", PollBatch: 16,
 		NumSGE: 1, Sim: verbs.DefaultNICModel(), DrainTimeout: 2 * time.Second, FaultQP: -1,
 	}
 }
@@ -150,12 +154,13 @@ func (c *Config) Validate(cqModExplicit bool) error {
 		return usagef("--poll-batch %d out of range 1..4096", c.PollBatch)
 	case c.API != "post_send" && c.API != "wr":
 		return usagef("--api %q: want post_send or wr", c.API)
-	case c.Conn == verbs.UD && c.Opcode == verbs.OpRDMAWrite:
-		return usagef("--opcode write needs --connection RC (UD has no RDMA WRITE)")
 	case c.Size > 1<<24:
 		return usagef("-s/--size %d over the limit of 16 MiB", c.Size)
 	case c.Duration < 0:
 		return usagef("-D/--duration must be positive")
+	}
+	if err := c.checkOpcodes(); err != nil {
+		return err
 	}
 	if c.CQMod > c.TxDepth {
 		if cqModExplicit {
@@ -257,7 +262,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		MaxInline:  cfg.InlineSize,
 		SigAll:     cfg.SigAll,
 		WRAPI:      cfg.API == "wr",
-		BufSize:    int(cfg.Size)*4 + 4096,
+		CQEx:       cfg.CQEx,
+		// the peer takes atomics only when asked to when connected
+		RemoteAtomic: atomics(cfg.Opcodes),
+		BufSize:      int(cfg.Size)*4 + 4096,
+	}
+	if qcfg.WRAPI {
+		qcfg.SendOps = sendOps(cfg.Opcodes)
+		if cfg.Conn == verbs.RC {
+			// as before the other opcodes: the mlx5 overhead of WRITE
+			qcfg.SendOps |= withSend | withRDMAWrite
+		}
 	}
 	if cfg.NumSGE > 1 {
 		qcfg.MaxSendSGE = cfg.NumSGE
@@ -373,7 +388,10 @@ func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, healthy, f
 	}
 	var p C.struct_wl_params
 	p.api_wr = boolInt(cfg.API == "wr")
-	p.opcode = C.int(cfg.Opcode)
+	for i, op := range cfg.Opcodes {
+		p.opcodes[i] = C.int(op)
+	}
+	p.n_opcodes = C.uint32_t(len(cfg.Opcodes))
 	p.size = C.uint32_t(healthy.size)
 	p.use_inline = boolInt(healthy.inline)
 	p.num_sge = C.uint32_t(healthy.sge)

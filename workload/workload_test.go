@@ -41,7 +41,7 @@ func TestValidate(t *testing.T) {
 		{"explicit -Q larger than depth", func(c *Config) { c.CQMod = 256 }, true, false},
 		{"default -Q larger than depth is capped", func(c *Config) { c.TxDepth = 64 }, false, true},
 		{"post list over depth", func(c *Config) { c.PostList = 256 }, false, false},
-		{"UD write", func(c *Config) { c.Conn = verbs.UD; c.Opcode = verbs.OpRDMAWrite }, false, false},
+		{"UD write", func(c *Config) { c.Conn = verbs.UD; c.Opcodes = []int{verbs.OpRDMAWrite} }, false, false},
 		{"bad api", func(c *Config) { c.API = "verbs" }, false, false},
 		{"no iters no duration", func(c *Config) { c.Iters = 0 }, false, false},
 	}
@@ -156,7 +156,7 @@ func TestFaults(t *testing.T) {
 				t.Fatalf("%+v", q.Counters)
 			}
 		}},
-		{"post list 8 write", func(c *Config) { c.PostList = 8; c.Opcode = verbs.OpRDMAWrite; c.Iters = 8000; c.CQMod = 64 }, func(t *testing.T, q QPResult) {
+		{"post list 8 write", func(c *Config) { c.PostList = 8; c.Opcodes = []int{verbs.OpRDMAWrite}; c.Iters = 8000; c.CQMod = 64 }, func(t *testing.T, q QPResult) {
 			k := q.Counters
 			if k.Doorbells != 1000 || k.BFWrites != 0 || k.DMAReadsWQE != 1000 || k.Signaled != 125 {
 				t.Fatalf("%+v", k)

@@ -182,6 +182,9 @@ func recordWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	return r, readTruth(t, truthFile)
 }
 
+// everyOpcode is every --opcode the simulated HCA builds.
+const everyOpcode = "send,send_imm,send_inv,write,write_imm,read,cmp_swp,fetch_add,atomic_write,local_inv,bind_mw"
+
 // TestTraceMatchesGroundTruth is the decisive test: counts rebuilt from the
 // trace alone equal the simulated HCA's own counters, with 0 lost events,
 // and the data path was found through the ops table.
@@ -205,6 +208,13 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 		{"inline-too-big", "--fault inline-too-big -n 500"},
 		{"too-many-sge", "--fault too-many-sge -n 500"},
 		{"bad-opcode", "--fault bad-opcode -n 500"},
+		// every opcode the simulated HCA builds, in turn, and extended
+		// CQ polling (ibv_start_poll..ibv_end_poll)
+		{"every opcode", "--opcode " + everyOpcode + " -s 64 -I 64 -Q 4 -l 4 -n 8800"},
+		{"every opcode wr api", "--opcode " + everyOpcode + " -s 64 -I 64 -Q 4 -l 4 -n 8800 --api wr"},
+		{"cq-ex", "-s 64 -I 64 -Q 16 -n 20000 --cq-ex"},
+		{"cq-ex every opcode wr api", "--opcode " + everyOpcode + " -s 64 -Q 3 -l 2 -n 8800 --api wr --cq-ex --poll-batch 5"},
+		{"cq-ex lazy-poll", "-t 128 -Q 16 --fault lazy-poll=300 -n 5000 --cq-ex"},
 	}
 	for _, tc := range matrix {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,7 +231,8 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 			dataPath := 0
 			for _, p := range tr.Probes {
 				switch p.Func {
-				case "post_send", "poll_cq", "wr_complete", "wr_start":
+				case "post_send", "poll_cq", "wr_complete", "wr_start", "start_poll", "next_poll", "end_poll",
+					"wr_atomic_cmp_swp", "wr_atomic_fetch_add", "wr_atomic_write", "wr_bind_mw", "wr_local_inv", "wr_send_inv":
 					dataPath++
 					if p.How != "ops-table" || p.Err != "" {
 						t.Errorf("%s attached %q (%s), want through the ops table", p.Func, p.How, p.Err)
@@ -432,6 +443,7 @@ func TestTraceCountersMode(t *testing.T) {
 		{"too many SGEs", "-s 64 -Q 16 -l 4 -n 8000 --fault too-many-sge"},
 		{"inline too big", "-s 64 -I 64 -Q 16 -l 4 -n 8000 --fault inline-too-big"},
 		{"healthy, then bad opcodes", "-s 64 -I 64 -Q 16 -l 4 -D 0.3 --fault bad-opcode --fault-after 0.15"},
+		{"every opcode, extended CQ", "--opcode " + everyOpcode + " -s 64 -I 64 -Q 4 -l 4 -n 8800 --api wr --cq-ex"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/verbs"
 	"github.com/sqscope/sqscope/workload"
@@ -70,7 +69,8 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	both("D", "duration", func(n string) { fs.Float64Var(&f.duration, n, 0, "run for this many seconds instead of -n") })
 	fs.IntVar(&c.QPs, "qps", c.QPs, "QPs, one thread each")
 	fs.StringVar(&f.conn, "connection", "RC", "RC or UD")
-	fs.StringVar(&f.opcode, "opcode", "send", "send or write")
+	fs.StringVar(&f.opcode, "opcode", "send", strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
+	fs.BoolVar(&c.CQEx, "cq-ex", false, "create the CQ with ibv_create_cq_ex and poll it with ibv_start_poll/ibv_next_poll")
 	fs.StringVar(&c.API, "api", c.API, "post_send or wr (ibv_wr_start..ibv_wr_complete)")
 	cli.UintVar(fs, &c.PollBatch, "poll-batch", c.PollBatch, "work completions per ibv_poll_cq")
 	fs.Uint64Var(&c.Rate, "rate", 0, "cap the post rate, WR/s per QP (0: none)")
@@ -104,13 +104,8 @@ func parseWorkload(args []string, help io.Writer) (*workloadFlags, error) {
 		return nil, cli.UsageErr("workload: --connection: %v", err)
 	}
 	c.Conn = qt
-	switch strings.ToLower(f.opcode) {
-	case "send":
-		c.Opcode = ibv.WRSend
-	case "write":
-		c.Opcode = ibv.WRRDMAWrite
-	default:
-		return nil, cli.UsageErr("workload: --opcode %q: want send or write", f.opcode)
+	if c.Opcodes, err = workload.ParseOpcodes(f.opcode); err != nil {
+		return nil, cli.UsageErr("workload: %v", err)
 	}
 	if f.fault != "" {
 		c.Fault, c.LazyPoll, err = workload.ParseFault(f.fault)

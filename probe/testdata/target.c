@@ -18,6 +18,9 @@
  *        target bench N           N single-WR posts and N polls; prints ns per post
  *        target cut               lists and SGE lists past the tracer's bounds
  *        target cut-fail          the same, refused in part by the provider
+ *        target entry             every ibv_wr_* builder and setter, an
+ *                                 extended CQ polled with ibv_start_poll,
+ *                                 the CQ calls, ibv_post_srq_recv
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,10 +38,14 @@
 /* ---- fake provider ------------------------------------------------------ */
 
 struct fcq {
-	struct ibv_cq cq;
+	union { /* an ibv_cq_ex starts as an ibv_cq */
+		struct ibv_cq cq;
+		struct ibv_cq_ex cqx;
+	};
 	pthread_mutex_t lock;
 	struct ibv_wc ring[8192];
 	unsigned head, tail;
+	struct ibv_wc cur; /* extended polling: the completion polled last */
 };
 
 /* libibverbs' struct verbs_qp (driver.h, not installed): the ibv_qp_ex, then
@@ -206,6 +213,151 @@ static int fake_wr_complete(struct ibv_qp_ex *qpx)
 
 static void fake_wr_abort(struct ibv_qp_ex *qpx) { ((struct fqp *)qpx)->batch_n = 0; }
 
+/* The builders of the other opcodes: every one takes a WQE. */
+static void fake_wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm) { (void)imm; wr_begin(qpx); }
+static void fake_wr_send_inv(struct ibv_qp_ex *qpx, uint32_t rkey) { (void)rkey; wr_begin(qpx); }
+static void fake_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t rkey) { (void)rkey; wr_begin(qpx); }
+
+static void fake_wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr)
+{
+	(void)rkey;
+	(void)raddr;
+	wr_begin(qpx);
+}
+
+static void fake_wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr, __be32 imm)
+{
+	(void)rkey;
+	(void)raddr;
+	(void)imm;
+	wr_begin(qpx);
+}
+
+static void fake_wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr, uint64_t cmp, uint64_t swp)
+{
+	(void)rkey;
+	(void)raddr;
+	(void)cmp;
+	(void)swp;
+	wr_begin(qpx);
+}
+
+static void fake_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr, uint64_t add)
+{
+	(void)rkey;
+	(void)raddr;
+	(void)add;
+	wr_begin(qpx);
+}
+
+static void fake_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t raddr, const void *w)
+{
+	(void)rkey;
+	(void)raddr;
+	(void)w;
+	wr_begin(qpx);
+}
+
+static void fake_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw, uint32_t rkey,
+			    const struct ibv_mw_bind_info *info)
+{
+	(void)mw;
+	(void)rkey;
+	(void)info;
+	wr_begin(qpx);
+}
+
+static void fake_wr_send_tso(struct ibv_qp_ex *qpx, void *hdr, uint16_t hdr_sz, uint16_t mss)
+{
+	(void)hdr;
+	(void)hdr_sz;
+	(void)mss;
+	wr_begin(qpx);
+}
+
+/* The address setters change nothing the fake counts. */
+static void fake_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey)
+{
+	(void)qpx;
+	(void)ah;
+	(void)qpn;
+	(void)qkey;
+}
+
+static void fake_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t srqn)
+{
+	(void)qpx;
+	(void)srqn;
+}
+
+/* ---- extended CQ polling, and the CQ calls of the verbs_context ----------- */
+
+static int fake_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
+{
+	struct fcq *cq = (struct fcq *)cqx;
+
+	(void)attr;
+	pthread_mutex_lock(&cq->lock);
+	if (cq->tail == cq->head) {
+		pthread_mutex_unlock(&cq->lock);
+		return ENOENT;
+	}
+	cq->cur = cq->ring[cq->tail++ % 8192];
+	cqx->status = cq->cur.status;
+	cqx->wr_id = cq->cur.wr_id;
+	return 0; /* locked until end_poll */
+}
+
+static int fake_next_poll(struct ibv_cq_ex *cqx)
+{
+	struct fcq *cq = (struct fcq *)cqx;
+
+	if (cq->tail == cq->head)
+		return ENOENT;
+	cq->cur = cq->ring[cq->tail++ % 8192];
+	cqx->status = cq->cur.status;
+	cqx->wr_id = cq->cur.wr_id;
+	return 0;
+}
+
+static void fake_end_poll(struct ibv_cq_ex *cqx) { pthread_mutex_unlock(&((struct fcq *)cqx)->lock); }
+static enum ibv_wc_opcode fake_read_opcode(struct ibv_cq_ex *cqx) { return ((struct fcq *)cqx)->cur.opcode; }
+static uint32_t fake_read_byte_len(struct ibv_cq_ex *cqx) { return ((struct fcq *)cqx)->cur.byte_len; }
+static uint32_t fake_read_qp_num(struct ibv_cq_ex *cqx) { return ((struct fcq *)cqx)->cur.qp_num; }
+
+static struct fcq *fake_create_cq(struct ibv_context *ctx);
+
+static struct ibv_cq_ex *fake_create_cq_ex(struct ibv_context *ctx, struct ibv_cq_init_attr_ex *attr)
+{
+	struct fcq *cq = fake_create_cq(ctx);
+
+	cq->cq.cqe = (int)attr->cqe;
+	cq->cqx.start_poll = fake_start_poll;
+	cq->cqx.next_poll = fake_next_poll;
+	cq->cqx.end_poll = fake_end_poll;
+	cq->cqx.read_opcode = fake_read_opcode;
+	cq->cqx.read_byte_len = fake_read_byte_len;
+	cq->cqx.read_qp_num = fake_read_qp_num;
+	return &cq->cqx;
+}
+
+static int fake_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr)
+{
+	(void)cq;
+	return attr->attr_mask & ~(uint32_t)IBV_CQ_ATTR_MODERATE ? EINVAL : 0;
+}
+
+static unsigned long srq_wrs;
+
+static int fake_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	(void)srq;
+	(void)bad;
+	for (; wr; wr = wr->next)
+		srq_wrs++;
+	return 0;
+}
+
 static struct ibv_qp *new_qp(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a);
 
 static struct ibv_qp *fake_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
@@ -220,10 +372,13 @@ static struct ibv_context *fake_open(void)
 
 	vctx->sz = sizeof(*vctx);
 	vctx->create_qp_ex = fake_create_qp_ex;
+	vctx->create_cq_ex = fake_create_cq_ex;
+	vctx->modify_cq = fake_modify_cq;
 	ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
 	ctx->ops.post_send = fake_post_send;
 	ctx->ops.poll_cq = fake_poll_cq;
 	ctx->ops.post_recv = fake_post_recv;
+	ctx->ops.post_srq_recv = fake_post_srq_recv;
 	return ctx;
 }
 
@@ -277,6 +432,34 @@ static struct ibv_qp *new_qp(struct ibv_context *ctx, struct ibv_qp_init_attr_ex
 	qp->qpx.wr_set_inline_data_list = fake_wr_set_inline_data_list;
 	qp->qpx.wr_set_sge = fake_wr_set_sge;
 	qp->qpx.wr_set_sge_list = fake_wr_set_sge_list;
+	/* the other builders, as a provider fills them: when asked for */
+	if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		uint64_t ops = a->send_ops_flags;
+
+		if (ops & IBV_QP_EX_WITH_SEND_WITH_IMM)
+			qp->qpx.wr_send_imm = fake_wr_send_imm;
+		if (ops & IBV_QP_EX_WITH_SEND_WITH_INV)
+			qp->qpx.wr_send_inv = fake_wr_send_inv;
+		if (ops & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+			qp->qpx.wr_rdma_write_imm = fake_wr_rdma_write_imm;
+		if (ops & IBV_QP_EX_WITH_RDMA_READ)
+			qp->qpx.wr_rdma_read = fake_wr_rdma_read;
+		if (ops & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP)
+			qp->qpx.wr_atomic_cmp_swp = fake_wr_atomic_cmp_swp;
+		if (ops & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+			qp->qpx.wr_atomic_fetch_add = fake_wr_atomic_fetch_add;
+		if (ops & IBV_QP_EX_WITH_ATOMIC_WRITE)
+			qp->qpx.wr_atomic_write = fake_wr_atomic_write;
+		if (ops & IBV_QP_EX_WITH_BIND_MW)
+			qp->qpx.wr_bind_mw = fake_wr_bind_mw;
+		if (ops & IBV_QP_EX_WITH_LOCAL_INV)
+			qp->qpx.wr_local_inv = fake_wr_local_inv;
+		if (ops & IBV_QP_EX_WITH_TSO) {
+			qp->qpx.wr_send_tso = fake_wr_send_tso;
+			qp->qpx.wr_set_ud_addr = fake_wr_set_ud_addr;
+			qp->qpx.wr_set_xrc_srqn = fake_wr_set_xrc_srqn;
+		}
+	}
 	return &qp->qpx.qp_base;
 }
 
@@ -847,6 +1030,187 @@ static int cut_fail(void)
 	return 0;
 }
 
+/* ---- every other data-path entry point ------------------------------------ */
+
+/* The CQ calls the tracer hooks by symbol in a binary that holds the
+ * simulated HCA: sqsim_create_cq, sqsim_resize_cq, sqsim_destroy_cq. */
+NOINLINE struct ibv_cq *sqsim_create_cq(struct ibv_context *ctx, int cqe)
+{
+	struct fcq *cq = fake_create_cq(ctx);
+
+	cq->cq.cqe = cqe;
+	return &cq->cq;
+}
+
+NOINLINE int sqsim_resize_cq(struct ibv_cq *cq, int cqe)
+{
+	if (cqe < 1)
+		return EINVAL;
+	cq->cqe = cqe | 1; /* like a provider: not quite what was asked */
+	return 0;
+}
+
+NOINLINE int sqsim_destroy_cq(struct ibv_cq *cq)
+{
+	free(cq);
+	return 0;
+}
+
+/* What the entry-points run did, beyond st. */
+static struct {
+	unsigned long op_wrs[12]; /* per builder, in the order of entry_ops */
+	unsigned long ex_polls, ex_empty, ex_cqes, srq_calls, srq_wrs;
+	unsigned long cq_creates, cq_modifies, cq_resizes, cq_destroys;
+} en;
+
+/* entry_build begins WR i through the builder i % 12 and sets its data;
+ * it returns the builder's index. */
+static int entry_build(struct ibv_qp_ex *qpx, unsigned long i)
+{
+	struct ibv_mw_bind_info bi = { .addr = (uintptr_t)payload, .length = 64 };
+	static const uint64_t word = 7;
+	int k = i % 12, data = 1;
+
+	switch (k) {
+	case 0: ibv_wr_send(qpx); break;
+	case 1: ibv_wr_send_imm(qpx, 0); break;
+	case 2: ibv_wr_send_inv(qpx, 9); break;
+	case 3: ibv_wr_rdma_write(qpx, 7, 0x1000); break;
+	case 4: ibv_wr_rdma_write_imm(qpx, 7, 0x1000, 0); break;
+	case 5: ibv_wr_rdma_read(qpx, 7, 0x1000); break;
+	case 6: ibv_wr_atomic_cmp_swp(qpx, 7, 0x1000, 0, 1); break;
+	case 7: ibv_wr_atomic_fetch_add(qpx, 7, 0x1000, 1); break;
+	case 8: ibv_wr_atomic_write(qpx, 7, 0x1000, &word); data = 0; break;
+	case 9: ibv_wr_bind_mw(qpx, NULL, 9, &bi); data = 0; break;
+	case 10: ibv_wr_local_inv(qpx, 9); data = 0; break;
+	default:
+		ibv_wr_send_tso(qpx, payload, 64, 1400);
+		ibv_wr_set_ud_addr(qpx, NULL, 1, 2);
+		ibv_wr_set_xrc_srqn(qpx, 3);
+	}
+	if (data)
+		ibv_wr_set_sge(qpx, 1, (uintptr_t)payload, 8 + k);
+	return k;
+}
+
+/* entry_poll drains the extended CQ, one session at a time, retiring the
+ * WRs whose completions come back; it returns the completions. */
+static int entry_poll(struct ibv_cq_ex *cqx)
+{
+	struct ibv_poll_cq_attr attr = { 0 };
+	int n = 0;
+
+	en.ex_polls++;
+	if (ibv_start_poll(cqx, &attr)) {
+		en.ex_empty++;
+		return 0;
+	}
+	do {
+		struct ibv_qp *qp = qp_by_num(ibv_wc_read_qp_num(cqx));
+
+		if (qp)
+			retire(qp, 1);
+		n++;
+	} while (ibv_next_poll(cqx) == 0);
+	ibv_end_poll(cqx);
+	en.ex_cqes += n;
+	return n;
+}
+
+static int entry(void)
+{
+	struct ibv_context *ctx = fake_open();
+	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
+	struct ibv_cq_init_attr_ex ca = { .cqe = 255 };
+	struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &ca);
+	struct ibv_cq *cq = sqsim_create_cq(ctx, 100);
+	struct ibv_modify_cq_attr ma = { .attr_mask = IBV_CQ_ATTR_MODERATE, .moderate = { 8, 16 } };
+	struct ibv_srq srq = { .context = ctx };
+	struct ibv_qp_init_attr_ex ax;
+	struct ibv_qp *qp;
+	struct ibv_qp_ex *qpx;
+	unsigned long i = 0;
+
+	if (!cqx || !cq)
+		return 3;
+	en.cq_creates = 2;
+	memset(&ax, 0, sizeof(ax));
+	ax.send_cq = ax.recv_cq = ibv_cq_ex_to_cq(cqx);
+	ax.qp_type = IBV_QPT_RC;
+	ax.cap.max_send_wr = 64;
+	ax.cap.max_send_sge = 2;
+	ax.cap.max_inline_data = 64;
+	ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ax.pd = pd;
+	ax.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_SEND_WITH_INV |
+			    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+			    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+			    IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV |
+			    IBV_QP_EX_WITH_TSO;
+	qp = ibv_create_qp_ex(ctx, &ax);
+	if (!qp)
+		return 4;
+	all_qps[nqps++] = qp;
+	st.qps++;
+	qpx = ibv_qp_to_qp_ex(qp);
+	to_rts(qp);
+
+	/* nothing to poll yet */
+	for (int k = 0; k < 3; k++)
+		entry_poll(cqx);
+	for (int b = 0; b < 60; b++) {
+		int n = 1 + b % 4, ret;
+
+		ibv_wr_start(qpx);
+		for (int j = 0; j < n; j++, i++) {
+			qpx->wr_id = 5000000 + i;
+			qpx->wr_flags = j == n - 1 ? IBV_SEND_SIGNALED : 0;
+			en.op_wrs[entry_build(qpx, i)]++;
+		}
+		ret = ibv_wr_complete(qpx);
+		st.wr_batches++;
+		st.wr_wrs += n;
+		if (ret)
+			st.post_errors++;
+		if (b % 3 == 2) /* three batches' completions in one session */
+			while (entry_poll(cqx) > 0)
+				;
+	}
+	while (entry_poll(cqx) > 0)
+		;
+	if (ibv_modify_cq(ibv_cq_ex_to_cq(cqx), &ma))
+		return 5;
+	en.cq_modifies++;
+	if (sqsim_resize_cq(cq, 300))
+		return 6;
+	en.cq_resizes++;
+	for (int c = 0; c < 7; c++) {
+		struct ibv_recv_wr wr[3], *bad;
+
+		memset(wr, 0, sizeof(wr));
+		wr[0].next = &wr[1];
+		wr[1].next = &wr[2];
+		ibv_post_srq_recv(&srq, wr, &bad);
+		en.srq_calls++;
+	}
+	en.srq_wrs = srq_wrs;
+	destroy_all();
+	sqsim_destroy_cq(cq);
+	sqsim_destroy_cq(ibv_cq_ex_to_cq(cqx));
+	en.cq_destroys = 2;
+
+	printf("{\"qps\":%lu,\"wr_batches\":%lu,\"wr_wrs\":%lu,\"post_errors\":%lu,\"op_wrs\":[", st.qps,
+	       st.wr_batches, st.wr_wrs, st.post_errors);
+	for (int k = 0; k < 12; k++)
+		printf("%s%lu", k ? "," : "", en.op_wrs[k]);
+	printf("],\"ex_polls\":%lu,\"ex_empty\":%lu,\"ex_cqes\":%lu,\"srq_calls\":%lu,\"srq_wrs\":%lu,"
+	       "\"cq_creates\":%lu,\"cq_modifies\":%lu,\"cq_resizes\":%lu,\"cq_destroys\":%lu}\n",
+	       en.ex_polls, en.ex_empty, en.ex_cqes, en.srq_calls, en.srq_wrs, en.cq_creates, en.cq_modifies,
+	       en.cq_resizes, en.cq_destroys);
+	fflush(stdout);
+	return 0;
+}
+
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -919,6 +1283,8 @@ int main(int argc, char **argv)
 		return cut();
 	if (argc >= 2 && !strcmp(argv[1], "cut-fail"))
 		return cut_fail();
-	fprintf(stderr, "usage: target run|late|bench N|idle N|cut|cut-fail\n");
+	if (argc >= 2 && !strcmp(argv[1], "entry"))
+		return entry();
+	fprintf(stderr, "usage: target run|late|bench N|idle N|cut|cut-fail|entry\n");
 	return 2;
 }

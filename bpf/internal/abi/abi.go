@@ -11,6 +11,7 @@ package abi
 
 /*
 #cgo CFLAGS: -I${SRCDIR}
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <infiniband/verbs.h>
@@ -32,14 +33,22 @@ const struct abi_fact abi_facts[] = {
 	OFF(IBV_OPS_POLL_CQ, ibv_context_ops, poll_cq),
 	OFF(IBV_OPS_POST_SEND, ibv_context_ops, post_send),
 	OFF(IBV_OPS_POST_RECV, ibv_context_ops, post_recv),
+	OFF(IBV_OPS_POST_SRQ_RECV, ibv_context_ops, post_srq_recv),
 	VAL(VERBS_CTX_CREATE_QP_EX_BACK,
 	    offsetof(struct verbs_context, context) - offsetof(struct verbs_context, create_qp_ex)),
 	VAL(VERBS_CTX_SZ_BACK, offsetof(struct verbs_context, context) - offsetof(struct verbs_context, sz)),
 	VAL(VERBS_CTX_CREATE_QP_EX_MIN_SZ,
 	    sizeof(struct verbs_context) - offsetof(struct verbs_context, create_qp_ex)),
 	VAL(VERBS_ABI_IS_EXTENDED, (uintptr_t)__VERBS_ABI_IS_EXTENDED),
+	VAL(VERBS_CTX_CREATE_CQ_EX_BACK,
+	    offsetof(struct verbs_context, context) - offsetof(struct verbs_context, create_cq_ex)),
+	VAL(VERBS_CTX_CREATE_CQ_EX_MIN_SZ,
+	    sizeof(struct verbs_context) - offsetof(struct verbs_context, create_cq_ex)),
+	VAL(VERBS_CTX_MODIFY_CQ_BACK,
+	    offsetof(struct verbs_context, context) - offsetof(struct verbs_context, modify_cq)),
+	VAL(VERBS_CTX_MODIFY_CQ_MIN_SZ,
+	    sizeof(struct verbs_context) - offsetof(struct verbs_context, modify_cq)),
 	OFF(IBV_PD_CONTEXT, ibv_pd, context),
-	OFF(IBV_CQ_CQE, ibv_cq, cqe),
 	OFF(IBV_SRQ_INIT_ATTR_MAX_WR, ibv_srq_init_attr, attr.max_wr),
 
 	OFF(IBV_QP_CONTEXT, ibv_qp, context),
@@ -79,6 +88,14 @@ const struct abi_fact abi_facts[] = {
 
 	OFF(IBV_QPX_WR_ID, ibv_qp_ex, wr_id),
 	OFF(IBV_QPX_WR_FLAGS, ibv_qp_ex, wr_flags),
+	OFF(IBV_QPX_WR_ATOMIC_CMP_SWP, ibv_qp_ex, wr_atomic_cmp_swp),
+	OFF(IBV_QPX_WR_ATOMIC_FETCH_ADD, ibv_qp_ex, wr_atomic_fetch_add),
+	OFF(IBV_QPX_WR_BIND_MW, ibv_qp_ex, wr_bind_mw),
+	OFF(IBV_QPX_WR_LOCAL_INV, ibv_qp_ex, wr_local_inv),
+	OFF(IBV_QPX_WR_SEND_INV, ibv_qp_ex, wr_send_inv),
+	OFF(IBV_QPX_WR_SEND_TSO, ibv_qp_ex, wr_send_tso),
+	OFF(IBV_QPX_WR_SET_XRC_SRQN, ibv_qp_ex, wr_set_xrc_srqn),
+	OFF(IBV_QPX_WR_ATOMIC_WRITE, ibv_qp_ex, wr_atomic_write),
 	OFF(IBV_QPX_WR_RDMA_READ, ibv_qp_ex, wr_rdma_read),
 	OFF(IBV_QPX_WR_RDMA_WRITE, ibv_qp_ex, wr_rdma_write),
 	OFF(IBV_QPX_WR_RDMA_WRITE_IMM, ibv_qp_ex, wr_rdma_write_imm),
@@ -93,6 +110,24 @@ const struct abi_fact abi_facts[] = {
 	OFF(IBV_QPX_WR_COMPLETE, ibv_qp_ex, wr_complete),
 	OFF(IBV_QPX_WR_ABORT, ibv_qp_ex, wr_abort),
 	SIZE(IBV_QPX_SIZE, ibv_qp_ex),
+
+	OFF(IBV_CQ_CQE, ibv_cq, cqe),
+	{ "IBV_CQ_CQE (ex)", IBV_CQ_CQE, offsetof(struct ibv_cq_ex, cqe) },
+	{ "ibv_cq_ex starts as ibv_cq (context)", 0, offsetof(struct ibv_cq_ex, context) },
+	OFF(IBV_CQX_STATUS, ibv_cq_ex, status),
+	OFF(IBV_CQX_WR_ID, ibv_cq_ex, wr_id),
+	OFF(IBV_CQX_START_POLL, ibv_cq_ex, start_poll),
+	OFF(IBV_CQX_NEXT_POLL, ibv_cq_ex, next_poll),
+	OFF(IBV_CQX_END_POLL, ibv_cq_ex, end_poll),
+	OFF(IBV_CQX_READ_OPCODE, ibv_cq_ex, read_opcode),
+	OFF(IBV_CQX_READ_BYTE_LEN, ibv_cq_ex, read_byte_len),
+	OFF(IBV_CQX_READ_QP_NUM, ibv_cq_ex, read_qp_num),
+	SIZE(IBV_CQX_SIZE, ibv_cq_ex),
+	OFF(IBV_MODIFY_CQ_ATTR_MASK, ibv_modify_cq_attr, attr_mask),
+	{ "IBV_MODIFY_CQ_COUNT", IBV_MODIFY_CQ_COUNT,
+	  offsetof(struct ibv_modify_cq_attr, moderate) + offsetof(struct ibv_moderate_cq, cq_count) },
+	{ "IBV_MODIFY_CQ_PERIOD", IBV_MODIFY_CQ_PERIOD,
+	  offsetof(struct ibv_modify_cq_attr, moderate) + offsetof(struct ibv_moderate_cq, cq_period) },
 
 	OFF(IBV_QP_INIT_ATTR_SEND_CQ, ibv_qp_init_attr, send_cq),
 	OFF(IBV_QP_INIT_ATTR_RECV_CQ, ibv_qp_init_attr, recv_cq),
@@ -127,6 +162,7 @@ const struct abi_fact abi_facts[] = {
 	VAL(SQ_IBV_WR_SEND, IBV_WR_SEND),
 	VAL(SQ_IBV_WR_SEND_WITH_IMM, IBV_WR_SEND_WITH_IMM),
 	VAL(SQ_IBV_WR_RDMA_READ, IBV_WR_RDMA_READ),
+	VAL(SQ_IBV_ENOENT, ENOENT),
 };
 
 const int abi_nfacts = sizeof(abi_facts) / sizeof(abi_facts[0]);
@@ -134,7 +170,7 @@ const int abi_nfacts = sizeof(abi_facts) / sizeof(abi_facts[0]);
 // Sizes of the events.h types bpf2go generates Go twins of.
 #define ESIZE(s) { #s, 0, (long long)sizeof(struct s) }
 const struct abi_fact abi_sizes[] = {
-	ESIZE(sq_hdr), ESIZE(sq_caps), ESIZE(sq_qp_rec), ESIZE(sq_wr), ESIZE(sq_post_rec),
+	ESIZE(sq_hdr), ESIZE(sq_caps), ESIZE(sq_qp_rec), ESIZE(sq_cq_rec), ESIZE(sq_wr), ESIZE(sq_post_rec),
 	ESIZE(sq_wc), ESIZE(sq_poll_rec), ESIZE(sq_recv_rec), ESIZE(sq_exit_rec),
 	ESIZE(sq_key), ESIZE(sq_cq_stats), ESIZE(sq_qp_counters),
 	ESIZE(sq_gen_key), ESIZE(sq_obj_rec), ESIZE(sq_qp_final_rec),

@@ -1,0 +1,232 @@
+package analyzer
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Every opcode a builder or ibv_post_send can post is a WR: it takes a
+// slot, is signaled or not, and has the WQE the mlx5 rules (and the
+// simulated HCA) give it.
+func TestEveryOpcodeIsAWR(t *testing.T) {
+	tests := []struct {
+		op     uint8
+		sges   uint32
+		bytes  uint32
+		wqebbs uint64
+	}{
+		{ibv.WRSend, 1, 64, 1},
+		{ibv.WRSendWithImm, 1, 64, 1},
+		{ibv.WRSendWithInv, 1, 64, 1},
+		{ibv.WRRDMAWrite, 1, 64, 1},
+		{ibv.WRRDMAWriteWithImm, 1, 64, 1},
+		{ibv.WRRDMARead, 1, 64, 1},
+		{ibv.WRAtomicCmpAndSwp, 1, 8, 1},
+		{ibv.WRAtomicFetchAndAdd, 1, 8, 1},
+		{ibv.WRAtomicWrite, 0, 0, 1},
+		{ibv.WRLocalInv, 0, 0, 2},
+		{ibv.WRBindMW, 0, 0, 3},
+	}
+	for _, tc := range tests {
+		t.Run(ibv.OpName(tc.op), func(t *testing.T) {
+			s := newStream()
+			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
+			for range 3 {
+				s.post(1, s.wrs(1, 1, tc.op, 0, tc.sges, tc.bytes, 2), 0, 1)
+			}
+			s.poll(1, 1)
+			snap := s.run(Options{BF: DefaultBF})
+			q := snap.QPs[0]
+			if q.WRs != 3 || q.Signaled != 1 || q.WQEBBs != 3*tc.wqebbs || q.Outstanding != 1 || q.EINVAL != 0 {
+				t.Errorf("WRs %d signaled %d WQEBBs %d outstanding %d EINVAL %d; want 3, 1, %d, 1, 0",
+					q.WRs, q.Signaled, q.WQEBBs, q.Outstanding, q.EINVAL, 3*tc.wqebbs)
+			}
+			if len(snap.Diagnoses) != 0 {
+				t.Errorf("diagnoses %v", diagKinds(snap))
+			}
+		})
+	}
+}
+
+// opcodeValid follows the QP type: UD sends, raw packet QPs send, TSO on
+// both, every other opcode on the connected types.
+func TestOpcodeValid(t *testing.T) {
+	for _, tc := range []struct {
+		typ  trace.QPType
+		op   uint8
+		want bool
+	}{
+		{trace.QPTypeUD, ibv.WRSendWithImm, true},
+		{trace.QPTypeUD, ibv.WRTSO, true},
+		{trace.QPTypeUD, ibv.WRAtomicCmpAndSwp, false},
+		{trace.QPTypeRC, ibv.WRTSO, false},
+		{trace.QPTypeRC, ibv.WRBindMW, true},
+		{trace.QPTypeRC, ibv.WRAtomicWrite, true},
+		{trace.QPTypeRawPkt, ibv.WRSend, true},
+		{trace.QPTypeRawPkt, ibv.WRSendWithImm, false},
+		{trace.QPTypeRC, ibv.WRDriver1, false},
+	} {
+		if got := opcodeValid(tc.typ, tc.op); got != tc.want {
+			t.Errorf("opcodeValid(%s, %s) = %v, want %v", tc.typ, ibv.OpName(tc.op), got, tc.want)
+		}
+	}
+}
+
+// exPoll returns, in one extended poll session on cq, completions that
+// carry only their wr_ids.
+func (s *stream) exPoll(cq uint64, ids ...uint64) {
+	p := &trace.Poll{Header: s.hdr(), CQ: cq, Ret: int32(len(ids)), Ex: true}
+	for _, id := range ids {
+		p.WCs = append(p.WCs, trace.WC{ID: id})
+	}
+	s.evs = append(s.evs, p)
+}
+
+// An extended poll's completions have no QP number: each is matched by
+// its wr_id to the QP of the CQ that has it outstanding; one that matches
+// none is counted on the CQ, never on a QP.
+func TestExtendedPollFindsTheQP(t *testing.T) {
+	s := newStream()
+	shared := uint64(0x5000)
+	for _, qpn := range []uint32{1, 2} {
+		s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+			SendCQ: shared, RecvCQ: shared, Caps: rcCaps(8, 60, 1), Via: "sqsim_create_qp"})
+	}
+	s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpCreateEx, CQ: shared, CQE: 63, Via: "sqsim_create_cq_ex"})
+	s.ids[2] = 100     // QP 2's wr_ids start at 100
+	s.send(1, 4, 0, 2) // ids 0..3, 1 and 3 signaled
+	s.send(2, 4, 0, 4) // ids 100..103, 103 signaled
+	s.exPoll(shared, 1, 103, 3)
+	s.exPoll(shared, 77) // a receive completion, say
+	s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpResize, CQ: shared, CQE: 127, Via: "sqsim_resize_cq"})
+	snap := s.run(Options{BF: DefaultBF})
+	for _, q := range snap.QPs {
+		if q.Outstanding != 0 || q.UnmatchedCQEs != 0 {
+			t.Errorf("QP %d: outstanding %d, unmatched %d; want both 0", q.QPNum, q.Outstanding, q.UnmatchedCQEs)
+		}
+	}
+	if snap.QPs[0].CQEsPolled != 2 || snap.QPs[1].CQEsPolled != 1 {
+		t.Errorf("CQEs polled %d and %d, want 2 and 1", snap.QPs[0].CQEsPolled, snap.QPs[1].CQEsPolled)
+	}
+	if len(snap.CQs) != 1 {
+		t.Fatalf("CQs %+v", snap.CQs)
+	}
+	c := snap.CQs[0]
+	if !c.Extended || c.CQE != 127 || c.Resizes != 1 || c.UnmatchedExCQEs != 1 || c.Polls != 2 || c.CQEs != 4 {
+		t.Errorf("CQ %+v: want extended, depth 127 after 1 resize, 1 unmatched, 2 polls, 4 CQEs", c)
+	}
+	var b bytes.Buffer
+	WriteText(&b, snap)
+	for _, want := range []string{"depth 127, extended", "1 extended-poll completions matched no WR"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report has no %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// Posts on a shared receive queue belong to no QP.
+func TestSRQPostsAreNotAQP(t *testing.T) {
+	s := newStream()
+	s.evs = append(s.evs, &trace.PostRecv{Header: s.hdr(), QP: 0x9000, NumWRs: 5, Accepted: 5, SRQ: true})
+	snap := s.run(Options{})
+	if len(snap.QPs) != 0 || snap.SRQRecvs != 5 {
+		t.Errorf("QPs %d, SRQ receives %d; want 0 and 5", len(snap.QPs), snap.SRQRecvs)
+	}
+}
+
+// Calls the trace did not see show in the QP's own numbers, and say so.
+func TestCallsNotTraced(t *testing.T) {
+	t.Run("builders not traced", func(t *testing.T) {
+		s := newStream()
+		s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
+		for range 3 {
+			s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, API: trace.APIWR})
+		}
+		s.poll(1, 0)
+		snap := s.run(Options{BF: DefaultBF})
+		q := snap.QPs[0]
+		if q.EmptyWRBatches != 3 || q.UnmatchedCQEs != 1 || q.WRs != 0 {
+			t.Errorf("empty batches %d, unmatched %d, WRs %d; want 3, 1, 0", q.EmptyWRBatches, q.UnmatchedCQEs, q.WRs)
+		}
+		golden(t, "diag_calls_not_traced.golden", diagGolden(t, snap))
+	})
+	t.Run("completions not traced", func(t *testing.T) {
+		s := newStream()
+		s.create(1, trace.QPTypeRC, rcCaps(1, 60, 1), false)
+		for range 5 {
+			s.send(1, 1, 0, 1)
+		}
+		snap := s.run(Options{BF: DefaultBF})
+		if got := diagKinds(snap); len(got) != 1 || got[0] != "calls_not_traced" {
+			t.Fatalf("diagnoses %v, want calls_not_traced", got)
+		}
+		if d := snap.Diagnoses[0]; d.Count != 1 || d.Evidence["outstanding"] != 2 || !strings.Contains(d.Message, "more than max_send_wr 1") {
+			t.Errorf("diagnosis %+v", d)
+		}
+	})
+}
+
+// What CQ calls say, and the extended polls of a CQ, belong to one CQ
+// lifetime: the one its create started. A CQ created again at the address,
+// with generations or in a recording without them, has figures of its own,
+// and its extended polls match only its own QPs.
+func TestCQCallsPerLifetime(t *testing.T) {
+	const c = uint64(0x5000)
+	for _, gens := range []bool{true, false} {
+		t.Run(map[bool]string{true: "generations", false: "no generations"}[gens], func(t *testing.T) {
+			s := newStream()
+			create := func(gen uint64, cqe int32) {
+				if gens {
+					s.evs = append(s.evs, &trace.CQCreate{Header: s.hdr(), CQ: c, Gen: gen, CQE: uint32(cqe)})
+				}
+				s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpCreateEx, CQ: c, CQE: cqe, Via: "sqsim_create_cq_ex"})
+			}
+			qp := func(qpn uint32) {
+				s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+					SendCQ: c, RecvCQ: c, Caps: rcCaps(8, 60, 1), Via: "sqsim_create_qp"})
+			}
+			create(1, 63)
+			qp(1)
+			s.send(1, 2, 0, 2) // ids 0 and 1, 1 signaled
+			s.exPoll(c, 1)
+			s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpModify, CQ: c, ModCount: 8, ModPeriodUS: 16},
+				&trace.QPDestroy{Header: s.hdr(), QP: qpAddr(1), QPNum: 1},
+				&trace.CQChange{Header: s.hdr(), Op: trace.CQOpDestroy, CQ: c})
+			create(3, 127)
+			qp(2)
+			s.send(2, 2, 0, 2) // the same wr_ids as QP 1's
+			s.exPoll(c, 1, 99)
+			snap := s.run(Options{BF: DefaultBF})
+			if len(snap.CQs) != 2 {
+				t.Fatalf("CQs %+v, want 2", snap.CQs)
+			}
+			gen := func(g uint64) uint64 {
+				if gens {
+					return g
+				}
+				return 0
+			}
+			old, cur := snap.CQs[0], snap.CQs[1]
+			if old.Gen != gen(1) || !old.Extended || old.CQE != 63 || old.ModCount != 8 || old.ModPeriodUS != 16 ||
+				!old.Destroyed || !old.Replaced || old.Polls != 1 || old.CQEs != 1 || old.UnmatchedExCQEs != 0 {
+				t.Errorf("first CQ %+v", old)
+			}
+			if cur.Gen != gen(3) || !cur.Extended || cur.CQE != 127 || cur.ModCount != 0 || cur.Destroyed || cur.Replaced ||
+				cur.Polls != 1 || cur.CQEs != 2 || cur.UnmatchedExCQEs != 1 {
+				t.Errorf("second CQ %+v", cur)
+			}
+			for _, q := range snap.QPs {
+				if q.CQEsPolled != 1 || q.Outstanding != 0 || q.UnmatchedCQEs != 0 {
+					t.Errorf("QP %d: CQEs polled %d, outstanding %d, unmatched %d; want 1, 0, 0", q.QPNum, q.CQEsPolled, q.Outstanding, q.UnmatchedCQEs)
+				}
+			}
+			if q := snap.QPs[1]; q.SendCQGen != gen(3) {
+				t.Errorf("QP 2's send CQ generation %d, want %d", q.SendCQGen, gen(3))
+			}
+		})
+	}
+}
