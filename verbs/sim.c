@@ -1117,6 +1117,25 @@ int sqsim_destroy_ah(struct ibv_ah *ah)
 /* What an RC QP created without send_ops_flags may post (mlx5's list). */
 #define LEGACY_RC_OPS (SIM_SEND_OPS & ~(uint64_t)IBV_QP_EX_WITH_ATOMIC_WRITE)
 
+/* sqsim_limits says what sqsim_create_qp(_ex) accepts at most for a QP of
+ * qp_type posting ops (with_ops: given as send_ops_flags, else the legacy
+ * verbs' set): max_send_wr, max_send_sge and max_inline_data, for error
+ * messages that name the limit. */
+void sqsim_limits(struct ibv_context *ctx, int qp_type, uint64_t ops, int with_ops,
+		  uint32_t *max_wr, uint32_t *max_sge, uint32_t *max_inline)
+{
+	struct sim_ctx *c = to_sctx(ctx);
+	uint32_t ovh = sq_overhead(qp_type, with_ops ? ops : LEGACY_RC_OPS);
+
+	*max_wr = c->cfg.max_qp_wr;
+	*max_sge = c->cfg.max_sge;
+	if ((MAX_WQE_BYTES - ovh) / DATA_SEG < *max_sge)
+		*max_sge = (MAX_WQE_BYTES - ovh) / DATA_SEG;
+	/* ovh + align(INL_HDR + inline, 16) fits MAX_WQE_BYTES */
+	*max_inline = MAX_WQE_BYTES - ovh - INL_HDR;
+}
+
+
 static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *attr)
 {
 	struct sim_ctx *ctx = to_sctx(ibctx);

@@ -200,8 +200,12 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 		caps = attr.cap
 	}
 	if qp == nil {
-		return nil, fmt.Errorf("creating %v QP on sim (max_send_wr %d, max_inline %d, max_send_sge %d): %w",
+		err = fmt.Errorf("creating %v QP on sim (max_send_wr %d, max_inline %d, max_send_sge %d): %w",
 			cfg.Type, cfg.MaxSendWR, cfg.MaxInline, cfg.MaxSendSGE, err)
+		if errors.Is(err, syscall.EINVAL) {
+			err = s.limitError(cfg, err)
+		}
+		return nil, err
 	}
 	se.qp = qp
 	for _, st := range []C.enum_ibv_qp_state{C.IBV_QPS_INIT, C.IBV_QPS_RTR, C.IBV_QPS_RTS} {
@@ -437,4 +441,23 @@ func simFlag(b bool) C.int {
 		return 1
 	}
 	return 0
+}
+
+// limitError names the cap the simulated HCA refused, and its limit.
+func (s *Sim) limitError(cfg QPConfig, err error) error {
+	ops, withOps := uint64(cfg.SendOps), cfg.WRAPI || cfg.SendOps != 0
+	if withOps && ops == 0 {
+		ops = C.IBV_QP_EX_WITH_SEND | C.IBV_QP_EX_WITH_RDMA_WRITE
+	}
+	var maxWR, maxSGE, maxInline C.uint32_t
+	C.sqsim_limits(s.ctx, C.int(cfg.Type), C.uint64_t(ops), simFlag(withOps), &maxWR, &maxSGE, &maxInline)
+	switch {
+	case cfg.MaxSendWR == 0 || cfg.MaxSendWR > uint32(maxWR):
+		return &LimitError{fmt.Sprintf("-t/--tx-depth %d: the simulated HCA takes 1 to %d", cfg.MaxSendWR, maxWR), err}
+	case cfg.MaxSendSGE > uint32(maxSGE):
+		return &LimitError{fmt.Sprintf("%d SGEs per WR: the simulated HCA takes at most %d on this %v QP", cfg.MaxSendSGE, maxSGE, cfg.Type), err}
+	case cfg.MaxInline > uint32(maxInline):
+		return &LimitError{fmt.Sprintf("-I/--inline_size %d: the simulated HCA takes at most %d on this %v QP (WQEs of at most 1024 B)", cfg.MaxInline, maxInline, cfg.Type), err}
+	}
+	return err
 }

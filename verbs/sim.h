@@ -99,6 +99,8 @@ int sqsim_destroy_ah(struct ibv_ah *ah);
 
 /* The exported entry points the tracer hooks. */
 struct ibv_qp *sqsim_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+void sqsim_limits(struct ibv_context *ctx, int qp_type, uint64_t ops, int with_ops,
+		  uint32_t *max_wr, uint32_t *max_sge, uint32_t *max_inline);
 struct ibv_qp *sqsim_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *attr);
 struct ibv_qp_ex *sqsim_qp_to_qp_ex(struct ibv_qp *qp);
 int sqsim_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);

@@ -123,3 +123,13 @@ type Device interface {
 	// Close destroys every endpoint and releases the device.
 	Close() error
 }
+
+// LimitError is a QP cap the HCA does not accept: Msg names it and the
+// limit, Err is the provider's error.
+type LimitError struct {
+	Msg string
+	Err error
+}
+
+func (e *LimitError) Error() string { return e.Msg }
+func (e *LimitError) Unwrap() error { return e.Err }

@@ -38,22 +38,11 @@ func commands() []command {
 		{"report", "summarize a recording: send queues, PCIe savings, diagnoses (text or JSON)", runReport},
 		{"export", "convert a recording to Chrome trace-event JSON for Perfetto", runExport},
 		{"completion", "print a shell completion script: completion bash|zsh|fish", func(_ context.Context, args []string, stdout, _ io.Writer) error {
-			const usage = "completion bash|zsh|fish: name the shell, e.g. source <(sqscope completion bash)"
-			if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
-				fmt.Fprintln(stdout, "usage: sqscope", usage)
-				return nil
-			}
-			if len(args) != 1 {
-				return cli.UsageErr("%s", usage)
-			}
 			var names []string
 			for _, c := range commands() {
 				names = append(names, c.name)
 			}
-			if err := cli.Completion(stdout, args[0], "sqscope", names); err != nil {
-				return cli.UsageErr("%v", err)
-			}
-			return nil
+			return cli.CompletionCommand(args, stdout, "sqscope", names)
 		}},
 		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			fmt.Fprintln(stdout, "sqscope", version)

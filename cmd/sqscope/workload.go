@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/verbs"
 	"github.com/sqscope/sqscope/workload"
 )
@@ -67,8 +68,10 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	both("l", "post_list", func(n string) { cli.UintVar(fs, &c.PostList, n, c.PostList, "WRs per post call (one doorbell)") })
 	both("n", "iters", func(n string) { fs.Uint64Var(&c.Iters, n, c.Iters, "WRs per QP") })
 	both("D", "duration", func(n string) { fs.Float64Var(&f.duration, n, 0, "run for this many seconds instead of -n") })
-	fs.IntVar(&c.QPs, "qps", c.QPs, "QPs, one thread each")
-	fs.StringVar(&f.conn, "connection", "RC", "RC or UD")
+	for _, n := range []string{"q", "qp", "qps"} { // perftest's -q/--qp
+		fs.IntVar(&c.QPs, n, c.QPs, "QPs, one thread each")
+	}
+	both("c", "connection", func(n string) { fs.StringVar(&f.conn, n, "RC", "RC or UD") })
 	fs.StringVar(&f.opcode, "opcode", "send", strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
 	fs.BoolVar(&c.CQEx, "cq-ex", false, "create the CQ with ibv_create_cq_ex and poll it with ibv_start_poll/ibv_next_poll")
 	fs.StringVar(&c.API, "api", c.API, "post_send or wr (ibv_wr_start..ibv_wr_complete)")
@@ -78,8 +81,12 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode")
 	fs.Float64Var(&f.faultAfter, "fault-after", 0, "start the fault this many seconds into the run")
 	fs.IntVar(&c.FaultQP, "fault-qp", -1, "apply the fault to this QP index only (-1: all)")
-	fs.BoolVar(&f.json, "json", false, "print one JSON object per QP")
-	fs.StringVar(&f.jsonOut, "json-out", "", "also write the JSON to this file")
+	for _, n := range []string{"json", "out_json"} { // perftest's --out_json
+		fs.BoolVar(&f.json, n, false, "print one JSON object per QP")
+	}
+	for _, n := range []string{"json-out", "out_json_file"} {
+		fs.StringVar(&f.jsonOut, n, "", "also write the JSON to this file")
+	}
 	fs.StringVar(&c.ReadyFile, "ready-file", "", "write this file once the QPs exist, before traffic")
 	fs.BoolVar(&c.WaitSignal, "wait-signal", false, "block before traffic until SIGUSR1")
 	fs.BoolVar(&f.deterministic, "sim-deterministic", false, "simulated NIC: CQEs visible at the doorbell")
@@ -122,9 +129,10 @@ func parseWorkload(args []string, help io.Writer) (*workloadFlags, error) {
 	}
 	if f.duration > 0 {
 		c.Duration = time.Duration(f.duration * float64(time.Second))
-		if !cli.FlagGiven(fs, "n", "iters") {
-			c.Iters = 0
+		if cli.FlagGiven(fs, "n", "iters") {
+			return nil, cli.UsageErr("workload: give -n/--iters or -D/--duration, not both")
 		}
+		c.Iters = 0
 	}
 	c.Sim.Deterministic = f.deterministic
 	if err := c.Validate(cli.FlagGiven(fs, "Q", "cq-mod")); err != nil {
@@ -140,13 +148,21 @@ func runWorkload(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	res, err := workload.Run(ctx, f.cfg)
 	if err != nil {
-		if errors.Is(err, verbs.ErrNoDevice) {
+		var le *verbs.LimitError
+		if errors.Is(err, verbs.ErrNoDevice) || errors.As(err, &le) {
 			return cli.UsageErr("%v", err)
 		}
 		return err
 	}
 	if f.jsonOut != "" {
-		if err := res.WriteJSONFile(f.jsonOut); err != nil {
+		out, err := outfile.Create(f.jsonOut, 0o644, nil, false, true)
+		if err == nil {
+			defer out.Discard()
+			if err = res.WriteJSON(out); err == nil {
+				err = out.Commit()
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("writing --json-out: %w", err)
 		}
 	}

@@ -76,3 +76,32 @@ func TestWorkloadCommand(t *testing.T) {
 		t.Fatalf("%v", q)
 	}
 }
+
+// perftest's names for the same knobs, and limits named with exit status 2.
+func TestWorkloadPerftestNamesAndLimits(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		code int
+		want string
+	}{
+		{"-c UD -q 2 -n 100", 0, "UD SEND, api post_send, 2 QP(s)"},
+		{"--out_json -n 10", 0, `"qp_num"`},
+		{"-n 100 -D 0.5", 2, "give -n/--iters or -D/--duration, not both"},
+		{"-I 829 -n 10", 2, "-I/--inline_size 829: the simulated HCA takes at most 828 on this RC QP"},
+		{"-I 957 -c UD -n 10", 2, "the simulated HCA takes at most 956 on this UD QP"},
+		{"-t 100000 -n 10", 2, "-t/--tx-depth 100000: the simulated HCA takes 1 to 32768"},
+		{"-s 99999999999", 2, "at most 4294967295"},
+	} {
+		t.Run(tc.args, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			err := run(context.Background(), append([]string{"workload"}, strings.Fields(tc.args)...), &out, &errb)
+			got := out.String()
+			if err != nil {
+				got = err.Error()
+			}
+			if exitCode(err) != tc.code || !strings.Contains(got, tc.want) {
+				t.Fatalf("exit %d, %q; want exit %d and %q", exitCode(err), got, tc.code, tc.want)
+			}
+		})
+	}
+}

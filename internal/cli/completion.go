@@ -42,3 +42,20 @@ complete -c %[1]s -n 'not __fish_use_subcommand' -F
 	}
 	return err
 }
+
+// CompletionCommand is the completion command: its one argument names the
+// shell; --help says so.
+func CompletionCommand(args []string, w io.Writer, prog string, commands []string) error {
+	usage := "completion bash|zsh|fish: name the shell, e.g. source <(" + prog + " completion bash)"
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		_, err := fmt.Fprintln(w, "usage:", prog, usage)
+		return err
+	}
+	if len(args) != 1 {
+		return UsageErr("%s", usage)
+	}
+	if err := Completion(w, args[0], prog, commands); err != nil {
+		return UsageErr("%v", err)
+	}
+	return nil
+}
