@@ -67,6 +67,10 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		}
 		p := t.pollEvent(r)
 		p.Ex = kind == bpf.VerbsSqRecKindSQ_REC_POLL_EX
+		if !p.Ex && r.Max >= 0 && r.Ret > r.Max && !t.oddPoll {
+			t.oddPoll = true
+			t.warn(fmt.Sprintf("a poll_cq probe saw %d completions returned for at most %d asked, which ibv_poll_cq never does: a --probe offset may be on the wrong function", r.Ret, r.Max))
+		}
 		fn(p)
 	case bpf.VerbsSqRecKindSQ_REC_RECV, bpf.VerbsSqRecKindSQ_REC_SRQ_RECV:
 		if len(raw) != recvRecSize {
@@ -185,6 +189,9 @@ func cqEvent(r *bpf.VerbsSqCqRec) *trace.CQChange {
 		ModMask: r.ModMask, ModCount: r.ModCount, ModPeriodUS: r.ModPeriod, Ret: r.Ret, Via: via}
 }
 
+// maxErrno is the largest errno Linux defines (MAX_ERRNO).
+const maxErrno = 4095
+
 func (t *Tracer) postEvent(r *bpf.VerbsSqPostRec) *trace.Post {
 	p := new(trace.Post)
 	if t.opts.ReuseEvents {
@@ -194,6 +201,10 @@ func (t *Tracer) postEvent(r *bpf.VerbsSqPostRec) *trace.Post {
 	*p = trace.Post{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, API: trace.API(r.Api),
 		Truncated: r.Truncated, Ret: r.Ret, Accepted: r.Accepted, EntryNS: r.Hdr.EntryTs,
 		Aborted: r.Aborted != 0, WalkCapped: r.WalkCapped != 0}
+	if (r.Ret < 0 || r.Ret > maxErrno) && !t.oddPost {
+		t.oddPost = true
+		t.warn(fmt.Sprintf("a post_send probe saw a return value of %d, which ibv_post_send never returns (0 or an errno): a --probe offset may be on the wrong function", r.Ret))
+	}
 	if r.N > 0 {
 		wrs = slices.Grow(wrs, int(r.N))[:r.N]
 		for i := range wrs {
@@ -220,6 +231,7 @@ func (t *Tracer) pollEvent(r *bpf.VerbsSqPollRec) *trace.Poll {
 	// of the CQ, or in the per-CQ totals read by flush.
 	*p = trace.Poll{Header: header(&r.Hdr), CQ: r.Cq, Max: r.Max, Ret: r.Ret,
 		Truncated: r.Truncated, EntryNS: r.Hdr.EntryTs, EmptyBefore: r.EmptyBefore}
+
 	if r.N > 0 {
 		wcs = slices.Grow(wcs, int(r.N))[:r.N]
 		for i := range wcs {

@@ -3,6 +3,7 @@ package probe
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -58,5 +59,22 @@ func TestDecodePostCuts(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A return value ibv_post_send never gives is said once: the probe may be
+// on the wrong function.
+func TestOddReturnValuesWarn(t *testing.T) {
+	var tr Tracer
+	for _, ret := range []int32{0, 12, 22} {
+		tr.postEvent(&bpf.VerbsSqPostRec{Ret: ret})
+	}
+	if w := tr.Warnings(); len(w) != 0 {
+		t.Fatalf("warnings for return values post_send gives: %q", w)
+	}
+	tr.postEvent(&bpf.VerbsSqPostRec{Ret: -14})
+	tr.postEvent(&bpf.VerbsSqPostRec{Ret: 1 << 20})
+	if w := tr.Warnings(); len(w) != 1 || !strings.Contains(w[0], "return value of -14, which ibv_post_send never returns") {
+		t.Fatalf("warnings %q", w)
 	}
 }

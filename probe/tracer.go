@@ -116,10 +116,12 @@ const (
 
 // Tracer is an attached set of probes and the reader of their records.
 type Tracer struct {
-	opts Options
-	objs bpf.VerbsObjects
-	rd   *ringbuf.Reader
-	rec  ringbuf.Record
+	// a return value no post_send or poll_cq gives was seen (and said)
+	oddPost, oddPoll bool
+	opts             Options
+	objs             bpf.VerbsObjects
+	rd               *ringbuf.Reader
+	rec              ringbuf.Record
 
 	uprobes     Uprobes    // how the programs are loaded and attached
 	mu          sync.Mutex // guards links, attachments, unsent, warnings, stopped, closed
