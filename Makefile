@@ -8,7 +8,7 @@ BIN := sqscope
 # Debian packages the project needs to build, test and demo.
 DEB_PKGS := gcc make pkg-config clang llvm libbpf-dev bpftool \
 	libibverbs-dev ibverbs-providers rdma-core tmux \
-	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils \
+	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils fish \
 	protobuf-compiler
 
 .PHONY: all deps build test demo bench generate check-generate vet clean

@@ -51,3 +51,22 @@ func TestBashCompletion(t *testing.T) {
 		t.Errorf("tcsh: %v %s", err, out)
 	}
 }
+
+// The fish completion completes commands and flags in fish itself.
+func TestFishCompletion(t *testing.T) {
+	if _, err := exec.LookPath("fish"); err != nil {
+		t.Fatal("fish is needed (make deps installs it)")
+	}
+	bin := sqscopeBin(t)
+	dir := t.TempDir()
+	os.Symlink(bin, filepath.Join(dir, "sqscope"))
+	cmd := exec.Command("fish", "--no-config", "-c", `sqscope completion fish | source; complete -C "sqscope rep"; complete -C "sqscope trace --js"`)
+	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got := strings.Fields(string(out)); strings.Join(got, " ") != "replay report --json" {
+		t.Errorf("fish completed %q, want replay report --json", got)
+	}
+}
