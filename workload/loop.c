@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -53,7 +54,22 @@ static void replenish(struct sq_endpoint *ep, struct wl_result *r)
 struct state {
 	uint64_t retired;        /* WRs the application knows are done */
 	uint64_t last_signaled;  /* wr_id + 1 of the last signaled WR posted */
+	/* The signaled WRs posted and not yet completed, oldest first: their
+	 * wr_id and the WRs posted up to them. WR ids count the WRs a failed
+	 * post dropped too, so only this says how many posted WRs a CQE
+	 * retires. */
+	uint64_t *sig_id, *sig_wrs, sig_head, sig_tail, sig_mask;
+	uint64_t retired_wrs;    /* posted WRs retired */
 };
+
+/* retire notes a CQE for wr_id: it retires its WR and every one before. */
+static void retire(struct state *st, uint64_t wr_id)
+{
+	while (st->sig_tail != st->sig_head && st->sig_id[st->sig_tail & st->sig_mask] <= wr_id) {
+		st->retired_wrs = st->sig_wrs[st->sig_tail & st->sig_mask];
+		st->sig_tail++;
+	}
+}
 
 /* poll_ex is ibv_poll_cq through one extended poll session: up to max
  * completions (ibv_next_poll only while fewer), of which the loop reads
@@ -109,6 +125,7 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 		/* RC completes in order: a CQE retires its WR and all before it */
 		if (wc[i].wr_id + 1 > st->retired)
 			st->retired = wc[i].wr_id + 1;
+		retire(st, wc[i].wr_id);
 		if (stamps && wc[i].status == IBV_WC_SUCCESS) {
 			uint64_t d = now - stamps[wc[i].wr_id & p->stamp_mask];
 
@@ -326,7 +343,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 {
 	static __thread unsigned int flags[MAX_LIST];
 	static __thread struct ibv_wc wc[MAX_POLL];
-	struct state st = { 0 };
+	struct state st = { .sig_mask = p->stamp_mask };
 	uint64_t deadline = 0, idle_since;
 	int timed = p->duration_ns != 0;
 	int fault = WL_FAULT_NONE;
@@ -339,6 +356,13 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		return EINVAL;
 	if (p->api_wr && !ep->qpx)
 		return EOPNOTSUPP;
+	st.sig_id = calloc(p->stamp_mask + 1, sizeof(*st.sig_id));
+	st.sig_wrs = calloc(p->stamp_mask + 1, sizeof(*st.sig_wrs));
+	if (!st.sig_id || !st.sig_wrs) {
+		free(st.sig_id);
+		free(st.sig_wrs);
+		return ENOMEM;
+	}
 	memset(r, 0, sizeof(*r));
 	r->start_ns = wl_now_ns();
 	last_now = r->start_ns;
@@ -382,7 +406,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		 * outstanding. Fault modes that overflow the SQ skip it, as the
 		 * buggy applications they reproduce do. */
 		if (p->tx_depth && fault != WL_FAULT_NEVER_SIGNAL && fault != WL_FAULT_LAZY_POLL) {
-			out = r->wrs - st.retired;
+			out = r->wrs - st.retired_wrs;
 			if (out + k > p->tx_depth) {
 				poll_once(ep, p, r, &st, stamps, wc);
 				continue;
@@ -431,6 +455,10 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 				if (flags[i] & IBV_SEND_SIGNALED) {
 					r->signaled++;
 					st.last_signaled = r->attempts + i + 1;
+					/* at most the SQ's depth of them are outstanding */
+					st.sig_id[st.sig_head & st.sig_mask] = r->attempts + i;
+					st.sig_wrs[st.sig_head & st.sig_mask] = r->wrs + i + 1;
+					st.sig_head++;
 					if (stamps)
 						stamps[(r->attempts + i) & p->stamp_mask] = t1;
 				}
@@ -451,7 +479,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		}
 		/* WRs of a failed list past *bad_wr are dropped, not retried */
 		r->attempts += k;
-		out = r->wrs - st.retired;
+		out = r->wrs - st.retired_wrs;
 		if (out > r->peak_outstanding)
 			r->peak_outstanding = out;
 
@@ -476,5 +504,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 	if (st.retired < st.last_signaled)
 		r->undrained = st.last_signaled - st.retired;
 	r->end_ns = wl_now_ns();
+	free(st.sig_id);
+	free(st.sig_wrs);
 	return 0;
 }

@@ -131,6 +131,20 @@ func TestFaults(t *testing.T) {
 				t.Fatalf("%+v", q.Counters)
 			}
 		}},
+		{"lazy-poll: the application's peak is within the SQ", func(c *Config) {
+			c.Fault = FaultLazyPoll
+			c.LazyPoll = 100
+			c.TxDepth = 64
+			c.CQMod = 8
+			c.PostList = 4
+			c.Iters = 2000
+		}, func(t *testing.T, q QPResult) {
+			// WRs a failed post dropped are never posted: they must not be
+			// taken from the WRs outstanding (it wrapped to 2^64-225)
+			if q.Counters.ENOMEMSQFull == 0 || q.App.PeakOutstanding == 0 || q.App.PeakOutstanding > uint64(q.Caps.MaxSendWR) {
+				t.Fatalf("app peak %d, SQ depth %d, %+v", q.App.PeakOutstanding, q.Caps.MaxSendWR, q.Counters)
+			}
+		}},
 		{"lazy-poll often enough", func(c *Config) { c.Fault = FaultLazyPoll; c.LazyPoll = 32; c.CQMod = 16; c.Iters = 10000 }, func(t *testing.T, q QPResult) {
 			if q.Counters.ENOMEMSQFull != 0 || q.Counters.WRs != 10000 {
 				t.Fatalf("%+v", q.Counters)
