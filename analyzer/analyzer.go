@@ -103,6 +103,7 @@ type Rates struct {
 	CQEsPerSec     float64 `json:"cqes_per_s"`
 	PollsPerCQE    float64 `json:"polls_per_cqe"`
 	WRsPerDoorbell float64 `json:"wrs_per_doorbell"`
+	countersOnly   bool    // CQEs per QP not counted (counters mode)
 }
 
 // Snapshot is a copy of the analyzer's state.
@@ -112,7 +113,7 @@ type Snapshot struct {
 	FirstNS    uint64         `json:"first_ns"`
 	LastNS     uint64         `json:"last_ns"`
 	QPs        []QP           `json:"qps"`
-	Total      Counters       `json:"total"`
+	Total      Totals         `json:"total"`
 	TotalRates Rates          `json:"total_rates"`
 	TotalPCIe  Savings        `json:"total_pcie"`
 	Attach     []trace.Attach `json:"probes,omitempty"`
@@ -158,6 +159,10 @@ type cqState struct {
 	replaced           bool
 	polls, empty, cqes uint64
 	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
+	// counted: its polls are the kernel's totals (counters mode), whose
+	// times are those of their flushes; createdNS is its create's time
+	counted   bool
+	createdNS uint64
 	cqCalls
 }
 
@@ -274,6 +279,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.caps = e.Caps
 		q.capsKnown = true
 		q.sendCapsInferred = false
+		q.createdNS = e.TimeNS
 		q.sigAll = e.SigAll
 		q.sendCQ = e.SendCQ
 		q.cq = nil
@@ -351,6 +357,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			c.notePolls(e.Polls-c.polls, e.TimeNS)
 		}
 		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
+		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
 	case *trace.PostRecv:
 		if e.SRQ {
 			a.snap.SRQRecvs += uint64(e.Accepted)
@@ -382,6 +389,16 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.SRQCreate, *trace.SRQDestroy:
 		a.srqEvent(ev)
 	}
+}
+
+// countersStart is when a counters-mode QP's totals began: its create,
+// when the trace saw it, else the trace's first event (the kernel counts
+// from attach).
+func (q *sq) countersStart(traceFirst uint64) uint64 {
+	if q.createdNS != 0 {
+		return q.createdNS
+	}
+	return traceFirst
 }
 
 // wcQP finds the QP of a completion, remembering the last one.
@@ -430,7 +447,11 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 		c := q.c
 		c.CQEWrites = c.Signaled + c.FlushedUnsignaled
 		var r Rates
-		if q.c.PostCalls > 0 {
+		switch {
+		case q.countersOnly:
+			r.SpanNS = q.lastNS - min(q.countersStart(s.FirstNS), q.lastNS)
+			r.countersOnly, s.Total.CountersOnly = true, true
+		case q.c.PostCalls > 0:
 			r.SpanNS = q.lastNS - min(q.firstPost, q.lastNS)
 		}
 		r.WRsPerSec = perSec(c.WRs, r.SpanNS)
@@ -440,7 +461,11 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 		var cqGen uint64
 		if cs := q.cq; cs != nil { // the send CQ's lifetime only
 			c.Polls, c.EmptyPolls = cs.polls, cs.empty
-			r.PollsPerSec = perSec(cs.polls, cs.lastNS-cs.firstNS)
+			if q.countersOnly { // the CQ's times are those of its flushes
+				r.PollsPerSec = perSec(cs.polls, r.SpanNS)
+			} else {
+				r.PollsPerSec = perSec(cs.polls, cs.lastNS-cs.firstNS)
+			}
 			r.PollsPerCQE = ratio(cs.polls, cs.cqes)
 			cqGen = cs.gen
 		}
@@ -463,7 +488,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
 			History: hist, HistoryStartNS: histStart,
 		})
-		addCounters(&s.Total, &c)
+		addCounters(&s.Total.Counters, &c)
 	}
 	// polls belong to CQs, which QPs may share: count each CQ once
 	s.Total.Polls, s.Total.EmptyPolls = 0, 0
@@ -481,7 +506,8 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	t.CQEsPerSec = perSec(s.Total.CQEsPolled, t.SpanNS)
 	t.PollsPerCQE = ratio(s.Total.Polls, cqes)
 	t.WRsPerDoorbell = ratio(s.Total.WRs, s.Total.Doorbells)
-	s.TotalPCIe = savings(&s.Total)
+	t.countersOnly = s.Total.CountersOnly
+	s.TotalPCIe = savings(&s.Total.Counters)
 	sort.SliceStable(s.QPs, func(i, j int) bool {
 		if s.QPs[i].PID != s.QPs[j].PID {
 			return s.QPs[i].PID < s.QPs[j].PID

@@ -189,6 +189,7 @@ func (a *Analyzer) cqCreated(e *trace.CQCreate) {
 		c = a.newCQ(e.PID, e.CQ, e.Gen, false)
 	}
 	c.cqe = e.CQE
+	c.createdNS = e.TimeNS
 	a.liveCQ(c)
 }
 
@@ -216,6 +217,13 @@ func (a *Analyzer) cqSnapshot() []CQ {
 	out := make([]CQ, 0, len(a.allCQs))
 	for _, c := range a.allCQs {
 		span := c.lastNS - c.firstNS
+		if c.counted { // totals since its create, or since attach
+			start := c.createdNS
+			if start == 0 {
+				start = a.snap.FirstNS
+			}
+			span = c.lastNS - min(start, c.lastNS)
+		}
 		out = append(out, CQ{PID: c.pid, CQ: c.addr, Gen: c.gen, CQE: c.cqe, Extended: c.ex,
 			Polls: c.polls, EmptyPolls: c.empty, CQEs: c.cqes, UnmatchedExCQEs: c.exUnmatched,
 			Resizes: c.resizes, ModCount: c.modCount, ModPeriodUS: c.modPeriod,

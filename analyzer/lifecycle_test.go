@@ -76,8 +76,9 @@ func TestObjectLifetimes(t *testing.T) {
 			&trace.CQCreate{Header: h(150), CQ: c, Gen: 3},
 			create(300, 1, 4),
 		}, []lifeQP{{num: 1, gen: 4, polls: 2}},
-			[]CQ{{PID: testPID, CQ: c, Gen: 1, Polls: 7, EmptyPolls: 7, Replaced: true},
-				{PID: testPID, CQ: c, Gen: 3, Polls: 2, EmptyPolls: 2}}},
+			// counted polls run from the CQ's create to their flush
+			[]CQ{{PID: testPID, CQ: c, Gen: 1, Polls: 7, EmptyPolls: 7, Replaced: true, SpanNS: 50, PollsPerSec: perSec(7, 50)},
+				{PID: testPID, CQ: c, Gen: 3, Polls: 2, EmptyPolls: 2, SpanNS: 50, PollsPerSec: perSec(2, 50)}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,18 +50,32 @@ type Savings struct {
 	// Percent of the baseline's transactions and bytes saved.
 	TransactionsPct float64 `json:"transactions_saved_pct"`
 	BytesPct        float64 `json:"bytes_saved_pct"`
+	// unmodeled: the counts held no BlueFlame, WQE or MMIO figures
+	// (counters mode); only the doorbells and CQE writes saved are known
+	unmodeled bool
 }
 
-// savings computes the PCIe picture of one QP's counters.
+// savings computes the PCIe picture of one QP's counters. Counters mode
+// counts doorbells but not what each wrote (no MMIO bytes, BlueFlame
+// writes, WQE fetches or WQEBBs): then only
+// the savings resting on counted numbers, doorbells and CQE writes, are
+// computed, and the rest is left zero (and out of reports).
 func savings(c *Counters) Savings {
 	var s Savings
+	s.DoorbellsSaved = sub(c.WRs, c.Doorbells)
+	s.CQEWritesSaved = sub(c.WRs, c.Signaled)
+	if c.Doorbells > 0 && c.MMIOBytes+c.BFWrites+c.DMAReadsWQE+c.WQEBBs == 0 {
+		s.unmodeled = true
+		return s
+	}
 	// actual
-	bfChunks := c.MMIOBytes - 8*(c.Doorbells-c.BFWrites) // BF bytes, 64 B chunks
-	s.Actual.MMIOWrites = (c.Doorbells - c.BFWrites) + bfChunks/64
+	plain := sub(c.Doorbells, c.BFWrites)
+	bfChunks := sub(c.MMIOBytes, 8*plain) // BF bytes, 64 B chunks
+	s.Actual.MMIOWrites = plain + bfChunks/64
 	s.Actual.DMAReadsWQE = c.DMAReadsWQE
 	s.Actual.DMAReadsPayload = c.DMAReadsPayload
 	s.Actual.CQEWrites = c.CQEWrites
-	s.Actual.Bytes = (c.Doorbells-c.BFWrites)*(8+TLPHeader) + bfChunks + (bfChunks/64)*TLPHeader +
+	s.Actual.Bytes = plain*(8+TLPHeader) + bfChunks + (bfChunks/64)*TLPHeader +
 		c.DMAReadsWQE*2*TLPHeader + c.DMABytesWQE +
 		c.DMAReadsPayload*2*TLPHeader + c.DMABytesPayload +
 		c.CQEWrites*(cqeBytes+TLPHeader)
@@ -75,15 +89,11 @@ func savings(c *Counters) Savings {
 	s.Baseline.Bytes = c.WRs*(8+TLPHeader) + c.WRs*2*TLPHeader + c.BaselineWQEBytes +
 		sges*2*TLPHeader + c.DMABytesPayload + c.InlineBytes + c.WRs*(cqeBytes+TLPHeader)
 
-	s.DoorbellsSaved = c.WRs - c.Doorbells
 	s.WQEFetchBF = c.BFWrites
 	if c.WRs >= c.BFWrites+c.DMAReadsWQE {
 		s.WQEFetchBatching = c.WRs - c.BFWrites - c.DMAReadsWQE
 	}
 	s.PayloadReadsSaved = c.InlineSGEs
-	if c.WRs > c.Signaled {
-		s.CQEWritesSaved = c.WRs - c.Signaled
-	}
 	s.BytesSaved = int64(s.Baseline.Bytes) - int64(s.Actual.Bytes)
 	if bt := s.Baseline.Transactions(); bt > 0 {
 		s.TransactionsPct = 100 * (float64(bt) - float64(s.Actual.Transactions())) / float64(bt)
@@ -92,4 +102,12 @@ func savings(c *Counters) Savings {
 		s.BytesPct = 100 * float64(s.BytesSaved) / float64(s.Baseline.Bytes)
 	}
 	return s
+}
+
+// sub is a - b, or 0 when b is larger: a count saved is never negative.
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
 }

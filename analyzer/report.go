@@ -96,21 +96,11 @@ func writeText(w io.Writer, s Snapshot) {
 		if q.CountersOnly {
 			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
 		}
-		perDB := 0.0
-		if q.Doorbells > 0 {
-			perDB = float64(q.WRs) / float64(q.Doorbells)
+		if q.CountersOnly {
+			writeCountersQP(w, &q)
+		} else {
+			writeEventsQP(w, &q)
 		}
-		fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%), longest unsignaled run %d\n",
-			q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
-		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
-			q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
-		writeOccupancy(w, &q)
-		writeRates(w, &q)
-		fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
-			q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
-		p := q.PCIe
-		fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
-			p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
 		var errs []string
 		for _, e := range []struct {
 			n    uint64
@@ -179,6 +169,40 @@ func writeCQs(w io.Writer, cqs []CQ) {
 			fmt.Fprintf(w, "  %d extended-poll completions matched no WR outstanding on this CQ's QPs (receive completions, or WRs not traced)\n", c.UnmatchedExCQEs)
 		}
 	}
+}
+
+func writeEventsQP(w io.Writer, q *QP) {
+	perDB := 0.0
+	if q.Doorbells > 0 {
+		perDB = float64(q.WRs) / float64(q.Doorbells)
+	}
+	fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%), longest unsignaled run %d\n",
+		q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
+	fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
+		q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+	writeOccupancy(w, q)
+	writeRates(w, q)
+	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
+		q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
+	p := q.PCIe
+	fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
+		p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
+}
+
+// writeCountersQP writes what counters mode measures, and only that (the
+// line before says once what it cannot see).
+func writeCountersQP(w io.Writer, q *QP) {
+	fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%)\n",
+		q.WRs, q.PostCalls, ratio(q.WRs, q.Doorbells), q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs))
+	r := &q.Rates
+	fmt.Fprintf(w, "  rates over %.6f s: %.0f WR/s in %.0f post calls/s", float64(r.SpanNS)/1e9, r.WRsPerSec, r.PostsPerSec)
+	if q.SendCQ != 0 {
+		fmt.Fprintf(w, "; send CQ %#x: polls %d (empty %d), %.0f polls/s, %.2f polls per CQE", q.SendCQ, q.Polls, q.EmptyPolls, r.PollsPerSec, r.PollsPerCQE)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  HCA: doorbells %d, DMA reads: payload %d; CQE writes %d\n", q.Doorbells, q.DMAReadsPayload, q.CQEWrites)
+	fmt.Fprintf(w, "  saved vs one-WR-per-call, all signaled: doorbells %d, CQE writes %d (unsignaled)\n",
+		q.PCIe.DoorbellsSaved, q.PCIe.CQEWritesSaved)
 }
 
 func writeOccupancy(w io.Writer, q *QP) {

@@ -118,6 +118,7 @@ type sq struct {
 	lastPoll  uint64 // last send CQE of this QP
 	firstNS   uint64
 	lastNS    uint64
+	createdNS uint64 // its create, when the trace saw it
 
 	diags [numDiagKinds]int32 // index into Analyzer.diags, -1 when none
 	// what the last calls_not_traced diagnosis saw: unmatched CQEs and

@@ -1,0 +1,150 @@
+package analyzer
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// What counters mode (--mode counters) does not measure: the kernel keeps
+// per-QP totals of posts, WRs, inline, signaled, doorbells, payload and
+// errors, and per-CQ totals of polls; receives are not traced. Everything a per-call event feeds
+// (BlueFlame, WQE sizes and fetches, occupancy, the unsignaled runs, the
+// ENOMEM cause, per-QP completions) is left out of JSON rather than shown
+// as 0.
+var (
+	unmeasuredCounters = keySet("bf_writes", "wqebbs", "dma_reads_wqe",
+		"enomem_sq_full", "enomem_inline", "enomem_sge", "peak_outstanding",
+		"cqes_polled", "cqe_errors", "flushed_unsignaled", "unmatched_cqes",
+		"wrs_past_bound", "wr_api_calls", "aborted", "longest_unsignaled_run",
+		"mmio_bytes", "dma_bytes_wqe", "empty_wr_batches", "inline_sges",
+		"baseline_wqe_bytes", "wrs_beyond_model", "post_recvs")
+	unmeasuredQP = keySet("outstanding", "signal_interval_typical",
+		"signal_interval_longest", "occupancy")
+	unmeasuredRates = keySet("cqes_per_s")
+	// Of the PCIe savings only those of doorbell batching and unsignaled
+	// WRs rest on counted numbers; the rest needs the BlueFlame and WQE
+	// sizes of each call.
+	unmeasuredPCIe = keySet("actual", "baseline", "wqe_fetches_saved_batching",
+		"wqe_fetches_saved_blueflame", "payload_reads_saved_inline",
+		"bytes_saved", "transactions_saved_pct", "bytes_saved_pct")
+)
+
+func keySet(keys ...string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+func union(sets ...map[string]bool) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range sets {
+		for k := range s {
+			m[k] = true
+		}
+	}
+	return m
+}
+
+var qpDrop = union(unmeasuredCounters, unmeasuredQP)
+
+type qpJSON QP
+
+// MarshalJSON leaves out, for a QP traced in counters mode, the fields
+// that mode does not measure (its rates and savings leave out their own).
+func (q QP) MarshalJSON() ([]byte, error) {
+	b, err := marshal(qpJSON(q))
+	if err != nil || !q.CountersOnly {
+		return b, err
+	}
+	return dropKeys(b, qpDrop)
+}
+
+// Totals are the counters of all QPs; CountersOnly when some QP was traced
+// in counters mode, whose unmeasured fields they then leave out of JSON.
+type Totals struct {
+	Counters
+	CountersOnly bool `json:"-"`
+}
+
+// MarshalJSON writes the counters, without the unmeasured ones of counters
+// mode.
+func (t Totals) MarshalJSON() ([]byte, error) {
+	b, err := marshal(t.Counters)
+	if err != nil || !t.CountersOnly {
+		return b, err
+	}
+	return dropKeys(b, unmeasuredCounters)
+}
+
+type ratesJSON Rates
+
+// MarshalJSON leaves out the CQE rate in counters mode, which counts CQEs
+// per CQ only.
+func (r Rates) MarshalJSON() ([]byte, error) {
+	b, err := marshal(ratesJSON(r))
+	if err != nil || !r.countersOnly {
+		return b, err
+	}
+	return dropKeys(b, unmeasuredRates)
+}
+
+type savingsJSON Savings
+
+// MarshalJSON leaves out the savings the counts did not allow to compute.
+func (s Savings) MarshalJSON() ([]byte, error) {
+	b, err := marshal(savingsJSON(s))
+	if err != nil || !s.unmodeled {
+		return b, err
+	}
+	return dropKeys(b, unmeasuredPCIe)
+}
+
+// marshal is json.Marshal without HTML escaping, as WriteJSON writes.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// dropKeys rewrites a JSON object without the keys in drop, keeping the
+// order.
+func dropKeys(b []byte, drop map[string]bool) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, err
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	first := true
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if drop[k] {
+			continue
+		}
+		if !first {
+			out.WriteByte(',')
+		}
+		first = false
+		kb, _ := json.Marshal(k)
+		out.Write(kb)
+		out.WriteByte(':')
+		out.Write(v)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
+}
