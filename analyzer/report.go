@@ -135,7 +135,12 @@ func writeText(w io.Writer, s Snapshot) {
 		fmt.Fprintf(w, "note: %d post calls were on QPs created before the tracer attached\n", s.UnknownQPPosts)
 	}
 	WriteDiagnoses(w, s)
-	fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
+	for _, q := range s.QPs {
+		if !q.CountersOnly { // the counters mode prints no byte figures
+			fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
+			break
+		}
+	}
 }
 
 // writeCQs writes the CQs whose control-path calls were seen, or whose
