@@ -28,22 +28,18 @@ const (
 	slabElems  = 512 // WRs or CQEs; longer lists get their own
 )
 
-func (d *decoder) post() *Post {
-	if len(d.posts) == 0 {
-		d.posts = make([]Post, slabEvents)
-	}
-	p := &d.posts[0]
-	d.posts = d.posts[1:]
-	return p
-}
+func (d *decoder) post() *Post { return one(&d.posts) }
 
-func (d *decoder) poll() *Poll {
-	if len(d.polls) == 0 {
-		d.polls = make([]Poll, slabEvents)
+func (d *decoder) poll() *Poll { return one(&d.polls) }
+
+// one carves one event from slab.
+func one[T any](slab *[]T) *T {
+	if len(*slab) == 0 {
+		*slab = make([]T, slabEvents)
 	}
-	p := &d.polls[0]
-	d.polls = d.polls[1:]
-	return p
+	e := &(*slab)[0]
+	*slab = (*slab)[1:]
+	return e
 }
 
 // take carves n elements from slab; the result's capacity is n, so that
