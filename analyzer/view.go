@@ -22,7 +22,7 @@ func (q QP) NearFull() bool {
 // since a peak cannot be split at a point in time.
 func (c Counters) Sub(b Counters) Counters {
 	d := c
-	sub := func(x *uint64, y uint64) { *x -= min(y, *x) }
+	sub := func(x *uint64, y uint64) { *x = Growth(*x, y) }
 	sub(&d.WRs, b.WRs)
 	sub(&d.PostCalls, b.PostCalls)
 	sub(&d.Inline, b.Inline)
