@@ -444,8 +444,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	s.QPs = make([]QP, 0, len(a.all))
 	for _, q := range a.all {
 		k := q.key
-		c := q.c
-		c.CQEWrites = c.Signaled + c.FlushedUnsignaled
+		c := q.counters()
 		var r Rates
 		switch {
 		case q.countersOnly:

@@ -10,9 +10,14 @@ func (a *Analyzer) QPCounters(pid, qpNum uint32) (Counters, bool) {
 	if !ok {
 		return Counters{}, false
 	}
+	return q.counters(), true
+}
+
+// counters are the QP's counters with those derived from them filled in.
+func (q *sq) counters() Counters {
 	c := q.c
 	c.CQEWrites = c.Signaled + c.FlushedUnsignaled
-	return c, true
+	return c
 }
 
 // Savings is the PCIe picture of the counters, as a snapshot computes it.
