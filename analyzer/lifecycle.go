@@ -124,7 +124,6 @@ func (a *Analyzer) qpCreated(e *trace.QPCreate) *sq {
 	default:
 		q = a.newQP(e.PID, e.QPNum, e.QP, 0, e.TimeNS)
 	}
-	q.created = e.TimeNS
 	q.destroyed = false
 	return q
 }

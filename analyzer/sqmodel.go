@@ -74,7 +74,6 @@ type sq struct {
 	sigAll           bool
 	sendCQ           uint64
 	cq               *cqState // of sendCQ; nil while it is unknown
-	created          uint64
 	destroyed        bool
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.
