@@ -391,14 +391,16 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	}
 }
 
-// countersStart is when a counters-mode QP's totals began: its create,
-// when the trace saw it, else the trace's first event (the kernel counts
-// from attach).
-func (q *sq) countersStart(traceFirst uint64) uint64 {
-	if q.createdNS != 0 {
-		return q.createdNS
+// countedSpan is the span of totals kept in the kernel (counters mode), of
+// a QP or CQ, up to lastNS: they began at its create, when the trace saw
+// it (createdNS), else at the trace's first event (the kernel counts from
+// attach).
+func countedSpan(createdNS, traceFirst, lastNS uint64) uint64 {
+	start := createdNS
+	if start == 0 {
+		start = traceFirst
 	}
-	return traceFirst
+	return lastNS - min(start, lastNS)
 }
 
 // wcQP finds the QP of a completion, remembering the last one.
@@ -448,7 +450,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 		var r Rates
 		switch {
 		case q.countersOnly:
-			r.SpanNS = q.lastNS - min(q.countersStart(s.FirstNS), q.lastNS)
+			r.SpanNS = countedSpan(q.createdNS, s.FirstNS, q.lastNS)
 			r.countersOnly, s.Total.CountersOnly = true, true
 		case q.c.PostCalls > 0:
 			r.SpanNS = q.lastNS - min(q.firstPost, q.lastNS)

@@ -216,12 +216,8 @@ func (a *Analyzer) cqSnapshot() []CQ {
 	out := make([]CQ, 0, len(a.allCQs))
 	for _, c := range a.allCQs {
 		span := c.lastNS - c.firstNS
-		if c.counted { // totals since its create, or since attach
-			start := c.createdNS
-			if start == 0 {
-				start = a.snap.FirstNS
-			}
-			span = c.lastNS - min(start, c.lastNS)
+		if c.counted {
+			span = countedSpan(c.createdNS, a.snap.FirstNS, c.lastNS)
 		}
 		out = append(out, CQ{PID: c.pid, CQ: c.addr, Gen: c.gen, CQE: c.cqe, Extended: c.ex,
 			Polls: c.polls, EmptyPolls: c.empty, CQEs: c.cqes, UnmatchedExCQEs: c.exUnmatched,
