@@ -108,12 +108,11 @@ int BPF_KRETPROBE(start_poll_ret, int ret)
 			flush_polls(st, tgid);
 		return 0;
 	}
-	/* a session not ended (ibv_end_poll not seen) is sent as it is */
-	b = ex_session(tgid, cq);
-	if (b)
-		ex_end(b, id);
 	k.addr = cq;
 	b = bpf_map_lookup_elem(&ex_polls, &k);
+	/* a session not ended (ibv_end_poll not seen) is sent as it is */
+	if (b && b->hdr.kind == SQ_REC_POLL_EX)
+		ex_end(b, id);
 	if (!b) {
 		claim_cpu(id); /* the scratch slot is the template */
 		b = scratch_buf();
