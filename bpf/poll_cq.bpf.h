@@ -73,6 +73,26 @@ static __always_inline void pending_cq(struct thread_state *st, __u32 tgid, __u6
 	}
 }
 
+/* count_poll counts a poll of cq that found nothing (empty) or cqes
+ * completions in the thread's pending counts. Returns 1 when that is all
+ * there is to do (an empty poll, or any poll in the counters mode), 0 when
+ * the poll is to be recorded. */
+static __always_inline int count_poll(struct thread_state *st, __u32 tgid, __u64 cq, int empty, __u32 cqes)
+{
+	pending_cq(st, tgid, cq);
+	if (empty)
+		st->pend_empty++;
+	if (targ_mode == SQ_MODE_COUNTERS) {
+		st->pend_polls++;
+		st->pend_cqes += cqes;
+	} else if (!empty) {
+		return 0;
+	}
+	if (st->pend_empty + st->pend_polls >= SQ_PEND_MAX)
+		flush_polls(st, tgid);
+	return 1;
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(poll_cq_ret, int ret)
 {
@@ -94,19 +114,8 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 		return 0;
 	/* Empty polls are the most frequent call of a busy poller: a count
 	 * here, carried by the next record or flushed by user space. */
-	pending_cq(st, tgid, a->a0);
-	if (ret == 0)
-		st->pend_empty++;
-	if (targ_mode == SQ_MODE_COUNTERS) {
-		st->pend_polls++;
-		if (ret > 0)
-			st->pend_cqes += ret;
-	}
-	if (ret == 0 || targ_mode == SQ_MODE_COUNTERS) {
-		if (st->pend_empty + st->pend_polls >= SQ_PEND_MAX)
-			flush_polls(st, tgid);
+	if (count_poll(st, tgid, a->a0, ret == 0, ret > 0 ? (__u32)ret : 0))
 		return 0;
-	}
 	claim_cpu(id);
 	r = scratch_buf();
 	ws = bpf_map_lookup_elem(&windows, &zero);

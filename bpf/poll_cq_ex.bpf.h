@@ -96,18 +96,8 @@ int BPF_KRETPROBE(start_poll_ret, int ret)
 	if (!a)
 		return 0;
 	cq = a->a0;
-	pending_cq(st, tgid, cq);
-	if (ret == SQ_IBV_ENOENT)
-		st->pend_empty++;
-	if (targ_mode == SQ_MODE_COUNTERS) {
-		st->pend_polls++;
-		st->pend_cqes += ret == 0;
-	}
-	if (ret == SQ_IBV_ENOENT || targ_mode == SQ_MODE_COUNTERS) {
-		if (st->pend_empty + st->pend_polls >= SQ_PEND_MAX)
-			flush_polls(st, tgid);
+	if (count_poll(st, tgid, cq, ret == SQ_IBV_ENOENT, ret == 0))
 		return 0;
-	}
 	k.addr = cq;
 	b = bpf_map_lookup_elem(&ex_polls, &k);
 	/* a session not ended (ibv_end_poll not seen) is sent as it is */
