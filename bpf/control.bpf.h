@@ -100,12 +100,15 @@ static __always_inline void read_qp(struct sq_qp_rec *r, __u64 qp)
 	read_ops(r, r->ctx);
 }
 
-/* emit_ctl sends a control-path record. If it reveals a data-path function
- * user space has not attached to yet, the process is stopped first: the
- * next thing it does may well be a post through that function, and a uprobe
- * attached after the fact would miss it. User space sends SIGCONT once the
- * probes are in place (the record says so in `stopped`). */
-static __always_inline void emit_ctl(struct sq_qp_rec *r, __u64 pid_tgid)
+/* ctl_note marks the process as traced and tells whether a control-path
+ * record that reveals fns should stop it: if fns holds a data-path function
+ * user space has not attached to yet, the next thing the process does may
+ * well be a call through it, and a uprobe attached after the fact would miss
+ * it. Returns 1 when the process was sent SIGSTOP; user space sends SIGCONT
+ * once the probes are in place (the record says so in `stopped`). The record
+ * must already be reserved: a process is stopped only when the record that
+ * tells user space to continue it is sure to arrive. */
+static __always_inline __u8 ctl_note(const __u64 *fns, __u64 pid_tgid)
 {
 	__u32 tgid = pid_tgid >> 32;
 	struct sq_key k = { .pid = tgid };
@@ -114,16 +117,21 @@ static __always_inline void emit_ctl(struct sq_qp_rec *r, __u64 pid_tgid)
 
 #pragma unroll
 	for (int i = 0; i < SQ_FN_COUNT; i++) {
-		if (!r->fns[i])
+		if (!fns[i])
 			continue;
-		k.addr = r->fns[i];
+		k.addr = fns[i];
 		if (!bpf_map_lookup_elem(&known_fns, &k))
 			unknown = 1;
 	}
 	bpf_map_update_elem(&procs, &tgid, &one, BPF_ANY);
-	/* The record is already reserved: a process is stopped only when the
-	 * record that tells user space to continue it is sure to arrive. */
-	if (unknown && stop_on_new && tgid != self_tgid && !bpf_send_signal(SIGSTOP))
+	return unknown && stop_on_new && tgid != self_tgid && !bpf_send_signal(SIGSTOP);
+}
+
+/* emit_ctl sends a control-path record, stopping the process first when it
+ * reveals a function user space has not attached to (see ctl_note). */
+static __always_inline void emit_ctl(struct sq_qp_rec *r, __u64 pid_tgid)
+{
+	if (ctl_note(r->fns, pid_tgid))
 		r->stopped = 1;
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }

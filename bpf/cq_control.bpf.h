@@ -23,24 +23,10 @@ static __always_inline void read_cq_fns(struct sq_cq_rec *r, __u64 cq)
 }
 
 /* emit_cq sends a CQ record, stopping the process first when it reveals
- * a function user space has not attached to (see emit_ctl). */
+ * a function user space has not attached to (see ctl_note). */
 static __always_inline void emit_cq(struct sq_cq_rec *r, __u64 pid_tgid)
 {
-	__u32 tgid = pid_tgid >> 32;
-	struct sq_key k = { .pid = tgid };
-	int unknown = 0;
-	__u8 one = 1;
-
-#pragma unroll
-	for (int i = 0; i < SQ_FN_COUNT; i++) {
-		if (!r->fns[i])
-			continue;
-		k.addr = r->fns[i];
-		if (!bpf_map_lookup_elem(&known_fns, &k))
-			unknown = 1;
-	}
-	bpf_map_update_elem(&procs, &tgid, &one, BPF_ANY);
-	if (unknown && stop_on_new && tgid != self_tgid && !bpf_send_signal(SIGSTOP))
+	if (ctl_note(r->fns, pid_tgid))
 		r->stopped = 1;
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }

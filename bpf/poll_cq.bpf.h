@@ -13,23 +13,11 @@ int BPF_KPROBE(poll_cq_entry, void *cq, int num_entries, void *wc)
 	return 0;
 }
 
-static __always_inline struct sq_cq_stats *cq_stats_of(__u32 tgid, __u64 cq)
-{
-	struct sq_key k = { .pid = tgid, .addr = cq };
-	struct sq_cq_stats *s = bpf_map_lookup_elem(&cq_stats, &k);
-
-	if (!s) {
-		struct sq_cq_stats init = {};
-
-		bpf_map_update_elem(&cq_stats, &k, &init, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&cq_stats, &k);
-	}
-	return s;
-}
-
-/* late_stats_of holds counts of CQ generation gen at cq handed over after
- * its life ended; user space adds them to its last totals. */
-static __always_inline struct sq_cq_stats *late_stats_of(__u32 tgid, __u64 cq, __u32 gen)
+/* cq_stats_of finds, creating them, the poll counts of the CQ at cq:
+ * with gen 0 those of its current life; with a generation, the counts of
+ * that earlier CQ at cq handed over after its life ended (user space adds
+ * them to its last totals). */
+static __always_inline struct sq_cq_stats *cq_stats_of(__u32 tgid, __u64 cq, __u32 gen)
 {
 	struct sq_key k = { .pid = tgid, .pad = gen, .addr = cq };
 	struct sq_cq_stats *s = bpf_map_lookup_elem(&cq_stats, &k);
@@ -54,9 +42,9 @@ static __always_inline void flush_polls(struct thread_state *st, __u32 tgid)
 
 	if (!st->pend_empty && !st->pend_polls)
 		return;
-	s = cq_stats_of(tgid, st->pend_cq);
+	s = cq_stats_of(tgid, st->pend_cq, 0);
 	if (s && s->gen > st->pend_cq_seq)
-		s = s->prev_gen && s->prev_gen <= st->pend_cq_seq ? late_stats_of(tgid, st->pend_cq, s->prev_gen) : 0;
+		s = s->prev_gen && s->prev_gen <= st->pend_cq_seq ? cq_stats_of(tgid, st->pend_cq, s->prev_gen) : 0;
 	if (s) {
 		if (st->pend_empty)
 			__sync_fetch_and_add(&s->empty, st->pend_empty);
@@ -85,6 +73,26 @@ static __always_inline void pending_cq(struct thread_state *st, __u32 tgid, __u6
 	}
 }
 
+/* count_poll counts a poll of cq that found nothing (empty) or cqes
+ * completions in the thread's pending counts. Returns 1 when that is all
+ * there is to do (an empty poll, or any poll in the counters mode), 0 when
+ * the poll is to be recorded. */
+static __always_inline int count_poll(struct thread_state *st, __u32 tgid, __u64 cq, int empty, __u32 cqes)
+{
+	pending_cq(st, tgid, cq);
+	if (empty)
+		st->pend_empty++;
+	if (targ_mode == SQ_MODE_COUNTERS) {
+		st->pend_polls++;
+		st->pend_cqes += cqes;
+	} else if (!empty) {
+		return 0;
+	}
+	if (st->pend_empty + st->pend_polls >= SQ_PEND_MAX)
+		flush_polls(st, tgid);
+	return 1;
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(poll_cq_ret, int ret)
 {
@@ -106,19 +114,8 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 		return 0;
 	/* Empty polls are the most frequent call of a busy poller: a count
 	 * here, carried by the next record or flushed by user space. */
-	pending_cq(st, tgid, a->a0);
-	if (ret == 0)
-		st->pend_empty++;
-	if (targ_mode == SQ_MODE_COUNTERS) {
-		st->pend_polls++;
-		if (ret > 0)
-			st->pend_cqes += ret;
-	}
-	if (ret == 0 || targ_mode == SQ_MODE_COUNTERS) {
-		if (st->pend_empty + st->pend_polls >= SQ_PEND_MAX)
-			flush_polls(st, tgid);
+	if (count_poll(st, tgid, a->a0, ret == 0, ret > 0 ? (__u32)ret : 0))
 		return 0;
-	}
 	claim_cpu(id);
 	r = scratch_buf();
 	ws = bpf_map_lookup_elem(&windows, &zero);

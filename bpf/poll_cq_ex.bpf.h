@@ -96,24 +96,13 @@ int BPF_KRETPROBE(start_poll_ret, int ret)
 	if (!a)
 		return 0;
 	cq = a->a0;
-	pending_cq(st, tgid, cq);
-	if (ret == SQ_IBV_ENOENT)
-		st->pend_empty++;
-	if (targ_mode == SQ_MODE_COUNTERS) {
-		st->pend_polls++;
-		st->pend_cqes += ret == 0;
-	}
-	if (ret == SQ_IBV_ENOENT || targ_mode == SQ_MODE_COUNTERS) {
-		if (st->pend_empty + st->pend_polls >= SQ_PEND_MAX)
-			flush_polls(st, tgid);
+	if (count_poll(st, tgid, cq, ret == SQ_IBV_ENOENT, ret == 0))
 		return 0;
-	}
-	/* a session not ended (ibv_end_poll not seen) is sent as it is */
-	b = ex_session(tgid, cq);
-	if (b)
-		ex_end(b, id);
 	k.addr = cq;
 	b = bpf_map_lookup_elem(&ex_polls, &k);
+	/* a session not ended (ibv_end_poll not seen) is sent as it is */
+	if (b && b->hdr.kind == SQ_REC_POLL_EX)
+		ex_end(b, id);
 	if (!b) {
 		claim_cpu(id); /* the scratch slot is the template */
 		b = scratch_buf();

@@ -39,10 +39,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		}
 		decodeInto(&t.qpRec, raw)
 		r := &t.qpRec
-		t.learn(r.Hdr.Pid, r.Fns[:])
-		if r.Stopped != 0 {
-			t.markStopped(int(r.Hdr.Pid))
-		}
+		t.revealed(r.Hdr.Pid, r.Fns[:], r.Stopped != 0)
 		if ev := qpEvent(r); ev != nil {
 			fn(ev)
 		}
@@ -86,10 +83,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		}
 		decodeInto(&t.cqRec, raw)
 		r := &t.cqRec
-		t.learn(r.Hdr.Pid, r.Fns[:])
-		if r.Stopped != 0 {
-			t.markStopped(int(r.Hdr.Pid))
-		}
+		t.revealed(r.Hdr.Pid, r.Fns[:], r.Stopped != 0)
 		fn(cqEvent(r))
 	case bpf.VerbsSqRecKindSQ_REC_EXIT:
 		if len(raw) != exitRecSize {
@@ -123,6 +117,15 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		return fmt.Errorf("BPF record of unknown kind %d", kind)
 	}
 	return nil
+}
+
+// revealed attaches to the functions a control-path record revealed and
+// notes whether its process was stopped until they are attached.
+func (t *Tracer) revealed(pid uint32, fns []uint64, stopped bool) {
+	t.learn(pid, fns)
+	if stopped {
+		t.markStopped(int(pid))
+	}
 }
 
 // foreign reports whether pid is not the traced process: counts another
