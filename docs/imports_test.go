@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,14 +82,14 @@ func TestImportRules(t *testing.T) {
 			continue
 		}
 		for im := range product[pkg] {
-			if !contains(ok, im) {
+			if !slices.Contains(ok, im) {
 				t.Errorf("%s imports %s; it may import only %v", pkg, im, ok)
 			}
 		}
 	}
 	// The view's tests, too, see the analyzer only.
 	for im := range tests["tui"] {
-		if !contains([]string{"analyzer", "analyzer/analyzertest", "ibv"}, im) {
+		if !slices.Contains([]string{"analyzer", "analyzer/analyzertest", "ibv"}, im) {
 			t.Errorf("tui's tests import %s", im)
 		}
 	}
@@ -105,15 +106,6 @@ func TestImportRules(t *testing.T) {
 	if cycle := findCycle(product); cycle != nil {
 		t.Errorf("import cycle: %s", strings.Join(cycle, " -> "))
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // findCycle returns one import cycle among the packages, or nil.

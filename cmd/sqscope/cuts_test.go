@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -36,14 +35,8 @@ func recordAndReport(t *testing.T, args ...string) cutReport {
 	if err != nil {
 		t.Fatalf("report: %v", err)
 	}
-	js, err := exec.Command(bin, "report", "--json", rec).Output()
-	if err != nil {
-		t.Fatalf("report --json: %v", err)
-	}
 	r := cutReport{text: string(text)}
-	if err := json.Unmarshal(js, &r); err != nil {
-		t.Fatalf("report JSON: %v\n%s", err, js)
-	}
+	reportInto(t, rec, &r)
 	return r
 }
 

@@ -51,18 +51,15 @@ func TestEveryEndingIsWritten(t *testing.T) {
 			!strings.Contains(lines[1], "has not loaded a verbs library after 300ms") {
 			t.Fatalf("exit %d, stderr %q", code, stderr)
 		}
-		out, err := exec.Command(sqscopeBin(t), "report", "--json", rec).Output()
-		if err != nil {
-			t.Fatalf("report: %v", err)
-		}
 		var r struct {
 			Recording struct {
 				Complete bool `json:"complete"`
 			} `json:"recording"`
 			Ended string `json:"ended"`
 		}
-		if err := json.Unmarshal(out, &r); err != nil || !r.Recording.Complete || !strings.Contains(r.Ended, "has not loaded") {
-			t.Fatalf("report of the recording: %+v, %v\n%s", r, err, out)
+		reportInto(t, rec, &r)
+		if !r.Recording.Complete || !strings.Contains(r.Ended, "has not loaded") {
+			t.Fatalf("report of the recording: %+v", r)
 		}
 	})
 	t.Run("no verbs library: trace --json", func(t *testing.T) {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,16 +17,13 @@ import (
 // file instead.
 func TestTraceStreams(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
-	bin := sqscopeBin(t)
 	run := func(args ...string) (string, string) {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%q: %v\n%s", args, err, errb.String())
+		code, out, errb := runBin(t, 0, args...)
+		if code != 0 {
+			t.Fatalf("%q: exit status %d\n%s", args, code, errb)
 		}
-		return out.String(), errb.String()
+		return out, errb
 	}
 	type doc struct {
 		Events uint64 `json:"events"`

@@ -171,15 +171,24 @@ func recordWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("recording %v mode %v, want 0600", err, st.Mode())
 	}
-	out, err := exec.Command(bin, "report", "--json", rec).Output()
-	if err != nil {
-		t.Fatalf("report: %v", err)
-	}
 	var r traceOut
-	if err := json.Unmarshal(out, &r); err != nil {
+	reportInto(t, rec, &r)
+	return r, readTruth(t, truthFile)
+}
+
+// reportInto reads the recording rec with `sqscope report --json` into v.
+func reportInto(t *testing.T, rec string, v any) {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(sqscopeBin(t), "report", "--json", rec)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("report: %v\n%s", err, stderr.String())
+	}
+	if err := json.Unmarshal(out, v); err != nil {
 		t.Fatalf("report JSON: %v\n%s", err, out)
 	}
-	return r, readTruth(t, truthFile)
 }
 
 // everyOpcode is every --opcode the simulated HCA builds.
@@ -405,19 +414,13 @@ func TestRecordInterrupted(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("record after SIGINT: %v\n%s", err, stderr.String())
 	}
-	out, err := exec.Command(bin, "report", "--json", rec).Output()
-	if err != nil {
-		t.Fatalf("report: %v", err)
-	}
 	var r struct {
 		Recording struct {
 			Complete bool `json:"complete"`
 		} `json:"recording"`
 		traceOut
 	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatal(err)
-	}
+	reportInto(t, rec, &r)
 	if !r.Recording.Complete {
 		t.Fatal("recording not complete after SIGINT")
 	}
