@@ -219,7 +219,11 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 		return
 	}
 	span := (trendWindows - 1) * q.hist.step
-	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, eta / 1e6})
+	etaMS := noValue
+	if eta != etaPastDepth {
+		etaMS = eta / 1e6
+	}
+	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, etaMS})
 }
 
 // diagnoseOverflow finds why the SQ was full, from the state the failing
@@ -373,8 +377,13 @@ func (r *diagRec) export() Diagnosis {
 		d.Message = "the trace misses calls on this QP: " + strings.Join(what, "; ")
 		d.Fix = "Look at the probes the report lists as NOT ATTACHED or not traced: the counts of this QP leave out the calls made through them."
 	case DiagTrendingFull:
-		d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
-			e[0], e[1], e[2], e[3], e[4], e[5])
+		if e[5] == noValue {
+			d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d WRs over the last %d ms (%d WR/s), past the max_send_wr %d the QP reports: the provider holds more WRs than it reports, and at this rate the queue grows until posts fail",
+				e[0], e[1], e[3], e[4], e[2])
+		} else {
+			d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
+				e[0], e[1], e[2], e[3], e[4], e[5])
+		}
 		d.Fix = "Poll the send CQ more often, or signal more WRs, so completions keep up with posting."
 	}
 	return d

@@ -21,8 +21,9 @@ func TestDiagnoses(t *testing.T) {
 		want  []string // kinds, newest first
 	}{
 		{"never_signaled", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
-			for range 4 {
+			// with no WR signaled yet, a run of 7/8 of the depth predicts
+			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			for range 8 {
 				s.send(1, 1, ibv.SendInline, 0)
 			}
 			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 32, 0), ibv.ENOMEM, 0)
@@ -120,10 +121,13 @@ func TestDiagnoses(t *testing.T) {
 		}, []string{"sig_all_ignores_signaled_flag"}},
 
 		{"run_near_depth", func(s *stream) {
+			// runs of 3, then one of 12 (75% of the depth): the pattern broke
 			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+			s.send(1, 8, 0, 4)
+			s.poll(1, 3, 7)
 			s.send(1, 12, 0, 0)
 			s.send(1, 1, ibv.SendSignaled, 0)
-			s.poll(1, 12)
+			s.poll(1, 20)
 		}, []string{"unsignaled_run_near_depth"}},
 
 		{"trending_full", func(s *stream) {

@@ -10,12 +10,21 @@ const (
 )
 
 // Trend prediction: the occupancy at the end of trendWindows consecutive
-// windows never fell and grew overall, is at least half the depth, and at
-// that rate reaches the depth within trendHorizonNS.
+// windows never fell and grew overall, is at least half the depth, is higher
+// than the queue ever held before those windows (an application with its own
+// flow control holds a plateau it reached long before, and a plateau sampled
+// at random moments can look like growth), and at that rate reaches the
+// depth within trendHorizonNS. A queue past the depth its QP reports (the
+// provider holds more than it says) that still grows that way is predicted
+// too, without a time to full.
 const (
 	trendWindows   = 8
 	trendHorizonNS = 1_000_000_000
 )
+
+// etaPastDepth is the time to full trend returns for a queue already past
+// the depth.
+const etaPastDepth = ^uint64(0)
 
 // OccSample is a send queue's occupancy over one window of trace time.
 type OccSample struct {
@@ -98,8 +107,9 @@ func (h *history) copyOut() ([]OccSample, uint64) {
 }
 
 // trend looks at the last trendWindows closed windows. It returns the
-// occupancy at their start and end and the projected time to reach depth,
-// and whether that is a prediction worth making now.
+// occupancy at their start and end and the projected time to reach depth
+// (etaPastDepth when the queue is past it already), and whether that is a
+// prediction worth making now.
 func (h *history) trend(depth uint64) (from, to, etaNS uint64, ok bool) {
 	if !h.started || depth == 0 || h.cur < h.first+trendWindows {
 		return 0, 0, 0, false
@@ -109,29 +119,47 @@ func (h *history) trend(depth uint64) (from, to, etaNS uint64, ok bool) {
 		h.trendArmed = true
 		return 0, 0, 0, false
 	}
-	if !h.trendArmed || last >= depth {
+	if !h.trendArmed {
 		return 0, 0, 0, false
 	}
-	prev := uint64(h.samples[(h.cur-trendWindows)%h.n].End)
+	start := h.cur - trendWindows
+	prev := uint64(h.samples[start%h.n].End)
 	from = prev
-	for w := h.cur - trendWindows + 1; w < h.cur; w++ {
+	for w := start + 1; w < h.cur; w++ {
 		e := uint64(h.samples[w%h.n].End)
 		if e < prev {
 			return 0, 0, 0, false
 		}
 		prev = e
 	}
-	if last <= from {
+	if last <= from || last <= h.peakThrough(start) {
 		return 0, 0, 0, false
 	}
-	// growth per ns over trendWindows-1 window ends
-	span := (trendWindows - 1) * h.step
-	etaNS = (depth - last) * span / (last - from)
-	if etaNS > trendHorizonNS {
-		return 0, 0, 0, false
+	switch {
+	case last == depth:
+		return 0, 0, 0, false // full: the overflow diagnosis speaks
+	case last > depth:
+		etaNS = etaPastDepth
+	default:
+		// growth per ns over trendWindows-1 window ends
+		span := (trendWindows - 1) * h.step
+		etaNS = (depth - last) * span / (last - from)
+		if etaNS > trendHorizonNS {
+			return 0, 0, 0, false
+		}
 	}
 	h.trendArmed = false
 	return from, last, etaNS, true
+}
+
+// peakThrough is the most WRs outstanding in the windows the history holds
+// up to and including window w.
+func (h *history) peakThrough(w uint64) uint64 {
+	var peak uint32
+	for i := h.first; i <= w; i++ {
+		peak = max(peak, h.samples[i%h.n].Max)
+	}
+	return uint64(peak)
 }
 
 // HistBucket is one bucket of a log2 histogram: values Lo..Hi inclusive.
