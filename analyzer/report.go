@@ -94,7 +94,7 @@ func writeText(w io.Writer, s Snapshot) {
 		fmt.Fprintf(w, "QP %#x (pid %d, %s%s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
 			q.QPNum, q.PID, q.Type, life, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 		if q.CountersOnly {
-			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
+			fmt.Fprintln(w, "  "+CountersModeNote)
 		}
 		if q.CountersOnly {
 			writeCountersQP(w, &q)
