@@ -222,7 +222,11 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 	}
 	q.hist.closed = false
 	d := q.depth()
-	from, to, eta, ok := q.hist.trend(d)
+	due := noValue
+	if o, ok := q.sigOldest(); ok {
+		due = o.ns
+	}
+	from, to, eta, ok := q.hist.trend(d, due)
 	if !ok {
 		return
 	}
@@ -418,10 +422,10 @@ func (r *diagRec) export(c traceClock) Diagnosis {
 		d.Fix = "Look at the probes the report lists as NOT ATTACHED or not traced: the counts of this QP leave out the calls made through them."
 	case DiagTrendingFull:
 		if e[5] == noValue {
-			d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d WRs over the last %d ms (%d WR/s), past the max_send_wr %d the QP reports: the provider holds more WRs than it reports, and at this rate the queue grows until posts fail",
+			d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d WRs over the last %d ms (%d WR/s), past the max_send_wr %d the QP reports: the provider holds more WRs than it reports, and at this rate the queue grows until posts fail",
 				e[0], e[1], e[3], e[4], e[2])
 		} else {
-			d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
+			d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
 				e[0], e[1], e[2], e[3], e[4], e[5])
 		}
 		d.Fix = "Poll the send CQ more often, or signal more WRs, so completions keep up with posting."

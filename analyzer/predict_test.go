@@ -122,15 +122,16 @@ func TestPredictions(t *testing.T) {
 
 // occupancyWindows posts and polls so that the occupancy at the end of
 // each 10 ms window is ends[i]: one post of the growth or one poll of the
-// shrink, then the rest of the window waited out; a poll of one WR closes
-// the last window.
-func occupancyWindows(s *stream, qpn uint32, ends []int) {
+// shrink at the window's start, then the rest of the window waited out (a
+// window's peak is then the larger of its end and the end before); a poll
+// of one WR closes the last window.
+func occupancyWindows(s *stream, qpn uint32, ends []int, flags uint32) {
 	var posted, retired uint64
 	for _, e := range ends {
 		out := int(posted - retired)
 		switch {
 		case e > out:
-			s.send(qpn, e-out, ibv.SendSignaled, 0)
+			s.send(qpn, e-out, flags, 0)
 			posted += uint64(e - out)
 		case e < out:
 			var ids []uint64
@@ -147,34 +148,50 @@ func occupancyWindows(s *stream, qpn uint32, ends []int) {
 
 func TestTrendPrediction(t *testing.T) {
 	grow := []int{34, 36, 38, 40, 42, 44, 46, 48, 50, 52}
+	signaled, unsignaled := uint32(ibv.SendSignaled), uint32(0)
 	tests := []struct {
 		name  string
 		depth uint32
 		ends  []int
+		flags uint32 // of the WRs posted
 		want  []string
 		ev    map[string]uint64
 	}{
-		{"growing into new highs", 64, grow, []string{"occupancy_trending_full"},
+		{"growing into new highs", 64, grow, signaled, []string{"occupancy_trending_full"},
 			map[string]uint64{"occupancy_from": 34, "occupancy": 48, "max_send_wr": 64, "over_ms": 70,
 				"growth_wrs_per_s": 200, "full_in_ms": 80}},
-		{"back up to a plateau held before", 64,
-			[]int{60, 20, 30, 34, 38, 42, 46, 50, 54, 58, 60, 60}, nil, nil},
+		// unsignaled WRs between two signaled ones: no completion is due
+		// yet, one CQE will retire them all
+		{"growing with no completion due", 64, grow, unsignaled, nil, nil},
+		{"back up to a level held before, never below half", 64,
+			[]int{34, 60, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58}, signaled, nil, nil},
 		{"flow control at the depth, sampled at random", 128,
-			[]int{128, 110, 112, 115, 118, 120, 124, 126, 127, 127, 128}, nil, nil},
+			[]int{128, 110, 112, 115, 118, 120, 124, 126, 127, 127, 128}, signaled, nil, nil},
+		{"one step: an application that resumes", 64,
+			[]int{34, 34, 34, 34, 34, 34, 34, 34, 60, 60, 60}, signaled, nil, nil},
+		// a slow flow-controlled application swings up to its plateau
+		// again in every signal interval
+		{"up to the level held before a short drain", 64,
+			[]int{60, 62, 63, 20, 10, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52}, signaled, nil, nil},
+		{"growing again after a long drain", 64,
+			[]int{60, 62, 63, 20, 10, 10, 10, 10, 10, 10, 10, 10, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52}, signaled,
+			[]string{"occupancy_trending_full"},
+			map[string]uint64{"occupancy_from": 10, "occupancy": 38, "max_send_wr": 64, "over_ms": 70,
+				"growth_wrs_per_s": 400, "full_in_ms": 65}},
 		{"growth too slow to fill within a second", 1024,
-			[]int{600, 601, 602, 603, 604, 605, 606, 607, 608, 609, 610}, nil, nil},
+			[]int{600, 601, 602, 603, 604, 605, 606, 607, 608, 609, 610}, signaled, nil, nil},
 		// rxe frees a slot when a WR executes: more WRs can be outstanding
 		// than the depth says, and a queue still growing past it is
 		// predicted without a time to full
-		{"past the depth and growing", 8, []int{20, 40, 60, 80, 100, 120, 140, 160, 180, 200, 220},
+		{"past the depth and growing", 8, []int{20, 40, 60, 80, 100, 120, 140, 160, 180, 200, 220}, signaled,
 			[]string{"occupancy_trending_full", "calls_not_traced"},
 			map[string]uint64{"occupancy_from": 20, "occupancy": 160, "max_send_wr": 8, "over_ms": 70, "growth_wrs_per_s": 2000}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
-			s.create(1, trace.QPTypeRC, rcCaps(tc.depth, 60, 1), true)
-			occupancyWindows(s, 1, tc.ends)
+			s.create(1, trace.QPTypeRC, rcCaps(tc.depth, 60, 1), false)
+			occupancyWindows(s, 1, tc.ends, tc.flags)
 			snap := s.run(Options{BF: DefaultBF})
 			got := diagKinds(snap)
 			slices.Sort(got)

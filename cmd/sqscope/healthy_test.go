@@ -88,7 +88,8 @@ func TestHealthyMatrixIsQuiet(t *testing.T) {
 }
 
 // Every fault mode is diagnosed with its own cause and no other, on the QP
-// that has it (a never-signaled run is predicted before it overflows; that
+// that has it (a never-signaled run, and a queue growing while its
+// completions are not polled, are predicted before they overflow; the
 // prediction names the same cause). Counters mode has no per-call events to
 // tell a cause from: it names none, and counts the failures.
 func TestFaultsNameTheirOwnCause(t *testing.T) {
@@ -102,6 +103,11 @@ func TestFaultsNameTheirOwnCause(t *testing.T) {
 			[]string{"sq_overflow_never_signaled", "unsignaled_run_near_depth"}, "enomem_unknown"},
 		{"lazy-poll", "-t 128 -Q 16 --fault lazy-poll=300 -n 2000",
 			[]string{"sq_overflow_cq_not_polled"}, "enomem_unknown"},
+		// posting 1,000 WR/s with the CQ polled every 300 posts: the
+		// occupancy ramps for 128 ms with completions due, predicted
+		// before the overflow
+		{"lazy-poll, slow", "-t 128 -Q 16 --fault lazy-poll=300 --rate 1000 -n 400",
+			[]string{"occupancy_trending_full", "sq_overflow_cq_not_polled"}, "enomem_unknown"},
 		{"inline-too-big", "-I 64 --fault inline-too-big -n 200", []string{"inline_too_big"}, "enomem_unknown"},
 		{"too-many-sge", "--fault too-many-sge -n 200", []string{"too_many_sge"}, "enomem_unknown"},
 		{"bad-opcode", "--fault bad-opcode -n 200", []string{"einval"}, "einval"},
