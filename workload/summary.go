@@ -10,7 +10,8 @@ import (
 
 // hcaOnly are the counter names only the simulated HCA can know.
 var hcaOnly = []string{"bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload", "cqe_writes",
-	"mmio_bytes", "dma_bytes_wqe", "dma_bytes_payload", "inline_bytes", "flushed_cqes", "post_recvs", "outstanding"}
+	"mmio_bytes", "dma_bytes_wqe", "dma_bytes_payload", "inline_bytes", "flushed_cqes", "post_recvs", "outstanding",
+	"dma_writes_response", "dma_bytes_response"}
 
 // MarshalJSON writes the shared counter names at the top level (the names a
 // trace report uses), then the application's view under "app". On a real
@@ -103,8 +104,8 @@ func (r *Result) WriteText(w io.Writer) {
 		fmt.Fprintf(w, " QP %#x %s: max_send_wr %d, max_inline_data %d | WRs %d, post calls %d, inline %d, signaled %d, CQEs polled %d, peak outstanding %d\n",
 			k.QPNum, q.Type, k.MaxSendWR, k.MaxInlineData, k.WRs, k.PostCalls, k.Inline, k.Signaled, k.CQEsPolled, k.PeakOutstanding)
 		if q.HCATruth {
-			fmt.Fprintf(w, "   HCA: doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
-				k.Doorbells, k.BFWrites, k.WQEBBs, k.DMAReadsWQE, k.DMAReadsPayload, k.CQEWrites)
+			fmt.Fprintf(w, "   HCA: doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; DMA writes: responses %d (%d B), CQEs %d\n",
+				k.Doorbells, k.BFWrites, k.WQEBBs, k.DMAReadsWQE, k.DMAReadsPayload, k.DMAWritesResponse, k.DMABytesResponse, k.CQEWrites)
 		}
 		for _, s := range q.diagnosis(c) {
 			fmt.Fprintf(w, "   %s\n", s)
