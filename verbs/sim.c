@@ -335,10 +335,16 @@ static void commit(struct sim_qp *qp, uint32_t n)
 			qp->c.inline_bytes += w->bytes;
 		} else if (responds(w->opcode)) {
 			/* the local SGEs receive the response: the HCA writes
-			 * them when it arrives, it reads nothing from them */
-			qp->c.dma_writes_resp += w->sges;
-			qp->c.dma_bytes_resp += w->opcode == IBV_WR_RDMA_READ ? w->bytes :
-						(w->sges ? ATOMIC_LEN : 0);
+			 * them when it arrives, it reads nothing from them. A
+			 * READ's fills each; an atomic's 8 bytes fill the first
+			 * (mlx5 gives every data segment of an atomic 8 bytes). */
+			if (w->opcode == IBV_WR_RDMA_READ) {
+				qp->c.dma_writes_resp += w->sges;
+				qp->c.dma_bytes_resp += w->bytes;
+			} else if (w->sges) {
+				qp->c.dma_writes_resp++;
+				qp->c.dma_bytes_resp += ATOMIC_LEN;
+			}
 		} else {
 			qp->c.dma_reads_payload += w->sges;
 			qp->c.dma_bytes_payload += w->bytes;

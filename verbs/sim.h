@@ -63,8 +63,8 @@ struct sqsim_counters {
 	uint64_t post_recvs;
 	uint64_t outstanding;
 	/* READ and atomic responses the HCA writes by DMA into the local
-	 * buffer: one write per non-empty data segment, the READ's length or
-	 * an atomic's 8 bytes */
+	 * buffer: a READ's, one per non-empty data segment, its length; an
+	 * atomic's, one of 8 bytes */
 	uint64_t dma_writes_resp;
 	uint64_t dma_bytes_resp;
 };
