@@ -33,7 +33,9 @@ func (q QPResult) MarshalJSON() ([]byte, error) {
 	m["qp_type"] = q.Type.String()
 	m["max_send_sge"] = q.Caps.MaxSendSGE
 	m["truth"] = map[bool]string{true: "hca", false: "application"}[q.HCATruth]
-	m["wr_size"] = q.WRSize
+	if !q.SizesVary {
+		m["wr_size"] = q.WRSize
+	}
 	m["app"] = q.App
 	return json.Marshal(m)
 }
@@ -64,10 +66,10 @@ func (r *Result) WriteText(w io.Writer) {
 		}
 	}
 	n := float64(len(r.QPs))
-	size := c.Size
+	size, vary := c.Size, false
 	inl := "no"
 	if len(r.QPs) > 0 {
-		size = r.QPs[0].WRSize
+		size, vary = r.QPs[0].WRSize, r.QPs[0].SizesVary
 		if r.QPs[0].InlineOn {
 			inl = "yes"
 		}
@@ -87,17 +89,25 @@ func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintln(w, line)
 	fmt.Fprintf(w, " %-8s %-12s %-10s %-7s %-7s %-10s %-10s %-12s %-12s\n",
 		"#bytes", "#WRs", "post_list", "cq_mod", "inline", "Mops", "MB/s", "post ns avg", "lat us avg")
-	var mops, mbs float64
+	var mops float64
+	bytes, mbs := fmt.Sprint(size), "-"
 	if secs > 0 {
 		mops = float64(wrs) / secs / 1e6
-		mbs = float64(wrs) * float64(size) / secs / 1e6
+		mbs = fmt.Sprintf("%.1f", float64(wrs)*float64(size)/secs/1e6)
+	}
+	if vary {
+		// the opcodes move different sizes (an atomic's 8 bytes, -s)
+		bytes, mbs = "-", "-"
 	}
 	lat := "-"
 	if latN > 0 {
 		lat = fmt.Sprintf("%.2f", latNS/float64(latN)/1000)
 	}
-	fmt.Fprintf(w, " %-8d %-12d %-10d %-7d %-7s %-10.3f %-10.1f %-12.1f %-12s\n",
-		size, wrs, c.PostList, c.CQMod, inl, mops, mbs, postNS/n, lat)
+	fmt.Fprintf(w, " %-8s %-12d %-10d %-7d %-7s %-10.3f %-10s %-12.1f %-12s\n",
+		bytes, wrs, c.PostList, c.CQMod, inl, mops, mbs, postNS/n, lat)
+	if vary {
+		fmt.Fprintf(w, " #bytes, MB/s: not one size (-s %d for some opcodes, 8 B for the atomics)\n", c.Size)
+	}
 	fmt.Fprintln(w, line)
 	for _, q := range r.QPs {
 		k := q.Counters
