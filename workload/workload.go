@@ -229,8 +229,8 @@ type QPResult struct {
 	// SizesVary: the opcodes take different sizes (-s, an atomic's 8):
 	// WRSize is -s, and no size or MB/s is given for the run as a whole
 	SizesVary bool
-	InlineOn bool
-	NumSGE   uint32
+	InlineOn  bool
+	NumSGE    uint32
 }
 
 // Result is a whole run.
