@@ -477,6 +477,10 @@ func TestTraceCountersMode(t *testing.T) {
 		{"inline too big", "-s 64 -I 64 -Q 16 -l 4 -n 8000 --fault inline-too-big"},
 		{"healthy, then bad opcodes", "-s 64 -I 64 -Q 16 -l 4 -D 0.3 --fault bad-opcode --fault-after 0.15"},
 		{"every opcode, extended CQ", "--opcode " + everyOpcode + " -s 64 -I 64 -Q 4 -l 4 -n 8800 --api wr --cq-ex"},
+		// a READ's or an atomic's SGEs receive the response: no payload
+		{"read", "--opcode read -s 64 -n 2000"},
+		{"read lists wr api", "--opcode read -s 64 -Q 16 -l 4 -n 4000 --api wr"},
+		{"atomics and writes in lists", "--opcode cmp_swp,write,fetch_add -s 64 -Q 16 -l 4 -n 6000"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -498,9 +502,16 @@ func TestTraceCountersMode(t *testing.T) {
 				t.Fatalf("QPs %v, %d lost", tr.QPs, tr.Lost)
 			}
 			got, want := tr.QPs[0], truth[0]
-			for _, f := range []string{"wrs", "post_calls", "inline", "inline_bytes", "signaled", "doorbells", "einval"} {
+			for _, f := range []string{"wrs", "post_calls", "inline", "inline_bytes", "signaled", "doorbells", "einval",
+				"dma_reads_payload", "dma_bytes_payload"} {
 				if got[f] != want[f] {
 					t.Errorf("%s: counters mode %v, truth %v", f, got[f], want[f])
+				}
+			}
+			// what needs each WR's opcode is not measured: absent
+			for _, f := range []string{"opcodes", "dma_writes_response", "dma_bytes_response"} {
+				if v, ok := got[f]; ok {
+					t.Errorf("%s = %v in counters mode: not measured there, want it absent", f, v)
 				}
 			}
 			// the kernel counts ENOMEM; which of the three causes is the
