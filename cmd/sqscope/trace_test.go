@@ -203,7 +203,7 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 	// what a READ or atomic run must show besides the truth: the HCA
 	// writes the responses into the local buffer and reads no payload
 	type reads struct {
-		opcodes                          map[string]any
+		opcodes                         map[string]any
 		payloadReads, respWrites, respB float64
 	}
 	readBW := &reads{map[string]any{"RDMA_READ": 2000.0}, 0, 2000, 128000}
