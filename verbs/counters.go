@@ -31,4 +31,11 @@ type Counters struct {
 	FlushedCQEs     uint64 `json:"flushed_cqes"` // error CQEs written by a flush
 	PostRecvs       uint64 `json:"post_recvs"`   // receive WRs accepted
 	Outstanding     uint64 `json:"outstanding"`  // WRs posted and not yet retired, now
+	// NotRTS counts post calls refused because the SQ was not in RTS:
+	// ENOMEM from ibv_post_send (mlx5's SGE check against
+	// qp_state_max_gs, -1 outside RTS; not in ENOMEMSGE), EINVAL from
+	// ibv_wr_complete (in EINVAL too).
+	NotRTS uint64 `json:"not_rts"`
+	// CQOverrunErrs: times its send CQ overran and moved it to error.
+	CQOverrunErrs uint64 `json:"cq_overrun_errs"`
 }

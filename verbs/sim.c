@@ -66,6 +66,7 @@ struct sim_cq {
 	uint64_t prod, cons;
 	struct sim_qp *qps[MAX_CQ_QPS];
 	int nqps;
+	int err;             /* overrun: the CQ takes no more CQEs (cq_overrun) */
 	struct sqsim_cq_counters c;
 };
 
@@ -75,6 +76,11 @@ struct sim_qp {
 	pthread_mutex_t lock;
 
 	uint32_t ovh, wqe_size, max_post, max_gs, max_inline, wqe_cnt;
+	/* mlx5's sq.qp_state_max_gs: max_gs from the move to RTS, -1 from
+	 * create and from every move to RESET (other moves keep it), so the
+	 * SGE check refuses every post to a QP not yet in RTS (rdma-core v40,
+	 * providers/mlx5 set_qp_operational_state) */
+	int state_max_gs;
 	int sig_all;
 	int has_qpx;
 	uint64_t send_ops;
@@ -364,13 +370,6 @@ static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	pthread_mutex_lock(&qp->lock);
 	qp->c.post_calls++;
 	saved_post = qp->cur_post;
-	if (ibqp->state < IBV_QPS_RTS) {
-		/* Not an mlx5 check (the HCA would fail the WQE), but a post
-		 * before RTS is an application bug the model refuses early. */
-		qp->c.einval++;
-		err = EINVAL;
-		goto out;
-	}
 	for (; wr; wr = wr->next, nreq++) {
 		struct sim_wr *w;
 		uint32_t size, total = 0;
@@ -386,8 +385,12 @@ static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			err = ENOMEM;
 			break;
 		}
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_gs) {
-			qp->c.enomem_sge++;
+		if (wr->num_sge > qp->state_max_gs) {
+			/* one check, two causes: the QP's state or its SGEs */
+			if (qp->state_max_gs < 0)
+				qp->c.not_rts++;
+			else
+				qp->c.enomem_sge++;
 			err = ENOMEM;
 			break;
 		}
@@ -437,6 +440,27 @@ out:
 	return err;
 }
 
+/* cq_overrun: a CQE is due on a full CQ. mlx5 CQs are created without
+ * overrun-ignore, so as the IB spec's CQ error (an affiliated asynchronous
+ * error) says: the CQ goes to error and takes no CQE from then on (the
+ * ones queued stay to be polled), and every QP reporting to it goes to the
+ * error state; their WRs never complete, flush errors included, since no
+ * CQE can be written. Returns 1 (caller holds cq->lock and the lock of the
+ * QP it is advancing). */
+static int cq_overrun(struct sim_cq *cq, uint64_t now)
+{
+	int i;
+
+	(void)now;
+	cq->err = 1;
+	cq->c.overruns++;
+	for (i = 0; i < cq->nqps; i++) {
+		__atomic_store_n(&cq->qps[i]->qpx.qp_base.state, IBV_QPS_ERR, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&cq->qps[i]->c.cq_overrun_errs, 1, __ATOMIC_RELAXED);
+	}
+	return 1;
+}
+
 /* Turn executed WRs of qp into CQEs on cq (caller holds cq->lock). */
 static void advance_qp(struct sim_cq *cq, struct sim_qp *qp, uint64_t now)
 {
@@ -448,8 +472,8 @@ static void advance_qp(struct sim_cq *cq, struct sim_qp *qp, uint64_t now)
 		if (w->done_ns > now)
 			break; /* in order: later WRs are not done either */
 		if (w->signaled || w->flush) {
-			if (cq->prod - cq->cons >= cq->cap)
-				break; /* CQ full: the NIC waits (no overrun modelled) */
+			if (cq->err || (cq->prod - cq->cons >= cq->cap && cq_overrun(cq, now)))
+				break; /* the CQ is in error: no CQE is written */
 			e = &cq->ring[cq->prod % cq->cap];
 			memset(&e->wc, 0, sizeof(e->wc));
 			e->wc.wr_id = w->wr_id;
@@ -844,9 +868,11 @@ static int sim_wr_complete(struct ibv_qp_ex *qpx)
 	qp->cur_post = qp->batch_post; /* commit() advances it for real */
 	qp->c.post_calls++;
 	err = qp->batch_err;
-	if (!err && qp->qpx.qp_base.state < IBV_QPS_RTS) {
+	if (!err && qp->state_max_gs < 0) {
+		/* mlx5's wr_complete outside RTS: EINVAL, the batch rolled back */
 		err = EINVAL;
 		qp->batch_err_counter = &qp->c.einval;
+		qp->c.not_rts++;
 	}
 	if (err)
 		(*qp->batch_err_counter)++; /* mlx5 drops the whole batch */
@@ -1188,6 +1214,7 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 	qp->wqe_cnt = (uint32_t)(wq_size / WQEBB);
 	qp->max_post = (uint32_t)(wq_size / wqe);
 	qp->max_gs = attr->cap.max_send_sge;
+	qp->state_max_gs = -1;
 	qp->max_inline = wqe - ovh - INL_HDR;
 	qp->sig_all = attr->sq_sig_all;
 	qp->has_qpx = with_ops;
@@ -1337,6 +1364,10 @@ int sqsim_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask
 			}
 		}
 	}
+	if (attr->qp_state == IBV_QPS_RESET)
+		qp->state_max_gs = -1;
+	else if (attr->qp_state == IBV_QPS_RTS)
+		qp->state_max_gs = (int)qp->max_gs;
 	if (attr->qp_state == IBV_QPS_RESET) {
 		qp->head = qp->tail = qp->next_cqe = 0;
 		qp->cur_post = 0;

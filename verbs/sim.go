@@ -149,8 +149,12 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 		return nil, fmt.Errorf("registering buffer on sim: %w", err)
 	}
 	se.mr = mr
-	// The CQ holds every CQE the SQ can have outstanding.
+	// The CQ holds every CQE the SQ can have outstanding, unless the
+	// caller asked for a depth.
 	cqDepth := cfg.MaxSendWR*4 + 16
+	if cfg.CQDepth != 0 {
+		cqDepth = cfg.CQDepth
+	}
 	var cq *C.struct_ibv_cq
 	var cqx *C.struct_ibv_cq_ex
 	if cfg.CQEx {
@@ -209,6 +213,9 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 	}
 	se.qp = qp
 	for _, st := range []C.enum_ibv_qp_state{C.IBV_QPS_INIT, C.IBV_QPS_RTR, C.IBV_QPS_RTS} {
+		if st == C.IBV_QPS_RTS && cfg.StopAtRTR {
+			break
+		}
 		var a C.struct_ibv_qp_attr
 		a.qp_state = st
 		if rc := C.sqsim_modify_qp(qp, &a, C.IBV_QP_STATE); rc != 0 {
@@ -326,6 +333,8 @@ func (s *Sim) Counters(e *Endpoint) (Counters, bool) {
 		FlushedCQEs:     uint64(c.flushed_cqes),
 		PostRecvs:       uint64(c.post_recvs),
 		Outstanding:     uint64(c.outstanding),
+		NotRTS:          uint64(c.not_rts),
+		CQOverrunErrs:   uint64(c.cq_overrun_errs),
 	}, true
 }
 
@@ -341,6 +350,8 @@ type CQCounters struct {
 	Resizes    uint64 `json:"resizes"`
 	ModCount   uint16 `json:"mod_count"`
 	ModPeriod  uint16 `json:"mod_period_us"`
+	// Overruns: a CQE was due on the full CQ, which went to error.
+	Overruns uint64 `json:"overruns"`
 }
 
 // CQCounters returns the poll counters of the endpoint's send CQ.
@@ -357,7 +368,7 @@ func (s *Sim) CQCounters(e *Endpoint) (CQCounters, bool) {
 	}
 	return CQCounters{Polls: uint64(c.polls), EmptyPolls: uint64(c.empty_polls), CQEs: uint64(c.cqes),
 		Depth: int32(c.cqe), Modifies: uint64(c.modifies), Resizes: uint64(c.resizes),
-		ModCount: uint16(c.mod_count), ModPeriod: uint16(c.mod_period)}, true
+		ModCount: uint16(c.mod_count), ModPeriod: uint16(c.mod_period), Overruns: uint64(c.overruns)}, true
 }
 
 // ModerateCQ sets the moderation of the endpoint's CQ (sqsim_modify_cq,

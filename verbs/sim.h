@@ -62,6 +62,11 @@ struct sqsim_counters {
 	uint64_t flushed_cqes;
 	uint64_t post_recvs;
 	uint64_t outstanding;
+	/* post calls refused because the SQ is not in RTS: ENOMEM through
+	 * ibv_post_send's SGE check (not in enomem_sge), EINVAL through
+	 * ibv_wr_complete (in einval too) */
+	uint64_t not_rts;
+	uint64_t cq_overrun_errs; /* times its send CQ's overrun moved it to error */
 };
 
 /* Per-CQ ground truth. An extended poll session (ibv_start_poll ..
@@ -72,6 +77,7 @@ struct sqsim_cq_counters {
 	uint64_t cqes;
 	uint64_t modifies;  /* ibv_modify_cq calls that set moderation */
 	uint64_t resizes;   /* ibv_resize_cq calls that succeeded */
+	uint64_t overruns;  /* a CQE due on the full CQ: the CQ went to error */
 	int32_t cqe;        /* the depth now */
 	uint16_t mod_count, mod_period;
 };

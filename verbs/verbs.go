@@ -80,6 +80,12 @@ type QPConfig struct {
 	CQEx bool
 	// RemoteAtomic lets the peer (on a device) take atomics.
 	RemoteAtomic bool
+	// CQDepth is the number of entries asked for the send CQ; 0 gives
+	// room for every WR the SQ can hold, signaled or flushed.
+	CQDepth uint32
+	// StopAtRTR leaves the sending QP in RTR instead of moving it to RTS:
+	// an application that posts before its QP is ready.
+	StopAtRTR bool
 	BufSize      int // payload buffer bytes
 }
 
