@@ -433,7 +433,6 @@ static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	}
 	qp->cur_post = saved_post; /* commit() advances it for real */
 	commit(qp, nreq);
-out:
 	if (err)
 		*bad_wr = wr;
 	pthread_mutex_unlock(&qp->lock);
