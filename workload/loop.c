@@ -344,7 +344,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 	static __thread unsigned int flags[MAX_LIST];
 	static __thread struct ibv_wc wc[MAX_POLL];
 	struct state st = { .sig_mask = p->stamp_mask };
-	uint64_t deadline = 0, idle_since;
+	uint64_t deadline = 0, idle_since, held_since = 0;
 	int timed = p->duration_ns != 0;
 	int fault = WL_FAULT_NONE;
 	uint64_t last_now;
@@ -408,9 +408,23 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		if (p->tx_depth && fault != WL_FAULT_NEVER_SIGNAL && fault != WL_FAULT_LAZY_POLL) {
 			out = r->wrs - st.retired_wrs;
 			if (out + k > p->tx_depth) {
-				poll_once(ep, p, r, &st, stamps, wc);
+				uint64_t now;
+
+				if (poll_once(ep, p, r, &st, stamps, wc) > 0 || !held_since) {
+					held_since = wl_now_ns();
+					continue;
+				}
+				/* completions stopped coming (an overrun CQ writes no
+				 * more): give up as the drain does */
+				now = wl_now_ns();
+				last_now = now;
+				if (now - held_since > p->drain_ns) {
+					r->stalled = 1;
+					break;
+				}
 				continue;
 			}
+			held_since = 0;
 		}
 		if (p->rate) {
 			uint64_t due = r->start_ns + r->attempts * 1000000000ull / p->rate;
@@ -486,6 +500,8 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		if (fault == WL_FAULT_LAZY_POLL && p->lazy_poll > 1) {
 			if (r->post_calls % p->lazy_poll == 0)
 				poll_once(ep, p, r, &st, stamps, wc);
+		} else if (fault == WL_FAULT_CQ_OVERRUN) {
+			/* reaped only when the flow control above holds */
 		} else {
 			poll_once(ep, p, r, &st, stamps, wc);
 		}
@@ -493,7 +509,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 
 	/* Drain: wait for the CQE of the last signaled WR. */
 	idle_since = wl_now_ns();
-	while (st.retired < st.last_signaled) {
+	while (!r->stalled && st.retired < st.last_signaled) {
 		int n = poll_once(ep, p, r, &st, stamps, wc);
 
 		if (n > 0)

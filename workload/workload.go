@@ -40,17 +40,25 @@ const (
 	FaultInlineTooBig
 	FaultTooManySGE
 	FaultBadOpcode
+	// FaultPostBeforeRTS leaves the QP in RTR, as an application that
+	// posts before its connection is set up.
+	FaultPostBeforeRTS
+	// FaultCQOverrun reaps the CQ only when the application's own limit
+	// of outstanding WRs is reached: with a CQ smaller than the signaled
+	// WRs that allows (--cq-depth), the CQ overruns.
+	FaultCQOverrun
 )
 
 var faultNames = map[Fault]string{
 	FaultNone: "none", FaultNeverSignal: "never-signal", FaultLazyPoll: "lazy-poll",
 	FaultInlineTooBig: "inline-too-big", FaultTooManySGE: "too-many-sge", FaultBadOpcode: "bad-opcode",
+	FaultPostBeforeRTS: "post-before-rts", FaultCQOverrun: "cq-overrun",
 }
 
 func (f Fault) String() string { return faultNames[f] }
 
 // ParseFault parses --fault: never-signal, lazy-poll=N, inline-too-big,
-// too-many-sge, bad-opcode.
+// too-many-sge, bad-opcode, post-before-rts, cq-overrun.
 func ParseFault(s string) (Fault, uint32, error) {
 	name, arg, hasArg := strings.Cut(s, "=")
 	for f, n := range faultNames {
@@ -72,7 +80,7 @@ func ParseFault(s string) (Fault, uint32, error) {
 		}
 		return f, 0, nil
 	}
-	return 0, 0, fmt.Errorf("unknown fault %q (want never-signal, lazy-poll=N, inline-too-big, too-many-sge or bad-opcode)", s)
+	return 0, 0, fmt.Errorf("unknown fault %q (want never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts or cq-overrun)", s)
 }
 
 // Config is one workload run. Names follow perftest where it has the knob.
@@ -95,7 +103,10 @@ type Config struct {
 	PollBatch uint32
 	// CQEx creates the send CQ with ibv_create_cq_ex and polls it with
 	// ibv_start_poll, ibv_next_poll and ibv_end_poll (--cq-ex).
-	CQEx     bool
+	CQEx bool
+	// CQDepth is the entries asked for each send CQ (--cq-depth); 0 gives
+	// room for every WR the SQ holds.
+	CQDepth  uint32
 	Rate     uint64 // WR/s per QP
 	SigAll   bool
 	Fault    Fault
@@ -180,6 +191,12 @@ func (c *Config) Validate(cqModExplicit bool) error {
 	if c.FaultAfter < 0 {
 		return usagef("--fault-after must be positive")
 	}
+	if c.Fault == FaultPostBeforeRTS && c.FaultAfter != 0 {
+		return usagef("--fault post-before-rts takes no --fault-after: the QP never reaches RTS")
+	}
+	if c.Fault == FaultCQOverrun && (c.CQDepth == 0 || c.CQDepth >= c.TxDepth/c.CQMod) {
+		return usagef("--fault cq-overrun needs --cq-depth N below the signaled WRs -t/-Q allows outstanding (%d)", c.TxDepth/c.CQMod)
+	}
 	return nil
 }
 
@@ -207,6 +224,9 @@ type AppCounters struct {
 	MaxLatencyNS    uint64  `json:"max_latency_ns"`
 	Seconds         float64 `json:"seconds"`
 	RecvsPosted     uint64  `json:"recvs_posted"`
+	// Stalled: the run stopped early, held by its own limit of
+	// outstanding WRs while no completion came for the drain timeout.
+	Stalled bool `json:"stalled,omitempty"`
 	// FaultStartSeconds is when the fault became active (0: from the start
 	// or never); FaultStartWR how many WRs were attempted before.
 	FaultStartSeconds float64 `json:"fault_start_s,omitempty"`
@@ -266,6 +286,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// the peer takes atomics only when asked to when connected
 		RemoteAtomic: atomics(cfg.Opcodes),
 		BufSize:      int(cfg.Size)*4 + 4096,
+		CQDepth:      cfg.CQDepth,
 	}
 	if qcfg.WRAPI {
 		qcfg.SendOps = sendOps(cfg.Opcodes)
@@ -282,7 +303,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	eps := make([]*verbs.Endpoint, cfg.QPs)
 	for i := range eps {
-		ep, err := dev.NewEndpoint(qcfg)
+		qc := qcfg
+		qc.StopAtRTR = cfg.Fault == FaultPostBeforeRTS && (cfg.FaultQP < 0 || cfg.FaultQP == i)
+		ep, err := dev.NewEndpoint(qc)
 		if err != nil {
 			return nil, err
 		}
@@ -431,7 +454,7 @@ func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, healthy, f
 		OtherErrors: uint64(r.other_errors), FirstErrno: int(r.first_errno), FirstErrorAt: uint64(r.first_error_at),
 		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained),
 		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted),
-		Seconds: float64(r.end_ns-r.start_ns) / 1e9,
+		Seconds: float64(r.end_ns-r.start_ns) / 1e9, Stalled: r.stalled != 0,
 	}
 	if r.fault_start_ns != 0 {
 		app.FaultStartSeconds = float64(r.fault_start_ns-r.start_ns) / 1e9
