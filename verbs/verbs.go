@@ -86,7 +86,7 @@ type QPConfig struct {
 	// StopAtRTR leaves the sending QP in RTR instead of moving it to RTS:
 	// an application that posts before its QP is ready.
 	StopAtRTR bool
-	BufSize      int // payload buffer bytes
+	BufSize   int // payload buffer bytes
 }
 
 // Caps are what the QP reports after creation; always use these, not the
