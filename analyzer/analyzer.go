@@ -52,6 +52,10 @@ type Counters struct {
 	// BeyondModel counts WRs reported accepted that the call's list did not
 	// hold or no SQ could: an inconsistent stream, left out of the model.
 	BeyondModel uint64 `json:"wrs_beyond_model"`
+	// NotRTS counts posts refused because the QP was not in RTS (ENOMEM
+	// from ibv_post_send, not in ENOMEMSGE; EINVAL from ibv_wr_complete,
+	// in EINVAL too).
+	NotRTS uint64 `json:"not_rts"`
 	Cuts
 }
 
@@ -164,6 +168,7 @@ type cqState struct {
 	counted   bool
 	createdNS uint64
 	cqCalls
+	cqPending // diag_state.go
 }
 
 // notePolls counts n polls at time now.
@@ -281,6 +286,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.sendCapsInferred = false
 		q.createdNS = e.TimeNS
 		q.sigAll = e.SigAll
+		q.stateCreated()
 		q.sendCQ = e.SendCQ
 		q.cq = nil
 		if e.SendCQ != 0 {
@@ -292,7 +298,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.CQChange:
 		a.cqChange(e)
 	case *trace.QPModify:
-		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS).stateModified(e)
 	case *trace.Post:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
 		if !q.capsKnown {
@@ -311,6 +317,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			c.cqes += uint64(e.Ret)
 		} else if e.Ret == 0 {
 			c.empty++
+		}
+		if e.Ret == 0 || e.EmptyBefore > 0 {
+			a.cqEmpty(c, e.TimeNS)
 		}
 		var last *sq
 		for i := range e.WCs {
@@ -332,6 +341,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				a.qpEpoch++
 			}
 			q.complete(wc)
+			a.notePending(q, e.TimeNS)
 			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
 				a.checkNotTraced(q, e.TimeNS)
 			}
@@ -350,6 +360,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
 		c.notePolls(e.Count, e.TimeNS)
 		c.empty += e.Count
+		a.cqEmpty(c, e.TimeNS)
 	case *trace.CQCounters:
 		// totals since attach (counters mode): they replace, not add
 		c := a.cqOfGen(e.PID, e.CQ, e.Gen)

@@ -60,6 +60,7 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.SGECutWRs, b.SGECutWRs)
 	sub(&d.SGEsNotSummed, b.SGEsNotSummed)
 	sub(&d.WalkCappedPosts, b.WalkCappedPosts)
+	sub(&d.NotRTS, b.NotRTS)
 	return d
 }
 
