@@ -143,6 +143,16 @@ func (a *Analyzer) cqEmpty(c *cqState, now uint64) {
 		c.cqes - c.overCQEs, c.overNS, a.cqQPs(c), c.sigPending})
 }
 
+// cqesLost is how many of the QP's signaled WRs never wrote a CQE: once
+// its send CQ has overrun and gone dry, the ones still pending (the CQ is
+// in error and takes none).
+func (q *sq) cqesLost() uint64 {
+	if q.cq == nil || !q.cq.overrunSaid {
+		return 0
+	}
+	return q.sigOutstanding()
+}
+
 // cqQPs counts the live QPs whose send CQ is c.
 func (a *Analyzer) cqQPs(c *cqState) uint64 {
 	var n uint64

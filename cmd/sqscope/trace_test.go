@@ -67,7 +67,7 @@ var exactFields = []string{
 	"wrs", "inline", "signaled", "post_calls", "cqes_polled",
 	"enomem_sq_full", "enomem_inline", "enomem_sge", "einval",
 	"doorbells", "bf_writes", "dma_reads_wqe", "dma_reads_payload", "cqe_writes", "peak_outstanding",
-	"max_send_wr", "max_inline_data",
+	"max_send_wr", "max_inline_data", "not_rts",
 }
 
 type traceOut struct {
@@ -224,6 +224,9 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 		{"cq-ex", "-s 64 -I 64 -Q 16 -n 20000 --cq-ex"},
 		{"cq-ex every opcode wr api", "--opcode " + everyOpcode + " -s 64 -Q 3 -l 2 -n 8800 --api wr --cq-ex --poll-batch 5"},
 		{"cq-ex lazy-poll", "-t 128 -Q 16 --fault lazy-poll=300 -n 5000 --cq-ex"},
+		{"post-before-rts", "--fault post-before-rts -n 500"},
+		{"post-before-rts wr api", "--fault post-before-rts --api wr -n 500"},
+		{"cq-overrun", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000"},
 	}
 	for _, tc := range matrix {
 		t.Run(tc.name, func(t *testing.T) {
