@@ -38,4 +38,11 @@ type Counters struct {
 	NotRTS uint64 `json:"not_rts"`
 	// CQOverrunErrs: times its send CQ overran and moved it to error.
 	CQOverrunErrs uint64 `json:"cq_overrun_errs"`
+	// The receive side, on a QP connected to a peer: its receives the
+	// peer's SENDs took, their completions polled, and its SENDs that
+	// found the peer's RQ empty (RNR NAK) or ran out of RNR retries.
+	RecvsConsumed  uint64 `json:"recvs_consumed"`
+	RecvCQEsPolled uint64 `json:"recv_cqes_polled"`
+	RNRWaits       uint64 `json:"rnr_waits"`
+	RNRRetryExc    uint64 `json:"rnr_retry_exc"`
 }

@@ -79,6 +79,8 @@ type simEndpoint struct {
 	mr  *C.struct_ibv_mr
 	ah  *C.struct_ibv_ah
 	buf unsafe.Pointer
+	// peer is the receiving end of the connection (QPConfig.Receiver)
+	peer *simPeer
 }
 
 // OpenSim opens a simulated HCA with the given NIC model.
@@ -218,7 +220,12 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 		}
 		var a C.struct_ibv_qp_attr
 		a.qp_state = st
-		if rc := C.sqsim_modify_qp(qp, &a, C.IBV_QP_STATE); rc != 0 {
+		mask := C.int(C.IBV_QP_STATE)
+		if st == C.IBV_QPS_RTS && cfg.Receiver {
+			a.rnr_retry = C.uint8_t(cfg.RNRRetry)
+			mask |= C.IBV_QP_RNR_RETRY
+		}
+		if rc := C.sqsim_modify_qp(qp, &a, mask); rc != 0 {
 			return nil, fmt.Errorf("moving sim QP to state %d: %w", st, syscall.Errno(rc))
 		}
 	}
@@ -258,12 +265,18 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 		},
 	}
 	se.ep = ep
+	if cfg.Receiver {
+		if err := s.addPeer(se, c, cfg); err != nil {
+			return nil, err
+		}
+	}
 	s.eps = append(s.eps, se)
 	ok = true
 	return ep, nil
 }
 
 func (s *Sim) freeEndpoint(se *simEndpoint) {
+	s.freePeer(se)
 	if se.ep != nil && se.ep.c != nil {
 		C.free(unsafe.Pointer(se.ep.c))
 		se.ep.c = nil
@@ -335,6 +348,10 @@ func (s *Sim) Counters(e *Endpoint) (Counters, bool) {
 		Outstanding:     uint64(c.outstanding),
 		NotRTS:          uint64(c.not_rts),
 		CQOverrunErrs:   uint64(c.cq_overrun_errs),
+		RecvsConsumed:   uint64(c.recvs_consumed),
+		RecvCQEsPolled:  uint64(c.recv_cqes_polled),
+		RNRWaits:        uint64(c.rnr_waits),
+		RNRRetryExc:     uint64(c.rnr_retry_exc),
 	}, true
 }
 

@@ -2,8 +2,11 @@ package verbs
 
 import (
 	"errors"
+	"slices"
 	"syscall"
 	"testing"
+
+	"github.com/sqscope/sqscope/ibv"
 )
 
 // A post to a QP not in RTS fails as on mlx5 since rdma-core v40: the SGE
@@ -73,5 +76,59 @@ func TestCQOverrun(t *testing.T) {
 	c := counters(t, s, ep)
 	if c.CQOverrunErrs != 1 || c.CQEWrites != 15 || c.CQEsPolled != 15 || c.Outstanding != 6 || c.WRs != 21 {
 		t.Fatalf("counters %+v", c)
+	}
+}
+
+// SENDs to a connected receiver take its receives; with its RQ empty the
+// responder answers RNR NAK: the SEND waits (rnr_retry 7: forever), or
+// after rnr_retry retries of min_rnr_timer (0.64 ms) completes with
+// IBV_WC_RNR_RETRY_EXC_ERR and the QP's later WRs are flushed.
+func TestReceiverRNR(t *testing.T) {
+	tests := []struct {
+		name     string
+		retry    uint8
+		advance  uint64 // ns after the posts
+		wantWCs  []uint32
+		wantWait uint64
+		wantExc  uint64
+	}{
+		{"retry forever", 7, 10_000_000, []uint32{0, 0, 0, 0}, 1, 0},
+		{"still retrying", 2, 1_000_000, []uint32{0, 0, 0, 0}, 1, 0},
+		{"retries run out", 2, 2_000_000, []uint32{0, 0, 0, 0, ibv.WCRNRRetryExcErr, WCStatusFlushErr}, 1, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := detModel()
+			m.Deterministic = false
+			m.RTTNS, m.DMAReadNS, m.WQENS = 0, 0, 0
+			s := newSim(t, m)
+			t0 := uint64(1_000_000_000)
+			s.SetClock(t0)
+			ep := newEP(t, s, QPConfig{MaxSendWR: 16, MaxRecvWR: 4, Receiver: true, RNRRetry: tc.retry})
+			for i := range 6 {
+				if _, err := PostSend(ep, []SendWR{sendWR(uint64(i), SendSignaledFlag, 8)}); err != nil {
+					t.Fatalf("post %d: %v", i, err)
+				}
+			}
+			s.SetClock(t0 + 1000)
+			wc, err := PollCQ(ep, 16)
+			if err != nil || len(wc) != 4 {
+				t.Fatalf("polled %d CQEs (%v), want the 4 SENDs that had a receive", len(wc), err)
+			}
+			s.SetClock(t0 + tc.advance)
+			more, _ := PollCQ(ep, 16)
+			var status []uint32
+			for _, w := range append(wc, more...) {
+				status = append(status, uint32(w.Status))
+			}
+			if !slices.Equal(status, tc.wantWCs) {
+				t.Fatalf("completion statuses %v, want %v", status, tc.wantWCs)
+			}
+			c := counters(t, s, ep)
+			p, ok := s.PeerCounters(ep)
+			if !ok || p.PostRecvs != 4 || p.RecvsConsumed != 4 || c.RNRWaits != tc.wantWait || c.RNRRetryExc != tc.wantExc {
+				t.Fatalf("sender rnr waits %d exc %d; receiver %+v (ok %v)", c.RNRWaits, c.RNRRetryExc, p, ok)
+			}
+		})
 	}
 }

@@ -86,6 +86,11 @@ type QPConfig struct {
 	// StopAtRTR leaves the sending QP in RTR instead of moving it to RTS:
 	// an application that posts before its QP is ready.
 	StopAtRTR bool
+	// Receiver gives a simulated RC QP a receiving peer whose receives its
+	// SENDs take (a device's endpoint always has one), with MaxRecvWR
+	// receives; RNRRetry is then the sender's rnr_retry (7: forever).
+	Receiver bool
+	RNRRetry uint8
 	BufSize   int // payload buffer bytes
 }
 
