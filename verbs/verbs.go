@@ -91,7 +91,7 @@ type QPConfig struct {
 	// receives; RNRRetry is then the sender's rnr_retry (7: forever).
 	Receiver bool
 	RNRRetry uint8
-	BufSize   int // payload buffer bytes
+	BufSize  int // payload buffer bytes
 }
 
 // Caps are what the QP reports after creation; always use these, not the
