@@ -56,6 +56,8 @@ type Counters struct {
 	// from ibv_post_send, not in ENOMEMSGE; EINVAL from ibv_wr_complete,
 	// in EINVAL too).
 	NotRTS uint64 `json:"not_rts"`
+	// RecvCQEs are the receive completions of this QP polled.
+	RecvCQEs uint64 `json:"recv_cqes_polled"`
 	Cuts
 }
 
@@ -216,6 +218,8 @@ type Analyzer struct {
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
+	// rqsEmpty counts the traced receiving QPs whose RQ is empty (diag_recv.go)
+	rqsEmpty int
 }
 
 // New returns an empty analyzer.
@@ -332,6 +336,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				}
 			} else {
 				if ibv.IsRecvWC(wc.Opcode) {
+					a.noteRecvWC(e.PID, wc, e.TimeNS)
 					continue
 				}
 				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
@@ -342,6 +347,11 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			}
 			q.complete(wc)
 			a.notePending(q, e.TimeNS)
+			if wc.Status == ibv.WCRNRRetryExcErr {
+				a.rnrExceeded(q, e.TimeNS)
+			} else if wc.Status == 0 {
+				q.starved = false
+			}
 			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
 				a.checkNotTraced(q, e.TimeNS)
 			}
@@ -375,7 +385,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			break
 		}
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		was := q.rqEmpty()
 		q.c.PostRecvs += uint64(e.Accepted)
+		a.noteRQ(q, was)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)

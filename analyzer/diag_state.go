@@ -134,6 +134,7 @@ func (a *Analyzer) notePending(q *sq, now uint64) {
 // returning them all, with some still pending, has lost them: it overran
 // (the overrun itself happens in the HCA, out of the trace's sight).
 func (a *Analyzer) cqEmpty(c *cqState, now uint64) {
+	a.checkStarvedCQ(c, now)
 	if c.overrunSaid || c.over == nil || c.cqe == 0 || c.sigPending == 0 ||
 		c.cqes-c.overCQEs >= c.overPending {
 		return
@@ -146,11 +147,14 @@ func (a *Analyzer) cqEmpty(c *cqState, now uint64) {
 // cqesLost is how many of the QP's signaled WRs never wrote a CQE: once
 // its send CQ has overrun and gone dry, the ones still pending (the CQ is
 // in error and takes none).
+//
+// So too a sender starved by an empty RQ and not completing since: its
+// signaled WRs still outstanding wait on RNR retries and wrote no CQE.
 func (q *sq) cqesLost() uint64 {
-	if q.cq == nil || !q.cq.overrunSaid {
-		return 0
+	if q.starved || (q.cq != nil && q.cq.overrunSaid) {
+		return q.sigOutstanding()
 	}
-	return q.sigOutstanding()
+	return 0
 }
 
 // cqQPs counts the live QPs whose send CQ is c.

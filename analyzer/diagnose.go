@@ -36,6 +36,9 @@ const (
 	DiagQPNotRTS
 	DiagCQOverrunRisk
 	DiagCQOverrun
+	// Receive-queue starvation of SENDs (diag_recv.go).
+	DiagRQStarved
+	DiagRNRRetryExceeded
 
 	numDiagKinds
 )
@@ -95,6 +98,10 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"completions_pending", "cq_depth", "pct_of_depth", "cq", "cq_qps"}},
 	DiagCQOverrun: {"cq_overrun", SevError,
 		[]string{"completions_pending", "cq_depth", "cq", "cqes_returned_since", "over_since_ns", "cq_qps", "still_pending"}},
+	DiagRQStarved: {"rq_starved", SevError,
+		[]string{"outstanding", "max_send_wr", "receiver_qp", "recvs_posted", "recvs_completed", "max_recv_wr", "receivers_empty", "receivers_traced"}},
+	DiagRNRRetryExceeded: {"rnr_retry_exceeded", SevError,
+		[]string{"rnr_retry_exc_cqes", "receiver_qp", "recvs_posted", "recvs_completed", "receivers_empty", "receivers_traced"}},
 }
 
 func (k DiagKind) String() string {
@@ -157,6 +164,7 @@ func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
 // afterPost looks for what a post call revealed.
 func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	now := p.TimeNS
+	q.noteSends(p, n)
 	switch cause {
 	case causeSQFull:
 		a.diagnoseOverflow(q, now)
@@ -240,6 +248,9 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 // WR among them, and that CQE only by a poll of the send CQ after it was
 // posted.
 func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
+	if a.checkStarved(q, now) {
+		return // the SENDs wait for receives: not a completion-side cause
+	}
 	out, d := q.outstanding(), q.depth()
 	sigOut := q.sigOutstanding()
 	if sigOut == 0 {
@@ -387,6 +398,8 @@ func (r *diagRec) export() Diagnosis {
 		d.Fix = "Look at the probes the report lists as NOT ATTACHED or not traced: the counts of this QP leave out the calls made through them."
 	case DiagQPNotRTS, DiagCQOverrunRisk, DiagCQOverrun:
 		r.exportState(&d)
+	case DiagRQStarved, DiagRNRRetryExceeded:
+		r.exportRecv(&d)
 	case DiagTrendingFull:
 		d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
 			e[0], e[1], e[2], e[3], e[4], e[5])

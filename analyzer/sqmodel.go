@@ -127,6 +127,7 @@ type sq struct {
 
 	qpStateTrack // diag_state.go
 	qpPending
+	qpRecvTrack // diag_recv.go
 }
 
 func (q *sq) outstanding() uint64 { return q.head - q.tail }

@@ -61,6 +61,7 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.SGEsNotSummed, b.SGEsNotSummed)
 	sub(&d.WalkCappedPosts, b.WalkCappedPosts)
 	sub(&d.NotRTS, b.NotRTS)
+	sub(&d.RecvCQEs, b.RecvCQEs)
 	return d
 }
 

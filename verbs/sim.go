@@ -319,6 +319,11 @@ func (s *Sim) Counters(e *Endpoint) (Counters, bool) {
 	if C.sqsim_qp_counters(se.qp, &c) != 0 {
 		return Counters{}, false
 	}
+	return simCounters(&c), true
+}
+
+// simCounters converts the simulator's counters of a QP.
+func simCounters(c *C.struct_sqsim_counters) Counters {
 	return Counters{
 		QPNum:           uint32(c.qp_num),
 		MaxSendWR:       uint32(c.max_send_wr),
@@ -352,7 +357,7 @@ func (s *Sim) Counters(e *Endpoint) (Counters, bool) {
 		RecvCQEsPolled:  uint64(c.recv_cqes_polled),
 		RNRWaits:        uint64(c.rnr_waits),
 		RNRRetryExc:     uint64(c.rnr_retry_exc),
-	}, true
+	}
 }
 
 // CQCounters are the simulator's poll counters for an endpoint's CQ (an

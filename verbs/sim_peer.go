@@ -153,6 +153,5 @@ func (s *Sim) PeerCounters(e *Endpoint) (Counters, bool) {
 	if C.sqsim_qp_counters(se.peer.qp, &c) != 0 {
 		return Counters{}, false
 	}
-	return Counters{QPNum: uint32(c.qp_num), PostRecvs: uint64(c.post_recvs),
-		RecvsConsumed: uint64(c.recvs_consumed), RecvCQEsPolled: uint64(c.recv_cqes_polled)}, true
+	return simCounters(&c), true
 }

@@ -17,6 +17,7 @@ enum wl_fault {
 	WL_FAULT_BAD_OPCODE,    /* an opcode the provider rejects (EINVAL) */
 	WL_FAULT_POST_BEFORE_RTS,/* post on a QP left in RTR (set up by the caller) */
 	WL_FAULT_CQ_OVERRUN,    /* reap only when tx_depth WRs are outstanding */
+	WL_FAULT_RQ_STARVE,     /* the receiver reaps its receives but posts no new ones */
 };
 
 struct wl_params {

@@ -10,7 +10,8 @@ import (
 
 // hcaOnly are the counter names only the simulated HCA can know.
 var hcaOnly = []string{"bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload", "cqe_writes",
-	"mmio_bytes", "dma_bytes_wqe", "dma_bytes_payload", "inline_bytes", "flushed_cqes", "post_recvs", "outstanding"}
+	"mmio_bytes", "dma_bytes_wqe", "dma_bytes_payload", "inline_bytes", "flushed_cqes", "post_recvs", "outstanding",
+	"cq_overrun_errs", "recvs_consumed", "recv_cqes_polled", "rnr_waits", "rnr_retry_exc"}
 
 // MarshalJSON writes the shared counter names at the top level (the names a
 // trace report uses), then the application's view under "app". On a real
@@ -34,6 +35,9 @@ func (q QPResult) MarshalJSON() ([]byte, error) {
 	m["truth"] = map[bool]string{true: "hca", false: "application"}[q.HCATruth]
 	m["wr_size"] = q.WRSize
 	m["app"] = q.App
+	if q.Receiver != nil {
+		m["receiver"] = q.Receiver
+	}
 	return json.Marshal(m)
 }
 

@@ -31,6 +31,7 @@ var faultRuns = []struct{ name, flags string }{
 	{"post-before-rts", "--fault post-before-rts -n 200"},
 	{"post-before-rts-wr-api", "--fault post-before-rts --api wr -n 200"},
 	{"cq-overrun", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000"},
+	{"rq-starve", "-t 64 -Q 8 --fault rq-starve -n 500"},
 }
 
 // diagnosisLines renders a report's diagnoses without the times of day

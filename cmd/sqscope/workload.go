@@ -89,7 +89,16 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	cli.UintVar(fs, &c.PollBatch, "poll-batch", c.PollBatch, "work completions per ibv_poll_cq")
 	fs.Uint64Var(&c.Rate, "rate", 0, "cap the post rate, WR/s per QP (0: none)")
 	fs.BoolVar(&c.SigAll, "sig-all", false, "create QPs with sq_sig_all=1")
-	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts, cq-overrun (with --cq-depth)")
+	fs.BoolVar(&c.Receiver, "receiver", false, "on the simulator, give each RC QP a receiving peer whose receives its SENDs take (devices always have one)")
+	fs.Func("rnr-retry", "the sender's rnr_retry with a receiver: RNR retries before IBV_WC_RNR_RETRY_EXC_ERR, 7 forever (default 7)", func(s string) error {
+		v, err := strconv.ParseUint(s, 10, 8)
+		if err != nil || v > 7 {
+			return fmt.Errorf("want an integer in 0..7")
+		}
+		c.RNRRetry = uint8(v)
+		return nil
+	})
+	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts, cq-overrun (with --cq-depth), rq-starve")
 	fs.Float64Var(&f.faultAfter, "fault-after", 0, "start the fault this many seconds into the run")
 	fs.IntVar(&c.FaultQP, "fault-qp", -1, "apply the fault to this QP index only (-1: all)")
 	for _, n := range []string{"json", "out_json"} { // perftest's --out_json
