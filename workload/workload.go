@@ -116,7 +116,7 @@ type Config struct {
 	// receives its SENDs take (--receiver; a device's QPs always have
 	// one); RNRRetry is the sender's rnr_retry (--rnr-retry, 7: forever).
 	Receiver bool
-	RNRRetry uint8
+	RNRRetry uint32
 	Rate     uint64 // WR/s per QP
 	SigAll   bool
 	Fault    Fault
@@ -217,6 +217,9 @@ func (c *Config) Validate(cqModExplicit bool) error {
 	if c.RNRRetry > 7 {
 		return usagef("--rnr-retry %d out of range 0..7 (7: retry forever)", c.RNRRetry)
 	}
+	if c.CQDepth > 4194304 {
+		return usagef("--cq-depth %d over the limit of 4194304", c.CQDepth)
+	}
 	if c.Fault == FaultCQOverrun && (c.CQDepth == 0 || c.CQDepth >= c.TxDepth/c.CQMod) {
 		return usagef("--fault cq-overrun needs --cq-depth N below the signaled WRs -t/-Q allows outstanding (%d)", c.TxDepth/c.CQMod)
 	}
@@ -313,7 +316,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		BufSize:      int(cfg.Size)*4 + 4096,
 		CQDepth:      cfg.CQDepth,
 		Receiver:     cfg.Receiver && dev.Simulated(),
-		RNRRetry:     cfg.RNRRetry,
+		RNRRetry:     uint8(cfg.RNRRetry),
 	}
 	if qcfg.WRAPI {
 		qcfg.SendOps = sendOps(cfg.Opcodes)

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -77,27 +76,13 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	both("c", "connection", func(n string) { fs.StringVar(&f.conn, n, "RC", "RC or UD") })
 	fs.StringVar(&f.opcode, "opcode", "send", strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
 	fs.BoolVar(&c.CQEx, "cq-ex", false, "create the CQ with ibv_create_cq_ex and poll it with ibv_start_poll/ibv_next_poll")
-	fs.Func("cq-depth", "entries to ask for each send CQ (default: room for every WR the SQ holds)", func(s string) error {
-		v, err := strconv.ParseUint(s, 10, 32)
-		if err != nil || v == 0 || v > 4194304 {
-			return fmt.Errorf("want an integer in 1..4194304")
-		}
-		c.CQDepth = uint32(v)
-		return nil
-	})
+	cli.UintVar(fs, &c.CQDepth, "cq-depth", 0, "entries to ask for each send CQ (0: room for every WR the SQ holds)")
 	fs.StringVar(&c.API, "api", c.API, "post_send or wr (ibv_wr_start..ibv_wr_complete)")
 	cli.UintVar(fs, &c.PollBatch, "poll-batch", c.PollBatch, "work completions per ibv_poll_cq")
 	fs.Uint64Var(&c.Rate, "rate", 0, "cap the post rate, WR/s per QP (0: none)")
 	fs.BoolVar(&c.SigAll, "sig-all", false, "create QPs with sq_sig_all=1")
 	fs.BoolVar(&c.Receiver, "receiver", false, "on the simulator, give each RC QP a receiving peer whose receives its SENDs take (devices always have one)")
-	fs.Func("rnr-retry", "the sender's rnr_retry with a receiver: RNR retries before IBV_WC_RNR_RETRY_EXC_ERR, 7 forever (default 7)", func(s string) error {
-		v, err := strconv.ParseUint(s, 10, 8)
-		if err != nil || v > 7 {
-			return fmt.Errorf("want an integer in 0..7")
-		}
-		c.RNRRetry = uint8(v)
-		return nil
-	})
+	cli.UintVar(fs, &c.RNRRetry, "rnr-retry", c.RNRRetry, "the sender's rnr_retry with a receiver: RNR retries before IBV_WC_RNR_RETRY_EXC_ERR, 7 forever")
 	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts, cq-overrun (with --cq-depth), rq-starve")
 	fs.Float64Var(&f.faultAfter, "fault-after", 0, "start the fault this many seconds into the run")
 	fs.IntVar(&c.FaultQP, "fault-qp", -1, "apply the fault to this QP index only (-1: all)")
