@@ -95,12 +95,21 @@ func TestStateDiagnoses(t *testing.T) {
 			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 1), ibv.ENOMEM, 0)
 		}, nil},
 
-		{"CQ near full", "cq_overrun_risk", func(s *stream) {
+		{"more pending than the CQ holds", "cq_overrun_risk", func(s *stream) {
 			s.cqCreate(1, 15)
 			s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
 			s.toRTS(1)
-			s.poll(1, s.signaled(1, 12)...)
+			s.poll(1, s.signaled(1, 16)...)
 		}, []string{"cq_overrun_risk"}},
+
+		{"a CQ run exactly full by flow control: quiet", "", func(s *stream) {
+			s.cqCreate(1, 15)
+			s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
+			s.toRTS(1)
+			for range 5 {
+				s.poll(1, s.signaled(1, 15)...)
+			}
+		}, nil},
 
 		{"CQ overrun", "cq_overrun", func(s *stream) {
 			s.cqCreate(1, 15)
