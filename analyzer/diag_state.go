@@ -197,8 +197,8 @@ func (r *diagRec) exportState(d *Diagnosis) {
 			e[3], e[0], e[1], e[2], e[4])
 		d.Fix = fmt.Sprintf("Create the CQ with at least as many entries as signaled WRs its QPs can have outstanding together (their max_send_wr over their signal interval), or poll it before more than %d completions are pending.", e[1])
 	case DiagCQOverrun:
-		d.Message = fmt.Sprintf("send CQ overrun: CQ %#x holds %d entries but %d signaled completions were pending at %d ns (QPs reporting to it: %d); it returned %d of them and now comes back empty with %d still pending: the CQ overran, so (on mlx5) it is in error, its QPs in the error state, and no further completion comes",
-			e[2], e[1], e[0], e[4], e[5], e[3], e[6])
-		d.Fix = fmt.Sprintf("Create the CQ with at least as many entries as signaled WRs its QPs can have outstanding together (more than %d here), or poll it before it fills; then destroy and recreate the QPs and the CQ.", e[0])
+		d.Message = fmt.Sprintf("send CQ overrun: CQ %#x holds %d entries but %d signaled completions were pending (QPs reporting to it: %d); it returned %d of them and now comes back empty with %d still pending: the CQ overran, so (on mlx5) it is in error, its QPs in the error state, and no further completion comes",
+			e[2], e[1], e[0], e[5], e[3], e[6])
+		d.Fix = "Create the CQ with more entries than the signaled WRs its QPs can have outstanding together (their max_send_wr over their signal interval), or poll it before that many are pending; then destroy and recreate the QPs and the CQ."
 	}
 }
