@@ -122,6 +122,10 @@ type QPCreate struct {
 	// "sqsim_create_qp".
 	Via string
 	Gen uint64
+	// Lib is the file that holds the QP's post_send, the provider's
+	// library (e.g. libmlx5.so.1 or librxe-rdmav34.so): which provider's
+	// rules the QP follows. Empty when not known.
+	Lib string
 }
 
 func (*QPCreate) Kind() Kind { return KindQPCreate }
