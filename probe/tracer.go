@@ -136,12 +136,12 @@ type Tracer struct {
 	haveUnsent  atomic.Bool
 	haveStopped atomic.Bool
 	// reused events (Options.ReuseEvents)
-	post       trace.Post
-	poll       trace.Poll
-	known      map[pidAddr]bool
+	post  trace.Post
+	poll  trace.Poll
+	known map[pidAddr]bool
 	// fnFile is the file each revealed function is in: a QP's provider is
 	// the file of its post_send (trace.QPCreate field Lib)
-	fnFile map[pidAddr]string
+	fnFile     map[pidAddr]string
 	stopped    map[int]time.Time // processes waiting for SIGCONT, since; guarded by mu
 	proc       *procWatch        // the end of Options.PID; nil when tracing every process
 	exitSeen   bool
