@@ -78,6 +78,12 @@ type sq struct {
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.
 	countersOnly bool
+	// prov is the provider whose rules apply (provider.go); provLib the
+	// file of its post_send, and provFromCreate whether its create named it
+	prov           Provider
+	provLib        string
+	provFromCreate bool
+	sends          uint64 // SEND WRs posted (they consume the peer's receives)
 
 	head, tail uint64 // WR sequence numbers: posted, retired
 	ring       []wrSlot
@@ -340,6 +346,9 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 // cause classifies a failed post at WR index i of the list, by the
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
+	if c, ok := q.providerCause(p); ok {
+		return c
+	}
 	if p.Ret == ibv.EINVAL {
 		return causeEINVAL
 	}
@@ -426,7 +435,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		switch cause {
 		case causeSQFull:
 			q.c.ENOMEMSQFull++
-			if !q.capsKnown {
+			if !q.capsKnown && q.prov.mlx5Model() {
 				q.caps.MaxSendWR = uint32(q.outstanding() + uint64(n))
 				q.sendCapsInferred = true
 			}
@@ -461,6 +470,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 			batchBytes += uint64(bbs) * wqebb
 			lastSize, lastInline = size, w.Flags&ibv.SendInline != 0
 			sig = q.isSignaled(w)
+			if isSend(w.Opcode) {
+				q.sends++
+			}
 			if q.sigAll {
 				if w.Flags&ibv.SendSignaled != 0 {
 					q.sigAllFlagged++

@@ -333,9 +333,14 @@ type Attach struct {
 	Func   string // post_send, poll_cq, post_recv, wr_start, ... or create_qp
 	Path   string // the ELF file
 	Offset uint64 // file offset
-	How    string // "symbol", "ops-table", "explicit"
+	How    string // "symbol", HowSimSymbol, "ops-table", "explicit"
 	Err    string // empty when attached
 }
+
+// HowSimSymbol is the How of a data-path probe found by the symbol of the
+// simulated HCA's function in a running target (the QPs posted through it
+// follow the simulated HCA's rules).
+const HowSimSymbol = "symbol (simulated HCA)"
 
 func (*Attach) Kind() Kind { return KindAttach }
 
