@@ -84,7 +84,7 @@ type QP struct {
 	Provider    string `json:"provider"`
 	ProviderLib string `json:"provider_lib,omitempty"`
 	Model       string `json:"model,omitempty"`
-	Outstanding  uint64 `json:"outstanding"`
+	Outstanding uint64 `json:"outstanding"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
