@@ -32,6 +32,9 @@ const (
 	DiagTrendingFull
 	// What the trace itself shows it misses.
 	DiagCallsNotTraced
+	// SQ overflow on rxe (rxe.go), by root cause.
+	DiagOverflowRNR
+	DiagOverflowNotCompleting
 
 	numDiagKinds
 )
@@ -85,6 +88,10 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"occupancy_from", "occupancy", "max_send_wr", "over_ms", "growth_wrs_per_s", "full_in_ms"}},
 	DiagCallsNotTraced: {"calls_not_traced", SevWarning,
 		[]string{"outstanding", "max_send_wr", "unmatched_cqes", "empty_wr_batches"}},
+	DiagOverflowRNR: {"sq_overflow_rnr_retry", SevError,
+		[]string{"outstanding", "max_send_wr", "sends_posted", "wrs_posted"}},
+	DiagOverflowNotCompleting: {"sq_overflow_not_completing", SevError,
+		[]string{"outstanding", "max_send_wr", "wrs_posted"}},
 }
 
 func (k DiagKind) String() string {
@@ -182,7 +189,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 		a.record(q, DiagSigAllFlag, now, evidence{q.sigAllFlagged, q.sigAllUnflagged})
 	}
 	a.checkNotTraced(q, now)
-	if q.runWarnPending {
+	if q.runWarnPending && q.prov.mlx5Model() { // slots freed by CQEs: mlx5's rule
 		q.runWarnPending = false
 		d := q.depth()
 		a.record(q, DiagRunNearDepth, now, evidence{q.curRun, d, 100 * q.curRun / d, q.outstanding()})
@@ -195,7 +202,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	over := q.capsKnown && !q.sendCapsInferred && q.depth() > 0 && q.outstanding() > q.depth()
+	over := q.prov.mlx5Model() && q.capsKnown && !q.sendCapsInferred && q.depth() > 0 && q.outstanding() > q.depth()
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
 		return
 	}
@@ -210,6 +217,10 @@ func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 // checkTrend makes the trend prediction when a history window has closed.
 func (a *Analyzer) checkTrend(q *sq, now uint64) {
 	if !q.hist.closed {
+		return
+	}
+	if !q.prov.mlx5Model() { // occupancy fills the SQ by mlx5's rule only
+		q.hist.closed = false
 		return
 	}
 	q.hist.closed = false
@@ -227,6 +238,10 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 // WR among them, and that CQE only by a poll of the send CQ after it was
 // posted.
 func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
+	if q.prov == ProviderRxe {
+		a.diagnoseRxeOverflow(q, now)
+		return
+	}
 	out, d := q.outstanding(), q.depth()
 	sigOut := q.sigOutstanding()
 	if sigOut == 0 {
@@ -372,6 +387,8 @@ func (r *diagRec) export() Diagnosis {
 		}
 		d.Message = "the trace misses calls on this QP: " + strings.Join(what, "; ")
 		d.Fix = "Look at the probes the report lists as NOT ATTACHED or not traced: the counts of this QP leave out the calls made through them."
+	case DiagOverflowRNR, DiagOverflowNotCompleting:
+		exportRxe(r, &d)
 	case DiagTrendingFull:
 		d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
 			e[0], e[1], e[2], e[3], e[4], e[5])

@@ -136,7 +136,7 @@ func writeText(w io.Writer, s Snapshot) {
 	}
 	WriteDiagnoses(w, s)
 	for _, q := range s.QPs {
-		if !q.CountersOnly { // the counters mode prints no byte figures
+		if !q.CountersOnly && q.Model != "" { // the counters mode prints no byte figures
 			fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
 			break
 		}
@@ -187,11 +187,7 @@ func writeEventsQP(w io.Writer, q *QP) {
 		q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
 	writeOccupancy(w, q)
 	writeRates(w, q)
-	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
-		q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
-	p := q.PCIe
-	fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
-		p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
+	writeProviderQP(w, q)
 }
 
 // writeCountersQP writes what counters mode measures, and only that (the
@@ -205,6 +201,10 @@ func writeCountersQP(w io.Writer, q *QP) {
 		fmt.Fprintf(w, "; send CQ %#x: polls %d (empty %d), %.0f polls/s, %.2f polls per CQE", q.SendCQ, q.Polls, q.EmptyPolls, r.PollsPerSec, r.PollsPerCQE)
 	}
 	fmt.Fprintln(w)
+	if q.Model == "" {
+		writeProviderQP(w, q)
+		return
+	}
 	fmt.Fprintf(w, "  HCA: doorbells %d, DMA reads: payload %d; CQE writes %d\n", q.Doorbells, q.DMAReadsPayload, q.CQEWrites)
 	fmt.Fprintf(w, "  saved vs one-WR-per-call, all signaled: doorbells %d, CQE writes %d (unsignaled)\n",
 		q.PCIe.DoorbellsSaved, q.PCIe.CQEWritesSaved)
