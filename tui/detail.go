@@ -78,10 +78,13 @@ func (u *UI) renderDetail() {
 	}
 	fmt.Fprintf(&b, "\noccupancy, last %s (top of the scale %d, depth %d):\n", historySpan(q, u.snap.HistoryStepNS), max(peak, 1), q.MaxSendWR)
 	b.WriteString("[green]" + Sparkline(hist, max(peak, 1), w) + "[-]\n")
-	p := q.PCIe
-	fmt.Fprintf(&b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions):\n", p.TransactionsPct)
-	fmt.Fprintf(&b, "  doorbells %d (batching)   WQE fetches %d (batching) + %d (BlueFlame)\n", p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF)
-	fmt.Fprintf(&b, "  payload reads %d (inline)   CQE writes %d (unsignaled)   ~%d B\n", p.PayloadReadsSaved, p.CQEWritesSaved, p.BytesSaved)
+	if p := q.PCIe; q.Model != "" {
+		fmt.Fprintf(&b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions, %s):\n", p.TransactionsPct, q.Model)
+		fmt.Fprintf(&b, "  doorbells %d (batching)   WQE fetches %d (batching) + %d (BlueFlame)\n", p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF)
+		fmt.Fprintf(&b, "  payload reads %d (inline)   CQE writes %d (unsignaled)   ~%d B\n", p.PayloadReadsSaved, p.CQEWritesSaved, p.BytesSaved)
+	} else {
+		fmt.Fprintf(&b, "provider %s: no PCIe figures (the mlx5 model does not apply)\n", q.Provider)
+	}
 	sig := "never signaled"
 	if r.c.Signaled > 0 {
 		sig = fmt.Sprintf("1 in %.1f WRs signaled", analyzer.Ratio(r.c.WRs, r.c.Signaled))
