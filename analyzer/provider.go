@@ -141,10 +141,13 @@ func isSend(op uint8) bool {
 }
 
 // The snapshot's figures of the mlx5 model, left out for other providers.
+// The payload SGEs and bytes not inline (dma_reads_payload,
+// dma_bytes_payload) stay: every provider reads them from the
+// application's memory.
 var (
-	mlx5Counters = keySet("bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload",
+	mlx5Counters = keySet("bf_writes", "wqebbs", "dma_reads_wqe",
 		"cqe_writes", "enomem_inline", "enomem_sge", "mmio_bytes", "dma_bytes_wqe",
-		"dma_bytes_payload", "inline_sges", "baseline_wqe_bytes")
+		"inline_sges", "baseline_wqe_bytes")
 	// of a provider with no model, an ENOMEM's cause is not known either
 	unknownCounters = union(mlx5Counters, keySet("enomem_sq_full"))
 	mlx5QP          = union(mlx5Counters, keySet("pcie"))
@@ -155,8 +158,8 @@ var (
 // the model computed (they are left out of its JSON and text and out of
 // the totals).
 func hideMlx5(c *Counters) {
-	c.BFWrites, c.WQEBBs, c.DMAReadsWQE, c.DMAReadsPayload, c.CQEWrites = 0, 0, 0, 0, 0
-	c.MMIOBytes, c.DMABytesWQE, c.DMABytesPayload, c.InlineSGEs, c.BaselineWQEBytes = 0, 0, 0, 0, 0
+	c.BFWrites, c.WQEBBs, c.DMAReadsWQE, c.CQEWrites = 0, 0, 0, 0
+	c.MMIOBytes, c.DMABytesWQE, c.InlineSGEs, c.BaselineWQEBytes = 0, 0, 0, 0
 }
 
 // notModeled is what a QP's JSON leaves out for its provider.
