@@ -72,6 +72,7 @@ func writeProviderQP(w io.Writer, q *QP) {
 		p := q.PCIe
 		fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
 			p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
+	case q.PostCalls == 0: // a QP that only receives: nothing of its provider to say
 	case q.Provider == ProviderRxe.String():
 		fmt.Fprintf(w, "  provider rxe (Soft-RoCE, software): %d post calls handed WRs to the kernel (a write() system call each); it has no BlueFlame, no WQEBBs and no PCIe, and the mlx5 model does not apply; a slot frees when its WR completes, signaled or not, so \"outstanding\" counts WRs whose completion was not yet polled\n",
 			q.Doorbells)
