@@ -463,10 +463,11 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 		c := q.counters()
 		a.resolveProvider(q)
 		model := q.prov.model()
-		pcie := savings(&c)
+		pcie, occ := savings(&c), q.occupancy()
 		if model == "" {
 			hideMlx5(&c)
 			pcie = Savings{absent: true}
+			occ.Depth = 0 // no model of what bounds the WRs outstanding
 		} else {
 			modeled = true
 		}
@@ -510,7 +511,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			Provider: q.prov.String(), ProviderLib: q.provLib, Model: model,
 			Outstanding: q.outstanding(), Counters: c,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
-			Occupancy: q.occupancy(), Rates: r, PCIe: pcie,
+			Occupancy: occ, Rates: r, PCIe: pcie,
 			History: hist, HistoryStartNS: histStart,
 		})
 		addCounters(&s.Total.Counters, &c)

@@ -84,7 +84,7 @@ func TestProviders(t *testing.T) {
 			s.lazyPoll(1, 70, ibv.WRSend)
 			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
 		}, "unknown", "", nil,
-			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM cause unknown 1"},
+			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM cause unknown 1", "the provider holds more than it reports"},
 			append(mlx5Figures, "SQ full"),
 			[]string{"bf_writes", "wqebbs", "enomem_sq_full", "pcie"}},
 		{"late_attach_rxe", func(s *stream) {

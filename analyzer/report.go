@@ -213,6 +213,9 @@ func writeCountersQP(w io.Writer, q *QP) {
 func writeOccupancy(w io.Writer, q *QP) {
 	o := &q.Occupancy
 	peak := fmt.Sprintf("%d (depth unknown)", o.Peak)
+	if q.Model == "" && q.MaxSendWR > 0 {
+		peak = fmt.Sprintf("%d WRs not yet polled (not bounded by max_send_wr on this provider)", o.Peak)
+	}
 	if o.Depth > 0 {
 		peak = fmt.Sprintf("%d (%.0f%%) of %d", o.Peak, pct(o.Peak, o.Depth), o.Depth)
 	}

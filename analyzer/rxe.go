@@ -85,5 +85,8 @@ func writeProviderQP(w io.Writer, q *QP) {
 			lib = " (post_send in " + q.ProviderLib + ")"
 		}
 		fmt.Fprintf(w, "  provider unknown%s: the application's side only; no HCA model applies, so no doorbell, BlueFlame, WQE or PCIe figures and no ENOMEM cause\n", lib)
+		if d := uint64(q.MaxSendWR); d > 0 && q.PeakOutstanding > d {
+			fmt.Fprintf(w, "  %d WRs outstanding at the peak, more than the max_send_wr %d the QP reports: the provider holds more than it reports, or frees slots before their completions are polled\n", q.PeakOutstanding, d)
+		}
 	}
 }
