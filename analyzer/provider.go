@@ -134,10 +134,10 @@ func (q *sq) providerCause(p *trace.Post) (errCause, bool) {
 	return causeUnknownENOMEM, true
 }
 
-// isSend reports whether an opcode is a SEND, which consumes a receive
-// at the peer.
-func isSend(op uint8) bool {
-	return op == ibv.WRSend || op == ibv.WRSendWithImm || op == ibv.WRSendWithInv
+// sends is how many of a QP's WRs are SENDs, which consume a receive at
+// the peer.
+func (m *OpcodeMix) sends() uint64 {
+	return m[ibv.WRSend] + m[ibv.WRSendWithImm] + m[ibv.WRSendWithInv]
 }
 
 // The snapshot's figures of the mlx5 model, left out for other providers.
@@ -147,7 +147,7 @@ func isSend(op uint8) bool {
 var (
 	mlx5Counters = keySet("bf_writes", "wqebbs", "dma_reads_wqe",
 		"cqe_writes", "enomem_inline", "enomem_sge", "mmio_bytes", "dma_bytes_wqe",
-		"inline_sges", "baseline_wqe_bytes")
+		"inline_sges", "baseline_wqe_bytes", "dma_writes_response", "dma_bytes_response")
 	// of a provider with no model, an ENOMEM's cause is not known either
 	unknownCounters = union(mlx5Counters, keySet("enomem_sq_full"))
 	mlx5QP          = union(mlx5Counters, keySet("pcie"))
@@ -160,6 +160,7 @@ var (
 func hideMlx5(c *Counters) {
 	c.BFWrites, c.WQEBBs, c.DMAReadsWQE, c.CQEWrites = 0, 0, 0, 0
 	c.MMIOBytes, c.DMABytesWQE, c.InlineSGEs, c.BaselineWQEBytes = 0, 0, 0, 0
+	c.DMAWritesResponse, c.DMABytesResponse = 0, 0
 }
 
 // notModeled is what a QP's JSON leaves out for its provider.

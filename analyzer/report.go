@@ -185,6 +185,11 @@ func writeEventsQP(w io.Writer, q *QP) {
 		q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
 	fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
 		q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+	fmt.Fprintf(w, "  opcodes (WRs): %s", q.Opcodes)
+	if q.Truncated > 0 {
+		fmt.Fprintf(w, "; %d more past the list bound, opcode not recorded", q.Truncated)
+	}
+	fmt.Fprintln(w)
 	writeOccupancy(w, q)
 	writeRates(w, q)
 	writeProviderQP(w, q)

@@ -30,8 +30,11 @@ import (
 // diagnoseRxeOverflow names the cause of an SQ-full ENOMEM on rxe.
 func (a *Analyzer) diagnoseRxeOverflow(q *sq, now uint64) {
 	out, d := q.outstanding(), q.depth()
-	if q.sends > 0 {
-		a.record(q, DiagOverflowRNR, now, evidence{out, d, q.sends, q.c.WRs})
+	if d == 0 { // attached after the QP's create: not known
+		d = noValue
+	}
+	if sends := q.c.Opcodes.sends(); sends > 0 {
+		a.record(q, DiagOverflowRNR, now, evidence{out, d, sends, q.c.WRs})
 		return
 	}
 	a.record(q, DiagOverflowNotCompleting, now, evidence{out, d, q.c.WRs})
@@ -67,11 +70,18 @@ func exportRxe(r *diagRec, d *Diagnosis) {
 func writeProviderQP(w io.Writer, q *QP) {
 	switch {
 	case q.Model != "":
-		fmt.Fprintf(w, "  HCA (%s): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
+		fmt.Fprintf(w, "  HCA (%s): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d",
 			q.Model, q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
+		if q.DMAWritesResponse > 0 {
+			fmt.Fprintf(w, "; DMA writes of READ/atomic responses %d (%d B)", q.DMAWritesResponse, q.DMABytesResponse)
+		}
+		fmt.Fprintln(w)
 		p := q.PCIe
 		fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
 			p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
+		if q.DMAWritesResponse > 0 {
+			fmt.Fprintln(w, "    READ and atomic responses are written in the baseline too: no payload to inline, nothing the posting side saves")
+		}
 	case q.PostCalls == 0: // a QP that only receives: nothing of its provider to say
 	case q.Provider == ProviderRxe.String():
 		fmt.Fprintf(w, "  provider rxe (Soft-RoCE, software): %d post calls handed WRs to the kernel (a write() system call each); it has no BlueFlame, no WQEBBs and no PCIe, and the mlx5 model does not apply; a slot frees when its WR completes, signaled or not, so \"outstanding\" counts WRs whose completion was not yet polled\n",
