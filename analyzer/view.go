@@ -10,7 +10,7 @@ func nearFullAt(d uint64) uint64 { return (3*d + 3) / 4 }
 // unsignaled run. Unlike the prediction it holds for the smallest queues too,
 // where 75% is the whole depth. Never when the depth is unknown.
 func (q QP) NearFull() bool {
-	if q.MaxSendWR == 0 {
+	if q.MaxSendWR == 0 || q.Model == "" { // WRs not polled fill the SQ by the mlx5 model only
 		return false
 	}
 	at := nearFullAt(uint64(q.MaxSendWR))
