@@ -87,7 +87,15 @@ type QP struct {
 	Destroyed    bool   `json:"destroyed"`
 	SendCQ       uint64 `json:"send_cq"`
 	SendCQGen    uint64 `json:"send_cq_gen"`
-	Outstanding  uint64 `json:"outstanding"`
+	// Provider is the verbs provider the QP runs on (mlx5, sim, rxe or
+	// unknown), ProviderLib the file of its post_send when its create
+	// was seen, and Model the model its HCA figures and ENOMEM causes come
+	// from ("mlx5 model"; empty when none applies, and those figures are
+	// then left out: provider.go).
+	Provider    string `json:"provider"`
+	ProviderLib string `json:"provider_lib,omitempty"`
+	Model       string `json:"model,omitempty"`
+	Outstanding uint64 `json:"outstanding"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
@@ -221,6 +229,8 @@ type Analyzer struct {
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
+	// pidProv is the provider of each process's data path (provider.go)
+	pidProv map[uint32]Provider
 	diags   []diagRec
 	snap    Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
@@ -304,6 +314,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if e.SendCQ != 0 {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
+		a.qpCreateProvider(q, e)
 		a.qpEpoch++
 	case *trace.QPDestroy:
 		a.qpDestroyed(e)
@@ -316,6 +327,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if !q.capsKnown {
 			a.snap.UnknownQPPosts++
 		}
+		a.resolveProvider(q)
 		cause, n := q.post(e, a.opts.BF)
 		q.noteCuts(e, n)
 		q.lastPost = e.TimeNS
@@ -415,6 +427,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+		a.noteAttach(e)
 	case *trace.CQCreate:
 		a.cqCreated(e)
 	case *trace.SRQCreate, *trace.SRQDestroy:
@@ -475,9 +488,20 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	s := a.snap
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
 	s.QPs = make([]QP, 0, len(a.all))
+	modeled := false // some QP follows the mlx5 model
 	for _, q := range a.all {
 		k := q.key
 		c := q.counters()
+		a.resolveProvider(q)
+		model := q.prov.model()
+		pcie, occ := savings(&c), q.occupancy()
+		if model == "" {
+			hideMlx5(&c)
+			pcie = Savings{absent: true}
+			occ.Depth = 0 // no model of what bounds the WRs outstanding
+		} else {
+			modeled = true
+		}
 		var r Rates
 		switch {
 		case q.countersOnly:
@@ -515,9 +539,10 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
+			Provider: q.prov.String(), ProviderLib: q.provLib, Model: model,
 			Outstanding: q.outstanding(), Counters: c,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
-			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
+			Occupancy: occ, Rates: r, PCIe: pcie,
 			History: hist, HistoryStartNS: histStart,
 		})
 		addCounters(&s.Total.Counters, &c)
@@ -540,6 +565,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	t.WRsPerDoorbell = ratio(s.Total.WRs, s.Total.Doorbells)
 	t.countersOnly = s.Total.CountersOnly
 	s.TotalPCIe = savings(&s.Total.Counters)
+	if s.Total.NoModel = len(s.QPs) > 0 && !modeled; s.Total.NoModel {
+		s.TotalPCIe = Savings{absent: true}
+	}
 	sort.SliceStable(s.QPs, func(i, j int) bool {
 		if s.QPs[i].PID != s.QPs[j].PID {
 			return s.QPs[i].PID < s.QPs[j].PID

@@ -137,7 +137,7 @@ func writeText(w io.Writer, s Snapshot) {
 	}
 	WriteDiagnoses(w, s)
 	for _, q := range s.QPs {
-		if !q.CountersOnly { // the counters mode prints no byte figures
+		if !q.CountersOnly && q.Model != "" { // the counters mode prints no byte figures
 			fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
 			break
 		}
@@ -193,18 +193,7 @@ func writeEventsQP(w io.Writer, q *QP) {
 	fmt.Fprintln(w)
 	writeOccupancy(w, q)
 	writeRates(w, q)
-	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d",
-		q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
-	if q.DMAWritesResponse > 0 {
-		fmt.Fprintf(w, "; DMA writes of READ/atomic responses %d (%d B)", q.DMAWritesResponse, q.DMABytesResponse)
-	}
-	fmt.Fprintln(w)
-	p := q.PCIe
-	fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
-		p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
-	if q.DMAWritesResponse > 0 {
-		fmt.Fprintln(w, "    READ and atomic responses are written in the baseline too: no payload to inline, nothing the posting side saves")
-	}
+	writeProviderQP(w, q)
 }
 
 // writeCountersQP writes what counters mode measures, and only that (the
@@ -218,6 +207,10 @@ func writeCountersQP(w io.Writer, q *QP) {
 		fmt.Fprintf(w, "; send CQ %#x: polls %d (empty %d), %.0f polls/s, %.2f polls per CQE", q.SendCQ, q.Polls, q.EmptyPolls, r.PollsPerSec, r.PollsPerCQE)
 	}
 	fmt.Fprintln(w)
+	if q.Model == "" {
+		writeProviderQP(w, q)
+		return
+	}
 	fmt.Fprintf(w, "  HCA: doorbells %d, DMA reads: payload %d; CQE writes %d\n", q.Doorbells, q.DMAReadsPayload, q.CQEWrites)
 	fmt.Fprintf(w, "  saved vs one-WR-per-call, all signaled: doorbells %d, CQE writes %d (unsignaled)\n",
 		q.PCIe.DoorbellsSaved, q.PCIe.CQEWritesSaved)
@@ -226,6 +219,9 @@ func writeCountersQP(w io.Writer, q *QP) {
 func writeOccupancy(w io.Writer, q *QP) {
 	o := &q.Occupancy
 	peak := fmt.Sprintf("%d (depth unknown)", o.Peak)
+	if q.Model == "" && q.MaxSendWR > 0 {
+		peak = fmt.Sprintf("%d WRs not yet polled (not bounded by max_send_wr on this provider)", o.Peak)
+	}
 	if o.Depth > 0 {
 		peak = fmt.Sprintf("%d (%.0f%%) of %d", o.Peak, pct(o.Peak, o.Depth), o.Depth)
 	}

@@ -27,7 +27,7 @@ package trace
 //
 //	QPCreate   u QP, u QPNum, b Type, ? SigAll, u SendCQ, u RecvCQ,
 //	           u MaxSendWR, u MaxRecvWR, u MaxSendSGE, u MaxRecvSGE,
-//	           u MaxInlineData, s Via, [gen]
+//	           u MaxInlineData, s Via, [gen [s Lib]]
 //	QPDestroy  u QP, u QPNum, z Ret, [gen]
 //	QPModify   u QP, u QPNum, z State, z Ret
 //	Post       u QP, u QPNum, b API, ? Aborted, u Truncated, z Ret,
@@ -292,7 +292,12 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.Caps.MaxRecvSGE))
 		b = appendU(b, uint64(e.Caps.MaxInlineData))
 		b = appendStr(b, e.Via)
-		b = appendGen(b, e.Gen)
+		if e.Lib != "" { // appended later: gen is then written even when 0
+			b = appendU(b, e.Gen)
+			b = appendStr(b, e.Lib)
+		} else {
+			b = appendGen(b, e.Gen)
+		}
 	case *QPDestroy:
 		b = appendU(b, e.QP)
 		b = appendU(b, uint64(e.QPNum))

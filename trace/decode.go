@@ -122,6 +122,9 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Caps.MaxInlineData = r.u32()
 		e.Via = r.str()
 		e.Gen = r.gen()
+		if len(r.b) > 0 {
+			e.Lib = r.str()
+		}
 		return e
 	case KindQPDestroy:
 		e := &QPDestroy{Header: h}
