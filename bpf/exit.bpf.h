@@ -74,12 +74,15 @@ struct bpf_iter__task___sq {
 } __attribute__((preserve_access_index));
 
 /* iter_state is the data-path state of an iterated thread of the target
- * (0 when it has none), and its thread id in *tid. */
-static __always_inline struct thread_state *iter_state(struct task_struct___sq *task, __u32 *tid)
+ * (0 when it has none), its thread id in *tid and process id in *tgid. */
+static __always_inline struct thread_state *iter_state(struct task_struct___sq *task, __u32 *tid, __u32 *tgid)
 {
 	struct thread_state *st;
 
-	if (!task || !wanted(task->tgid))
+	if (!task)
+		return 0;
+	*tgid = task->tgid;
+	if (!wanted(*tgid))
 		return 0;
 	*tid = task->pid;
 	st = slot_of(*tid);
@@ -104,9 +107,9 @@ SEC("iter/task")
 int in_flight(struct bpf_iter__task___sq *ctx)
 {
 	struct thread_state *st;
-	__u32 tid = 0;
+	__u32 tid = 0, tgid = 0;
 
-	st = iter_state(ctx->task, &tid);
+	st = iter_state(ctx->task, &tid, &tgid);
 	if (st && post_in_flight(st))
 		bpf_seq_write(ctx->meta->seq, &tid, sizeof(tid));
 	return 0;
@@ -122,13 +125,13 @@ SEC("iter/task")
 int hand_over(struct bpf_iter__task___sq *ctx)
 {
 	struct thread_state *st;
-	__u32 tid = 0;
+	__u32 tid = 0, tgid = 0;
 
-	st = iter_state(ctx->task, &tid);
+	st = iter_state(ctx->task, &tid, &tgid);
 	if (!st)
 		return 0;
-	flush_polls(st, ctx->task->tgid);
-	flush_posts(st, ctx->task->tgid);
+	flush_polls(st, tgid);
+	flush_posts(st, tgid);
 	if (post_in_flight(st))
 		bpf_seq_write(ctx->meta->seq, &tid, sizeof(tid));
 	return 0;
