@@ -61,6 +61,8 @@ func writeEnding(w io.Writer, s *Snapshot) {
 		fmt.Fprintf(w, "  trace cut %s, every probe at once (the target ran on): posts are in if they began before it, polls if they returned before it", at)
 		if c.WRsOutstanding != nil {
 			fmt.Fprintf(w, "; %d WRs posted before it not seen retired (their completions came after)", *c.WRsOutstanding)
+		} else {
+			fmt.Fprint(w, "; the WRs it left outstanding are not known in counters mode (no occupancy)")
 		}
 		fmt.Fprintf(w, "; %d posts in flight at it returned too late to be recorded\n", c.PostsInFlightUnseen)
 	}

@@ -141,6 +141,10 @@ func TestCutMidRun(t *testing.T) {
 				t.Fatalf("the target did not run on after the trace: %q", childOut.String())
 			}
 			snap := s.Analyzer().Snapshot()
+			if c, ok := s.tracer.CutInfo(); ok {
+				t.Logf("cut %.3f s after the start; posts in flight waited for %v, %d not back by then",
+					float64(c.AtNS-snap.FirstNS)/1e9, c.Waited, c.InFlightUnseen)
+			}
 			if w := warnings.String(); w != "" {
 				t.Logf("warnings:\n%s", w)
 			}
