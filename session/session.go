@@ -98,6 +98,9 @@ type Session struct {
 	verbsSeen      atomic.Bool
 	verbsSeenNoted bool
 	stopped        string // why ctx stopped the trace, if it did
+	// cutDone: the trace was cut while the target ran on (the tracer also
+	// cuts on any stop, when it no longer matters)
+	cutDone bool
 	checked        string // what the verbs check found, if it ran
 }
 
@@ -458,6 +461,7 @@ func (s *Session) noVerbs() bool {
 // cut stops every data-path probe at once (probe.Tracer.Cut): the end of
 // tracing a target that keeps running. What came before is still read.
 func (s *Session) cut() {
+	s.cutDone = true
 	if err := s.tracer.Cut(); err != nil {
 		fmt.Fprintf(s.cfg.Warnings, "sqscope: warning: %v: the probes stop one by one as they are removed\n", err)
 	}
@@ -514,7 +518,7 @@ func (s *Session) finish(runErr, why error) error {
 		}
 	}
 	end := &trace.End{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(s.pid)}}
-	if c, ok := s.tracer.CutInfo(); ok {
+	if c, ok := s.tracer.CutInfo(); ok && s.cutDone {
 		end.CutNS, end.InFlightUnseen = c.AtNS, c.InFlightUnseen
 	}
 	err := runErr
