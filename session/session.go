@@ -101,7 +101,7 @@ type Session struct {
 	// cutDone: the trace was cut while the target ran on (the tracer also
 	// cuts on any stop, when it no longer matters)
 	cutDone bool
-	checked        string // what the verbs check found, if it ran
+	checked string // what the verbs check found, if it ran
 }
 
 // Start starts (or finds) the target and attaches the probes; a started
