@@ -365,9 +365,8 @@ func (s *Session) Run(ctx context.Context) error {
 			if s.cfg.Wait || !s.noVerbs() {
 				continue // a target that ends now ends the trace by its exit
 			}
-			s.cut()
-			s.syncThenCancel(cancel)
-			s.stopChild(childDone) // nothing to trace: a command we started is not left behind
+			s.syncThenCancel(cancel) // nothing of verbs seen: nothing to cut
+			s.stopChild(childDone)   // nothing to trace: a command we started is not left behind
 			return s.finish(<-runErr, &NoVerbsError{s.pid, s.cfg.VerbsTimeout, s.child != nil && !s.cfg.KeepTarget})
 		}
 	}
