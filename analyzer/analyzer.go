@@ -150,8 +150,11 @@ type Snapshot struct {
 	ExitSignal int32 `json:"exit_signal,omitempty"`
 	// Ended says why the trace ended, EndedOnError whether on an error
 	// (empty while it runs).
-	Ended          string `json:"ended,omitempty"`
-	EndedOnError   bool   `json:"ended_on_error,omitempty"`
+	Ended        string `json:"ended,omitempty"`
+	EndedOnError bool   `json:"ended_on_error,omitempty"`
+	// Cut is where every probe stopped when the trace ended while the
+	// target ran on (ending.go); nil when it was not cut.
+	Cut            *Cut   `json:"cut,omitempty"`
 	UnknownQPPosts uint64 `json:"posts_on_unknown_qps"`
 	// Diagnoses, newest first (by last occurrence).
 	Diagnoses        []Diagnosis `json:"diagnoses"`
@@ -287,7 +290,7 @@ func (a *Analyzer) Outstanding(pid, qpNum uint32) (uint64, bool) {
 
 func (a *Analyzer) ingest(ev trace.Event) {
 	if e, ok := ev.(*trace.End); ok { // not an event of the target's
-		a.snap.Ended, a.snap.EndedOnError = e.Reason, e.Err
+		a.ended(e)
 		return
 	}
 	h := ev.Hdr()
@@ -576,6 +579,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	})
 	s.Diagnoses = a.diagnoses()
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
+	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
 	return s
 }
 

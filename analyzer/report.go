@@ -65,6 +65,7 @@ func writeText(w io.Writer, s Snapshot) {
 	if s.Ended != "" {
 		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
 	}
+	writeEnding(w, &s)
 	for _, a := range s.Attach {
 		if a.Err != "" {
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)

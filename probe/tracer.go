@@ -124,11 +124,12 @@ type Tracer struct {
 	rec              ringbuf.Record
 
 	uprobes     Uprobes    // how the programs are loaded and attached
-	mu          sync.Mutex // guards links, attachments, unsent, warnings, stopped, closed
+	mu          sync.Mutex // guards links, attachments, unsent, warnings, stopped, closed, cut
 	links       []link.Link
 	attached    map[attachKey]bool
 	attachments []trace.Attach
 	closed      bool
+	cut         CutInfo // cut.go
 
 	warnings []string
 	unsent   []trace.Attach // attachments Run has not delivered yet

@@ -46,7 +46,7 @@ package trace
 //	CQCreate   u CQ, u Gen, u CQE
 //	SRQCreate  u SRQ, u Gen, u MaxWR
 //	SRQDestroy u SRQ, u Gen, z Ret
-//	End        s Reason, ? Err
+//	End        s Reason, ? Err, [cut]
 //	CQChange   b Op, u CQ, z CQE, u ModMask, u ModCount, u ModPeriodUS,
 //	           z Ret, s Via
 //
@@ -68,6 +68,9 @@ package trace
 // one of its counts is not zero, so totals without cuts are stored as before:
 //
 //	qpcuts  u WalkCappedPosts, u SGECutWRs, u SGEsNotSummed
+//
+// cut, appended to End later in the same way, is written only when the
+// trace was cut (CutNS not 0): u CutNS, u InFlightUnseen.
 //
 // gen, appended later still to the records of objects, is an object's
 // generation (u Gen), written only when it is known (not 0), so a record
@@ -399,6 +402,10 @@ func appendFields(b []byte, ev Event) []byte {
 	case *End:
 		b = appendStr(b, e.Reason)
 		b = appendBool(b, e.Err)
+		if e.CutNS != 0 {
+			b = appendU(b, e.CutNS)
+			b = appendU(b, e.InFlightUnseen)
+		}
 	case *CQChange:
 		b = append(b, byte(e.Op))
 		b = appendU(b, e.CQ)

@@ -248,7 +248,12 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 	case KindSRQDestroy:
 		return &SRQDestroy{Header: h, SRQ: r.u64(), Gen: r.u64(), Ret: r.z32()}
 	case KindEnd:
-		return &End{Header: h, Reason: r.str(), Err: r.bool()}
+		e := &End{Header: h, Reason: r.str(), Err: r.bool()}
+		if len(r.b) > 0 {
+			e.CutNS = r.u64()
+			e.InFlightUnseen = r.u64()
+		}
+		return e
 	case KindCQChange:
 		e := &CQChange{Header: h}
 		e.Op = CQOp(r.byte())

@@ -434,6 +434,13 @@ type End struct {
 	Header
 	Reason string // e.g. "the target exited with status 0", "interrupt signal received"
 	Err    bool   // the trace ended on an error: what came before it is all there is
+	// CutNS is when every probe stopped at once while the target ran on
+	// (0: the trace was not cut): no call decided after it is in the trace
+	// (a post at its entry, a poll at its return).
+	CutNS uint64
+	// InFlightUnseen counts the posts in flight at the cut whose return
+	// came too late to be recorded.
+	InFlightUnseen uint64
 }
 
 func (*End) Kind() Kind { return KindEnd }
