@@ -79,7 +79,11 @@ func TestGenerationsAppended(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertEvents(t, []Event{got}, []Event{old})
-			// and what a later writer appends after the generation is skipped
+			// and what a later writer appends after the generation is
+			// skipped (a QPCreate's state is such a field: scan_test.go)
+			if _, ok := ev.(*QPCreate); ok {
+				return
+			}
 			later := append(bytes.Clone(body), "later fields"...)
 			rec = append([]byte{byte(ev.Kind())}, binary.AppendUvarint(nil, uint64(len(later)))...)
 			var d2 decoder
