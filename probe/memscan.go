@@ -36,9 +36,10 @@ const (
 	// scanOverlap keeps the end of a chunk for the next: an object that
 	// straddles two reads is still seen whole.
 	scanOverlap = bpf.IBVQPXSize
-	// maxQPCandidates bounds the words kept as possible QPs before their
-	// context is known.
-	maxQPCandidates = 1 << 20
+	// maxQPCandidates and maxContextCandidates bound the words kept as
+	// possible QPs and contexts until they are matched.
+	maxQPCandidates      = 1 << 20
+	maxContextCandidates = 1 << 16
 )
 
 // ScanContext is a struct ibv_context found in memory.
@@ -87,14 +88,14 @@ var ErrScanBound = errors.New("memory scan bound reached")
 // verbs contexts and QPs. It reads /proc/PID/mem, which needs ptrace
 // access to pid. The process keeps running; objects it makes during the
 // scan may be missed.
-func ScanDataPath(pid int, b ScanBounds) (ScanResult, error) {
+func ScanDataPath(pid int, b ScanBounds) (res ScanResult, err error) {
 	if b.MaxBytes <= 0 {
 		b.MaxBytes = DefaultScanBytes
 	}
 	if b.MaxTime <= 0 {
 		b.MaxTime = DefaultScanTime
 	}
-	res := ScanResult{PID: pid}
+	res.PID = pid
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	if err := checkPID(pid); err != nil {
@@ -320,7 +321,8 @@ func (s *scanner) context(buf []byte, c int, addr, v uint64) {
 	}
 	le := binary.LittleEndian
 	recv, poll := le.Uint64(buf[c+ctxPostRecv:]), le.Uint64(buf[c+ctxPollCQ:])
-	if recv == v || poll == v || !s.sameFile(i, recv) || !s.sameFile(i, poll) {
+	if recv == v || poll == v || recv == poll || !s.sameFile(i, recv) || !s.sameFile(i, poll) ||
+		len(s.contexts) >= maxContextCandidates {
 		return
 	}
 	ctx := ScanContext{Addr: addr + uint64(c), Provider: s.exec[i].Path, PostSend: v, PostRecv: recv, PollCQ: poll}
@@ -338,14 +340,13 @@ func qpTypeValid(t uint32) bool {
 	return false
 }
 
-// finish keeps the QP candidates of the contexts found whose protection
-// domain and CQs belong to the same context, and reads the builders of
-// extended QPs.
+// finish keeps the QP candidates of the would-be contexts whose protection
+// domain and CQs belong to the same context, and the contexts that have
+// such a QP: any table of three functions of one file looks like an ops
+// table (Go's, libc's), but only a verbs context has QPs, PDs and CQs
+// pointing back at it. It reads the builders of extended QPs.
 func (s *scanner) finish(res *ScanResult) {
-	for _, c := range s.contexts {
-		res.Contexts = append(res.Contexts, c)
-	}
-	sort.Slice(res.Contexts, func(i, j int) bool { return res.Contexts[i].Addr < res.Contexts[j].Addr })
+	keep := map[uint64]bool{}
 	for _, c := range s.cands {
 		ctx, ok := s.contexts[c.ctx]
 		if !ok || s.word(c.pd) != c.ctx || s.word(c.sendCQ) != c.ctx ||
@@ -356,7 +357,12 @@ func (s *scanner) finish(res *ScanResult) {
 			SendCQ: c.sendCQ, RecvCQ: c.recvCQ}
 		q.WRFuncs = s.wrFuncs(c.addr, ctx)
 		res.QPs = append(res.QPs, q)
+		keep[c.ctx] = true
 	}
+	for a := range keep {
+		res.Contexts = append(res.Contexts, s.contexts[a])
+	}
+	sort.Slice(res.Contexts, func(i, j int) bool { return res.Contexts[i].Addr < res.Contexts[j].Addr })
 	sort.Slice(res.QPs, func(i, j int) bool { return res.QPs[i].QPNum < res.QPs[j].QPNum })
 }
 

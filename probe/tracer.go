@@ -82,6 +82,9 @@ type Options struct {
 	// times per process). A shell sees the stop and may report the job as
 	// stopped.
 	NoStop bool
+	// ScanBounds bound the memory scan of a process traced after it
+	// started (PID without Child).
+	ScanBounds ScanBounds
 	// MaxWRs, MaxSGEs and MaxWCs lower the per-record bounds (WRs per post,
 	// SGEs summed per WR, completions per poll); 0 keeps the compiled ones.
 	MaxWRs, MaxSGEs, MaxWCs int
@@ -153,6 +156,11 @@ type Tracer struct {
 	cqSeen     map[cqGenKey]bpf.VerbsSqCqStats
 	cqFinals   map[cqGenKey]bpf.VerbsSqCqStats // counts replaced CQs ended with
 	ibvHooked  map[fileID]bool                 // libibverbs files with discovery probes
+	// the memory scan of a process traced after it started, its error,
+	// and the events it made (delivered first by Run); guarded by mu
+	scan    *ScanResult
+	scanErr error
+	pre     []trace.Event
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool

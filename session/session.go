@@ -245,7 +245,7 @@ func (s *Session) deliver(ev trace.Event) {
 		s.mu.Lock() // the child's waiter may set its own exit
 		s.exit, s.exitSeen = e, true
 		s.mu.Unlock()
-	case *trace.Attach, *trace.Lost:
+	case *trace.Attach, *trace.Lost, *trace.Scan:
 	default:
 		if !s.verbsSeenNoted {
 			s.verbsSeenNoted = true
