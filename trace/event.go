@@ -133,7 +133,6 @@ type QPCreate struct {
 // process.
 const ViaMemory = "memory"
 
-
 func (*QPCreate) Kind() Kind { return KindQPCreate }
 
 // QPDestroy: a QP was destroyed (Ret 0), which ends its life.
