@@ -77,6 +77,22 @@ type QP struct {
 	SendCQ       uint64 `json:"send_cq"`
 	SendCQGen    uint64 `json:"send_cq_gen"`
 	Outstanding  uint64 `json:"outstanding"`
+	// Found says how the QP became known (FoundCreate, FoundMemory,
+	// FoundPost, ...); StateFound is its state when the memory scan found
+	// it (empty otherwise).
+	Found      string `json:"found"`
+	StateFound string `json:"state_found,omitempty"`
+	// OutstandingLowerBound: the QP was not created while tracing and no
+	// completion has yet proved the WRs it had outstanding before the
+	// attach retired: Outstanding, the peak and the occupancy count only
+	// WRs posted since. ExactSinceNS is when the model became exact (0:
+	// not yet, or it always was). PreAttachCQEs counts completions of
+	// WRs posted before the attach; RetiredUnseen WRs the depth proved
+	// retired whose completions were not seen (lateattach.go).
+	OutstandingLowerBound bool   `json:"outstanding_lower_bound"`
+	ExactSinceNS          uint64 `json:"exact_since_ns,omitempty"`
+	PreAttachCQEs         uint64 `json:"pre_attach_cqes,omitempty"`
+	RetiredUnseen         uint64 `json:"retired_unseen,omitempty"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
@@ -117,6 +133,9 @@ type Snapshot struct {
 	TotalRates Rates          `json:"total_rates"`
 	TotalPCIe  Savings        `json:"total_pcie"`
 	Attach     []trace.Attach `json:"probes,omitempty"`
+	// Scan is what the memory scan of a process traced after it started
+	// read and found; nil when there was none.
+	Scan *trace.Scan `json:"memory_scan,omitempty"`
 	// CQs are the completion queues seen, one per lifetime, by their
 	// calls and polls.
 	CQs  []CQ  `json:"cqs,omitempty"`
@@ -277,7 +296,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.qp = e.QP
 		q.typ = e.Type
 		q.caps = e.Caps
-		q.capsKnown = true
+		q.capsKnown = e.Via != trace.ViaMemory // a QP in memory: caps unknown
+		q.late = !q.capsKnown
+		q.found = FoundCreate
+		if q.late {
+			q.found, q.stateFound = FoundMemory, ibv.QPStateName(e.State)
+		}
 		q.sendCapsInferred = false
 		q.createdNS = e.TimeNS
 		q.sigAll = e.SigAll
@@ -292,9 +316,10 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.CQChange:
 		a.cqChange(e)
 	case *trace.QPModify:
-		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS).noteFound(FoundModify)
 	case *trace.Post:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundPost)
 		if !q.capsKnown {
 			a.snap.UnknownQPPosts++
 		}
@@ -331,7 +356,8 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
 				a.qpEpoch++
 			}
-			q.complete(wc)
+			q.noteFound(FoundCompletion)
+			q.complete(wc, e.TimeNS)
 			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
 				a.checkNotTraced(q, e.TimeNS)
 			}
@@ -364,10 +390,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			break
 		}
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundRecv)
 		q.c.PostRecvs += uint64(e.Accepted)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
+		q.noteFound(FoundCounters)
 		q.countersOnly = true
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
 		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
@@ -384,6 +412,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+	case *trace.Scan:
+		sc := *e
+		a.snap.Scan = &sc
 	case *trace.CQCreate:
 		a.cqCreated(e)
 	case *trace.SRQCreate, *trace.SRQDestroy:
@@ -484,7 +515,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
-			Outstanding: q.outstanding(), Counters: c,
+			Outstanding: q.outstanding(), Counters: c, Found: q.found, StateFound: q.stateFound,
+			OutstandingLowerBound: q.lateUnsynced(), ExactSinceNS: q.syncedNS,
+			PreAttachCQEs: q.preCQEs, RetiredUnseen: q.retiredUnseen,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
 			History: hist, HistoryStartNS: histStart,

@@ -195,7 +195,11 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	over := q.capsKnown && !q.sendCapsInferred && q.depth() > 0 && q.outstanding() > q.depth()
+	// the depth bound retired WRs whose completions the trace missed
+	// (lateattach.go): the trace alone would have had overSeen outstanding
+	over := q.capsKnown && !q.sendCapsInferred && q.overSeen > 0
+	seen := q.overSeen
+	q.overSeen = 0
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
 		return
 	}
@@ -204,7 +208,11 @@ func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 	}
 	q.notTracedOver = over
 	q.notTracedNoted = [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches}
-	a.record(q, DiagCallsNotTraced, now, evidence{q.outstanding(), q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
+	out := q.outstanding()
+	if over {
+		out = seen
+	}
+	a.record(q, DiagCallsNotTraced, now, evidence{out, q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
 }
 
 // checkTrend makes the trend prediction when a history window has closed.

@@ -188,5 +188,9 @@ func (q *sq) occupancy() Occupancy {
 		}
 		seen += n
 	}
+	if d := o.Depth; d > 0 {
+		// a bucket's bound is not a count: none is over the depth
+		o.P50, o.P99 = min(o.P50, d), min(o.P99, d)
+	}
 	return o
 }

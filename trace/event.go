@@ -343,7 +343,7 @@ type Attach struct {
 	// DebugFile is the separate debug file whose symbols found the
 	// function (How "debug-file"): a build-id, .gnu_debuglink or
 	// .gnu_debugaltlink file, or "<path>:.gnu_debugdata".
-	DebugFile string
+	DebugFile string `json:",omitempty"`
 }
 
 func (*Attach) Kind() Kind { return KindAttach }
