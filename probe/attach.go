@@ -272,8 +272,13 @@ func (t *Tracer) simBinaries() [][2]string {
 // and role, and records the attachment. path is the name reported, pid the
 // process it was found for.
 func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string, off uint64, how string) trace.Attach {
+	return t.attachFound(pid, r, cookie, path, openPath, off, how, "")
+}
+
+// attachFound is attach for a function a debug file's symbols found.
+func (t *Tracer) attachFound(pid uint32, r role, cookie uint64, path, openPath string, off uint64, how, debug string) trace.Attach {
 	a := trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
-		Func: r.name, Path: path, Offset: off, How: how}
+		Func: r.name, Path: path, Offset: off, How: how, DebugFile: debug}
 	id, err := fileIDOf(openPath)
 	if err != nil {
 		a.Err = err.Error()

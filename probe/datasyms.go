@@ -2,6 +2,7 @@ package probe
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -45,8 +46,9 @@ func providerFile(path string) bool {
 }
 
 // attachDataPathBySymbol hooks data-path functions found by name in the
-// running target's executable and mapped provider libraries. It returns
-// how many roles it placed.
+// running target's executable and mapped provider libraries, or in their
+// separate debug files (debugfile.go). It returns how many roles it
+// placed.
 func (t *Tracer) attachDataPathBySymbol() int {
 	pid := t.opts.PID
 	files := [][2]string{}
@@ -65,21 +67,30 @@ func (t *Tracer) attachDataPathBySymbol() int {
 	}
 	placed := 0
 	for _, f := range files {
+		sf, err := openSymbolFinder(f[1], filepath.Dir(f[0]), debugDirs(t.opts.DebugDirs))
+		if err != nil {
+			continue
+		}
 		for _, r := range roles {
 			if !r.probed() {
 				continue
 			}
 			for _, name := range dataPathSymbols[r.name] {
-				sym, err := ResolveSymbol(f[1], name)
+				fn, err := sf.find(name)
 				if err != nil {
 					continue
 				}
-				if a := t.attach(uint32(pid), r, r.cookie, f[0], f[1], sym.Offset, "symbol"); a.Err == "" && a.Func != "" {
+				how := "symbol"
+				if fn.DebugFile != "" {
+					how = "debug-file"
+				}
+				if a := t.attachFound(uint32(pid), r, r.cookie, f[0], f[1], fn.Offset, how, fn.DebugFile); a.Err == "" && a.Func != "" {
 					placed++
 				}
 				break
 			}
 		}
+		sf.Close()
 	}
 	return placed
 }

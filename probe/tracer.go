@@ -82,6 +82,10 @@ type Options struct {
 	// times per process). A shell sees the stop and may report the job as
 	// stopped.
 	NoStop bool
+	// DebugDirs are searched for separate debug files (build-id and
+	// .gnu_debuglink); default: $SQSCOPE_DEBUG_DIR, else
+	// DefaultDebugDirs.
+	DebugDirs []string
 	// ScanBounds bound the memory scan of a process traced after it
 	// started (PID without Child).
 	ScanBounds ScanBounds

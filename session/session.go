@@ -45,6 +45,7 @@ type Config struct {
 	Mode           string // ModeEvents (default) or ModeCounters
 	CallTimes      bool   // record entry times too (events mode)
 	NoStop         bool   // never pause the target while attaching
+	Attach         AttachFlags
 	Wait           bool   // keep waiting for a target without a verbs library
 	VerbsTimeout   time.Duration
 	Duration       time.Duration // stop tracing after this long (0: when the target ends)
@@ -118,6 +119,9 @@ func Start(cfg Config) (_ *Session, err error) {
 		ReuseEvents: true} // the analyzer and the recording writer keep nothing of an event
 	if cfg.Mode == ModeCounters {
 		opts.Mode = probe.ModeCounters
+	}
+	if err := cfg.Attach.options(&opts); err != nil {
+		return nil, err
 	}
 	for _, p := range cfg.Probes {
 		if err := probe.CheckProbe(p, cfg.ProbesAnywhere); err != nil {
