@@ -46,7 +46,7 @@ type Config struct {
 	CallTimes      bool   // record entry times too (events mode)
 	NoStop         bool   // never pause the target while attaching
 	Attach         AttachFlags
-	Wait           bool   // keep waiting for a target without a verbs library
+	Wait           bool // keep waiting for a target without a verbs library
 	VerbsTimeout   time.Duration
 	Duration       time.Duration // stop tracing after this long (0: when the target ends)
 	// KeepTarget leaves a command sqscope started running when tracing
