@@ -40,11 +40,16 @@ func (q *sq) lateUnsynced() bool { return q.late && q.syncedNS == 0 }
 // unknown. It returns true when the completion is of a WR posted before
 // the attach (counted, nothing retired), false when it is the first
 // completion of a signaled WR posted since, which makes the model exact
-// from now on; the caller then retires as usual.
+// from now on; the caller then retires as usual (that WR and every older
+// one, also those whose completions were polled before the poll probe
+// was in place).
 func (q *sq) lateCompletion(wc *trace.WC, now uint64) bool {
-	if oldest, ok := q.sigOldest(); ok && q.slot(oldest.seq).id == wc.ID {
-		q.syncedNS = max(now, 1)
-		return false
+	q.sigOldest()
+	for i := q.sigHead; i < q.sigTail; i++ {
+		if q.slot(q.sig[i%uint64(len(q.sig))].seq).id == wc.ID {
+			q.syncedNS = max(now, 1)
+			return false
+		}
 	}
 	q.preCQEs++
 	return true

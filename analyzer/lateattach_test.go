@@ -50,6 +50,14 @@ func TestLateAttachOccupancy(t *testing.T) {
 			s.send(qpn, 4, 0, 4) // 1004..1007, 1007 signaled
 			s.poll(qpn, 1003)
 		}, want{found: FoundMemory, state: "RTS", outstanding: 4, peak: 8, preCQEs: 1, exactSince: true}},
+		{"synced by a later WR when the first completions were missed", func(s *stream) {
+			s.memQP(qpn, ibv.QPSRTS)
+			s.ids[qpn] = 1000
+			s.send(qpn, 4, 0, 4) // 1003 signaled: its completion polled before the poll probe
+			s.send(qpn, 4, 0, 4) // 1007 signaled
+			s.send(qpn, 4, 0, 4)
+			s.poll(qpn, 1007) // retires 1007 and everything older
+		}, want{found: FoundMemory, state: "RTS", outstanding: 4, peak: 12, exactSince: true}},
 		{"learned from its first post", func(s *stream) {
 			s.ids[qpn] = 10
 			s.send(qpn, 2, 0, 2)

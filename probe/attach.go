@@ -75,8 +75,7 @@ func (t *Tracer) attachAll() error {
 		}
 	}
 	if t.opts.PID != 0 && t.opts.Child == nil && t.opts.PID != os.Getpid() {
-		bySym := t.attachDataPathBySymbol()
-		byMem := t.attachFromMemory()
+		bySym, byMem := t.attachRunning()
 		if t.scanErr != nil && bySym == 0 {
 			// the QPs it has cannot be found: nothing to trace them by
 			return t.scanErr

@@ -10,14 +10,17 @@ import (
 	"github.com/sqscope/sqscope/trace"
 )
 
-// attachFromMemory scans a process traced after it started for the verbs
-// contexts and QPs it made already (ScanDataPath), attaches to the
-// data-path functions their ops tables and ibv_qp_ex builders name, and
-// lists each QP found as a trace.QPCreate with Via trace.ViaMemory, to be
-// delivered before any record. The process is stopped only while those
-// probes are placed, so that every data-path probe starts at one cut. It
-// returns how many data-path functions it placed.
-func (t *Tracer) attachFromMemory() int {
+// attachRunning places the data-path probes of a process traced after it
+// started: it scans its memory for the verbs contexts and QPs it made
+// already (ScanDataPath), then, with the process stopped, attaches to the
+// functions the symbols of its binaries or their debug files name
+// (datasyms.go) and to those the ops tables and ibv_qp_ex builders found
+// in memory name, so that every data-path probe starts at one cut: no
+// post is seen whose completion was polled before the poll probe was in
+// place. Each QP found is listed as a trace.QPCreate with Via
+// trace.ViaMemory, delivered before any record. It returns how many
+// functions it placed by symbol and from memory.
+func (t *Tracer) attachRunning() (bySym, byMem int) {
 	pid := t.opts.PID
 	res, err := ScanDataPath(pid, t.opts.ScanBounds)
 	t.scan = &res
@@ -33,9 +36,6 @@ func (t *Tracer) attachFromMemory() int {
 		t.warnings = append(t.warnings, fmt.Sprintf("memory scan of process %d: %v", pid, err))
 	}
 	t.pre = append(t.pre, sc)
-	if len(res.Contexts) == 0 {
-		return 0
-	}
 
 	stopped := false
 	var stopAt time.Time
@@ -46,14 +46,14 @@ func (t *Tracer) attachFromMemory() int {
 			waitGroupStopped(pid, 100*time.Millisecond)
 		}
 	}
-	placed := 0
+	bySym = t.attachDataPathBySymbol()
 	for _, c := range res.Contexts {
 		fns := make([]uint64, bpf.VerbsSqFnSQ_FN_COUNT)
 		fns[bpf.VerbsSqFnSQ_FN_POST_SEND] = c.PostSend
 		fns[bpf.VerbsSqFnSQ_FN_POLL_CQ] = c.PollCQ
 		fns[bpf.VerbsSqFnSQ_FN_POST_RECV] = c.PostRecv
 		fns[bpf.VerbsSqFnSQ_FN_POST_SRQ_RECV] = c.PostSRQRecv
-		placed += t.learnHow(uint32(pid), fns, "memory")
+		byMem += t.learnHow(uint32(pid), fns, "memory")
 	}
 	for _, q := range res.QPs {
 		if len(q.WRFuncs) == 0 {
@@ -65,7 +65,7 @@ func (t *Tracer) attachFromMemory() int {
 				fns[r.fn] = addr
 			}
 		}
-		placed += t.learnHow(uint32(pid), fns, "memory")
+		byMem += t.learnHow(uint32(pid), fns, "memory")
 	}
 	if stopped {
 		syscall.Kill(pid, syscall.SIGCONT)
@@ -77,7 +77,7 @@ func (t *Tracer) attachFromMemory() int {
 			QP: q.Addr, QPNum: q.QPNum, Type: trace.QPType(q.Type), SendCQ: q.SendCQ, RecvCQ: q.RecvCQ,
 			Via: trace.ViaMemory, State: int32(q.State)})
 	}
-	return placed
+	return bySym, byMem
 }
 
 // alreadyStopped reports whether pid is stopped (by a job control signal
