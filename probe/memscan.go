@@ -118,7 +118,7 @@ func ScanDataPath(pid int, b ScanBounds) (res ScanResult, err error) {
 		carry := 0
 		for addr := m.Start; addr < m.End; {
 			if res.Bytes >= b.MaxBytes {
-				res.Cut = fmt.Sprintf("byte bound %d MiB (--scan-bytes)", b.MaxBytes>>20)
+				res.Cut = fmt.Sprintf("byte bound %d MiB (--scan-mib)", b.MaxBytes>>20)
 			} else if time.Since(start) >= b.MaxTime {
 				res.Cut = fmt.Sprintf("time bound %v (--scan-time)", b.MaxTime)
 			}

@@ -29,7 +29,7 @@ func (t *Tracer) attachRunning() (bySym, byMem int) {
 		Contexts: uint32(len(res.Contexts)), QPs: uint32(len(res.QPs)), Cut: res.Cut}
 	switch {
 	case errors.Is(err, ErrScanBound):
-		t.warnings = append(t.warnings, fmt.Sprintf("%v: verbs objects past it were not looked for (raise it with --scan-bytes or --scan-time)", err))
+		t.warnings = append(t.warnings, fmt.Sprintf("%v: verbs objects past it were not looked for (raise it with --scan-mib or --scan-time)", err))
 	case err != nil:
 		sc.Err = err.Error()
 		t.scanErr = err
