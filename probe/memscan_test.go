@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/trace"
 )
 
 // The scan helper is this test binary run again with scanHelperEnv set: it
@@ -57,8 +59,13 @@ func setU32(w []uint64, off int, v uint32) {
 
 func scanHelper(mode string) {
 	var out helperLayout
-	mib, _ := strconv.Atoi(strings.TrimPrefix(mode, "ballast="))
-	if mode == "fakes" {
+	mib := 0
+	for _, m := range strings.Split(mode, ",") {
+		if v, ok := strings.CutPrefix(m, "ballast="); ok {
+			mib, _ = strconv.Atoi(v)
+		}
+	}
+	if strings.Contains(mode, "fakes") {
 		ctx, ctxA := words(41)
 		dev, devA := words(4)
 		dev[0] = 1
@@ -215,4 +222,40 @@ func TestScanAccessError(t *testing.T) {
 	if !strings.Contains(err.Error(), "CAP_SYS_PTRACE") && !strings.Contains(err.Error(), "ptrace_scope is 3") {
 		t.Errorf("%v", err)
 	}
+}
+
+// BenchmarkAttachRunning attaches to a process with 1 GiB of heap laid out
+// as a verbs process (the scan helper): how fast the scan reads its
+// memory, and how long the process is stopped while the probes of what
+// it found are placed.
+func BenchmarkAttachRunning(b *testing.B) {
+	bpftest.Require(b, Preflight)
+	const heapMiB = 1024
+	cmd, _ := startScanHelper(b, fmt.Sprintf("fakes,ballast=%d", heapMiB))
+	pid := cmd.Process.Pid
+	var bytes int64
+	var scan, stop time.Duration
+	for i := 0; i < b.N; i++ {
+		t, err := Open(Options{PID: pid, FlushInterval: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sc *trace.Scan
+		for _, ev := range t.pre {
+			if s, ok := ev.(*trace.Scan); ok {
+				sc = s
+			}
+		}
+		t.Close()
+		if sc == nil || sc.Contexts != 1 || sc.QPs != 2 || sc.StopNS == 0 || sc.Bytes < heapMiB<<20 {
+			b.Fatalf("scan %+v: want the helper's context and QPs, the process stopped, >= %d MiB read", sc, heapMiB)
+		}
+		bytes += int64(sc.Bytes)
+		scan += time.Duration(sc.DurationNS)
+		stop += time.Duration(sc.StopNS)
+	}
+	b.ReportMetric(float64(bytes)/(1<<30)/scan.Seconds(), "scan-GiB/s")
+	b.ReportMetric(float64(scan.Milliseconds())/float64(b.N), "scan-ms")
+	b.ReportMetric(float64(stop.Microseconds())/1e3/float64(b.N), "stop-ms")
+	b.ReportMetric(float64(bytes)/(1<<20)/float64(b.N), "scanned-MiB")
 }
