@@ -76,9 +76,12 @@ func (t *Tracer) attachAll() error {
 	}
 	if t.opts.PID != 0 && t.opts.Child == nil && t.opts.PID != os.Getpid() {
 		bySym, byMem := t.attachRunning()
-		if t.scanErr != nil && bySym == 0 {
+		switch {
+		case t.scanErr != nil && bySym == 0:
 			// the QPs it has cannot be found: nothing to trace them by
 			return t.scanErr
+		case bySym+byMem == 0 && t.scan.Cut != "":
+			return fmt.Errorf("%w: the %s, after %d MiB of process %d, came before any verbs context", ErrScanBound, t.scan.Cut, t.scan.Bytes>>20, t.opts.PID)
 		}
 		if s := t.scan; s != nil && len(s.QPs) > 0 {
 			t.warnings = append(t.warnings, fmt.Sprintf(

@@ -129,13 +129,15 @@ func Start(cfg Config) (_ *Session, err error) {
 		}
 	}
 	if cfg.RecordTo != "" {
-		rec, err := createRecording(&cfg)
-		if err != nil {
-			return nil, err
+		rec, rerr := createRecording(&cfg)
+		if rerr != nil {
+			return nil, rerr
 		}
 		s.rec = rec
 		defer func() {
-			if err != nil { // nothing was recorded: no file is left
+			// Start's own error (not a shadow of it): nothing was
+			// recorded, so no file is left
+			if err != nil {
 				rec.discard()
 			}
 		}()

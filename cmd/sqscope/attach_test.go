@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,4 +230,56 @@ func noteBuildID(t *testing.T, f *elf.File) string {
 		t.Fatalf("build-id note: %v", err)
 	}
 	return fmt.Sprintf("%x", b[16:])
+}
+
+// Bad targets of -p: one clear line each, a non-zero status, and no
+// recording left behind.
+func TestAttachBadInput(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	dir := t.TempDir()
+	stripped, _ := strippedCopy(t, dir)
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	ready := filepath.Join(dir, "ready")
+	wl := exec.Command(stripped, "workload", "--rate", "1000", "-D", "30", "--ready-file", ready)
+	if err := wl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wl.Process.Kill(); wl.Wait() })
+	waitFile(t, ready)
+	cases := []struct {
+		name string
+		args []string
+		want string
+		// kept: the trace ran and its recording ends saying why, as
+		// every trace's does; else nothing may be left
+		kept bool
+	}{
+		{"not a verbs process", []string{"-p", fmt.Sprint(sleeper.Process.Pid), "--verbs-timeout", "1s"},
+			fmt.Sprintf("process %d has not loaded a verbs library after 1s", sleeper.Process.Pid), true},
+		{"scan bound before any context", []string{"-p", fmt.Sprint(wl.Process.Pid), "--scan-mib", "1", "--debug-dir", dir},
+			"memory scan bound reached: the byte bound 1 MiB (--scan-mib)", false},
+		{"process gone", []string{"-p", "999999"}, "process 999999 does not exist", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := filepath.Join(t.TempDir(), "run.sqscope")
+			args := append([]string{"record", "-o", rec}, c.args...)
+			_, _, code, err := sqscope(args...)
+			if code != 1 || err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("exit %d, error %v; want 1 and one line with %q", code, err, c.want)
+			}
+			_, serr := os.Stat(rec)
+			if !c.kept && !errors.Is(serr, os.ErrNotExist) {
+				t.Errorf("a recording was left: %v", serr)
+			}
+			if c.kept {
+				var r attachReport
+				reportInto(t, rec, &r) // whole, and readable
+			}
+		})
+	}
 }
