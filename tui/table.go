@@ -58,11 +58,11 @@ var columns = []column{
 	{name: "OCCUPANCY",
 		less: func(a, b *row) bool { return a.occupancy < b.occupancy },
 		cell: func(r *row) (string, tcell.Color) {
-			return fmt.Sprintf("%s %d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), r.occupancy), statusColor(r.status)
+			return fmt.Sprintf("%s %s%d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), atLeast(r), r.occupancy), statusColor(r.status)
 		}},
 	{name: "PEAK", drop: 4,
 		less: func(a, b *row) bool { return a.qp.PeakOutstanding < b.qp.PeakOutstanding },
-		cell: func(r *row) (string, tcell.Color) { return fmt.Sprint(r.qp.PeakOutstanding), plain }},
+		cell: func(r *row) (string, tcell.Color) { return atLeast(r) + fmt.Sprint(r.qp.PeakOutstanding), plain }},
 	{name: "INLINE%", drop: 3,
 		less: func(a, b *row) bool {
 			return analyzer.Ratio(a.c.Inline, a.c.WRs) < analyzer.Ratio(b.c.Inline, b.c.WRs)
@@ -340,4 +340,13 @@ func humanRate(v float64) string {
 		return fmt.Sprintf("%.1fk", v/1e3)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// atLeast marks a count that is a lower bound: the QP's WRs posted before
+// the attach are not known yet (analyzer.QP.OutstandingLowerBound).
+func atLeast(r *row) string {
+	if r.qp.OutstandingLowerBound {
+		return ">="
+	}
+	return ""
 }
