@@ -259,3 +259,18 @@ func BenchmarkAttachRunning(b *testing.B) {
 	b.ReportMetric(float64(stop.Microseconds())/1e3/float64(b.N), "stop-ms")
 	b.ReportMetric(float64(bytes)/(1<<20)/float64(b.N), "scanned-MiB")
 }
+
+// A process that exits while its memory is read: one clear error.
+func TestScanProcessExits(t *testing.T) {
+	cmd, _ := startScanHelper(t, "ballast=768")
+	pid := cmd.Process.Pid
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		cmd.Process.Kill()
+	}()
+	res, err := ScanDataPath(pid, ScanBounds{})
+	want := fmt.Sprintf("process %d exited during the memory scan", pid)
+	if err == nil || err.Error() != want {
+		t.Fatalf("err %v after %d MiB in %v, want %q", err, res.Bytes>>20, res.Duration, want)
+	}
+}
