@@ -8,8 +8,10 @@
 // simulated HCA's sqsim_* equivalents) is found by symbol. Each of those
 // calls reveals data-path function pointers (the context's ops table, the
 // provider's create_qp_ex, the ibv_qp_ex wr_* functions); the tracer maps
-// each through /proc/PID/maps to a file offset and attaches there. Explicit
-// FUNC=LIB:OFFSET probes cover anything else.
+// each through /proc/PID/maps to a file offset and attaches there. A
+// process traced after it started is searched by symbol (with its debug
+// files, debugfile.go) and in its memory (ScanDataPath, memscan.go).
+// Explicit FUNC=LIB:OFFSET probes cover anything else.
 package probe
 
 import (
