@@ -36,11 +36,15 @@ const (
 	// scanOverlap keeps the end of a chunk for the next: an object that
 	// straddles two reads is still seen whole.
 	scanOverlap = bpf.IBVQPXSize
-	// maxQPCandidates and maxContextCandidates bound the words kept as
-	// possible QPs and contexts until they are matched.
-	maxQPCandidates      = 1 << 20
-	maxContextCandidates = 1 << 16
+	// maxQPCandidates bounds the words kept as possible QPs until their
+	// context is known.
+	maxQPCandidates = 1 << 20
 )
+
+// maxContextCandidates bounds the would-be contexts kept during a scan;
+// past it a QP's context is read when the QP is matched (a variable for
+// the tests).
+var maxContextCandidates = 1 << 16
 
 // ScanContext is a struct ibv_context found in memory.
 type ScanContext struct {
@@ -133,7 +137,7 @@ func ScanDataPath(pid int, b ScanBounds) (res ScanResult, err error) {
 				s.words(buf[:carry+got], addr-uint64(carry), addr+uint64(got) >= m.End)
 			}
 			if err != nil && !errors.Is(err, io.EOF) {
-				if Ended(pid) {
+				if exiting(pid) {
 					return res, scanGone(pid, err)
 				}
 				if errors.Is(err, syscall.EIO) || errors.Is(err, syscall.EFAULT) {
@@ -142,7 +146,7 @@ func ScanDataPath(pid int, b ScanBounds) (res ScanResult, err error) {
 				return res, memAccessErr(pid, err)
 			}
 			if got == 0 {
-				if Ended(pid) {
+				if exiting(pid) {
 					return res, scanGone(pid, io.ErrUnexpectedEOF)
 				}
 				break
@@ -154,15 +158,25 @@ func ScanDataPath(pid int, b ScanBounds) (res ScanResult, err error) {
 		}
 	}
 	s.finish(&res)
-	if Ended(pid) {
+	if exiting(pid) {
 		return res, scanGone(pid, io.ErrUnexpectedEOF)
 	}
 	return res, nil
 }
 
+// exiting reports whether pid has ended or is on its way: its memory is
+// released (no mappings left) before the kernel says it ended.
+func exiting(pid int) bool {
+	if Ended(pid) {
+		return true
+	}
+	maps, err := readMaps(pid)
+	return err != nil || len(maps) == 0
+}
+
 // scanGone is the error of a process that exited during the scan.
 func scanGone(pid int, err error) error {
-	if Ended(pid) || errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+	if exiting(pid) || errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("process %d exited during the memory scan", pid)
 	}
 	return err
@@ -170,7 +184,7 @@ func scanGone(pid int, err error) error {
 
 // memAccessErr says what access to the memory of pid lacks.
 func memAccessErr(pid int, err error) error {
-	if Ended(pid) || errors.Is(err, os.ErrNotExist) {
+	if exiting(pid) || errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("process %d exited during the memory scan", pid)
 	}
 	if errors.Is(err, os.ErrPermission) {
@@ -237,8 +251,10 @@ type scanner struct {
 	lo, hi   uint64
 	mem      io.ReaderAt
 	contexts map[uint64]ScanContext
-	cands    []qpCand
-	seen     map[uint64]bool
+	// contextsFull: more would-be contexts than maxContextCandidates
+	contextsFull bool
+	cands        []qpCand
+	seen         map[uint64]bool
 }
 
 // execIndex returns the index of the executable mapping holding v, or -1.
@@ -309,27 +325,54 @@ func (s *scanner) words(buf []byte, addr uint64, last bool) {
 	}
 }
 
-// context checks the would-be struct ibv_context at buf[c:] (address
-// addr+c) whose post_send is v.
+// context keeps the would-be struct ibv_context at buf[c:] (address
+// addr+c) whose post_send is v, if it is one.
 func (s *scanner) context(buf []byte, c int, addr, v uint64) {
-	if c < 0 || c+ctxPostRecv+8 > len(buf) {
+	ctx, ok := s.checkContext(buf, c, addr, v)
+	if !ok {
 		return
+	}
+	if len(s.contexts) >= maxContextCandidates {
+		s.contextsFull = true // the others are read again if a QP names them
+		return
+	}
+	s.contexts[ctx.Addr] = ctx
+}
+
+// checkContext tests the would-be context at buf[c:]: its post_send v,
+// post_recv and poll_cq three different functions of one file.
+func (s *scanner) checkContext(buf []byte, c int, addr, v uint64) (ScanContext, bool) {
+	if c < 0 || c+ctxPostRecv+8 > len(buf) {
+		return ScanContext{}, false
 	}
 	i := s.execIndex(v)
 	if i < 0 {
-		return
+		return ScanContext{}, false
 	}
 	le := binary.LittleEndian
 	recv, poll := le.Uint64(buf[c+ctxPostRecv:]), le.Uint64(buf[c+ctxPollCQ:])
-	if recv == v || poll == v || recv == poll || !s.sameFile(i, recv) || !s.sameFile(i, poll) ||
-		len(s.contexts) >= maxContextCandidates {
-		return
+	if recv == v || poll == v || recv == poll || !s.sameFile(i, recv) || !s.sameFile(i, poll) {
+		return ScanContext{}, false
 	}
 	ctx := ScanContext{Addr: addr + uint64(c), Provider: s.exec[i].Path, PostSend: v, PostRecv: recv, PollCQ: poll}
 	if srq := le.Uint64(buf[c+ctxSRQRecv:]); s.sameFile(i, srq) {
 		ctx.PostSRQRecv = srq
 	}
-	s.contexts[ctx.Addr] = ctx
+	return ctx, true
+}
+
+// readContext is the context at addr that a QP names: one kept by the
+// scan, or, when there were more would-be contexts than were kept, read
+// and checked now.
+func (s *scanner) readContext(addr uint64) (ScanContext, bool) {
+	if ctx, ok := s.contexts[addr]; ok || !s.contextsFull {
+		return ctx, ok
+	}
+	b := make([]byte, ctxPostRecv+8)
+	if n, _ := s.mem.ReadAt(b, int64(addr)); n != len(b) {
+		return ScanContext{}, false
+	}
+	return s.checkContext(b, 0, addr, binary.LittleEndian.Uint64(b[ctxPostSend:]))
 }
 
 func qpTypeValid(t uint32) bool {
@@ -346,9 +389,9 @@ func qpTypeValid(t uint32) bool {
 // table (Go's, libc's), but only a verbs context has QPs, PDs and CQs
 // pointing back at it. It reads the builders of extended QPs.
 func (s *scanner) finish(res *ScanResult) {
-	keep := map[uint64]bool{}
+	keep := map[uint64]ScanContext{}
 	for _, c := range s.cands {
-		ctx, ok := s.contexts[c.ctx]
+		ctx, ok := s.readContext(c.ctx)
 		if !ok || s.word(c.pd) != c.ctx || s.word(c.sendCQ) != c.ctx ||
 			(c.recvCQ != 0 && s.word(c.recvCQ) != c.ctx) {
 			continue // ibv_pd and ibv_cq start with their context too
@@ -357,10 +400,10 @@ func (s *scanner) finish(res *ScanResult) {
 			SendCQ: c.sendCQ, RecvCQ: c.recvCQ}
 		q.WRFuncs = s.wrFuncs(c.addr, ctx)
 		res.QPs = append(res.QPs, q)
-		keep[c.ctx] = true
+		keep[c.ctx] = ctx
 	}
-	for a := range keep {
-		res.Contexts = append(res.Contexts, s.contexts[a])
+	for _, ctx := range keep {
+		res.Contexts = append(res.Contexts, ctx)
 	}
 	sort.Slice(res.Contexts, func(i, j int) bool { return res.Contexts[i].Addr < res.Contexts[j].Addr })
 	sort.Slice(res.QPs, func(i, j int) bool { return res.QPs[i].QPNum < res.QPs[j].QPNum })

@@ -73,9 +73,11 @@ func scanHelper(mode string) {
 		ctx[(bpf.IBVContextOps+bpf.IBVOpsPollCQ)/8] = fnAddr(fakePollCQ)
 		ctx[(bpf.IBVContextOps+bpf.IBVOpsPostSend)/8] = fnAddr(fakePostSend)
 		ctx[(bpf.IBVContextOps+bpf.IBVOpsPostRecv)/8] = fnAddr(fakePostRecv)
-		// a decoy: three functions of one file, but nothing points at it
-		decoy, _ := words(41)
-		copy(decoy, ctx)
+		// decoys: three functions of one file, but nothing points at them
+		for range 10 {
+			decoy, _ := words(41)
+			copy(decoy, ctx)
+		}
 		pd, pdA := words(2)
 		pd[0] = ctxA
 		cq, cqA := words(8)
@@ -151,6 +153,7 @@ func TestScanDataPath(t *testing.T) {
 	cases := []struct {
 		name      string
 		mode      string
+		maxCtx    int // maxContextCandidates, when not 0
 		pid       int // instead of a helper
 		bounds    ScanBounds
 		contexts  int
@@ -158,7 +161,8 @@ func TestScanDataPath(t *testing.T) {
 		wantErr   string
 		wantBound bool
 	}{
-		{name: "context and QPs found, decoy not", mode: "fakes", contexts: 1, qps: []uint32{0x1c0, 0x1c1}},
+		{name: "context and QPs found, decoys not", mode: "fakes", contexts: 1, qps: []uint32{0x1c0, 0x1c1}},
+		{name: "more would-be contexts than kept", mode: "fakes", maxCtx: 1, contexts: 1, qps: []uint32{0x1c0, 0x1c1}},
 		{name: "no verbs objects", mode: "none"},
 		{name: "byte bound", mode: "ballast=64", bounds: ScanBounds{MaxBytes: 1 << 20}, wantBound: true,
 			wantErr: "byte bound 1 MiB (--scan-mib)"},
@@ -172,6 +176,10 @@ func TestScanDataPath(t *testing.T) {
 				var cmd *exec.Cmd
 				cmd, layout = startScanHelper(t, c.mode)
 				pid = cmd.Process.Pid
+			}
+			if c.maxCtx != 0 {
+				defer func(v int) { maxContextCandidates = v }(maxContextCandidates)
+				maxContextCandidates = c.maxCtx
 			}
 			res, err := ScanDataPath(pid, c.bounds)
 			if c.wantErr != "" {
