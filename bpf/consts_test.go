@@ -76,8 +76,13 @@ func TestScanOffsetsPinned(t *testing.T) {
 		{"IBV_QP_QP_TYPE", IBVQPQPType},
 		{"IBV_QP_SIZE", IBVQPSize},
 		{"IBV_QPX_SIZE", IBVQPXSize},
+		{"IBV_CQX_SIZE", IBVCQXSize},
 	}
-	for _, f := range QPXFuncs {
+	for _, f := range append(append([]struct {
+		Role   string
+		Define string
+		Off    int
+	}{}, QPXFuncs...), CQXFuncs...) {
 		cases = append(cases, struct {
 			c     string
 			goVal int64

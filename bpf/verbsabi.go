@@ -50,3 +50,22 @@ var QPXFuncs = []struct {
 	{"wr_abort", "IBV_QPX_WR_ABORT", 336},
 	{"wr_atomic_write", "IBV_QPX_WR_ATOMIC_WRITE", 344},
 }
+
+// IBVCQXSize is IBV_CQX_SIZE, the size of struct ibv_cq_ex.
+const IBVCQXSize = 288
+
+// CQXFuncs are the ibv_cq_ex function pointers by the name of the role
+// that probes them (or lists them as not traced), at their events.h
+// offsets.
+var CQXFuncs = []struct {
+	Role   string
+	Define string
+	Off    int
+}{
+	{"start_poll", "IBV_CQX_START_POLL", 144},
+	{"next_poll", "IBV_CQX_NEXT_POLL", 152},
+	{"end_poll", "IBV_CQX_END_POLL", 160},
+	{"cq_read_opcode", "IBV_CQX_READ_OPCODE", 168},
+	{"cq_read_byte_len", "IBV_CQX_READ_BYTE_LEN", 184},
+	{"cq_read_qp_num", "IBV_CQX_READ_QP_NUM", 200},
+}

@@ -68,6 +68,9 @@ type ScanQP struct {
 	// WRFuncs are the ibv_qp_ex builders (by role name) when the QP is an
 	// extended one whose builders point into its provider's mapping.
 	WRFuncs map[string]uint64
+	// CQFuncs are the ibv_cq_ex functions of its send CQ (by role name)
+	// when that CQ is an extended one (ibv_start_poll...).
+	CQFuncs map[string]uint64
 }
 
 // ScanResult says what a scan found and what it read.
@@ -398,7 +401,8 @@ func (s *scanner) finish(res *ScanResult) {
 		}
 		q := ScanQP{Addr: c.addr, Context: c.ctx, QPNum: c.qpNum, Type: c.typ, State: c.state,
 			SendCQ: c.sendCQ, RecvCQ: c.recvCQ}
-		q.WRFuncs = s.wrFuncs(c.addr, ctx)
+		q.WRFuncs = s.funcs(c.addr, bpf.IBVQPXSize, ctx, bpf.QPXFuncs, "wr_start", "wr_complete", "wr_abort")
+		q.CQFuncs = s.funcs(c.sendCQ, bpf.IBVCQXSize, ctx, bpf.CQXFuncs, "start_poll", "next_poll", "end_poll")
 		res.QPs = append(res.QPs, q)
 		keep[c.ctx] = ctx
 	}
@@ -421,26 +425,33 @@ func (s *scanner) word(addr uint64) uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// wrFuncs reads the ibv_qp_ex builders of the QP at addr: those of an
-// extended QP point into its provider's file (wr_start, wr_complete and
-// wr_abort at least); a plain ibv_qp has provider data there instead.
-func (s *scanner) wrFuncs(addr uint64, ctx ScanContext) map[string]uint64 {
-	b := make([]byte, bpf.IBVQPXSize)
+// funcs reads the function pointers of an extended object at addr (an
+// ibv_qp_ex's builders, an ibv_cq_ex's polling functions): those that
+// point into its context's provider file, by role, when at least the
+// needed ones do; a plain ibv_qp or ibv_cq has provider data there.
+func (s *scanner) funcs(addr uint64, size int, ctx ScanContext, table []struct {
+	Role   string
+	Define string
+	Off    int
+}, need ...string) map[string]uint64 {
+	b := make([]byte, size)
 	if n, _ := s.mem.ReadAt(b, int64(addr)); n != len(b) {
 		return nil
 	}
 	i := s.execIndex(ctx.PostSend)
 	out := map[string]uint64{}
-	for _, f := range bpf.QPXFuncs {
+	for _, f := range table {
 		v := binary.LittleEndian.Uint64(b[f.Off:])
 		if v != 0 && s.sameFile(i, v) {
 			out[f.Role] = v
 		}
 	}
-	for _, need := range []string{"wr_start", "wr_complete", "wr_abort"} {
-		if out[need] == 0 {
+	seen := map[uint64]bool{}
+	for _, n := range need {
+		if out[n] == 0 || seen[out[n]] {
 			return nil
 		}
+		seen[out[n]] = true
 	}
 	return out
 }

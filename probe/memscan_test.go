@@ -34,6 +34,9 @@ func fakeWRStart()    { println("wr_start") }
 func fakeWRComplete() { println("wr_complete") }
 func fakeWRAbort()    { println("wr_abort") }
 func fakeWRSend()     { println("wr_send") }
+func fakeStartPoll()  { println("start_poll") }
+func fakeNextPoll()   { println("next_poll") }
+func fakeEndPoll()    { println("end_poll") }
 
 func fnAddr(f func()) uint64 { return uint64(reflect.ValueOf(f).Pointer()) }
 
@@ -80,8 +83,18 @@ func scanHelper(mode string) {
 		}
 		pd, pdA := words(2)
 		pd[0] = ctxA
-		cq, cqA := words(8)
+		cq, cqA := words(bpf.IBVCQXSize / 8) // an extended CQ
 		cq[0] = ctxA
+		for _, f := range bpf.CQXFuncs {
+			switch f.Role {
+			case "start_poll":
+				cq[f.Off/8] = fnAddr(fakeStartPoll)
+			case "next_poll":
+				cq[f.Off/8] = fnAddr(fakeNextPoll)
+			case "end_poll":
+				cq[f.Off/8] = fnAddr(fakeEndPoll)
+			}
+		}
 		for i, typ := range []uint32{2, 4} { // RC, UD
 			qp, qpA := words(bpf.IBVQPXSize / 8)
 			qp[bpf.IBVQPContext/8], qp[2] = ctxA, pdA
@@ -207,7 +220,9 @@ func TestScanDataPath(t *testing.T) {
 			var got []uint32
 			for i, q := range res.QPs {
 				got = append(got, q.QPNum)
-				if q.Addr != layout.QPs[i] || q.Context != layout.Context || q.State != 3 || q.SendCQ == 0 {
+				if q.Addr != layout.QPs[i] || q.Context != layout.Context || q.State != 3 || q.SendCQ == 0 ||
+					q.CQFuncs["start_poll"] != fnAddr(fakeStartPoll) || q.CQFuncs["next_poll"] != fnAddr(fakeNextPoll) ||
+					q.CQFuncs["end_poll"] != fnAddr(fakeEndPoll) {
 					t.Errorf("QP %+v", q)
 				}
 			}

@@ -56,16 +56,18 @@ func (t *Tracer) attachRunning() (bySym, byMem int) {
 		byMem += t.learnHow(uint32(pid), fns, "memory")
 	}
 	for _, q := range res.QPs {
-		if len(q.WRFuncs) == 0 {
-			continue
-		}
-		fns := make([]uint64, bpf.VerbsSqFnSQ_FN_COUNT)
-		for name, addr := range q.WRFuncs {
-			if r, ok := roleByName(name); ok && r.fn >= 0 {
-				fns[r.fn] = addr
+		for _, named := range []map[string]uint64{q.WRFuncs, q.CQFuncs} {
+			if len(named) == 0 {
+				continue
 			}
+			fns := make([]uint64, bpf.VerbsSqFnSQ_FN_COUNT)
+			for name, addr := range named {
+				if r, ok := roleByName(name); ok && r.fn >= 0 {
+					fns[r.fn] = addr
+				}
+			}
+			byMem += t.learnHow(uint32(pid), fns, "memory")
 		}
-		byMem += t.learnHow(uint32(pid), fns, "memory")
 	}
 	if stopped {
 		syscall.Kill(pid, syscall.SIGCONT)

@@ -68,10 +68,15 @@ func TestTraceStrippedRunning(t *testing.T) {
 		name    string
 		prepare func(t *testing.T, dir, stripped, debug string) (exe, debugDir string)
 		how     string
+		flags   []string // more workload flags
+		fns     []string // the data-path functions found that way
 	}{
 		{"ops table in memory", func(t *testing.T, dir, stripped, debug string) (string, string) {
 			return stripped, mkdir(t, dir, "no-debug")
-		}, "memory"},
+		}, "memory", nil, []string{"post_send", "poll_cq"}},
+		{"wr API and extended CQ in memory", func(t *testing.T, dir, stripped, debug string) (string, string) {
+			return stripped, mkdir(t, dir, "no-debug")
+		}, "memory", []string{"--api", "wr", "--cq-ex"}, []string{"wr_start", "wr_complete", "wr_send", "start_poll", "next_poll", "end_poll"}},
 		{"debug file by build id", func(t *testing.T, dir, stripped, debug string) (string, string) {
 			f, err := elf.Open(stripped)
 			if err != nil {
@@ -85,7 +90,7 @@ func TestTraceStrippedRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			return stripped, dd
-		}, "debug-file"},
+		}, "debug-file", nil, []string{"post_send", "poll_cq"}},
 		{"debug file by debuglink", func(t *testing.T, dir, stripped, debug string) (string, string) {
 			linked := filepath.Join(dir, "sqscope-linked")
 			// objcopy runs in dir so the link names the file alone
@@ -95,24 +100,24 @@ func TestTraceStrippedRunning(t *testing.T) {
 				t.Fatalf("objcopy: %v\n%s", err, out)
 			}
 			return linked, mkdir(t, dir, "no-debug") // found next to the binary
-		}, "debug-file"},
+		}, "debug-file", nil, []string{"post_send", "poll_cq"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			stripped, debug := strippedCopy(t, dir)
 			exe, debugDir := c.prepare(t, dir, stripped, debug)
-			testStrippedRunning(t, exe, debugDir, c.how)
+			testStrippedRunning(t, exe, debugDir, c.how, c.flags, c.fns)
 		})
 	}
 }
 
-func testStrippedRunning(t *testing.T, exe, debugDir, how string) {
+func testStrippedRunning(t *testing.T, exe, debugDir, how string, flags, fns []string) {
 	const depth, perPost, sigEvery, qps = 128, 4, 16, 2
 	dir := t.TempDir()
 	ready, truthFile, rec := filepath.Join(dir, "ready"), filepath.Join(dir, "truth.json"), filepath.Join(dir, "run.sqscope")
-	wl := exec.Command(exe, "workload", "-q", fmt.Sprint(qps), "-t", fmt.Sprint(depth), "-l", fmt.Sprint(perPost),
-		"-Q", fmt.Sprint(sigEvery), "--rate", "20000", "-D", "3", "--ready-file", ready, "--json-out", truthFile)
+	wl := exec.Command(exe, append([]string{"workload", "-q", fmt.Sprint(qps), "-t", fmt.Sprint(depth), "-l", fmt.Sprint(perPost),
+		"-Q", fmt.Sprint(sigEvery), "--rate", "20000", "-D", "3", "--ready-file", ready, "--json-out", truthFile}, flags...)...)
 	if err := wl.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +140,7 @@ func testStrippedRunning(t *testing.T, exe, debugDir, how string) {
 	if r.Lost != 0 || r.Scan == nil || r.Scan.Bytes == 0 || r.Scan.Contexts != 1 || r.Scan.QPs != qps || r.Scan.Err != "" {
 		t.Fatalf("lost %d, scan %+v", r.Lost, r.Scan)
 	}
-	for _, fn := range []string{"post_send", "poll_cq"} {
+	for _, fn := range fns {
 		found := false
 		for _, p := range r.Probes {
 			if p.Func == fn && p.Err == "" && p.How == how && (how != "debug-file" || p.DebugFile != "") {
