@@ -12,14 +12,14 @@ import (
 
 // attachRunning places the data-path probes of a process traced after it
 // started: it scans its memory for the verbs contexts and QPs it made
-// already (ScanDataPath), then, with the process stopped, attaches to the
-// functions the symbols of its binaries or their debug files name
-// (datasyms.go) and to those the ops tables and ibv_qp_ex builders found
-// in memory name, so that every data-path probe starts at one cut: no
-// post is seen whose completion was polled before the poll probe was in
-// place. Each QP found is listed as a trace.QPCreate with Via
-// trace.ViaMemory, delivered before any record. It returns how many
-// functions it placed by symbol and from memory.
+// already (ScanDataPath), and its binaries and their debug files for the
+// functions' names (datasyms.go); then, with the process stopped only
+// meanwhile, it attaches to what they found (with the builders and the
+// extended CQ functions of the QPs found), so that every data-path probe
+// starts at one cut: no post is seen whose completion was polled before
+// the poll probe was in place. Each QP found is listed as a
+// trace.QPCreate with Via trace.ViaMemory, delivered before any record.
+// It returns how many functions it placed by symbol and from memory.
 func (t *Tracer) attachRunning() (bySym, byMem int) {
 	pid := t.opts.PID
 	res, err := ScanDataPath(pid, t.opts.ScanBounds)
@@ -36,6 +36,10 @@ func (t *Tracer) attachRunning() (bySym, byMem int) {
 		t.warnings = append(t.warnings, fmt.Sprintf("memory scan of process %d: %v", pid, err))
 	}
 	t.pre = append(t.pre, sc)
+	hits := t.dataPathBySymbol()
+	if len(hits) == 0 && len(res.Contexts) == 0 {
+		return 0, 0 // nothing to place: no reason to stop the process
+	}
 
 	stopped := false
 	var stopAt time.Time
@@ -46,7 +50,7 @@ func (t *Tracer) attachRunning() (bySym, byMem int) {
 			waitGroupStopped(pid, 100*time.Millisecond)
 		}
 	}
-	bySym = t.attachDataPathBySymbol()
+	bySym = t.attachBySymbol(hits)
 	for _, c := range res.Contexts {
 		fns := make([]uint64, bpf.VerbsSqFnSQ_FN_COUNT)
 		fns[bpf.VerbsSqFnSQ_FN_POST_SEND] = c.PostSend
