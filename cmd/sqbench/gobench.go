@@ -54,6 +54,8 @@ var goBenches = []goBench{
 	}},
 	{pkg: "./probe/", pattern: "BenchmarkAttachRunning", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
 		{"BenchmarkAttachRunning", "scan-GiB/s", "-p on a process with 1 GiB of heap: memory scan speed (target >= 1)", "GiB/s"},
+		{"BenchmarkAttachRunning", "scan-GiB/cpu-s", "-p on a process with 1 GiB of heap: memory scan speed per CPU-second", "GiB/CPU-s"},
+		{"BenchmarkAttachRunning", "scan-cpu-share", "-p on a process with 1 GiB of heap: share of a core the scan got", "× a core"},
 		{"BenchmarkAttachRunning", "scan-ms", "-p on a process with 1 GiB of heap: memory scan time", "ms"},
 		{"BenchmarkAttachRunning", "stop-ms", "-p on a process with 1 GiB of heap: target stopped while probes are placed", "ms"},
 	}},
