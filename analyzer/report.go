@@ -235,7 +235,7 @@ func foundText(q *QP) string {
 	case FoundMemory:
 		return "found in memory, state " + q.StateFound
 	case "":
-		return "found: not said (older recording)"
+		return "how found unknown"
 	}
 	return "found by its " + q.Found
 }
