@@ -89,10 +89,14 @@ type QP struct {
 	// not yet, or it always was). PreAttachCQEs counts completions of
 	// WRs posted before the attach; RetiredUnseen WRs the depth proved
 	// retired whose completions were not seen (lateattach.go).
-	OutstandingLowerBound bool   `json:"outstanding_lower_bound"`
-	ExactSinceNS          uint64 `json:"exact_since_ns,omitempty"`
-	PreAttachCQEs         uint64 `json:"pre_attach_cqes,omitempty"`
-	RetiredUnseen         uint64 `json:"retired_unseen,omitempty"`
+	OutstandingLowerBound bool `json:"outstanding_lower_bound"`
+	// CompletionsNotTraced: posts were probed and no poll function was,
+	// so no completion can be seen: Outstanding and the occupancy count
+	// WRs posted, not WRs outstanding, and the reports leave them out.
+	CompletionsNotTraced bool   `json:"completions_not_traced,omitempty"`
+	ExactSinceNS         uint64 `json:"exact_since_ns,omitempty"`
+	PreAttachCQEs        uint64 `json:"pre_attach_cqes,omitempty"`
+	RetiredUnseen        uint64 `json:"retired_unseen,omitempty"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
@@ -230,6 +234,9 @@ type Analyzer struct {
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
+	// probes placed on the data path's post and poll functions
+	// (lateattach.go: completionsNotTraced)
+	postProbed, pollProbed bool
 }
 
 // New returns an empty analyzer.
@@ -412,6 +419,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+		a.noteProbe(e)
 	case *trace.Scan:
 		sc := *e
 		a.snap.Scan = &sc
@@ -516,8 +524,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
 			Outstanding: q.outstanding(), Counters: c, Found: q.found, StateFound: q.stateFound,
-			OutstandingLowerBound: q.lateUnsynced(), ExactSinceNS: q.syncedNS,
-			PreAttachCQEs: q.preCQEs, RetiredUnseen: q.retiredUnseen,
+			OutstandingLowerBound: q.lateUnsynced() && !a.completionsNotTraced(), ExactSinceNS: q.syncedNS,
+			CompletionsNotTraced: a.completionsNotTraced(),
+			PreAttachCQEs:        q.preCQEs, RetiredUnseen: q.retiredUnseen,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
 			History: hist, HistoryStartNS: histStart,

@@ -69,3 +69,22 @@ func (q *sq) boundByDepth() {
 	q.tail += n
 	q.sigOldest()
 }
+
+// noteProbe notes a data-path probe the trace placed.
+func (a *Analyzer) noteProbe(e *trace.Attach) {
+	if e.Err != "" {
+		return
+	}
+	switch e.Func {
+	case "post_send", "wr_complete":
+		a.postProbed = true
+	case "poll_cq", "start_poll", "next_poll":
+		a.pollProbed = true
+	}
+}
+
+// completionsNotTraced reports whether posts are probed and no poll
+// function is (an explicit --probe post_send alone, say): nothing can
+// retire a WR, so what the model holds outstanding is not a bound of any
+// kind.
+func (a *Analyzer) completionsNotTraced() bool { return a.postProbed && !a.pollProbed }

@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -120,4 +121,33 @@ func TestLateAttachReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "late_attach.txt.golden", b.Bytes())
+}
+
+// With posts probed and no poll function, nothing retires a WR: the
+// occupancy is not a bound of any kind and the report says it is unknown.
+func TestCompletionsNotTraced(t *testing.T) {
+	for _, polled := range []string{"", "poll_cq", "start_poll"} {
+		t.Run("poll probe "+polled, func(t *testing.T) {
+			s := newStream()
+			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: "/lib/libmlx5.so.1", How: "explicit"})
+			if polled != "" {
+				s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: polled, Path: "/lib/libmlx5.so.1", How: "explicit"})
+			}
+			s.ids[0x1c0] = 100
+			for range 50 {
+				s.send(0x1c0, 4, 0, 4)
+			}
+			snap := s.run(Options{BF: DefaultBF})
+			q := snap.QPs[0]
+			var b bytes.Buffer
+			if err := WriteText(&b, snap); err != nil {
+				t.Fatal(err)
+			}
+			unknown := strings.Contains(b.String(), "outstanding and occupancy UNKNOWN")
+			if want := polled == ""; q.CompletionsNotTraced != want || unknown != want || q.OutstandingLowerBound == want ||
+				strings.Contains(b.String(), "occupancy: peak") == want {
+				t.Errorf("completions_not_traced %v, lower bound %v, report:\n%s", q.CompletionsNotTraced, q.OutstandingLowerBound, b.String())
+			}
+		})
+	}
 }

@@ -191,7 +191,10 @@ func writeEventsQP(w io.Writer, q *QP) {
 	}
 	fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%), longest unsignaled run %d\n",
 		q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
-	if q.OutstandingLowerBound {
+	if q.CompletionsNotTraced {
+		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d); outstanding and occupancy UNKNOWN: no poll function is traced, so no completion is seen (give --probe poll_cq=LIB:0xOFFSET too)\n",
+			q.CQEsPolled, q.Polls, q.EmptyPolls)
+	} else if q.OutstandingLowerBound {
 		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now >= %d, peak >= %d (lower bounds: the WRs posted before the attach are unknown until a completion of a WR posted since retires them)\n",
 			q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
 	} else {
@@ -202,7 +205,9 @@ func writeEventsQP(w io.Writer, q *QP) {
 		fmt.Fprintf(w, "  occupancy exact since %d ns: a completion of a WR posted after the attach retired every WR posted before it (%d completions of those seen); figures before then are lower bounds\n",
 			q.ExactSinceNS, q.PreAttachCQEs)
 	}
-	writeOccupancy(w, q)
+	if !q.CompletionsNotTraced {
+		writeOccupancy(w, q)
+	}
 	writeRates(w, q)
 	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
 		q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
