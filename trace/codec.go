@@ -229,6 +229,10 @@ func eventHeader(ev Event) (*Header, error) {
 		if e != nil {
 			h = &e.Header
 		}
+	case *Proc:
+		if e != nil {
+			h = &e.Header
+		}
 	default:
 		if ev == nil {
 			return nil, errors.New("cannot record a nil event")
@@ -403,6 +407,10 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.ModPeriodUS))
 		b = appendZ(b, int64(e.Ret))
 		b = appendStr(b, e.Via)
+	case *Proc:
+		b = appendStr(b, e.How)
+		b = appendU(b, uint64(e.Parent))
+		b = appendStr(b, e.Comm)
 	}
 	return b
 }

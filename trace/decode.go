@@ -257,6 +257,8 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Ret = r.z32()
 		e.Via = r.str()
 		return e
+	case KindProc:
+		return &Proc{Header: h, How: r.str(), Parent: r.u32(), Comm: r.str()}
 	}
 	return nil
 }
