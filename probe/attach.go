@@ -36,6 +36,9 @@ func (t *Tracer) attachAll() error {
 		return fmt.Errorf("attaching to sched_process_exit: %w", err)
 	}
 	t.links = append(t.links, l)
+	if err := t.attachProcTracepoints(); err != nil {
+		return err
+	}
 
 	found := 0
 	if lib := t.findLibibverbs(); lib != "" {
@@ -57,7 +60,11 @@ func (t *Tracer) attachAll() error {
 			continue
 		}
 		seen[id] = true
+		t.exeHooked[id] = true
 		found += t.attachDiscovery(b[0], b[1], true)
+	}
+	if t.opts.All {
+		found += t.attachRunning()
 	}
 	if found == 0 && len(t.opts.Probes) == 0 {
 		for _, a := range t.attachments {
@@ -75,7 +82,8 @@ func (t *Tracer) attachAll() error {
 		}
 	}
 	if t.opts.PID != 0 && t.opts.Child == nil && t.opts.PID != os.Getpid() {
-		if t.attachDataPathBySymbol() > 0 {
+		t.findDataPath(t.opts.PID)
+		if t.attachDataPathBySymbol(t.opts.PID) > 0 {
 			t.warnings = append(t.warnings, fmt.Sprintf(
 				"process %d was running before sqscope attached: its data-path functions were found by symbol, and QPs it created earlier are learned from their first post or poll, with caps unknown (max_send_wr is inferred from the first SQ-full ENOMEM)", t.opts.PID))
 		} else {
@@ -283,7 +291,13 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 	// which goes when the main thread exits: a probe placed after that
 	// would never fire. It is placed for every process then, and the
 	// programs keep to the target (targ_tgid; flush reads its counts only).
+	// Following the target's children, probes are placed for every
+	// process too: a child is in the programs' filter from its fork on,
+	// and a uprobe's process filter cannot grow.
 	filter := t.opts.PID
+	if t.following() {
+		filter = 0
+	}
 	if filter != 0 && leaderExited(filter) {
 		filter = 0
 		if !t.warnedLeader {

@@ -44,11 +44,10 @@ func providerFile(path string) bool {
 		strings.Contains(path, "libmlx5") || strings.Contains(path, "librxe")
 }
 
-// attachDataPathBySymbol hooks data-path functions found by name in the
-// running target's executable and mapped provider libraries. It returns
+// attachDataPathBySymbol hooks data-path functions found by name in a
+// running process's executable and mapped provider libraries. It returns
 // how many roles it placed.
-func (t *Tracer) attachDataPathBySymbol() int {
-	pid := t.opts.PID
+func (t *Tracer) attachDataPathBySymbol(pid int) int {
 	files := [][2]string{}
 	if p, err := readlinkExe(pid); err == nil {
 		files = append(files, [2]string{p, ProcDir(pid) + "/exe"})

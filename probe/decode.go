@@ -101,6 +101,8 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 			t.exitSeen = true
 		}
 		fn(ev)
+	case bpf.VerbsSqRecKindSQ_REC_PROC:
+		return t.procRecord(raw, fn)
 	case bpf.VerbsSqRecKindSQ_REC_OBJ:
 		if err := checkSize("lifecycle", len(raw), objRecSize); err != nil {
 			return err
@@ -132,7 +134,7 @@ func (t *Tracer) revealed(pid uint32, fns []uint64, stopped bool) {
 // process left in the maps, through probes placed for every process (see
 // attach), are not reported.
 func (t *Tracer) foreign(pid uint32) bool {
-	return t.opts.PID != 0 && pid != uint32(t.opts.PID)
+	return t.opts.PID != 0 && pid != uint32(t.opts.PID) && !t.members[pid]
 }
 
 func header(h *bpf.VerbsSqHdr) trace.Header {

@@ -134,10 +134,13 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 		return
 	}
 	t.mu.Lock()
-	pending := t.unsent
-	t.unsent = nil
+	pending, procs := t.unsent, t.procs
+	t.unsent, t.procs = nil, nil
 	t.haveUnsent.Store(false)
 	t.mu.Unlock()
+	for i := range procs {
+		fn(&procs[i])
+	}
 	for i := range pending {
 		a := pending[i]
 		fn(&a)
