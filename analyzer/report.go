@@ -65,6 +65,7 @@ func writeText(w io.Writer, s Snapshot) {
 	if s.Ended != "" {
 		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
 	}
+	writeProcs(w, s.Processes)
 	for _, a := range s.Attach {
 		if a.Err != "" {
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
@@ -91,8 +92,12 @@ func writeText(w io.Writer, s Snapshot) {
 		if q.Destroyed {
 			life += ", destroyed"
 		}
-		fmt.Fprintf(w, "QP %#x (pid %d, %s%s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
-			q.QPNum, q.PID, q.Type, life, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		who := fmt.Sprint(q.PID)
+		if q.Comm != "" {
+			who += " " + q.Comm
+		}
+		fmt.Fprintf(w, "QP %#x (pid %s, %s%s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
+			q.QPNum, who, q.Type, life, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 		if q.CountersOnly {
 			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
 		}
