@@ -91,7 +91,13 @@ func libibverbsMapped(pid int) (path, open string) {
 // announced as a trace.Proc ("running"). It returns how many it found.
 func (t *Tracer) attachRunning() int {
 	pids := verbsProcesses()
+	t.running = pids
 	for _, pid := range pids {
+		// its exit is reported, as that of a process whose first verbs
+		// call the trace saw (ctl_note), and it is not announced twice
+		if err := t.objs.Procs.Put(uint32(pid), uint8(1)); err != nil {
+			t.warn(fmt.Sprintf("process %d: its exit will not be reported (%v)", pid, err))
+		}
 		comm, _ := os.ReadFile(ProcDir(pid) + "/comm")
 		t.announce(trace.Proc{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid), TID: uint32(pid)},
 			How: trace.ProcRunning, Comm: trimNL(string(comm))})
@@ -147,3 +153,7 @@ func (t *Tracer) announce(p trace.Proc) {
 	t.procs = append(t.procs, p)
 	t.haveUnsent.Store(true)
 }
+
+// Running lists the verbs processes a host-wide trace found running when
+// it began.
+func (t *Tracer) Running() []int { return append([]int(nil), t.running...) }

@@ -165,6 +165,7 @@ type Tracer struct {
 	exeHooked  map[fileID]bool                 // executables searched for the simulated HCA
 	members    map[uint32]bool                 // processes followed from the target (Follow)
 	procs      []trace.Proc                    // processes to announce; guarded by mu
+	running    []int                           // verbs processes found when a host-wide trace began
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool

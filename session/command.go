@@ -53,3 +53,32 @@ func SplitCommand(s string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// SplitAssignments takes the VAR=value words that start argv, as a shell
+// does for a command's environment, and returns them and the command.
+func SplitAssignments(argv []string) (env, cmd []string, err error) {
+	i := 0
+	for ; i < len(argv) && isAssignment(argv[i]); i++ {
+	}
+	if i == len(argv) {
+		return nil, nil, fmt.Errorf("%q: only variable assignments, no command to run", strings.Join(argv, " "))
+	}
+	return argv[:i], argv[i:], nil
+}
+
+// isAssignment reports whether w is NAME=value with NAME a shell name.
+func isAssignment(w string) bool {
+	name, _, ok := strings.Cut(w, "=")
+	if !ok || name == "" {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c == '_', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

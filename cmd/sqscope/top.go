@@ -41,7 +41,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var tf targetFlags
 	var interval float64
 	var noTUI bool
-	fs := cli.CommandFlags("top", "top (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("top", "top (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.",
 		topExamples, stdout)
 	tf.register(fs)
