@@ -54,12 +54,14 @@ func TestFollowChildren(t *testing.T) {
 		// others: truth files of workloads the trace must not see
 		others   []string
 		code     int
-		children int // processes forked by the target
+		children int  // processes forked by the target
+		record   bool // also record it and read the recording back
+		failing  bool // the target fails (record exits with its status)
 	}{{
 		name: "two workloads in the background of a shell",
 		args: []string{"-c", "sh -c '" + wl + " --qps 2 -s 64 -I 64 -Q 16 -n 20000 --json-out {A} >/dev/null & " +
 			wl + " -s 256 -Q 8 -t 64 -l 4 -n 6000 --json-out {B} >/dev/null & wait; exit 3'"},
-		truths: []string{"{A}", "{B}"}, code: 3, children: 2,
+		truths: []string{"{A}", "{B}"}, code: 3, children: 2, record: true, failing: true,
 	}, {
 		name:   "-- CMD ARGS",
 		args:   append([]string{"--"}, strings.Fields(wl+" -s 64 -Q 16 -n 5000 --json-out {A}")...),
@@ -78,11 +80,11 @@ func TestFollowChildren(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			files := strings.NewReplacer("{A}", filepath.Join(dir, "a.json"), "{B}", filepath.Join(dir, "b.json"))
-			args := []string{"trace", "--json"}
+			var targs []string
 			for _, a := range tc.args {
-				args = append(args, files.Replace(a))
+				targs = append(targs, files.Replace(a))
 			}
-			cmd := exec.Command(bin, args...)
+			cmd := exec.Command(bin, append([]string{"trace", "--json"}, targs...)...)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
@@ -99,49 +101,68 @@ func TestFollowChildren(t *testing.T) {
 			if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 				t.Fatalf("trace JSON: %v\n%s", err, stdout.String())
 			}
-			if out.Lost != 0 {
-				t.Fatalf("%d events lost", out.Lost)
+			checkFollowed(t, out, files, tc.truths, tc.others, tc.children)
+			if !tc.record {
+				return
 			}
-			groups := qpsByPID(out.QPs)
-			if len(groups) != len(tc.truths) {
-				t.Fatalf("QPs of %d processes, want %d: %v", len(groups), len(tc.truths), out.QPs)
+			// the same from a recording: the processes and labels are in it
+			rec := filepath.Join(dir, "run.sqscope")
+			if b, err := exec.Command(bin, append([]string{"record", "-o", rec}, targs...)...).CombinedOutput(); err != nil && !tc.failing {
+				t.Fatalf("record: %v\n%s", err, b)
 			}
-			for _, f := range tc.truths {
-				truth := readTruth(t, files.Replace(f))
-				var got []map[string]any
-				for _, g := range groups {
-					if len(g) == len(truth) {
-						got = g
-					}
-				}
-				if got == nil {
-					t.Fatalf("no process has the %d QP(s) of %s", len(truth), f)
-				}
-				for _, q := range got {
-					if q["comm"] != "sqscope" {
-						t.Errorf("QP %v of pid %v labelled %q, want sqscope", q["qp_num"], q["pid"], q["comm"])
-					}
-				}
-				compareQPs(t, "trace of "+f, got, truth)
-			}
-			for _, f := range tc.others {
-				if truth := readTruth(t, files.Replace(f)); len(truth) == 0 || truth[0]["wrs"].(float64) == 0 {
-					t.Fatalf("the untraced workload %s did nothing: %v", f, truth)
-				}
-			}
-			children := 0
-			for _, p := range out.Processes {
-				if p.Joined == "fork" {
-					children++
-					if !p.Exited || p.ExitCode == nil || *p.ExitCode != 0 {
-						t.Errorf("child %d: exited %v code %v, want exited with 0", p.PID, p.Exited, p.ExitCode)
-					}
-				}
-			}
-			if children != tc.children {
-				t.Errorf("%d forked processes listed, want %d: %+v", children, tc.children, out.Processes)
-			}
+			var fromRec followOut
+			reportInto(t, rec, &fromRec)
+			checkFollowed(t, fromRec, files, tc.truths, tc.others, tc.children)
 		})
+	}
+}
+
+// checkFollowed requires the QPs of each truth file, exact and labelled,
+// in a process of their own, none of the others', and the children listed
+// as exited with 0.
+func checkFollowed(t *testing.T, out followOut, files *strings.Replacer, truths, others []string, wantChildren int) {
+	t.Helper()
+	if out.Lost != 0 {
+		t.Fatalf("%d events lost", out.Lost)
+	}
+	groups := qpsByPID(out.QPs)
+	if len(groups) != len(truths) {
+		t.Fatalf("QPs of %d processes, want %d: %v", len(groups), len(truths), out.QPs)
+	}
+	for _, f := range truths {
+		truth := readTruth(t, files.Replace(f))
+		var got []map[string]any
+		for _, g := range groups {
+			if len(g) == len(truth) {
+				got = g
+			}
+		}
+		if got == nil {
+			t.Fatalf("no process has the %d QP(s) of %s", len(truth), f)
+		}
+		for _, q := range got {
+			if q["comm"] != "sqscope" {
+				t.Errorf("QP %v of pid %v labelled %q, want sqscope", q["qp_num"], q["pid"], q["comm"])
+			}
+		}
+		compareQPs(t, "trace of "+f, got, truth)
+	}
+	for _, f := range others {
+		if truth := readTruth(t, files.Replace(f)); len(truth) == 0 || truth[0]["wrs"].(float64) == 0 {
+			t.Fatalf("the untraced workload %s did nothing: %v", f, truth)
+		}
+	}
+	children := 0
+	for _, p := range out.Processes {
+		if p.Joined == "fork" {
+			children++
+			if !p.Exited || p.ExitCode == nil || *p.ExitCode != 0 {
+				t.Errorf("child %d: exited %v code %v, want exited with 0", p.PID, p.Exited, p.ExitCode)
+			}
+		}
+	}
+	if children != wantChildren {
+		t.Errorf("%d forked processes listed, want %d: %+v", children, wantChildren, out.Processes)
 	}
 }
 
