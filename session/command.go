@@ -82,3 +82,18 @@ func isAssignment(w string) bool {
 	}
 	return true
 }
+
+// ParseCommand is the command to start: the command line line (-c), or
+// else argv as given (-- CMD ARGS); in both, VAR=value words before the
+// command are its environment's. target names it.
+func ParseCommand(line string, argv []string) (env, cmd []string, target string, err error) {
+	target = strings.Join(argv, " ")
+	if line != "" {
+		if argv, err = SplitCommand(line); err != nil {
+			return nil, nil, "", err
+		}
+		target = line
+	}
+	env, cmd, err = SplitAssignments(argv)
+	return env, cmd, target, err
+}

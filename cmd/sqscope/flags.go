@@ -118,19 +118,10 @@ func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*sessio
 		cfg.Argv = append([]string{self, "workload"}, rest...)
 		cfg.Target = "sqscope workload " + strings.Join(rest, " ")
 	case tf.cmd != "" || len(rest) > 0:
-		argv, target := rest, strings.Join(rest, " ")
-		if tf.cmd != "" {
-			var err error
-			if argv, err = session.SplitCommand(tf.cmd); err != nil {
-				return nil, err
-			}
-			target = tf.cmd
-		}
-		env, argv, err := session.SplitAssignments(argv)
-		if err != nil {
+		var err error
+		if cfg.Env, cfg.Argv, cfg.Target, err = session.ParseCommand(tf.cmd, rest); err != nil {
 			return nil, err
 		}
-		cfg.Argv, cfg.Env, cfg.Target = argv, env, target
 	}
 	return session.Start(cfg)
 }
