@@ -58,6 +58,16 @@ struct {
 	__type(value, __u8);
 } procs SEC(".maps");
 
+/* Processes sent SIGSTOP, until user space continues them: detaching, it
+ * continues every one left here, also those whose record it never read
+ * (stopped between its last read and the probes' removal). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} stopped_pids SEC(".maps");
+
 /* Follow mode: the processes descended from targ_tgid (not targ_tgid
  * itself), added at their fork, removed at their exit. */
 struct {

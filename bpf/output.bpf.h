@@ -33,6 +33,18 @@ static __always_inline __u32 nonzero(__u32 v)
 
 /* wanted: tgid is traced. The target itself costs a compare; only a
  * followed process (follow mode) costs a lookup of tree. */
+/* stop_self sends SIGSTOP to the calling process and notes it in
+ * stopped_pids; 1 when sent. */
+static __always_inline int stop_self(__u32 tgid)
+{
+	__u8 one = 1;
+
+	if (bpf_send_signal(SIGSTOP))
+		return 0;
+	bpf_map_update_elem(&stopped_pids, &tgid, &one, BPF_ANY);
+	return 1;
+}
+
 static __always_inline int wanted(__u32 tgid)
 {
 	return !targ_tgid || tgid == targ_tgid || (follow && bpf_map_lookup_elem(&tree, &tgid));
@@ -169,7 +181,7 @@ static __always_inline void proc_joined(__u32 tgid, __u32 parent, __u8 op, const
 		bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), comm);
 	else
 		bpf_get_current_comm(r->comm, sizeof(r->comm));
-	if (stop && stop_on_new && tgid != self_tgid && !bpf_send_signal(SIGSTOP))
+	if (stop && stop_on_new && tgid != self_tgid && stop_self(tgid))
 		r->stopped = 1;
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }

@@ -467,6 +467,7 @@ const (
 	VerbsMapProcs                = "procs"
 	VerbsMapQpCounters           = "qp_counters"
 	VerbsMapScratch              = "scratch"
+	VerbsMapStoppedPids          = "stopped_pids"
 	VerbsMapThreadSlots          = "thread_slots"
 	VerbsMapThreadZero           = "thread_zero"
 	VerbsMapThreads              = "threads"
@@ -665,6 +666,7 @@ type VerbsMapSpecs struct {
 	Procs        *ebpf.MapSpec `ebpf:"procs"`
 	QpCounters   *ebpf.MapSpec `ebpf:"qp_counters"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	StoppedPids  *ebpf.MapSpec `ebpf:"stopped_pids"`
 	ThreadSlots  *ebpf.MapSpec `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.MapSpec `ebpf:"thread_zero"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
@@ -745,6 +747,7 @@ type VerbsMaps struct {
 	Procs        *ebpf.Map `ebpf:"procs"`
 	QpCounters   *ebpf.Map `ebpf:"qp_counters"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
+	StoppedPids  *ebpf.Map `ebpf:"stopped_pids"`
 	ThreadSlots  *ebpf.Map `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.Map `ebpf:"thread_zero"`
 	Threads      *ebpf.Map `ebpf:"threads"`
@@ -768,6 +771,7 @@ func (m *VerbsMaps) Close() error {
 		m.Procs,
 		m.QpCounters,
 		m.Scratch,
+		m.StoppedPids,
 		m.ThreadSlots,
 		m.ThreadZero,
 		m.Threads,

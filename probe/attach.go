@@ -274,7 +274,9 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 	key := attachKey{file: id, offset: off, role: r.name, cookie: cookie}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.closed || t.stopping.Load() {
+		// stopping: the probes are being removed, and one placed now
+		// could stop a process after the last read of the ring
 		a.Err = "tracer closed"
 		return a
 	}
