@@ -20,8 +20,10 @@ int proc_fork(struct bpf_raw_tracepoint_args *ctx)
 
 	if (!follow || !targ_tgid || tgid == ptgid || !wanted(ptgid))
 		return 0;
-	if (bpf_map_update_elem(&tree, &tgid, &one, BPF_ANY))
-		return 0; /* full: the process is not traced, and user space never hears of it */
+	if (bpf_map_update_elem(&tree, &tgid, &one, BPF_ANY)) {
+		count_lost(); /* full: what the process does is lost, and said so */
+		return 0;
+	}
 	proc_joined(tgid, ptgid, SQ_PROC_FORK, child->comm, 0);
 	return 0;
 }
