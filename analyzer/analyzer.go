@@ -52,6 +52,17 @@ type Counters struct {
 	// BeyondModel counts WRs reported accepted that the call's list did not
 	// hold or no SQ could: an inconsistent stream, left out of the model.
 	BeyondModel uint64 `json:"wrs_beyond_model"`
+	// READ and atomic responses the HCA writes into the local SGEs (pcie.go)
+	DMAWritesResponse uint64 `json:"dma_writes_response"`
+	DMABytesResponse  uint64 `json:"dma_bytes_response"`
+	// Opcodes are the accepted WRs by opcode.
+	Opcodes OpcodeMix `json:"opcodes"`
+	// NotRTS counts posts refused because the QP was not in RTS (ENOMEM
+	// from ibv_post_send, not in ENOMEMSGE; EINVAL from ibv_wr_complete,
+	// in EINVAL too).
+	NotRTS uint64 `json:"not_rts"`
+	// RecvCQEs are the receive completions of this QP polled.
+	RecvCQEs uint64 `json:"recv_cqes_polled"`
 	Cuts
 }
 
@@ -168,6 +179,7 @@ type cqState struct {
 	counted   bool
 	createdNS uint64
 	cqCalls
+	cqPending // diag_state.go
 }
 
 // notePolls counts n polls at time now.
@@ -216,6 +228,8 @@ type Analyzer struct {
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
+	// rqsEmpty counts the traced receiving QPs whose RQ is empty (diag_recv.go)
+	rqsEmpty int
 }
 
 // New returns an empty analyzer.
@@ -286,6 +300,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.sendCapsInferred = false
 		q.createdNS = e.TimeNS
 		q.sigAll = e.SigAll
+		q.stateCreated()
 		q.sendCQ = e.SendCQ
 		q.cq = nil
 		if e.SendCQ != 0 {
@@ -297,7 +312,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.CQChange:
 		a.cqChange(e)
 	case *trace.QPModify:
-		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS).stateModified(e)
 	case *trace.Post:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
 		if !q.capsKnown {
@@ -317,6 +332,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		} else if e.Ret == 0 {
 			c.empty++
 		}
+		if e.Ret == 0 || e.EmptyBefore > 0 {
+			a.cqEmpty(c, e.TimeNS)
+		}
 		var last *sq
 		for i := range e.WCs {
 			wc := &e.WCs[i]
@@ -328,6 +346,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				}
 			} else {
 				if ibv.IsRecvWC(wc.Opcode) {
+					a.noteRecvWC(e.PID, wc, e.TimeNS)
 					continue
 				}
 				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
@@ -337,6 +356,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				a.qpEpoch++
 			}
 			q.complete(wc)
+			a.notePending(q, e.TimeNS)
+			if wc.Status == ibv.WCRNRRetryExcErr {
+				a.rnrExceeded(q, e.TimeNS)
+			} else if wc.Status == 0 {
+				q.starved = false
+			}
 			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
 				a.checkNotTraced(q, e.TimeNS)
 			}
@@ -355,6 +380,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
 		c.notePolls(e.Count, e.TimeNS)
 		c.empty += e.Count
+		a.cqEmpty(c, e.TimeNS)
 	case *trace.CQCounters:
 		// totals since attach (counters mode): they replace, not add
 		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
@@ -369,7 +395,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			break
 		}
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		was := q.rqEmpty()
 		q.c.PostRecvs += uint64(e.Accepted)
+		a.noteRQ(q, was)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
@@ -571,5 +599,10 @@ func addCounters(t, c *Counters) {
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes
 	t.BeyondModel += c.BeyondModel
+	t.DMAWritesResponse += c.DMAWritesResponse
+	t.DMABytesResponse += c.DMABytesResponse
+	for i, n := range c.Opcodes {
+		t.Opcodes[i] += n
+	}
 	t.Cuts.add(&c.Cuts)
 }

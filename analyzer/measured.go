@@ -9,6 +9,7 @@ import (
 // per-QP totals of posts, WRs, inline, signaled, doorbells, payload and
 // errors, and per-CQ totals of polls; receives are not traced. Everything a per-call event feeds
 // (BlueFlame, WQE sizes and fetches, occupancy, the unsignaled runs, the
+// opcodes and the READ and atomic responses they need, the
 // ENOMEM cause, per-QP completions) is left out of JSON rather than shown
 // as 0.
 var (
@@ -17,7 +18,8 @@ var (
 		"cqes_polled", "cqe_errors", "flushed_unsignaled", "unmatched_cqes",
 		"wrs_past_bound", "wr_api_calls", "aborted", "longest_unsignaled_run",
 		"mmio_bytes", "dma_bytes_wqe", "empty_wr_batches", "inline_sges",
-		"baseline_wqe_bytes", "wrs_beyond_model", "post_recvs")
+		"baseline_wqe_bytes", "wrs_beyond_model", "post_recvs",
+		"dma_writes_response", "dma_bytes_response", "opcodes", "not_rts", "recv_cqes_polled")
 	unmeasuredQP = keySet("outstanding", "signal_interval_typical",
 		"signal_interval_longest", "occupancy")
 	unmeasuredRates = keySet("cqes_per_s")

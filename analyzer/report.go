@@ -114,6 +114,7 @@ func writeText(w io.Writer, s Snapshot) {
 			{q.ENOMEMSQFull, "ENOMEM SQ full %d"},
 			{q.ENOMEMInline, "ENOMEM inline too big %d"},
 			{q.ENOMEMSGE, "ENOMEM too many SGEs %d"},
+			{q.NotRTS, "refused, QP not in RTS %d"},
 			{q.ENOMEMUnknown, "ENOMEM cause unknown %d"},
 			{q.EINVAL, "EINVAL %d"},
 			{q.OtherErrors, "other errors %d"},
@@ -190,13 +191,25 @@ func writeEventsQP(w io.Writer, q *QP) {
 		q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
 	fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
 		q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+	fmt.Fprintf(w, "  opcodes (WRs): %s", q.Opcodes)
+	if q.Truncated > 0 {
+		fmt.Fprintf(w, "; %d more past the list bound, opcode not recorded", q.Truncated)
+	}
+	fmt.Fprintln(w)
 	writeOccupancy(w, q)
 	writeRates(w, q)
-	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
+	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d",
 		q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
+	if q.DMAWritesResponse > 0 {
+		fmt.Fprintf(w, "; DMA writes of READ/atomic responses %d (%d B)", q.DMAWritesResponse, q.DMABytesResponse)
+	}
+	fmt.Fprintln(w)
 	p := q.PCIe
 	fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
 		p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
+	if q.DMAWritesResponse > 0 {
+		fmt.Fprintln(w, "    READ and atomic responses are written in the baseline too: no payload to inline, nothing the posting side saves")
+	}
 }
 
 // writeCountersQP writes what counters mode measures, and only that (the

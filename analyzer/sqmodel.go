@@ -124,6 +124,10 @@ type sq struct {
 	// empty wr batches, and whether outstanding was over the depth
 	notTracedNoted [2]uint64
 	notTracedOver  bool
+
+	qpStateTrack // diag_state.go
+	qpPending
+	qpRecvTrack // diag_recv.go
 }
 
 func (q *sq) outstanding() uint64 { return q.head - q.tail }
@@ -306,9 +310,8 @@ func (q *sq) isSignaled(w *trace.WR) bool {
 // modeledOp reports whether the model knows the WQE of an opcode: every
 // opcode an ibv_wr_* builder or ibv_post_send can post. Each takes one SQ
 // slot until its completion (or a later one) retires it. Their PCIe is
-// counted by the send rules of pcie.go whatever they do on the wire: a
-// READ's or an atomic's response, written into the local SGE, is
-// counted as that SGE's DMA read, as before.
+// counted by the rules of pcie.go: a READ's or an atomic's local SGEs
+// are where the HCA writes the response, not a payload it reads.
 func modeledOp(op uint8) bool {
 	switch op {
 	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRSendWithInv, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm,
@@ -340,6 +343,9 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 // cause classifies a failed post at WR index i of the list, by the
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
+	if q.notRTS(p) {
+		return causeNotRTS
+	}
 	if p.Ret == ibv.EINVAL {
 		return causeEINVAL
 	}
@@ -391,6 +397,7 @@ const (
 	causeEINVAL
 	causeUnknownENOMEM
 	causeOther
+	causeNotRTS // ENOMEM or EINVAL from a QP not in RTS (diag_state.go)
 )
 
 // post applies one post call to the model. It returns the cause of a
@@ -438,6 +445,11 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 			q.c.EINVAL++
 		case causeUnknownENOMEM:
 			q.c.ENOMEMUnknown++
+		case causeNotRTS:
+			q.c.NotRTS++
+			if p.Ret == ibv.EINVAL {
+				q.c.EINVAL++
+			}
 		default:
 			q.c.OtherErrors++
 		}
@@ -468,13 +480,16 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 					q.sigAllUnflagged++
 				}
 			}
+			q.c.Opcodes.add(w.Opcode)
 			if lastInline {
 				if q.capsKnown && q.caps.MaxInlineData == 0 && w.Bytes > 0 {
 					q.inlineNever++
 				}
 				q.c.Inline++
 				q.c.InlineBytes += uint64(w.Bytes)
-				if w.Bytes > 0 {
+				// a READ or atomic flagged inline saves no read: the
+				// baseline reads nothing of its local buffer
+				if w.Bytes > 0 && !responds(w.Opcode) {
 					q.c.InlineSGEs += uint64(max(w.NumSGE, 1))
 					q.c.BaselineWQEBytes += uint64((q.opOverhead(w.Opcode)+max(w.NumSGE, 1)*dataSeg+wqebb-1)/wqebb) * wqebb
 				} else {
@@ -482,8 +497,14 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 				}
 			} else {
 				q.c.BaselineWQEBytes += uint64(bbs) * wqebb
-				q.c.DMAReadsPayload += uint64(gathers)
-				q.c.DMABytesPayload += uint64(w.Bytes)
+				if responds(w.Opcode) {
+					writes, bytes := response(w.Opcode, gathers, w.Bytes)
+					q.c.DMAWritesResponse += writes
+					q.c.DMABytesResponse += bytes
+				} else {
+					q.c.DMAReadsPayload += uint64(gathers)
+					q.c.DMABytesPayload += uint64(w.Bytes)
+				}
 			}
 			*q.slot(seq) = wrSlot{id: w.ID, signaled: sig}
 		} else {

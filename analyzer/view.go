@@ -60,6 +60,13 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.SGECutWRs, b.SGECutWRs)
 	sub(&d.SGEsNotSummed, b.SGEsNotSummed)
 	sub(&d.WalkCappedPosts, b.WalkCappedPosts)
+	sub(&d.DMAWritesResponse, b.DMAWritesResponse)
+	sub(&d.DMABytesResponse, b.DMABytesResponse)
+	for i := range d.Opcodes {
+		sub(&d.Opcodes[i], b.Opcodes[i])
+	}
+	sub(&d.NotRTS, b.NotRTS)
+	sub(&d.RecvCQEs, b.RecvCQEs)
 	return d
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,12 +70,7 @@ func (tf *targetFlags) register(fs *flag.FlagSet) {
 
 // check validates the combination; rest is what followed "--".
 func (tf *targetFlags) check(rest []string) error {
-	n := 0
-	for _, given := range []bool{tf.pid != 0, tf.cmd != "", tf.workload, tf.all} {
-		if given {
-			n++
-		}
-	}
+	n := len(slices.DeleteFunc([]bool{tf.pid != 0, tf.cmd != "", tf.workload, tf.all}, func(given bool) bool { return !given }))
 	switch {
 	case n == 0 && len(rest) == 0:
 		return errors.New("no target: give -p PID, -c CMD, -- CMD ARGS, -a or --workload -- FLAGS")
