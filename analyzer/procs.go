@@ -15,7 +15,8 @@ type Process struct {
 	Parent uint32 `json:"parent,omitempty"` // the process it was forked by, when followed
 	Comm   string `json:"comm,omitempty"`   // its command name, when known
 	// Joined says how it came into the trace: trace.ProcTarget,
-	// trace.ProcFork, trace.ProcRunning or trace.ProcFirst.
+	// trace.ProcFork, trace.ProcRunning, trace.ProcFirst or
+	// trace.ProcFound.
 	Joined string `json:"joined"`
 	Exited bool   `json:"exited"`
 	// ExitCode is its exit status, -1 when a signal (ExitSignal) killed
@@ -116,6 +117,8 @@ func writeProcs(w io.Writer, ps []Process) {
 			how = "running when tracing began"
 		case trace.ProcFirst:
 			how = "started while tracing"
+		case trace.ProcFound:
+			how = "found mapping a verbs library while tracing"
 		}
 		state := "running"
 		switch {

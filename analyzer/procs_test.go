@@ -62,13 +62,16 @@ func TestProcesses(t *testing.T) {
 			&trace.Proc{Header: h(2, 300), How: trace.ProcFirst, Comm: "client"},
 			qp(3, 300, 9),
 			&trace.Exit{Header: h(4, 300), Code: 0},
+			&trace.Proc{Header: h(5, 400), How: trace.ProcFound, Comm: "in-container"},
 		},
 		procs: []Process{
 			{PID: 200, Comm: "server", Joined: trace.ProcRunning},
 			{PID: 300, Comm: "client", Joined: trace.ProcFirst, Exited: true, ExitCode: i32(0)},
+			{PID: 400, Comm: "in-container", Joined: trace.ProcFound},
 		},
-		comms:   map[uint32]string{9: "client"},
-		textHas: []string{"pid 200 (server): running when tracing began, running", "pid 300 (client): started while tracing, exited with code 0"},
+		comms: map[uint32]string{9: "client"},
+		textHas: []string{"pid 200 (server): running when tracing began, running", "pid 300 (client): started while tracing, exited with code 0",
+			"pid 400 (in-container): found mapping a verbs library while tracing, running"},
 	}, {
 		name: "a recording that names no process: its exit is the target's",
 		events: []trace.Event{

@@ -100,6 +100,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		if t.opts.PID != 0 && int(r.Hdr.Pid) == t.opts.PID {
 			t.exitSeen = true
 		}
+		delete(t.hostSeen, int(r.Hdr.Pid)) // its pid may come back as another process
 		fn(ev)
 	case bpf.VerbsSqRecKindSQ_REC_PROC:
 		return t.procRecord(raw, fn)
@@ -252,6 +253,8 @@ func (t *Tracer) pollEvent(r *bpf.VerbsSqPollRec) *trace.Poll {
 // polls per CQ not reported yet, and the counters mode's per-QP totals.
 func (t *Tracer) flush(fn func(trace.Event)) {
 	t.hookNewLibibverbs()
+	t.rescan()
+	t.deliverAttachments(fn) // what the rescan found, in order before the counts
 	now := trace.MonotonicNS()
 	if lost := t.Lost(); lost > t.lostSeen {
 		fn(&trace.Lost{Header: trace.Header{TimeNS: now}, Count: lost - t.lostSeen})

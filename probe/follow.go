@@ -68,6 +68,10 @@ func (t *Tracer) procRecord(raw []byte, fn func(trace.Event)) error {
 		}
 	case bpf.VerbsSqProcOpSQ_PROC_FIRST:
 		ev.How = trace.ProcFirst
+		// the libibverbs it maps may not be the one hooked (a
+		// container's own copy): hooked now, for its next calls
+		t.hostSeen[int(pid)] = true
+		t.hookProcess(int(pid))
 	default:
 		return fmt.Errorf("process record of unknown op %d", r.Op)
 	}

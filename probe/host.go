@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/sqscope/sqscope/bpf"
 	"github.com/sqscope/sqscope/trace"
@@ -33,19 +34,19 @@ type DataPathAddr struct {
 // -p, is given to it.
 type DataPathFinder func(pid int) ([]DataPathAddr, error)
 
-// verbsProcesses lists the processes, other than this one, that map
-// libibverbs or run a binary with the simulated HCA, by pid.
-func verbsProcesses() []int {
+// verbsProcesses lists the processes, other than this one and those in
+// skip, that map libibverbs or run a binary with the simulated HCA, by
+// pid. simExe caches, by executable, whether it has the simulated HCA.
+func verbsProcesses(skip map[int]bool, simExe map[fileID]bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
 	self := os.Getpid()
-	simExe := map[fileID]bool{} // executables looked at: has sqsim_*
 	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+		if err != nil || pid == self || skip[pid] {
 			continue
 		}
 		if lib, _ := libibverbsMapped(pid); lib != "" {
@@ -90,9 +91,33 @@ func libibverbsMapped(pid int) (path, open string) {
 // of the QPs it has, by symbol and through Options.FindDataPath. Each is
 // announced as a trace.Proc ("running"). It returns how many it found.
 func (t *Tracer) attachRunning() int {
-	pids := verbsProcesses()
+	pids := t.hookFound(trace.ProcRunning)
 	t.running = pids
+	return len(pids)
+}
+
+// rescanInterval is how often a host-wide trace looks in /proc for verbs
+// processes its probes have not seen: one that maps a libibverbs file not
+// hooked yet (a container's own copy, say) is found no later than this.
+const rescanInterval = 2 * time.Second
+
+// rescan hooks, at most every rescanInterval, the verbs processes a
+// host-wide trace has not seen yet. Their QPs made before are found as a
+// running process's are.
+func (t *Tracer) rescan() {
+	if !t.opts.All || t.stopping.Load() || time.Since(t.lastScan) < rescanInterval {
+		return
+	}
+	t.hookFound(trace.ProcFound)
+}
+
+// hookFound hooks the verbs processes not seen yet, announcing each with
+// how (trace.ProcRunning or trace.ProcFound), and returns their pids.
+func (t *Tracer) hookFound(how string) []int {
+	t.lastScan = time.Now()
+	pids := verbsProcesses(t.hostSeen, t.simExe)
 	for _, pid := range pids {
+		t.hostSeen[pid] = true
 		// its exit is reported, as that of a process whose first verbs
 		// call the trace saw (ctl_note), and it is not announced twice
 		if err := t.objs.Procs.Put(uint32(pid), uint8(1)); err != nil {
@@ -100,12 +125,12 @@ func (t *Tracer) attachRunning() int {
 		}
 		comm, _ := os.ReadFile(ProcDir(pid) + "/comm")
 		t.announce(trace.Proc{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid), TID: uint32(pid)},
-			How: trace.ProcRunning, Comm: trimNL(string(comm))})
+			How: how, Comm: trimNL(string(comm))})
 		t.hookProcess(pid)
 		t.attachDataPathBySymbol(pid)
 		t.findDataPath(pid)
 	}
-	return len(pids)
+	return pids
 }
 
 // findDataPath attaches to what Options.FindDataPath finds in process pid.

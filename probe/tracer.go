@@ -166,6 +166,9 @@ type Tracer struct {
 	members    map[uint32]bool                 // processes followed from the target (Follow)
 	procs      []trace.Proc                    // processes to announce; guarded by mu
 	running    []int                           // verbs processes found when a host-wide trace began
+	hostSeen   map[int]bool                    // processes a host-wide trace knows of
+	simExe     map[fileID]bool                 // executables looked at: has the simulated HCA
+	lastScan   time.Time                       // of /proc, for a host-wide trace
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool
@@ -248,6 +251,8 @@ func Open(opts Options) (*Tracer, error) {
 		ibvHooked:  map[fileID]bool{},
 		exeHooked:  map[fileID]bool{},
 		members:    map[uint32]bool{},
+		hostSeen:   map[int]bool{},
+		simExe:     map[fileID]bool{},
 		syncDone:   make(chan struct{}),
 	}
 	if err := t.load(); err != nil {

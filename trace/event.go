@@ -287,6 +287,7 @@ const (
 	ProcExec    = "exec"    // a traced process ran a new program
 	ProcRunning = "running" // found mapping a verbs library when tracing began (host-wide)
 	ProcFirst   = "first"   // its first verbs call (host-wide)
+	ProcFound   = "found"   // found mapping a verbs library while tracing (host-wide)
 )
 
 // Proc: a process joined the trace, or ran a new program. Header.PID is
@@ -295,7 +296,7 @@ const (
 // (a child followed, or one of a host-wide trace), not the end.
 type Proc struct {
 	Header
-	How    string // ProcTarget, ProcFork, ProcExec, ProcRunning, ProcFirst
+	How    string // ProcTarget, ProcFork, ProcExec, ProcRunning, ProcFirst, ProcFound
 	Parent uint32 // the parent's process id (ProcFork; 0 when not known)
 	Comm   string // the command name (/proc/PID/comm), "" when not known
 }

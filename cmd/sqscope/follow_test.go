@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -167,9 +168,9 @@ func checkFollowed(t *testing.T, out followOut, files *strings.Replacer, truths,
 }
 
 // -a traces every verbs process: one that was running before the trace
-// began (its QPs found by symbol, its posts from then on counted) and one
-// started later, exact against its own results; both stay listed after
-// their exit.
+// began (its QPs found by symbol, its posts from then on counted) and ones
+// started later, exact against their own results, one with a libibverbs
+// file of its own; all stay listed after their exit.
 func TestTraceAll(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	bin := sqscopeBin(t)
@@ -201,6 +202,15 @@ func TestTraceAll(t *testing.T) {
 	if out, err := w2.CombinedOutput(); err != nil {
 		t.Fatalf("workload: %v\n%s", err, out)
 	}
+	// one more with its own copy of libibverbs (as in a container): the
+	// copy is hooked when the process first shows itself
+	copyDir, own := t.TempDir(), filepath.Join(dir, "own.json")
+	copyLibibverbs(t, copyDir)
+	w3 := exec.Command(bin, "workload", "-s", "64", "-Q", "4", "-n", "3000", "--sim-deterministic", "--json-out", own)
+	w3.Env = append(os.Environ(), "LD_LIBRARY_PATH="+copyDir)
+	if out, err := w3.CombinedOutput(); err != nil {
+		t.Fatalf("workload: %v\n%s", err, out)
+	}
 	if err := w1.Wait(); err != nil {
 		t.Fatalf("workload: %v", err)
 	}
@@ -218,6 +228,14 @@ func TestTraceAll(t *testing.T) {
 	}
 	groups := qpsByPID(out.QPs)
 	compareQPs(t, "the workload started after -a", groups[uint32(w2.Process.Pid)], readTruth(t, after))
+	compareQPs(t, "the workload with its own libibverbs", groups[uint32(w3.Process.Pid)], readTruth(t, own))
+	hooked := false
+	for _, p := range out.Probes {
+		hooked = hooked || (p.Func == "create_qp" && p.Path == filepath.Join(copyDir, "libibverbs.so.1") && p.Err == "")
+	}
+	if !hooked {
+		t.Errorf("the copy of libibverbs in %s was not hooked: %+v", copyDir, out.Probes)
+	}
 	// the one running before: its QP was made before the attach, so its
 	// caps are not known, but every post came after
 	truth, got := readTruth(t, before), groups[uint32(w1.Process.Pid)]
@@ -235,9 +253,25 @@ func TestTraceAll(t *testing.T) {
 			joined[p.PID] = p.Joined
 		}
 	}
-	if joined[uint32(w1.Process.Pid)] != "running" || joined[uint32(w2.Process.Pid)] != "first" {
-		t.Errorf("processes %+v: want %d running and %d first, both exited with 0", out.Processes, w1.Process.Pid, w2.Process.Pid)
+	if joined[uint32(w1.Process.Pid)] != "running" || joined[uint32(w2.Process.Pid)] != "first" || joined[uint32(w3.Process.Pid)] != "first" {
+		t.Errorf("processes %+v: want %d running, %d and %d first, all exited with 0", out.Processes, w1.Process.Pid, w2.Process.Pid, w3.Process.Pid)
 	}
+}
+
+// copyLibibverbs copies the installed libibverbs.so.1 into dir.
+func copyLibibverbs(t *testing.T, dir string) {
+	t.Helper()
+	for _, d := range []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64"} {
+		b, err := os.ReadFile(filepath.Join(d, "libibverbs.so.1"))
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "libibverbs.so.1"), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatal("no libibverbs.so.1 installed to copy")
 }
 
 // top with no target watches the whole host, as -a.
