@@ -69,6 +69,7 @@ type Counters struct {
 // QP is one send queue in a snapshot.
 type QP struct {
 	PID        uint32 `json:"pid"`
+	Comm       string `json:"comm,omitempty"` // its process's command name, when known
 	QPNum      uint32 `json:"qp_num"`
 	Type       string `json:"qp_type"`
 	MaxSendWR  uint32 `json:"max_send_wr"`
@@ -161,6 +162,9 @@ type Snapshot struct {
 	// Scan is what the memory scan of a process traced after it started
 	// read and found; nil when there was none.
 	Scan *trace.Scan `json:"memory_scan,omitempty"`
+	// Processes are the processes the trace named: the target, those
+	// followed from it, or those of a host-wide trace; exited ones stay.
+	Processes []Process `json:"processes,omitempty"`
 	// CQs are the completion queues seen, one per lifetime, by their
 	// calls and polls.
 	CQs  []CQ  `json:"cqs,omitempty"`
@@ -260,6 +264,7 @@ type Analyzer struct {
 	// pidProv is the provider of each process's data path (provider.go)
 	pidProv map[uint32]Provider
 	diags   []diagRec
+	procs   procs
 	snap    Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
@@ -465,8 +470,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.Lost:
 		a.snap.Lost += e.Count
 	case *trace.Exit:
-		a.snap.Exited = true
-		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		if a.procs.exit(e) {
+			a.snap.Exited = true
+			a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		}
+	case *trace.Proc:
+		a.procs.proc(e)
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
 		a.noteAttach(e)
@@ -581,7 +590,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			longest = q.runLongest + 1
 		}
 		s.QPs = append(s.QPs, QP{
-			PID: k.pid, QPNum: k.qpNum, Type: q.typ.String(),
+			PID: k.pid, Comm: a.procs.comm(k.pid), QPNum: k.qpNum, Type: q.typ.String(),
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
@@ -627,6 +636,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	s.Diagnoses = a.diagnoses()
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
 	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
+	s.Processes = a.procs.snapshot()
 	return s
 }
 
