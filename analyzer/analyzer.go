@@ -159,9 +159,10 @@ type Snapshot struct {
 	TotalRates Rates          `json:"total_rates"`
 	TotalPCIe  Savings        `json:"total_pcie"`
 	Attach     []trace.Attach `json:"probes,omitempty"`
-	// Scan is what the memory scan of a process traced after it started
-	// read and found; nil when there was none.
-	Scan *trace.Scan `json:"memory_scan,omitempty"`
+	// Scans are what the memory scans of processes traced after they
+	// started read and found, one per process (-p: the target; -a: each
+	// process running when it began or found later), in scan order.
+	Scans []trace.Scan `json:"memory_scans,omitempty"`
 	// Processes are the processes the trace named: the target, those
 	// followed from it, or those of a host-wide trace; exited ones stay.
 	Processes []Process `json:"processes,omitempty"`
@@ -481,8 +482,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.noteAttach(e)
 		a.noteProbe(e)
 	case *trace.Scan:
-		sc := *e
-		a.snap.Scan = &sc
+		a.snap.Scans = append(a.snap.Scans, *e)
 	case *trace.CQCreate:
 		a.cqCreated(e)
 	case *trace.SRQCreate, *trace.SRQDestroy:
@@ -542,6 +542,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	defer a.mu.Unlock()
 	s := a.snap
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
+	s.Scans = append([]trace.Scan(nil), a.snap.Scans...)
 	s.QPs = make([]QP, 0, len(a.all))
 	modeled := false // some QP follows the mlx5 model
 	for _, q := range a.all {

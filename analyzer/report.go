@@ -68,7 +68,9 @@ func writeText(w io.Writer, s Snapshot) {
 		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
 	}
 	writeEnding(w, &s)
-	writeScan(w, s.Scan)
+	for i := range s.Scans {
+		writeScan(w, &s.Scans[i], s.Processes)
+	}
 	writeProcs(w, s.Processes)
 	for _, a := range s.Attach {
 		if a.Err != "" {
@@ -258,15 +260,19 @@ func foundText(q *QP) string {
 }
 
 // writeScan says what the memory scan of a running process read.
-func writeScan(w io.Writer, sc *trace.Scan) {
-	if sc == nil {
-		return
+func writeScan(w io.Writer, sc *trace.Scan, procs []Process) {
+	who := fmt.Sprintf("process %d", sc.PID)
+	for _, p := range procs {
+		if p.PID == sc.PID && p.Comm != "" {
+			who += " (" + p.Comm + ")"
+			break
+		}
 	}
-	fmt.Fprintf(w, "  memory scan: %.1f MiB of %d mappings in %.3f s (%.2f GiB/s), %d verbs context(s), %d QP(s)",
+	fmt.Fprintf(w, "  memory scan of %s: %.1f MiB of %d mappings in %.3f s (%.2f GiB/s), %d verbs context(s), %d QP(s)", who,
 		float64(sc.Bytes)/(1<<20), sc.Mappings, float64(sc.DurationNS)/1e9,
 		float64(sc.Bytes)/(1<<30)/max(float64(sc.DurationNS)/1e9, 1e-9), sc.Contexts, sc.QPs)
 	if sc.StopNS > 0 {
-		fmt.Fprintf(w, "; target stopped %.3f ms while their probes were placed", float64(sc.StopNS)/1e6)
+		fmt.Fprintf(w, "; stopped %.3f ms while their probes were placed", float64(sc.StopNS)/1e6)
 	}
 	if sc.Cut != "" {
 		fmt.Fprintf(w, "; CUT SHORT by the %s", sc.Cut)

@@ -82,7 +82,13 @@ func (t *Tracer) attachAll() error {
 		}
 	}
 	if t.opts.PID != 0 && t.opts.Child == nil && t.opts.PID != os.Getpid() {
-		bySym, byMem := t.attachRunning()
+		res, scanErr, bySym, byMem := t.attachRunning(t.opts.PID, t.opts.ScanBounds)
+		t.mu.Lock()
+		t.scan = &res
+		if !errors.Is(scanErr, ErrScanBound) { // what it found before the bound is used
+			t.scanErr = scanErr
+		}
+		t.mu.Unlock()
 		switch {
 		case t.scanErr != nil && bySym == 0:
 			// the QPs it has cannot be found: nothing to trace them by

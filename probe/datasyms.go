@@ -55,13 +55,6 @@ type symbolHit struct {
 	how, debug     string
 }
 
-// attachDataPathBySymbol hooks data-path functions found by name in a
-// running process's executable and mapped provider libraries (a host-wide
-// trace's processes). It returns how many roles it placed.
-func (t *Tracer) attachDataPathBySymbol(pid int) int {
-	return t.attachBySymbol(pid, t.dataPathBySymbol(pid))
-}
-
 // dataPathBySymbol finds data-path functions by name in a running
 // process's executable and mapped provider libraries, or in their separate
 // debug files (debugfile.go). Reading those files takes a while: it is

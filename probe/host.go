@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sqscope/sqscope/bpf"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -16,23 +15,6 @@ import (
 // that starts later. Probes go on the verbs libraries and those binaries
 // only, with no process filter: a process that does not use verbs never
 // hits one.
-
-// DataPathAddr is a data-path function found in a running process: its
-// role's name (a trace.Attach Func: post_send, poll_cq, post_recv, wr_*,
-// start_poll, ...) and its address in that process.
-type DataPathAddr struct {
-	Func string
-	Addr uint64
-	How  string // how it was found, for trace.Attach.How: "memory", ...
-}
-
-// DataPathFinder finds, in a running process, the data-path functions of
-// QPs it created before tracing began, where symbols do not name them (a
-// stripped provider): a scan of the process's memory for the ops tables of
-// its verbs contexts, for one. Nil: only symbols are used. Options.FindDataPath
-// sets it; every process a host-wide trace finds running, and the target of
-// -p, is given to it.
-type DataPathFinder func(pid int) ([]DataPathAddr, error)
 
 // verbsProcesses lists the processes, other than this one and those in
 // skip, that map libibverbs or run a binary with the simulated HCA, by
@@ -88,7 +70,7 @@ func libibverbsMapped(pid int) (path, open string) {
 
 // attachHostRunning hooks every verbs process running now: the discovery
 // probes on its files, for QPs it creates from now on, and the data path
-// of the QPs it has, by symbol and through Options.FindDataPath. Each is
+// of the QPs it has, by symbol and through the memory scan (scanRunning). Each is
 // announced as a trace.Proc ("running"). It returns how many it found.
 func (t *Tracer) attachHostRunning() int {
 	pids := t.hookFound(trace.ProcRunning)
@@ -127,40 +109,9 @@ func (t *Tracer) hookFound(how string) []int {
 		t.announce(trace.Proc{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid), TID: uint32(pid)},
 			How: how, Comm: trimNL(string(comm))})
 		t.hookProcess(pid)
-		t.attachDataPathBySymbol(pid)
-		t.findDataPath(pid)
+		t.scanRunning(pid)
 	}
 	return pids
-}
-
-// findDataPath attaches to what Options.FindDataPath finds in process pid.
-func (t *Tracer) findDataPath(pid int) {
-	if t.opts.FindDataPath == nil {
-		return
-	}
-	found, err := t.opts.FindDataPath(pid)
-	if err != nil {
-		t.warn(fmt.Sprintf("process %d: finding the data path of its existing QPs: %v", pid, err))
-	}
-	maps, err := readMaps(pid)
-	if err != nil {
-		return
-	}
-	for _, f := range found {
-		r, ok := roleByName(f.Func)
-		if !ok || !r.probed() {
-			continue
-		}
-		path, openPath, off, err := fileOf(pid, maps, f.Addr)
-		if err != nil {
-			t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid)}, Func: f.Func, How: f.How, Err: err.Error()})
-			continue
-		}
-		t.attach(uint32(pid), r, r.cookie, path, openPath, off, f.How)
-		t.known[pidAddr{uint32(pid), f.Addr}] = true
-		// a control-path call revealing it later need not stop the process
-		t.objs.KnownFns.Put(bpf.VerbsSqKey{Pid: uint32(pid), Addr: f.Addr}, uint8(1))
-	}
 }
 
 func trimNL(s string) string {

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ import (
 type ScanBounds struct {
 	MaxBytes int64         // bytes read at most; default DefaultScanBytes
 	MaxTime  time.Duration // time spent at most; default DefaultScanTime
+	// byteCut and timeCut name the bounds in ScanResult.Cut when they are
+	// not the process's own (a host-wide trace's total, hostscan.go)
+	byteCut, timeCut string
 }
 
 const (
@@ -125,9 +129,9 @@ func ScanDataPath(pid int, b ScanBounds) (res ScanResult, err error) {
 		carry := 0
 		for addr := m.Start; addr < m.End; {
 			if res.Bytes >= b.MaxBytes {
-				res.Cut = fmt.Sprintf("byte bound %d MiB (--scan-mib)", b.MaxBytes>>20)
+				res.Cut = cmp.Or(b.byteCut, fmt.Sprintf("byte bound %d MiB (--scan-mib)", b.MaxBytes>>20))
 			} else if time.Since(start) >= b.MaxTime {
-				res.Cut = fmt.Sprintf("time bound %v (--scan-time)", b.MaxTime)
+				res.Cut = cmp.Or(b.timeCut, fmt.Sprintf("time bound %v (--scan-time)", b.MaxTime))
 			}
 			if res.Cut != "" {
 				s.finish(&res)

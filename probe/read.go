@@ -54,7 +54,6 @@ func (t *Tracer) Lost() uint64 {
 // returning it delivers every record already in the ring buffer and a
 // final flush.
 func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
-	t.deliverPre(fn)
 	t.deliverAttachments(fn)
 	stop := context.AfterFunc(ctx, func() {
 		if err := t.Cut(); err != nil {
@@ -136,12 +135,17 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 		return
 	}
 	t.mu.Lock()
-	pending, procs := t.unsent, t.procs
-	t.unsent, t.procs = nil, nil
+	pending, procs, pre := t.unsent, t.procs, t.pre
+	t.unsent, t.procs, t.pre = nil, nil, nil
 	t.haveUnsent.Store(false)
 	t.mu.Unlock()
+	// a process, then what the scan of its memory read and found, then
+	// the probes: each QP is listed before any record of it
 	for i := range procs {
 		fn(&procs[i])
+	}
+	for _, ev := range pre {
+		fn(ev)
 	}
 	for i := range pending {
 		a := pending[i]

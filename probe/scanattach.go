@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -11,34 +12,49 @@ import (
 )
 
 // attachRunning places the data-path probes of a process traced after it
-// started: it scans its memory for the verbs contexts and QPs it made
-// already (ScanDataPath), and its binaries and their debug files for the
-// functions' names (datasyms.go); then, with the process stopped only
-// meanwhile, it attaches to what they found (with the builders and the
-// extended CQ functions of the QPs found), so that every data-path probe
-// starts at one cut: no post is seen whose completion was polled before
-// the poll probe was in place. Each QP found is listed as a
-// trace.QPCreate with Via trace.ViaMemory, delivered before any record.
-// It returns how many functions it placed by symbol and from memory.
-func (t *Tracer) attachRunning() (bySym, byMem int) {
-	pid := t.opts.PID
-	res, err := ScanDataPath(pid, t.opts.ScanBounds)
-	t.scan = &res
+// started (the target of -p, and each process a host-wide trace finds
+// running): it scans its memory, within bounds b, for the verbs contexts
+// and QPs it made already (ScanDataPath), and its binaries and their debug
+// files for the functions' names (datasyms.go); then, with the process
+// stopped only meanwhile, it attaches to what they found (with the
+// builders and the extended CQ functions of the QPs found), so that every
+// data-path probe starts at one cut: no post is seen whose completion was
+// polled before the poll probe was in place. What the scan read is a
+// trace.Scan and each QP found a trace.QPCreate with Via trace.ViaMemory,
+// delivered before any record of the process. It returns what the scan
+// found and its error, and how many functions it placed by symbol and
+// from memory.
+func (t *Tracer) attachRunning(pid int, b ScanBounds) (res ScanResult, scanErr error, bySym, byMem int) {
+	res, scanErr = ScanDataPath(pid, b)
 	sc := &trace.Scan{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid)},
 		Bytes: uint64(res.Bytes), Mappings: uint32(res.Mappings), DurationNS: uint64(res.Duration),
 		Contexts: uint32(len(res.Contexts)), QPs: uint32(len(res.QPs)), Cut: res.Cut}
 	switch {
-	case errors.Is(err, ErrScanBound):
-		t.warnings = append(t.warnings, fmt.Sprintf("%v: verbs objects past it were not looked for (raise it with --scan-mib or --scan-time)", err))
-	case err != nil:
-		sc.Err = err.Error()
-		t.scanErr = err
-		t.warnings = append(t.warnings, fmt.Sprintf("memory scan of process %d: %v", pid, err))
+	case errors.Is(scanErr, ErrScanBound):
+		t.warn(fmt.Sprintf("%v: verbs objects past it were not looked for (raise it with %s)", scanErr, boundFlags(res.Cut)))
+	case scanErr != nil:
+		sc.Err = scanErr.Error()
+		t.warn(fmt.Sprintf("memory scan of process %d: %v", pid, scanErr))
 	}
-	t.pre = append(t.pre, sc)
+	defer func() {
+		t.mu.Lock()
+		t.pre = append(t.pre, sc)
+		now := trace.MonotonicNS()
+		lib := map[uint64]string{} // a context's provider file: the QP's provider
+		for _, c := range res.Contexts {
+			lib[c.Addr] = c.Provider
+		}
+		for _, q := range res.QPs {
+			t.pre = append(t.pre, &trace.QPCreate{Header: trace.Header{TimeNS: now, PID: uint32(pid)},
+				QP: q.Addr, QPNum: q.QPNum, Type: trace.QPType(q.Type), SendCQ: q.SendCQ, RecvCQ: q.RecvCQ,
+				Via: trace.ViaMemory, State: int32(q.State), Lib: lib[q.Context]})
+		}
+		t.haveUnsent.Store(true)
+		t.mu.Unlock()
+	}()
 	hits := t.dataPathBySymbol(pid)
 	if len(hits) == 0 && len(res.Contexts) == 0 {
-		return 0, 0 // nothing to place: no reason to stop the process
+		return res, scanErr, 0, 0 // nothing to place: no reason to stop the process
 	}
 
 	stopped := false
@@ -77,17 +93,15 @@ func (t *Tracer) attachRunning() (bySym, byMem int) {
 		syscall.Kill(pid, syscall.SIGCONT)
 		sc.StopNS = uint64(time.Since(stopAt))
 	}
-	now := trace.MonotonicNS()
-	lib := map[uint64]string{} // a context's provider file: the QP's provider
-	for _, c := range res.Contexts {
-		lib[c.Addr] = c.Provider
+	return res, scanErr, bySym, byMem
+}
+
+// boundFlags names the flags that raise the bound a scan's Cut names.
+func boundFlags(cut string) string {
+	if strings.Contains(cut, "total") {
+		return "--scan-total-mib or --scan-total-time"
 	}
-	for _, q := range res.QPs {
-		t.pre = append(t.pre, &trace.QPCreate{Header: trace.Header{TimeNS: now, PID: uint32(pid)},
-			QP: q.Addr, QPNum: q.QPNum, Type: trace.QPType(q.Type), SendCQ: q.SendCQ, RecvCQ: q.RecvCQ,
-			Via: trace.ViaMemory, State: int32(q.State), Lib: lib[q.Context]})
-	}
-	return bySym, byMem
+	return "--scan-mib or --scan-time"
 }
 
 // alreadyStopped reports whether pid is stopped (by a job control signal
@@ -95,18 +109,6 @@ func (t *Tracer) attachRunning() (bySym, byMem int) {
 func alreadyStopped(pid int) bool {
 	st, err := statState(ProcDir(pid) + "/stat")
 	return err == nil && (st == 'T' || st == 't')
-}
-
-// deliverPre hands Run the events made before it started: what the
-// memory scan read and the QPs it found.
-func (t *Tracer) deliverPre(fn func(trace.Event)) {
-	t.mu.Lock()
-	pre := t.pre
-	t.pre = nil
-	t.mu.Unlock()
-	for _, ev := range pre {
-		fn(ev)
-	}
 }
 
 // Scan returns what the memory scan of a process traced after it

@@ -54,9 +54,6 @@ type Options struct {
 	// All traces every process of the host that uses verbs, running now
 	// or started later (PID must be 0).
 	All bool
-	// FindDataPath finds the data path of QPs a running process created
-	// before tracing began, beyond symbols (see DataPathFinder).
-	FindDataPath DataPathFinder
 	// Exe is searched for the simulated HCA's sqsim_* functions. Default:
 	// the target's executable (/proc/PID/exe), or this executable when PID
 	// is 0.
@@ -98,8 +95,12 @@ type Options struct {
 	// DefaultDebugDirs.
 	DebugDirs []string
 	// ScanBounds bound the memory scan of a process traced after it
-	// started (PID without Child).
+	// started (PID without Child, or each process All finds running).
 	ScanBounds ScanBounds
+	// ScanTotal bounds the memory scans of a host-wide trace (All) taken
+	// together; zero fields take DefaultScanTotalBytes and
+	// DefaultScanTotalTime.
+	ScanTotal ScanBounds
 	// MaxWRs, MaxSGEs and MaxWCs lower the per-record bounds (WRs per post,
 	// SGEs summed per WR, completions per poll); 0 keeps the compiled ones.
 	MaxWRs, MaxSGEs, MaxWCs int
@@ -176,7 +177,8 @@ type Tracer struct {
 	cqFinals   map[cqGenKey]bpf.VerbsSqCqStats // counts replaced CQs ended with
 	ibvHooked  map[fileID]bool                 // libibverbs files with discovery probes
 	// the memory scan of a process traced after it started, its error,
-	// and the events it made (delivered first by Run); guarded by mu
+	// and the events the scans made (delivered by Run before any record of
+	// their process); guarded by mu
 	scan    *ScanResult
 	scanErr error
 	pre     []trace.Event
@@ -187,6 +189,7 @@ type Tracer struct {
 	hostSeen   map[int]bool                    // processes a host-wide trace knows of
 	simExe     map[fileID]bool                 // executables looked at: has the simulated HCA
 	lastScan   time.Time                       // of /proc, for a host-wide trace
+	hostScan   hostScanUse                     // what a host-wide trace's scans used of ScanTotal (hostscan.go)
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool
