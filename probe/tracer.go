@@ -179,17 +179,17 @@ type Tracer struct {
 	// the memory scan of a process traced after it started, its error,
 	// and the events the scans made (delivered by Run before any record of
 	// their process); guarded by mu
-	scan    *ScanResult
-	scanErr error
-	pre     []trace.Event
-	exeHooked  map[fileID]bool                 // executables searched for the simulated HCA
-	members    map[uint32]bool                 // processes followed from the target (Follow)
-	procs      []trace.Proc                    // processes to announce; guarded by mu
-	running    []int                           // verbs processes found when a host-wide trace began
-	hostSeen   map[int]bool                    // processes a host-wide trace knows of
-	simExe     map[fileID]bool                 // executables looked at: has the simulated HCA
-	lastScan   time.Time                       // of /proc, for a host-wide trace
-	hostScan   hostScanUse                     // what a host-wide trace's scans used of ScanTotal (hostscan.go)
+	scan      *ScanResult
+	scanErr   error
+	pre       []trace.Event
+	exeHooked map[fileID]bool // executables searched for the simulated HCA
+	members   map[uint32]bool // processes followed from the target (Follow)
+	procs     []trace.Proc    // processes to announce; guarded by mu
+	running   []int           // verbs processes found when a host-wide trace began
+	hostSeen  map[int]bool    // processes a host-wide trace knows of
+	simExe    map[fileID]bool // executables looked at: has the simulated HCA
+	lastScan  time.Time       // of /proc, for a host-wide trace
+	hostScan  hostScanUse     // what a host-wide trace's scans used of ScanTotal (hostscan.go)
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool

@@ -13,8 +13,8 @@ import (
 // into: how much of its memory the scan for its verbs objects may read,
 // and where separate debug files are.
 type AttachFlags struct {
-	ScanMiB   int64
-	ScanTime  time.Duration
+	ScanMiB  int64
+	ScanTime time.Duration
 	// ScanTotalMiB and ScanTotalTime bound a host-wide trace's scans
 	// (-a) taken together.
 	ScanTotalMiB  int64
