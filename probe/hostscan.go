@@ -60,6 +60,9 @@ func cmpDefault[T int64 | time.Duration](v, def T) T {
 // host-wide trace found running already has, as -p does its target's
 // (attachRunning), within what is left of the total bound.
 func (t *Tracer) scanRunning(pid int) {
+	if checkPID(pid) != nil {
+		return // gone since /proc was listed: nothing of it to trace
+	}
 	b, ok := scanBoundsFor(t.opts.ScanBounds, t.opts.ScanTotal, t.hostScan)
 	if !ok {
 		t.hostScan.skipped++

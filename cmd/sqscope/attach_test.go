@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,10 +52,11 @@ type attachReport struct {
 	Probes []struct {
 		Func, Path, How, Err, DebugFile string
 	} `json:"probes"`
-	Scan *struct {
+	Scans []struct {
+		PID                                                uint32
 		Bytes, Mappings, DurationNS, Contexts, QPs, StopNS uint64
 		Cut, Err                                           string
-	} `json:"memory_scan"`
+	} `json:"memory_scans"`
 }
 
 // TestTraceStrippedRunning attaches to a running workload of a stripped
@@ -70,13 +74,17 @@ func TestTraceStrippedRunning(t *testing.T) {
 		how     string
 		flags   []string // more workload flags
 		fns     []string // the data-path functions found that way
+		all     bool     // traced with -a, not -p
 	}{
 		{"ops table in memory", func(t *testing.T, dir, stripped, debug string) (string, string) {
 			return stripped, mkdir(t, dir, "no-debug")
-		}, "memory", nil, []string{"post_send", "poll_cq"}},
+		}, "memory", nil, []string{"post_send", "poll_cq"}, false},
+		{"ops table in memory, host-wide", func(t *testing.T, dir, stripped, debug string) (string, string) {
+			return stripped, mkdir(t, dir, "no-debug")
+		}, "memory", nil, []string{"post_send", "poll_cq"}, true},
 		{"wr API and extended CQ in memory", func(t *testing.T, dir, stripped, debug string) (string, string) {
 			return stripped, mkdir(t, dir, "no-debug")
-		}, "memory", []string{"--api", "wr", "--cq-ex"}, []string{"wr_start", "wr_complete", "wr_send", "start_poll", "next_poll", "end_poll"}},
+		}, "memory", []string{"--api", "wr", "--cq-ex"}, []string{"wr_start", "wr_complete", "wr_send", "start_poll", "next_poll", "end_poll"}, false},
 		{"debug file by build id", func(t *testing.T, dir, stripped, debug string) (string, string) {
 			f, err := elf.Open(stripped)
 			if err != nil {
@@ -90,7 +98,7 @@ func TestTraceStrippedRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			return stripped, dd
-		}, "debug-file", nil, []string{"post_send", "poll_cq"}},
+		}, "debug-file", nil, []string{"post_send", "poll_cq"}, false},
 		{"debug file by debuglink", func(t *testing.T, dir, stripped, debug string) (string, string) {
 			linked := filepath.Join(dir, "sqscope-linked")
 			// objcopy runs in dir so the link names the file alone
@@ -100,46 +108,66 @@ func TestTraceStrippedRunning(t *testing.T) {
 				t.Fatalf("objcopy: %v\n%s", err, out)
 			}
 			return linked, mkdir(t, dir, "no-debug") // found next to the binary
-		}, "debug-file", nil, []string{"post_send", "poll_cq"}},
+		}, "debug-file", nil, []string{"post_send", "poll_cq"}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			stripped, debug := strippedCopy(t, dir)
 			exe, debugDir := c.prepare(t, dir, stripped, debug)
-			testStrippedRunning(t, exe, debugDir, c.how, c.flags, c.fns)
+			testStrippedRunning(t, exe, debugDir, c.how, c.flags, c.fns, c.all)
 		})
 	}
 }
 
-func testStrippedRunning(t *testing.T, exe, debugDir, how string, flags, fns []string) {
+func testStrippedRunning(t *testing.T, exe, debugDir, how string, flags, fns []string, all bool) {
 	const depth, perPost, sigEvery, qps = 128, 4, 16, 2
 	dir := t.TempDir()
 	ready, truthFile, rec := filepath.Join(dir, "ready"), filepath.Join(dir, "truth.json"), filepath.Join(dir, "run.sqscope")
+	secs := "3"
+	if all {
+		secs = "8" // -a looks through every process first
+	}
 	wl := exec.Command(exe, append([]string{"workload", "-q", fmt.Sprint(qps), "-t", fmt.Sprint(depth), "-l", fmt.Sprint(perPost),
-		"-Q", fmt.Sprint(sigEvery), "--rate", "20000", "-D", "3", "--ready-file", ready, "--json-out", truthFile}, flags...)...)
+		"-Q", fmt.Sprint(sigEvery), "--rate", "20000", "-D", secs, "--ready-file", ready, "--json-out", truthFile}, flags...)...)
 	if err := wl.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wl.Process.Kill(); wl.Wait() })
 	waitFile(t, ready)
 	time.Sleep(500 * time.Millisecond) // posting for a while: WRs outstanding at the attach
-	// traced up to the workload's exit, where every probe stops at once
-	out, err := exec.Command(sqscopeBin(t), "record", "-o", rec, "-p", fmt.Sprint(wl.Process.Pid),
-		"--debug-dir", debugDir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("record: %v\n%s", err, out)
-	}
-	if err := wl.Wait(); err != nil {
-		t.Fatalf("workload: %v", err)
+	pid := wl.Process.Pid
+	if all {
+		recordAllUntilExit(t, rec, debugDir, wl)
+	} else {
+		// traced up to the workload's exit, where every probe stops at once
+		out, err := exec.Command(sqscopeBin(t), "record", "-o", rec, "-p", fmt.Sprint(pid),
+			"--debug-dir", debugDir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("record: %v\n%s", err, out)
+		}
+		if err := wl.Wait(); err != nil {
+			t.Fatalf("workload: %v", err)
+		}
 	}
 	truth := readTruth(t, truthFile)
 	var r attachReport
 	reportInto(t, rec, &r)
 
-	if r.Lost != 0 || r.Scan == nil || r.Scan.Bytes == 0 || r.Scan.Contexts != 1 || r.Scan.QPs != qps || r.Scan.Err != "" {
-		t.Fatalf("lost %d, scan %+v", r.Lost, r.Scan)
+	scans := 0
+	for _, sc := range r.Scans {
+		if sc.PID != uint32(pid) {
+			continue // -a: other verbs processes of the host
+		}
+		scans++
+		if sc.Bytes == 0 || sc.Contexts != 1 || sc.QPs != qps || sc.Err != "" || sc.Cut != "" {
+			t.Fatalf("scan of process %d: %+v", pid, sc)
+		}
 	}
+	if r.Lost != 0 || scans != 1 {
+		t.Fatalf("lost %d, %d scans of process %d: %+v", r.Lost, scans, pid, r.Scans)
+	}
+	r.QPs = qpsByPID(r.QPs)[uint32(pid)]
 	for _, fn := range fns {
 		found := false
 		for _, p := range r.Probes {
@@ -175,12 +203,55 @@ func testStrippedRunning(t *testing.T, exe, debugDir, how string, flags, fns []s
 			t.Errorf("QP %#x: still a lower bound (exact since %v) after seconds of signaled completions", uint32(num), q["exact_since_ns"])
 		}
 	}
-	listedBeforePosts(t, rec)
+	listedBeforePosts(t, rec, uint32(pid))
 }
 
-// listedBeforePosts requires every QP of the recording to be listed (a
-// QPCreate found in memory) before its first post.
-func listedBeforePosts(t *testing.T, rec string) {
+// recordAllUntilExit records the whole host (-a) from now until wl
+// exits, then stops the trace (SIGINT).
+func recordAllUntilExit(t *testing.T, rec, debugDir string, wl *exec.Cmd) {
+	t.Helper()
+	tr := exec.Command(sqscopeBin(t), "record", "-o", rec, "-a", "--debug-dir", debugDir)
+	var stderr lockedBuffer
+	tr.Stderr = &stderr
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "tracing every process that uses verbs") })
+	if !strings.Contains(stderr.String(), fmt.Sprint(wl.Process.Pid)) {
+		t.Fatalf("the running workload %d is not among those found: %s", wl.Process.Pid, stderr.String())
+	}
+	if err := wl.Wait(); err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	tr.Process.Signal(syscall.SIGINT)
+	if err := tr.Wait(); err != nil {
+		t.Fatalf("record -a: %v\n%s", err, stderr.String())
+	}
+	t.Logf("record -a: %s", stderr.String())
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// listedBeforePosts requires every QP of process pid in the recording to
+// be listed (a QPCreate found in memory) before its first post.
+func listedBeforePosts(t *testing.T, rec string, pid uint32) {
 	t.Helper()
 	r, err := trace.Open(rec)
 	if err != nil {
@@ -195,6 +266,9 @@ func listedBeforePosts(t *testing.T, rec string) {
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		if ev.Hdr().PID != pid {
+			continue
 		}
 		switch e := ev.(type) {
 		case *trace.QPCreate:
