@@ -281,6 +281,9 @@ func writeScan(w io.Writer, sc *trace.Scan, procs []Process) {
 		fmt.Fprintf(w, "; FAILED: %s", sc.Err)
 	}
 	fmt.Fprintln(w)
+	if sc.KernelCheck != "" {
+		fmt.Fprintf(w, "    %s\n", sc.KernelCheck)
+	}
 }
 
 func writeOccupancy(w io.Writer, q *QP) {

@@ -29,6 +29,7 @@ func (t *Tracer) attachRunning(pid int, b ScanBounds) (res ScanResult, scanErr e
 	sc := &trace.Scan{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid)},
 		Bytes: uint64(res.Bytes), Mappings: uint32(res.Mappings), DurationNS: uint64(res.Duration),
 		Contexts: uint32(len(res.Contexts)), QPs: uint32(len(res.QPs)), Cut: res.Cut}
+	sc.KernelCheck = t.checkWithKernel(pid, &res)
 	switch {
 	case errors.Is(scanErr, ErrScanBound):
 		t.warn(fmt.Sprintf("%v: verbs objects past it were not looked for (raise it with %s)", scanErr, boundFlags(res.Cut)))

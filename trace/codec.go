@@ -50,9 +50,10 @@ package trace
 //	CQChange   b Op, u CQ, z CQE, u ModMask, u ModCount, u ModPeriodUS,
 //	           z Ret, s Via
 //	Scan       u Bytes, u Mappings, u DurationNS, u Contexts, u QPs,
-//	           u StopNS, s Cut, s Err
+//	           u StopNS, s Cut, s Err, [s KernelCheck]
 //
-// A QPCreate's State (after its Lib) and an Attach's DebugFile were appended later, each
+// A QPCreate's State (after its Lib), an Attach's DebugFile and a Scan's
+// KernelCheck were appended later, each
 // written only when not zero or empty; a QPCreate with a State writes its
 // gen too, 0 or not, so that the State is where a reader looks.
 //
@@ -442,6 +443,9 @@ func appendFields(b []byte, ev Event) []byte {
 		}
 		b = appendStr(b, e.Cut)
 		b = appendStr(b, e.Err)
+		if e.KernelCheck != "" {
+			b = appendStr(b, e.KernelCheck)
+		}
 	case *Proc:
 		b = appendStr(b, e.How)
 		b = appendU(b, uint64(e.Parent))

@@ -281,6 +281,9 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.StopNS = r.u64()
 		e.Cut = r.str()
 		e.Err = r.str()
+		if len(r.b) > 0 {
+			e.KernelCheck = r.str()
+		}
 		return e
 	case KindProc:
 		return &Proc{Header: h, How: r.str(), Parent: r.u32(), Comm: r.str()}

@@ -395,6 +395,10 @@ type Scan struct {
 	StopNS uint64
 	Cut    string // the bound that ended the scan early, or ""
 	Err    string // why the scan failed, or ""
+	// KernelCheck says how the QPs found compare with the kernel's own
+	// list (RDMA netlink), and their device and port, or why they were
+	// not compared; "" when none was the kernel's (the simulated HCA).
+	KernelCheck string
 }
 
 func (*Scan) Kind() Kind { return KindScan }

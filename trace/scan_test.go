@@ -17,6 +17,8 @@ func scanEvents() []Event {
 			Contexts: 1, QPs: 2, StopNS: 1_250_000, Cut: "", Err: ""},
 		&Scan{Header: h(7_000_001), Bytes: 64 << 20, Mappings: 3, DurationNS: 5,
 			Cut: "byte bound 64 MiB (--scan-bytes)", Err: "ünïcode \x00"},
+		&Scan{Header: h(7_000_001), Bytes: 2 << 20, Mappings: 9, DurationNS: 3_000_000, Contexts: 1, QPs: 1,
+			KernelCheck: "the kernel's QP list (RDMA netlink) agrees on all 1 QP(s) (number, type, state, pid): 0x11 RC RTS on rxe0 port 1"},
 		&QPCreate{Header: h(7_000_002), QP: 0x7f12_0000_4000, QPNum: 0x1c0, Type: QPTypeRC,
 			SendCQ: 0x7f12_0000_2000, RecvCQ: 0x7f12_0000_2000, Via: ViaMemory, State: 3},
 		&QPCreate{Header: h(7_000_003), QP: 0x7f12_0000_5000, QPNum: 0x1c1, Type: QPTypeUD,
@@ -46,6 +48,7 @@ func TestScanFieldsAppended(t *testing.T) {
 			&QPCreate{QP: 1, QPNum: 2, Type: QPTypeRC, Via: ViaMemory}},
 		{"qp state and gen", &QPCreate{QP: 1, QPNum: 2, Via: ViaMemory, Gen: 4, State: 3},
 			&QPCreate{QP: 1, QPNum: 2, Via: ViaMemory, Gen: 4}},
+		{"kernel check", &Scan{Bytes: 1, QPs: 1, KernelCheck: "agrees"}, &Scan{Bytes: 1, QPs: 1}},
 		{"debug file", &Attach{Func: "poll_cq", How: "debug-file", DebugFile: "/x.debug"},
 			&Attach{Func: "poll_cq", How: "debug-file"}},
 	}
