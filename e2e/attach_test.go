@@ -59,6 +59,7 @@ until ss -Hltn 'sport = :18515' | grep -q .; do
 done
 $T $A 127.0.0.1 > client.log 2>&1 &
 c=$!
+echo "$(cut -d' ' -f1 /proc/uptime) client $c started"
 i=0
 until rdma res show qp | grep -q "state RTS .*pid $c "; do
 	kill -0 $c 2>/dev/null || { echo "client exited before its QP was in RTS"; cat client.log; kill $s; exit 1; }
@@ -69,8 +70,10 @@ done
 sleep 0.5
 echo $c > client.pid
 rdma -j res show qp > rdma.json
+echo "$(cut -d' ' -f1 /proc/uptime) trace -p $c"
 sqscope trace -p $c --json -D %ds > report.json
 r=$?
+echo "$(cut -d' ' -f1 /proc/uptime) trace exit $r"
 wait $c
 cv=$?
 wait $s

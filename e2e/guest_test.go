@@ -79,7 +79,7 @@ var guestCmds = []guestCmd{
 	// A perftest client that runs before sqscope: traced with -p, its QP
 	// found in its memory through the stripped librxe and checked against
 	// the kernel's list.
-	perftestAttached("ib_write_bw", "-s 256 -Q 4 -t 64 -l 8 -D 8", 3),
+	perftestAttached("ib_write_bw", "-s 256 -Q 4 -t 64 -l 8 -D 20", 3),
 }
 
 // rxeOpcodes are the workload's opcodes rxe runs without a memory window.
