@@ -118,7 +118,11 @@ type QP struct {
 	// ExactSinceS is ExactSinceNS in seconds into the trace.
 	ExactSinceS   float64 `json:"exact_since_s,omitempty"`
 	PreAttachCQEs uint64  `json:"pre_attach_cqes,omitempty"`
-	RetiredUnseen uint64  `json:"retired_unseen,omitempty"`
+	// WRIDsRepeat: the QP's WRs share wr_ids, so no completion tells a
+	// pre-attach WR from one posted since: the occupancy stays a lower
+	// bound.
+	WRIDsRepeat   bool   `json:"wr_ids_repeat,omitempty"`
+	RetiredUnseen uint64 `json:"retired_unseen,omitempty"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
@@ -597,8 +601,8 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
 			Provider: q.prov.String(), ProviderLib: q.provLib, Model: model,
 			Outstanding: q.outstanding(), Counters: c, Found: q.found, StateFound: q.stateFound,
-			OutstandingLowerBound: q.lateUnsynced() && !a.completionsNotTraced(), ExactSinceNS: q.syncedNS,
-			ExactSinceS:          exactSince(a.clock(), q.syncedNS),
+			OutstandingLowerBound: q.lowerBound() && !a.completionsNotTraced(), ExactSinceNS: q.exactSinceNS(),
+			ExactSinceS: exactSince(a.clock(), q.exactSinceNS()), WRIDsRepeat: q.syncGuessed,
 			CompletionsNotTraced: a.completionsNotTraced(),
 			PreAttachCQEs:        q.preCQEs, RetiredUnseen: q.retiredUnseen,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,

@@ -54,14 +54,37 @@ func (q *sq) lateUnsynced() bool { return q.late && q.syncedNS == 0 }
 // was in place).
 func (q *sq) lateCompletion(wc *trace.WC, now uint64) bool {
 	q.sigOldest()
+	same := 0
 	for i := q.sigHead; i < q.sigTail; i++ {
 		if q.slot(q.sig[i%uint64(len(q.sig))].seq).id == wc.ID {
-			q.syncedNS = max(now, 1)
-			return false
+			same++
 		}
 	}
-	q.preCQEs++
-	return true
+	if same == 0 {
+		q.preCQEs++
+		return true
+	}
+	q.syncedNS = max(now, 1)
+	// An application that gives many WRs one wr_id (perftest gives every
+	// WR of a QP the same) makes the match a guess: the completion may be
+	// a pre-attach WR's. Retiring as if it were not retires too much, so
+	// the figures stay lower bounds, and completions that find nothing
+	// outstanding are the pre-attach WRs', not unmatched ones.
+	q.syncGuessed = same > 1
+	return false
+}
+
+// lowerBound reports whether q's outstanding count is a lower bound: its
+// pre-attach WRs not proved retired, or proved only by a guess.
+func (q *sq) lowerBound() bool { return q.late && (q.syncedNS == 0 || q.syncGuessed) }
+
+// exactSinceNS is when q's model became exact (0: not yet, never, or it
+// always was).
+func (q *sq) exactSinceNS() uint64 {
+	if q.syncGuessed {
+		return 0
+	}
+	return q.syncedNS
 }
 
 // boundByDepth retires, after a successful post, the oldest WRs past the

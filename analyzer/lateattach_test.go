@@ -59,6 +59,14 @@ func TestLateAttachOccupancy(t *testing.T) {
 			s.send(qpn, 4, 0, 4)
 			s.poll(qpn, 1007) // retires 1007 and everything older
 		}, want{found: FoundMemory, state: "RTS", outstanding: 4, peak: 12, exactSince: true}},
+		{"wr_ids repeat: synced by a guess, a lower bound still", func(s *stream) {
+			s.memQP(qpn, ibv.QPSRTS)
+			for range 3 { // every WR wr_id 0, as perftest's
+				s.ids[qpn] = 0
+				s.send(qpn, 1, 0, 1)
+			}
+			s.poll(qpn, 0, 0, 0, 0, 0) // two of WRs posted before the attach, then the three
+		}, want{found: FoundMemory, state: "RTS", lowerBound: true, outstanding: 0, peak: 3, preCQEs: 2}},
 		{"learned from its first post", func(s *stream) {
 			s.ids[qpn] = 10
 			s.send(qpn, 2, 0, 2)

@@ -203,6 +203,9 @@ func writeEventsQP(w io.Writer, q *QP) {
 	if q.CompletionsNotTraced {
 		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d); outstanding and occupancy UNKNOWN: no poll function is traced, so no completion is seen (give --probe poll_cq=LIB:0xOFFSET too)\n",
 			q.CQEsPolled, q.Polls, q.EmptyPolls)
+	} else if q.OutstandingLowerBound && q.WRIDsRepeat {
+		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d, %d of WRs posted before the attach), outstanding now >= %d, peak >= %d (lower bounds: its WRs share wr_ids, so no completion tells a WR posted before the attach from one posted since)\n",
+			q.CQEsPolled, q.Polls, q.EmptyPolls, q.PreAttachCQEs, q.Outstanding, q.PeakOutstanding)
 	} else if q.OutstandingLowerBound {
 		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now >= %d, peak >= %d (lower bounds: the WRs posted before the attach are unknown until a completion of a WR posted since retires them)\n",
 			q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)

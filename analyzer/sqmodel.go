@@ -126,8 +126,11 @@ type sq struct {
 
 	// late: not created while tracing, its pre-attach WRs unknown until
 	// syncedNS (lateattach.go); found says how it became known
-	late          bool
-	syncedNS      uint64
+	late     bool
+	syncedNS uint64
+	// syncGuessed: the completion that ended the lower bound had a wr_id
+	// other WRs posted since the attach share (lateattach.go)
+	syncGuessed   bool
 	found         string
 	stateFound    string // the state the memory scan saw
 	preCQEs       uint64 // completions of WRs posted before the attach
@@ -601,6 +604,10 @@ func (q *sq) complete(wc *trace.WC, now uint64) {
 		return
 	}
 	if q.head == q.tail {
+		if q.syncGuessed { // the guess retired too much: a pre-attach WR's
+			q.preCQEs++
+			return
+		}
 		q.c.UnmatchedCQEs++
 		return
 	}
