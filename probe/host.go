@@ -70,7 +70,7 @@ func libibverbsMapped(pid int) (path, open string) {
 
 // attachHostRunning hooks every verbs process running now: the discovery
 // probes on its files, for QPs it creates from now on, and the data path
-// of the QPs it has, by symbol and through the memory scan (scanRunning). Each is
+// of the QPs it has, by symbol and through the memory scan (scanHost). Each is
 // announced as a trace.Proc ("running"). It returns how many it found.
 func (t *Tracer) attachHostRunning() int {
 	pids := t.hookFound(trace.ProcRunning)
@@ -109,7 +109,9 @@ func (t *Tracer) hookFound(how string) []int {
 		t.announce(trace.Proc{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid), TID: uint32(pid)},
 			How: how, Comm: trimNL(string(comm))})
 		t.hookProcess(pid)
-		t.scanRunning(pid)
+	}
+	for _, rs := range t.scanHost(pids) {
+		t.placeRunning(rs)
 	}
 	return pids
 }

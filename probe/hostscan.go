@@ -56,20 +56,26 @@ func cmpDefault[T int64 | time.Duration](v, def T) T {
 	return v
 }
 
-// scanRunning places the data path of the QPs a verbs process a
-// host-wide trace found running already has, as -p does its target's
-// (attachRunning), within what is left of the total bound.
-func (t *Tracer) scanRunning(pid int) {
-	if checkPID(pid) != nil {
-		return // gone since /proc was listed: nothing of it to trace
+// scanHost scans the verbs processes a host-wide trace found running
+// (scanRunning), each within its own bound and what is left of the total,
+// before any of their probes is placed: records of a process hooked first
+// would wait in the ring, unread, while the others are scanned.
+func (t *Tracer) scanHost(pids []int) []*runningScan {
+	var out []*runningScan
+	for _, pid := range pids {
+		if checkPID(pid) != nil {
+			continue // gone since /proc was listed: nothing of it to trace
+		}
+		b, ok := scanBoundsFor(t.opts.ScanBounds, t.opts.ScanTotal, t.hostScan)
+		if !ok {
+			t.hostScan.skipped++
+			t.warn(fmt.Sprintf("process %d: its memory was not scanned, the host-wide scans' total bound is used up (raise it with --scan-total-mib or --scan-total-time): QPs it made earlier are seen from their next control-path call", pid))
+			continue
+		}
+		rs := t.scanRunning(pid, b)
+		t.hostScan.bytes += rs.res.Bytes
+		t.hostScan.elapsed += rs.res.Duration
+		out = append(out, rs)
 	}
-	b, ok := scanBoundsFor(t.opts.ScanBounds, t.opts.ScanTotal, t.hostScan)
-	if !ok {
-		t.hostScan.skipped++
-		t.warn(fmt.Sprintf("process %d: its memory was not scanned, the host-wide scans' total bound is used up (raise it with --scan-total-mib or --scan-total-time): QPs it made earlier are seen from their next control-path call", pid))
-		return
-	}
-	res, _, _, _ := t.attachRunning(pid, b)
-	t.hostScan.bytes += res.Bytes
-	t.hostScan.elapsed += res.Duration
+	return out
 }

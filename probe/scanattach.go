@@ -12,31 +12,60 @@ import (
 )
 
 // attachRunning places the data-path probes of a process traced after it
-// started (the target of -p, and each process a host-wide trace finds
-// running): it scans its memory, within bounds b, for the verbs contexts
-// and QPs it made already (ScanDataPath), and its binaries and their debug
-// files for the functions' names (datasyms.go); then, with the process
-// stopped only meanwhile, it attaches to what they found (with the
-// builders and the extended CQ functions of the QPs found), so that every
-// data-path probe starts at one cut: no post is seen whose completion was
-// polled before the poll probe was in place. What the scan read is a
-// trace.Scan and each QP found a trace.QPCreate with Via trace.ViaMemory,
-// delivered before any record of the process. It returns what the scan
-// found and its error, and how many functions it placed by symbol and
-// from memory.
+// started (the target of -p; a host-wide trace takes each process it finds
+// running through the same two steps, all scans first): scanRunning finds
+// what to place, placeRunning places it. It returns what the scan found
+// and its error, and how many functions it placed by symbol and from
+// memory.
 func (t *Tracer) attachRunning(pid int, b ScanBounds) (res ScanResult, scanErr error, bySym, byMem int) {
-	res, scanErr = ScanDataPath(pid, b)
-	sc := &trace.Scan{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid)},
+	rs := t.scanRunning(pid, b)
+	bySym, byMem = t.placeRunning(rs)
+	return rs.res, rs.err, bySym, byMem
+}
+
+// runningScan is what was found in a running process before its probes
+// are placed.
+type runningScan struct {
+	pid  int
+	res  ScanResult
+	err  error
+	hits []symbolHit
+	sc   *trace.Scan
+}
+
+// scanRunning scans the memory of a running process, within bounds b, for
+// the verbs contexts and QPs it made already (ScanDataPath), checks them
+// against the kernel's list (rdmacheck.go), and looks in its binaries and
+// their debug files for the data path's names (datasyms.go). The process
+// runs on meanwhile.
+func (t *Tracer) scanRunning(pid int, b ScanBounds) *runningScan {
+	rs := &runningScan{pid: pid}
+	rs.res, rs.err = ScanDataPath(pid, b)
+	res := &rs.res
+	rs.sc = &trace.Scan{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid)},
 		Bytes: uint64(res.Bytes), Mappings: uint32(res.Mappings), DurationNS: uint64(res.Duration),
 		Contexts: uint32(len(res.Contexts)), QPs: uint32(len(res.QPs)), Cut: res.Cut}
-	sc.KernelCheck = t.checkWithKernel(pid, &res)
+	rs.sc.KernelCheck = t.checkWithKernel(pid, res)
 	switch {
-	case errors.Is(scanErr, ErrScanBound):
-		t.warn(fmt.Sprintf("%v: verbs objects past it were not looked for (raise it with %s)", scanErr, boundFlags(res.Cut)))
-	case scanErr != nil:
-		sc.Err = scanErr.Error()
-		t.warn(fmt.Sprintf("memory scan of process %d: %v", pid, scanErr))
+	case errors.Is(rs.err, ErrScanBound):
+		t.warn(fmt.Sprintf("%v: verbs objects past it were not looked for (raise it with %s)", rs.err, boundFlags(res.Cut)))
+	case rs.err != nil:
+		rs.sc.Err = rs.err.Error()
+		t.warn(fmt.Sprintf("memory scan of process %d: %v", pid, rs.err))
 	}
+	rs.hits = t.dataPathBySymbol(pid)
+	return rs
+}
+
+// placeRunning attaches to what scanRunning found (with the builders and
+// the extended CQ functions of the QPs found) with the process stopped
+// only meanwhile, so that every data-path probe starts at one cut: no
+// post is seen whose completion was polled before the poll probe was in
+// place. What the scan read is a trace.Scan and each QP found a
+// trace.QPCreate with Via trace.ViaMemory, delivered before any record of
+// the process.
+func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
+	pid, res, sc := rs.pid, &rs.res, rs.sc
 	defer func() {
 		t.mu.Lock()
 		t.pre = append(t.pre, sc)
@@ -53,9 +82,8 @@ func (t *Tracer) attachRunning(pid int, b ScanBounds) (res ScanResult, scanErr e
 		t.haveUnsent.Store(true)
 		t.mu.Unlock()
 	}()
-	hits := t.dataPathBySymbol(pid)
-	if len(hits) == 0 && len(res.Contexts) == 0 {
-		return res, scanErr, 0, 0 // nothing to place: no reason to stop the process
+	if len(rs.hits) == 0 && len(res.Contexts) == 0 {
+		return 0, 0 // nothing to place: no reason to stop the process
 	}
 
 	stopped := false
@@ -67,7 +95,7 @@ func (t *Tracer) attachRunning(pid int, b ScanBounds) (res ScanResult, scanErr e
 			waitGroupStopped(pid, 100*time.Millisecond)
 		}
 	}
-	bySym = t.attachBySymbol(pid, hits)
+	bySym = t.attachBySymbol(pid, rs.hits)
 	for _, c := range res.Contexts {
 		fns := make([]uint64, bpf.VerbsSqFnSQ_FN_COUNT)
 		fns[bpf.VerbsSqFnSQ_FN_POST_SEND] = c.PostSend
@@ -94,7 +122,7 @@ func (t *Tracer) attachRunning(pid int, b ScanBounds) (res ScanResult, scanErr e
 		syscall.Kill(pid, syscall.SIGCONT)
 		sc.StopNS = uint64(time.Since(stopAt))
 	}
-	return res, scanErr, bySym, byMem
+	return bySym, byMem
 }
 
 // boundFlags names the flags that raise the bound a scan's Cut names.
