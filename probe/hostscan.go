@@ -22,7 +22,6 @@ const (
 type hostScanUse struct {
 	bytes   int64
 	elapsed time.Duration
-	skipped int // processes not scanned: the total was used up
 }
 
 // scanBoundsFor is the bound of the next process's scan: its own, or
@@ -68,7 +67,6 @@ func (t *Tracer) scanHost(pids []int) []*runningScan {
 		}
 		b, ok := scanBoundsFor(t.opts.ScanBounds, t.opts.ScanTotal, t.hostScan)
 		if !ok {
-			t.hostScan.skipped++
 			t.warn(fmt.Sprintf("process %d: its memory was not scanned, the host-wide scans' total bound is used up (raise it with --scan-total-mib or --scan-total-time): QPs it made earlier are seen from their next control-path call", pid))
 			continue
 		}
