@@ -91,6 +91,10 @@ type QP struct {
 	// first; left out of JSON reports.
 	History        []OccSample `json:"-"`
 	HistoryStartNS uint64      `json:"-"`
+	recvUntraced   bool        // receives not traced: post_recvs left out of JSON
+	// Recv is its receive queue (recv.go); nil when receives are not
+	// traced.
+	Recv *RecvQueue `json:"recv,omitempty"`
 }
 
 // Rates are averages over the time the QP (or, in the total, the trace) was
@@ -122,10 +126,14 @@ type Snapshot struct {
 	CQs  []CQ  `json:"cqs,omitempty"`
 	SRQs []SRQ `json:"srqs,omitempty"`
 	// SRQRecvs counts receive WRs posted to shared receive queues
-	// (ibv_post_srq_recv), which belong to no QP.
-	SRQRecvs uint64 `json:"srq_recvs"`
-	Exited   bool   `json:"target_exited"`
-	ExitCode int32  `json:"exit_code"`
+	// (ibv_post_srq_recv), which belong to no QP; nil when receives are
+	// not traced.
+	SRQRecvs *uint64 `json:"srq_recvs,omitempty"`
+	// ReceivesNotTraced says why the snapshot has no receive figures
+	// (empty when it has them).
+	ReceivesNotTraced string `json:"receives_not_traced,omitempty"`
+	Exited            bool   `json:"target_exited"`
+	ExitCode          int32  `json:"exit_code"`
 	// ExitSignal is the signal that killed the target (ExitCode is then
 	// -1), 0 when it exited.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
@@ -158,6 +166,7 @@ type cqState struct {
 	cqe                uint32 // its depth, from its create or last resize
 	replaced           bool
 	polls, empty, cqes uint64
+	recvCQEs           uint64 // receive completions of ibv_poll_cq (recv.go)
 	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
 	// counted: its polls are the kernel's totals (counters mode), whose
 	// times are those of their flushes; createdNS is its create's time
@@ -203,6 +212,8 @@ type Analyzer struct {
 	cqGens map[objKey]*cqState
 	allCQs []*cqState
 	srqs   []*srqState
+	// srqRecvs counts the receive WRs posted to SRQs (recv.go)
+	srqRecvs uint64
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
@@ -286,6 +297,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if e.SendCQ != 0 {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
+		a.qpRecvCreated(q, e)
 		a.qpEpoch++
 	case *trace.QPDestroy:
 		a.qpDestroyed(e)
@@ -323,6 +335,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				}
 			} else {
 				if ibv.IsRecvWC(wc.Opcode) {
+					a.recvWC(e.PID, c, wc, e.TimeNS)
 					continue
 				}
 				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
@@ -358,17 +371,14 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		}
 		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
+		a.noteCounted()
 	case *trace.PostRecv:
-		if e.SRQ {
-			a.snap.SRQRecvs += uint64(e.Accepted)
-			break
-		}
-		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
-		q.c.PostRecvs += uint64(e.Accepted)
+		a.postRecv(e)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
 		q.countersOnly = true
+		a.noteCounted()
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
 		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
 		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
@@ -487,7 +497,8 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			Outstanding: q.outstanding(), Counters: c,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
-			History: hist, HistoryStartNS: histStart,
+			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),
+			recvUntraced: a.snap.ReceivesNotTraced != "",
 		})
 		addCounters(&s.Total.Counters, &c)
 	}
@@ -517,6 +528,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	})
 	s.Diagnoses = a.diagnoses()
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
+	s.UnknownQPPosts += a.countedUnknownPosts()
+	s.SRQRecvs = a.srqRecvsSnapshot()
+	s.Total.recvUntraced = s.ReceivesNotTraced != ""
 	return s
 }
 

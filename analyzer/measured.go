@@ -7,7 +7,9 @@ import (
 
 // What counters mode (--mode counters) does not measure: the kernel keeps
 // per-QP totals of posts, WRs, inline, signaled, doorbells, payload and
-// errors, and per-CQ totals of polls; receives are not traced. Everything a per-call event feeds
+// errors, and per-CQ totals of polls; receives are not traced (the
+// snapshot says so once, in ReceivesNotTraced, and leaves every receive
+// figure out). Everything a per-call event feeds
 // (BlueFlame, WQE sizes and fetches, occupancy, the unsignaled runs, the
 // ENOMEM cause, per-QP completions) is left out of JSON rather than shown
 // as 0.
@@ -47,18 +49,29 @@ func union(sets ...map[string]bool) map[string]bool {
 	return m
 }
 
-var qpDrop = union(unmeasuredCounters, unmeasuredQP)
+var (
+	qpDrop = union(unmeasuredCounters, unmeasuredQP)
+	// what a trace that does not trace receives leaves out of a QP or
+	// the totals, whatever its QPs posted
+	recvDrop = keySet("post_recvs")
+)
 
 type qpJSON QP
 
 // MarshalJSON leaves out, for a QP traced in counters mode, the fields
-// that mode does not measure (its rates and savings leave out their own).
+// that mode does not measure (its rates and savings leave out their own),
+// and, where receives are not traced, its receive count.
 func (q QP) MarshalJSON() ([]byte, error) {
 	b, err := marshal(qpJSON(q))
-	if err != nil || !q.CountersOnly {
+	switch {
+	case err != nil:
 		return b, err
+	case q.CountersOnly:
+		return dropKeys(b, qpDrop)
+	case q.recvUntraced:
+		return dropKeys(b, recvDrop)
 	}
-	return dropKeys(b, qpDrop)
+	return b, nil
 }
 
 // Totals are the counters of all QPs; CountersOnly when some QP was traced
@@ -66,16 +79,22 @@ func (q QP) MarshalJSON() ([]byte, error) {
 type Totals struct {
 	Counters
 	CountersOnly bool `json:"-"`
+	recvUntraced bool // receives not traced: no receive count
 }
 
 // MarshalJSON writes the counters, without the unmeasured ones of counters
 // mode.
 func (t Totals) MarshalJSON() ([]byte, error) {
 	b, err := marshal(t.Counters)
-	if err != nil || !t.CountersOnly {
+	switch {
+	case err != nil:
 		return b, err
+	case t.CountersOnly:
+		return dropKeys(b, unmeasuredCounters)
+	case t.recvUntraced:
+		return dropKeys(b, recvDrop)
 	}
-	return dropKeys(b, unmeasuredCounters)
+	return b, nil
 }
 
 type ratesJSON Rates

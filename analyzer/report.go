@@ -96,11 +96,15 @@ func writeText(w io.Writer, s Snapshot) {
 		if q.CountersOnly {
 			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
 		}
-		if q.CountersOnly {
+		switch {
+		case q.CountersOnly:
 			writeCountersQP(w, &q)
-		} else {
+		case sendIdle(&q):
+			fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")
+		default:
 			writeEventsQP(w, &q)
 		}
+		writeRecvQP(w, &q)
 		var errs []string
 		for _, e := range []struct {
 			n    uint64
@@ -128,9 +132,7 @@ func writeText(w io.Writer, s Snapshot) {
 		writeCuts(w, &q.Cuts)
 	}
 	writeCQs(w, s.CQs)
-	if s.SRQRecvs > 0 {
-		fmt.Fprintf(w, "shared receive queues: %d receive WRs posted\n", s.SRQRecvs)
-	}
+	writeRecvSide(w, &s)
 	if s.UnknownQPPosts > 0 {
 		fmt.Fprintf(w, "note: %d post calls were on QPs created before the tracer attached\n", s.UnknownQPPosts)
 	}
@@ -143,39 +145,6 @@ func writeText(w io.Writer, s Snapshot) {
 	}
 }
 
-// writeCQs writes the CQs whose control-path calls were seen, or whose
-// extended-poll completions matched no WR.
-func writeCQs(w io.Writer, cqs []CQ) {
-	for _, c := range cqs {
-		if c.CQE == 0 && !c.Extended && c.UnmatchedExCQEs == 0 {
-			continue
-		}
-		life := ""
-		if c.Gen != 0 {
-			life = fmt.Sprintf(", generation %d", c.Gen)
-		}
-		fmt.Fprintf(w, "CQ %#x (pid %d%s): depth %d", c.CQ, c.PID, life, c.CQE)
-		if c.Extended {
-			fmt.Fprint(w, ", extended (ibv_start_poll..ibv_end_poll: completions matched to their QP by wr_id)")
-		}
-		if c.ModCount != 0 || c.ModPeriodUS != 0 {
-			fmt.Fprintf(w, ", moderation %d completions / %d us", c.ModCount, c.ModPeriodUS)
-		}
-		if c.Resizes > 0 {
-			fmt.Fprintf(w, ", resized %d times", c.Resizes)
-		}
-		if c.Destroyed {
-			fmt.Fprint(w, ", destroyed")
-		} else if c.Replaced {
-			fmt.Fprint(w, ", replaced by a CQ at its address")
-		}
-		fmt.Fprintf(w, "; polls %d (empty %d), CQEs %d\n", c.Polls, c.EmptyPolls, c.CQEs)
-		if c.UnmatchedExCQEs > 0 {
-			fmt.Fprintf(w, "  %d extended-poll completions matched no WR outstanding on this CQ's QPs (receive completions, or WRs not traced)\n", c.UnmatchedExCQEs)
-		}
-	}
-}
-
 func writeEventsQP(w io.Writer, q *QP) {
 	perDB := 0.0
 	if q.Doorbells > 0 {
@@ -183,8 +152,7 @@ func writeEventsQP(w io.Writer, q *QP) {
 	}
 	fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%), longest unsignaled run %d\n",
 		q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
-	fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
-		q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+	fmt.Fprintf(w, "  CQEs polled %d, outstanding now %d, peak %d\n", q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
 	writeOccupancy(w, q)
 	writeRates(w, q)
 	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
@@ -202,7 +170,7 @@ func writeCountersQP(w io.Writer, q *QP) {
 	r := &q.Rates
 	fmt.Fprintf(w, "  rates over %.6f s: %.0f WR/s in %.0f post calls/s", float64(r.SpanNS)/1e9, r.WRsPerSec, r.PostsPerSec)
 	if q.SendCQ != 0 {
-		fmt.Fprintf(w, "; send CQ %#x: polls %d (empty %d), %.0f polls/s, %.2f polls per CQE", q.SendCQ, q.Polls, q.EmptyPolls, r.PollsPerSec, r.PollsPerCQE)
+		fmt.Fprintf(w, "; send CQ %#x: %.0f polls/s, %.2f polls per CQE", q.SendCQ, r.PollsPerSec, r.PollsPerCQE)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  HCA: doorbells %d, DMA reads: payload %d; CQE writes %d\n", q.Doorbells, q.DMAReadsPayload, q.CQEWrites)

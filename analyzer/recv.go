@@ -1,0 +1,216 @@
+package analyzer
+
+import (
+	"slices"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// The receive side: what each QP's receive queue and each SRQ was given
+// (ibv_post_recv, ibv_post_srq_recv) and what receive completions took
+// from it. A receive completion names its QP (the poll's ibv_wc), so a
+// QP's receives are consumed by the receive CQEs polled for it, from
+// whichever CQ; an extended poll's completion has no opcode, so a receive
+// completion there is counted on its CQ only (excq.go).
+
+// rqState is one QP lifetime's receive queue.
+type rqState struct {
+	calls, failedCalls uint64
+	posted             uint64 // receive WRs accepted
+	consumed, errors   uint64 // receive CQEs polled for it, and of those with an error status
+	peak               uint64 // receives outstanding after a post_recv, at most
+	recvCQ             uint64
+	rcq                *cqState // of recvCQ; nil while it is unknown
+}
+
+// outstanding is posted minus consumed, and whether that is the RQ's
+// occupancy: only when the QP's create was seen (no receives posted
+// before tracing) and the completions do not outnumber the posts (a QP
+// of an SRQ is given completions of receives posted to the SRQ).
+func (r *rqState) outstanding(createSeen bool) (uint64, bool) {
+	if !createSeen || r.consumed > r.posted {
+		return 0, false
+	}
+	return r.posted - r.consumed, true
+}
+
+// RecvQueue is a QP's receive queue in a snapshot (events mode; nil when
+// receives are not traced, Snapshot.ReceivesNotTraced says why).
+type RecvQueue struct {
+	// RecvCQ is the QP's receive CQ, from its create or, attached late,
+	// from its first receive completion; 0 when not known.
+	RecvCQ    uint64 `json:"recv_cq"`
+	RecvCQGen uint64 `json:"recv_cq_gen"`
+	// Depth is max_recv_wr as the QP reported it; absent when its create
+	// was not seen, 0 for a QP without its own receive queue (of an SRQ).
+	Depth       *uint32 `json:"max_recv_wr,omitempty"`
+	PostCalls   uint64  `json:"post_calls"`
+	FailedCalls uint64  `json:"failed_calls"`
+	Posted      uint64  `json:"posted"`
+	// Consumed counts the receive completions polled for the QP
+	// (ibv_poll_cq), CQEErrors those with an error status (flushes).
+	Consumed  uint64 `json:"consumed"`
+	CQEErrors uint64 `json:"cqe_errors"`
+	// Outstanding and Peak are the receives posted and not yet consumed,
+	// now and at most after any post; absent when not known, with the
+	// reason in OutstandingUnknown.
+	Outstanding        *uint64 `json:"outstanding,omitempty"`
+	Peak               *uint64 `json:"peak_outstanding,omitempty"`
+	OutstandingUnknown string  `json:"outstanding_unknown,omitempty"`
+}
+
+// SRQRecv is what was posted to one SRQ lifetime (events mode).
+type SRQRecv struct {
+	PostCalls   uint64 `json:"post_calls"`
+	FailedCalls uint64 `json:"failed_calls"`
+	Posted      uint64 `json:"posted"`
+}
+
+// Why receives are not in a snapshot.
+const (
+	whyRecvCounters = "receives are not traced in counters mode (--mode events traces them)"
+	whyRecvNoCreate = "the QP was created before tracing: receives it had then are unknown"
+	whyRecvSRQ      = "more receive completions than receives posted to it: its receives come from an SRQ, or were posted through calls not traced"
+)
+
+// noteCounted marks the trace as one of counters mode (kernel totals
+// seen), which does not trace receives.
+func (a *Analyzer) noteCounted() { a.snap.ReceivesNotTraced = whyRecvCounters }
+
+// qpRecvCreated takes the receive CQ of a QP's create.
+func (a *Analyzer) qpRecvCreated(q *sq, e *trace.QPCreate) {
+	q.rq.recvCQ, q.rq.rcq = e.RecvCQ, nil
+	if e.RecvCQ != 0 {
+		q.rq.rcq = a.cq(e.PID, e.RecvCQ)
+	}
+}
+
+// postRecv applies an ibv_post_recv or ibv_post_srq_recv call.
+func (a *Analyzer) postRecv(e *trace.PostRecv) {
+	if e.SRQ {
+		a.srqRecvs += uint64(e.Accepted)
+		s := a.srqAt(e.PID, e.QP)
+		s.recv.PostCalls++
+		s.recv.Posted += uint64(e.Accepted)
+		if e.Ret != 0 {
+			s.recv.FailedCalls++
+		}
+		return
+	}
+	q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+	q.c.PostRecvs += uint64(e.Accepted)
+	r := &q.rq
+	r.calls++
+	r.posted += uint64(e.Accepted)
+	if e.Ret != 0 {
+		r.failedCalls++
+	}
+	if r.posted > r.consumed {
+		r.peak = max(r.peak, r.posted-r.consumed)
+	}
+	q.lastNS = max(q.lastNS, e.TimeNS)
+}
+
+// recvWC applies a receive completion that ibv_poll_cq returned from c.
+func (a *Analyzer) recvWC(pid uint32, c *cqState, wc *trace.WC, now uint64) {
+	c.recvCQEs++
+	q := a.wcQP(pid, wc.QPNum, now)
+	r := &q.rq
+	if r.recvCQ == 0 {
+		r.recvCQ, r.rcq = c.addr, c // attached late: learn the receive CQ from its CQEs
+	}
+	r.consumed++
+	if wc.Status != 0 {
+		r.errors++
+	}
+	q.lastNS = max(q.lastNS, now)
+}
+
+// srqAt is the SRQ living at an address, one created before tracing
+// when none is known there.
+func (a *Analyzer) srqAt(pid uint32, addr uint64) *srqState {
+	for i := len(a.srqs) - 1; i >= 0; i-- {
+		if s := a.srqs[i]; s.PID == pid && s.SRQ.SRQ == addr && !s.Destroyed {
+			return s
+		}
+	}
+	s := &srqState{SRQ: SRQ{PID: pid, SRQ: addr}}
+	a.srqs = append(a.srqs, s)
+	return s
+}
+
+// recvSnapshot is a QP's receive queue in a snapshot, nil when receives
+// are not traced.
+func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
+	if a.snap.ReceivesNotTraced != "" {
+		return nil
+	}
+	r := &q.rq
+	out := &RecvQueue{RecvCQ: r.recvCQ, PostCalls: r.calls, FailedCalls: r.failedCalls, Posted: r.posted,
+		Consumed: r.consumed, CQEErrors: r.errors}
+	if r.rcq != nil {
+		out.RecvCQGen = r.rcq.gen
+	}
+	if q.capsKnown {
+		d := q.caps.MaxRecvWR
+		out.Depth = &d
+	}
+	switch n, ok := r.outstanding(q.capsKnown); {
+	case ok:
+		peak := max(r.peak, n)
+		out.Outstanding, out.Peak = &n, &peak
+	case !q.capsKnown:
+		out.OutstandingUnknown = whyRecvNoCreate
+	default:
+		out.OutstandingUnknown = whyRecvSRQ
+	}
+	return out
+}
+
+// cqUsers fills in, for every CQ lifetime of the snapshot, the QPs whose
+// send or receive CQ it is (cqs is in the order of a.allCQs).
+func (a *Analyzer) cqUsers(cqs []CQ) {
+	idx := make(map[*cqState]int, len(a.allCQs))
+	for i, c := range a.allCQs {
+		idx[c] = i
+	}
+	for _, q := range a.all {
+		if i, ok := idx[q.cq]; ok && q.cq != nil {
+			cqs[i].SendQPs = append(cqs[i].SendQPs, q.key.qpNum)
+		}
+		if i, ok := idx[q.rq.rcq]; ok && q.rq.rcq != nil {
+			cqs[i].RecvQPs = append(cqs[i].RecvQPs, q.key.qpNum)
+		}
+	}
+	for i := range cqs {
+		slices.Sort(cqs[i].SendQPs)
+		slices.Sort(cqs[i].RecvQPs)
+		// an extended poll's completion has no opcode to tell a receive by
+		if c := a.allCQs[i]; a.snap.ReceivesNotTraced == "" && !c.counted && !c.ex && c.exUnmatched == 0 {
+			n := c.recvCQEs
+			cqs[i].RecvCQEs = &n
+		}
+	}
+}
+
+// srqRecvsSnapshot is the receive WRs posted to every SRQ, nil when
+// receives are not traced.
+func (a *Analyzer) srqRecvsSnapshot() *uint64 {
+	if a.snap.ReceivesNotTraced != "" {
+		return nil
+	}
+	n := a.srqRecvs
+	return &n
+}
+
+// countedUnknownPosts is, in counters mode, the post calls on QPs whose
+// create the trace did not see: the kernel's totals of those QPs.
+func (a *Analyzer) countedUnknownPosts() uint64 {
+	var n uint64
+	for _, q := range a.all {
+		if q.countersOnly && !q.capsKnown {
+			n += q.c.PostCalls
+		}
+	}
+	return n
+}
