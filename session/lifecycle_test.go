@@ -202,7 +202,7 @@ func TestChurnPerObjectExact(t *testing.T) {
 				t.Errorf("%d of %d QPs differ from the simulator's counts", bad, rounds)
 			}
 			back, _ := r.readBack(t)
-			if fmt.Sprint(back.QPs) != fmt.Sprint(s.QPs) || fmt.Sprint(back.CQs) != fmt.Sprint(s.CQs) {
+			if jsonOf(t, back.QPs) != jsonOf(t, s.QPs) || jsonOf(t, back.CQs) != jsonOf(t, s.CQs) {
 				t.Error("the recording read back gives other QPs or CQs than the live trace")
 			}
 		})
@@ -221,6 +221,17 @@ func TestChurnPerObjectExact(t *testing.T) {
 			t.Fatalf("QP %d: events mode %s\ncounters mode %s", i, a, b)
 		}
 	}
+}
+
+// jsonOf is v as JSON, which compares what snapshots point to (fmt
+// would print the pointers).
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // jsonFields is the named fields of v's JSON, in order.
