@@ -129,8 +129,8 @@ type Snapshot struct {
 	// (ibv_post_srq_recv), which belong to no QP; nil when receives are
 	// not traced.
 	SRQRecvs *uint64 `json:"srq_recvs,omitempty"`
-	// ReceivesNotTraced says why the snapshot has no receive figures
-	// (empty when it has them).
+	// ReceivesNotTraced says why the snapshot has no receive figures, or
+	// not all of them (empty when it has them).
 	ReceivesNotTraced string `json:"receives_not_traced,omitempty"`
 	Exited            bool   `json:"target_exited"`
 	ExitCode          int32  `json:"exit_code"`
@@ -378,7 +378,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
 		q.countersOnly = true
-		a.noteCounted()
+		a.countedRecvs(q, e)
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
 		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
 		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
@@ -498,7 +498,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
 			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),
-			recvUntraced: a.snap.ReceivesNotTraced != "",
+			recvUntraced: a.snap.ReceivesNotTraced == whyRecvOld,
 		})
 		addCounters(&s.Total.Counters, &c)
 	}
@@ -530,7 +530,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
 	s.UnknownQPPosts += a.countedUnknownPosts()
 	s.SRQRecvs = a.srqRecvsSnapshot()
-	s.Total.recvUntraced = s.ReceivesNotTraced != ""
+	s.Total.recvUntraced = s.ReceivesNotTraced == whyRecvOld
 	return s
 }
 

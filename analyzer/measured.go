@@ -6,10 +6,10 @@ import (
 )
 
 // What counters mode (--mode counters) does not measure: the kernel keeps
-// per-QP totals of posts, WRs, inline, signaled, doorbells, payload and
-// errors, and per-CQ totals of polls; receives are not traced (the
-// snapshot says so once, in ReceivesNotTraced, and leaves every receive
-// figure out). Everything a per-call event feeds
+// per-QP totals of posts, WRs, inline, signaled, doorbells, payload,
+// errors and receives posted, and per-CQ totals of polls; receive
+// completions and SRQ receives are not traced (the snapshot says so once,
+// in ReceivesNotTraced, and leaves those figures out). Everything a per-call event feeds
 // (BlueFlame, WQE sizes and fetches, occupancy, the unsignaled runs, the
 // ENOMEM cause, per-QP completions) is left out of JSON rather than shown
 // as 0.
@@ -19,7 +19,7 @@ var (
 		"cqes_polled", "cqe_errors", "flushed_unsignaled", "unmatched_cqes",
 		"wrs_past_bound", "wr_api_calls", "aborted", "longest_unsignaled_run",
 		"mmio_bytes", "dma_bytes_wqe", "empty_wr_batches", "inline_sges",
-		"baseline_wqe_bytes", "wrs_beyond_model", "post_recvs")
+		"baseline_wqe_bytes", "wrs_beyond_model")
 	unmeasuredQP = keySet("outstanding", "signal_interval_typical",
 		"signal_interval_longest", "occupancy")
 	unmeasuredRates = keySet("cqes_per_s")
@@ -53,8 +53,24 @@ var (
 	qpDrop = union(unmeasuredCounters, unmeasuredQP)
 	// what a trace that does not trace receives leaves out of a QP or
 	// the totals, whatever its QPs posted
-	recvDrop = keySet("post_recvs")
+	recvDrop  = keySet("post_recvs")
+	qpDropOld = union(qpDrop, recvDrop)
+	totalDrop = union(unmeasuredCounters, recvDrop)
+	// a receive queue in counters mode: no completions seen
+	unmeasuredRecv = keySet("consumed", "cqe_errors")
 )
+
+type recvJSON RecvQueue
+
+// MarshalJSON leaves out what completions would tell of a receive queue
+// whose posts the kernel counted.
+func (r RecvQueue) MarshalJSON() ([]byte, error) {
+	b, err := marshal(recvJSON(r))
+	if err != nil || !r.counted {
+		return b, err
+	}
+	return dropKeys(b, unmeasuredRecv)
+}
 
 type qpJSON QP
 
@@ -66,6 +82,8 @@ func (q QP) MarshalJSON() ([]byte, error) {
 	switch {
 	case err != nil:
 		return b, err
+	case q.CountersOnly && q.recvUntraced:
+		return dropKeys(b, qpDropOld)
 	case q.CountersOnly:
 		return dropKeys(b, qpDrop)
 	case q.recvUntraced:
@@ -89,6 +107,8 @@ func (t Totals) MarshalJSON() ([]byte, error) {
 	switch {
 	case err != nil:
 		return b, err
+	case t.CountersOnly && t.recvUntraced:
+		return dropKeys(b, totalDrop)
 	case t.CountersOnly:
 		return dropKeys(b, unmeasuredCounters)
 	case t.recvUntraced:

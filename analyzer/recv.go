@@ -19,8 +19,11 @@ type rqState struct {
 	posted             uint64 // receive WRs accepted
 	consumed, errors   uint64 // receive CQEs polled for it, and of those with an error status
 	peak               uint64 // receives outstanding after a post_recv, at most
-	recvCQ             uint64
-	rcq                *cqState // of recvCQ; nil while it is unknown
+	// counted: calls, posted and failedCalls are the kernel's totals
+	// (counters mode), which sees no receive completion
+	counted bool
+	recvCQ  uint64
+	rcq     *cqState // of recvCQ; nil while it is unknown
 }
 
 // outstanding is posted minus consumed, and whether that is the RQ's
@@ -34,8 +37,9 @@ func (r *rqState) outstanding(createSeen bool) (uint64, bool) {
 	return r.posted - r.consumed, true
 }
 
-// RecvQueue is a QP's receive queue in a snapshot (events mode; nil when
-// receives are not traced, Snapshot.ReceivesNotTraced says why).
+// RecvQueue is a QP's receive queue in a snapshot; nil when receives are
+// not traced, and in counters mode without what completions tell
+// (consumed, outstanding): Snapshot.ReceivesNotTraced says why.
 type RecvQueue struct {
 	// RecvCQ is the QP's receive CQ, from its create or, attached late,
 	// from its first receive completion; 0 when not known.
@@ -57,6 +61,7 @@ type RecvQueue struct {
 	Outstanding        *uint64 `json:"outstanding,omitempty"`
 	Peak               *uint64 `json:"peak_outstanding,omitempty"`
 	OutstandingUnknown string  `json:"outstanding_unknown,omitempty"`
+	counted            bool    // counters mode: no completions seen
 }
 
 // SRQRecv is what was posted to one SRQ lifetime (events mode).
@@ -66,16 +71,47 @@ type SRQRecv struct {
 	Posted      uint64 `json:"posted"`
 }
 
-// Why receives are not in a snapshot.
+// Why receives are not in a snapshot, or not all of them.
 const (
-	whyRecvCounters = "receives are not traced in counters mode (--mode events traces them)"
+	whyRecvCounters = "counters mode counts the receives posted to each QP, not their completions (what is outstanding) nor the receives posted to SRQs (--mode events traces them)"
+	whyRecvOld      = "receives are not in these kernel totals (recorded before sqscope counted them; --mode events traces them)"
+	whyRecvCounted  = "counters mode sees no receive completions"
 	whyRecvNoCreate = "the QP was created before tracing: receives it had then are unknown"
 	whyRecvSRQ      = "more receive completions than receives posted to it: its receives come from an SRQ, or were posted through calls not traced"
 )
 
 // noteCounted marks the trace as one of counters mode (kernel totals
-// seen), which does not trace receives.
-func (a *Analyzer) noteCounted() { a.snap.ReceivesNotTraced = whyRecvCounters }
+// seen), which counts the receives posted to QPs, and no more.
+func (a *Analyzer) noteCounted() {
+	if a.snap.ReceivesNotTraced != whyRecvOld {
+		a.snap.ReceivesNotTraced = whyRecvCounters
+	}
+}
+
+// countedRecvs takes the receives of a QP's kernel totals.
+func (a *Analyzer) countedRecvs(q *sq, e *trace.QPCounters) {
+	if !e.RecvsCounted {
+		a.snap.ReceivesNotTraced = whyRecvOld
+		return
+	}
+	a.noteCounted()
+	r := &q.rq
+	r.counted = true
+	r.calls, r.posted, r.failedCalls = e.RecvCalls, e.Recvs, e.RecvFailed
+	q.c.PostRecvs = e.Recvs
+}
+
+// recvsCounted reports whether receives are counted at all (not an old
+// counters-mode recording), postsOnly whether only the posts to QPs are.
+func (a *Analyzer) recvsCounted() (counted, postsOnly bool) {
+	switch a.snap.ReceivesNotTraced {
+	case whyRecvOld:
+		return false, false
+	case whyRecvCounters:
+		return true, true
+	}
+	return true, false
+}
 
 // qpRecvCreated takes the receive CQ of a QP's create.
 func (a *Analyzer) qpRecvCreated(q *sq, e *trace.QPCreate) {
@@ -87,6 +123,9 @@ func (a *Analyzer) qpRecvCreated(q *sq, e *trace.QPCreate) {
 
 // postRecv applies an ibv_post_recv or ibv_post_srq_recv call.
 func (a *Analyzer) postRecv(e *trace.PostRecv) {
+	if a.snap.ReceivesNotTraced != "" {
+		return // a recording of both modes: the kernel's totals hold them
+	}
 	if e.SRQ {
 		a.srqRecvs += uint64(e.Accepted)
 		s := a.srqAt(e.PID, e.QP)
@@ -142,7 +181,8 @@ func (a *Analyzer) srqAt(pid uint32, addr uint64) *srqState {
 // recvSnapshot is a QP's receive queue in a snapshot, nil when receives
 // are not traced.
 func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
-	if a.snap.ReceivesNotTraced != "" {
+	counted, postsOnly := a.recvsCounted()
+	if !counted {
 		return nil
 	}
 	r := &q.rq
@@ -156,6 +196,9 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 		out.Depth = &d
 	}
 	switch n, ok := r.outstanding(q.capsKnown); {
+	case postsOnly:
+		out.counted, out.Consumed, out.CQEErrors = true, 0, 0
+		out.OutstandingUnknown = whyRecvCounted
 	case ok:
 		peak := max(r.peak, n)
 		out.Outstanding, out.Peak = &n, &peak
@@ -196,7 +239,7 @@ func (a *Analyzer) cqUsers(cqs []CQ) {
 // srqRecvsSnapshot is the receive WRs posted to every SRQ, nil when
 // receives are not traced.
 func (a *Analyzer) srqRecvsSnapshot() *uint64 {
-	if a.snap.ReceivesNotTraced != "" {
+	if _, postsOnly := a.recvsCounted(); postsOnly || a.snap.ReceivesNotTraced != "" {
 		return nil
 	}
 	n := a.srqRecvs

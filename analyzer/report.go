@@ -93,14 +93,12 @@ func writeText(w io.Writer, s Snapshot) {
 		}
 		fmt.Fprintf(w, "QP %#x (pid %d, %s%s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
 			q.QPNum, q.PID, q.Type, life, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
-		if q.CountersOnly {
-			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
-		}
 		switch {
-		case q.CountersOnly:
-			writeCountersQP(w, &q)
 		case sendIdle(&q):
 			fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")
+		case q.CountersOnly:
+			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
+			writeCountersQP(w, &q)
 		default:
 			writeEventsQP(w, &q)
 		}
@@ -138,7 +136,7 @@ func writeText(w io.Writer, s Snapshot) {
 	}
 	WriteDiagnoses(w, s)
 	for _, q := range s.QPs {
-		if !q.CountersOnly { // the counters mode prints no byte figures
+		if !q.CountersOnly && !sendIdle(&q) { // the counters mode prints no byte figures, nor a QP without sends
 			fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
 			break
 		}

@@ -11,11 +11,13 @@ import (
 // which several QPs may share, so they are written once per CQ; a QP's
 // receive queue is written with its QP.
 
-// sendIdle reports whether the trace saw no send activity on a QP traced
-// per call: a receiver, whose send figures would all be zeros.
+// sendIdle reports whether the trace saw no send activity on a QP: a
+// receiver, whose send figures would all be zeros.
 func sendIdle(q *QP) bool {
-	return !q.CountersOnly && q.PostCalls == 0 && q.WRs == 0 && q.CQEsPolled == 0 &&
-		q.WRAPICalls == 0 && q.Aborted == 0 && q.EmptyWRBatches == 0
+	if q.PostCalls != 0 || q.WRs != 0 {
+		return false
+	}
+	return q.CountersOnly || (q.CQEsPolled == 0 && q.WRAPICalls == 0 && q.Aborted == 0 && q.EmptyWRBatches == 0)
 }
 
 // writeRecvQP writes a QP's receive queue, when it was posted to or
@@ -29,9 +31,11 @@ func writeRecvQP(w io.Writer, q *QP) {
 	if r.FailedCalls > 0 {
 		fmt.Fprintf(w, " (%d failed)", r.FailedCalls)
 	}
-	fmt.Fprintf(w, ", %d consumed by receive CQEs", r.Consumed)
-	if r.CQEErrors > 0 {
-		fmt.Fprintf(w, " (%d with errors)", r.CQEErrors)
+	if !r.counted {
+		fmt.Fprintf(w, ", %d consumed by receive CQEs", r.Consumed)
+		if r.CQEErrors > 0 {
+			fmt.Fprintf(w, " (%d with errors)", r.CQEErrors)
+		}
 	}
 	if r.Outstanding != nil {
 		fmt.Fprintf(w, "; outstanding now %d, peak %d", *r.Outstanding, *r.Peak)
@@ -51,7 +55,7 @@ func writeRecvQP(w io.Writer, q *QP) {
 // SRQs, or why receives are not in the snapshot.
 func writeRecvSide(w io.Writer, s *Snapshot) {
 	if s.ReceivesNotTraced != "" {
-		fmt.Fprintf(w, "receive side: not shown: %s\n", s.ReceivesNotTraced)
+		fmt.Fprintf(w, "receive side: %s\n", s.ReceivesNotTraced)
 	}
 	for _, q := range s.SRQs {
 		life := ""

@@ -208,88 +208,120 @@ func equalQPs(a, b []uint32) bool {
 	return true
 }
 
-// In counters mode receives are not traced: every receive figure is
-// absent, the reason said once, and the posts on QPs created before
-// tracing are the kernel's totals of those QPs.
+// In counters mode the kernel counts the receives posted to each QP, not
+// their completions nor SRQ receives: those are absent, the reason said
+// once, and the posts on QPs created before tracing are the kernel's
+// totals of those QPs. Totals recorded before receives were counted give
+// none.
 func TestReceiveSideCountersMode(t *testing.T) {
-	s := newStream()
-	s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 60, 1), false)
-	s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(0x1d0), QPNum: 0x1d0, Type: trace.QPTypeRC,
-		SendCQ: cqAddr(0x1d0), RecvCQ: cqAddr(0x1d0), Caps: rcCaps(16, 0, 1)})
-	s.evs = append(s.evs, &trace.SRQCreate{Header: s.hdr(), SRQ: testSRQ, Gen: 3, MaxWR: 512})
-	s.counters(0x1c0, trace.QPCounters{PostCalls: 100, WRs: 100, Doorbells: 100, Signaled: 10})
-	s.counters(0x1c5, trace.QPCounters{PostCalls: 40, WRs: 80, Doorbells: 40, Signaled: 8}) // created before tracing
-	s.cqCounters(0x1d0, 38110, 6400, 31710)
-	snap := s.run(Options{})
-	if snap.ReceivesNotTraced != whyRecvCounters || snap.SRQRecvs != nil || snap.UnknownQPPosts != 40 {
-		t.Fatalf("receives not traced %q, SRQ receives %v, posts on unknown QPs %d; want the reason, nil, 40",
-			snap.ReceivesNotTraced, snap.SRQRecvs, snap.UnknownQPPosts)
-	}
-	for _, q := range snap.QPs {
-		if q.Recv != nil {
-			t.Errorf("QP %#x: receives %+v, want none (not traced)", q.QPNum, q.Recv)
-		}
-	}
-	for _, c := range snap.CQs {
-		if c.RecvCQEs != nil {
-			t.Errorf("CQ %#x: receive CQEs %d, want none (not told apart)", c.CQ, *c.RecvCQEs)
-		}
-	}
-	if len(snap.SRQs) != 1 || snap.SRQs[0].Recv != nil {
-		t.Errorf("SRQs %+v: want one, without receives", snap.SRQs)
-	}
-
-	var js bytes.Buffer
-	if err := WriteJSON(&js, snap); err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		SRQRecvs     *uint64          `json:"srq_recvs"`
-		UnknownPosts *uint64          `json:"posts_on_unknown_qps"`
-		Why          string           `json:"receives_not_traced"`
-		QPs          []map[string]any `json:"qps"`
-		Total        map[string]any   `json:"total"`
-		CQs          []map[string]any `json:"cqs"`
-	}
-	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
-		t.Fatal(err)
-	}
-	if doc.SRQRecvs != nil || doc.UnknownPosts == nil || *doc.UnknownPosts != 40 || doc.Why != whyRecvCounters {
-		t.Errorf("JSON: srq_recvs %v, posts_on_unknown_qps %v, reason %q; want absent, 40, the reason",
-			doc.SRQRecvs, doc.UnknownPosts, doc.Why)
-	}
-	for i, q := range doc.QPs {
-		for _, k := range []string{"recv", "post_recvs"} {
-			if _, ok := q[k]; ok {
-				t.Errorf("qps[%d].%s present, not measured", i, k)
-			}
-		}
-	}
-	if _, ok := doc.Total["post_recvs"]; ok {
-		t.Errorf("total.post_recvs present, not measured")
-	}
-	for i, c := range doc.CQs {
-		if _, ok := c["recv_cqes"]; ok {
-			t.Errorf("cqs[%d].recv_cqes present, not measured", i)
-		}
-	}
-
-	var text bytes.Buffer
-	if err := WriteText(&text, snap); err != nil {
-		t.Fatal(err)
-	}
-	out := text.String()
-	for _, want := range []string{
-		"receive side: not shown: " + whyRecvCounters,
-		"QP 0x1d0 (pid 7, RC)", "  sends: none traced",
-		"send and recv CQ of 1 QP (0x1d0); polls 38110 (empty 31710), CQEs 6400\n",
-		"note: 40 post calls were on QPs created before the tracer attached",
+	for _, tc := range []struct {
+		name    string
+		counted bool
+		why     string
+	}{
+		{"receives counted", true, whyRecvCounters},
+		{"recorded before receives were counted", false, whyRecvOld},
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("text lacks %q:\n%s", want, out)
-		}
-	}
-	if strings.Contains(out, "receives:") || strings.Count(out, "not traced in counters mode") != 1 {
-		t.Errorf("text gives receive figures, or the reason not exactly once:\n%s", out)
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 60, 1), false)
+			s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(0x1d0), QPNum: 0x1d0, Type: trace.QPTypeRC,
+				SendCQ: cqAddr(0x1d0), RecvCQ: cqAddr(0x1d0), Caps: trace.Caps{MaxSendWR: 16, MaxRecvWR: 8192, MaxSendSGE: 1}})
+			s.evs = append(s.evs, &trace.SRQCreate{Header: s.hdr(), SRQ: testSRQ, Gen: 3, MaxWR: 512})
+			s.counters(0x1c0, trace.QPCounters{PostCalls: 100, WRs: 100, Doorbells: 100, Signaled: 10, RecvsCounted: tc.counted})
+			s.counters(0x1c5, trace.QPCounters{PostCalls: 40, WRs: 80, Doorbells: 40, Signaled: 8, RecvsCounted: tc.counted}) // created before tracing
+			if tc.counted { // the receiver: only receives, no send
+				s.counters(0x1d0, trace.QPCounters{RecvsCounted: true, RecvCalls: 1601, Recvs: 6400, RecvFailed: 1})
+			}
+			s.cqCounters(0x1d0, 38110, 6400, 31710)
+			snap := s.run(Options{})
+			if snap.ReceivesNotTraced != tc.why || snap.SRQRecvs != nil || snap.UnknownQPPosts != 40 {
+				t.Fatalf("receives not traced %q, SRQ receives %v, posts on unknown QPs %d; want %q, nil, 40",
+					snap.ReceivesNotTraced, snap.SRQRecvs, snap.UnknownQPPosts, tc.why)
+			}
+			for _, q := range snap.QPs {
+				r := q.Recv
+				switch {
+				case !tc.counted && r != nil:
+					t.Errorf("QP %#x: receives %+v, want none (not counted)", q.QPNum, r)
+				case !tc.counted:
+				case r == nil || r.Outstanding != nil || r.Peak != nil || r.OutstandingUnknown != whyRecvCounted:
+					t.Errorf("QP %#x: receives %+v, want posts and no outstanding", q.QPNum, r)
+				case q.QPNum == 0x1d0 && (r.Posted != 6400 || r.PostCalls != 1601 || r.FailedCalls != 1 || q.PostRecvs != 6400 ||
+					r.Depth == nil || *r.Depth != 8192):
+					t.Errorf("receiver: receives %+v, post_recvs %d; want 6400 in 1601 calls, 1 failed, of 8192", r, q.PostRecvs)
+				}
+			}
+			for _, c := range snap.CQs {
+				if c.RecvCQEs != nil {
+					t.Errorf("CQ %#x: receive CQEs %d, want none (not told apart)", c.CQ, *c.RecvCQEs)
+				}
+			}
+			if len(snap.SRQs) != 1 || snap.SRQs[0].Recv != nil {
+				t.Errorf("SRQs %+v: want one, without receives", snap.SRQs)
+			}
+
+			var js bytes.Buffer
+			if err := WriteJSON(&js, snap); err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				SRQRecvs     *uint64          `json:"srq_recvs"`
+				UnknownPosts *uint64          `json:"posts_on_unknown_qps"`
+				Why          string           `json:"receives_not_traced"`
+				QPs          []map[string]any `json:"qps"`
+				Total        map[string]any   `json:"total"`
+				CQs          []map[string]any `json:"cqs"`
+			}
+			if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.SRQRecvs != nil || doc.UnknownPosts == nil || *doc.UnknownPosts != 40 || doc.Why != tc.why {
+				t.Errorf("JSON: srq_recvs %v, posts_on_unknown_qps %v, reason %q; want absent, 40, %q",
+					doc.SRQRecvs, doc.UnknownPosts, doc.Why, tc.why)
+			}
+			for i, q := range doc.QPs {
+				_, hasRecv := q["recv"]
+				_, hasPosted := q["post_recvs"]
+				if hasRecv != tc.counted || hasPosted != tc.counted {
+					t.Errorf("qps[%d]: recv present %v, post_recvs present %v; want both %v", i, hasRecv, hasPosted, tc.counted)
+				}
+				if r, ok := q["recv"].(map[string]any); ok {
+					for _, k := range []string{"consumed", "cqe_errors", "outstanding", "peak_outstanding"} {
+						if _, ok := r[k]; ok {
+							t.Errorf("qps[%d].recv.%s present, not measured", i, k)
+						}
+					}
+				}
+			}
+			if _, ok := doc.Total["post_recvs"]; ok != tc.counted {
+				t.Errorf("total.post_recvs present %v, want %v", ok, tc.counted)
+			}
+			for i, c := range doc.CQs {
+				if _, ok := c["recv_cqes"]; ok {
+					t.Errorf("cqs[%d].recv_cqes present, not measured", i)
+				}
+			}
+
+			var text bytes.Buffer
+			if err := WriteText(&text, snap); err != nil {
+				t.Fatal(err)
+			}
+			out := text.String()
+			want := []string{"receive side: " + tc.why, "QP 0x1d0 (pid 7, RC)", "  sends: none traced",
+				"send and recv CQ of 1 QP (0x1d0); polls 38110 (empty 31710), CQEs 6400\n",
+				"note: 40 post calls were on QPs created before the tracer attached"}
+			if tc.counted {
+				want = append(want, "  receives: 6400 posted in 1601 post_recv calls (1 failed); outstanding n/a: "+whyRecvCounted)
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("text lacks %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, "consumed") || strings.Count(out, tc.why) != 1 || strings.Contains(out, "PCIe bytes") {
+				t.Errorf("text gives receive completions or PCIe bytes, or the reason not exactly once:\n%s", out)
+			}
+		})
 	}
 }

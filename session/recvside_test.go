@@ -75,8 +75,8 @@ type recvTruth struct {
 // receives and polls its own CQ: traced, each CQ's polls are the
 // simulator's, written once per CQ; each QP's receives are what the
 // target posted, outstanding against its max_recv_wr; the receiver is no
-// QP of zeros. Counters mode counts the same polls per CQ and says that
-// it does not trace receives.
+// QP of zeros. Counters mode counts the same polls per CQ and receives
+// per QP, and says that it sees no receive completions.
 func TestReceiveSideMatchesSimulator(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	const senders, rounds, recvs = 4, 200, 100
@@ -141,13 +141,15 @@ func TestReceiveSideMatchesSimulator(t *testing.T) {
 					t.Fatalf("QP %#x: traced %v, WRs %d; the target posted %d receives (simulator: %d), %d WRs",
 						w.QPNum, ok, q.WRs, w.RecvsPosted, w.PostRecvs, w.WRs)
 				}
+				r := q.Recv
 				if mode == ModeCounters {
-					if q.Recv != nil {
-						t.Errorf("QP %#x: receives %+v in counters mode, which does not trace them", w.QPNum, q.Recv)
+					if r == nil || r.Posted != w.RecvsPosted || q.PostRecvs != w.RecvsPosted || r.Outstanding != nil ||
+						r.Depth == nil || *r.Depth != w.MaxRecvWR {
+						t.Errorf("QP %#x: counted receives %+v; the target posted %d (max_recv_wr %d), and no completion is seen",
+							w.QPNum, r, w.RecvsPosted, w.MaxRecvWR)
 					}
 					continue
 				}
-				r := q.Recv
 				// the simulator's wire has no receiver: nothing is consumed
 				if r == nil || r.Posted != w.RecvsPosted || r.Consumed != 0 || r.Outstanding == nil ||
 					*r.Outstanding != w.RecvsPosted || *r.Peak != w.RecvsPosted || r.Depth == nil ||
@@ -162,7 +164,7 @@ func TestReceiveSideMatchesSimulator(t *testing.T) {
 				}
 			}
 			if mode == ModeCounters {
-				if snap.ReceivesNotTraced == "" || snap.SRQRecvs != nil || !strings.Contains(report, "receive side: not shown: ") {
+				if snap.ReceivesNotTraced == "" || snap.SRQRecvs != nil || !strings.Contains(report, "receive side: counters mode counts") {
 					t.Errorf("counters mode: receives not traced %q, SRQ receives %v; want the reason, said in the report",
 						snap.ReceivesNotTraced, snap.SRQRecvs)
 				}
