@@ -229,8 +229,10 @@ func TestReceiveSideCountersMode(t *testing.T) {
 				SendCQ: cqAddr(0x1d0), RecvCQ: cqAddr(0x1d0), Caps: trace.Caps{MaxSendWR: 16, MaxRecvWR: 8192, MaxSendSGE: 1}})
 			s.evs = append(s.evs, &trace.SRQCreate{Header: s.hdr(), SRQ: testSRQ, Gen: 3, MaxWR: 512})
 			s.counters(0x1c0, trace.QPCounters{PostCalls: 100, WRs: 100, Doorbells: 100, Signaled: 10, RecvsCounted: tc.counted})
-			s.counters(0x1c5, trace.QPCounters{PostCalls: 40, WRs: 80, Doorbells: 40, Signaled: 8, RecvsCounted: tc.counted}) // created before tracing
-			if tc.counted { // the receiver: only receives, no send
+			// 0x1c5 was created before tracing
+			s.counters(0x1c5, trace.QPCounters{PostCalls: 40, WRs: 80, Doorbells: 40, Signaled: 8, RecvsCounted: tc.counted})
+			if tc.counted {
+				// the receiver: only receives, no send
 				s.counters(0x1d0, trace.QPCounters{RecvsCounted: true, RecvCalls: 1601, Recvs: 6400, RecvFailed: 1})
 			}
 			s.cqCounters(0x1d0, 38110, 6400, 31710)
