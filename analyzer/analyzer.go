@@ -52,6 +52,11 @@ type Counters struct {
 	// BeyondModel counts WRs reported accepted that the call's list did not
 	// hold or no SQ could: an inconsistent stream, left out of the model.
 	BeyondModel uint64 `json:"wrs_beyond_model"`
+	// READ and atomic responses the HCA writes into the local SGEs (pcie.go)
+	DMAWritesResponse uint64 `json:"dma_writes_response"`
+	DMABytesResponse  uint64 `json:"dma_bytes_response"`
+	// Opcodes are the accepted WRs by opcode.
+	Opcodes OpcodeMix `json:"opcodes"`
 	Cuts
 }
 
@@ -575,5 +580,10 @@ func addCounters(t, c *Counters) {
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes
 	t.BeyondModel += c.BeyondModel
+	t.DMAWritesResponse += c.DMAWritesResponse
+	t.DMABytesResponse += c.DMABytesResponse
+	for i, n := range c.Opcodes {
+		t.Opcodes[i] += n
+	}
 	t.Cuts.add(&c.Cuts)
 }

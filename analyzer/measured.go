@@ -11,6 +11,7 @@ import (
 // completions and SRQ receives are not traced (the snapshot says so once,
 // in ReceivesNotTraced, and leaves those figures out). Everything a per-call event feeds
 // (BlueFlame, WQE sizes and fetches, occupancy, the unsignaled runs, the
+// opcodes and the READ and atomic responses they need, the
 // ENOMEM cause, per-QP completions) is left out of JSON rather than shown
 // as 0.
 var (
@@ -19,7 +20,8 @@ var (
 		"cqes_polled", "cqe_errors", "flushed_unsignaled", "unmatched_cqes",
 		"wrs_past_bound", "wr_api_calls", "aborted", "longest_unsignaled_run",
 		"mmio_bytes", "dma_bytes_wqe", "empty_wr_batches", "inline_sges",
-		"baseline_wqe_bytes", "wrs_beyond_model")
+		"baseline_wqe_bytes", "wrs_beyond_model",
+		"dma_writes_response", "dma_bytes_response", "opcodes")
 	unmeasuredQP = keySet("outstanding", "signal_interval_typical",
 		"signal_interval_longest", "occupancy")
 	unmeasuredRates = keySet("cqes_per_s")

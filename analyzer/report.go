@@ -151,13 +151,25 @@ func writeEventsQP(w io.Writer, q *QP) {
 	fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%), longest unsignaled run %d\n",
 		q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
 	fmt.Fprintf(w, "  CQEs polled %d, outstanding now %d, peak %d\n", q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
+	fmt.Fprintf(w, "  opcodes (WRs): %s", q.Opcodes)
+	if q.Truncated > 0 {
+		fmt.Fprintf(w, "; %d more past the list bound, opcode not recorded", q.Truncated)
+	}
+	fmt.Fprintln(w)
 	writeOccupancy(w, q)
 	writeRates(w, q)
-	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
+	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d",
 		q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
+	if q.DMAWritesResponse > 0 {
+		fmt.Fprintf(w, "; DMA writes of READ/atomic responses %d (%d B)", q.DMAWritesResponse, q.DMABytesResponse)
+	}
+	fmt.Fprintln(w)
 	p := q.PCIe
 	fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
 		p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
+	if q.DMAWritesResponse > 0 {
+		fmt.Fprintln(w, "    READ and atomic responses are written in the baseline too: no payload to inline, nothing the posting side saves")
+	}
 }
 
 // writeCountersQP writes what counters mode measures, and only that (the

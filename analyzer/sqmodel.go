@@ -307,9 +307,8 @@ func (q *sq) isSignaled(w *trace.WR) bool {
 // modeledOp reports whether the model knows the WQE of an opcode: every
 // opcode an ibv_wr_* builder or ibv_post_send can post. Each takes one SQ
 // slot until its completion (or a later one) retires it. Their PCIe is
-// counted by the send rules of pcie.go whatever they do on the wire: a
-// READ's or an atomic's response, written into the local SGE, is
-// counted as that SGE's DMA read, as before.
+// counted by the rules of pcie.go: a READ's or an atomic's local SGEs
+// are where the HCA writes the response, not a payload it reads.
 func modeledOp(op uint8) bool {
 	switch op {
 	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRSendWithInv, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm,
@@ -469,13 +468,16 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 					q.sigAllUnflagged++
 				}
 			}
+			q.c.Opcodes.add(w.Opcode)
 			if lastInline {
 				if q.capsKnown && q.caps.MaxInlineData == 0 && w.Bytes > 0 {
 					q.inlineNever++
 				}
 				q.c.Inline++
 				q.c.InlineBytes += uint64(w.Bytes)
-				if w.Bytes > 0 {
+				// a READ or atomic flagged inline saves no read: the
+				// baseline reads nothing of its local buffer
+				if w.Bytes > 0 && !responds(w.Opcode) {
 					q.c.InlineSGEs += uint64(max(w.NumSGE, 1))
 					q.c.BaselineWQEBytes += uint64((q.opOverhead(w.Opcode)+max(w.NumSGE, 1)*dataSeg+wqebb-1)/wqebb) * wqebb
 				} else {
@@ -483,8 +485,14 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 				}
 			} else {
 				q.c.BaselineWQEBytes += uint64(bbs) * wqebb
-				q.c.DMAReadsPayload += uint64(gathers)
-				q.c.DMABytesPayload += uint64(w.Bytes)
+				if responds(w.Opcode) {
+					writes, bytes := response(w.Opcode, gathers, w.Bytes)
+					q.c.DMAWritesResponse += writes
+					q.c.DMABytesResponse += bytes
+				} else {
+					q.c.DMAReadsPayload += uint64(gathers)
+					q.c.DMABytesPayload += uint64(w.Bytes)
+				}
 			}
 			*q.slot(seq) = wrSlot{id: w.ID, signaled: sig}
 		} else {

@@ -60,6 +60,11 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.SGECutWRs, b.SGECutWRs)
 	sub(&d.SGEsNotSummed, b.SGEsNotSummed)
 	sub(&d.WalkCappedPosts, b.WalkCappedPosts)
+	sub(&d.DMAWritesResponse, b.DMAWritesResponse)
+	sub(&d.DMABytesResponse, b.DMABytesResponse)
+	for i := range d.Opcodes {
+		sub(&d.Opcodes[i], b.Opcodes[i])
+	}
 	return d
 }
 

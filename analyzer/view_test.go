@@ -1,6 +1,7 @@
 package analyzer
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -73,6 +74,14 @@ func counterFields(t *testing.T, v reflect.Value, f func(name string, v reflect.
 			f(name, fv)
 		case reflect.Struct:
 			counterFields(t, fv, f)
+		case reflect.Array:
+			// a count per opcode: each element is a counter
+			if fv.Type().Elem().Kind() != reflect.Uint64 {
+				t.Fatalf("Counters.%s is an array of %s: teach Sub and this test about it", name, fv.Type().Elem().Kind())
+			}
+			for j := range fv.Len() {
+				f(fmt.Sprintf("%s[%d]", name, j), fv.Index(j))
+			}
 		default:
 			t.Fatalf("Counters.%s is a %s: teach Sub and this test about it", name, fv.Kind())
 		}

@@ -163,6 +163,8 @@
 #define SQ_IBV_WR_SEND                 2
 #define SQ_IBV_WR_SEND_WITH_IMM        3
 #define SQ_IBV_WR_RDMA_READ            4
+#define SQ_IBV_WR_ATOMIC_CMP_AND_SWP   5
+#define SQ_IBV_WR_ATOMIC_FETCH_AND_ADD 6
 #define SQ_IBV_ENOENT                  2   /* ibv_start_poll/ibv_next_poll: CQ empty */
 
 /* ---- bounds ------------------------------------------------------------ */
@@ -431,7 +433,8 @@ struct sq_qp_counters {
 	__u64 einval;
 	__u64 inline_bytes;
 	__u64 payload_bytes;
-	__u64 payload_sges;   /* non-empty SGEs of non-inline WRs (those past the SGE bound counted as non-empty) */
+	__u64 payload_sges;   /* non-empty SGEs of non-inline WRs (those past the SGE bound counted as non-empty);
+	                       * a READ's or an atomic's, which receive its response, are no payload */
 	__u64 max_wrs_per_call; /* most WRs one call posted */
 	__u32 qp_num;
 	__u32 pad;

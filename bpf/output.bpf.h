@@ -31,6 +31,21 @@ static __always_inline __u32 nonzero(__u32 v)
 	return ((__u64)v + 0xffffffffULL) >> 32;
 }
 
+/* sends_payload is 0 for a READ or an atomic (compare-and-swap,
+ * fetch-and-add), whose local SGEs receive the response the HCA writes,
+ * and 1 for every other opcode, whose SGEs hold what it reads; computed
+ * without a branch. The three are consecutive. */
+_Static_assert(SQ_IBV_WR_ATOMIC_CMP_AND_SWP == SQ_IBV_WR_RDMA_READ + 1 &&
+	       SQ_IBV_WR_ATOMIC_FETCH_AND_ADD == SQ_IBV_WR_RDMA_READ + 2,
+	       "READ and the atomics are consecutive opcodes");
+static __always_inline __u32 sends_payload(__u32 op)
+{
+	__u64 d = (__u64)op - SQ_IBV_WR_RDMA_READ; /* wraps (top bit set) below READ */
+	__u64 responds = ((d - 3) >> 63) & (1 - (d >> 63));
+
+	return 1 - (__u32)responds;
+}
+
 static __always_inline int wanted(__u32 tgid)
 {
 	return !targ_tgid || tgid == targ_tgid;

@@ -232,13 +232,15 @@ static __always_inline void end_batch(struct sq_post_rec *b, __u64 id, int ret, 
 				 * branch per WR would multiply the verifier's states. */
 				__u32 inl = (w->send_flags / SQ_IBV_SEND_INLINE) & 1;
 				__u32 sig = (w->send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+				/* a READ's or an atomic's SGEs receive its response */
+				__u32 out = (1 - inl) * sends_payload(w->opcode);
 
 				inline_wrs += inl;
 				inline_bytes += (__u64)w->bytes * inl;
-				payload_bytes += (__u64)w->bytes * (1 - inl);
+				payload_bytes += (__u64)w->bytes * out;
 				/* the wr API gives lengths only in sum: count SGEs
 				 * that carry bytes as one each when set_sge */
-				sges += nonzero(w->bytes) * (w->num_sge + (1 - nonzero(w->num_sge))) * (1 - inl);
+				sges += nonzero(w->bytes) * (w->num_sge + (1 - nonzero(w->num_sge))) * out;
 				signaled += sig;
 			}
 			if (b->sge_cut) {

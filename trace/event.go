@@ -337,7 +337,9 @@ func (*Attach) Kind() Kind { return KindAttach }
 
 // QPCounters is a per-QP aggregate kept in the kernel by the low-overhead
 // mode instead of per-call events. Values are totals of the QP's
-// generation Gen since attach.
+// generation Gen since attach. PayloadBytes and PayloadSGEs are of the
+// non-inline WRs that carry a payload out: a READ's or an atomic's SGEs
+// receive its response and are not in them.
 type QPCounters struct {
 	Header
 	QP            uint64

@@ -31,4 +31,9 @@ type Counters struct {
 	FlushedCQEs     uint64 `json:"flushed_cqes"` // error CQEs written by a flush
 	PostRecvs       uint64 `json:"post_recvs"`   // receive WRs accepted
 	Outstanding     uint64 `json:"outstanding"`  // WRs posted and not yet retired, now
+	// READ and atomic responses written by DMA into the local buffer (a
+	// READ's one per non-empty SGE, its length; an atomic's one of 8 B);
+	// their SGEs are not payload reads
+	DMAWritesResponse uint64 `json:"dma_writes_response"`
+	DMABytesResponse  uint64 `json:"dma_bytes_response"`
 }

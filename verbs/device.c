@@ -438,6 +438,11 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	size_t align = page > 0 ? (size_t)page : 4096;
 	int ret;
 
+	if (cfg->atomics && d->dattr.atomic_cap == IBV_ATOMIC_NONE) {
+		fail(err, EOPNOTSUPP, "checking the device for atomics",
+		     "it reports atomic_cap IBV_ATOMIC_NONE");
+		return NULL;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		fail(err, ENOMEM, "allocating endpoint", NULL);

@@ -17,6 +17,7 @@
 #define INL_HDR 4u
 #define DGRAM_SEG 48u
 #define ATOMIC_SEG 16u
+#define ATOMIC_LEN 8u /* an atomic's operand and response */
 /* mlx5's UMR WQE of a memory-window bind or a local invalidate: control
  * segment, UMR control segment, mkey context, and for a bind the KLM of
  * the window (padded to 64 B). */
@@ -256,6 +257,15 @@ static enum ibv_wc_opcode wc_opcode(int opcode)
 	return IBV_WC_SEND;
 }
 
+/* responds reports whether an opcode's local SGEs receive a response the
+ * HCA writes (READ, compare-and-swap, fetch-and-add) rather than hold a
+ * payload it reads. */
+static int responds(int opcode)
+{
+	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 /* Copy inline payload into the SQ buffer the way the CPU does on mlx5 (so
  * inline costs what it costs), wrapping at the end of the ring. */
 static void copy_inline(struct sim_qp *qp, const void *src, uint32_t len)
@@ -323,6 +333,18 @@ static void commit(struct sim_qp *qp, uint32_t n)
 		if (w->inl) {
 			qp->c.inline_wrs++;
 			qp->c.inline_bytes += w->bytes;
+		} else if (responds(w->opcode)) {
+			/* the local SGEs receive the response: the HCA writes
+			 * them when it arrives, it reads nothing from them. A
+			 * READ's fills each; an atomic's 8 bytes fill the first
+			 * (mlx5 gives every data segment of an atomic 8 bytes). */
+			if (w->opcode == IBV_WR_RDMA_READ) {
+				qp->c.dma_writes_resp += w->sges;
+				qp->c.dma_bytes_resp += w->bytes;
+			} else if (w->sges) {
+				qp->c.dma_writes_resp++;
+				qp->c.dma_bytes_resp += ATOMIC_LEN;
+			}
 		} else {
 			qp->c.dma_reads_payload += w->sges;
 			qp->c.dma_bytes_payload += w->bytes;

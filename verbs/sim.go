@@ -326,6 +326,9 @@ func (s *Sim) Counters(e *Endpoint) (Counters, bool) {
 		FlushedCQEs:     uint64(c.flushed_cqes),
 		PostRecvs:       uint64(c.post_recvs),
 		Outstanding:     uint64(c.outstanding),
+
+		DMAWritesResponse: uint64(c.dma_writes_resp),
+		DMABytesResponse:  uint64(c.dma_bytes_resp),
 	}, true
 }
 

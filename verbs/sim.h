@@ -62,6 +62,11 @@ struct sqsim_counters {
 	uint64_t flushed_cqes;
 	uint64_t post_recvs;
 	uint64_t outstanding;
+	/* READ and atomic responses the HCA writes by DMA into the local
+	 * buffer: a READ's, one per non-empty data segment, its length; an
+	 * atomic's, one of 8 bytes */
+	uint64_t dma_writes_resp;
+	uint64_t dma_bytes_resp;
 };
 
 /* Per-CQ ground truth. An extended poll session (ibv_start_poll ..

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "loop.h"
+#include "../verbs/wrbuild.h"
 
 #define MAX_LIST 4096
 #define MAX_SGE 64
@@ -139,66 +140,6 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 	return n;
 }
 
-/* The 8 bytes an atomic reads or writes: the start of the remote buffer,
- * and of the local one for the response. */
-#define ATOMIC_LEN 8
-
-/* wr_build begins one WR through the ibv_wr_* builder of opcode; it
- * returns 1 when the builder made the whole WQE (no data to set) and
- * sets *len to the local data the WR has (atomics: 8 bytes). */
-static int wr_build(struct sq_endpoint *ep, int opcode, uint32_t *len)
-{
-	struct ibv_qp_ex *qpx = ep->qpx;
-	static const uint64_t word = 1;
-
-	switch (opcode) {
-	case IBV_WR_RDMA_WRITE:
-		ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);
-		return 0;
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		ibv_wr_rdma_write_imm(qpx, ep->rkey, ep->raddr, 0);
-		return 0;
-	case IBV_WR_SEND:
-		ibv_wr_send(qpx);
-		return 0;
-	case IBV_WR_SEND_WITH_IMM:
-		ibv_wr_send_imm(qpx, 0);
-		return 0;
-	case IBV_WR_SEND_WITH_INV:
-		ibv_wr_send_inv(qpx, ep->rkey);
-		return 0;
-	case IBV_WR_RDMA_READ:
-		ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
-		return 0;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		ibv_wr_atomic_cmp_swp(qpx, ep->rkey, ep->raddr, 0, 0);
-		*len = ATOMIC_LEN;
-		return 0;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		ibv_wr_atomic_fetch_add(qpx, ep->rkey, ep->raddr, 1);
-		*len = ATOMIC_LEN;
-		return 0;
-	case IBV_WR_ATOMIC_WRITE:
-		ibv_wr_atomic_write(qpx, ep->rkey, ep->raddr, &word);
-		return 1;
-	case IBV_WR_LOCAL_INV:
-		ibv_wr_local_inv(qpx, ep->rkey);
-		return 1;
-	case IBV_WR_BIND_MW: {
-		/* the simulated HCA only: it checks no window */
-		struct ibv_mw_bind_info bi = { .addr = (uintptr_t)ep->buf, .length = ep->buf_len };
-
-		ibv_wr_bind_mw(qpx, NULL, ep->rkey, &bi);
-		return 1;
-	}
-	default:
-		/* an opcode the wr API has no call for (the bad-opcode fault):
-		 * a READ, which the QP was not created for */
-		ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
-		return 0;
-	}
-}
-
 static int carries_payload(int opcode)
 {
 	switch (opcode) {
@@ -230,12 +171,13 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 
 		ibv_wr_start(qpx);
 		for (i = 0; i < k; i++) {
-			uint32_t len = size;
+			int opcode = bad_opcode ? bad_opcode : opcode_of(p, first + i);
+			uint32_t len = sq_wr_local_len(opcode, size);
 
 			qpx->wr_id = first + i;
 			/* rxe reads IBV_SEND_INLINE from wr_flags; mlx5 ignores it there */
 			qpx->wr_flags = flags[i];
-			if (wr_build(ep, bad_opcode ? bad_opcode : opcode_of(p, first + i), &len))
+			if (sq_wr_begin(ep, opcode))
 				continue;
 			if (ep->ah)
 				ibv_wr_set_ud_addr(qpx, ep->ah, ep->remote_qpn, ep->remote_qkey);
@@ -267,20 +209,11 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 		for (i = 0; i < k; i++) {
 			struct ibv_send_wr *w = &wrs[i];
 			int opcode = bad_opcode ? bad_opcode : opcode_of(p, first + i);
-			uint32_t len = size, j, n = num_sge ? num_sge : 1, per;
+			uint32_t len = sq_wr_local_len(opcode, size), j, n = num_sge ? num_sge : 1, per;
 			struct ibv_sge *sg = sges[i];
 
-			switch (opcode) {
-			case IBV_WR_ATOMIC_CMP_AND_SWP:
-			case IBV_WR_ATOMIC_FETCH_AND_ADD:
-			case IBV_WR_ATOMIC_WRITE:
-				len = ATOMIC_LEN;
-				break;
-			case IBV_WR_LOCAL_INV:
-			case IBV_WR_BIND_MW:
+			if (opcode == IBV_WR_LOCAL_INV || opcode == IBV_WR_BIND_MW)
 				n = 0; /* no data: the WQE is the memory-key operation */
-				break;
-			}
 			per = n ? len / n : 0;
 
 			if (n > 4) {
@@ -291,7 +224,6 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 			}
 			memset(w, 0, sizeof(*w));
 			w->wr_id = first + i;
-			w->opcode = opcode;
 			w->send_flags = flags[i];
 			w->sg_list = sg;
 			w->num_sge = (int)n;
@@ -301,36 +233,7 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 				sg[j].length = j + 1 == n ? len - per * j : per;
 				sg[j].lkey = ep->lkey;
 			}
-			switch (opcode) {
-			case IBV_WR_RDMA_WRITE:
-			case IBV_WR_RDMA_WRITE_WITH_IMM:
-			case IBV_WR_RDMA_READ:
-			case IBV_WR_ATOMIC_WRITE:
-				w->wr.rdma.remote_addr = ep->raddr;
-				w->wr.rdma.rkey = ep->rkey;
-				break;
-			case IBV_WR_ATOMIC_CMP_AND_SWP:
-			case IBV_WR_ATOMIC_FETCH_AND_ADD:
-				w->wr.atomic.remote_addr = ep->raddr;
-				w->wr.atomic.rkey = ep->rkey;
-				w->wr.atomic.compare_add = 1;
-				break;
-			case IBV_WR_SEND_WITH_INV:
-			case IBV_WR_LOCAL_INV:
-				w->invalidate_rkey = ep->rkey;
-				break;
-			case IBV_WR_BIND_MW:
-				/* the simulated HCA only: it reads no window */
-				w->bind_mw.rkey = ep->rkey;
-				w->bind_mw.bind_info.addr = (uintptr_t)ep->buf;
-				w->bind_mw.bind_info.length = ep->buf_len;
-				break;
-			}
-			if (ep->ah) {
-				w->wr.ud.ah = ep->ah;
-				w->wr.ud.remote_qpn = ep->remote_qpn;
-				w->wr.ud.remote_qkey = ep->remote_qkey;
-			}
+			sq_wr_fill(ep, w, opcode);
 		}
 		ret = ibv_post_send(ep->qp, wrs, &bad);
 		*accepted = ret ? (uint32_t)(bad - wrs) : k;

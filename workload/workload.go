@@ -11,6 +11,7 @@ package workload
 #cgo LDFLAGS: -libverbs
 #include <stdlib.h>
 #include "loop.h"
+#include "../verbs/wrbuild.h"
 */
 import "C"
 
@@ -224,9 +225,12 @@ type QPResult struct {
 	Caps     verbs.Caps
 	Type     verbs.QPType
 	App      AppCounters
-	WRSize   uint32 // payload bytes per WR actually used
-	InlineOn bool
-	NumSGE   uint32
+	WRSize   uint32 // local bytes per WR actually used (an atomic's 8, whatever -s says)
+	// SizesVary: the opcodes take different sizes (-s, an atomic's 8):
+	// WRSize is -s, and no size or MB/s is given for the run as a whole
+	SizesVary bool
+	InlineOn  bool
+	NumSGE    uint32
 }
 
 // Result is a whole run.
@@ -368,6 +372,19 @@ func open(cfg Config) (verbs.Device, error) {
 	return verbs.OpenDevice(cfg.Device, verbs.DeviceOptions{Port: cfg.Port, GIDIndex: cfg.GIDIndex})
 }
 
+// localSize is the local bytes of each WR of the opcodes when asked for
+// size, by the rule of verbs/wrbuild.h (an atomic's 8 bytes); size and
+// true when the opcodes take different sizes.
+func localSize(ops []int, size uint32) (uint32, bool) {
+	first := uint32(C.sq_wr_local_len(C.int(ops[0]), C.uint32_t(size)))
+	for _, op := range ops[1:] {
+		if uint32(C.sq_wr_local_len(C.int(op), C.uint32_t(size))) != first {
+			return size, true
+		}
+	}
+	return first, false
+}
+
 // shape is what every WR of a phase looks like.
 type shape struct {
 	size   uint32
@@ -447,6 +464,7 @@ func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, healthy, f
 		app.Fault = fault.String()
 	}
 	q := QPResult{Index: idx, Caps: ep.Caps, Type: ep.Type, App: app, WRSize: size, InlineOn: inline, NumSGE: nsge}
+	q.WRSize, q.SizesVary = localSize(cfg.Opcodes, size)
 	if c, ok := dev.Counters(ep); ok {
 		q.Counters = c
 		q.HCATruth = true
