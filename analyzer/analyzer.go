@@ -217,8 +217,10 @@ type Analyzer struct {
 	cqGens map[objKey]*cqState
 	allCQs []*cqState
 	srqs   []*srqState
-	// srqRecvs counts the receive WRs posted to SRQs (recv.go)
+	// srqRecvs counts the receive WRs posted to SRQs; recv says which
+	// receive figures the trace has (recv.go)
 	srqRecvs uint64
+	recv     recvTrace
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
@@ -376,7 +378,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		}
 		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
-		a.noteCounted()
+		a.recv.kernel = true
 	case *trace.PostRecv:
 		a.postRecv(e)
 	case *trace.QPCounters:
@@ -399,6 +401,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+		a.recvAttach(e)
 	case *trace.CQCreate:
 		a.cqCreated(e)
 	case *trace.SRQCreate, *trace.SRQDestroy:
@@ -457,6 +460,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.snap
+	known := a.recvKnown()
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
 	s.QPs = make([]QP, 0, len(a.all))
 	for _, q := range a.all {
@@ -503,7 +507,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
 			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),
-			recvUntraced: a.snap.ReceivesNotTraced == whyRecvOld,
+			recvUntraced: !known.posts,
 		})
 		addCounters(&s.Total.Counters, &c)
 	}
@@ -535,7 +539,8 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
 	s.UnknownQPPosts += a.countedUnknownPosts()
 	s.SRQRecvs = a.srqRecvsSnapshot()
-	s.Total.recvUntraced = s.ReceivesNotTraced == whyRecvOld
+	s.Total.recvUntraced = !known.posts
+	s.ReceivesNotTraced = known.why
 	return s
 }
 

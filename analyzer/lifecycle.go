@@ -243,9 +243,10 @@ func (a *Analyzer) cqSnapshot() []CQ {
 // srqSnapshot is the snapshot of every SRQ lifetime.
 func (a *Analyzer) srqSnapshot() []SRQ {
 	var out []SRQ
+	known := a.recvKnown().srqs
 	for _, s := range a.srqs {
 		v := s.SRQ
-		if a.snap.ReceivesNotTraced == "" {
+		if known {
 			r := s.recv
 			v.Recv = &r
 		}

@@ -2,6 +2,7 @@ package analyzer
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/sqscope/sqscope/trace"
 )
@@ -80,37 +81,74 @@ const (
 	whyRecvSRQ      = "more receive completions than receives posted to it: its receives come from an SRQ, or were posted through calls not traced"
 )
 
-// noteCounted marks the trace as one of counters mode (kernel totals
-// seen), which counts the receives posted to QPs, and no more.
-func (a *Analyzer) noteCounted() {
-	if a.snap.ReceivesNotTraced != whyRecvOld {
-		a.snap.ReceivesNotTraced = whyRecvCounters
+// recvTrace is what decides which receive figures a trace has: the
+// kernel's totals (counters mode), with or without receives, and whether
+// the probes of ibv_post_recv and ibv_post_srq_recv were placed.
+type recvTrace struct {
+	kernel, old            bool   // kernel totals seen; some without receives
+	attached, srqAttached  bool   // a probe of the call was placed
+	attachErr, srqAttachEr string // why one was not (the first reason)
+}
+
+// recvKnown is which receive figures the snapshot has, and why not the
+// others ("" when it has them all).
+type recvKnown struct {
+	posts       bool // receives posted to QPs
+	completions bool // receive completions (consumed, outstanding)
+	srqs        bool // receives posted to SRQs
+	why         string
+}
+
+func (a *Analyzer) recvKnown() recvKnown {
+	t := &a.recv
+	k := recvKnown{posts: true, completions: !t.kernel, srqs: !t.kernel}
+	var why []string
+	switch {
+	case t.old:
+		k.posts = false
+		why = append(why, whyRecvOld)
+	case t.kernel:
+		why = append(why, whyRecvCounters)
+	}
+	if !t.attached && t.attachErr != "" {
+		k.posts = false
+		why = append(why, "ibv_post_recv was not traced ("+t.attachErr+")")
+	}
+	if k.srqs && !t.srqAttached && t.srqAttachEr != "" {
+		k.srqs = false
+		why = append(why, "ibv_post_srq_recv was not traced ("+t.srqAttachEr+")")
+	}
+	k.why = strings.Join(why, "; ")
+	return k
+}
+
+// recvAttach notes where a receive call's probe was placed, or why not.
+func (a *Analyzer) recvAttach(e *trace.Attach) {
+	t := &a.recv
+	switch {
+	case e.Func == "post_recv" && e.Err == "":
+		t.attached = true
+	case e.Func == "post_recv" && t.attachErr == "":
+		t.attachErr = e.Err
+	case e.Func == "post_srq_recv" && e.Err == "":
+		t.srqAttached = true
+	case e.Func == "post_srq_recv" && t.srqAttachEr == "":
+		t.srqAttachEr = e.Err
 	}
 }
 
-// countedRecvs takes the receives of a QP's kernel totals.
+// countedRecvs takes the receives of a QP's kernel totals (counters
+// mode; CQ totals mark it too).
 func (a *Analyzer) countedRecvs(q *sq, e *trace.QPCounters) {
+	a.recv.kernel = true
 	if !e.RecvsCounted {
-		a.snap.ReceivesNotTraced = whyRecvOld
+		a.recv.old = true
 		return
 	}
-	a.noteCounted()
 	r := &q.rq
 	r.counted = true
 	r.calls, r.posted, r.failedCalls = e.RecvCalls, e.Recvs, e.RecvFailed
 	q.c.PostRecvs = e.Recvs
-}
-
-// recvsCounted reports whether receives are counted at all (not an old
-// counters-mode recording), postsOnly whether only the posts to QPs are.
-func (a *Analyzer) recvsCounted() (counted, postsOnly bool) {
-	switch a.snap.ReceivesNotTraced {
-	case whyRecvOld:
-		return false, false
-	case whyRecvCounters:
-		return true, true
-	}
-	return true, false
 }
 
 // qpRecvCreated takes the receive CQ of a QP's create.
@@ -123,7 +161,7 @@ func (a *Analyzer) qpRecvCreated(q *sq, e *trace.QPCreate) {
 
 // postRecv applies an ibv_post_recv or ibv_post_srq_recv call.
 func (a *Analyzer) postRecv(e *trace.PostRecv) {
-	if a.snap.ReceivesNotTraced != "" {
+	if a.recv.kernel {
 		return // a recording of both modes: the kernel's totals hold them
 	}
 	if e.SRQ {
@@ -181,8 +219,8 @@ func (a *Analyzer) srqAt(pid uint32, addr uint64) *srqState {
 // recvSnapshot is a QP's receive queue in a snapshot, nil when receives
 // are not traced.
 func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
-	counted, postsOnly := a.recvsCounted()
-	if !counted {
+	known := a.recvKnown()
+	if !known.posts {
 		return nil
 	}
 	r := &q.rq
@@ -196,7 +234,7 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 		out.Depth = &d
 	}
 	switch n, ok := r.outstanding(q.capsKnown); {
-	case postsOnly:
+	case !known.completions:
 		out.counted, out.Consumed, out.CQEErrors = true, 0, 0
 		out.OutstandingUnknown = whyRecvCounted
 	case ok:
@@ -225,11 +263,12 @@ func (a *Analyzer) cqUsers(cqs []CQ) {
 			cqs[i].RecvQPs = append(cqs[i].RecvQPs, q.key.qpNum)
 		}
 	}
+	completions := a.recvKnown().completions
 	for i := range cqs {
 		slices.Sort(cqs[i].SendQPs)
 		slices.Sort(cqs[i].RecvQPs)
 		// an extended poll's completion has no opcode to tell a receive by
-		if c := a.allCQs[i]; a.snap.ReceivesNotTraced == "" && !c.counted && !c.ex && c.exUnmatched == 0 {
+		if c := a.allCQs[i]; completions && !c.counted && !c.ex && c.exUnmatched == 0 {
 			n := c.recvCQEs
 			cqs[i].RecvCQEs = &n
 		}
@@ -239,7 +278,7 @@ func (a *Analyzer) cqUsers(cqs []CQ) {
 // srqRecvsSnapshot is the receive WRs posted to every SRQ, nil when
 // receives are not traced.
 func (a *Analyzer) srqRecvsSnapshot() *uint64 {
-	if _, postsOnly := a.recvsCounted(); postsOnly || a.snap.ReceivesNotTraced != "" {
+	if !a.recvKnown().srqs {
 		return nil
 	}
 	n := a.srqRecvs

@@ -327,3 +327,50 @@ func TestReceiveSideCountersMode(t *testing.T) {
 		})
 	}
 }
+
+// A receive call whose probe was not placed leaves its figures out, with
+// the reason; placed in another library after all, it was traced.
+func TestReceivesNotAttached(t *testing.T) {
+	attach := func(s *stream, fn, err string) {
+		s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: fn, Path: "libmlx5.so.1", Offset: 0x1000, Err: err})
+	}
+	for _, tc := range []struct {
+		name       string
+		attach     func(s *stream)
+		posts, srq bool
+		why        string
+	}{
+		{"post_recv not placed", func(s *stream) { attach(s, "post_recv", "permission denied") },
+			false, true, "ibv_post_recv was not traced (permission denied)"},
+		{"post_recv placed in another library", func(s *stream) {
+			attach(s, "post_recv", "permission denied")
+			attach(s, "post_recv", "")
+		}, true, true, ""},
+		{"post_srq_recv not placed", func(s *stream) { attach(s, "post_srq_recv", "no such function") },
+			true, false, "ibv_post_srq_recv was not traced (no such function)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			tc.attach(s)
+			s.create(0x1c0, trace.QPTypeRC, rcCaps(16, 0, 1), false)
+			s.recvPost(qpAddr(0x1c0), 0x1c0, 4, 0, 4, false)
+			s.cqPoll(cqAddr(0x1c0), 0, recvWCs(0x1c0, 2, 0)...)
+			snap := s.run(Options{})
+			r := snap.QPs[0].Recv
+			if snap.ReceivesNotTraced != tc.why || (r != nil) != tc.posts || (snap.SRQRecvs != nil) != tc.srq {
+				t.Fatalf("reason %q, receives %+v, SRQ receives %v; want %q, receives %v, SRQ receives %v",
+					snap.ReceivesNotTraced, r, snap.SRQRecvs, tc.why, tc.posts, tc.srq)
+			}
+			if r != nil && (r.Posted != 4 || r.Consumed != 2 || r.Outstanding == nil || *r.Outstanding != 2) {
+				t.Errorf("receives %+v: want 4 posted, 2 consumed, 2 outstanding", r)
+			}
+			var text bytes.Buffer
+			if err := WriteText(&text, snap); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(text.String(), "receive side: "+tc.why+"\n"); got != (tc.why != "") {
+				t.Errorf("text gives the reason %v, want %v:\n%s", got, tc.why != "", text.String())
+			}
+		})
+	}
+}
