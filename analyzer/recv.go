@@ -43,8 +43,8 @@ func (r *rqState) outstanding(createSeen bool) (uint64, bool) {
 // (consumed, outstanding): Snapshot.ReceivesNotTraced says why.
 type RecvQueue struct {
 	// RecvCQ is the QP's receive CQ, from its create or, attached late,
-	// from its first receive completion; 0 when not known.
-	RecvCQ    uint64 `json:"recv_cq"`
+	// from its first receive completion; 0 (absent) when not known.
+	RecvCQ    uint64 `json:"recv_cq,omitempty"`
 	RecvCQGen uint64 `json:"recv_cq_gen"`
 	// Depth is max_recv_wr as the QP reported it; absent when its create
 	// was not seen, 0 for a QP without its own receive queue (of an SRQ).
