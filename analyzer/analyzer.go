@@ -57,6 +57,12 @@ type Counters struct {
 	DMABytesResponse  uint64 `json:"dma_bytes_response"`
 	// Opcodes are the accepted WRs by opcode.
 	Opcodes OpcodeMix `json:"opcodes"`
+	// NotRTS counts posts refused because the QP was not in RTS (ENOMEM
+	// from ibv_post_send, not in ENOMEMSGE; EINVAL from ibv_wr_complete,
+	// in EINVAL too).
+	NotRTS uint64 `json:"not_rts"`
+	// RecvCQEs are the receive completions of this QP polled.
+	RecvCQEs uint64 `json:"recv_cqes_polled"`
 	Cuts
 }
 
@@ -178,6 +184,7 @@ type cqState struct {
 	counted   bool
 	createdNS uint64
 	cqCalls
+	cqPending // diag_state.go
 }
 
 // notePolls counts n polls at time now.
@@ -229,6 +236,8 @@ type Analyzer struct {
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
+	// rqsEmpty counts the traced receiving QPs whose RQ is empty (diag_recv.go)
+	rqsEmpty int
 }
 
 // New returns an empty analyzer.
@@ -299,6 +308,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.sendCapsInferred = false
 		q.createdNS = e.TimeNS
 		q.sigAll = e.SigAll
+		q.stateCreated()
 		q.sendCQ = e.SendCQ
 		q.cq = nil
 		if e.SendCQ != 0 {
@@ -311,7 +321,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.CQChange:
 		a.cqChange(e)
 	case *trace.QPModify:
-		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS).stateModified(e)
 	case *trace.Post:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
 		if !q.capsKnown {
@@ -330,6 +340,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			c.cqes += uint64(e.Ret)
 		} else if e.Ret == 0 {
 			c.empty++
+		}
+		if e.Ret == 0 || e.EmptyBefore > 0 {
+			a.cqEmpty(c, e.TimeNS)
 		}
 		var last *sq
 		for i := range e.WCs {
@@ -352,6 +365,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				a.qpEpoch++
 			}
 			q.complete(wc)
+			a.notePending(q, e.TimeNS)
+			if wc.Status == ibv.WCRNRRetryExcErr {
+				a.rnrExceeded(q, e.TimeNS)
+			} else if wc.Status == 0 {
+				q.starved = false
+			}
 			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
 				a.checkNotTraced(q, e.TimeNS)
 			}
@@ -370,6 +389,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
 		c.notePolls(e.Count, e.TimeNS)
 		c.empty += e.Count
+		a.cqEmpty(c, e.TimeNS)
 	case *trace.CQCounters:
 		// totals since attach (counters mode): they replace, not add
 		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
@@ -380,7 +400,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
 		a.recv.kernel = true
 	case *trace.PostRecv:
-		a.postRecv(e)
+			a.postRecv(e)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)

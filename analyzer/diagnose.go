@@ -32,6 +32,13 @@ const (
 	DiagTrendingFull
 	// What the trace itself shows it misses.
 	DiagCallsNotTraced
+	// The QP's state and its send CQ's depth (diag_state.go).
+	DiagQPNotRTS
+	DiagCQOverrunRisk
+	DiagCQOverrun
+	// Receive-queue starvation of SENDs (diag_recv.go).
+	DiagRQStarved
+	DiagRNRRetryExceeded
 
 	numDiagKinds
 )
@@ -85,6 +92,16 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"occupancy_from", "occupancy", "max_send_wr", "over_ms", "growth_wrs_per_s", "full_in_ms"}},
 	DiagCallsNotTraced: {"calls_not_traced", SevWarning,
 		[]string{"outstanding", "max_send_wr", "unmatched_cqes", "empty_wr_batches"}},
+	DiagQPNotRTS: {"post_qp_not_rts", SevError,
+		[]string{"qp_state", "errno", "api", "wr_index", "num_sge", "max_send_sge", "posts_refused"}},
+	DiagCQOverrunRisk: {"cq_overrun_risk", SevPrediction,
+		[]string{"completions_pending", "cq_depth", "pct_of_depth", "cq", "cq_qps"}},
+	DiagCQOverrun: {"cq_overrun", SevError,
+		[]string{"completions_pending", "cq_depth", "cq", "cqes_returned_since", "over_since_ns", "cq_qps", "still_pending"}},
+	DiagRQStarved: {"rq_starved", SevError,
+		[]string{"outstanding", "max_send_wr", "receiver_qp", "recvs_posted", "recvs_completed", "max_recv_wr", "receivers_empty", "receivers_traced"}},
+	DiagRNRRetryExceeded: {"rnr_retry_exceeded", SevError,
+		[]string{"rnr_retry_exc_cqes", "receiver_qp", "recvs_posted", "recvs_completed", "receivers_empty", "receivers_traced"}},
 }
 
 func (k DiagKind) String() string {
@@ -147,6 +164,7 @@ func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
 // afterPost looks for what a post call revealed.
 func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	now := p.TimeNS
+	q.noteSends(p, n)
 	switch cause {
 	case causeSQFull:
 		a.diagnoseOverflow(q, now)
@@ -164,6 +182,8 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 		}
 	case causeSGE:
 		a.record(q, DiagTooManySGE, now, evidence{uint64(n), uint64(p.WRs[n].NumSGE), uint64(q.caps.MaxSendSGE)})
+	case causeNotRTS:
+		a.recordNotRTS(q, p, n)
 	case causeEINVAL:
 		op := noValue
 		if n < len(p.WRs) {
@@ -182,6 +202,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 		a.record(q, DiagSigAllFlag, now, evidence{q.sigAllFlagged, q.sigAllUnflagged})
 	}
 	a.checkNotTraced(q, now)
+	a.notePending(q, now)
 	if q.runWarnPending {
 		q.runWarnPending = false
 		d := q.depth()
@@ -227,6 +248,9 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 // WR among them, and that CQE only by a poll of the send CQ after it was
 // posted.
 func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
+	if a.checkStarved(q, now) {
+		return // the SENDs wait for receives: not a completion-side cause
+	}
 	out, d := q.outstanding(), q.depth()
 	sigOut := q.sigOutstanding()
 	if sigOut == 0 {
@@ -372,6 +396,10 @@ func (r *diagRec) export() Diagnosis {
 		}
 		d.Message = "the trace misses calls on this QP: " + strings.Join(what, "; ")
 		d.Fix = "Look at the probes the report lists as NOT ATTACHED or not traced: the counts of this QP leave out the calls made through them."
+	case DiagQPNotRTS, DiagCQOverrunRisk, DiagCQOverrun:
+		r.exportState(&d)
+	case DiagRQStarved, DiagRNRRetryExceeded:
+		r.exportRecv(&d)
 	case DiagTrendingFull:
 		d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
 			e[0], e[1], e[2], e[3], e[4], e[5])

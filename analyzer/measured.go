@@ -21,7 +21,7 @@ var (
 		"wrs_past_bound", "wr_api_calls", "aborted", "longest_unsignaled_run",
 		"mmio_bytes", "dma_bytes_wqe", "empty_wr_batches", "inline_sges",
 		"baseline_wqe_bytes", "wrs_beyond_model",
-		"dma_writes_response", "dma_bytes_response", "opcodes")
+		"dma_writes_response", "dma_bytes_response", "opcodes", "not_rts", "recv_cqes_polled")
 	unmeasuredQP = keySet("outstanding", "signal_interval_typical",
 		"signal_interval_longest", "occupancy")
 	unmeasuredRates = keySet("cqes_per_s")

@@ -14,28 +14,29 @@ import (
 // whichever CQ; an extended poll's completion has no opcode, so a receive
 // completion there is counted on its CQ only (excq.go).
 
-// rqState is one QP lifetime's receive queue.
+// rqState is one QP lifetime's receive queue; the receives posted are
+// Counters.PostRecvs, those consumed qpRecvTrack.recvCQEs (diag_recv.go).
 type rqState struct {
 	calls, failedCalls uint64
-	posted             uint64 // receive WRs accepted
-	consumed, errors   uint64 // receive CQEs polled for it, and of those with an error status
+	errors             uint64 // receive CQEs with an error status
 	peak               uint64 // receives outstanding after a post_recv, at most
-	// counted: calls, posted and failedCalls are the kernel's totals
+	// counted: calls, failedCalls and PostRecvs are the kernel's totals
 	// (counters mode), which sees no receive completion
 	counted bool
 	recvCQ  uint64
 	rcq     *cqState // of recvCQ; nil while it is unknown
 }
 
-// outstanding is posted minus consumed, and whether that is the RQ's
-// occupancy: only when the QP's create was seen (no receives posted
-// before tracing) and the completions do not outnumber the posts (a QP
-// of an SRQ is given completions of receives posted to the SRQ).
-func (r *rqState) outstanding(createSeen bool) (uint64, bool) {
-	if !createSeen || r.consumed > r.posted {
+// rqOutstanding is the receives posted minus those consumed, and whether
+// that is the RQ's occupancy: only when the QP's create was seen (no
+// receives posted before tracing) and the completions do not outnumber
+// the posts (a QP of an SRQ is given completions of receives posted to
+// the SRQ).
+func (q *sq) rqOutstanding() (uint64, bool) {
+	if !q.capsKnown || q.recvCQEs > q.c.PostRecvs {
 		return 0, false
 	}
-	return r.posted - r.consumed, true
+	return q.c.PostRecvs - q.recvCQEs, true
 }
 
 // RecvQueue is a QP's receive queue in a snapshot; nil when receives are
@@ -147,7 +148,7 @@ func (a *Analyzer) countedRecvs(q *sq, e *trace.QPCounters) {
 	}
 	r := &q.rq
 	r.counted = true
-	r.calls, r.posted, r.failedCalls = e.RecvCalls, e.Recvs, e.RecvFailed
+	r.calls, r.failedCalls = e.RecvCalls, e.RecvFailed
 	q.c.PostRecvs = e.Recvs
 }
 
@@ -175,15 +176,16 @@ func (a *Analyzer) postRecv(e *trace.PostRecv) {
 		return
 	}
 	q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+	was := q.rqEmpty()
 	q.c.PostRecvs += uint64(e.Accepted)
+	a.noteRQ(q, was)
 	r := &q.rq
 	r.calls++
-	r.posted += uint64(e.Accepted)
 	if e.Ret != 0 {
 		r.failedCalls++
 	}
-	if r.posted > r.consumed {
-		r.peak = max(r.peak, r.posted-r.consumed)
+	if q.c.PostRecvs > q.recvCQEs {
+		r.peak = max(r.peak, q.c.PostRecvs-q.recvCQEs)
 	}
 	q.lastNS = max(q.lastNS, e.TimeNS)
 }
@@ -191,16 +193,15 @@ func (a *Analyzer) postRecv(e *trace.PostRecv) {
 // recvWC applies a receive completion that ibv_poll_cq returned from c.
 func (a *Analyzer) recvWC(pid uint32, c *cqState, wc *trace.WC, now uint64) {
 	c.recvCQEs++
+	a.noteRecvWC(pid, wc, now)
 	q := a.wcQP(pid, wc.QPNum, now)
 	r := &q.rq
 	if r.recvCQ == 0 {
 		r.recvCQ, r.rcq = c.addr, c // attached late: learn the receive CQ from its CQEs
 	}
-	r.consumed++
 	if wc.Status != 0 {
 		r.errors++
 	}
-	q.lastNS = max(q.lastNS, now)
 }
 
 // srqAt is the SRQ living at an address, one created before tracing
@@ -224,8 +225,8 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 		return nil
 	}
 	r := &q.rq
-	out := &RecvQueue{RecvCQ: r.recvCQ, PostCalls: r.calls, FailedCalls: r.failedCalls, Posted: r.posted,
-		Consumed: r.consumed, CQEErrors: r.errors}
+	out := &RecvQueue{RecvCQ: r.recvCQ, PostCalls: r.calls, FailedCalls: r.failedCalls, Posted: q.c.PostRecvs,
+		Consumed: q.recvCQEs, CQEErrors: r.errors}
 	if r.rcq != nil {
 		out.RecvCQGen = r.rcq.gen
 	}
@@ -233,7 +234,7 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 		d := q.caps.MaxRecvWR
 		out.Depth = &d
 	}
-	switch n, ok := r.outstanding(q.capsKnown); {
+	switch n, ok := q.rqOutstanding(); {
 	case !known.completions:
 		out.counted, out.Consumed, out.CQEErrors = true, 0, 0
 		out.OutstandingUnknown = whyRecvCounted

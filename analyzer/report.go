@@ -111,6 +111,7 @@ func writeText(w io.Writer, s Snapshot) {
 			{q.ENOMEMSQFull, "ENOMEM SQ full %d"},
 			{q.ENOMEMInline, "ENOMEM inline too big %d"},
 			{q.ENOMEMSGE, "ENOMEM too many SGEs %d"},
+			{q.NotRTS, "refused, QP not in RTS %d"},
 			{q.ENOMEMUnknown, "ENOMEM cause unknown %d"},
 			{q.EINVAL, "EINVAL %d"},
 			{q.OtherErrors, "other errors %d"},

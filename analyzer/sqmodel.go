@@ -125,6 +125,10 @@ type sq struct {
 	// empty wr batches, and whether outstanding was over the depth
 	notTracedNoted [2]uint64
 	notTracedOver  bool
+
+	qpStateTrack // diag_state.go
+	qpPending
+	qpRecvTrack // diag_recv.go
 }
 
 func (q *sq) outstanding() uint64 { return q.head - q.tail }
@@ -340,6 +344,9 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 // cause classifies a failed post at WR index i of the list, by the
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
+	if q.notRTS(p) {
+		return causeNotRTS
+	}
 	if p.Ret == ibv.EINVAL {
 		return causeEINVAL
 	}
@@ -391,6 +398,7 @@ const (
 	causeEINVAL
 	causeUnknownENOMEM
 	causeOther
+	causeNotRTS // ENOMEM or EINVAL from a QP not in RTS (diag_state.go)
 )
 
 // post applies one post call to the model. It returns the cause of a
@@ -438,6 +446,11 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 			q.c.EINVAL++
 		case causeUnknownENOMEM:
 			q.c.ENOMEMUnknown++
+		case causeNotRTS:
+			q.c.NotRTS++
+			if p.Ret == ibv.EINVAL {
+				q.c.EINVAL++
+			}
 		default:
 			q.c.OtherErrors++
 		}

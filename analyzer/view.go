@@ -65,6 +65,8 @@ func (c Counters) Sub(b Counters) Counters {
 	for i := range d.Opcodes {
 		sub(&d.Opcodes[i], b.Opcodes[i])
 	}
+	sub(&d.NotRTS, b.NotRTS)
+	sub(&d.RecvCQEs, b.RecvCQEs)
 	return d
 }
 

@@ -23,8 +23,9 @@ uint64_t wl_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Keep the peer's receive queue full for SEND on a real connection. */
-static void replenish(struct sq_endpoint *ep, struct wl_result *r)
+/* Keep the peer's receive queue full for SEND on a connection; a starved
+ * receiver (starve) reaps its completions but posts no new receive. */
+static void replenish(struct sq_endpoint *ep, struct wl_result *r, int starve)
 {
 	struct ibv_wc wc[64];
 	int n, i;
@@ -38,7 +39,7 @@ static void replenish(struct sq_endpoint *ep, struct wl_result *r)
 		uint64_t slot = wc[i].wr_id % (ep->rq_depth ? ep->rq_depth : 1);
 
 		r->recv_cqes++;
-		if (wc[i].status != IBV_WC_SUCCESS)
+		if (wc[i].status != IBV_WC_SUCCESS || starve)
 			continue;
 		memset(&wr, 0, sizeof(wr));
 		sge.addr = (uintptr_t)ep->rbuf + slot * ep->recv_size;
@@ -101,7 +102,7 @@ static int poll_ex(struct ibv_cq_ex *cq, int max, int mode, struct ibv_wc *wc)
 }
 
 static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,
-		     struct state *st, uint64_t *stamps, struct ibv_wc *wc)
+		     struct state *st, uint64_t *stamps, struct ibv_wc *wc, int starve)
 {
 	int n, i;
 	uint64_t now = 0;
@@ -114,7 +115,7 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 	if (n <= 0) {
 		if (n == 0)
 			r->empty_polls++;
-		replenish(ep, r);
+		replenish(ep, r, starve);
 		return n;
 	}
 	if (stamps)
@@ -136,7 +137,7 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 				r->lat_max_ns = d;
 		}
 	}
-	replenish(ep, r);
+	replenish(ep, r, starve);
 	return n;
 }
 
@@ -247,7 +248,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 	static __thread unsigned int flags[MAX_LIST];
 	static __thread struct ibv_wc wc[MAX_POLL];
 	struct state st = { .sig_mask = p->stamp_mask };
-	uint64_t deadline = 0, idle_since;
+	uint64_t deadline = 0, idle_since, held_since = 0;
 	int timed = p->duration_ns != 0;
 	int fault = WL_FAULT_NONE;
 	uint64_t last_now;
@@ -308,12 +309,27 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		/* The application's own flow control: never more than tx_depth
 		 * outstanding. Fault modes that overflow the SQ skip it, as the
 		 * buggy applications they reproduce do. */
-		if (p->tx_depth && fault != WL_FAULT_NEVER_SIGNAL && fault != WL_FAULT_LAZY_POLL) {
+		if (p->tx_depth && fault != WL_FAULT_NEVER_SIGNAL && fault != WL_FAULT_LAZY_POLL &&
+		    fault != WL_FAULT_RQ_STARVE) {
 			out = r->wrs - st.retired_wrs;
 			if (out + k > p->tx_depth) {
-				poll_once(ep, p, r, &st, stamps, wc);
+				uint64_t now;
+
+				if (poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE) > 0 || !held_since) {
+					held_since = wl_now_ns();
+					continue;
+				}
+				/* completions stopped coming (an overrun CQ writes no
+				 * more): give up as the drain does */
+				now = wl_now_ns();
+				last_now = now;
+				if (now - held_since > p->drain_ns) {
+					r->stalled = 1;
+					break;
+				}
 				continue;
 			}
+			held_since = 0;
 		}
 		if (p->rate) {
 			uint64_t due = r->start_ns + r->attempts * 1000000000ull / p->rate;
@@ -388,16 +404,18 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 
 		if (fault == WL_FAULT_LAZY_POLL && p->lazy_poll > 1) {
 			if (r->post_calls % p->lazy_poll == 0)
-				poll_once(ep, p, r, &st, stamps, wc);
+				poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE);
+		} else if (fault == WL_FAULT_CQ_OVERRUN) {
+			/* reaped only when the flow control above holds */
 		} else {
-			poll_once(ep, p, r, &st, stamps, wc);
+			poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE);
 		}
 	}
 
 	/* Drain: wait for the CQE of the last signaled WR. */
 	idle_since = wl_now_ns();
-	while (st.retired < st.last_signaled) {
-		int n = poll_once(ep, p, r, &st, stamps, wc);
+	while (!r->stalled && st.retired < st.last_signaled) {
+		int n = poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE);
 
 		if (n > 0)
 			idle_since = wl_now_ns();

@@ -11,7 +11,8 @@ import (
 // hcaOnly are the counter names only the simulated HCA can know.
 var hcaOnly = []string{"bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload", "cqe_writes",
 	"mmio_bytes", "dma_bytes_wqe", "dma_bytes_payload", "inline_bytes", "flushed_cqes", "post_recvs", "outstanding",
-	"dma_writes_response", "dma_bytes_response"}
+	"dma_writes_response", "dma_bytes_response",
+	"cq_overrun_errs", "recvs_consumed", "recv_cqes_polled", "rnr_waits", "rnr_retry_exc"}
 
 // MarshalJSON writes the shared counter names at the top level (the names a
 // trace report uses), then the application's view under "app". On a real
@@ -37,6 +38,9 @@ func (q QPResult) MarshalJSON() ([]byte, error) {
 		m["wr_size"] = q.WRSize
 	}
 	m["app"] = q.App
+	if q.Receiver != nil {
+		m["receiver"] = q.Receiver
+	}
 	return json.Marshal(m)
 }
 
@@ -117,6 +121,10 @@ func (r *Result) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "   HCA: doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; DMA writes: responses %d (%d B), CQEs %d\n",
 				k.Doorbells, k.BFWrites, k.WQEBBs, k.DMAReadsWQE, k.DMAReadsPayload, k.DMAWritesResponse, k.DMABytesResponse, k.CQEWrites)
 		}
+		if r := q.Receiver; r != nil {
+			fmt.Fprintf(w, "   receiver QP %#x: receives posted %d, taken by SENDs %d, completions polled %d; SENDs that met an empty RQ %d (RNR retries exhausted %d)\n",
+				r.QPNum, r.PostRecvs, r.RecvsConsumed, r.RecvCQEsPolled, k.RNRWaits, k.RNRRetryExc)
+		}
 		for _, s := range q.diagnosis(c) {
 			fmt.Fprintf(w, "   %s\n", s)
 		}
@@ -131,6 +139,12 @@ func (q QPResult) diagnosis(c Config) []string {
 	k, a := q.Counters, q.App
 	var out []string
 	failed := a.ENOMEM + a.EINVAL + a.OtherErrors
+	if k.CQOverrunErrs > 0 {
+		out = append(out, "CQ OVERRUN: a completion was due on the full send CQ: the CQ went to error and the QP to the error state (fault cq-overrun)")
+	}
+	if a.Stalled {
+		out = append(out, "STALLED: no completion came for the drain timeout while the application's own limit held it: the run stopped")
+	}
 	if failed == 0 {
 		if a.Undrained > 0 {
 			out = append(out, fmt.Sprintf("WARNING: %d signaled WR(s) never completed within the drain timeout", a.Undrained))
@@ -159,6 +173,8 @@ func (q QPResult) diagnosis(c Config) []string {
 			}
 		case FaultLazyPoll.String():
 			s += fmt.Sprintf("; CQEs were polled only every %d post calls, too rarely to retire WQEs in time (fault lazy-poll)", c.LazyPoll)
+		case FaultRQStarve.String():
+			s += "; the receiver posted no new receives, so the SENDs waited on RNR retries (fault rq-starve)"
 		}
 		out = append(out, s)
 	}
@@ -166,11 +182,14 @@ func (q QPResult) diagnosis(c Config) []string {
 		out = append(out, fmt.Sprintf("INLINE TOO BIG: %d post call(s) failed with ENOMEM: %d B inline > max_inline_data %d",
 			k.ENOMEMInline, q.WRSize, k.MaxInlineData))
 	}
+	if k.NotRTS > 0 {
+		out = append(out, fmt.Sprintf("QP NOT IN RTS: %d post call(s) refused (ENOMEM through post_send's SGE check, EINVAL through wr_complete) on a QP left in RTR (fault post-before-rts)", k.NotRTS))
+	}
 	if k.ENOMEMSGE > 0 {
 		out = append(out, fmt.Sprintf("TOO MANY SGES: %d post call(s) failed with ENOMEM: num_sge %d > max_send_sge %d",
 			k.ENOMEMSGE, q.NumSGE, q.Caps.MaxSendSGE))
 	}
-	if k.EINVAL > 0 || a.EINVAL > 0 {
+	if (k.EINVAL > 0 || a.EINVAL > 0) && k.EINVAL != k.NotRTS {
 		out = append(out, fmt.Sprintf("EINVAL: %d post call(s) rejected (bad opcode or QP state)", max(k.EINVAL, a.EINVAL)))
 	}
 	if a.OtherErrors > 0 {

@@ -69,6 +69,7 @@ var exactFields = []string{
 	"enomem_sq_full", "enomem_inline", "enomem_sge", "einval",
 	"doorbells", "bf_writes", "dma_reads_wqe", "dma_reads_payload", "cqe_writes", "peak_outstanding",
 	"max_send_wr", "max_inline_data", "dma_bytes_payload", "dma_writes_response", "dma_bytes_response",
+	"not_rts", "post_recvs", "recv_cqes_polled",
 }
 
 type traceOut struct {
@@ -136,6 +137,12 @@ func readTruth(t *testing.T, path string) []map[string]any {
 // compareQPs requires every exact field of every QP to equal the truth.
 func compareQPs(t *testing.T, what string, got, truth []map[string]any) {
 	t.Helper()
+	for _, q := range truth {
+		// a simulated receiving peer is a QP of the trace too
+		if r, ok := q["receiver"].(map[string]any); ok {
+			truth = append(truth, r)
+		}
+	}
 	if len(got) != len(truth) {
 		t.Fatalf("%s saw %d QPs, the workload had %d", what, len(got), len(truth))
 	}
@@ -243,6 +250,11 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 		{"atomics", "--opcode cmp_swp,fetch_add -s 64 -Q 16 -l 4 -n 4000", atomics},
 		{"atomics wr api", "--opcode cmp_swp,fetch_add -Q 16 -l 4 -n 4000 --api wr", atomics},
 		{"write and read", "--opcode write,read -s 64 -I 64 -Q 16 -n 4000", &reads{map[string]any{"RDMA_WRITE": 2000.0, "RDMA_READ": 2000.0}, 0, 2000, 128000}},
+		{"post-before-rts", "--fault post-before-rts -n 500", nil},
+		{"post-before-rts wr api", "--fault post-before-rts --api wr -n 500", nil},
+		{"cq-overrun", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000", nil},
+		{"receiver", "-s 64 -Q 16 --receiver -n 5000", nil},
+		{"rq-starve", "-t 64 -Q 8 --fault rq-starve -n 500", nil},
 	}
 	for _, tc := range matrix {
 		t.Run(tc.name, func(t *testing.T) {
