@@ -400,7 +400,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
 		a.recv.kernel = true
 	case *trace.PostRecv:
-			a.postRecv(e)
+		a.postRecv(e)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
@@ -601,6 +601,8 @@ func addCounters(t, c *Counters) {
 	t.Polls += c.Polls
 	t.EmptyPolls += c.EmptyPolls
 	t.PostRecvs += c.PostRecvs
+	t.RecvCQEs += c.RecvCQEs
+	t.NotRTS += c.NotRTS
 	t.EmptyWRBatches += c.EmptyWRBatches
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes
