@@ -211,6 +211,9 @@ type Options struct {
 	// it is made (later occurrences only bump its count). It runs inside
 	// Ingest, under the analyzer's lock: it must not call the Analyzer.
 	OnDiagnosis func(Diagnosis)
+	// Clock ties event times to the wall clock, for the wall-clock times
+	// of diagnoses; zero when unknown.
+	Clock trace.WallAnchor
 }
 
 // Analyzer consumes events; Snapshot may be called from another goroutine.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
@@ -119,9 +120,16 @@ type Diagnosis struct {
 	Severity string `json:"severity"` // error, warning or prediction
 	PID      uint32 `json:"pid"`
 	QPNum    uint32 `json:"qp_num"`
-	FirstNS  uint64 `json:"first_ns"` // trace time of the first occurrence
+	FirstNS  uint64 `json:"first_ns"` // trace time (CLOCK_MONOTONIC) of the first occurrence
 	LastNS   uint64 `json:"last_ns"`
-	Count    uint64 `json:"count"`
+	// FirstS and LastS are the same times in seconds since the trace's
+	// first event; FirstWall and LastWall the wall-clock times (RFC 3339),
+	// absent when the trace has no tie to the wall clock.
+	FirstS    float64 `json:"first_s"`
+	LastS     float64 `json:"last_s"`
+	FirstWall string  `json:"first_wall,omitempty"`
+	LastWall  string  `json:"last_wall,omitempty"`
+	Count     uint64  `json:"count"`
 	// Evidence holds the numbers of the last occurrence.
 	Evidence map[string]uint64 `json:"evidence"`
 	Message  string            `json:"message"`
@@ -157,7 +165,7 @@ func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
 		first: now, last: now, count: 1, ev: ev})
 	q.diags[kind] = int32(len(a.diags) - 1)
 	if a.opts.OnDiagnosis != nil {
-		a.opts.OnDiagnosis(a.diags[len(a.diags)-1].export())
+		a.opts.OnDiagnosis(a.diags[len(a.diags)-1].export(a.clock()))
 	}
 }
 
@@ -235,12 +243,20 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 	}
 	q.hist.closed = false
 	d := q.depth()
-	from, to, eta, ok := q.hist.trend(d)
+	due := noValue
+	if o, ok := q.sigOldest(); ok {
+		due = o.ns
+	}
+	from, to, eta, ok := q.hist.trend(d, due)
 	if !ok {
 		return
 	}
 	span := (trendWindows - 1) * q.hist.step
-	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, eta / 1e6})
+	etaMS := noValue
+	if eta != etaPastDepth {
+		etaMS = eta / 1e6
+	}
+	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, etaMS})
 }
 
 // diagnoseOverflow finds why the SQ was full, from the state the failing
@@ -299,18 +315,50 @@ func opcodeName(op uint64) string {
 // half is the interval to recommend: half the depth, at least 1.
 func half(d uint64) uint64 { return max(d/2, 1) }
 
-func since(ns uint64) string {
-	if ns == noValue {
-		return "never"
+// traceClock places event times: in the trace (from its first event) and
+// on the wall clock.
+type traceClock struct {
+	start  uint64
+	anchor trace.WallAnchor
+}
+
+func (a *Analyzer) clock() traceClock {
+	return traceClock{start: a.snap.FirstNS, anchor: a.opts.Clock}
+}
+
+// seconds is how far into the trace the event time ns is.
+func (c traceClock) seconds(ns uint64) float64 { return float64(ns-min(c.start, ns)) / 1e9 }
+
+// wall is the wall-clock time of ns in RFC 3339, "" when unknown.
+func (c traceClock) wall(ns uint64) string {
+	t, ok := c.anchor.At(ns)
+	if !ok {
+		return ""
 	}
-	return fmt.Sprintf("%d ns", ns)
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// rel writes the event time ns as seconds into the trace.
+func (c traceClock) rel(ns uint64) string { return RelTime(c.seconds(ns)) }
+
+// RelTime writes seconds into the trace as "+1.234 s": milliseconds from a
+// second on, microseconds from a millisecond, nanoseconds below.
+func RelTime(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("+%.3f s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("+%.6f s", s)
+	}
+	return fmt.Sprintf("+%.9f s", s)
 }
 
 // export turns the record into a Diagnosis with its text.
-func (r *diagRec) export() Diagnosis {
+func (r *diagRec) export(c traceClock) Diagnosis {
 	info := &diagInfos[r.kind]
 	d := Diagnosis{Kind: info.name, Severity: info.severity, PID: r.pid, QPNum: r.qpNum,
-		FirstNS: r.first, LastNS: r.last, Count: r.count, Evidence: map[string]uint64{}}
+		FirstNS: r.first, LastNS: r.last, FirstS: c.seconds(r.first), LastS: c.seconds(r.last),
+		FirstWall: c.wall(r.first), LastWall: c.wall(r.last), Count: r.count, Evidence: map[string]uint64{}}
 	for i, name := range info.evidence {
 		if r.ev[i] != noValue {
 			d.Evidence[name] = r.ev[i]
@@ -333,18 +381,18 @@ func (r *diagRec) export() Diagnosis {
 		}
 		last := "has never been polled"
 		if e[5] != noValue {
-			last = fmt.Sprintf("has not been polled since %d ns", e[5])
+			last = "has not been polled since " + c.rel(e[5])
 		}
-		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; %d signaled WRs among them (the oldest posted at %d ns) but %s %s, so their CQEs are never consumed",
-			e[0], e[1], e[2], e[3], cq, last)
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; %d signaled WRs among them (the oldest posted at %s) but %s %s, so their CQEs are never consumed",
+			e[0], e[1], e[2], c.rel(e[3]), cq, last)
 		d.Fix = fmt.Sprintf("Poll the send CQ regularly, at least once every %d WRs posted (half of max_send_wr), so its CQEs retire the queue.", half(e[1]))
 	case DiagOverflowPollsTooRare:
 		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding although send CQ %#x is polled: about %d WRs posted per poll (%d WRs, %d polls; %d WR/s posted, %d polls/s), too few polls to retire them in time",
 			e[0], e[1], e[2], e[5], e[3], e[4], e[6], e[7])
 		d.Fix = fmt.Sprintf("Poll the send CQ at least once every %d WRs posted (half of max_send_wr), e.g. after every post call, and drain it (a larger num_entries).", half(e[1]))
 	case DiagOverflowCompletionsSlow:
-		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; send CQ %#x was polled %d times since the oldest outstanding signaled WR was posted (at %d ns) and every poll came back empty: WRs are posted (%d WR/s) faster than they complete",
-			e[0], e[1], e[2], e[4], e[3], e[5])
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; send CQ %#x was polled %d times since the oldest outstanding signaled WR was posted (at %s) and every poll came back empty: WRs are posted (%d WR/s) faster than they complete",
+			e[0], e[1], e[2], e[4], c.rel(e[3]), e[5])
 		d.Fix = "Create the QP with a larger max_send_wr (at least the post rate times the completion latency), or wait for completions before posting more."
 	case DiagInlineTooBig:
 		d.Message = fmt.Sprintf("ENOMEM: WR %d of the list asked to inline %d bytes, more than the QP's max_inline_data %d", e[0], e[1], e[2])
@@ -401,8 +449,13 @@ func (r *diagRec) export() Diagnosis {
 	case DiagRQStarved, DiagRNRRetryExceeded:
 		r.exportRecv(&d)
 	case DiagTrendingFull:
-		d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
-			e[0], e[1], e[2], e[3], e[4], e[5])
+		if e[5] == noValue {
+			d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d WRs over the last %d ms (%d WR/s), past the max_send_wr %d the QP reports: the provider holds more WRs than it reports, and at this rate the queue grows until posts fail",
+				e[0], e[1], e[3], e[4], e[2])
+		} else {
+			d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
+				e[0], e[1], e[2], e[3], e[4], e[5])
+		}
 		d.Fix = "Poll the send CQ more often, or signal more WRs, so completions keep up with posting."
 	}
 	return d
@@ -427,8 +480,9 @@ func (a *Analyzer) diagnoses() []Diagnosis {
 		return idx[i] > idx[j]
 	})
 	out := make([]Diagnosis, len(idx))
+	c := a.clock()
 	for i, k := range idx {
-		out[i] = a.diags[k].export()
+		out[i] = a.diags[k].export(c)
 	}
 	return out
 }

@@ -33,6 +33,20 @@ var (
 		"bytes_saved", "transactions_saved_pct", "bytes_saved_pct")
 )
 
+// CountersModeNote says once, where a counters-mode QP is shown, what it
+// leaves out and why.
+const CountersModeNote = "counters mode: totals kept in the kernel; occupancy, BlueFlame writes, WQE fetches, unsignaled runs, CQEs per QP, ENOMEM causes and PCIe bytes need --mode events"
+
+// Measured reports whether the figure of the QP (or of its PCIe savings)
+// with this JSON name was measured: false for what counters mode does not
+// measure, which a view then leaves out instead of showing 0.
+func (q QP) Measured(key string) bool {
+	if q.recvUntraced && recvDrop[key] {
+		return false
+	}
+	return !q.CountersOnly || !qpDrop[key] && !unmeasuredPCIe[key]
+}
+
 func keySet(keys ...string) map[string]bool {
 	m := make(map[string]bool, len(keys))
 	for _, k := range keys {

@@ -97,7 +97,7 @@ func writeText(w io.Writer, s Snapshot) {
 		case sendIdle(&q):
 			fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")
 		case q.CountersOnly:
-			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
+			fmt.Fprintln(w, "  "+CountersModeNote)
 			writeCountersQP(w, &q)
 		default:
 			writeEventsQP(w, &q)
@@ -229,9 +229,9 @@ func writeRates(w io.Writer, q *QP) {
 
 var sevLabel = map[string]string{SevError: "ERROR", SevWarning: "WARNING", SevPrediction: "PREDICTION"}
 
-// WriteDiagnoses writes the diagnoses, newest first: for each the QP, the
-// time (trace ns, and seconds into the trace), what was found with its
-// numbers, and the fix.
+// WriteDiagnoses writes the diagnoses, newest first: for each the QP, when
+// it was first and last seen (seconds into the trace) and how often, what
+// was found with its numbers, and the fix.
 func WriteDiagnoses(w io.Writer, s Snapshot) {
 	if len(s.Diagnoses) == 0 {
 		fmt.Fprintln(w, "diagnoses: none")
@@ -239,10 +239,11 @@ func WriteDiagnoses(w io.Writer, s Snapshot) {
 	}
 	fmt.Fprintf(w, "diagnoses (%d, newest first):\n", len(s.Diagnoses))
 	for _, d := range s.Diagnoses {
-		fmt.Fprintf(w, "  %s %s: QP %#x (pid %d) at %d ns (+%.6f s)", sevLabel[d.Severity], d.Kind, d.QPNum, d.PID,
-			d.LastNS, float64(d.LastNS-min(s.FirstNS, d.LastNS))/1e9)
+		fmt.Fprintf(w, "  %s %s: QP %#x (pid %d) ", sevLabel[d.Severity], d.Kind, d.QPNum, d.PID)
 		if d.Count > 1 {
-			fmt.Fprintf(w, ", %d times since %d ns", d.Count, d.FirstNS)
+			fmt.Fprintf(w, "first at %s, last at %s, %d times", RelTime(d.FirstS), RelTime(d.LastS), d.Count)
+		} else {
+			fmt.Fprintf(w, "at %s", RelTime(d.FirstS))
 		}
 		fmt.Fprintf(w, "\n    %s\n    fix: %s\n", d.Message, d.Fix)
 	}

@@ -229,17 +229,32 @@ func (q *sq) typicalInterval() uint64 {
 	return best + 1
 }
 
-// runWarnAt is the unsignaled run length that predicts an overflow: 75% of
-// the depth, rounded up. There is none when the depth is unknown, or so small
-// that 75% of it is the depth itself (nothing to warn before the failure).
+// runWarnAt is the unsignaled run length that predicts an overflow. The WRs
+// of the current run can be retired only by a signaled WR not yet posted, so
+// the run alone fills the queue at the depth; whether it will is judged from
+// what the queue has done, not from the signal interval alone. Once the
+// application has ended runs with a signaled WR, its pattern is known: the
+// run predicts an overflow when it is longer than every run it ended before
+// and holds 75% of the depth (an application that keeps its pattern, such as
+// perftest signaling every -Q WRs with -Q <= -t, stays quiet). Before any WR
+// was signaled there is no pattern, and only a run of 7/8 of the depth, past
+// where such applications signal, predicts one. There is none when the depth
+// is unknown, or so small that the threshold is the depth itself (nothing to
+// warn before the failure).
 func (q *sq) runWarnAt() uint64 {
 	d := q.depth()
-	at := nearFullAt(d)
+	at := firstRunWarnAt(d)
+	if q.c.Signaled > 0 {
+		at = max(nearFullAt(d), q.runLongest+1)
+	}
 	if at >= d {
 		return ^uint64(0)
 	}
 	return at
 }
+
+// firstRunWarnAt is 7/8 of the depth, rounded up.
+func firstRunWarnAt(d uint64) uint64 { return (7*d + 7) / 8 }
 
 // maxModelDepth bounds the WRs the model holds outstanding: four times
 // the deepest SQ a provider offers (mlx5 and rxe cap max_qp_wr at 32768 or

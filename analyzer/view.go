@@ -4,11 +4,12 @@ package analyzer
 // depth d is near full: 75% of the depth, rounded up.
 func nearFullAt(d uint64) uint64 { return (3*d + 3) / 4 }
 
-// NearFull reports whether the send queue is near full: at the threshold of
-// the unsignaled-run prediction, 75% of its depth, either outstanding or, when
-// none of its WRs was signaled (and sq_sig_all is off), as its longest
-// unsignaled run. Unlike the prediction it holds for the smallest queues too,
-// where 75% is the whole depth. Never when the depth is unknown.
+// NearFull reports whether the send queue is near full: 75% of its depth
+// either outstanding or, when none of its WRs was signaled (and sq_sig_all
+// is off), as its longest unsignaled run. It is what the view highlights,
+// not a prediction: it holds for an application whose own flow control keeps
+// its queue full, and no later than the unsignaled-run prediction
+// (sq.runWarnAt). Never when the depth is unknown.
 func (q QP) NearFull() bool {
 	if q.MaxSendWR == 0 {
 		return false

@@ -41,24 +41,36 @@ func TestNearFull(t *testing.T) {
 	}
 }
 
-// NearFull and the unsignaled-run prediction share their threshold: posting
-// unsignaled WRs one at a time, the QP turns near full with the WR that makes
-// the prediction.
+// The view turns a QP near full no later than the unsignaled-run
+// prediction: posting unsignaled WRs one at a time, NearFull holds from 75%
+// of the depth, and the prediction, which needs 7/8 of it before any WR was
+// signaled, comes only with it or after it.
 func TestNearFullWithPrediction(t *testing.T) {
 	for _, depth := range []uint32{4, 16, 128, 204} {
 		s := newStream()
 		s.create(1, trace.QPTypeRC, rcCaps(depth, 60, 1), false)
 		a := New(Options{})
 		a.IngestAll(s.evs)
+		predictedAt := 0
 		for n := 1; n < int(depth); n++ {
 			s.evs = s.evs[:0]
 			s.send(1, 1, 0, 0)
 			a.IngestAll(s.evs)
 			snap := a.Snapshot()
 			predicted := slices.Contains(diagKinds(snap), "unsignaled_run_near_depth")
-			if near := snap.QPs[0].NearFull(); near != predicted {
+			if near := snap.QPs[0].NearFull(); near != (uint64(n) >= nearFullAt(uint64(depth))) || predicted && !near {
 				t.Fatalf("depth %d, %d WRs unsignaled: NearFull %v, prediction made %v", depth, n, near, predicted)
 			}
+			if predicted && predictedAt == 0 {
+				predictedAt = n
+			}
+		}
+		want := int(firstRunWarnAt(uint64(depth)))
+		if want >= int(depth) {
+			want = 0
+		}
+		if predictedAt != want {
+			t.Errorf("depth %d: predicted at %d unsignaled WRs, want %d", depth, predictedAt, want)
 		}
 	}
 }

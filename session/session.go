@@ -172,7 +172,7 @@ func Start(cfg Config) (_ *Session, err error) {
 		return nil, errors.New("no target: a process id or a command is needed")
 	}
 	s.env = env
-	s.an = analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(env)})
+	s.an = analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(env), Clock: trace.NowAnchor()})
 	tr, err := probe.Open(opts)
 	if err != nil {
 		if s.child != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rivo/tview"
+
 	"github.com/sqscope/sqscope/analyzer"
 )
 
@@ -68,6 +70,20 @@ func (u *UI) renderDetail() {
 	} else if !q.CapsKnown {
 		b.WriteString("  [orange]caps unknown (attached late)[-]")
 	}
+	if q.CountersOnly {
+		writeCountersDetail(&b, &r)
+	} else {
+		u.writeEventsDetail(&b, &r, w)
+	}
+	if cut := r.c.Cuts.String(); cut != "" {
+		b.WriteString("\n[orange]" + cut + "[-]")
+	}
+	u.detail.SetText(b.String())
+}
+
+// writeEventsDetail writes what the per-call events of a QP show.
+func (u *UI) writeEventsDetail(b *strings.Builder, r *row, w int) {
+	q := &r.qp
 	// scaled to the QP's own peak, so that normal occupancy is not a flat
 	// line at the bottom of a deep queue; the title gives the depth
 	hist := make([]uint64, len(q.History))
@@ -76,22 +92,31 @@ func (u *UI) renderDetail() {
 		hist[i] = uint64(h.Max)
 		peak = max(peak, hist[i])
 	}
-	fmt.Fprintf(&b, "\noccupancy, last %s (top of the scale %d, depth %d):\n", historySpan(q, u.snap.HistoryStepNS), max(peak, 1), q.MaxSendWR)
+	fmt.Fprintf(b, "\noccupancy, last %s (top of the scale %d, depth %d):\n", historySpan(*q, u.snap.HistoryStepNS), max(peak, 1), q.MaxSendWR)
 	b.WriteString("[green]" + Sparkline(hist, max(peak, 1), w) + "[-]\n")
 	p := q.PCIe
-	fmt.Fprintf(&b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions):\n", p.TransactionsPct)
-	fmt.Fprintf(&b, "  doorbells %d (batching)   WQE fetches %d (batching) + %d (BlueFlame)\n", p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF)
-	fmt.Fprintf(&b, "  payload reads %d (inline)   CQE writes %d (unsignaled)   ~%d B\n", p.PayloadReadsSaved, p.CQEWritesSaved, p.BytesSaved)
-	sig := "never signaled"
+	fmt.Fprintf(b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions):\n", p.TransactionsPct)
+	fmt.Fprintf(b, "  doorbells %d (batching)   WQE fetches %d (batching) + %d (BlueFlame)\n", p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF)
+	fmt.Fprintf(b, "  payload reads %d (inline)   CQE writes %d (unsignaled)   ~%d B\n", p.PayloadReadsSaved, p.CQEWritesSaved, p.BytesSaved)
+	fmt.Fprintf(b, "signal pattern: %s, longest unsignaled run %d of depth %d\n", signalPattern(r), q.LongestUnsignaledRun, q.MaxSendWR)
+	fmt.Fprintf(b, "WRs %d  posts %d  inline %d  CQEs polled %d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
+}
+
+// writeCountersDetail writes what the kernel's totals of a QP measure, and
+// once why the rest is not shown.
+func writeCountersDetail(b *strings.Builder, r *row) {
+	p := r.qp.PCIe
+	fmt.Fprintf(b, "\n[gray]%s[-]\n", tview.Escape(analyzer.CountersModeNote))
+	fmt.Fprintf(b, "saved vs one WR per call, all signaled: doorbells %d   CQE writes %d (unsignaled)\n", p.DoorbellsSaved, p.CQEWritesSaved)
+	fmt.Fprintf(b, "signal pattern: %s\n", signalPattern(r))
+	fmt.Fprintf(b, "WRs %d  posts %d  inline %d  polls %d (empty %d) of the send CQ", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.Polls, r.c.EmptyPolls)
+}
+
+func signalPattern(r *row) string {
 	if r.c.Signaled > 0 {
-		sig = fmt.Sprintf("1 in %.1f WRs signaled", analyzer.Ratio(r.c.WRs, r.c.Signaled))
+		return fmt.Sprintf("1 in %.1f WRs signaled", analyzer.Ratio(r.c.WRs, r.c.Signaled))
 	}
-	fmt.Fprintf(&b, "signal pattern: %s, longest unsignaled run %d of depth %d\n", sig, q.LongestUnsignaledRun, q.MaxSendWR)
-	fmt.Fprintf(&b, "WRs %d  posts %d  inline %d  CQEs polled %d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
-	if cut := r.c.Cuts.String(); cut != "" {
-		b.WriteString("\n[orange]" + cut + "[-]")
-	}
-	u.detail.SetText(b.String())
+	return "never signaled"
 }
 
 // historySpan is how much trace time the history covers.

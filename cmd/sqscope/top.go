@@ -161,7 +161,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return runReport(ctx, args, stdout, stderr)
 	}
 	rp, info, err := session.OpenReplay(path, func(fi trace.FileInfo) analyzer.Options {
-		return analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, fi)}
+		return analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, fi), Clock: fi.Anchor()}
 	})
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
