@@ -87,7 +87,15 @@ type QP struct {
 	Destroyed    bool   `json:"destroyed"`
 	SendCQ       uint64 `json:"send_cq"`
 	SendCQGen    uint64 `json:"send_cq_gen"`
-	Outstanding  uint64 `json:"outstanding"`
+	// Provider is the verbs provider the QP runs on (mlx5, sim, rxe or
+	// unknown), ProviderLib the file of its post_send when its create
+	// was seen, and Model the model its HCA figures and ENOMEM causes come
+	// from ("mlx5 model"; empty when none applies, and those figures are
+	// then left out: provider.go).
+	Provider    string `json:"provider"`
+	ProviderLib string `json:"provider_lib,omitempty"`
+	Model       string `json:"model,omitempty"`
+	Outstanding uint64 `json:"outstanding"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
@@ -150,8 +158,11 @@ type Snapshot struct {
 	ExitSignal int32 `json:"exit_signal,omitempty"`
 	// Ended says why the trace ended, EndedOnError whether on an error
 	// (empty while it runs).
-	Ended          string `json:"ended,omitempty"`
-	EndedOnError   bool   `json:"ended_on_error,omitempty"`
+	Ended        string `json:"ended,omitempty"`
+	EndedOnError bool   `json:"ended_on_error,omitempty"`
+	// Cut is where every probe stopped when the trace ended while the
+	// target ran on (ending.go); nil when it was not cut.
+	Cut            *Cut   `json:"cut,omitempty"`
 	UnknownQPPosts uint64 `json:"posts_on_unknown_qps"`
 	// Diagnoses, newest first (by last occurrence).
 	Diagnoses        []Diagnosis `json:"diagnoses"`
@@ -234,6 +245,8 @@ type Analyzer struct {
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
+	// pidProv is the provider of each process's data path (provider.go)
+	pidProv map[uint32]Provider
 	diags   []diagRec
 	snap    Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
@@ -290,7 +303,7 @@ func (a *Analyzer) Outstanding(pid, qpNum uint32) (uint64, bool) {
 
 func (a *Analyzer) ingest(ev trace.Event) {
 	if e, ok := ev.(*trace.End); ok { // not an event of the target's
-		a.snap.Ended, a.snap.EndedOnError = e.Reason, e.Err
+		a.ended(e)
 		return
 	}
 	h := ev.Hdr()
@@ -318,6 +331,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
 		a.qpRecvCreated(q, e)
+		a.qpCreateProvider(q, e)
 		a.qpEpoch++
 	case *trace.QPDestroy:
 		a.qpDestroyed(e)
@@ -330,6 +344,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if !q.capsKnown {
 			a.snap.UnknownQPPosts++
 		}
+		a.resolveProvider(q)
 		cause, n := q.post(e, a.opts.BF)
 		q.noteCuts(e, n)
 		q.lastPost = e.TimeNS
@@ -425,6 +440,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
 		a.recvAttach(e)
+		a.noteAttach(e)
 	case *trace.CQCreate:
 		a.cqCreated(e)
 	case *trace.SRQCreate, *trace.SRQDestroy:
@@ -486,9 +502,20 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	known := a.recvKnown()
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
 	s.QPs = make([]QP, 0, len(a.all))
+	modeled := false // some QP follows the mlx5 model
 	for _, q := range a.all {
 		k := q.key
 		c := q.counters()
+		a.resolveProvider(q)
+		model := q.prov.model()
+		pcie, occ := savings(&c), q.occupancy()
+		if model == "" {
+			hideMlx5(&c)
+			pcie = Savings{absent: true}
+			occ.Depth = 0 // no model of what bounds the WRs outstanding
+		} else {
+			modeled = true
+		}
 		var r Rates
 		switch {
 		case q.countersOnly:
@@ -526,9 +553,10 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
+			Provider: q.prov.String(), ProviderLib: q.provLib, Model: model,
 			Outstanding: q.outstanding(), Counters: c,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
-			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
+			Occupancy: occ, Rates: r, PCIe: pcie,
 			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),
 			recvUntraced: !known.posts,
 		})
@@ -552,6 +580,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	t.WRsPerDoorbell = ratio(s.Total.WRs, s.Total.Doorbells)
 	t.countersOnly = s.Total.CountersOnly
 	s.TotalPCIe = savings(&s.Total.Counters)
+	if s.Total.NoModel = len(s.QPs) > 0 && !modeled; s.Total.NoModel {
+		s.TotalPCIe = Savings{absent: true}
+	}
 	sort.SliceStable(s.QPs, func(i, j int) bool {
 		if s.QPs[i].PID != s.QPs[j].PID {
 			return s.QPs[i].PID < s.QPs[j].PID
@@ -564,6 +595,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	s.SRQRecvs = a.srqRecvsSnapshot()
 	s.Total.recvUntraced = !known.posts
 	s.ReceivesNotTraced = known.why
+	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
 	return s
 }
 

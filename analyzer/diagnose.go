@@ -40,6 +40,9 @@ const (
 	// Receive-queue starvation of SENDs (diag_recv.go).
 	DiagRQStarved
 	DiagRNRRetryExceeded
+	// SQ overflow on rxe (rxe.go), by root cause.
+	DiagOverflowRNR
+	DiagOverflowNotCompleting
 
 	numDiagKinds
 )
@@ -103,6 +106,10 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"outstanding", "max_send_wr", "receiver_qp", "recvs_posted", "recvs_completed", "max_recv_wr", "receivers_empty", "receivers_traced"}},
 	DiagRNRRetryExceeded: {"rnr_retry_exceeded", SevError,
 		[]string{"rnr_retry_exc_cqes", "receiver_qp", "recvs_posted", "recvs_completed", "receivers_empty", "receivers_traced"}},
+	DiagOverflowRNR: {"sq_overflow_rnr_retry", SevError,
+		[]string{"outstanding", "max_send_wr", "sends_posted", "wrs_posted"}},
+	DiagOverflowNotCompleting: {"sq_overflow_not_completing", SevError,
+		[]string{"outstanding", "max_send_wr", "wrs_posted"}},
 }
 
 func (k DiagKind) String() string {
@@ -211,7 +218,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	}
 	a.checkNotTraced(q, now)
 	a.notePending(q, now)
-	if q.runWarnPending {
+	if q.runWarnPending && q.prov.mlx5Model() { // slots freed by CQEs: mlx5's rule
 		q.runWarnPending = false
 		d := q.depth()
 		a.record(q, DiagRunNearDepth, now, evidence{q.curRun, d, 100 * q.curRun / d, q.outstanding()})
@@ -224,7 +231,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	over := q.capsKnown && !q.sendCapsInferred && q.depth() > 0 && q.outstanding() > q.depth()
+	over := q.prov.mlx5Model() && q.capsKnown && !q.sendCapsInferred && q.depth() > 0 && q.outstanding() > q.depth()
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
 		return
 	}
@@ -239,6 +246,10 @@ func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 // checkTrend makes the trend prediction when a history window has closed.
 func (a *Analyzer) checkTrend(q *sq, now uint64) {
 	if !q.hist.closed {
+		return
+	}
+	if !q.prov.mlx5Model() { // occupancy fills the SQ by mlx5's rule only
+		q.hist.closed = false
 		return
 	}
 	q.hist.closed = false
@@ -266,6 +277,10 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
 	if a.checkStarved(q, now) {
 		return // the SENDs wait for receives: not a completion-side cause
+	}
+	if q.prov == ProviderRxe {
+		a.diagnoseRxeOverflow(q, now)
+		return
 	}
 	out, d := q.outstanding(), q.depth()
 	sigOut := q.sigOutstanding()
@@ -448,6 +463,8 @@ func (r *diagRec) export(c traceClock) Diagnosis {
 		r.exportState(&d)
 	case DiagRQStarved, DiagRNRRetryExceeded:
 		r.exportRecv(&d)
+	case DiagOverflowRNR, DiagOverflowNotCompleting:
+		exportRxe(r, &d)
 	case DiagTrendingFull:
 		if e[5] == noValue {
 			d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d WRs over the last %d ms (%d WR/s), past the max_send_wr %d the QP reports: the provider holds more WRs than it reports, and at this rate the queue grows until posts fail",

@@ -69,9 +69,7 @@ var (
 	qpDrop = union(unmeasuredCounters, unmeasuredQP)
 	// what a trace that does not trace receives leaves out of a QP or
 	// the totals, whatever its QPs posted
-	recvDrop  = keySet("post_recvs")
-	qpDropOld = union(qpDrop, recvDrop)
-	totalDrop = union(unmeasuredCounters, recvDrop)
+	recvDrop = keySet("post_recvs")
 	// a receive queue in counters mode: no completions seen
 	unmeasuredRecv = keySet("consumed", "cqe_errors")
 )
@@ -95,17 +93,20 @@ type qpJSON QP
 // and, where receives are not traced, its receive count.
 func (q QP) MarshalJSON() ([]byte, error) {
 	b, err := marshal(qpJSON(q))
-	switch {
-	case err != nil:
+	if err != nil {
 		return b, err
-	case q.CountersOnly && q.recvUntraced:
-		return dropKeys(b, qpDropOld)
-	case q.CountersOnly:
-		return dropKeys(b, qpDrop)
-	case q.recvUntraced:
-		return dropKeys(b, recvDrop)
 	}
-	return b, nil
+	drop := q.notModeled()
+	if q.CountersOnly {
+		drop = union(drop, qpDrop)
+	}
+	if q.recvUntraced {
+		drop = union(drop, recvDrop)
+	}
+	if len(drop) == 0 {
+		return b, nil
+	}
+	return dropKeys(b, drop)
 }
 
 // Totals are the counters of all QPs; CountersOnly when some QP was traced
@@ -113,24 +114,31 @@ func (q QP) MarshalJSON() ([]byte, error) {
 type Totals struct {
 	Counters
 	CountersOnly bool `json:"-"`
+	// NoModel: no QP follows the mlx5 model, whose figures are then left
+	// out of JSON
+	NoModel      bool `json:"-"`
 	recvUntraced bool // receives not traced: no receive count
 }
 
 // MarshalJSON writes the counters, without the unmeasured ones of counters
-// mode.
+// mode, the mlx5 model's where no QP follows it, and the receive count
+// where receives are not traced.
 func (t Totals) MarshalJSON() ([]byte, error) {
 	b, err := marshal(t.Counters)
-	switch {
-	case err != nil:
+	if err != nil || (!t.CountersOnly && !t.NoModel && !t.recvUntraced) {
 		return b, err
-	case t.CountersOnly && t.recvUntraced:
-		return dropKeys(b, totalDrop)
-	case t.CountersOnly:
-		return dropKeys(b, unmeasuredCounters)
-	case t.recvUntraced:
-		return dropKeys(b, recvDrop)
 	}
-	return b, nil
+	var drop map[string]bool
+	if t.CountersOnly {
+		drop = unmeasuredCounters
+	}
+	if t.NoModel {
+		drop = union(drop, mlx5Counters)
+	}
+	if t.recvUntraced {
+		drop = union(drop, recvDrop)
+	}
+	return dropKeys(b, drop)
 }
 
 type ratesJSON Rates
@@ -149,6 +157,9 @@ type savingsJSON Savings
 
 // MarshalJSON leaves out the savings the counts did not allow to compute.
 func (s Savings) MarshalJSON() ([]byte, error) {
+	if s.absent {
+		return []byte("null"), nil
+	}
 	b, err := marshal(savingsJSON(s))
 	if err != nil || !s.unmodeled {
 		return b, err

@@ -65,6 +65,7 @@ func writeText(w io.Writer, s Snapshot) {
 	if s.Ended != "" {
 		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
 	}
+	writeEnding(w, &s)
 	for _, a := range s.Attach {
 		if a.Err != "" {
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
@@ -137,7 +138,7 @@ func writeText(w io.Writer, s Snapshot) {
 	}
 	WriteDiagnoses(w, s)
 	for _, q := range s.QPs {
-		if !q.CountersOnly && !sendIdle(&q) { // the counters mode prints no byte figures, nor a QP without sends
+		if !q.CountersOnly && q.Model != "" && !sendIdle(&q) { // the counters mode prints no byte figures, nor a QP without sends
 			fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
 			break
 		}
@@ -159,18 +160,7 @@ func writeEventsQP(w io.Writer, q *QP) {
 	fmt.Fprintln(w)
 	writeOccupancy(w, q)
 	writeRates(w, q)
-	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d",
-		q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
-	if q.DMAWritesResponse > 0 {
-		fmt.Fprintf(w, "; DMA writes of READ/atomic responses %d (%d B)", q.DMAWritesResponse, q.DMABytesResponse)
-	}
-	fmt.Fprintln(w)
-	p := q.PCIe
-	fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
-		p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
-	if q.DMAWritesResponse > 0 {
-		fmt.Fprintln(w, "    READ and atomic responses are written in the baseline too: no payload to inline, nothing the posting side saves")
-	}
+	writeProviderQP(w, q)
 }
 
 // writeCountersQP writes what counters mode measures, and only that (the
@@ -184,6 +174,10 @@ func writeCountersQP(w io.Writer, q *QP) {
 		fmt.Fprintf(w, "; send CQ %#x: %.0f polls/s, %.2f polls per CQE", q.SendCQ, r.PollsPerSec, r.PollsPerCQE)
 	}
 	fmt.Fprintln(w)
+	if q.Model == "" {
+		writeProviderQP(w, q)
+		return
+	}
 	fmt.Fprintf(w, "  HCA: doorbells %d, DMA reads: payload %d; CQE writes %d\n", q.Doorbells, q.DMAReadsPayload, q.CQEWrites)
 	fmt.Fprintf(w, "  saved vs one-WR-per-call, all signaled: doorbells %d, CQE writes %d (unsignaled)\n",
 		q.PCIe.DoorbellsSaved, q.PCIe.CQEWritesSaved)
@@ -192,6 +186,9 @@ func writeCountersQP(w io.Writer, q *QP) {
 func writeOccupancy(w io.Writer, q *QP) {
 	o := &q.Occupancy
 	peak := fmt.Sprintf("%d (depth unknown)", o.Peak)
+	if q.Model == "" && q.MaxSendWR > 0 {
+		peak = fmt.Sprintf("%d WRs not yet polled (not bounded by max_send_wr on this provider)", o.Peak)
+	}
 	if o.Depth > 0 {
 		peak = fmt.Sprintf("%d (%.0f%%) of %d", o.Peak, pct(o.Peak, o.Depth), o.Depth)
 	}

@@ -54,7 +54,8 @@ func recvRecording() []trace.Event {
 	}
 	qpCreate := func(qpn uint32, send, recv uint64, caps trace.Caps, gen uint64) {
 		s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
-			SendCQ: send, RecvCQ: recv, Caps: caps, Via: "ibv_create_qp", Gen: gen})
+			SendCQ: send, RecvCQ: recv, Caps: caps, Via: "ibv_create_qp", Gen: gen,
+			Lib: "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"})
 	}
 	for i := range uint32(4) {
 		qpCreate(0x1c0+i, sharedSendCQ, sharedRecvCQ, rcCaps(16, 60, 1), uint64(4+i))

@@ -79,6 +79,11 @@ type sq struct {
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.
 	countersOnly bool
+	// prov is the provider whose rules apply (provider.go); provLib the
+	// file of its post_send, and provFromCreate whether its create named it
+	prov           Provider
+	provLib        string
+	provFromCreate bool
 
 	head, tail uint64 // WR sequence numbers: posted, retired
 	ring       []wrSlot
@@ -359,8 +364,11 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 // cause classifies a failed post at WR index i of the list, by the
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
-	if q.notRTS(p) {
+	if q.prov.mlx5Model() && q.notRTS(p) { // mlx5's SGE check outside RTS
 		return causeNotRTS
+	}
+	if c, ok := q.providerCause(p); ok {
+		return c
 	}
 	if p.Ret == ibv.EINVAL {
 		return causeEINVAL
@@ -449,7 +457,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		switch cause {
 		case causeSQFull:
 			q.c.ENOMEMSQFull++
-			if !q.capsKnown {
+			if !q.capsKnown && q.prov.mlx5Model() {
 				q.caps.MaxSendWR = uint32(q.outstanding() + uint64(n))
 				q.sendCapsInferred = true
 			}

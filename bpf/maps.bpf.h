@@ -23,6 +23,19 @@ const volatile __u32 slot_mask = 4095;     /* thread_slots index mask (tests: 0,
  * interval measures mostly the probe itself, so it is asked for. */
 const volatile __u8 call_times = 0;
 
+/* ---- the cut ------------------------------------------------------------ */
+
+/* Set once by user space, the one global it writes after load, when the
+ * trace stops while the target runs on: from then on no data-path program
+ * records or counts a call (past_cut), so every probe stops at one moment,
+ * not each at its own detach. A call is before the cut when it was decided
+ * there: a post (post_send, post_recv, wr_complete, wr_abort) at its
+ * entry, since the HCA may complete its WRs before it returns, a poll at
+ * its return, where it sees its completions. So every completion recorded
+ * is of a post recorded. User space waits for the posts in flight at the
+ * cut to return (in_flight in exit.bpf.h) before it detaches. */
+__u8 cut = 0;
+
 /* ---- maps -------------------------------------------------------------- */
 
 struct {

@@ -51,6 +51,12 @@ static __always_inline int wanted(__u32 tgid)
 	return !targ_tgid || tgid == targ_tgid;
 }
 
+/* past_cut: the trace has stopped (see cut in maps.bpf.h); one load. */
+static __always_inline int past_cut(void)
+{
+	return *(volatile __u8 *)&cut;
+}
+
 static __always_inline void count_lost(void)
 {
 	__u32 zero = 0;

@@ -33,7 +33,7 @@
  *   wr_api.bpf.h     the ibv_wr_* batch
  *   lifecycle.bpf.h  a CQ's birth (cq_born), create/destroy SRQ
  *   cq_control.bpf.h create (and create_ex)/modify/resize/destroy CQ, open_device
- *   exit.bpf.h       process exit, and the hand-over when detaching
+ *   exit.bpf.h       process exit; at the cut, posts in flight and the hand-over
  */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>

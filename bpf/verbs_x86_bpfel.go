@@ -476,6 +476,7 @@ const (
 	VerbsProgDestroySrqRet       = "destroy_srq_ret"
 	VerbsProgEndPollEntry        = "end_poll_entry"
 	VerbsProgHandOver            = "hand_over"
+	VerbsProgInFlight            = "in_flight"
 	VerbsProgModifyCqEntry       = "modify_cq_entry"
 	VerbsProgModifyCqRet         = "modify_cq_ret"
 	VerbsProgModifyQpEntry       = "modify_qp_entry"
@@ -506,6 +507,7 @@ const (
 	VerbsProgWrStart             = "wr_start"
 	VerbsVarCallTimes            = "call_times"
 	VerbsVarCqSeq                = "cq_seq"
+	VerbsVarCut                  = "cut"
 	VerbsVarHaveTaskStorage      = "have_task_storage"
 	VerbsVarMaxSges              = "max_sges"
 	VerbsVarMaxWalk              = "max_walk"
@@ -596,6 +598,7 @@ type VerbsProgramSpecs struct {
 	DestroySrqRet       *ebpf.ProgramSpec `ebpf:"destroy_srq_ret"`
 	EndPollEntry        *ebpf.ProgramSpec `ebpf:"end_poll_entry"`
 	HandOver            *ebpf.ProgramSpec `ebpf:"hand_over"`
+	InFlight            *ebpf.ProgramSpec `ebpf:"in_flight"`
 	ModifyCqEntry       *ebpf.ProgramSpec `ebpf:"modify_cq_entry"`
 	ModifyCqRet         *ebpf.ProgramSpec `ebpf:"modify_cq_ret"`
 	ModifyQpEntry       *ebpf.ProgramSpec `ebpf:"modify_qp_entry"`
@@ -656,6 +659,7 @@ type VerbsMapSpecs struct {
 type VerbsVariableSpecs struct {
 	CallTimes       *ebpf.VariableSpec `ebpf:"call_times"`
 	CqSeq           *ebpf.VariableSpec `ebpf:"cq_seq"`
+	Cut             *ebpf.VariableSpec `ebpf:"cut"`
 	HaveTaskStorage *ebpf.VariableSpec `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.VariableSpec `ebpf:"max_sges"`
 	MaxWalk         *ebpf.VariableSpec `ebpf:"max_walk"`
@@ -755,6 +759,7 @@ func (m *VerbsMaps) Close() error {
 type VerbsVariables struct {
 	CallTimes       *ebpf.Variable `ebpf:"call_times"`
 	CqSeq           *ebpf.Variable `ebpf:"cq_seq"`
+	Cut             *ebpf.Variable `ebpf:"cut"`
 	HaveTaskStorage *ebpf.Variable `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.Variable `ebpf:"max_sges"`
 	MaxWalk         *ebpf.Variable `ebpf:"max_walk"`
@@ -807,6 +812,7 @@ type VerbsPrograms struct {
 	DestroySrqRet       *ebpf.Program `ebpf:"destroy_srq_ret"`
 	EndPollEntry        *ebpf.Program `ebpf:"end_poll_entry"`
 	HandOver            *ebpf.Program `ebpf:"hand_over"`
+	InFlight            *ebpf.Program `ebpf:"in_flight"`
 	ModifyCqEntry       *ebpf.Program `ebpf:"modify_cq_entry"`
 	ModifyCqRet         *ebpf.Program `ebpf:"modify_cq_ret"`
 	ModifyQpEntry       *ebpf.Program `ebpf:"modify_qp_entry"`
@@ -857,6 +863,7 @@ func (p *VerbsPrograms) Close() error {
 		p.DestroySrqRet,
 		p.EndPollEntry,
 		p.HandOver,
+		p.InFlight,
 		p.ModifyCqEntry,
 		p.ModifyCqRet,
 		p.ModifyQpEntry,

@@ -207,6 +207,13 @@ func (x *Exporter) Event(ev trace.Event) {
 		if draw && e.Ret != 0 {
 			x.poll(e)
 		}
+	case *trace.End:
+		// the cut: where every probe stopped at once, the target running on
+		if e.CutNS != 0 && x.started && x.w.inTime(e.CutNS) {
+			x.stats.Selected++
+			x.emit(&item{kind: itemGlobal, name: "trace cut: every probe stopped here", cat: "trace",
+				pid: e.PID, tid: e.PID, ts: e.CutNS, args: []arg{uintArg("posts_in_flight_unseen", e.InFlightUnseen)}})
+		}
 	case *trace.Lost:
 		if draw && len(x.w.qps) == 0 && (len(x.w.pids) == 0 || x.w.pid(e.PID)) {
 			x.stats.Selected++

@@ -386,6 +386,9 @@ func (t *Tracer) learn(pid uint32, fns []uint64) {
 			time.Sleep(t.opts.attachDelay)
 		}
 		path, openPath, off, err := fileOf(int(pid), maps, addr)
+		if err == nil {
+			t.fnFile[k] = path
+		}
 		switch {
 		case err != nil:
 			t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},

@@ -3,6 +3,8 @@ package probe
 import (
 	"os"
 	"strings"
+
+	"github.com/sqscope/sqscope/trace"
 )
 
 // dataPathSymbols are names the data-path functions carry in binaries that
@@ -74,7 +76,11 @@ func (t *Tracer) attachDataPathBySymbol() int {
 				if err != nil {
 					continue
 				}
-				if a := t.attach(uint32(pid), r, r.cookie, f[0], f[1], sym.Offset, "symbol"); a.Err == "" && a.Func != "" {
+				how := "symbol"
+				if strings.HasPrefix(name, "sim_") {
+					how = trace.HowSimSymbol
+				}
+				if a := t.attach(uint32(pid), r, r.cookie, f[0], f[1], sym.Offset, how); a.Err == "" && a.Func != "" {
 					placed++
 				}
 				break

@@ -41,6 +41,9 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		r := &t.qpRec
 		t.revealed(r.Hdr.Pid, r.Fns[:], r.Stopped != 0)
 		if ev := qpEvent(r); ev != nil {
+			if c, ok := ev.(*trace.QPCreate); ok {
+				c.Lib = t.fnFile[pidAddr{r.Hdr.Pid, r.Fns[bpf.VerbsSqFnSQ_FN_POST_SEND]}]
+			}
 			fn(ev)
 		}
 	case bpf.VerbsSqRecKindSQ_REC_POST:

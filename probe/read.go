@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
-	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/sqscope/sqscope/trace"
@@ -58,6 +56,9 @@ func (t *Tracer) Lost() uint64 {
 func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 	t.deliverAttachments(fn)
 	stop := context.AfterFunc(ctx, func() {
+		if err := t.Cut(); err != nil {
+			t.warn(fmt.Sprintf("%v: the probes stop one by one as they are removed", err))
+		}
 		t.stopping.Store(true)
 		t.rd.Flush()
 	})
@@ -261,28 +262,30 @@ func (t *Tracer) detach() []error {
 	return errs
 }
 
-// handOver is the end of tracing a target that keeps running: the probes
-// are removed, then a task iterator (hand_over in bpf/exit.bpf.h) adds every
-// thread's pending counts to the maps the last flush reads, and the
-// records still in the ring are delivered.
+// handOver is the end of tracing a target that keeps running: past the
+// cut (cut.go) and the posts in flight at it, the probes are removed, then
+// a task iterator (hand_over in bpf/exit.bpf.h) adds every thread's
+// pending counts to the maps the last flush reads and says which posts in
+// flight were still not back, and the records still in the ring are
+// delivered.
 func (t *Tracer) handOver(fn func(trace.Event)) error {
+	if _, cut := t.CutInfo(); cut {
+		if err := t.waitInFlight(); err != nil {
+			return fmt.Errorf("waiting for the posts in flight at the cut: %w", err)
+		}
+	}
 	if err := errors.Join(t.detach()...); err != nil {
 		return err
 	}
-	it, err := link.AttachIter(link.IterOptions{Program: t.objs.HandOver})
+	unseen, err := iterTasks(t.objs.HandOver)
 	if err != nil {
 		return err
 	}
-	defer it.Close()
-	rd, err := it.Open()
-	if err != nil {
-		return err
+	t.mu.Lock()
+	if t.cut.AtNS != 0 {
+		t.cut.InFlightUnseen = unseen
 	}
-	_, err = io.Copy(io.Discard, rd)
-	rd.Close()
-	if err != nil {
-		return err
-	}
+	t.mu.Unlock()
 	t.rd.SetDeadline(time.Now())
 	for t.rd.ReadInto(&t.rec) == nil {
 		if err := t.handle(t.rec.RawSample, fn); err != nil {

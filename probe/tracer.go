@@ -124,11 +124,12 @@ type Tracer struct {
 	rec              ringbuf.Record
 
 	uprobes     Uprobes    // how the programs are loaded and attached
-	mu          sync.Mutex // guards links, attachments, unsent, warnings, stopped, closed
+	mu          sync.Mutex // guards links, attachments, unsent, warnings, stopped, closed, cut
 	links       []link.Link
 	attached    map[attachKey]bool
 	attachments []trace.Attach
 	closed      bool
+	cut         CutInfo // cut.go
 
 	warnings []string
 	unsent   []trace.Attach // attachments Run has not delivered yet
@@ -136,9 +137,12 @@ type Tracer struct {
 	haveUnsent  atomic.Bool
 	haveStopped atomic.Bool
 	// reused events (Options.ReuseEvents)
-	post       trace.Post
-	poll       trace.Poll
-	known      map[pidAddr]bool
+	post  trace.Post
+	poll  trace.Poll
+	known map[pidAddr]bool
+	// fnFile is the file each revealed function is in: a QP's provider is
+	// the file of its post_send (trace.QPCreate field Lib)
+	fnFile     map[pidAddr]string
 	stopped    map[int]time.Time // processes waiting for SIGCONT, since; guarded by mu
 	proc       *procWatch        // the end of Options.PID; nil when tracing every process
 	exitSeen   bool
@@ -223,6 +227,7 @@ func Open(opts Options) (*Tracer, error) {
 		proc:       proc,
 		attached:   map[attachKey]bool{},
 		known:      map[pidAddr]bool{},
+		fnFile:     map[pidAddr]string{},
 		stopped:    map[int]time.Time{},
 		emptySeen:  map[cqGenKey]uint64{},
 		countsSeen: map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},

@@ -98,7 +98,10 @@ type Session struct {
 	verbsSeen      atomic.Bool
 	verbsSeenNoted bool
 	stopped        string // why ctx stopped the trace, if it did
-	checked        string // what the verbs check found, if it ran
+	// cutDone: the trace was cut while the target ran on (the tracer also
+	// cuts on any stop, when it no longer matters)
+	cutDone bool
+	checked string // what the verbs check found, if it ran
 }
 
 // Start starts (or finds) the target and attaches the probes; a started
@@ -355,14 +358,15 @@ func (s *Session) Run(ctx context.Context) error {
 				case <-time.After(3 * time.Second):
 				}
 			}
+			s.cut() // the target runs on: every probe stops here
 			s.syncThenCancel(cancel)
 			return s.finish(<-runErr, nil)
 		case <-timer.C:
 			if s.cfg.Wait || !s.noVerbs() {
 				continue // a target that ends now ends the trace by its exit
 			}
-			s.syncThenCancel(cancel)
-			s.stopChild(childDone) // nothing to trace: a command we started is not left behind
+			s.syncThenCancel(cancel) // nothing of verbs seen: nothing to cut
+			s.stopChild(childDone)   // nothing to trace: a command we started is not left behind
 			return s.finish(<-runErr, &NoVerbsError{s.pid, s.cfg.VerbsTimeout, s.child != nil && !s.cfg.KeepTarget})
 		}
 	}
@@ -453,6 +457,15 @@ func (s *Session) noVerbs() bool {
 	return false
 }
 
+// cut stops every data-path probe at once (probe.Tracer.Cut): the end of
+// tracing a target that keeps running. What came before is still read.
+func (s *Session) cut() {
+	s.cutDone = true
+	if err := s.tracer.Cut(); err != nil {
+		fmt.Fprintf(s.cfg.Warnings, "sqscope: warning: %v: the probes stop one by one as they are removed\n", err)
+	}
+}
+
 // syncThenCancel stops the reader once it has read what was written
 // before the call (or after a bound): the end of tracing a target that
 // keeps running.
@@ -504,6 +517,9 @@ func (s *Session) finish(runErr, why error) error {
 		}
 	}
 	end := &trace.End{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(s.pid)}}
+	if c, ok := s.tracer.CutInfo(); ok && s.cutDone {
+		end.CutNS, end.InFlightUnseen = c.AtNS, c.InFlightUnseen
+	}
 	err := runErr
 	switch {
 	case err == nil:

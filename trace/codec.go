@@ -27,7 +27,7 @@ package trace
 //
 //	QPCreate   u QP, u QPNum, b Type, ? SigAll, u SendCQ, u RecvCQ,
 //	           u MaxSendWR, u MaxRecvWR, u MaxSendSGE, u MaxRecvSGE,
-//	           u MaxInlineData, s Via, [gen]
+//	           u MaxInlineData, s Via, [gen [s Lib]]
 //	QPDestroy  u QP, u QPNum, z Ret, [gen]
 //	QPModify   u QP, u QPNum, z State, z Ret
 //	Post       u QP, u QPNum, b API, ? Aborted, u Truncated, z Ret,
@@ -47,7 +47,7 @@ package trace
 //	CQCreate   u CQ, u Gen, u CQE
 //	SRQCreate  u SRQ, u Gen, u MaxWR
 //	SRQDestroy u SRQ, u Gen, z Ret
-//	End        s Reason, ? Err
+//	End        s Reason, ? Err, [cut]
 //	CQChange   b Op, u CQ, z CQE, u ModMask, u ModCount, u ModPeriodUS,
 //	           z Ret, s Via
 //
@@ -69,6 +69,9 @@ package trace
 // one of its counts is not zero, so totals without cuts are stored as before:
 //
 //	qpcuts  u WalkCappedPosts, u SGECutWRs, u SGEsNotSummed
+//
+// cut, appended to End later in the same way, is written only when the
+// trace was cut (CutNS not 0): u CutNS, u InFlightUnseen.
 //
 // gen, appended later still to the records of objects, is an object's
 // generation (u Gen), written only when it is known (not 0), so a record
@@ -299,7 +302,12 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.Caps.MaxRecvSGE))
 		b = appendU(b, uint64(e.Caps.MaxInlineData))
 		b = appendStr(b, e.Via)
-		b = appendGen(b, e.Gen)
+		if e.Lib != "" { // appended later: gen is then written even when 0
+			b = appendU(b, e.Gen)
+			b = appendStr(b, e.Lib)
+		} else {
+			b = appendGen(b, e.Gen)
+		}
 	case *QPDestroy:
 		b = appendU(b, e.QP)
 		b = appendU(b, uint64(e.QPNum))
@@ -408,6 +416,10 @@ func appendFields(b []byte, ev Event) []byte {
 	case *End:
 		b = appendStr(b, e.Reason)
 		b = appendBool(b, e.Err)
+		if e.CutNS != 0 {
+			b = appendU(b, e.CutNS)
+			b = appendU(b, e.InFlightUnseen)
+		}
 	case *CQChange:
 		b = append(b, byte(e.Op))
 		b = appendU(b, e.CQ)

@@ -122,6 +122,9 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Caps.MaxInlineData = r.u32()
 		e.Via = r.str()
 		e.Gen = r.gen()
+		if len(r.b) > 0 {
+			e.Lib = r.str()
+		}
 		return e
 	case KindQPDestroy:
 		e := &QPDestroy{Header: h}
@@ -251,7 +254,12 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 	case KindSRQDestroy:
 		return &SRQDestroy{Header: h, SRQ: r.u64(), Gen: r.u64(), Ret: r.z32()}
 	case KindEnd:
-		return &End{Header: h, Reason: r.str(), Err: r.bool()}
+		e := &End{Header: h, Reason: r.str(), Err: r.bool()}
+		if len(r.b) > 0 {
+			e.CutNS = r.u64()
+			e.InFlightUnseen = r.u64()
+		}
+		return e
 	case KindCQChange:
 		e := &CQChange{Header: h}
 		e.Op = CQOp(r.byte())

@@ -122,6 +122,10 @@ type QPCreate struct {
 	// "sqsim_create_qp".
 	Via string
 	Gen uint64
+	// Lib is the file that holds the QP's post_send, the provider's
+	// library (e.g. libmlx5.so.1 or librxe-rdmav34.so): which provider's
+	// rules the QP follows. Empty when not known.
+	Lib string
 }
 
 func (*QPCreate) Kind() Kind { return KindQPCreate }
@@ -329,9 +333,14 @@ type Attach struct {
 	Func   string // post_send, poll_cq, post_recv, wr_start, ... or create_qp
 	Path   string // the ELF file
 	Offset uint64 // file offset
-	How    string // "symbol", "ops-table", "explicit"
+	How    string // "symbol", HowSimSymbol, "ops-table", "explicit"
 	Err    string // empty when attached
 }
+
+// HowSimSymbol is the How of a data-path probe found by the symbol of the
+// simulated HCA's function in a running target (the QPs posted through it
+// follow the simulated HCA's rules).
+const HowSimSymbol = "symbol (simulated HCA)"
 
 func (*Attach) Kind() Kind { return KindAttach }
 
@@ -431,6 +440,13 @@ type End struct {
 	Header
 	Reason string // e.g. "the target exited with status 0", "interrupt signal received"
 	Err    bool   // the trace ended on an error: what came before it is all there is
+	// CutNS is when every probe stopped at once while the target ran on
+	// (0: the trace was not cut): no call decided after it is in the trace
+	// (a post at its entry, a poll at its return).
+	CutNS uint64
+	// InFlightUnseen counts the posts in flight at the cut whose return
+	// came too late to be recorded.
+	InFlightUnseen uint64
 }
 
 func (*End) Kind() Kind { return KindEnd }

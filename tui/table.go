@@ -111,11 +111,11 @@ var columns = []column{
 			if !r.qp.Measured("wqe_fetches_saved_batching") || !r.qp.Measured("payload_reads_saved_inline") {
 				return notMeasured, unmeasuredColor
 			}
-			return humanRate(r.dmaSaved), plain
+			return modeled(r, r.dmaSaved), plain
 		}},
 	{name: "CQE SAVED/s", drop: 5,
 		less: func(a, b *row) bool { return a.cqeSaved < b.cqeSaved },
-		cell: func(r *row) (string, tcell.Color) { return humanRate(r.cqeSaved), plain }},
+		cell: func(r *row) (string, tcell.Color) { return modeled(r, r.cqeSaved), plain }},
 	{name: "STATUS",
 		less: func(a, b *row) bool { return a.status < b.status },
 		cell: func(r *row) (string, tcell.Color) { return r.status, statusColor(r.status) }},
@@ -370,4 +370,12 @@ func humanRate(v float64) string {
 		return fmt.Sprintf("%.1fk", v/1e3)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// modeled is a rate of the mlx5 model, "n/a" for a QP it does not apply to.
+func modeled(r *row, rate float64) string {
+	if r.qp.Model == "" {
+		return "n/a"
+	}
+	return humanRate(rate)
 }

@@ -51,7 +51,7 @@ func (s *staticSource) Snapshot(func(uint32, uint32) bool) analyzer.Snapshot { r
 
 func qp(num uint32, depth uint32, out uint64, c analyzer.Counters) analyzer.QP {
 	return analyzer.QP{PID: 42, QPNum: num, Type: "RC", MaxSendWR: depth, MaxInline: 124, MaxSendSGE: 1,
-		CapsKnown: true, Outstanding: out, Counters: c}
+		CapsKnown: true, Outstanding: out, Counters: c, Provider: "sim", Model: analyzer.Mlx5Model}
 }
 
 func newTestUI(t *testing.T, s analyzer.Snapshot) (*UI, *fakeApp, tcell.SimulationScreen) {

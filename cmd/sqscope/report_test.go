@@ -56,7 +56,7 @@ func (e *events) hdr() trace.Header {
 
 func (e *events) create(qpn, depth uint32) {
 	e.evs = append(e.evs, &trace.QPCreate{Header: e.hdr(), QP: 0x1000 + uint64(qpn), QPNum: qpn, Type: trace.QPTypeRC,
-		SendCQ: 0x2000 + uint64(qpn), Caps: trace.Caps{MaxSendWR: depth, MaxSendSGE: 1, MaxInlineData: 124}})
+		SendCQ: 0x2000 + uint64(qpn), Caps: trace.Caps{MaxSendWR: depth, MaxSendSGE: 1, MaxInlineData: 124}, Via: "sqsim_create_qp"})
 }
 
 func (e *events) post(qpn uint32, n int, flags uint32, sigEvery uint64, ret int32, accepted int) {
