@@ -96,6 +96,28 @@ type QP struct {
 	ProviderLib string `json:"provider_lib,omitempty"`
 	Model       string `json:"model,omitempty"`
 	Outstanding uint64 `json:"outstanding"`
+	// Found says how the QP became known (FoundCreate, FoundMemory,
+	// FoundPost, ...); StateFound is its state when the memory scan found
+	// it (empty otherwise).
+	Found      string `json:"found"`
+	StateFound string `json:"state_found,omitempty"`
+	// OutstandingLowerBound: the QP was not created while tracing and no
+	// completion has yet proved the WRs it had outstanding before the
+	// attach retired: Outstanding, the peak and the occupancy count only
+	// WRs posted since. ExactSinceNS is when the model became exact (0:
+	// not yet, or it always was). PreAttachCQEs counts completions of
+	// WRs posted before the attach; RetiredUnseen WRs the depth proved
+	// retired whose completions were not seen (lateattach.go).
+	OutstandingLowerBound bool `json:"outstanding_lower_bound"`
+	// CompletionsNotTraced: posts were probed and no poll function was,
+	// so no completion can be seen: Outstanding and the occupancy count
+	// WRs posted, not WRs outstanding, and the reports leave them out.
+	CompletionsNotTraced bool   `json:"completions_not_traced,omitempty"`
+	ExactSinceNS         uint64 `json:"exact_since_ns,omitempty"`
+	// ExactSinceS is ExactSinceNS in seconds into the trace.
+	ExactSinceS   float64 `json:"exact_since_s,omitempty"`
+	PreAttachCQEs uint64  `json:"pre_attach_cqes,omitempty"`
+	RetiredUnseen uint64  `json:"retired_unseen,omitempty"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
@@ -140,6 +162,9 @@ type Snapshot struct {
 	TotalRates Rates          `json:"total_rates"`
 	TotalPCIe  Savings        `json:"total_pcie"`
 	Attach     []trace.Attach `json:"probes,omitempty"`
+	// Scan is what the memory scan of a process traced after it started
+	// read and found; nil when there was none.
+	Scan *trace.Scan `json:"memory_scan,omitempty"`
 	// CQs are the completion queues seen, one per lifetime, by their
 	// calls and polls.
 	CQs  []CQ  `json:"cqs,omitempty"`
@@ -254,6 +279,9 @@ type Analyzer struct {
 	lastWCQ   *sq
 	// rqsEmpty counts the traced receiving QPs whose RQ is empty (diag_recv.go)
 	rqsEmpty int
+	// probes placed on the data path's post and poll functions
+	// (lateattach.go: completionsNotTraced)
+	postProbed, pollProbed bool
 }
 
 // New returns an empty analyzer.
@@ -320,7 +348,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.qp = e.QP
 		q.typ = e.Type
 		q.caps = e.Caps
-		q.capsKnown = true
+		q.capsKnown = e.Via != trace.ViaMemory // a QP in memory: caps unknown
+		q.late = !q.capsKnown
+		q.found = FoundCreate
+		if q.late {
+			q.found, q.stateFound = FoundMemory, ibv.QPStateName(e.State)
+		}
 		q.sendCapsInferred = false
 		q.createdNS = e.TimeNS
 		q.sigAll = e.SigAll
@@ -338,9 +371,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.CQChange:
 		a.cqChange(e)
 	case *trace.QPModify:
-		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS).stateModified(e)
+		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundModify)
+		q.stateModified(e)
 	case *trace.Post:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundPost)
 		if !q.capsKnown {
 			a.snap.UnknownQPPosts++
 		}
@@ -382,7 +418,8 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
 				a.qpEpoch++
 			}
-			q.complete(wc)
+			q.noteFound(FoundCompletion)
+			q.complete(wc, e.TimeNS)
 			a.notePending(q, e.TimeNS)
 			if wc.Status == ibv.WCRNRRetryExcErr {
 				a.rnrExceeded(q, e.TimeNS)
@@ -422,6 +459,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
+		q.noteFound(FoundCounters)
 		q.countersOnly = true
 		a.countedRecvs(q, e)
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
@@ -441,6 +479,10 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.snap.Attach = append(a.snap.Attach, *e)
 		a.recvAttach(e)
 		a.noteAttach(e)
+		a.noteProbe(e)
+	case *trace.Scan:
+		sc := *e
+		a.snap.Scan = &sc
 	case *trace.CQCreate:
 		a.cqCreated(e)
 	case *trace.SRQCreate, *trace.SRQDestroy:
@@ -554,7 +596,11 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
 			Provider: q.prov.String(), ProviderLib: q.provLib, Model: model,
-			Outstanding: q.outstanding(), Counters: c,
+			Outstanding: q.outstanding(), Counters: c, Found: q.found, StateFound: q.stateFound,
+			OutstandingLowerBound: q.lateUnsynced() && !a.completionsNotTraced(), ExactSinceNS: q.syncedNS,
+			ExactSinceS:          exactSince(a.clock(), q.syncedNS),
+			CompletionsNotTraced: a.completionsNotTraced(),
+			PreAttachCQEs:        q.preCQEs, RetiredUnseen: q.retiredUnseen,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: occ, Rates: r, PCIe: pcie,
 			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),

@@ -63,7 +63,7 @@ type RecvQueue struct {
 	Outstanding        *uint64 `json:"outstanding,omitempty"`
 	Peak               *uint64 `json:"peak_outstanding,omitempty"`
 	OutstandingUnknown string  `json:"outstanding_unknown,omitempty"`
-	counted            bool    // counters mode: no completions seen
+	counted            bool    // no completions seen: counters mode, or no poll function traced
 }
 
 // SRQRecv is what was posted to one SRQ lifetime (events mode).
@@ -78,6 +78,7 @@ const (
 	whyRecvCounters = "counters mode counts the receives posted to each QP, not their completions (what is outstanding) nor the receives posted to SRQs (--mode events traces them)"
 	whyRecvOld      = "receives are not in these kernel totals (recorded before sqscope counted them; --mode events traces them)"
 	whyRecvCounted  = "counters mode sees no receive completions"
+	whyRecvNoPoll   = "no poll function is traced, so no receive completion is seen"
 	whyRecvNoCreate = "the QP was created before tracing: receives it had then are unknown"
 	whyRecvSRQ      = "more receive completions than receives posted to it: its receives come from an SRQ, or were posted through calls not traced"
 )
@@ -102,7 +103,7 @@ type recvKnown struct {
 
 func (a *Analyzer) recvKnown() recvKnown {
 	t := &a.recv
-	k := recvKnown{posts: true, completions: !t.kernel, srqs: !t.kernel}
+	k := recvKnown{posts: true, completions: !t.kernel && !a.completionsNotTraced(), srqs: !t.kernel}
 	var why []string
 	switch {
 	case t.old:
@@ -176,6 +177,7 @@ func (a *Analyzer) postRecv(e *trace.PostRecv) {
 		return
 	}
 	q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+	q.noteFound(FoundRecv)
 	was := q.rqEmpty()
 	q.c.PostRecvs += uint64(e.Accepted)
 	a.noteRQ(q, was)
@@ -238,6 +240,9 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 	case !known.completions:
 		out.counted, out.Consumed, out.CQEErrors = true, 0, 0
 		out.OutstandingUnknown = whyRecvCounted
+		if !a.recv.kernel {
+			out.OutstandingUnknown = whyRecvNoPoll
+		}
 	case ok:
 		peak := max(r.peak, n)
 		out.Outstanding, out.Peak = &n, &peak

@@ -314,7 +314,7 @@ func TestReceiveSideCountersMode(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := text.String()
-			want := []string{"receive side: " + tc.why, "QP 0x1d0 (pid 7, RC)", "  sends: none traced",
+			want := []string{"receive side: " + tc.why, "QP 0x1d0 (pid 7, RC, found by its create)", "  sends: none traced",
 				"send and recv CQ of 1 QP (0x1d0); polls 38110 (empty 31710), CQEs 6400\n",
 				"note: 40 post calls were on QPs created before the tracer attached"}
 			if tc.counted {
@@ -376,5 +376,28 @@ func TestReceivesNotAttached(t *testing.T) {
 				t.Errorf("text gives the reason %v, want %v:\n%s", got, tc.why != "", text.String())
 			}
 		})
+	}
+}
+
+// Where no poll function is traced, the receives posted are known and
+// what completions tell is not: absent, with the reason.
+func TestReceivesWithoutPolls(t *testing.T) {
+	s := newStream()
+	for _, fn := range []string{"post_send", "post_recv"} {
+		s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: fn, Path: "libmlx5.so.1", Offset: 0x1000, How: "explicit"})
+	}
+	s.create(0x1c0, trace.QPTypeRC, rcCaps(16, 0, 1), false)
+	s.recvPost(qpAddr(0x1c0), 0x1c0, 4, 0, 4, false)
+	snap := s.run(Options{})
+	r := snap.QPs[0].Recv
+	if r == nil || r.Posted != 4 || r.Outstanding != nil || r.OutstandingUnknown != whyRecvNoPoll {
+		t.Fatalf("receives %+v: want 4 posted, outstanding unknown (%q)", r, whyRecvNoPoll)
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, snap); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(js.String(), `"consumed"`) || strings.Contains(js.String(), `"recv_cqes"`) {
+		t.Errorf("JSON gives receive completions, not seen:\n%s", js.String())
 	}
 }

@@ -50,6 +50,8 @@
 #define IBV_QP_SEND_CQ                 24
 #define IBV_QP_RECV_CQ                 32
 #define IBV_QP_QP_NUM                  52
+/* IBV_QP_STATE is an enum of verbs.h: the field gets a longer name */
+#define IBV_QP_STATE_FIELD             56
 #define IBV_QP_QP_TYPE                 60
 #define IBV_QP_SIZE                    160
 

@@ -8,8 +8,10 @@
 // simulated HCA's sqsim_* equivalents) is found by symbol. Each of those
 // calls reveals data-path function pointers (the context's ops table, the
 // provider's create_qp_ex, the ibv_qp_ex wr_* functions); the tracer maps
-// each through /proc/PID/maps to a file offset and attaches there. Explicit
-// FUNC=LIB:OFFSET probes cover anything else.
+// each through /proc/PID/maps to a file offset and attaches there. A
+// process traced after it started is searched by symbol (with its debug
+// files, debugfile.go) and in its memory (ScanDataPath, memscan.go).
+// Explicit FUNC=LIB:OFFSET probes cover anything else.
 package probe
 
 import (
@@ -82,6 +84,13 @@ type Options struct {
 	// times per process). A shell sees the stop and may report the job as
 	// stopped.
 	NoStop bool
+	// DebugDirs are searched for separate debug files (build-id and
+	// .gnu_debuglink); default: $SQSCOPE_DEBUG_DIR, else
+	// DefaultDebugDirs.
+	DebugDirs []string
+	// ScanBounds bound the memory scan of a process traced after it
+	// started (PID without Child).
+	ScanBounds ScanBounds
 	// MaxWRs, MaxSGEs and MaxWCs lower the per-record bounds (WRs per post,
 	// SGEs summed per WR, completions per poll); 0 keeps the compiled ones.
 	MaxWRs, MaxSGEs, MaxWCs int
@@ -157,6 +166,11 @@ type Tracer struct {
 	cqSeen     map[cqGenKey]bpf.VerbsSqCqStats
 	cqFinals   map[cqGenKey]bpf.VerbsSqCqStats // counts replaced CQs ended with
 	ibvHooked  map[fileID]bool                 // libibverbs files with discovery probes
+	// the memory scan of a process traced after it started, its error,
+	// and the events it made (delivered first by Run); guarded by mu
+	scan    *ScanResult
+	scanErr error
+	pre     []trace.Event
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool

@@ -45,7 +45,8 @@ type Config struct {
 	Mode           string // ModeEvents (default) or ModeCounters
 	CallTimes      bool   // record entry times too (events mode)
 	NoStop         bool   // never pause the target while attaching
-	Wait           bool   // keep waiting for a target without a verbs library
+	Attach         AttachFlags
+	Wait           bool // keep waiting for a target without a verbs library
 	VerbsTimeout   time.Duration
 	Duration       time.Duration // stop tracing after this long (0: when the target ends)
 	// KeepTarget leaves a command sqscope started running when tracing
@@ -122,19 +123,24 @@ func Start(cfg Config) (_ *Session, err error) {
 	if cfg.Mode == ModeCounters {
 		opts.Mode = probe.ModeCounters
 	}
+	if err := cfg.Attach.options(&opts); err != nil {
+		return nil, err
+	}
 	for _, p := range cfg.Probes {
 		if err := probe.CheckProbe(p, cfg.ProbesAnywhere); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.RecordTo != "" {
-		rec, err := createRecording(&cfg)
-		if err != nil {
-			return nil, err
+		rec, rerr := createRecording(&cfg)
+		if rerr != nil {
+			return nil, rerr
 		}
 		s.rec = rec
 		defer func() {
-			if err != nil { // nothing was recorded: no file is left
+			// Start's own error (not a shadow of it): nothing was
+			// recorded, so no file is left
+			if err != nil {
 				rec.discard()
 			}
 		}()
@@ -248,7 +254,7 @@ func (s *Session) deliver(ev trace.Event) {
 		s.mu.Lock() // the child's waiter may set its own exit
 		s.exit, s.exitSeen = e, true
 		s.mu.Unlock()
-	case *trace.Attach, *trace.Lost:
+	case *trace.Attach, *trace.Lost, *trace.Scan:
 	default:
 		if !s.verbsSeenNoted {
 			s.verbsSeenNoted = true

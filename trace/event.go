@@ -42,6 +42,7 @@ const (
 	KindSRQDestroy Kind = 15
 	KindEnd        Kind = 16
 	KindCQChange   Kind = 17
+	KindScan       Kind = 18
 )
 
 var kindNames = map[Kind]string{
@@ -50,7 +51,7 @@ var kindNames = map[Kind]string{
 	KindPostRecv: "post_recv", KindLost: "lost", KindExit: "exit",
 	KindAttach: "attach", KindQPCounters: "qp_counters", KindCQCounters: "cq_counters",
 	KindCQCreate: "cq_create", KindSRQCreate: "srq_create", KindSRQDestroy: "srq_destroy", KindEnd: "end",
-	KindCQChange: "cq_change",
+	KindCQChange: "cq_change", KindScan: "scan",
 }
 
 func (k Kind) String() string {
@@ -119,14 +120,22 @@ type QPCreate struct {
 	RecvCQ uint64
 	Caps   Caps
 	// Via names the call that revealed the QP, e.g. "ibv_create_qp" or
-	// "sqsim_create_qp".
+	// "sqsim_create_qp", or ViaMemory for a QP that existed before the
+	// trace and was found in the target's memory (caps unknown).
 	Via string
 	Gen uint64
 	// Lib is the file that holds the QP's post_send, the provider's
 	// library (e.g. libmlx5.so.1 or librxe-rdmav34.so): which provider's
 	// rules the QP follows. Empty when not known.
 	Lib string
+	// State is the QP's state (enum ibv_qp_state) when it was found: 0
+	// (RESET) for a create, what memory said for ViaMemory.
+	State int32
 }
+
+// ViaMemory is the Via of a QP found by the memory scan of a running
+// process.
+const ViaMemory = "memory"
 
 func (*QPCreate) Kind() Kind { return KindQPCreate }
 
@@ -333,8 +342,12 @@ type Attach struct {
 	Func   string // post_send, poll_cq, post_recv, wr_start, ... or create_qp
 	Path   string // the ELF file
 	Offset uint64 // file offset
-	How    string // "symbol", HowSimSymbol, "ops-table", "explicit"
+	How    string // "symbol", HowSimSymbol, "debug-file", "memory", "ops-table", "explicit"
 	Err    string // empty when attached
+	// DebugFile is the separate debug file whose symbols found the
+	// function (How "debug-file"): a build-id, .gnu_debuglink or
+	// .gnu_debugaltlink file, or "<path>:.gnu_debugdata".
+	DebugFile string `json:",omitempty"`
 }
 
 // HowSimSymbol is the How of a data-path probe found by the symbol of the
@@ -343,6 +356,24 @@ type Attach struct {
 const HowSimSymbol = "symbol (simulated HCA)"
 
 func (*Attach) Kind() Kind { return KindAttach }
+
+// Scan is what the memory scan of a process traced after it started read
+// and found (probe.ScanDataPath).
+type Scan struct {
+	Header
+	Bytes      uint64 // bytes of the process's memory read
+	Mappings   uint32 // mappings read
+	DurationNS uint64 // time the scan took
+	Contexts   uint32 // struct ibv_context objects found
+	QPs        uint32 // struct ibv_qp objects found
+	// StopNS is how long the process was stopped while the probes of
+	// what the scan found were placed (0: not stopped).
+	StopNS uint64
+	Cut    string // the bound that ended the scan early, or ""
+	Err    string // why the scan failed, or ""
+}
+
+func (*Scan) Kind() Kind { return KindScan }
 
 // QPCounters is a per-QP aggregate kept in the kernel by the low-overhead
 // mode instead of per-call events. Values are totals of the QP's

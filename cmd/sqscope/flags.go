@@ -35,6 +35,7 @@ type targetFlags struct {
 	keep     bool   // --keep-target
 	recordTo string // record's -o
 	force    bool   // record's --force
+	attach   session.AttachFlags
 }
 
 func (tf *targetFlags) register(fs *flag.FlagSet) {
@@ -61,6 +62,7 @@ func (tf *targetFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&tf.timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
 	fs.StringVar(&tf.failOn, "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
 	fs.IntVar(&tf.ringMiB, "ring-mib", 8, "ring buffer size in MiB (a power of two)")
+	tf.attach.Register(fs)
 }
 
 // check validates the combination; rest is what followed "--".
@@ -106,7 +108,7 @@ func (tf *targetFlags) check(rest []string) error {
 func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*session.Session, error) {
 	cfg := session.Config{PID: tf.pid, Probes: tf.probes, ProbesAnywhere: tf.anywhere, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
 		Wait: tf.wait, VerbsTimeout: tf.timeout, Duration: tf.duration, KeepTarget: tf.keep, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr,
-		RecordTo: tf.recordTo, RecordForce: tf.force, Version: version}
+		RecordTo: tf.recordTo, RecordForce: tf.force, Version: version, Attach: tf.attach}
 	switch {
 	case tf.workload:
 		self, err := os.Executable()

@@ -55,6 +55,7 @@ const struct abi_fact abi_facts[] = {
 	OFF(IBV_QP_SEND_CQ, ibv_qp, send_cq),
 	OFF(IBV_QP_RECV_CQ, ibv_qp, recv_cq),
 	OFF(IBV_QP_QP_NUM, ibv_qp, qp_num),
+	OFF(IBV_QP_STATE_FIELD, ibv_qp, state),
 	OFF(IBV_QP_QP_TYPE, ibv_qp, qp_type),
 	SIZE(IBV_QP_SIZE, ibv_qp),
 
