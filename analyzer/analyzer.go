@@ -69,6 +69,7 @@ type Counters struct {
 // QP is one send queue in a snapshot.
 type QP struct {
 	PID        uint32 `json:"pid"`
+	Comm       string `json:"comm,omitempty"` // its process's command name, when known
 	QPNum      uint32 `json:"qp_num"`
 	Type       string `json:"qp_type"`
 	MaxSendWR  uint32 `json:"max_send_wr"`
@@ -133,9 +134,7 @@ type QP struct {
 	History        []OccSample `json:"-"`
 	HistoryStartNS uint64      `json:"-"`
 	recvUntraced   bool        // receives not traced: post_recvs left out of JSON
-	// Recv is its receive queue (recv.go); nil when receives are not
-	// traced.
-	Recv *RecvQueue `json:"recv,omitempty"`
+	Recv           *RecvQueue  `json:"recv,omitempty"` // its receive queue (recv.go); nil when not traced
 }
 
 // Rates are averages over the time the QP (or, in the total, the trace) was
@@ -165,19 +164,19 @@ type Snapshot struct {
 	// Scan is what the memory scan of a process traced after it started
 	// read and found; nil when there was none.
 	Scan *trace.Scan `json:"memory_scan,omitempty"`
+	// Processes are the processes the trace named: the target, those
+	// followed from it, or those of a host-wide trace; exited ones stay.
+	Processes []Process `json:"processes,omitempty"`
 	// CQs are the completion queues seen, one per lifetime, by their
 	// calls and polls.
 	CQs  []CQ  `json:"cqs,omitempty"`
 	SRQs []SRQ `json:"srqs,omitempty"`
-	// SRQRecvs counts receive WRs posted to shared receive queues
-	// (ibv_post_srq_recv), which belong to no QP; nil when receives are
-	// not traced.
-	SRQRecvs *uint64 `json:"srq_recvs,omitempty"`
-	// ReceivesNotTraced says why the snapshot has no receive figures, or
-	// not all of them (empty when it has them).
-	ReceivesNotTraced string `json:"receives_not_traced,omitempty"`
-	Exited            bool   `json:"target_exited"`
-	ExitCode          int32  `json:"exit_code"`
+	// SRQRecvs counts receive WRs posted to SRQs (ibv_post_srq_recv, of
+	// no QP), nil when not traced; ReceivesNotTraced says what is not.
+	SRQRecvs          *uint64 `json:"srq_recvs,omitempty"`
+	ReceivesNotTraced string  `json:"receives_not_traced,omitempty"`
+	Exited            bool    `json:"target_exited"`
+	ExitCode          int32   `json:"exit_code"`
 	// ExitSignal is the signal that killed the target (ExitCode is then
 	// -1), 0 when it exited.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
@@ -263,16 +262,14 @@ type Analyzer struct {
 	cqGens map[objKey]*cqState
 	allCQs []*cqState
 	srqs   []*srqState
-	// srqRecvs counts the receive WRs posted to SRQs; recv says which
-	// receive figures the trace has (recv.go)
-	srqRecvs uint64
-	recv     recvTrace
+	recv   recvTrace // which receive figures the trace has, SRQ receives (recv.go)
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
 	// pidProv is the provider of each process's data path (provider.go)
 	pidProv map[uint32]Provider
 	diags   []diagRec
+	procs   procs
 	snap    Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
@@ -473,8 +470,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.Lost:
 		a.snap.Lost += e.Count
 	case *trace.Exit:
-		a.snap.Exited = true
-		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		if a.procs.exit(e) {
+			a.snap.Exited = true
+			a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		}
+	case *trace.Proc:
+		a.procs.proc(e)
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
 		a.recvAttach(e)
@@ -541,7 +542,6 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.snap
-	known := a.recvKnown()
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
 	s.QPs = make([]QP, 0, len(a.all))
 	modeled := false // some QP follows the mlx5 model
@@ -591,7 +591,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			longest = q.runLongest + 1
 		}
 		s.QPs = append(s.QPs, QP{
-			PID: k.pid, QPNum: k.qpNum, Type: q.typ.String(),
+			PID: k.pid, Comm: a.procs.comm(k.pid), QPNum: k.qpNum, Type: q.typ.String(),
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
@@ -604,7 +604,6 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: occ, Rates: r, PCIe: pcie,
 			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),
-			recvUntraced: !known.posts,
 		})
 		addCounters(&s.Total.Counters, &c)
 	}
@@ -637,11 +636,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	})
 	s.Diagnoses = a.diagnoses()
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
-	s.UnknownQPPosts += a.countedUnknownPosts()
-	s.SRQRecvs = a.srqRecvsSnapshot()
-	s.Total.recvUntraced = !known.posts
-	s.ReceivesNotTraced = known.why
+	a.snapshotRecv(&s)
 	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
+	s.Processes = a.procs.snapshot()
 	return s
 }
 

@@ -90,6 +90,7 @@ type recvTrace struct {
 	kernel, old            bool   // kernel totals seen; some without receives
 	attached, srqAttached  bool   // a probe of the call was placed
 	attachErr, srqAttachEr string // why one was not (the first reason)
+	srqRecvs               uint64 // receive WRs posted to SRQs
 }
 
 // recvKnown is which receive figures the snapshot has, and why not the
@@ -167,7 +168,7 @@ func (a *Analyzer) postRecv(e *trace.PostRecv) {
 		return // a recording of both modes: the kernel's totals hold them
 	}
 	if e.SRQ {
-		a.srqRecvs += uint64(e.Accepted)
+		a.recv.srqRecvs += uint64(e.Accepted)
 		s := a.srqAt(e.PID, e.QP)
 		s.recv.PostCalls++
 		s.recv.Posted += uint64(e.Accepted)
@@ -287,8 +288,21 @@ func (a *Analyzer) srqRecvsSnapshot() *uint64 {
 	if !a.recvKnown().srqs {
 		return nil
 	}
-	n := a.srqRecvs
+	n := a.recv.srqRecvs
 	return &n
+}
+
+// snapshotRecv fills in what a snapshot says of the receive side beyond
+// its QPs', CQs' and SRQs' own figures.
+func (a *Analyzer) snapshotRecv(s *Snapshot) {
+	known := a.recvKnown()
+	for i := range s.QPs {
+		s.QPs[i].recvUntraced = !known.posts
+	}
+	s.UnknownQPPosts += a.countedUnknownPosts()
+	s.SRQRecvs = a.srqRecvsSnapshot()
+	s.Total.recvUntraced = !known.posts
+	s.ReceivesNotTraced = known.why
 }
 
 // countedUnknownPosts is, in counters mode, the post calls on QPs whose

@@ -69,6 +69,7 @@ func writeText(w io.Writer, s Snapshot) {
 	}
 	writeEnding(w, &s)
 	writeScan(w, s.Scan)
+	writeProcs(w, s.Processes)
 	for _, a := range s.Attach {
 		if a.Err != "" {
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
@@ -99,8 +100,12 @@ func writeText(w io.Writer, s Snapshot) {
 		if q.Destroyed {
 			life += ", destroyed"
 		}
-		fmt.Fprintf(w, "QP %#x (pid %d, %s%s, %s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
-			q.QPNum, q.PID, q.Type, life, foundText(&q), q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		who := fmt.Sprint(q.PID)
+		if q.Comm != "" {
+			who += " " + q.Comm
+		}
+		fmt.Fprintf(w, "QP %#x (pid %s, %s%s, %s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
+			q.QPNum, who, q.Type, life, foundText(&q), q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 		switch {
 		case sendIdle(&q):
 			fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")

@@ -36,6 +36,9 @@ func (t *Tracer) attachAll() error {
 		return fmt.Errorf("attaching to sched_process_exit: %w", err)
 	}
 	t.links = append(t.links, l)
+	if err := t.attachProcTracepoints(); err != nil {
+		return err
+	}
 
 	found := 0
 	if lib := t.findLibibverbs(); lib != "" {
@@ -57,7 +60,11 @@ func (t *Tracer) attachAll() error {
 			continue
 		}
 		seen[id] = true
+		t.exeHooked[id] = true
 		found += t.attachDiscovery(b[0], b[1], true)
+	}
+	if t.opts.All {
+		found += t.attachHostRunning()
 	}
 	if found == 0 && len(t.opts.Probes) == 0 {
 		for _, a := range t.attachments {
@@ -290,7 +297,9 @@ func (t *Tracer) attachFound(pid uint32, r role, cookie uint64, path, openPath s
 	key := attachKey{file: id, offset: off, role: r.name, cookie: cookie}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.closed || t.stopping.Load() {
+		// stopping: the probes are being removed, and one placed now
+		// could stop a process after the last read of the ring
 		a.Err = "tracer closed"
 		return a
 	}
@@ -307,7 +316,13 @@ func (t *Tracer) attachFound(pid uint32, r role, cookie uint64, path, openPath s
 	// which goes when the main thread exits: a probe placed after that
 	// would never fire. It is placed for every process then, and the
 	// programs keep to the target (targ_tgid; flush reads its counts only).
+	// Following the target's children, probes are placed for every
+	// process too: a child is in the programs' filter from its fork on,
+	// and a uprobe's process filter cannot grow.
 	filter := t.opts.PID
+	if t.following() {
+		filter = 0
+	}
 	if filter != 0 && leaderExited(filter) {
 		filter = 0
 		if !t.warnedLeader {

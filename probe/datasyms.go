@@ -55,12 +55,18 @@ type symbolHit struct {
 	how, debug     string
 }
 
-// dataPathBySymbol finds data-path functions by name in the running
-// target's executable and mapped provider libraries, or in their separate
+// attachDataPathBySymbol hooks data-path functions found by name in a
+// running process's executable and mapped provider libraries (a host-wide
+// trace's processes). It returns how many roles it placed.
+func (t *Tracer) attachDataPathBySymbol(pid int) int {
+	return t.attachBySymbol(pid, t.dataPathBySymbol(pid))
+}
+
+// dataPathBySymbol finds data-path functions by name in a running
+// process's executable and mapped provider libraries, or in their separate
 // debug files (debugfile.go). Reading those files takes a while: it is
-// done before the target is stopped (attachBySymbol then places them).
-func (t *Tracer) dataPathBySymbol() []symbolHit {
-	pid := t.opts.PID
+// done before the process is stopped (attachBySymbol then places them).
+func (t *Tracer) dataPathBySymbol(pid int) []symbolHit {
 	files := [][2]string{}
 	if p, err := readlinkExe(pid); err == nil {
 		files = append(files, [2]string{p, ProcDir(pid) + "/exe"})
@@ -108,10 +114,10 @@ func (t *Tracer) dataPathBySymbol() []symbolHit {
 
 // attachBySymbol places what dataPathBySymbol found and returns how many
 // it placed.
-func (t *Tracer) attachBySymbol(hits []symbolHit) int {
+func (t *Tracer) attachBySymbol(pid int, hits []symbolHit) int {
 	placed := 0
 	for _, h := range hits {
-		if a := t.attachFound(uint32(t.opts.PID), h.r, h.r.cookie, h.path, h.openPath, h.off, h.how, h.debug); a.Err == "" && a.Func != "" {
+		if a := t.attachFound(uint32(pid), h.r, h.r.cookie, h.path, h.openPath, h.off, h.how, h.debug); a.Err == "" && a.Func != "" {
 			placed++
 		}
 	}

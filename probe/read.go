@@ -136,10 +136,13 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 		return
 	}
 	t.mu.Lock()
-	pending := t.unsent
-	t.unsent = nil
+	pending, procs := t.unsent, t.procs
+	t.unsent, t.procs = nil, nil
 	t.haveUnsent.Store(false)
 	t.mu.Unlock()
+	for i := range procs {
+		fn(&procs[i])
+	}
 	for i := range pending {
 		a := pending[i]
 		fn(&a)
@@ -163,7 +166,22 @@ func (t *Tracer) resume(force bool) {
 			}
 		}
 		syscall.Kill(pid, syscall.SIGCONT)
+		t.objs.StoppedPids.Delete(uint32(pid))
 		delete(t.stopped, pid)
+	}
+}
+
+// continueStopped continues every process the programs stopped and no one
+// continued (stopped_pids): when detaching, those whose record was not read.
+func (t *Tracer) continueStopped() {
+	if t.objs.StoppedPids == nil {
+		return
+	}
+	var pid uint32
+	var v uint8
+	it := t.objs.StoppedPids.Iterate()
+	for it.Next(&pid, &v) {
+		syscall.Kill(int(pid), syscall.SIGCONT)
 	}
 }
 
@@ -220,13 +238,18 @@ func (t *Tracer) Close() error {
 		return nil
 	}
 	t.closed = true
+	t.mu.Unlock()
+
+	// The probes go first: a process they stop after this is continued
+	// below, from the kernel's list, even if its record is never read.
+	errs := t.detach()
+	t.mu.Lock()
 	for pid := range t.stopped {
 		syscall.Kill(pid, syscall.SIGCONT)
 	}
 	t.stopped = map[int]time.Time{}
 	t.mu.Unlock()
-
-	errs := t.detach()
+	t.continueStopped()
 	if t.rd != nil {
 		if err := t.rd.Close(); err != nil {
 			errs = append(errs, err)

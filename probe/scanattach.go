@@ -36,7 +36,7 @@ func (t *Tracer) attachRunning() (bySym, byMem int) {
 		t.warnings = append(t.warnings, fmt.Sprintf("memory scan of process %d: %v", pid, err))
 	}
 	t.pre = append(t.pre, sc)
-	hits := t.dataPathBySymbol()
+	hits := t.dataPathBySymbol(pid)
 	if len(hits) == 0 && len(res.Contexts) == 0 {
 		return 0, 0 // nothing to place: no reason to stop the process
 	}
@@ -50,7 +50,7 @@ func (t *Tracer) attachRunning() (bySym, byMem int) {
 			waitGroupStopped(pid, 100*time.Millisecond)
 		}
 	}
-	bySym = t.attachBySymbol(hits)
+	bySym = t.attachBySymbol(pid, hits)
 	for _, c := range res.Contexts {
 		fns := make([]uint64, bpf.VerbsSqFnSQ_FN_COUNT)
 		fns[bpf.VerbsSqFnSQ_FN_POST_SEND] = c.PostSend

@@ -48,6 +48,15 @@ type Options struct {
 	PID int
 	// Child is a process from StartHeld; it sets PID and Exe.
 	Child *Child
+	// Follow traces the processes PID forks (and theirs) too, from their
+	// fork on, with the verbs functions their programs bring.
+	Follow bool
+	// All traces every process of the host that uses verbs, running now
+	// or started later (PID must be 0).
+	All bool
+	// FindDataPath finds the data path of QPs a running process created
+	// before tracing began, beyond symbols (see DataPathFinder).
+	FindDataPath DataPathFinder
 	// Exe is searched for the simulated HCA's sqsim_* functions. Default:
 	// the target's executable (/proc/PID/exe), or this executable when PID
 	// is 0.
@@ -171,6 +180,13 @@ type Tracer struct {
 	scan    *ScanResult
 	scanErr error
 	pre     []trace.Event
+	exeHooked  map[fileID]bool                 // executables searched for the simulated HCA
+	members    map[uint32]bool                 // processes followed from the target (Follow)
+	procs      []trace.Proc                    // processes to announce; guarded by mu
+	running    []int                           // verbs processes found when a host-wide trace began
+	hostSeen   map[int]bool                    // processes a host-wide trace knows of
+	simExe     map[fileID]bool                 // executables looked at: has the simulated HCA
+	lastScan   time.Time                       // of /proc, for a host-wide trace
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool
@@ -220,6 +236,9 @@ func Open(opts Options) (*Tracer, error) {
 	if err := checkPrivileges(); err != nil {
 		return nil, err
 	}
+	if opts.All && opts.PID != 0 {
+		return nil, errors.New("tracing every process (-a) takes no process id or command")
+	}
 	var proc *procWatch
 	if opts.PID != 0 {
 		if err := checkPID(opts.PID); err != nil {
@@ -249,6 +268,10 @@ func Open(opts Options) (*Tracer, error) {
 		cqSeen:     map[cqGenKey]bpf.VerbsSqCqStats{},
 		cqFinals:   map[cqGenKey]bpf.VerbsSqCqStats{},
 		ibvHooked:  map[fileID]bool{},
+		exeHooked:  map[fileID]bool{},
+		members:    map[uint32]bool{},
+		hostSeen:   map[int]bool{},
+		simExe:     map[fileID]bool{},
 		syncDone:   make(chan struct{}),
 	}
 	if err := t.load(); err != nil {
@@ -297,6 +320,7 @@ func (t *Tracer) load() error {
 	}{
 		{"targ_tgid", uint32(t.opts.PID)},
 		{"self_tgid", uint32(self)},
+		{"follow", boolKnob(t.following())},
 		{"stop_on_new", stopKnob},
 		{"targ_mode", uint8(t.opts.Mode)},
 		{"call_times", boolKnob(t.opts.CallTimes)},

@@ -249,6 +249,10 @@ func eventHeader(ev Event) (*Header, error) {
 		if e != nil {
 			h = &e.Header
 		}
+	case *Proc:
+		if e != nil {
+			h = &e.Header
+		}
 	default:
 		if ev == nil {
 			return nil, errors.New("cannot record a nil event")
@@ -452,6 +456,10 @@ func appendFields(b []byte, ev Event) []byte {
 		}
 		b = appendStr(b, e.Cut)
 		b = appendStr(b, e.Err)
+	case *Proc:
+		b = appendStr(b, e.How)
+		b = appendU(b, uint64(e.Parent))
+		b = appendStr(b, e.Comm)
 	}
 	return b
 }

@@ -288,6 +288,8 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Cut = r.str()
 		e.Err = r.str()
 		return e
+	case KindProc:
+		return &Proc{Header: h, How: r.str(), Parent: r.u32(), Comm: r.str()}
 	}
 	return nil
 }

@@ -42,7 +42,8 @@ const (
 	KindSRQDestroy Kind = 15
 	KindEnd        Kind = 16
 	KindCQChange   Kind = 17
-	KindScan       Kind = 18
+	KindProc       Kind = 18
+	KindScan       Kind = 19
 )
 
 var kindNames = map[Kind]string{
@@ -51,7 +52,7 @@ var kindNames = map[Kind]string{
 	KindPostRecv: "post_recv", KindLost: "lost", KindExit: "exit",
 	KindAttach: "attach", KindQPCounters: "qp_counters", KindCQCounters: "cq_counters",
 	KindCQCreate: "cq_create", KindSRQCreate: "srq_create", KindSRQDestroy: "srq_destroy", KindEnd: "end",
-	KindCQChange: "cq_change", KindScan: "scan",
+	KindCQChange: "cq_change", KindProc: "proc", KindScan: "scan",
 }
 
 func (k Kind) String() string {
@@ -291,6 +292,29 @@ type Exit struct {
 }
 
 func (*Exit) Kind() Kind { return KindExit }
+
+// How a process joined the trace (Proc.How).
+const (
+	ProcTarget  = "target"  // the process sqscope started or attached to
+	ProcFork    = "fork"    // forked by a traced process (followed)
+	ProcExec    = "exec"    // a traced process ran a new program
+	ProcRunning = "running" // found mapping a verbs library when tracing began (host-wide)
+	ProcFirst   = "first"   // its first verbs call (host-wide)
+	ProcFound   = "found"   // found mapping a verbs library while tracing (host-wide)
+)
+
+// Proc: a process joined the trace, or ran a new program. Header.PID is
+// the process. A recording with Proc events names its processes; an Exit
+// whose PID is not the ProcTarget's is the exit of another traced process
+// (a child followed, or one of a host-wide trace), not the end.
+type Proc struct {
+	Header
+	How    string // ProcTarget, ProcFork, ProcExec, ProcRunning, ProcFirst, ProcFound
+	Parent uint32 // the parent's process id (ProcFork; 0 when not known)
+	Comm   string // the command name (/proc/PID/comm), "" when not known
+}
+
+func (*Proc) Kind() Kind { return KindProc }
 
 // CQOp says which call a CQChange reports.
 type CQOp uint8

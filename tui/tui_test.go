@@ -521,3 +521,15 @@ func TestLowerBoundOccupancy(t *testing.T) {
 		t.Errorf("row %q: an exact QP shows a bound", l)
 	}
 }
+
+// The detail names the QP's process, where the trace knows its name.
+func TestDetailNamesTheProcess(t *testing.T) {
+	for _, tc := range []struct{ comm, want string }{{"ib_write_bw", "(ib_write_bw) RC"}, {"", fmt.Sprintf("pid %d RC", healthy().QPs[0].PID)}} {
+		s := healthy()
+		s.QPs[0].Comm = tc.comm
+		u, _, scr := newTestUI(t, s)
+		if _, l := find(draw(u, scr), tc.want); l == "" {
+			t.Errorf("comm %q: no %q in\n%s", tc.comm, tc.want, strings.Join(draw(u, scr), "\n"))
+		}
+	}
+}
