@@ -2,6 +2,7 @@ package advise
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -61,7 +62,13 @@ func adviseQP(s *Stream, m Model) Advice {
 		}
 		ad.Best = append(ad.Best, Candidate{Prediction: full, Changes: changes(s, cur, full)})
 	}
-	sort.SliceStable(ad.Best, func(i, j int) bool { return ad.Best[i].WRsPerSec > ad.Best[j].WRsPerSec })
+	sort.SliceStable(ad.Best, func(i, j int) bool {
+		a, b := &ad.Best[i].Prediction, &ad.Best[j].Prediction
+		if math.Abs(a.WRsPerSec-b.WRsPerSec) > rateTolerance*b.WRsPerSec {
+			return a.WRsPerSec > b.WRsPerSec
+		}
+		return a.BytesPerWR() < b.BytesPerWR()
+	})
 	return ad
 }
 
@@ -108,29 +115,42 @@ func grid(s *Stream) []Settings {
 	return out
 }
 
-// pareto keeps the overflow-free predictions no other is at least as good
-// as on both WR/s and bytes per WR and better on one; of equal ones, the
-// first (the smallest depth, inline threshold, interval and list).
+// rateTolerance: WR/s closer than this fraction count as equal, the model
+// being no finer (a BlueFlame write saves one DMA latency once, not per WR,
+// on a link-bound queue).
+const rateTolerance = 0.01
+
+// beats reports whether o is at least as good as p on both axes and
+// better on one.
+func beats(o, p *Prediction) bool {
+	lo, hi := p.WRsPerSec*(1-rateTolerance), p.WRsPerSec*(1+rateTolerance)
+	return o.WRsPerSec >= lo && o.BytesPerWR() <= p.BytesPerWR() && (o.BytesPerWR() < p.BytesPerWR() || o.WRsPerSec > hi)
+}
+
+// pareto keeps the overflow-free predictions no other beats; of equal
+// ones, the first (the smallest depth, inline threshold, interval and
+// list).
 func pareto(ps []Prediction) []Prediction {
 	var front []Prediction
-	for i, p := range ps {
+	for i := range ps {
+		p := &ps[i]
 		if p.Overflow != "" {
 			continue
 		}
 		dominated := false
-		for j, o := range ps {
+		for j := range ps {
+			o := &ps[j]
 			if i == j || o.Overflow != "" {
 				continue
 			}
-			ge := o.WRsPerSec >= p.WRsPerSec && o.BytesPerWR() <= p.BytesPerWR()
-			gt := o.WRsPerSec > p.WRsPerSec || o.BytesPerWR() < p.BytesPerWR()
-			if (ge && gt) || (ge && j < i && o.WRsPerSec == p.WRsPerSec && o.BytesPerWR() == p.BytesPerWR()) {
+			same := o.BytesPerWR() == p.BytesPerWR() && !beats(p, o) && !beats(o, p) && math.Abs(o.WRsPerSec-p.WRsPerSec) <= rateTolerance*p.WRsPerSec
+			if beats(o, p) || (same && j < i) {
 				dominated = true
 				break
 			}
 		}
 		if !dominated {
-			front = append(front, p)
+			front = append(front, *p)
 		}
 	}
 	return front

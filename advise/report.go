@@ -52,7 +52,7 @@ func WriteText(w io.Writer, m Model, ads []Advice) error {
 				p.Doorbells, p.BFWrites, p.DMAReadsWQE, p.DMAReadsPayload, p.CQEWrites, p.PeakOutstanding)
 		}
 		if ad.Current.Overflow == "" {
-			row("current", &ad.Current)
+			row("current (replayed)", &ad.Current)
 		}
 		for i := range ad.Best {
 			row(fmt.Sprintf("#%d", i+1), &ad.Best[i].Prediction)

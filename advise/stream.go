@@ -66,7 +66,7 @@ type Stream struct {
 	// Current are the settings the recording shows.
 	Current Settings `json:"current"`
 	// Measured is what the analyzer rebuilt from the recording.
-	Measured analyzer.QP `json:"-"`
+	Measured analyzer.QP `json:"measured"`
 	// Overhead is the WQE bytes before data the QP's caps imply (mlx5's
 	// sq_overhead), which sizes a QP created with other caps.
 	Overhead uint32 `json:"wqe_overhead_bytes"`
