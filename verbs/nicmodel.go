@@ -61,7 +61,7 @@ func nicKnobNames() string {
 func (m NICModel) String() string {
 	var b []string
 	for _, k := range nicKnobs {
-		b = append(b, k.name+"="+strconv.FormatFloat(k.get(&m), 'g', -1, 64))
+		b = append(b, k.name+"="+strconv.FormatFloat(k.get(&m), 'f', -1, 64))
 	}
 	return strings.Join(b, ",")
 }

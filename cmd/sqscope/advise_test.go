@@ -33,8 +33,8 @@ var poorRuns = []struct{ name, stream, knobs string }{
 	{"one-wr-per-post", "-s 256 -n 1000", "-I 256 -t 256 -Q 64 -l 1"},
 	{"depth-too-small-for-signal-interval", "-s 256 -n 1000", "-t 16 -Q 16"},
 	{"never-signal-overflows", "-s 256 -n 1000", "-t 128 --fault never-signal"},
-	{"write-read-mix-every-wr-signaled", "-s 256 -n 600 --opcode write,read", "-t 64 -Q 1"},
-	{"too-big-to-inline-every-wr-signaled", "-s 1024 -n 300", "-t 64 -Q 1"},
+	{"write-read-mix-every-wr-signaled", "-s 256 -n 1000 --opcode write,read", "-t 64 -Q 1"},
+	{"too-big-to-inline-every-wr-signaled", "-s 1024 -n 500", "-t 64 -Q 1"},
 }
 
 // groundTruth is what the workload's JSON says the simulated HCA did.
@@ -110,7 +110,8 @@ func BenchmarkAdvice(b *testing.B) {
 // checkAdvice records the workload stream+knobs, advises, runs the best
 // candidate (up to tries times while its rate is over 15% off: other work
 // on the machine can only hold the host thread back), checks it, and
-// returns the largest count error and the rate error in percent.
+// returns the largest count error and the rate error in percent. With one
+// try (the benchmark) the rate is measured, not held to a bound.
 func checkAdvice(tb testing.TB, bin, name, stream, knobs string, tries int) (float64, float64) {
 	tb.Helper()
 	rec := filepath.Join(tb.TempDir(), "poor.sqscope")
@@ -173,8 +174,10 @@ func checkAdvice(tb testing.TB, bin, name, stream, knobs string, tries int) (flo
 			tb.Errorf("%s: measured %d, predicted %d (%.1f%% off, over 5%%)", c.name, c.got, c.want, e)
 		}
 	}
+	// the benchmark (one try) reports the rate's error; the test holds it
 	rate := pctErr(got.wrsPerSec(), best.WRsPerSec)
-	if rate > 15 {
+	rated := tries > 1
+	if rate > 15 && rated {
 		tb.Errorf("WR/s: measured %.0f, predicted %.0f (%.1f%% off, over 15%%)", got.wrsPerSec(), best.WRsPerSec, rate)
 	}
 	if got.App.ENOMEM != 0 || got.App.WRs != best.ReplayedWRs {
@@ -187,6 +190,7 @@ func checkAdvice(tb testing.TB, bin, name, stream, knobs string, tries int) (flo
 		if poor.App.ENOMEM == 0 {
 			tb.Errorf("the original run overflowed in the replay (%s) but had no ENOMEM", ad.Current.Overflow)
 		}
+	case !rated:
 	case best.WRsPerSec > 1.15*ad.Current.WRsPerSec:
 		if got.wrsPerSec() <= poor.wrsPerSec() {
 			tb.Errorf("WR/s: advised %.0f, predicted %.0f over the original's %.0f, measured no better than the original's %.0f",

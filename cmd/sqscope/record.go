@@ -36,13 +36,13 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := tf.Check(fs.Args()); err != nil {
 		return cli.UsageErr("record: %v", err)
 	}
-	return record(ctx, &tf, fs.Args(), stderr)
+	return record(ctx, &tf, fs.Args(), stderr, nil)
 }
 
 // record traces the target tf names into tf.RecordTo; rest is what
-// followed "--".
-func record(ctx context.Context, tf *cli.Target, rest []string, stderr io.Writer) error {
-	s, err := tf.Start(rest, stderr, nil, version)
+// followed "--"; a started target writes to childOut (nil: sqscope's own).
+func record(ctx context.Context, tf *cli.Target, rest []string, stderr, childOut io.Writer) error {
+	s, err := tf.Start(rest, stderr, childOut, version)
 	if err != nil {
 		return err
 	}
