@@ -71,7 +71,7 @@ func WriteText(w io.Writer, m Model, ads []Advice) error {
 		fmt.Fprintln(ew)
 	}
 	fmt.Fprintf(ew, "model: simulated HCA NIC timing %s; BlueFlame prefer_bf=%t shut_up_bf=%t\n", m.NIC, m.BF.PreferBF, m.BF.ShutUpBF)
-	fmt.Fprintf(ew, "model error (measured, %s): %s\n", MeasuredError.Where, MeasuredError)
+	fmt.Fprintf(ew, "model error, measured: %s\n", MeasuredError)
 	fmt.Fprintln(ew, "the replay cannot know:")
 	for _, l := range Limits {
 		fmt.Fprintf(ew, "  - %s\n", l)
