@@ -1,6 +1,8 @@
 package advise
 
 import (
+	"encoding/json"
+
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
@@ -10,8 +12,21 @@ import (
 // Model is what a replay runs on: the simulated HCA's NIC timing and the
 // target's BlueFlame settings.
 type Model struct {
-	NIC verbs.NICModel    `json:"nic"`
-	BF  analyzer.BFConfig `json:"blueflame"`
+	NIC verbs.NICModel
+	BF  analyzer.BFConfig
+}
+
+// MarshalJSON gives the parameters the replay uses, with their units.
+func (m Model) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		LinkGbps  float64 `json:"link_gbps"`
+		WQENS     uint32  `json:"wqe_ns"`
+		DMAReadNS uint32  `json:"dma_read_ns"`
+		RTTNS     uint32  `json:"rtt_ns"`
+		PreferBF  bool    `json:"mlx5_prefer_bf"`
+		ShutUpBF  bool    `json:"mlx5_shut_up_bf"`
+		TLPHeader int     `json:"tlp_header_bytes"`
+	}{m.NIC.LinkGbps, m.NIC.WQENS, m.NIC.DMAReadNS, m.NIC.RTTNS, m.BF.PreferBF, m.BF.ShutUpBF, analyzer.TLPHeader})
 }
 
 // Prediction is what one replay of a stream under some settings gives.

@@ -14,6 +14,8 @@ var Limits = []string{
 	"the application's reaction to backpressure: the replay keeps at most max_send_wr WRs outstanding and polls until a completion makes room",
 	"its compute between posts and the host's cost per call: the replay posts as fast as the queue allows, so WR/s is the NIC model's bound",
 	"the WRs it would post differently under other settings: the stream (opcodes, sizes, SGEs) is replayed as recorded, failed posts included, its last WR signaled",
+	"how it polls: the replay polls after every post and while the queue is full, and takes every completion due",
+	"what QPs share: each is replayed alone, without the CQ or the host thread it shares with others",
 	"PCIe bytes count " + fmt.Sprint(analyzer.TLPHeader) + " B of TLP header per transaction, an estimate",
 }
 
@@ -43,6 +45,9 @@ func WriteText(w io.Writer, m Model, ads []Advice) error {
 		c := &ad.Measured
 		fmt.Fprintf(ew, "QP %#x (pid %d, %s): %d WRs recorded\n", ad.QPNum, ad.PID, c.Type, len(ad.WRs))
 		fmt.Fprintf(ew, "  current: %s (max_inline_data %d)\n", ad.Stream.Current, ad.Caps.MaxInlineData)
+		if ad.NotRecorded > 0 {
+			fmt.Fprintf(ew, "  %d WRs past the recording's bounds have no detail and are not replayed\n", ad.NotRecorded)
+		}
 		fmt.Fprintf(ew, "  measured: %d doorbells, %d BlueFlame, %d WQE reads, %d payload reads, %d CQE writes, peak %d outstanding, %d ENOMEM\n",
 			c.Doorbells, c.BFWrites, c.DMAReadsWQE, c.DMAReadsPayload, c.CQEWrites, c.PeakOutstanding, c.ENOMEMSQFull+c.ENOMEMInline+c.ENOMEMSGE)
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -70,7 +70,10 @@ type Stream struct {
 	// Overhead is the WQE bytes before data the QP's caps imply (mlx5's
 	// sq_overhead), which sizes a QP created with other caps.
 	Overhead uint32 `json:"wqe_overhead_bytes"`
-	lists    map[uint32]uint64
+	// NotRecorded counts WRs the recording holds no detail of (past the
+	// record bound, or a list longer than the walk bound): not replayed.
+	NotRecorded uint64 `json:"wrs_not_recorded"`
+	lists       map[uint32]uint64
 }
 
 // ErrNoDetail and ErrNoCaps say what a recording lacks for a replay.
@@ -102,7 +105,11 @@ func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream
 				order = append(order, s)
 			}
 			if len(e.WRs) > 0 {
-				s.lists[uint32(len(e.WRs))]++
+				s.lists[uint32(len(e.WRs))+e.Truncated]++
+			}
+			s.NotRecorded += uint64(e.Truncated)
+			if e.WalkCapped {
+				s.NotRecorded++ // at least one
 			}
 			for i := range e.WRs {
 				w := &e.WRs[i]
