@@ -243,3 +243,31 @@ func TestAdviseBadInput(t *testing.T) {
 		})
 	}
 }
+
+// advise --workload records the workload first; stdout holds only the
+// advice (the workload's own output goes to stderr).
+func TestAdviseRecordsFirst(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin := sqscopeBin(t)
+	cmd := exec.Command(bin, "advise", "--json", "--workload", "--", "-s", "64", "-t", "64", "-Q", "1", "-n", "500", "--sim-deterministic")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("advise --workload: %v\n%s", err, stderr.String())
+	}
+	var r advise.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v\n%s", err, out)
+	}
+	if len(r.QPs) != 1 {
+		t.Fatalf("advice for %d QPs, want 1", len(r.QPs))
+	}
+	if q := r.QPs[0]; q.Measured.WRs != 500 || q.Stream.Current.SignalEvery != 1 || len(q.Best) == 0 || q.Best[0].ReplayedWRs != 500 {
+		t.Errorf("measured %d WRs, current signal interval %d, %d best; want 500, 1, some replaying all 500",
+			q.Measured.WRs, q.Stream.Current.SignalEvery, len(q.Best))
+	}
+	if !strings.Contains(stderr.String(), "recorded") || !strings.Contains(stderr.String(), "sqscope workload") {
+		t.Errorf("stderr lacks the workload's and the recording's lines:\n%s", stderr.String())
+	}
+}
