@@ -50,6 +50,10 @@ func WriteText(w io.Writer, m Model, ads []Advice) error {
 		}
 		fmt.Fprintf(ew, "  measured: %d doorbells, %d BlueFlame, %d WQE reads, %d payload reads, %d CQE writes, peak %d outstanding, %d ENOMEM\n",
 			c.Doorbells, c.BFWrites, c.DMAReadsWQE, c.DMAReadsPayload, c.CQEWrites, c.PeakOutstanding, c.ENOMEMSQFull+c.ENOMEMInline+c.ENOMEMSGE)
+		if r := c.Rates.WRsPerSec; r > 0 && ad.Current.Overflow == "" && ad.Current.WRsPerSec > 1.15*r {
+			fmt.Fprintf(ew, "  recorded at %.0f WR/s (traced), the replay of its settings predicts %.0f: the host, not the NIC model, set\n"+
+				"  the recorded rate, and the WR/s below are the NIC's bound, not what the application will reach\n", r, ad.Current.WRsPerSec)
+		}
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "  \tWR/s\tPCIe B/WR\tdoorbells\tBF\tWQE reads\tpayload reads\tCQE writes\tpeak out\t")
 		row := func(name string, p *Prediction) {
