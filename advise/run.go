@@ -23,8 +23,8 @@ EXAMPLES
 
 // Options are the command's choices.
 type Options struct {
-	JSON bool
-	NIC  Model
+	JSON  bool
+	Model Model
 	// BF gives the target's BlueFlame settings from the recording's
 	// header (and the command's flags).
 	BF func(trace.FileInfo) analyzer.BFConfig
@@ -37,7 +37,7 @@ func Run(ctx context.Context, path string, o Options, stdout, stderr io.Writer) 
 		return fmt.Errorf("advise: %w", err)
 	}
 	defer r.Close()
-	m := o.NIC
+	m := o.Model
 	m.BF = o.BF(r.Info())
 	streams, res, err := Load(ctx, r, m.BF)
 	if err != nil {

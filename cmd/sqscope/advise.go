@@ -16,15 +16,15 @@ import (
 func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
 	var bf cli.BF
-	o := advise.Options{NIC: advise.Model{NIC: verbs.DefaultNICModel()}}
+	o := advise.Options{Model: advise.Model{NIC: verbs.DefaultNICModel()}}
 	fs := cli.CommandFlags("advise", "advise FILE | advise (-c CMD | --workload -- FLAGS) [flags]",
 		"Replay each QP's recorded WR stream under other inline, signaling, post-list and\ndepth settings through the simulated HCA's NIC timing and mlx5 models, and print\nthe best with the changes that give them. With -c or --workload, record first.",
 		advise.Examples, stdout)
 	tf.Register(fs)
 	bf.Register(fs)
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object, every candidate included")
-	fs.Func("nic", "NIC timing to predict WR/s with (default "+o.NIC.NIC.String()+")", func(s string) (err error) {
-		o.NIC.NIC, err = verbs.ParseNICModel(s, o.NIC.NIC)
+	fs.Func("nic", "NIC timing to predict WR/s with (default "+o.Model.NIC.String()+")", func(s string) (err error) {
+		o.Model.NIC, err = verbs.ParseNICModel(s, o.Model.NIC)
 		return err
 	})
 	pos, err := cli.Positional(fs, "advise", args)
