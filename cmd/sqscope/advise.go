@@ -31,7 +31,7 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if tf.Cmd != "" || tf.Workload || tf.PID != 0 {
+	if tf.Cmd != "" || tf.Workload || tf.PID != 0 || tf.All {
 		if err := tf.Check(pos); err != nil {
 			return cli.UsageErr("advise: %v", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,8 @@ type Target struct {
 	PID      int
 	Cmd      string
 	Workload bool
+	All      bool // -a: every verbs process of the host
+	NoFollow bool // --no-follow: not the started command's children
 	Probes   []probe.ExplicitProbe
 	Anywhere bool
 	Mode     string
@@ -34,12 +37,15 @@ type Target struct {
 	Keep     bool   // --keep-target
 	RecordTo string // record's -o
 	Force    bool   // record's --force
+	Attach   session.AttachFlags
 }
 
 func (tf *Target) Register(fs *flag.FlagSet) {
 	fs.IntVar(&tf.PID, "p", 0, "trace a running process by PID")
 	fs.StringVar(&tf.Cmd, "c", "", "start CMD (a command line) and trace it")
 	fs.BoolVar(&tf.Workload, "workload", false, "start the built-in workload with the flags after -- and trace it")
+	fs.BoolVar(&tf.All, "a", false, "trace every process of the host that uses verbs, running now or started later, until Ctrl-C or -D")
+	fs.BoolVar(&tf.NoFollow, "no-follow", false, "trace only the started command, not the processes it starts (by default its children are traced too)")
 	fs.Func("probe", "explicit data-path probe FUNC=LIB:0xOFFSET (post_send, poll_cq, post_recv); repeatable", func(s string) error {
 		p, err := probe.ParseProbe(s)
 		if err != nil {
@@ -60,29 +66,23 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&tf.Timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
 	fs.StringVar(&tf.FailOn, "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
 	fs.IntVar(&tf.RingMiB, "ring-mib", 8, "ring buffer size in MiB (a power of two)")
+	tf.Attach.Register(fs)
 }
 
 // Check validates the combination; rest is what followed "--".
 func (tf *Target) Check(rest []string) error {
-	n := 0
-	if tf.PID != 0 {
-		n++
-	}
-	if tf.Cmd != "" {
-		n++
-	}
-	if tf.Workload {
-		n++
-	}
+	n := len(slices.DeleteFunc([]bool{tf.PID != 0, tf.Cmd != "", tf.Workload, tf.All}, func(given bool) bool { return !given }))
 	switch {
-	case n == 0:
-		return errors.New("no target: give -p PID, -c CMD or --workload -- FLAGS")
+	case n == 0 && len(rest) == 0:
+		return errors.New("no target: give -p PID, -c CMD, -- CMD ARGS, -a or --workload -- FLAGS")
 	case n > 1:
-		return errors.New("give only one of -p, -c and --workload")
+		return errors.New("give only one of -p, -c, -a and --workload")
 	case tf.PID < 0:
 		return fmt.Errorf("bad process id %d", tf.PID)
-	case len(rest) > 0 && !tf.Workload:
-		return fmt.Errorf("unexpected arguments %q (workload flags go after --workload --)", strings.Join(rest, " "))
+	case len(rest) > 0 && !tf.Workload && n > 0:
+		return fmt.Errorf("unexpected arguments %q: a command goes after -- without -c, -p or -a, workload flags after --workload --", strings.Join(rest, " "))
+	case tf.NoFollow && (tf.PID != 0 || tf.All):
+		return errors.New("--no-follow: only a command sqscope starts is followed (-c, -- CMD, --workload)")
 	case tf.Mode != "events" && tf.Mode != "counters":
 		return fmt.Errorf("--mode %q: want events or counters", tf.Mode)
 	case tf.CallTime && tf.Mode != "events":
@@ -103,9 +103,9 @@ func (tf *Target) Check(rest []string) error {
 // "--". A started target writes to childOut, or to sqscope's own stdout
 // and stderr when it is nil; version goes into a recording's header.
 func (tf *Target) Start(rest []string, stderr, childOut io.Writer, version string) (*session.Session, error) {
-	cfg := session.Config{PID: tf.PID, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, CallTimes: tf.CallTime, NoStop: tf.NoStop,
+	cfg := session.Config{PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, CallTimes: tf.CallTime, NoStop: tf.NoStop,
 		Wait: tf.Wait, VerbsTimeout: tf.Timeout, Duration: tf.Duration, KeepTarget: tf.Keep, RingBytes: tf.RingMiB << 20, ChildOut: childOut, Warnings: stderr,
-		RecordTo: tf.RecordTo, RecordForce: tf.Force, Version: version}
+		RecordTo: tf.RecordTo, RecordForce: tf.Force, Version: version, Attach: tf.Attach}
 	switch {
 	case tf.Workload:
 		self, err := os.Executable()
@@ -114,12 +114,11 @@ func (tf *Target) Start(rest []string, stderr, childOut io.Writer, version strin
 		}
 		cfg.Argv = append([]string{self, "workload"}, rest...)
 		cfg.Target = "sqscope workload " + strings.Join(rest, " ")
-	case tf.Cmd != "":
-		argv, err := session.SplitCommand(tf.Cmd)
-		if err != nil {
+	case tf.Cmd != "" || len(rest) > 0:
+		var err error
+		if cfg.Env, cfg.Argv, cfg.Target, err = session.ParseCommand(tf.Cmd, rest); err != nil {
 			return nil, err
 		}
-		cfg.Argv, cfg.Target = argv, tf.Cmd
 	}
 	return session.Start(cfg)
 }
