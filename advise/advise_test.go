@@ -60,7 +60,7 @@ func TestOverhead(t *testing.T) {
 
 // sends is a legacy RC stream of n SENDs of size bytes, one SGE each.
 func sends(n int, size uint32) *Stream {
-	s := &Stream{PID: 7, QPNum: 0x10, Type: trace.QPTypeRC, Caps: trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}, Overhead: 192}
+	s := &Stream{PID: 7, QPNum: 0x10, Type: trace.QPTypeRC, Caps: trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}, Overhead: 192, via: "sqsim_create_qp"}
 	for range n {
 		s.WRs = append(s.WRs, WR{Opcode: ibv.WRSend, Bytes: size, NumSGE: 1})
 	}
@@ -207,7 +207,9 @@ func record(t *testing.T, evs ...trace.Event) *trace.Reader {
 func TestLoad(t *testing.T) {
 	h := func(ns uint64) trace.Header { return trace.Header{TimeNS: ns, PID: 7, TID: 7} }
 	create := &trace.QPCreate{Header: h(1), QP: 1, QPNum: 0x10, Type: trace.QPTypeRC, SendCQ: 2, RecvCQ: 2,
-		Caps: trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}}
+		Caps: trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}, Via: "ibv_create_qp", Lib: "/usr/lib/libmlx5.so.1"}
+	rxe := *create
+	rxe.Lib = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"
 	post := func(ns uint64, flags uint32, n int) *trace.Post {
 		p := &trace.Post{Header: h(ns), QP: 1, QPNum: 0x10, Accepted: uint32(n)}
 		for i := range n {
@@ -225,6 +227,7 @@ func TestLoad(t *testing.T) {
 			Settings{InlineUpTo: 48, SignalEvery: 0, PostList: 4, MaxSendWR: 128}},
 		{"counters mode", []trace.Event{create, &trace.QPCounters{Header: h(10), QP: 1, QPNum: 0x10, PostCalls: 4, WRs: 4, Doorbells: 4}}, ErrNoDetail, Settings{}},
 		{"no create", []trace.Event{post(10, 0, 1)}, ErrNoCaps, Settings{}},
+		{"rxe", []trace.Event{&rxe, post(10, 0, 1)}, ErrNotMlx5, Settings{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ss, _, err := Load(context.Background(), record(t, tc.evs...), analyzer.DefaultBF)

@@ -90,7 +90,7 @@ func replay(s *Stream, set Settings, m Model, limit int) Prediction {
 	a := analyzer.New(analyzer.Options{BF: m.BF, HistoryLen: -1})
 	hdr := func(t uint64) trace.Header { return trace.Header{TimeNS: t, PID: s.PID, TID: s.PID} }
 	const qp, cq = 1, 2
-	a.Ingest(&trace.QPCreate{Header: hdr(1), QP: qp, QPNum: s.QPNum, Type: s.Type, SigAll: s.SigAll, SendCQ: cq, RecvCQ: cq, Caps: caps})
+	a.Ingest(&trace.QPCreate{Header: hdr(1), QP: qp, QPNum: s.QPNum, Type: s.Type, SigAll: s.SigAll, SendCQ: cq, RecvCQ: cq, Caps: caps, Via: s.via, Lib: s.lib})
 	a.Ingest(&trace.QPModify{Header: hdr(1), QP: qp, QPNum: s.QPNum, State: ibv.QPSRTS})
 
 	var q []inFlight // outstanding, oldest first

@@ -74,12 +74,18 @@ type Stream struct {
 	// record bound, or a list longer than the walk bound): not replayed.
 	NotRecorded uint64 `json:"wrs_not_recorded"`
 	lists       map[uint32]uint64
+	// via and lib are what the QP's create named (the provider's call and
+	// library): the replay's create names them too, so the analyzer
+	// applies the same provider's rules
+	via, lib string
 }
 
-// ErrNoDetail and ErrNoCaps say what a recording lacks for a replay.
+// ErrNoDetail, ErrNoCaps and ErrNotMlx5 say why a recording cannot be
+// replayed.
 var (
 	ErrNoDetail = errors.New("the recording has no per-WR detail (it was made with --mode counters): record in events mode, the default")
 	ErrNoCaps   = errors.New("the recording has no QP create, so no caps (max_send_wr, max_inline_data): start tracing before the QPs are created (-c CMD or --workload)")
+	ErrNotMlx5  = errors.New("advise replays through the mlx5 model (mlx5 and the simulated HCA), which does not apply to it")
 )
 
 // Load reads a recording's QPs. A QP that posted nothing is left out; a
@@ -91,11 +97,14 @@ func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream
 	byQP := map[key]*Stream{}
 	var order []*Stream
 	counters := false
+	created := map[key][2]string{}
 	res, err := session.ReadAll(ctx, r, func(ev trace.Event) {
 		a.Ingest(ev)
 		switch e := ev.(type) {
 		case *trace.QPCounters:
 			counters = true
+		case *trace.QPCreate:
+			created[key{e.PID, e.QPNum}] = [2]string{e.Via, e.Lib}
 		case *trace.Post:
 			k := key{e.PID, e.QPNum}
 			s := byQP[k]
@@ -134,7 +143,11 @@ func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream
 			continue
 		case !q.CapsKnown || q.CapsInferred:
 			return nil, res, fmt.Errorf("QP %#x (pid %d): %w", q.QPNum, q.PID, ErrNoCaps)
+		case q.Model != analyzer.Mlx5Model:
+			return nil, res, fmt.Errorf("QP %#x (pid %d) runs on provider %s: %w", q.QPNum, q.PID, q.Provider, ErrNotMlx5)
 		}
+		c := created[key{q.PID, q.QPNum}]
+		s.via, s.lib = c[0], c[1]
 		s.Measured = q
 		s.Caps = trace.Caps{MaxSendWR: q.MaxSendWR, MaxInlineData: q.MaxInline, MaxSendSGE: q.MaxSendSGE}
 		s.Type, s.SigAll = qpType(q.Type), q.SigAll
