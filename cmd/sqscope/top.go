@@ -15,7 +15,6 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/session"
-	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/tui"
 	"github.com/sqscope/sqscope/workload"
 )
@@ -148,8 +147,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"", stdout)
 	fs.Float64Var(&speed, "speed", 1, "replay speed (2 = twice as fast)")
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
-	var preferBF, shutUpBF bool
-	bfFlags(fs, &preferBF, &shutUpBF)
+	model := cli.RegisterModelFlags(fs)
 	path, err := cli.OneFile(fs, "replay", args)
 	if err != nil {
 		return err
@@ -160,9 +158,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !isTerminal(stdout) {
 		return runReport(ctx, args, stdout, stderr)
 	}
-	rp, info, err := session.OpenReplay(path, func(fi trace.FileInfo) analyzer.Options {
-		return analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, fi), Clock: fi.Anchor()}
-	})
+	rp, info, err := session.OpenReplay(path, model.Options)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
