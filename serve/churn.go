@@ -1,0 +1,187 @@
+package serve
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sqscope/sqscope/analyzer"
+)
+
+// Churn: a host creates and destroys QPs all day. What sqscope keeps, and
+// the series it exports, follow the QPs alive plus those ended within the
+// grace period:
+//   - a QP lifetime ends at its destroy or when its process is gone; its
+//     series stay for --grace (a scrape after the end still sees its last
+//     numbers), then go, and the analyzer forgets it;
+//   - a QP is given its own series or folded into its process's when first
+//     seen, for its whole life, so no counter ever moves between series;
+//     past --max-qps QPs with their own series, new QPs are folded;
+//   - a folded QP that is forgotten leaves its counts in its process's
+//     folded series (retired), which so never falls while the process
+//     lives; a process gone for --grace is forgotten whole.
+
+// lifeKey is one QP lifetime (generation 0: created before tracing; a
+// number used again then names the newest).
+type lifeKey struct {
+	pid, qpn uint32
+	gen      uint64
+}
+
+type life struct {
+	folded  bool
+	endedAt time.Time // zero while it lives
+}
+
+type procState struct {
+	comm   string
+	goneAt time.Time // zero while it runs
+	// retired are the counters of the folded QPs forgotten, by metric
+	// name and extra label value (seriesKey).
+	retired map[string]float64
+}
+
+func seriesKey(m *qpMetric, s *qpSeries) string { return m.name + "\x00" + s.label }
+
+// churn is the collector's memory of lifetimes; guarded by Collector.mu.
+type churn struct {
+	grace  time.Duration
+	maxQPs int
+	own    int // QP lifetimes with series of their own
+	lives  map[lifeKey]*life
+	procs  map[uint32]*procState
+	alive  func(pid uint32) bool
+	comm   func(pid uint32) string
+}
+
+func newChurn(grace time.Duration, maxQPs int) *churn {
+	return &churn{grace: grace, maxQPs: maxQPs, lives: map[lifeKey]*life{}, procs: map[uint32]*procState{},
+		alive: processAlive, comm: readComm}
+}
+
+// processAlive says whether a process exists: kill(pid, 0) finds it (a
+// zombie, which traces nothing more, is gone for the kernel's signals
+// too only once reaped; its QPs ended with its exit all the same, and the
+// analyzer's destroys or the session's end say so).
+func processAlive(pid uint32) bool {
+	err := syscall.Kill(int(pid), 0)
+	return err == nil || err == syscall.EPERM
+}
+
+func readComm(pid uint32) string {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(string(b), "\n")
+}
+
+func (c *churn) proc(pid uint32) *procState {
+	p := c.procs[pid]
+	if p == nil {
+		p = &procState{comm: c.comm(pid)}
+		c.procs[pid] = p
+	}
+	return p
+}
+
+// observe notes a snapshot's QPs at now: new lifetimes are given their
+// series, ended ones their end. targetEnded marks every process ended
+// (the trace of one target is over).
+func (c *churn) observe(qps []analyzer.QP, now time.Time, targetEnded bool) {
+	checked := map[uint32]bool{}
+	for i := range qps {
+		q := &qps[i]
+		p := c.proc(q.PID)
+		if p.goneAt.IsZero() && !checked[q.PID] {
+			checked[q.PID] = true
+			if targetEnded || !c.alive(q.PID) {
+				p.goneAt = now
+			}
+		}
+		k := lifeKey{q.PID, q.QPNum, q.Gen}
+		l := c.lives[k]
+		if l == nil {
+			l = &life{folded: c.own >= c.maxQPs}
+			if !l.folded {
+				c.own++
+			}
+			c.lives[k] = l
+		}
+		if l.endedAt.IsZero() && (q.Destroyed || !p.goneAt.IsZero()) {
+			l.endedAt = now
+		}
+	}
+}
+
+// expired says whether an ended lifetime's grace is over.
+func (c *churn) expired(t, now time.Time) bool { return !t.IsZero() && now.Sub(t) >= c.grace }
+
+// sweep forgets the lifetimes and processes whose grace is over: folded
+// counts go to their process's retired totals, and the analyzer drops
+// them. It returns how many lifetimes it forgot.
+func (c *churn) sweep(an *analyzer.Analyzer, qps []analyzer.QP, now time.Time) int {
+	gone := map[lifeKey]bool{}
+	for i := range qps {
+		q := &qps[i]
+		k := lifeKey{q.PID, q.QPNum, q.Gen}
+		l := c.lives[k]
+		if l == nil || !c.expired(l.endedAt, now) {
+			continue
+		}
+		gone[k] = true
+		if l.folded {
+			retire(c.proc(q.PID), q)
+		} else {
+			c.own--
+		}
+		delete(c.lives, k)
+	}
+	goneProcs := map[uint32]bool{}
+	for pid, p := range c.procs {
+		if c.expired(p.goneAt, now) {
+			goneProcs[pid] = true
+		}
+	}
+	if len(gone) == 0 && len(goneProcs) == 0 {
+		return 0
+	}
+	n := an.Forget(func(pid, qpn uint32, gen uint64) bool {
+		return gone[lifeKey{pid, qpn, gen}] || goneProcs[pid]
+	}, func(pid uint32) bool { return goneProcs[pid] })
+	for k, l := range c.lives { // lifetimes of gone processes not in this snapshot
+		if goneProcs[k.pid] {
+			if !l.folded {
+				c.own--
+			}
+			delete(c.lives, k)
+		}
+	}
+	for pid := range goneProcs {
+		delete(c.procs, pid)
+	}
+	return n
+}
+
+// retire adds a forgotten folded QP's counts to its process's.
+func retire(p *procState, q *analyzer.QP) {
+	for _, m := range qpMetrics {
+		if !m.fold || m.typ != prometheus.CounterValue {
+			continue
+		}
+		for i := range m.series {
+			s := &m.series[i]
+			if !q.Measured(s.key) {
+				continue
+			}
+			if p.retired == nil {
+				p.retired = map[string]float64{}
+			}
+			p.retired[seriesKey(m, s)] += s.value(q)
+		}
+	}
+}
