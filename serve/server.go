@@ -102,11 +102,11 @@ func Run(ctx context.Context, o Options, start func() (*session.Session, error),
 		return err
 	}
 	defer srv.Shutdown()
-	fmt.Fprintf(log, "sqscope: serving http://%s/metrics\n", srv.Addr())
-	sess, err := start()
+	sess, err := start() // scrapes are answered meanwhile
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(log, "sqscope: serving http://%s/metrics, tracing %s\n", srv.Addr(), sess.Target())
 	srv.C.Attach(sess.Analyzer(), sess.PID())
 	srv.setHealth(true, "tracing "+sess.Target())
 
@@ -135,5 +135,6 @@ func Run(ctx context.Context, o Options, start func() (*session.Session, error),
 	srv.setHealth(false, "trace ended: "+why)
 	fmt.Fprintf(log, "sqscope: the trace ended (%s); serving its last numbers until stopped\n", why)
 	<-ctx.Done()
+	fmt.Fprintf(log, "sqscope: stopped, probes detached when the trace ended\n")
 	return nil
 }
