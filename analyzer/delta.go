@@ -14,9 +14,9 @@ import (
 // are the figures that are levels, not counts (peak outstanding, the
 // longest unsignaled run).
 type Interval struct {
-	Seconds float64   `json:"seconds"` // wall-clock time since the previous report (or the start)
-	Events  uint64    `json:"events"`
-	Lost    uint64    `json:"lost_events"`
+	Seconds float64      `json:"seconds"` // wall-clock time since the previous report (or the start)
+	Events  uint64       `json:"events"`
+	Lost    uint64       `json:"lost_events"`
 	Total   CounterDelta `json:"total"`
 	QPs     []QPDelta    `json:"qps"`
 }

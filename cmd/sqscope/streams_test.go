@@ -37,7 +37,7 @@ func TestTraceStreams(t *testing.T) {
 				WRs uint64 `json:"wrs"`
 			} `json:"total"`
 			QPs []struct {
-				WRs  uint64 `json:"wrs"`
+				WRs  uint64  `json:"wrs"`
 				Peak *uint64 `json:"peak_outstanding"`
 			} `json:"qps"`
 		} `json:"interval"`
