@@ -46,7 +46,7 @@ type OccSample struct {
 // history is a ring of the most recent windows. Window w covers trace time
 // [w*step, (w+1)*step).
 type history struct {
-	step, n    uint64
+	step, n uint64
 	// samples is a ring of n windows, window w at (w-base)%n, grown as
 	// windows come: a short-lived QP holds the windows it lived, not n
 	samples    []OccSample
@@ -153,7 +153,7 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	if !h.started || depth == 0 || h.cur == h.first {
 		return 0, 0, 0, false
 	}
-	last := uint64(h.at(h.cur-1).Max)
+	last := uint64(h.at(h.cur - 1).Max)
 	if last < depth/2 {
 		h.trendArmed = true
 		if !h.low {

@@ -75,6 +75,8 @@ func TestImportRules(t *testing.T) {
 		"probe":           {"bpf", "trace", "ibv"},
 		"verbs":           {"ibv", "C"},
 		"workload":        {"verbs", "ibv", "C"},
+		"serve":           {"analyzer", "session", "trace"},
+		"internal/cli":    {"analyzer", "trace"},
 	}
 	for pkg, ok := range allowed {
 		if product[pkg] == nil {
