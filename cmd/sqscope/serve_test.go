@@ -413,3 +413,73 @@ func TestServeSIGTERM(t *testing.T) {
 	}
 	t.Logf("stopped in %v", time.Since(start))
 }
+
+// TestServeChurn: a process creates and destroys QPs in a loop (the
+// lifecycle target of session/testdata); the series of destroyed QPs go
+// after --grace and the analyzer forgets them, so what sqscope holds
+// follows the QPs of the last grace period, not every QP ever made.
+func TestServeChurn(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	dir := t.TempDir()
+	life := filepath.Join(dir, "lifecycle")
+	if out, err := exec.Command("cc", "-O2", "-Wall", "-pthread", "-I../../verbs", "-o", life,
+		"../../session/testdata/lifecycle.c", "../../verbs/sim.c", "-libverbs").CombinedOutput(); err != nil {
+		t.Fatalf("building the lifecycle target: %v\n%s", err, out)
+	}
+	const rounds = 20000
+	s := &served{lines: make(chan string, 100)}
+	s.cmd = exec.Command(sqscopeBin(t), "serve", "--listen", "127.0.0.1:0", "--grace", "1s", "--mode", "events",
+		"-c", fmt.Sprintf("%s churn %d", life, rounds))
+	stderr, _ := s.cmd.StderrPipe()
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait() })
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		close(s.lines)
+	}()
+	s.addr = s.waitFor(t, regexp.MustCompile(`serving http://(\S+)/metrics`))[1]
+	ended := make(chan bool)
+	go func() { s.waitFor(t, regexp.MustCompile(`the trace ended`)); close(ended) }()
+	var peakQPs, peakRSS, scrapes float64
+	done := false
+	var endedAt time.Time
+	for !done || time.Since(endedAt) < 2500*time.Millisecond {
+		select {
+		case <-ended:
+			done, endedAt, ended = true, time.Now(), nil
+		case <-time.After(300 * time.Millisecond):
+		}
+		body, _ := s.scrape(t, "")
+		mfs := series(t, body)
+		live, _ := value(mfs, "sqscope_qps", map[string]string{"state": "live"})
+		gone, _ := value(mfs, "sqscope_qps", map[string]string{"state": "ended"})
+		rss, _ := value(mfs, "process_resident_memory_bytes", nil)
+		peakQPs, peakRSS, scrapes = max(peakQPs, live+gone), max(peakRSS, rss), scrapes+1
+	}
+	body, _ := s.scrape(t, "")
+	mfs := series(t, body)
+	events, _ := value(mfs, "sqscope_events_total", nil)
+	t.Logf("%d QPs created and destroyed, %v events: at most %v QPs exported at once, peak RSS %.0f MiB over %v scrapes",
+		rounds, events, peakQPs, peakRSS/(1<<20), scrapes)
+	if peakQPs == 0 || peakQPs >= rounds {
+		t.Errorf("at most %v QPs exported at once: want some and fewer than the %d made", peakQPs, rounds)
+	}
+	for _, name := range []string{"sqscope_send_wrs_total", "sqscope_sq_depth_wrs", "sqscope_diagnosis_occurrences_total"} {
+		if mf := mfs[name]; mf != nil && len(mf.Metric) > 0 {
+			t.Errorf("%d series of %s left after the grace period", len(mf.Metric), name)
+		}
+	}
+	for _, state := range []string{"live", "ended"} {
+		if v, ok := value(mfs, "sqscope_qps", map[string]string{"state": state}); !ok || v != 0 {
+			t.Errorf("sqscope_qps{state=%q} = %v after the grace period, want 0", state, v)
+		}
+	}
+	if v, _ := value(mfs, "sqscope_lost_events_total", nil); v != 0 {
+		t.Errorf("%v events lost", v)
+	}
+}
