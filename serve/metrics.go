@@ -139,7 +139,7 @@ var (
 	cpuDesc = prometheus.NewDesc("sqscope_cpu_seconds_total",
 		"CPU time sqscope itself spent (user and system), attaching, reading and analysing included; not the probes' cost, which the traced processes pay.", nil, nil)
 	processesDesc = prometheus.NewDesc("sqscope_traced_processes",
-		"Processes traced now: running, with probes on their verbs calls.", nil, nil)
+		"Processes traced now and running: the target, and every process whose QPs sqscope saw.", nil, nil)
 	tracingDesc = prometheus.NewDesc("sqscope_tracing",
 		"1 while the trace runs; 0 while probes are being attached and after the trace ended (sqscope keeps serving its last numbers).", nil, nil)
 )

@@ -52,6 +52,11 @@ var goBenches = []goBench{
 		{"BenchmarkExport", "heap-MiB-third", exportHeapThird, "MiB"},
 		{"BenchmarkExport", "heap-MiB-whole", exportHeapWhole, "MiB"},
 	}},
+	{pkg: "./serve/", pattern: "BenchmarkScrape", benchtime: "5x", count: 3, metrics: []goMetric{
+		{"BenchmarkScrape/qps=1024", "ms/scrape", "sqscope serve: a scrape of 1,024 QPs (target < 50)", "ms"},
+		{"BenchmarkScrape/qps=4096", "ms/scrape", "sqscope serve: a scrape of 4,096 QPs", "ms"},
+		{"BenchmarkScrape/qps=4096", "heap-MiB", "sqscope serve: heap of the analyzer and collector, 4,096 QPs (target < 200)", "MiB"},
+	}},
 	{pkg: "./tui/", pattern: "BenchmarkTUICPU", benchtime: "1x", count: 1, metrics: []goMetric{
 		{"BenchmarkTUICPU", "%cpu@10Hz/64QPs", "TUI CPU at 10 Hz, 64 QPs (target < 5)", "% of a core"},
 	}},
