@@ -63,10 +63,8 @@ func newChurn(grace time.Duration, maxQPs int) *churn {
 		alive: processAlive, comm: readComm}
 }
 
-// processAlive says whether a process exists: kill(pid, 0) finds it (a
-// zombie, which traces nothing more, is gone for the kernel's signals
-// too only once reaped; its QPs ended with its exit all the same, and the
-// analyzer's destroys or the session's end say so).
+// processAlive says whether a process exists: kill(pid, 0) finds it
+// (EPERM: it does, another user's).
 func processAlive(pid uint32) bool {
 	err := syscall.Kill(int(pid), 0)
 	return err == nil || err == syscall.EPERM
@@ -114,6 +112,13 @@ func (c *churn) observe(qps []analyzer.QP, now time.Time, targetEnded bool) {
 		}
 		if l.endedAt.IsZero() && (q.Destroyed || !p.goneAt.IsZero()) {
 			l.endedAt = now
+		}
+	}
+	// a process whose QPs are all forgotten still holds its folded
+	// counts and its name: it goes too, once gone for the grace period
+	for pid, p := range c.procs {
+		if p.goneAt.IsZero() && !checked[pid] && (targetEnded || !c.alive(pid)) {
+			p.goneAt = now
 		}
 	}
 }

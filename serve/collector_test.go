@@ -290,3 +290,33 @@ func TestBeforeAttach(t *testing.T) {
 		t.Errorf("lost events exported before anything was traced")
 	}
 }
+
+// TestProcessGone: a process whose QPs were forgotten and that exits later
+// takes its folded series with it after the grace period.
+func TestProcessGone(t *testing.T) {
+	f := newFixture(Options{MaxQPs: 0, Grace: time.Minute, DiagWindow: time.Minute})
+	alive := true
+	f.c.ch.alive = func(uint32) bool { return alive }
+	var e events
+	e.create(1, 64)
+	e.post(1, 3, 0, 0)
+	e.destroy(1)
+	f.an.IngestAll(e.evs)
+	f.c.Sweep()
+	f.now = f.now.Add(time.Hour)
+	f.c.Sweep() // the QP forgotten, its counts kept in the folded series
+	if got := scrape(t, f.c)[qpSel("sqscope_send_wrs_total", "folded")]; got != 3 {
+		t.Fatalf("folded WRs %v after the QP was forgotten, want 3", got)
+	}
+	alive = false
+	f.c.Sweep()
+	f.now = f.now.Add(time.Hour)
+	f.c.Sweep()
+	got := scrape(t, f.c)
+	if v, ok := got[qpSel("sqscope_send_wrs_total", "folded")]; ok {
+		t.Errorf("folded WRs %v after the process was gone for the grace period, want none", v)
+	}
+	if len(f.c.ch.procs) != 0 {
+		t.Errorf("%d processes kept", len(f.c.ch.procs))
+	}
+}
