@@ -9,6 +9,7 @@ require (
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.66.1
 	github.com/rivo/tview v0.42.0
+	github.com/ulikunitz/xz v0.5.17
 	golang.org/x/sys v0.43.0
 	golang.org/x/term v0.37.0
 	google.golang.org/protobuf v1.36.12

@@ -40,6 +40,9 @@ const (
 	// Receive-queue starvation of SENDs (diag_recv.go).
 	DiagRQStarved
 	DiagRNRRetryExceeded
+	// SQ overflow on rxe (rxe.go), by root cause.
+	DiagOverflowRNR
+	DiagOverflowNotCompleting
 
 	numDiagKinds
 )
@@ -103,6 +106,10 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"outstanding", "max_send_wr", "receiver_qp", "recvs_posted", "recvs_completed", "max_recv_wr", "receivers_empty", "receivers_traced"}},
 	DiagRNRRetryExceeded: {"rnr_retry_exceeded", SevError,
 		[]string{"rnr_retry_exc_cqes", "receiver_qp", "recvs_posted", "recvs_completed", "receivers_empty", "receivers_traced"}},
+	DiagOverflowRNR: {"sq_overflow_rnr_retry", SevError,
+		[]string{"outstanding", "max_send_wr", "sends_posted", "wrs_posted"}},
+	DiagOverflowNotCompleting: {"sq_overflow_not_completing", SevError,
+		[]string{"outstanding", "max_send_wr", "wrs_posted"}},
 }
 
 func (k DiagKind) String() string {
@@ -211,7 +218,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	}
 	a.checkNotTraced(q, now)
 	a.notePending(q, now)
-	if q.runWarnPending {
+	if q.runWarnPending && q.prov.mlx5Model() { // slots freed by CQEs: mlx5's rule
 		q.runWarnPending = false
 		d := q.depth()
 		a.record(q, DiagRunNearDepth, now, evidence{q.curRun, d, 100 * q.curRun / d, q.outstanding()})
@@ -224,7 +231,11 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	over := q.capsKnown && !q.sendCapsInferred && q.depth() > 0 && q.outstanding() > q.depth()
+	// the depth bound retired WRs whose completions the trace missed
+	// (lateattach.go): the trace alone would have had overSeen outstanding
+	over := q.prov.mlx5Model() && q.capsKnown && !q.sendCapsInferred && q.overSeen > 0
+	seen := q.overSeen
+	q.overSeen = 0
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
 		return
 	}
@@ -233,12 +244,20 @@ func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 	}
 	q.notTracedOver = over
 	q.notTracedNoted = [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches}
-	a.record(q, DiagCallsNotTraced, now, evidence{q.outstanding(), q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
+	out := q.outstanding()
+	if over {
+		out = seen
+	}
+	a.record(q, DiagCallsNotTraced, now, evidence{out, q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
 }
 
 // checkTrend makes the trend prediction when a history window has closed.
 func (a *Analyzer) checkTrend(q *sq, now uint64) {
 	if !q.hist.closed {
+		return
+	}
+	if !q.prov.mlx5Model() { // occupancy fills the SQ by mlx5's rule only
+		q.hist.closed = false
 		return
 	}
 	q.hist.closed = false
@@ -252,11 +271,7 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 		return
 	}
 	span := (trendWindows - 1) * q.hist.step
-	etaMS := noValue
-	if eta != etaPastDepth {
-		etaMS = eta / 1e6
-	}
-	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, etaMS})
+	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, eta / 1e6})
 }
 
 // diagnoseOverflow finds why the SQ was full, from the state the failing
@@ -266,6 +281,10 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
 	if a.checkStarved(q, now) {
 		return // the SENDs wait for receives: not a completion-side cause
+	}
+	if q.prov == ProviderRxe {
+		a.diagnoseRxeOverflow(q, now)
+		return
 	}
 	out, d := q.outstanding(), q.depth()
 	sigOut := q.sigOutstanding()
@@ -448,14 +467,11 @@ func (r *diagRec) export(c traceClock) Diagnosis {
 		r.exportState(&d)
 	case DiagRQStarved, DiagRNRRetryExceeded:
 		r.exportRecv(&d)
+	case DiagOverflowRNR, DiagOverflowNotCompleting:
+		exportRxe(r, &d)
 	case DiagTrendingFull:
-		if e[5] == noValue {
-			d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d WRs over the last %d ms (%d WR/s), past the max_send_wr %d the QP reports: the provider holds more WRs than it reports, and at this rate the queue grows until posts fail",
-				e[0], e[1], e[3], e[4], e[2])
-		} else {
-			d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
-				e[0], e[1], e[2], e[3], e[4], e[5])
-		}
+		d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
+			e[0], e[1], e[2], e[3], e[4], e[5])
 		d.Fix = "Poll the send CQ more often, or signal more WRs, so completions keep up with posting."
 	}
 	return d

@@ -37,6 +37,8 @@ func TestDiagnoses(t *testing.T) {
 
 		{"late_attach_never_signaled", func(s *stream) {
 			// no QPCreate: the depth is inferred from the first SQ-full ENOMEM
+			// (by the simulated HCA's rules: its post_send was found by symbol)
+			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: "app", How: trace.HowSimSymbol})
 			for range 3 {
 				s.send(3, 1, 0, 0)
 			}

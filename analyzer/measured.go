@@ -68,10 +68,17 @@ type qpJSON QP
 // that mode does not measure (its rates and savings leave out their own).
 func (q QP) MarshalJSON() ([]byte, error) {
 	b, err := marshal(qpJSON(q))
-	if err != nil || !q.CountersOnly {
+	if err != nil {
 		return b, err
 	}
-	return dropKeys(b, qpDrop)
+	drop := q.notModeled()
+	if q.CountersOnly {
+		drop = union(drop, qpDrop)
+	}
+	if len(drop) == 0 {
+		return b, nil
+	}
+	return dropKeys(b, drop)
 }
 
 // Totals are the counters of all QPs; CountersOnly when some QP was traced
@@ -79,16 +86,26 @@ func (q QP) MarshalJSON() ([]byte, error) {
 type Totals struct {
 	Counters
 	CountersOnly bool `json:"-"`
+	// NoModel: no QP follows the mlx5 model, whose figures are then left
+	// out of JSON
+	NoModel bool `json:"-"`
 }
 
 // MarshalJSON writes the counters, without the unmeasured ones of counters
 // mode.
 func (t Totals) MarshalJSON() ([]byte, error) {
 	b, err := marshal(t.Counters)
-	if err != nil || !t.CountersOnly {
+	if err != nil || (!t.CountersOnly && !t.NoModel) {
 		return b, err
 	}
-	return dropKeys(b, unmeasuredCounters)
+	var drop map[string]bool
+	if t.CountersOnly {
+		drop = unmeasuredCounters
+	}
+	if t.NoModel {
+		drop = union(drop, mlx5Counters)
+	}
+	return dropKeys(b, drop)
 }
 
 type ratesJSON Rates
@@ -107,6 +124,9 @@ type savingsJSON Savings
 
 // MarshalJSON leaves out the savings the counts did not allow to compute.
 func (s Savings) MarshalJSON() ([]byte, error) {
+	if s.absent {
+		return []byte("null"), nil
+	}
 	b, err := marshal(savingsJSON(s))
 	if err != nil || !s.unmodeled {
 		return b, err

@@ -31,10 +31,6 @@ const (
 	trendHorizonNS = 1_000_000_000
 )
 
-// etaPastDepth is the time to full trend returns for a queue already past
-// the depth.
-const etaPastDepth = ^uint64(0)
-
 // OccSample is a send queue's occupancy over one window of trace time.
 type OccSample struct {
 	Max  uint32 `json:"max"`  // most WRs outstanding at any moment of the window
@@ -147,8 +143,7 @@ func (h *history) copyOut() ([]OccSample, uint64) {
 // trend looks at the last trendWindows closed windows, given when the oldest
 // outstanding signaled WR was posted (dueNS, noValue when none is). It
 // returns the most WRs outstanding in the first and the last of them, the
-// projected time to reach depth (etaPastDepth when the queue is past it
-// already), and whether that is a prediction worth making now.
+// projected time to reach depth, and whether that is a prediction worth making now.
 func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	if !h.started || depth == 0 || h.cur == h.first {
 		return 0, 0, 0, false
@@ -200,18 +195,16 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	if dueNS > (start+trendWindows/2)*h.step {
 		return 0, 0, 0, false
 	}
-	switch {
-	case last == depth:
-		return 0, 0, 0, false // full: the overflow diagnosis speaks
-	case last > depth:
-		etaNS = etaPastDepth
-	default:
-		// growth per ns over trendWindows-1 windows
-		span := (trendWindows - 1) * h.step
-		etaNS = (depth - last) * span / (last - from)
-		if etaNS > trendHorizonNS {
-			return 0, 0, 0, false
-		}
+	if last >= depth {
+		// full (the overflow diagnosis speaks); the mlx5 model never holds
+		// more than the depth (boundByDepth)
+		return 0, 0, 0, false
+	}
+	// growth per ns over trendWindows-1 windows
+	span := (trendWindows - 1) * h.step
+	etaNS = (depth - last) * span / (last - from)
+	if etaNS > trendHorizonNS {
+		return 0, 0, 0, false
 	}
 	h.trendArmed = false
 	return from, last, etaNS, true
@@ -282,5 +275,8 @@ func (q *sq) occupancy() Occupancy {
 		}
 		seen += n
 	}
+	// a bucket's bound is not a count: none is over the peak (which the
+	// mlx5 model keeps within the depth)
+	o.P50, o.P99 = min(o.P50, o.Peak), min(o.P99, o.Peak)
 	return o
 }

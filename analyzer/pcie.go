@@ -61,6 +61,8 @@ type Savings struct {
 	// unmodeled: the counts held no BlueFlame, WQE or MMIO figures
 	// (counters mode); only the doorbells and CQE writes saved are known
 	unmodeled bool
+	// absent: no PCIe model applies (a provider other than mlx5's: JSON null)
+	absent bool
 }
 
 // savings computes the PCIe picture of one QP's counters. Counters mode

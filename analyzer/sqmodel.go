@@ -78,6 +78,11 @@ type sq struct {
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.
 	countersOnly bool
+	// prov is the provider whose rules apply (provider.go); provLib the
+	// file of its post_send, and provFromCreate whether its create named it
+	prov           Provider
+	provLib        string
+	provFromCreate bool
 
 	head, tail uint64 // WR sequence numbers: posted, retired
 	ring       []wrSlot
@@ -118,6 +123,18 @@ type sq struct {
 	firstNS   uint64
 	lastNS    uint64
 	createdNS uint64 // its create, when the trace saw it
+
+	// late: not created while tracing, its pre-attach WRs unknown until
+	// syncedNS (lateattach.go); found says how it became known
+	late          bool
+	syncedNS      uint64
+	found         string
+	stateFound    string // the state the memory scan saw
+	preCQEs       uint64 // completions of WRs posted before the attach
+	retiredUnseen uint64 // WRs retired by the depth bound, completions not seen
+	// overSeen is what the trace alone left outstanding when the depth
+	// bound last retired WRs, until checkNotTraced says so (then 0)
+	overSeen uint64
 
 	diags [numDiagKinds]int32 // index into Analyzer.diags, -1 when none
 	// what the last calls_not_traced diagnosis saw: unmatched CQEs and
@@ -358,8 +375,11 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 // cause classifies a failed post at WR index i of the list, by the
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
-	if q.notRTS(p) {
+	if q.prov.mlx5Model() && q.notRTS(p) { // mlx5's SGE check outside RTS
 		return causeNotRTS
+	}
+	if c, ok := q.providerCause(p); ok {
+		return c
 	}
 	if p.Ret == ibv.EINVAL {
 		return causeEINVAL
@@ -448,7 +468,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		switch cause {
 		case causeSQFull:
 			q.c.ENOMEMSQFull++
-			if !q.capsKnown {
+			if !q.capsKnown && q.prov.mlx5Model() {
 				q.caps.MaxSendWR = uint32(q.outstanding() + uint64(n))
 				q.sendCapsInferred = true
 			}
@@ -543,6 +563,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		}
 	}
 	q.head += uint64(n)
+	q.boundByDepth()
 	q.c.Doorbells++
 	size16 := (lastSize + 15) / 16
 	if !bf.ShutUpBF && n == 1 && (lastInline || bf.PreferBF) && size16 > 1 && size16 <= bfBufSize/16 && len(p.WRs) > 0 {
@@ -569,12 +590,15 @@ func (q *sq) notePost(now uint64, wrs uint32) {
 	q.hist.note(now, out, wrs, 0)
 }
 
-// complete applies one send completion of this QP: it retires its WR and
-// every earlier one (sq.tail = wqe_head[idx] + 1).
-func (q *sq) complete(wc *trace.WC) {
+// complete applies one send completion of this QP, polled at now: it
+// retires its WR and every earlier one (sq.tail = wqe_head[idx] + 1).
+func (q *sq) complete(wc *trace.WC, now uint64) {
 	q.c.CQEsPolled++
 	if wc.Status != 0 {
 		q.c.CQEErrors++
+	}
+	if q.lateUnsynced() && q.lateCompletion(wc, now) {
+		return
 	}
 	if q.head == q.tail {
 		q.c.UnmatchedCQEs++

@@ -11,7 +11,7 @@ func nearFullAt(d uint64) uint64 { return (3*d + 3) / 4 }
 // its queue full, and no later than the unsignaled-run prediction
 // (sq.runWarnAt). Never when the depth is unknown.
 func (q QP) NearFull() bool {
-	if q.MaxSendWR == 0 {
+	if q.MaxSendWR == 0 || q.Model == "" { // WRs not polled fill the SQ by the mlx5 model only
 		return false
 	}
 	at := nearFullAt(uint64(q.MaxSendWR))

@@ -202,8 +202,11 @@ int BPF_KPROBE(wr_set_sge_list, void *qpx, __u64 num_sge, void *sg_list)
 SEC("uprobe")
 int BPF_KPROBE(wr_complete_entry, void *qpx)
 {
-	struct thread_state *st = thread_state(bpf_get_current_pid_tgid(), 1);
+	struct thread_state *st;
 
+	if (past_cut()) /* decided here, like a post_send */
+		return 0;
+	st = thread_state(bpf_get_current_pid_tgid(), 1);
 	if (st)
 		enter(&st->post, (__u64)qpx, 0, 0, 0, SQ_OP_WR_COMPLETE);
 	return 0;
@@ -300,7 +303,7 @@ int BPF_KPROBE(wr_abort, void *qpx)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct sq_post_rec *b;
 
-	if (!wanted(id >> 32))
+	if (!wanted(id >> 32) || past_cut())
 		return 0;
 	b = batch_of(id >> 32, (__u64)qpx);
 	if (!b)

@@ -68,7 +68,7 @@ var columns = []column{
 			if !r.qp.Measured("outstanding") {
 				return notMeasured, unmeasuredColor
 			}
-			return fmt.Sprintf("%s %d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), r.occupancy), statusColor(r.status)
+			return fmt.Sprintf("%s %s%d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), atLeast(r), r.occupancy), statusColor(r.status)
 		}},
 	{name: "PEAK", drop: 4,
 		less: func(a, b *row) bool { return a.qp.PeakOutstanding < b.qp.PeakOutstanding },
@@ -76,7 +76,7 @@ var columns = []column{
 			if !r.qp.Measured("peak_outstanding") {
 				return notMeasured, unmeasuredColor
 			}
-			return fmt.Sprint(r.qp.PeakOutstanding), plain
+			return atLeast(r) + fmt.Sprint(r.qp.PeakOutstanding), plain
 		}},
 	{name: "INLINE%", drop: 3,
 		less: func(a, b *row) bool {
@@ -111,11 +111,11 @@ var columns = []column{
 			if !r.qp.Measured("wqe_fetches_saved_batching") || !r.qp.Measured("payload_reads_saved_inline") {
 				return notMeasured, unmeasuredColor
 			}
-			return humanRate(r.dmaSaved), plain
+			return modeled(r, r.dmaSaved), plain
 		}},
 	{name: "CQE SAVED/s", drop: 5,
 		less: func(a, b *row) bool { return a.cqeSaved < b.cqeSaved },
-		cell: func(r *row) (string, tcell.Color) { return humanRate(r.cqeSaved), plain }},
+		cell: func(r *row) (string, tcell.Color) { return modeled(r, r.cqeSaved), plain }},
 	{name: "STATUS",
 		less: func(a, b *row) bool { return a.status < b.status },
 		cell: func(r *row) (string, tcell.Color) { return r.status, statusColor(r.status) }},
@@ -370,4 +370,21 @@ func humanRate(v float64) string {
 		return fmt.Sprintf("%.1fk", v/1e3)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// modeled is a rate of the mlx5 model, "n/a" for a QP it does not apply to.
+func modeled(r *row, rate float64) string {
+	if r.qp.Model == "" {
+		return "n/a"
+	}
+	return humanRate(rate)
+}
+
+// atLeast marks a count that is a lower bound: the QP's WRs posted before
+// the attach are not known yet (analyzer.QP.OutstandingLowerBound).
+func atLeast(r *row) string {
+	if r.qp.OutstandingLowerBound {
+		return ">="
+	}
+	return ""
 }
