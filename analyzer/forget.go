@@ -10,7 +10,8 @@ package analyzer
 // Forget drops the QP lifetimes qp selects (by process, number and
 // generation), their diagnoses, and the CQ and SRQ lifetimes that ended
 // (destroyed or replaced) and that no QP kept refers to, or whose process
-// proc selects (proc may be nil). It returns how many QP lifetimes it
+// proc selects (proc may be nil), and the exited processes proc selects
+// (never the target). It returns how many QP lifetimes it
 // dropped. Counts that arrive later for a dropped generation start a new
 // lifetime holding only them.
 func (a *Analyzer) Forget(qp func(pid, qpNum uint32, gen uint64) bool, proc func(pid uint32) bool) int {
@@ -42,6 +43,9 @@ func (a *Analyzer) Forget(qp func(pid, qpNum uint32, gen uint64) bool, proc func
 		a.forgetDiagnoses(dropped)
 	}
 	a.forgetCQs(proc)
+	if proc != nil {
+		a.procs.forget(proc)
+	}
 	srqs := a.srqs[:0]
 	for _, s := range a.srqs {
 		if !s.Destroyed && (proc == nil || !proc(s.PID)) {

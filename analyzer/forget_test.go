@@ -1,6 +1,7 @@
 package analyzer
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -127,4 +128,27 @@ func equalU32(a, b []uint32) bool {
 		}
 	}
 	return true
+}
+
+// TestForgetProcesses: host-wide, processes come and go; the exited ones
+// a front end forgets leave the snapshot, the running ones and the target
+// stay.
+func TestForgetProcesses(t *testing.T) {
+	a := New(Options{})
+	h := func(pid uint32) trace.Header { return trace.Header{TimeNS: 100, PID: pid, TID: pid} }
+	a.IngestAll([]trace.Event{
+		&trace.Proc{Header: h(1), How: trace.ProcTarget, Comm: "target"},
+		&trace.Proc{Header: h(2), How: trace.ProcFound, Comm: "gone"},
+		&trace.Proc{Header: h(3), How: trace.ProcFound, Comm: "runs"},
+		&trace.Exit{Header: h(2)},
+		&trace.Exit{Header: h(1)},
+	})
+	a.Forget(func(uint32, uint32, uint64) bool { return false }, func(uint32) bool { return true })
+	var got []string
+	for _, p := range a.Snapshot().Processes {
+		got = append(got, p.Comm)
+	}
+	if strings.Join(got, " ") != "target runs" {
+		t.Errorf("processes %v after forgetting the exited ones, want the target and the running one", got)
+	}
 }

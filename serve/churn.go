@@ -78,26 +78,43 @@ func readComm(pid uint32) string {
 	return strings.TrimSuffix(string(b), "\n")
 }
 
-func (c *churn) proc(pid uint32) *procState {
+// proc is a process's state; its name is the trace's (trace.Proc) when
+// known, else read now from /proc.
+func (c *churn) proc(pid uint32, known map[uint32]*analyzer.Process) *procState {
 	p := c.procs[pid]
 	if p == nil {
-		p = &procState{comm: c.comm(pid)}
+		p = &procState{}
+		if kp := known[pid]; kp != nil {
+			p.comm = kp.Comm
+		}
+		if p.comm == "" {
+			p.comm = c.comm(pid)
+		}
 		c.procs[pid] = p
 	}
 	return p
 }
 
-// observe notes a snapshot's QPs at now: new lifetimes are given their
-// series, ended ones their end. targetEnded marks every process ended
-// (the trace of one target is over).
-func (c *churn) observe(qps []analyzer.QP, now time.Time, targetEnded bool) {
+// observe notes a snapshot's QPs and processes at now: new lifetimes are
+// given their series, ended ones their end. A process is gone when the
+// trace saw it exit (host-wide, followed), when it no longer exists, or
+// when the trace of its target is over (targetEnded).
+func (c *churn) observe(qps []analyzer.QP, procs []analyzer.Process, now time.Time, targetEnded bool) {
+	known := make(map[uint32]*analyzer.Process, len(procs))
+	for i := range procs {
+		known[procs[i].PID] = &procs[i]
+	}
+	gone := func(pid uint32) bool {
+		kp := known[pid]
+		return targetEnded || kp != nil && kp.Exited || !c.alive(pid)
+	}
 	checked := map[uint32]bool{}
 	for i := range qps {
 		q := &qps[i]
-		p := c.proc(q.PID)
+		p := c.proc(q.PID, known)
 		if p.goneAt.IsZero() && !checked[q.PID] {
 			checked[q.PID] = true
-			if targetEnded || !c.alive(q.PID) {
+			if gone(q.PID) {
 				p.goneAt = now
 			}
 		}
@@ -117,7 +134,7 @@ func (c *churn) observe(qps []analyzer.QP, now time.Time, targetEnded bool) {
 	// a process whose QPs are all forgotten still holds its folded
 	// counts and its name: it goes too, once gone for the grace period
 	for pid, p := range c.procs {
-		if p.goneAt.IsZero() && !checked[pid] && (targetEnded || !c.alive(pid)) {
+		if p.goneAt.IsZero() && !checked[pid] && gone(pid) {
 			p.goneAt = now
 		}
 	}
@@ -140,7 +157,7 @@ func (c *churn) sweep(an *analyzer.Analyzer, qps []analyzer.QP, now time.Time) i
 		}
 		gone[k] = true
 		if l.folded {
-			retire(c.proc(q.PID), q)
+			retire(c.proc(q.PID, nil), q)
 		} else {
 			c.own--
 		}
@@ -180,7 +197,7 @@ func retire(p *procState, q *analyzer.QP) {
 		}
 		for i := range m.series {
 			s := &m.series[i]
-			if !q.Measured(s.key) {
+			if !q.Reported(s.key) {
 				continue
 			}
 			if p.retired == nil {

@@ -41,7 +41,7 @@ func NewCollector(o Options) *Collector {
 func (c *Collector) Attach(an *analyzer.Analyzer, pid int) {
 	if pid > 0 { // its comm now, while it surely runs
 		c.mu.Lock()
-		c.ch.proc(uint32(pid))
+		c.ch.proc(uint32(pid), nil)
 		c.mu.Unlock()
 	}
 	c.target.Store(int64(pid))
@@ -80,7 +80,7 @@ func (c *Collector) Sweep() int {
 	defer c.mu.Unlock()
 	snap := an.SnapshotHistory(noHistory)
 	now := c.now()
-	c.ch.observe(snap.QPs, now, c.ended.Load())
+	c.ch.observe(snap.QPs, snap.Processes, now, c.ended.Load())
 	return c.ch.sweep(an, snap.QPs, now)
 }
 
@@ -110,7 +110,7 @@ func (c *Collector) Collect(out chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	snap := an.SnapshotHistory(noHistory)
 	now, ended := c.now(), c.ended.Load()
-	c.ch.observe(snap.QPs, now, ended)
+	c.ch.observe(snap.QPs, snap.Processes, now, ended)
 	counter(lostDesc, float64(snap.Lost))
 	counter(eventsDesc, float64(snap.Events))
 
@@ -151,7 +151,7 @@ func (c *Collector) Collect(out chan<- prometheus.Metric) {
 			for _, m := range qpMetrics {
 				for k := range m.series {
 					s := &m.series[k]
-					if m.fold && q.Measured(s.key) {
+					if m.fold && q.Reported(s.key) {
 						f.vals[seriesKey(m, s)] += s.value(q)
 						f.measured[seriesKey(m, s)] = true
 					}
@@ -159,11 +159,15 @@ func (c *Collector) Collect(out chan<- prometheus.Metric) {
 			}
 			continue
 		}
-		labels := []string{strconv.FormatUint(uint64(q.PID), 10), p.comm, strconv.FormatUint(uint64(q.QPNum), 10), q.Type}
+		typ := q.Type
+		if typ == "?" { // created before tracing: its create was not seen
+			typ = "unknown"
+		}
+		labels := []string{strconv.FormatUint(uint64(q.PID), 10), p.comm, strconv.FormatUint(uint64(q.QPNum), 10), typ}
 		for _, m := range qpMetrics {
 			for k := range m.series {
 				s := &m.series[k]
-				if !q.Measured(s.key) {
+				if !q.Reported(s.key) {
 					continue
 				}
 				lv := labels

@@ -29,8 +29,9 @@ func (e *events) hdr() trace.Header {
 	return trace.Header{TimeNS: e.t, PID: pid, TID: pid}
 }
 
+// create creates a QP on the simulated HCA (the mlx5 model applies).
 func (e *events) create(qpn uint32, depth uint32) {
-	e.evs = append(e.evs, &trace.QPCreate{Header: e.hdr(), QP: 0x1000 + uint64(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+	e.evs = append(e.evs, &trace.QPCreate{Header: e.hdr(), QP: 0x1000 + uint64(qpn), QPNum: qpn, Type: trace.QPTypeRC, Via: "sqsim_create_qp",
 		SendCQ: 0x2000 + uint64(qpn), RecvCQ: 0x2000 + uint64(qpn), Gen: uint64(qpn),
 		Caps: trace.Caps{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 60}})
 }
@@ -164,6 +165,18 @@ func TestCollector(t *testing.T) {
 			{qpSel("sqscope_pcie_transactions_saved_total", 7, "cause=payload_inline"), -1},
 			{qpSel("sqscope_pcie_transactions_saved_total", 7, "cause=cqe_unsignaled"), 75},
 			{qpSel("sqscope_sq_depth_wrs", 7), 64},
+		}},
+		{"a provider sqscope has no model of: what the application did, no mlx5 figures", testOpts, func(e *events) {
+			e.create(7, 64)
+			e.evs[len(e.evs)-1].(*trace.QPCreate).Via = "ibv_create_qp"
+			e.post(7, 10, 4, 0)
+		}, nil, []check{
+			{qpSel("sqscope_send_wrs_total", 7), 10},
+			{qpSel("sqscope_signaled_wrs_total", 7), 2},
+			{qpSel("sqscope_blueflame_writes_total", 7), -1},
+			{qpSel("sqscope_post_enomem_total", 7, "cause=sq_full"), -1},
+			{qpSel("sqscope_pcie_transactions_saved_total", 7, "cause=doorbell_batching"), -1},
+			{qpSel("sqscope_pcie_saved_bytes", 7), -1},
 		}},
 		{"past --max-qps, QPs fold into their process's series", Options{MaxQPs: 1, Grace: time.Minute, DiagWindow: time.Minute}, func(e *events) {
 			for _, q := range []uint32{1, 2, 3} {
@@ -318,5 +331,31 @@ func TestProcessGone(t *testing.T) {
 	}
 	if len(f.c.ch.procs) != 0 {
 		t.Errorf("%d processes kept", len(f.c.ch.procs))
+	}
+}
+
+// TestTraceNamesProcesses: host-wide (or followed), the trace names each
+// process and says when it exits: its comm is the trace's, and its QPs
+// end with its exit even before its pid is reaped.
+func TestTraceNamesProcesses(t *testing.T) {
+	const other = 5151
+	f := newFixture(testOpts)
+	var e events
+	e.create(1, 64)
+	h := trace.Header{TimeNS: e.t, PID: other, TID: other}
+	e.evs = append(e.evs, &trace.Proc{Header: h, How: trace.ProcFound, Comm: "ib_write_bw"},
+		&trace.QPCreate{Header: h, QP: 0x9000, QPNum: 9, Type: trace.QPTypeRC, Via: "sqsim_create_qp", Gen: 99,
+			Caps: trace.Caps{MaxSendWR: 32, MaxSendSGE: 1}},
+		&trace.Exit{Header: h})
+	f.an.IngestAll(e.evs)
+	got := scrape(t, f.c)
+	if v, ok := got[fmt.Sprintf("sqscope_sq_depth_wrs{comm=ib_write_bw,pid=%d,qp_type=RC,qpn=9}", other)]; !ok || v != 32 {
+		t.Errorf("the other process's QP: depth %v (present %v), named by the trace", v, ok)
+	}
+	if got["sqscope_qps{state=ended}"] != 1 || got["sqscope_qps{state=live}"] != 1 {
+		t.Errorf("QPs ended %v, live %v: want the exited process's ended, the target's live", got["sqscope_qps{state=ended}"], got["sqscope_qps{state=live}"])
+	}
+	if got["sqscope_traced_processes{}"] != 1 {
+		t.Errorf("traced processes %v, want 1 (the target)", got["sqscope_traced_processes{}"])
 	}
 }

@@ -9,7 +9,8 @@ import (
 // The per-QP metrics, each defined once: its name (units in the name,
 // _total for counters), help, and where its value comes from. key is the
 // analyzer's JSON name of the figure: a QP traced in counters mode exports
-// only what QP.Measured says was measured, never a 0 for what was not.
+// only what QP.Reported says was measured and modeled, never a 0 for what
+// was not.
 
 // qpLabels are the labels of every per-QP series: they join with
 // `rdma res show qp` (pid, comm, lqpn) and name the QP's type. A QP folded
@@ -24,7 +25,7 @@ const foldedLabel = "folded"
 // metric's extra label (none when the metric has no extra label).
 type qpSeries struct {
 	label string // the extra label's value
-	key   string // analyzer JSON name, for QP.Measured
+	key   string // analyzer JSON name, for QP.Reported
 	value func(q *analyzer.QP) float64
 }
 

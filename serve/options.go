@@ -32,8 +32,10 @@ const (
 		"unit and a Kubernetes DaemonSet."
 	Examples = `
 EXAMPLES
+  sqscope serve -a
+        serve the send-queue metrics of every verbs process on localhost:9847/metrics
   sqscope serve -p 4242
-        serve a running process's send-queue metrics on localhost:9847/metrics
+        one running process
   sqscope serve --listen :9847 --mode events -c "ib_write_bw -d mlx5_0 -D 3600"
         start a program, trace every call, serve to the network
   curl -s localhost:9847/metrics | promtool check metrics

@@ -483,3 +483,55 @@ func TestServeChurn(t *testing.T) {
 		t.Errorf("%v events lost", v)
 	}
 }
+
+// TestServeHostWide: `serve -a` serves the QPs of a workload started after
+// it, by the workload's pid, equal to its ground truth.
+func TestServeHostWide(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	s := &served{lines: make(chan string, 100)}
+	s.cmd = exec.Command(sqscopeBin(t), "serve", "-a", "--listen", "127.0.0.1:0")
+	stderr, _ := s.cmd.StderrPipe()
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait() })
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		close(s.lines)
+	}()
+	s.addr = s.waitFor(t, regexp.MustCompile(`serving http://(\S+)/metrics`))[1]
+	truth := filepath.Join(t.TempDir(), "truth.json")
+	w := exec.Command(sqscopeBin(t), "workload", "--qps", "2", "-n", "20000", "--sim-deterministic", "--json-out", truth)
+	if out, err := w.CombinedOutput(); err != nil {
+		t.Fatalf("workload: %v\n%s", err, out)
+	}
+	pid := fmt.Sprint(w.Process.Pid)
+	want := readTruth(t, truth)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		body, _ := s.scrape(t, "")
+		mfs := series(t, body)
+		match := 0
+		for _, q := range want {
+			got, ok := value(mfs, "sqscope_send_wrs_total", map[string]string{"pid": pid, "qpn": fmt.Sprint(q["qp_num"])})
+			if ok && got == q["wrs"].(float64) {
+				match++
+			}
+		}
+		if match == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the workload's QPs (pid %s) never equal its ground truth %v:\n%s", pid, want, body)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.waitFor(t, regexp.MustCompile(`stopped, probes detached`))
+	if err := s.cmd.Wait(); err != nil {
+		t.Errorf("exit after SIGTERM: %v", err)
+	}
+}
