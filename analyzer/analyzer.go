@@ -133,6 +133,8 @@ type QP struct {
 	// first; left out of JSON reports.
 	History        []OccSample `json:"-"`
 	HistoryStartNS uint64      `json:"-"`
+	recvUntraced   bool        // receives not traced: post_recvs left out of JSON
+	Recv           *RecvQueue  `json:"recv,omitempty"` // its receive queue (recv.go); nil when not traced
 }
 
 // Rates are averages over the time the QP (or, in the total, the trace) was
@@ -169,11 +171,12 @@ type Snapshot struct {
 	// calls and polls.
 	CQs  []CQ  `json:"cqs,omitempty"`
 	SRQs []SRQ `json:"srqs,omitempty"`
-	// SRQRecvs counts receive WRs posted to shared receive queues
-	// (ibv_post_srq_recv), which belong to no QP.
-	SRQRecvs uint64 `json:"srq_recvs"`
-	Exited   bool   `json:"target_exited"`
-	ExitCode int32  `json:"exit_code"`
+	// SRQRecvs counts receive WRs posted to SRQs (ibv_post_srq_recv, of
+	// no QP), nil when not traced; ReceivesNotTraced says what is not.
+	SRQRecvs          *uint64 `json:"srq_recvs,omitempty"`
+	ReceivesNotTraced string  `json:"receives_not_traced,omitempty"`
+	Exited            bool    `json:"target_exited"`
+	ExitCode          int32   `json:"exit_code"`
 	// ExitSignal is the signal that killed the target (ExitCode is then
 	// -1), 0 when it exited.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
@@ -209,6 +212,7 @@ type cqState struct {
 	cqe                uint32 // its depth, from its create or last resize
 	replaced           bool
 	polls, empty, cqes uint64
+	recvCQEs           uint64 // receive completions of ibv_poll_cq (recv.go)
 	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
 	// counted: its polls are the kernel's totals (counters mode), whose
 	// times are those of their flushes; createdNS is its create's time
@@ -258,6 +262,7 @@ type Analyzer struct {
 	cqGens map[objKey]*cqState
 	allCQs []*cqState
 	srqs   []*srqState
+	recv   recvTrace // which receive figures the trace has, SRQ receives (recv.go)
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
@@ -355,6 +360,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if e.SendCQ != 0 {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
+		a.qpRecvCreated(q, e)
 		a.qpCreateProvider(q, e)
 		a.qpEpoch++
 	case *trace.QPDestroy:
@@ -400,7 +406,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				}
 			} else {
 				if ibv.IsRecvWC(wc.Opcode) {
-					a.noteRecvWC(e.PID, wc, e.TimeNS)
+					a.recvWC(e.PID, c, wc, e.TimeNS)
 					continue
 				}
 				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
@@ -444,21 +450,15 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		}
 		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
+		a.recv.kernel = true
 	case *trace.PostRecv:
-		if e.SRQ {
-			a.snap.SRQRecvs += uint64(e.Accepted)
-			break
-		}
-		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
-		was := q.rqEmpty()
-		q.noteFound(FoundRecv)
-		q.c.PostRecvs += uint64(e.Accepted)
-		a.noteRQ(q, was)
+		a.postRecv(e)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
 		q.noteFound(FoundCounters)
 		q.countersOnly = true
+		a.countedRecvs(q, e)
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
 		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
 		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
@@ -478,6 +478,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.procs.proc(e)
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+		a.recvAttach(e)
 		a.noteAttach(e)
 		a.noteProbe(e)
 	case *trace.Scan:
@@ -602,7 +603,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			PreAttachCQEs:        q.preCQEs, RetiredUnseen: q.retiredUnseen,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: occ, Rates: r, PCIe: pcie,
-			History: hist, HistoryStartNS: histStart,
+			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),
 		})
 		addCounters(&s.Total.Counters, &c)
 	}
@@ -635,6 +636,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	})
 	s.Diagnoses = a.diagnoses()
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
+	a.snapshotRecv(&s)
 	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
 	s.Processes = a.procs.snapshot()
 	return s
@@ -677,6 +679,8 @@ func addCounters(t, c *Counters) {
 	t.Polls += c.Polls
 	t.EmptyPolls += c.EmptyPolls
 	t.PostRecvs += c.PostRecvs
+	t.RecvCQEs += c.RecvCQEs
+	t.NotRTS += c.NotRTS
 	t.EmptyWRBatches += c.EmptyWRBatches
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes

@@ -74,6 +74,7 @@ type sq struct {
 	sigAll           bool
 	sendCQ           uint64
 	cq               *cqState // of sendCQ; nil while it is unknown
+	rq               rqState  // its receive queue (recv.go)
 	destroyed        bool
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.

@@ -177,16 +177,16 @@ type Tracer struct {
 	ibvHooked  map[fileID]bool                 // libibverbs files with discovery probes
 	// the memory scan of a process traced after it started, its error,
 	// and the events it made (delivered first by Run); guarded by mu
-	scan    *ScanResult
-	scanErr error
-	pre     []trace.Event
-	exeHooked  map[fileID]bool                 // executables searched for the simulated HCA
-	members    map[uint32]bool                 // processes followed from the target (Follow)
-	procs      []trace.Proc                    // processes to announce; guarded by mu
-	running    []int                           // verbs processes found when a host-wide trace began
-	hostSeen   map[int]bool                    // processes a host-wide trace knows of
-	simExe     map[fileID]bool                 // executables looked at: has the simulated HCA
-	lastScan   time.Time                       // of /proc, for a host-wide trace
+	scan      *ScanResult
+	scanErr   error
+	pre       []trace.Event
+	exeHooked map[fileID]bool // executables searched for the simulated HCA
+	members   map[uint32]bool // processes followed from the target (Follow)
+	procs     []trace.Proc    // processes to announce; guarded by mu
+	running   []int           // verbs processes found when a host-wide trace began
+	hostSeen  map[int]bool    // processes a host-wide trace knows of
+	simExe    map[fileID]bool // executables looked at: has the simulated HCA
+	lastScan  time.Time       // of /proc, for a host-wide trace
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool
