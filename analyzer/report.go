@@ -104,8 +104,10 @@ func writeText(w io.Writer, s Snapshot) {
 		if q.Comm != "" {
 			who += " " + q.Comm
 		}
-		fmt.Fprintf(w, "QP %#x (pid %s, %s%s, %s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
-			q.QPNum, who, q.Type, life, foundText(&q), q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		fmt.Fprintf(w, "QP %#x (pid %s, %s%s, %s): %s, %s, %s%s; %s\n",
+			q.QPNum, who, q.Type, life, foundText(&q), capText("max_send_wr", q.MaxSendWR, q.CapsKnown || q.CapsInferred),
+			capText("max_inline_data", q.MaxInline, q.CapsKnown), capText("max_send_sge", q.MaxSendSGE, q.CapsKnown),
+			map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 		switch {
 		case sendIdle(&q):
 			fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")
@@ -156,6 +158,15 @@ func writeText(w io.Writer, s Snapshot) {
 			break
 		}
 	}
+}
+
+// capText writes a cap of the QP, "unknown" rather than 0 when the trace
+// did not see it.
+func capText(name string, v uint32, known bool) string {
+	if !known {
+		return name + " unknown"
+	}
+	return fmt.Sprintf("%s %d", name, v)
 }
 
 func writeEventsQP(w io.Writer, q *QP) {

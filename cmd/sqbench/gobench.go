@@ -57,6 +57,10 @@ var goBenches = []goBench{
 		{"BenchmarkScrape/qps=4096", "ms/scrape", "sqscope serve: a scrape of 4,096 QPs", "ms"},
 		{"BenchmarkScrape/qps=4096", "heap-MiB", "sqscope serve: heap of the analyzer and collector, 4,096 QPs (target < 200)", "MiB"},
 	}},
+	{pkg: "./cmd/sqscope/", pattern: "BenchmarkAdvice", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
+		{"BenchmarkAdvice", "counts-err-%", "advise, 7 poor workloads on the simulator: largest error of the predicted doorbells, BlueFlame writes, DMA reads, CQE writes, peak outstanding", "% of the prediction"},
+		{"BenchmarkAdvice", "wrs-err-%", "advise, the same runs: largest error of the predicted WR/s", "% of the prediction"},
+	}},
 	{pkg: "./probe/", pattern: "BenchmarkAttachRunning", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
 		{"BenchmarkAttachRunning", "scan-GiB/s", "-p on a process with 1 GiB of heap: memory scan speed (target >= 1)", "GiB/s"},
 		{"BenchmarkAttachRunning", "scan-GiB/cpu-s", "-p on a process with 1 GiB of heap: memory scan speed per CPU-second", "GiB/CPU-s"},

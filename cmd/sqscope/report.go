@@ -12,8 +12,8 @@ import (
 )
 
 type reportFlags struct {
-	json  bool
-	model *cli.ModelFlags
+	json bool
+	bf   cli.BF
 }
 
 const reportExamples = `
@@ -32,7 +32,7 @@ func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
 		"Rebuild every send queue of a recording and print what happened: occupancy,\ndoorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.\nA truncated recording is reported up to the cut, with a warning.",
 		reportExamples, help)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
-	f.model = cli.RegisterModelFlags(fs)
+	f.bf.Register(fs)
 	return fs, f
 }
 
@@ -47,7 +47,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("report: %w", err)
 	}
 	defer r.Close()
-	a := analyzer.New(f.model.Options(r.Info()))
+	a := analyzer.New(analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor()})
 	res, err := session.ReadAll(ctx, r, a.Ingest)
 	if err != nil {
 		return fmt.Errorf("report: %s: %w", path, err)

@@ -11,17 +11,17 @@ import (
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var tf targetFlags
+	var tf cli.Target
 	var o serve.Options
 	fs := cli.CommandFlags("serve", serve.Usage, serve.About, serve.Examples, stdout)
-	tf.register(fs)
+	tf.Register(fs)
 	o.Register(fs)
-	tf.mode, fs.Lookup("mode").DefValue = session.ModeCounters, session.ModeCounters
+	tf.Mode, fs.Lookup("mode").DefValue = session.ModeCounters, session.ModeCounters
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
-	if err := cmp.Or(tf.check(fs.Args()), o.Check()); err != nil {
+	if err := cmp.Or(tf.Check(fs.Args()), o.Check()); err != nil {
 		return cli.UsageErr("serve: %v", err)
 	}
-	return serve.Run(ctx, o, func() (*session.Session, error) { return tf.start(fs.Args(), stderr, nil) }, stderr)
+	return serve.Run(ctx, o, func() (*session.Session, error) { return tf.Start(fs.Args(), stderr, nil, version) }, stderr)
 }
