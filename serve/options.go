@@ -25,7 +25,7 @@ var DefaultListen = net.JoinHostPort("localhost", strconv.Itoa(DefaultPort))
 
 // The command's help: its usage line, what it does, examples.
 const (
-	Usage = "serve (-p PID | -c CMD | --workload -- FLAGS) [flags]"
+	Usage = "serve (-a | -p PID | -c CMD | --workload -- FLAGS | -- CMD ARGS...) [flags]"
 	About = "Trace in counters mode (--mode events for every call) and serve the numbers on /metrics\n" +
 		"for Prometheus (text or OpenMetrics), /healthz for supervisors, until SIGTERM or Ctrl-C,\n" +
 		"which detach the probes. deploy/ holds alerting rules, a Grafana dashboard, a systemd\n" +
