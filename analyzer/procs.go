@@ -67,6 +67,22 @@ func (p *procs) exit(e *trace.Exit) bool {
 	return !p.named || (p.target != 0 && e.PID == p.target)
 }
 
+// forget drops the exited processes drop selects (never the target).
+func (p *procs) forget(drop func(pid uint32) bool) {
+	order := p.order[:0]
+	for _, pid := range p.order {
+		if pr := p.byPID[pid]; pr != nil && pr.Exited && pid != p.target && drop(pid) {
+			delete(p.byPID, pid)
+			continue
+		}
+		if p.byPID[pid] != nil {
+			order = append(order, pid)
+		}
+	}
+	clear(p.order[len(order):])
+	p.order = order
+}
+
 // comm is a process's command name, "" when not known.
 func (p *procs) comm(pid uint32) string {
 	if pr := p.byPID[pid]; pr != nil {

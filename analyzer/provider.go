@@ -177,3 +177,20 @@ func (q *QP) notModeled() map[string]bool {
 	}
 	return unknownQP
 }
+
+// savingsKeys are the JSON names of a QP's PCIe savings (its "pcie").
+var savingsKeys = keySet("actual", "baseline", "doorbells_saved", "wqe_fetches_saved_batching",
+	"wqe_fetches_saved_blueflame", "payload_reads_saved_inline", "cqe_writes_saved_unsignaled",
+	"bytes_saved", "transactions_saved_pct", "bytes_saved_pct")
+
+// Reported reports whether the QP's JSON holds the figure with this name
+// (of the QP, its counters or its PCIe savings): measured in its mode
+// (Measured) and given by its provider's model. A front end that exports
+// figures one by one (serve) leaves out the others instead of a 0.
+func (q QP) Reported(key string) bool {
+	nm := q.notModeled()
+	if nm[key] || nm["pcie"] && savingsKeys[key] {
+		return false
+	}
+	return q.Measured(key)
+}

@@ -164,7 +164,7 @@ func (q *sq) grow(need uint64) {
 	}
 	n := len(q.ring) * 2
 	if n == 0 {
-		n = 256
+		n = 16
 	}
 	for uint64(n) <= need {
 		n *= 2

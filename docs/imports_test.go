@@ -76,6 +76,7 @@ func TestImportRules(t *testing.T) {
 		"verbs":           {"ibv", "C"},
 		"workload":        {"verbs", "ibv", "C"},
 		"advise":          {"analyzer", "session", "trace", "verbs", "ibv"},
+		"serve":           {"analyzer", "session", "trace"},
 	}
 	for pkg, ok := range allowed {
 		if product[pkg] == nil {

@@ -52,6 +52,11 @@ var goBenches = []goBench{
 		{"BenchmarkExport", "heap-MiB-third", exportHeapThird, "MiB"},
 		{"BenchmarkExport", "heap-MiB-whole", exportHeapWhole, "MiB"},
 	}},
+	{pkg: "./serve/", pattern: "BenchmarkScrape", benchtime: "5x", count: 3, metrics: []goMetric{
+		{"BenchmarkScrape/qps=1024", "ms/scrape", "sqscope serve: a scrape of 1,024 QPs (target < 50)", "ms"},
+		{"BenchmarkScrape/qps=4096", "ms/scrape", "sqscope serve: a scrape of 4,096 QPs", "ms"},
+		{"BenchmarkScrape/qps=4096", "heap-MiB", "sqscope serve: heap of the analyzer and collector, 4,096 QPs (target < 200)", "MiB"},
+	}},
 	{pkg: "./cmd/sqscope/", pattern: "BenchmarkAdvice", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
 		{"BenchmarkAdvice", "counts-err-%", "advise, 7 poor workloads on the simulator: largest error of the predicted doorbells, BlueFlame writes, DMA reads, CQE writes, peak outstanding", "% of the prediction"},
 		{"BenchmarkAdvice", "wrs-err-%", "advise, the same runs: largest error of the predicted WR/s", "% of the prediction"},

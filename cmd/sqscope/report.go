@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -59,13 +58,10 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rec := session.Describe(path, r, &res)
 	snap := a.Snapshot()
 	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(struct {
+		if err := cli.WriteJSON(stdout, struct {
 			Recording session.RecordingInfo `json:"recording"`
 			analyzer.Snapshot
-		}{rec, snap}); err != nil {
+		}{rec, snap}, true); err != nil {
 			return fmt.Errorf("report: writing JSON: %w", err)
 		}
 	} else {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -35,7 +34,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		traceExamples, stdout)
 	tf.Register(fs)
 	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
-	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr), one object per line with -i")
+	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr); with -i one object per line (NDJSON), its \"interval\" what the interval added")
 	fs.StringVar(&out, "o", "", "write the summary to FILE instead of stdout (- for stdout)")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
@@ -65,19 +64,20 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer s.Close()
 
+	deltas := analyzer.NewDeltas(time.Now()) // with -i, what each interval added
 	print := func() error {
 		snap := s.Analyzer().Snapshot()
 		cost := s.Cost(snap.Events)
-		if asJSON {
-			enc := json.NewEncoder(w)
-			if interval == 0 { // one document; with -i, one per line
-				enc.SetIndent("", "  ")
+		if asJSON { // one document; with -i, one per line
+			var iv *analyzer.Interval
+			if interval > 0 {
+				iv = deltas.Next(snap, time.Now())
 			}
-			enc.SetEscapeHTML(false)
-			return enc.Encode(struct {
+			return cli.WriteJSON(w, struct {
 				analyzer.Snapshot
-				Self session.SelfCost `json:"sqscope_cpu"`
-			}{snap, cost})
+				Self     session.SelfCost   `json:"sqscope_cpu"`
+				Interval *analyzer.Interval `json:"interval,omitempty"`
+			}{snap, cost, iv}, interval == 0)
 		}
 		if err := analyzer.WriteText(w, snap); err != nil {
 			return fmt.Errorf("trace: writing the summary: %w", err)
