@@ -28,12 +28,13 @@ type Collector struct {
 	ch             *churn
 	now            func() time.Time
 	monoNS         func() uint64
+	cpu            func() time.Duration // sqscope's own CPU time
 }
 
 // NewCollector returns a collector with the options' bounds.
 func NewCollector(o Options) *Collector {
 	return &Collector{window: o.DiagWindow, maxQPs: o.MaxQPs, ch: newChurn(o.Grace, o.MaxQPs),
-		now: time.Now, monoNS: trace.MonotonicNS}
+		now: time.Now, monoNS: trace.MonotonicNS, cpu: session.SelfCPU}
 }
 
 // Attach gives the collector the session's analyzer once the probes are
@@ -59,12 +60,8 @@ func noHistory(uint32, uint32) bool { return false }
 
 // Describe sends every descriptor the collector uses.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, m := range qpMetrics {
-		ch <- m.desc
-	}
-	for _, d := range []*prometheus.Desc{depthDesc, diagnosisDesc, diagnosisCountDesc, foldedDesc, maxQPsDesc,
-		exportedQPsDesc, lostDesc, eventsDesc, cpuDesc, processesDesc, tracingDesc} {
-		ch <- d
+	for _, f := range families {
+		ch <- f.desc
 	}
 }
 
@@ -91,32 +88,40 @@ type folded struct {
 	measured map[string]bool
 }
 
-// Collect sends the series of one snapshot.
+// emitFunc takes one series of a family: its value and label values.
+type emitFunc func(f *family, v float64, lvs ...string)
+
+// Collect sends the series of one snapshot to client_golang.
 func (c *Collector) Collect(out chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		out <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		out <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	gauge(tracingDesc, b2f(c.tracing.Load()))
-	counter(cpuDesc, session.SelfCPU().Seconds())
-	gauge(maxQPsDesc, float64(c.maxQPs))
+	c.visit(func(f *family, v float64, lvs ...string) {
+		out <- prometheus.MustNewConstMetric(f.desc, f.typ, v, lvs...)
+	})
+}
+
+// visit emits the series of one snapshot.
+func (c *Collector) visit(emit emitFunc) {
+	emit(tracingFam, b2f(c.tracing.Load()))
+	emit(cpuFam, c.cpu().Seconds())
+	emit(maxQPsFam, float64(c.maxQPs))
 	an := c.an.Load()
 	if an == nil {
 		return // attaching: nothing traced, nothing measured yet
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	snap := an.SnapshotHistory(noHistory)
+	c.visitSnapshot(an.SnapshotHistory(noHistory), emit)
+}
+
+// visitSnapshot emits the series of snap; c.mu is held.
+func (c *Collector) visitSnapshot(snap analyzer.Snapshot, emit emitFunc) {
 	now, ended := c.now(), c.ended.Load()
 	c.ch.observe(snap.QPs, snap.Processes, now, ended)
-	counter(lostDesc, float64(snap.Lost))
-	counter(eventsDesc, float64(snap.Events))
+	emit(lostFam, float64(snap.Lost))
+	emit(eventsFam, float64(snap.Events))
 
 	// the newest lifetime of each QP number, unless its grace is over: a
 	// number used again is one series, whose counters start over
-	newest := map[[2]uint32]int{}
+	newest := make(map[[2]uint32]int, len(snap.QPs))
 	for i := range snap.QPs {
 		q := &snap.QPs[i]
 		if l := c.ch.lives[lifeKey{q.PID, q.QPNum, q.Gen}]; l != nil && !c.ch.expired(l.endedAt, now) {
@@ -126,6 +131,7 @@ func (c *Collector) Collect(out chan<- prometheus.Metric) {
 	folds := map[uint32]*folded{}
 	live, endedQPs := 0, 0
 	running := map[uint32]bool{}
+	labels := make([]string, 5) // pid, comm, qpn, qp_type and an extra label
 	for i := range snap.QPs {
 		q := &snap.QPs[i]
 		if j, ok := newest[[2]uint32{q.PID, q.QPNum}]; !ok || j != i {
@@ -163,37 +169,38 @@ func (c *Collector) Collect(out chan<- prometheus.Metric) {
 		if typ == "?" { // created before tracing: its create was not seen
 			typ = "unknown"
 		}
-		labels := []string{strconv.FormatUint(uint64(q.PID), 10), p.comm, strconv.FormatUint(uint64(q.QPNum), 10), typ}
+		labels[0], labels[1], labels[2], labels[3] = strconv.FormatUint(uint64(q.PID), 10), p.comm, strconv.FormatUint(uint64(q.QPNum), 10), typ
 		for _, m := range qpMetrics {
 			for k := range m.series {
 				s := &m.series[k]
 				if !q.Reported(s.key) {
 					continue
 				}
-				lv := labels
+				lv := labels[:4]
 				if m.extra != "" {
-					lv = append(labels[:4:4], s.label)
+					labels[4] = s.label
+					lv = labels
 				}
-				out <- prometheus.MustNewConstMetric(m.desc, m.typ, s.value(q), lv...)
+				emit(m.fam, s.value(q), lv...)
 			}
 		}
 		if q.MaxSendWR > 0 {
-			gauge(depthDesc, float64(q.MaxSendWR), labels...)
+			emit(depthFam, float64(q.MaxSendWR), labels[:4]...)
 		}
 	}
-	c.collectFolded(out, folds)
+	c.visitFolded(emit, folds)
 	if pid := uint32(c.target.Load()); pid != 0 && !ended && c.ch.alive(pid) {
 		running[pid] = true
 	}
-	gauge(processesDesc, float64(len(running)))
-	gauge(exportedQPsDesc, float64(live), "live")
-	gauge(exportedQPsDesc, float64(endedQPs), "ended")
-	c.collectDiagnoses(out, snap.Diagnoses, newest)
+	emit(processesFam, float64(len(running)))
+	emit(exportedQPsFam, float64(live), "live")
+	emit(exportedQPsFam, float64(endedQPs), "ended")
+	c.visitDiagnoses(emit, snap.Diagnoses, newest)
 }
 
-// collectFolded sends each process's folded series: its folded QPs' sums
+// visitFolded emits each process's folded series: its folded QPs' sums
 // and what its forgotten folded QPs counted.
-func (c *Collector) collectFolded(out chan<- prometheus.Metric, folds map[uint32]*folded) {
+func (c *Collector) visitFolded(emit emitFunc, folds map[uint32]*folded) {
 	for pid, p := range c.ch.procs {
 		f := folds[pid]
 		if f == nil && p.retired == nil {
@@ -203,8 +210,8 @@ func (c *Collector) collectFolded(out chan<- prometheus.Metric, folds map[uint32
 			f = &folded{}
 		}
 		pidS := strconv.FormatUint(uint64(pid), 10)
-		out <- prometheus.MustNewConstMetric(foldedDesc, prometheus.GaugeValue, float64(f.n), pidS, p.comm)
-		labels := []string{pidS, p.comm, foldedLabel, foldedLabel}
+		emit(foldedFam, float64(f.n), pidS, p.comm)
+		labels := []string{pidS, p.comm, foldedLabel, foldedLabel, ""}
 		for _, m := range qpMetrics {
 			for k := range m.series {
 				s := &m.series[k]
@@ -213,20 +220,21 @@ func (c *Collector) collectFolded(out chan<- prometheus.Metric, folds map[uint32
 				if !m.fold || !f.measured[key] && !retired {
 					continue
 				}
-				lv := labels
+				lv := labels[:4]
 				if m.extra != "" {
-					lv = append(labels[:4:4], s.label)
+					labels[4] = s.label
+					lv = labels
 				}
-				out <- prometheus.MustNewConstMetric(m.desc, m.typ, f.vals[key]+r, lv...)
+				emit(m.fam, f.vals[key]+r, lv...)
 			}
 		}
 	}
 }
 
-// collectDiagnoses sends the diagnoses of the QPs exported: 1 while
+// visitDiagnoses emits the diagnoses of the QPs exported: 1 while
 // active, and their occurrences. A QP number's lifetimes share its
 // series, so their diagnoses of one kind are summed.
-func (c *Collector) collectDiagnoses(out chan<- prometheus.Metric, diags []analyzer.Diagnosis, exported map[[2]uint32]int) {
+func (c *Collector) visitDiagnoses(emit emitFunc, diags []analyzer.Diagnosis, exported map[[2]uint32]int) {
 	type key struct {
 		kind, sev string
 		pid, qpn  uint32
@@ -246,9 +254,9 @@ func (c *Collector) collectDiagnoses(out chan<- prometheus.Metric, diags []analy
 	}
 	for k, n := range count {
 		labels := []string{k.kind, k.sev, strconv.FormatUint(uint64(k.pid), 10), strconv.FormatUint(uint64(k.qpn), 10)}
-		out <- prometheus.MustNewConstMetric(diagnosisCountDesc, prometheus.CounterValue, float64(n), labels...)
+		emit(diagnosisCountFam, float64(n), labels...)
 		if active[k] {
-			out <- prometheus.MustNewConstMetric(diagnosisDesc, prometheus.GaugeValue, 1, labels...)
+			emit(diagnosisFam, 1, labels...)
 		}
 	}
 }

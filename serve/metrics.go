@@ -37,7 +37,7 @@ type qpMetric struct {
 	// fold: summed into the process's folded series; a gauge whose sum
 	// means nothing (a depth, a peak) is not.
 	fold bool
-	desc *prometheus.Desc
+	fam  *family
 }
 
 func u(f func(q *analyzer.QP) uint64) func(q *analyzer.QP) float64 {
@@ -111,38 +111,38 @@ var qpMetrics = []*qpMetric{
 		series: one("longest_unsignaled_run", func(q *analyzer.QP) uint64 { return q.LongestUnsignaledRun })},
 }
 
-// depthDesc is the send queue's depth, which the QP reports at its create
+// depthFam is the send queue's depth, which the QP reports at its create
 // (or the analyzer inferred from the first SQ-full failure): exported only
 // when known.
-var depthDesc = prometheus.NewDesc("sqscope_sq_depth_wrs",
+var depthFam = newFamily("sqscope_sq_depth_wrs",
 	"Send queue depth: max_send_wr as the provider reported it at ibv_create_qp (or as inferred from the first SQ-full ENOMEM); absent when unknown.",
-	qpLabels, nil)
+	prometheus.GaugeValue, qpLabels...)
 
 var (
-	diagnosisDesc = prometheus.NewDesc("sqscope_diagnosis",
+	diagnosisFam = newFamily("sqscope_diagnosis",
 		"1 while a diagnosis of the QP is active: it occurred within --diag-window; kind and severity as sqscope's reports name them.",
-		[]string{"kind", "severity", "pid", "qpn"}, nil)
-	diagnosisCountDesc = prometheus.NewDesc("sqscope_diagnosis_occurrences_total",
+		prometheus.GaugeValue, "kind", "severity", "pid", "qpn")
+	diagnosisCountFam = newFamily("sqscope_diagnosis_occurrences_total",
 		"Occurrences of a diagnosis of the QP (a failing post repeated in a loop is one diagnosis, counted here).",
-		[]string{"kind", "severity", "pid", "qpn"}, nil)
-	foldedDesc = prometheus.NewDesc("sqscope_folded_qps",
+		prometheus.CounterValue, "kind", "severity", "pid", "qpn")
+	foldedFam = newFamily("sqscope_folded_qps",
 		"QPs of the process counted in its series with qpn=\"folded\" because more than --max-qps QPs were exported.",
-		[]string{"pid", "comm"}, nil)
-	maxQPsDesc = prometheus.NewDesc("sqscope_max_qps",
-		"The --max-qps bound: QPs beyond it are folded into per-process series.", nil, nil)
-	exportedQPsDesc = prometheus.NewDesc("sqscope_qps",
+		prometheus.GaugeValue, "pid", "comm")
+	maxQPsFam = newFamily("sqscope_max_qps",
+		"The --max-qps bound: QPs beyond it are folded into per-process series.", prometheus.GaugeValue)
+	exportedQPsFam = newFamily("sqscope_qps",
 		"QP lifetimes exported now, by state: live, or ended (destroyed, or their process exited) and kept for --grace.",
-		[]string{"state"}, nil)
-	lostDesc = prometheus.NewDesc("sqscope_lost_events_total",
-		"Trace records the kernel could not hand to sqscope (ring buffer full): the numbers above then undercount.", nil, nil)
-	eventsDesc = prometheus.NewDesc("sqscope_events_total",
-		"Trace records sqscope read and analysed.", nil, nil)
-	cpuDesc = prometheus.NewDesc("sqscope_cpu_seconds_total",
-		"CPU time sqscope itself spent (user and system), attaching, reading and analysing included; not the probes' cost, which the traced processes pay.", nil, nil)
-	processesDesc = prometheus.NewDesc("sqscope_traced_processes",
-		"Processes traced now and running: the target, and every process whose QPs sqscope saw.", nil, nil)
-	tracingDesc = prometheus.NewDesc("sqscope_tracing",
-		"1 while the trace runs; 0 while probes are being attached and after the trace ended (sqscope keeps serving its last numbers).", nil, nil)
+		prometheus.GaugeValue, "state")
+	lostFam = newFamily("sqscope_lost_events_total",
+		"Trace records the kernel could not hand to sqscope (ring buffer full): the numbers above then undercount.", prometheus.CounterValue)
+	eventsFam = newFamily("sqscope_events_total",
+		"Trace records sqscope read and analysed.", prometheus.CounterValue)
+	cpuFam = newFamily("sqscope_cpu_seconds_total",
+		"CPU time sqscope itself spent (user and system), attaching, reading and analysing included; not the probes' cost, which the traced processes pay.", prometheus.CounterValue)
+	processesFam = newFamily("sqscope_traced_processes",
+		"Processes traced now and running: the target, and every process whose QPs sqscope saw.", prometheus.GaugeValue)
+	tracingFam = newFamily("sqscope_tracing",
+		"1 while the trace runs; 0 while probes are being attached and after the trace ended (sqscope keeps serving its last numbers).", prometheus.GaugeValue)
 )
 
 func init() {
@@ -151,6 +151,7 @@ func init() {
 		if m.extra != "" {
 			labels = append(append([]string(nil), qpLabels...), m.extra)
 		}
-		m.desc = prometheus.NewDesc(m.name, m.help, labels, nil)
+		m.fam = newFamily(m.name, m.help, m.typ, labels...)
 	}
+	sortFamilies()
 }

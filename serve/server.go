@@ -18,6 +18,9 @@ import (
 	"github.com/sqscope/sqscope/session"
 )
 
+// scrapeTimeout bounds the answer to a scrape.
+const scrapeTimeout = 10 * time.Second
+
 // Server is the HTTP side: /metrics, /healthz and an index.
 type Server struct {
 	C   *Collector
@@ -45,19 +48,27 @@ func Listen(o Options) (*Server, error) {
 		return nil, fmt.Errorf("serve: --listen %s: %w", o.Listen, err)
 	}
 	s := &Server{C: NewCollector(o), ln: ln, health: "attaching the probes"}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(s.C, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// the process collector's families join the collector's in every
+	// format; the text formats are written by metricsHandler, protobuf by
+	// client_golang
+	own := prometheus.NewRegistry()
+	own.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	full := prometheus.NewRegistry()
+	full.MustRegister(s.C, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle("/metrics", newMetricsHandler(s.C, own, promhttp.HandlerFor(full, promhttp.HandlerOpts{
 		EnableOpenMetrics:   true,
-		MaxRequestsInFlight: 4,
-		Timeout:             10 * time.Second,
-	}))
+		MaxRequestsInFlight: maxScrapes,
+		Timeout:             scrapeTimeout,
+	})))
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "sqscope serve: /metrics (Prometheus text or OpenMetrics), /healthz")
 	})
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// a scrape written past scrapeTimeout fails rather than holds a
+	// connection (the text formats are written after one snapshot, never
+	// waiting on the trace)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: scrapeTimeout}
 	go s.srv.Serve(ln)
 	return s, nil
 }
