@@ -1,7 +1,10 @@
 package serve
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +32,7 @@ type Collector struct {
 	now            func() time.Time
 	monoNS         func() uint64
 	cpu            func() time.Duration // sqscope's own CPU time
+	order          []exported           // a scrape's QPs, kept for the next
 }
 
 // NewCollector returns a collector with the options' bounds.
@@ -81,6 +85,13 @@ func (c *Collector) Sweep() int {
 	return c.ch.sweep(an, snap.QPs, now)
 }
 
+// exported is a QP exported by a scrape: its index in the snapshot and
+// its labels.
+type exported struct {
+	i                   int
+	pid, comm, qpn, typ string
+}
+
 // folded sums a process's folded QPs.
 type folded struct {
 	n        int
@@ -128,15 +139,32 @@ func (c *Collector) visitSnapshot(snap analyzer.Snapshot, emit emitFunc) {
 			newest[[2]uint32{q.PID, q.QPNum}] = i
 		}
 	}
-	folds := map[uint32]*folded{}
-	live, endedQPs := 0, 0
-	running := map[uint32]bool{}
-	labels := make([]string, 5) // pid, comm, qpn, qp_type and an extra label
+	// visited in the order of their labels by name (comm, pid, qp_type,
+	// qpn), the order the text formats write series in: each family's
+	// series then come already sorted
+	c.order = c.order[:0]
 	for i := range snap.QPs {
 		q := &snap.QPs[i]
 		if j, ok := newest[[2]uint32{q.PID, q.QPNum}]; !ok || j != i {
 			continue
 		}
+		typ := q.Type
+		if typ == "?" { // created before tracing: its create was not seen
+			typ = "unknown"
+		}
+		c.order = append(c.order, exported{i: i, pid: strconv.FormatUint(uint64(q.PID), 10), comm: c.ch.procs[q.PID].comm,
+			qpn: strconv.FormatUint(uint64(q.QPNum), 10), typ: typ})
+	}
+	slices.SortFunc(c.order, func(a, b exported) int {
+		return cmp.Or(strings.Compare(a.comm, b.comm), strings.Compare(a.pid, b.pid),
+			strings.Compare(a.typ, b.typ), strings.Compare(a.qpn, b.qpn))
+	})
+	folds := map[uint32]*folded{}
+	live, endedQPs := 0, 0
+	running := map[uint32]bool{}
+	labels := make([]string, 5) // pid, comm, qpn, qp_type and an extra label
+	for _, o := range c.order {
+		q := &snap.QPs[o.i]
 		p := c.ch.procs[q.PID]
 		if p.goneAt.IsZero() {
 			running[q.PID] = true
@@ -165,11 +193,7 @@ func (c *Collector) visitSnapshot(snap analyzer.Snapshot, emit emitFunc) {
 			}
 			continue
 		}
-		typ := q.Type
-		if typ == "?" { // created before tracing: its create was not seen
-			typ = "unknown"
-		}
-		labels[0], labels[1], labels[2], labels[3] = strconv.FormatUint(uint64(q.PID), 10), p.comm, strconv.FormatUint(uint64(q.QPNum), 10), typ
+		labels[0], labels[1], labels[2], labels[3] = o.pid, o.comm, o.qpn, o.typ
 		for _, m := range qpMetrics {
 			for k := range m.series {
 				s := &m.series[k]

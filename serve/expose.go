@@ -25,6 +25,12 @@ type exposer struct {
 	rows  [][]row // by family id
 	out   []byte
 	gz    *gzip.Writer // kept with the buffers, for scrapers asking for gzip
+	// the last series' label names and values, and where its key and
+	// labels are: a QP's series of families with the same labels share
+	// them
+	lastNames []string
+	lastVals  [5]string
+	last      row
 }
 
 // row is one series: arena[k0:k1] its sort key (the label values in
@@ -36,6 +42,7 @@ type row struct {
 
 func (x *exposer) reset() {
 	x.arena = x.arena[:0]
+	x.lastNames = nil
 	if len(x.rows) != len(families) {
 		x.rows = make([][]row, len(families))
 	}
@@ -47,6 +54,12 @@ func (x *exposer) reset() {
 // emit records one series of f with the label values lvs (in f.labels
 // order).
 func (x *exposer) emit(f *family, v float64, lvs ...string) {
+	if x.sameLabels(f.labels, lvs) {
+		r := x.last
+		r.v = v
+		x.rows[f.id] = append(x.rows[f.id], r)
+		return
+	}
 	r := row{k0: len(x.arena), v: v}
 	for _, i := range f.order {
 		x.arena = append(x.arena, lvs[i]...)
@@ -69,6 +82,25 @@ func (x *exposer) emit(f *family, v float64, lvs ...string) {
 	}
 	r.l1 = len(x.arena)
 	x.rows[f.id] = append(x.rows[f.id], r)
+	x.last, x.lastNames = r, nil
+	if len(lvs) <= len(x.lastVals) {
+		x.lastNames = f.labels
+		copy(x.lastVals[:], lvs)
+	}
+}
+
+// sameLabels says whether names (the same slice) and values are the last
+// series'.
+func (x *exposer) sameLabels(names, vals []string) bool {
+	if len(names) == 0 || len(names) != len(x.lastNames) || &names[0] != &x.lastNames[0] {
+		return false
+	}
+	for i, v := range vals {
+		if v != x.lastVals[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func appendQuoted(b []byte, s string) []byte {
