@@ -52,10 +52,18 @@ var goBenches = []goBench{
 		{"BenchmarkExport", "heap-MiB-third", exportHeapThird, "MiB"},
 		{"BenchmarkExport", "heap-MiB-whole", exportHeapWhole, "MiB"},
 	}},
-	{pkg: "./serve/", pattern: "BenchmarkScrape", benchtime: "5x", count: 3, metrics: []goMetric{
-		{"BenchmarkScrape/qps=1024", "ms/scrape", "sqscope serve: a scrape of 1,024 QPs (target < 50)", "ms"},
-		{"BenchmarkScrape/qps=4096", "ms/scrape", "sqscope serve: a scrape of 4,096 QPs", "ms"},
-		{"BenchmarkScrape/qps=4096", "heap-MiB", "sqscope serve: heap of the analyzer and collector, 4,096 QPs (target < 200)", "MiB"},
+	{pkg: "./serve/", pattern: "BenchmarkScrape", benchtime: "5x", count: 5, metrics: []goMetric{
+		{"BenchmarkScrape/qps=1024", "ms/scrape", "sqscope serve: a scrape of 1,024 QPs, text, snapshot included (target < 50)", "ms"},
+		{"BenchmarkScrape/qps=1024", "ms/scrape-om-gzip", "sqscope serve: a scrape of 1,024 QPs, OpenMetrics with gzip as Prometheus asks", "ms"},
+		{"BenchmarkScrape/qps=1024", "ms/scrape-client_golang", "sqscope serve: the same series gathered and encoded by client_golang, 1,024 QPs (the way before)", "ms"},
+		{"BenchmarkScrape/qps=4096", "ms/scrape", "sqscope serve: a scrape of 4,096 QPs, text, snapshot included", "ms"},
+		{"BenchmarkScrape/qps=4096", "ms/scrape-om-gzip", "sqscope serve: a scrape of 4,096 QPs, OpenMetrics with gzip", "ms"},
+		{"BenchmarkScrape/qps=4096", "encode-ms", "sqscope serve: 4,096 QPs, the series of a snapshot already taken, text", "ms"},
+		{"BenchmarkScrape/qps=4096", "snapshot-ms", "sqscope serve: 4,096 QPs, the analyzer snapshot alone", "ms"},
+		{"BenchmarkScrape/qps=4096", "ms/scrape-client_golang", "sqscope serve: the same series gathered and encoded by client_golang, 4,096 QPs (the way before)", "ms"},
+		{"BenchmarkScrape/qps=4096", "alloc-MiB/scrape", "sqscope serve: allocated per scrape, 4,096 QPs, text", "MiB"},
+		{"BenchmarkScrape/qps=4096", "alloc-MiB/scrape-client_golang", "sqscope serve: allocated per scrape by client_golang, 4,096 QPs", "MiB"},
+		{"BenchmarkScrape/qps=4096", "heap-MiB", "sqscope serve: heap of the analyzer (100 history windows per QP) and collector, 4,096 QPs", "MiB"},
 	}},
 	{pkg: "./cmd/sqscope/", pattern: "BenchmarkAdvice", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
 		{"BenchmarkAdvice", "counts-err-%", "advise, 7 poor workloads on the simulator: largest error of the predicted doorbells, BlueFlame writes, DMA reads, CQE writes, peak outstanding", "% of the prediction"},
