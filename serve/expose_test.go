@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -154,6 +155,30 @@ func TestAcceptsGzip(t *testing.T) {
 	} {
 		if got := acceptsGzip(tc.h); got != tc.want {
 			t.Errorf("acceptsGzip(%q) = %v, want %v", tc.h, got, tc.want)
+		}
+	}
+}
+
+func TestAppendValue(t *testing.T) {
+	for _, tc := range []struct {
+		v        float64
+		text, om string
+	}{
+		{0, "0", "0.0"},
+		{1, "1", "1.0"},
+		{-1, "-1", "-1.0"},
+		{1.5, "1.5", "1.5"},
+		{123456789, "1.23456789e+08", "1.23456789e+08"},
+		{4096, "4096", "4096.0"},
+		{math.NaN(), "NaN", "NaN"},
+		{math.Inf(1), "+Inf", "+Inf"},
+		{math.Inf(-1), "-Inf", "-Inf"},
+	} {
+		if got := string(appendValue(nil, tc.v, false)); got != tc.text {
+			t.Errorf("text %v: %q, want %q", tc.v, got, tc.text)
+		}
+		if got := string(appendValue([]byte("x "), tc.v, true)); got != "x "+tc.om {
+			t.Errorf("OpenMetrics %v: %q, want %q", tc.v, got, "x "+tc.om)
 		}
 	}
 }
