@@ -70,7 +70,7 @@ func TestCountersModeHonest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{})
+			snap := s.run(t, Options{})
 			if len(snap.QPs) != 1 {
 				t.Fatalf("%d QPs, want 1", len(snap.QPs))
 			}
@@ -188,7 +188,7 @@ func TestSnapshotEmbedded(t *testing.T) {
 	b, err := json.Marshal(struct {
 		Snapshot
 		Extra int `json:"extra"`
-	}{s.run(Options{}), 7})
+	}{s.run(t, Options{}), 7})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func TestDiagnoses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
 				t.Fatalf("diagnoses %q, want %q", got, tc.want)
 			}
@@ -202,7 +202,7 @@ func TestDiagnosisEvidence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			var d *Diagnosis
 			for i := range snap.Diagnoses {
 				if snap.Diagnoses[i].Kind == tc.kind {
@@ -237,7 +237,7 @@ func TestDiagnosesBounded(t *testing.T) {
 	var calls int
 	a := New(Options{OnDiagnosis: func(Diagnosis) { calls++ }})
 	a.IngestAll(s.evs)
-	snap := a.Snapshot()
+	snap := checked(t, a)
 	if len(snap.Diagnoses) != MaxDiagnoses || snap.DiagnosesDropped != 10 || calls != MaxDiagnoses {
 		t.Fatalf("kept %d, dropped %d, callbacks %d; want %d, 10, %d", len(snap.Diagnoses), snap.DiagnosesDropped, calls, MaxDiagnoses, MaxDiagnoses)
 	}

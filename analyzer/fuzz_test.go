@@ -81,7 +81,7 @@ func FuzzIngest(f *testing.F) {
 		evs := src.events()
 		a := New(Options{HistoryStepNS: 1000, HistoryLen: 64})
 		a.IngestAll(evs)
-		s := a.Snapshot()
+		s := checked(t, a)
 		WriteText(io.Discard, s)
 		if err := WriteJSON(io.Discard, s); err != nil {
 			t.Fatal(err)

@@ -221,7 +221,8 @@ func writeOccupancy(w io.Writer, q *QP) {
 		fmt.Fprintln(w)
 		return
 	}
-	fmt.Fprintf(w, "; after each post call: mean %.1f, p50 <= %d, p99 <= %d; histogram", o.Mean, o.P50, o.P99)
+	le := map[bool]string{true: "<= "}[o.PercentilesBound]
+	fmt.Fprintf(w, "; after each post call: mean %.1f, p50 %s%d, p99 %s%d; histogram", o.Mean, le, o.P50, le, o.P99)
 	for _, b := range o.Histogram {
 		if b.Lo == b.Hi {
 			fmt.Fprintf(w, " %d:%d", b.Lo, b.Count)

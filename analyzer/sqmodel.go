@@ -6,8 +6,6 @@
 package analyzer
 
 import (
-	"math/bits"
-
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -98,12 +96,9 @@ type sq struct {
 	// runWarnPending asks the analyzer to record that prediction
 	runWarnPending bool
 
-	// occupancy right after each post call: log2 buckets (index
-	// bits.Len64(outstanding)), and the sum for the mean
-	occHist [65]uint64
-	occSum  uint64
-	occN    uint64
-	hist    history
+	// occupancy right after each post call
+	occ  occDist
+	hist history
 
 	// sq_sig_all with IBV_SEND_SIGNALED set on some WRs and not on others;
 	// sigAllNoted is the unflagged count the last diagnosis saw
@@ -527,9 +522,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 // notePost records the occupancy a post call left behind.
 func (q *sq) notePost(now uint64, wrs uint32) {
 	out := q.outstanding()
-	q.occHist[bits.Len64(out)]++
-	q.occSum += out
-	q.occN++
+	q.occ.note(out)
 	q.hist.note(now, out, wrs, 0)
 }
 

@@ -38,10 +38,10 @@ func (f *feed) poll(ids ...uint64) {
 	f.evs = append(f.evs, p)
 }
 
-func run(f *feed) QP {
+func run(t *testing.T, f *feed) QP {
 	a := New(Options{BF: DefaultBF})
 	a.IngestAll(f.evs)
-	s := a.Snapshot()
+	s := checked(t, a)
 	return s.QPs[0]
 }
 
@@ -116,7 +116,7 @@ func TestModel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &feed{}
 			tc.build(f)
-			tc.check(t, run(f))
+			tc.check(t, run(t, f))
 		})
 	}
 }
