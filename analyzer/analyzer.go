@@ -287,6 +287,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
 		a.qpEpoch++
+		a.checkPeakOverCaps(q, e.TimeNS)
 	case *trace.QPDestroy:
 		a.qpDestroyed(e)
 	case *trace.CQChange:
@@ -313,7 +314,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			c.empty++
 		}
 		var last *sq
-		for i := range e.WCs {
+		// a poll returns Ret completions: WCs past them (a damaged
+		// record) are none
+		for i := range min(len(e.WCs), max(int(e.Ret), 0)) {
 			wc := &e.WCs[i]
 			var q *sq
 			if e.Ex {

@@ -195,7 +195,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	over := q.capsKnown && !q.sendCapsInferred && q.depth() > 0 && q.outstanding() > q.depth()
+	over := q.capsKnown && !q.sendCapsInferred && q.outstanding() > q.depth()
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
 		return
 	}
@@ -205,6 +205,18 @@ func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 	q.notTracedOver = over
 	q.notTracedNoted = [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches}
 	a.record(q, DiagCallsNotTraced, now, evidence{q.outstanding(), q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
+}
+
+// checkPeakOverCaps says, when a QP's caps arrive after WRs were posted
+// to it (its create seen again in a recording without generations), that
+// more WRs were outstanding than the depth it reports: calls not traced.
+func (a *Analyzer) checkPeakOverCaps(q *sq, now uint64) {
+	if q.c.PeakOutstanding <= q.depth() {
+		return
+	}
+	q.notTracedOver = q.outstanding() > q.depth()
+	q.notTracedNoted = [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches}
+	a.record(q, DiagCallsNotTraced, now, evidence{q.c.PeakOutstanding, q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
 }
 
 // checkTrend makes the trend prediction when a history window has closed.
@@ -361,7 +373,7 @@ func (r *diagRec) export() Diagnosis {
 		d.Fix = fmt.Sprintf("Signal at least one WR in every %d (half of max_send_wr).", half(e[1]))
 	case DiagCallsNotTraced:
 		var what []string
-		if e[0] > e[1] && e[1] > 0 {
+		if e[0] > e[1] {
 			what = append(what, fmt.Sprintf("%d WRs outstanding, more than max_send_wr %d, with no SQ-full error: completions were polled through calls the trace did not see (or the provider frees a slot before its completion, as rxe does)", e[0], e[1]))
 		}
 		if e[2] > 0 {

@@ -41,7 +41,7 @@ func (s Snapshot) Check() []error {
 		bad("totals %+v are not the sum of the QPs' %+v", s.Total.Counters, sum)
 	}
 	for _, c := range s.CQs {
-		checkCQ(&s, &c, span, bad)
+		checkCQ(&c, span, bad)
 	}
 	for _, d := range s.Diagnoses {
 		if d.Count == 0 || d.FirstNS > d.LastNS || d.FirstNS < s.FirstNS || d.LastNS > s.LastNS {
@@ -145,32 +145,13 @@ func checkSavings(id string, p *Savings, bad func(string, ...any)) {
 // savingsFields may be negative (checkSavings bounds them).
 var savingsFields = keySet("TransactionsPct", "BytesPct", "BytesSaved")
 
-func checkCQ(s *Snapshot, c *CQ, span uint64, bad func(string, ...any)) {
-	id := fmt.Sprintf("CQ %#x (pid %d, gen %d)", c.CQ, c.PID, c.Gen)
-	if c.EmptyPolls > c.Polls || c.SpanNS > span {
-		bad("%s: %d empty of %d polls over %d ns (trace %d ns)", id, c.EmptyPolls, c.Polls, c.SpanNS, span)
-	}
-	// its QPs' CQEs, and those matching none, are CQEs it returned; a
-	// CQ without a generation shares its address with others, its QPs
-	// cannot be told apart
-	same := 0
-	for _, o := range s.CQs {
-		if o.PID == c.PID && o.CQ == c.CQ && o.Gen == c.Gen {
-			same++
-		}
-	}
-	if same > 1 {
-		return
-	}
-	matched, counted := c.UnmatchedExCQEs, false
-	for _, q := range s.QPs {
-		if q.PID == c.PID && q.SendCQ == c.CQ && q.SendCQGen == c.Gen {
-			matched += q.CQEsPolled
-			counted = counted || q.CountersOnly
-		}
-	}
-	if !counted && matched > c.CQEs {
-		bad("%s: returned %d CQEs, its QPs and unmatched count %d", id, c.CQEs, matched)
+func checkCQ(c *CQ, span uint64, bad func(string, ...any)) {
+	// (a QP's CQEs are not summed here: a send completion may come
+	// from a CQ other than the one its QP's create named, in a damaged
+	// recording, and is the QP's all the same)
+	if c.EmptyPolls > c.Polls || c.UnmatchedExCQEs > c.CQEs || c.SpanNS > span {
+		bad("CQ %#x (pid %d, gen %d): %d empty of %d polls, %d unmatched of %d CQEs, over %d ns (trace %d ns)",
+			c.CQ, c.PID, c.Gen, c.EmptyPolls, c.Polls, c.UnmatchedExCQEs, c.CQEs, c.SpanNS, span)
 	}
 }
 
