@@ -104,7 +104,7 @@ func traceWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	// to stderr)
 	out := stdout.String()
 	var tr traceOut
-	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+	if err := decodeReport(t, []byte(out), &tr); err != nil {
 		t.Fatalf("trace JSON: %v\n%s", err, out)
 	}
 	// what sqscope itself used: some CPU to start, some after, at most
@@ -186,7 +186,7 @@ func reportInto(t *testing.T, rec string, v any) {
 	if err != nil {
 		t.Fatalf("report: %v\n%s", err, stderr.String())
 	}
-	if err := json.Unmarshal(out, v); err != nil {
+	if err := decodeReport(t, out, v); err != nil {
 		t.Fatalf("report JSON: %v\n%s", err, out)
 	}
 }
@@ -314,7 +314,7 @@ func TestTraceRunningProcess(t *testing.T) {
 		t.Fatalf("trace: %v\n%s", err, stderr.String())
 	}
 	var out traceOut
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+	if err := decodeReport(t, stdout.Bytes(), &out); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
 	truth := readTruth(t, truthFile)
@@ -460,7 +460,7 @@ func TestTraceCountersMode(t *testing.T) {
 			}
 			out := stdout.String()
 			var tr traceOut
-			if err := json.Unmarshal([]byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
+			if err := decodeReport(t, []byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
 				t.Fatal(err)
 			}
 			truth := readTruth(t, truthFile)
