@@ -29,6 +29,10 @@ type Counters struct {
 	CQEsPolled      uint64 `json:"cqes_polled"`
 
 	ENOMEMUnknown        uint64 `json:"enomem_unknown"`
+	// ENOMEM counts the post calls that failed with ENOMEM, whatever the
+	// cause: the sum of the four causes in events mode, the kernel's
+	// count in counters mode (which cannot tell the cause).
+	ENOMEM uint64 `json:"enomem"`
 	OtherErrors          uint64 `json:"other_errors"`
 	CQEErrors            uint64 `json:"cqe_errors"`
 	FlushedUnsignaled    uint64 `json:"flushed_unsignaled"`
@@ -373,7 +377,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
 		q.countersOnly = true
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
-		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
+		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEM = e.Doorbells, e.EINVAL, e.ENOMEM
 		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
 		q.c.InlineBytes, q.c.DMABytesPayload, q.c.DMAReadsPayload = e.InlineBytes, e.PayloadBytes, e.PayloadSGEs
 		q.c.Cuts = Cuts{SGECutWRs: e.SGECutWRs, SGEsNotSummed: e.SGEsNotSummed, WalkCappedPosts: e.WalkCappedPosts}
@@ -543,6 +547,7 @@ func addCounters(t, c *Counters) {
 	}
 	t.CQEsPolled += c.CQEsPolled
 	t.ENOMEMUnknown += c.ENOMEMUnknown
+	t.ENOMEM += c.ENOMEM
 	t.OtherErrors += c.OtherErrors
 	t.CQEErrors += c.CQEErrors
 	t.FlushedUnsignaled += c.FlushedUnsignaled

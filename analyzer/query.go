@@ -17,6 +17,9 @@ func (a *Analyzer) QPCounters(pid, qpNum uint32) (Counters, bool) {
 func (q *sq) counters() Counters {
 	c := q.c
 	c.CQEWrites = c.Signaled + c.FlushedUnsignaled
+	if !q.countersOnly {
+		c.ENOMEM = c.ENOMEMSQFull + c.ENOMEMInline + c.ENOMEMSGE + c.ENOMEMUnknown
+	}
 	return c
 }
 

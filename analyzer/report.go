@@ -110,6 +110,7 @@ func writeText(w io.Writer, s Snapshot) {
 			{q.ENOMEMInline, "ENOMEM inline too big %d"},
 			{q.ENOMEMSGE, "ENOMEM too many SGEs %d"},
 			{q.ENOMEMUnknown, "ENOMEM cause unknown %d"},
+			{map[bool]uint64{true: q.ENOMEM}[q.CountersOnly], "ENOMEM %d"}, // the cause needs events
 			{q.EINVAL, "EINVAL %d"},
 			{q.OtherErrors, "other errors %d"},
 			{q.CQEErrors, "error CQEs %d"},

@@ -39,6 +39,7 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.EINVAL, b.EINVAL)
 	sub(&d.CQEsPolled, b.CQEsPolled)
 	sub(&d.ENOMEMUnknown, b.ENOMEMUnknown)
+	sub(&d.ENOMEM, b.ENOMEM)
 	sub(&d.OtherErrors, b.OtherErrors)
 	sub(&d.CQEErrors, b.CQEErrors)
 	sub(&d.FlushedUnsignaled, b.FlushedUnsignaled)
