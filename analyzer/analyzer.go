@@ -28,11 +28,11 @@ type Counters struct {
 	PeakOutstanding uint64 `json:"peak_outstanding"`
 	CQEsPolled      uint64 `json:"cqes_polled"`
 
-	ENOMEMUnknown        uint64 `json:"enomem_unknown"`
+	ENOMEMUnknown uint64 `json:"enomem_unknown"`
 	// ENOMEM counts the post calls that failed with ENOMEM, whatever the
 	// cause: the sum of the four causes in events mode, the kernel's
 	// count in counters mode (which cannot tell the cause).
-	ENOMEM uint64 `json:"enomem"`
+	ENOMEM               uint64 `json:"enomem"`
 	OtherErrors          uint64 `json:"other_errors"`
 	CQEErrors            uint64 `json:"cqe_errors"`
 	FlushedUnsignaled    uint64 `json:"flushed_unsignaled"`
