@@ -147,29 +147,33 @@ func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
 // afterPost looks for what a post call revealed.
 func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	now := p.TimeNS
+	f := n // the WR the post failed at
+	if cause != causeNone {
+		f = q.failWR
+	}
 	switch cause {
 	case causeSQFull:
 		a.diagnoseOverflow(q, now)
 	case causeInline:
 		var bytes uint64
-		if n < len(p.WRs) {
-			bytes = uint64(p.WRs[n].Bytes)
+		if f < len(p.WRs) {
+			bytes = uint64(p.WRs[f].Bytes)
 		}
 		if q.caps.MaxInlineData == 0 {
 			q.inlineNever++
 			q.inlineNeverNoted = q.inlineNever
-			a.record(q, DiagInlineUnsupported, now, evidence{uint64(n), bytes, 0, q.inlineNever})
+			a.record(q, DiagInlineUnsupported, now, evidence{uint64(f), bytes, 0, q.inlineNever})
 		} else {
-			a.record(q, DiagInlineTooBig, now, evidence{uint64(n), bytes, uint64(q.caps.MaxInlineData)})
+			a.record(q, DiagInlineTooBig, now, evidence{uint64(f), bytes, uint64(q.caps.MaxInlineData)})
 		}
 	case causeSGE:
-		a.record(q, DiagTooManySGE, now, evidence{uint64(n), uint64(p.WRs[n].NumSGE), uint64(q.caps.MaxSendSGE)})
+		a.record(q, DiagTooManySGE, now, evidence{uint64(f), uint64(p.WRs[f].NumSGE), uint64(q.caps.MaxSendSGE)})
 	case causeEINVAL:
 		op := noValue
-		if n < len(p.WRs) {
-			op = uint64(p.WRs[n].Opcode)
+		if f < len(p.WRs) {
+			op = uint64(p.WRs[f].Opcode)
 		}
-		a.record(q, DiagEINVAL, now, evidence{uint64(n), op, uint64(q.typ)})
+		a.record(q, DiagEINVAL, now, evidence{uint64(f), op, uint64(q.typ)})
 	}
 	if q.inlineNever != q.inlineNeverNoted {
 		// inline WRs the provider took although the QP reports no inline

@@ -78,6 +78,9 @@ type sq struct {
 	countersOnly bool
 
 	head, tail uint64 // WR sequence numbers: posted, retired
+	// failWR is the index in its list of the WR the last failed post
+	// failed at (cause)
+	failWR int
 	ring       []wrSlot
 	// sig is a ring of the signaled WRs outstanding, oldest first: entries
 	// sigHead..sigTail-1 (monotonic, taken modulo len(sig) == len(ring)).
@@ -335,7 +338,16 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 // cause classifies a failed post at WR index i of the list, by the
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
+	q.failWR = i
 	if p.Ret == ibv.EINVAL {
+		if p.API == trace.APIWR { // the batch's first invalid opcode
+			for j := i; j < len(p.WRs); j++ {
+				if !opcodeValid(q.typ, p.WRs[j].Opcode) {
+					q.failWR = j
+					break
+				}
+			}
+		}
 		return causeEINVAL
 	}
 	if p.Ret != ibv.ENOMEM {
@@ -350,18 +362,27 @@ func (q *sq) cause(p *trace.Post, i int) errCause {
 	}
 	w := &p.WRs[i]
 	if q.capsKnown {
+		if p.API == trace.APIWR {
+			// wr API: the batch fails as a whole at its first WR that
+			// finds the SQ full (when it is begun) or whose data does
+			// not fit (when it is set): not necessarily the first WR
+			for j := i; j < len(p.WRs); j++ {
+				w := &p.WRs[j]
+				q.failWR = j
+				switch {
+				case q.outstanding()+uint64(j) >= uint64(q.caps.MaxSendWR):
+					return causeSQFull
+				case w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData:
+					return causeInline
+				case w.NumSGE > q.caps.MaxSendSGE:
+					return causeSGE
+				}
+			}
+			q.failWR = i
+			return causeUnknownENOMEM
+		}
 		if q.outstanding()+uint64(i) >= uint64(q.caps.MaxSendWR) {
 			return causeSQFull
-		}
-		if p.API == trace.APIWR {
-			// wr API: the inline size is checked when the data is set
-			if w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData {
-				return causeInline
-			}
-			if w.NumSGE > q.caps.MaxSendSGE {
-				return causeSGE
-			}
-			return causeUnknownENOMEM
 		}
 		if w.NumSGE > q.caps.MaxSendSGE {
 			return causeSGE
