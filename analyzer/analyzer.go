@@ -377,6 +377,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
 		q.countersOnly = true
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
+		if q.sigAll { // the kernel counts IBV_SEND_SIGNALED; sq_sig_all signals every WR
+			q.c.Signaled = e.WRs
+		}
 		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEM = e.Doorbells, e.EINVAL, e.ENOMEM
 		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
 		q.c.InlineBytes, q.c.DMABytesPayload, q.c.DMAReadsPayload = e.InlineBytes, e.PayloadBytes, e.PayloadSGEs

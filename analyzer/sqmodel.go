@@ -81,7 +81,7 @@ type sq struct {
 	// failWR is the index in its list of the WR the last failed post
 	// failed at (cause)
 	failWR int
-	ring       []wrSlot
+	ring   []wrSlot
 	// sig is a ring of the signaled WRs outstanding, oldest first: entries
 	// sigHead..sigTail-1 (monotonic, taken modulo len(sig) == len(ring)).
 	sig              []sigEntry
