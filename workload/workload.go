@@ -168,6 +168,20 @@ func (c *Config) Validate(cqModExplicit bool) error {
 		}
 		c.CQMod = c.TxDepth
 	}
+	// The application's flow control (loop.c) posts a list of -l WRs only
+	// when they fit under -t beside those outstanding; the WRs posted
+	// since the last signaled one stay outstanding until a later CQE, up
+	// to Q - gcd(l, Q) of them when a list starts: with more, no list
+	// fits again and the run stalls. perftest makes -Q the post list
+	// size by default, and refuses a post list that is not a multiple
+	// of -Q.
+	if stall := c.CQMod - gcd(c.PostList, c.CQMod); stall+c.PostList > c.TxDepth {
+		if cqModExplicit {
+			return usagef("-Q/--cq-mod %d with -l/--post_list %d leaves up to %d unsignaled WRs outstanding, and a list beside them needs -t/--tx-depth >= %d (or make -l a multiple of -Q, as perftest does)",
+				c.CQMod, c.PostList, stall, stall+c.PostList)
+		}
+		c.CQMod = c.PostList
+	}
 	if c.Fault == FaultLazyPoll && c.LazyPoll < 2 {
 		return usagef("--fault lazy-poll needs N >= 2")
 	}
@@ -181,6 +195,13 @@ func (c *Config) Validate(cqModExplicit bool) error {
 		return usagef("--fault-after must be positive")
 	}
 	return nil
+}
+
+func gcd(a, b uint32) uint32 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // AppCounters is what the application side knows, on any device.
