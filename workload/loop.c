@@ -408,6 +408,13 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		if (p->tx_depth && fault != WL_FAULT_NEVER_SIGNAL && fault != WL_FAULT_LAZY_POLL) {
 			out = r->wrs - st.retired_wrs;
 			if (out + k > p->tx_depth) {
+				/* None of them signaled (a failed list dropped
+				 * its signaled WR): no CQE will ever make room,
+				 * as an application waiting here hangs. */
+				if (st.retired >= st.last_signaled) {
+					r->stalled = out;
+					break;
+				}
 				poll_once(ep, p, r, &st, stamps, wc);
 				continue;
 			}

@@ -119,6 +119,10 @@ func (r *Result) WriteText(w io.Writer) {
 func (q QPResult) diagnosis(c Config) []string {
 	k, a := q.Counters, q.App
 	var out []string
+	if a.Stalled > 0 {
+		out = append(out, fmt.Sprintf("STALLED after %d of the WRs: %d WRs outstanding and none signaled (a failed list dropped its signaled WR), so no CQE can free room for a list of %d under -t %d: an application waiting for room hangs here",
+			a.Attempts, a.Stalled, c.PostList, c.TxDepth))
+	}
 	failed := a.ENOMEM + a.EINVAL + a.OtherErrors
 	if failed == 0 {
 		if a.Undrained > 0 {

@@ -223,6 +223,9 @@ type AppCounters struct {
 	FirstErrorAt    uint64  `json:"first_error_at"`
 	PeakOutstanding uint64  `json:"peak_outstanding"`
 	Undrained       uint64  `json:"undrained"`
+	// Stalled is the WRs outstanding, none of them signaled, when the
+	// run stopped because its flow control could never post again.
+	Stalled uint64 `json:"stalled_outstanding,omitempty"`
 	AvgPostNS       float64 `json:"avg_post_ns"`
 	AvgLatencyNS    float64 `json:"avg_latency_ns"`
 	MaxLatencyNS    uint64  `json:"max_latency_ns"`
@@ -450,7 +453,7 @@ func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, healthy, f
 		CQEsPolled: uint64(r.cqes), CQEErrors: uint64(r.cqe_errors), Polls: uint64(r.polls),
 		EmptyPolls: uint64(r.empty_polls), ENOMEM: uint64(r.enomem), EINVAL: uint64(r.einval),
 		OtherErrors: uint64(r.other_errors), FirstErrno: int(r.first_errno), FirstErrorAt: uint64(r.first_error_at),
-		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained),
+		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained), Stalled: uint64(r.stalled),
 		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted),
 		Seconds: float64(r.end_ns-r.start_ns) / 1e9,
 	}

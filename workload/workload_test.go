@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/verbs"
 )
 
@@ -182,6 +183,15 @@ func TestFaults(t *testing.T) {
 			k := q.Counters
 			if k.Doorbells != 1000 || k.BFWrites != 0 || k.DMAReadsWQE != 1000 || k.Signaled != 125 {
 				t.Fatalf("%+v", k)
+			}
+		}},
+		{"a failed list drops its signaled WR: the flow control stalls, the run ends", func(c *Config) {
+			c.Fault, c.TxDepth, c.CQMod, c.PostList, c.Iters = FaultTooManySGE, 4, 4, 2, 938
+			// a bind takes no SGE: it is posted, the WR after it refused
+			c.Opcodes = []int{verbs.OpRDMAWrite, ibv.WRRDMARead, ibv.WRBindMW}
+		}, func(t *testing.T, q QPResult) {
+			if q.App.Stalled != 3 || q.Counters.WRs != 3 || q.App.Attempts != 16 || q.Counters.Signaled != 0 {
+				t.Fatalf("stalled with %d outstanding after %d attempts, %+v", q.App.Stalled, q.App.Attempts, q.Counters)
 			}
 		}},
 		{"UD", func(c *Config) { c.Conn = verbs.UD; c.Iters = 1000; c.InlineSize = 64 }, func(t *testing.T, q QPResult) {

@@ -173,14 +173,14 @@ func propRun(t *testing.T, mode string, args []string) (analyzer.Snapshot, []map
 		t.Fatalf("%s: %v", mode, err)
 	}
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.Run(ctx); err != nil {
 		t.Fatalf("%s: %v\n%s%s", mode, err, out.String(), warnings.String())
 	}
 	snap := s.Analyzer().Snapshot()
-	if !snap.Exited || snap.ExitCode != 0 {
-		t.Fatalf("%s: the workload ended with %d (%s):\n%s", mode, snap.ExitCode, snap.Ended, out.String())
+	if !strings.Contains(snap.Ended, "the target exited with status 0") {
+		t.Fatalf("%s: the trace ended: %s (a workload that stalls is stopped)\n%s", mode, snap.Ended, out.String())
 	}
 	return snap, readTruth(t, truthFile)
 }
