@@ -206,31 +206,31 @@ func gcd(a, b uint32) uint32 {
 
 // AppCounters is what the application side knows, on any device.
 type AppCounters struct {
-	Attempts        uint64  `json:"attempts"`
-	WRs             uint64  `json:"wrs"`
-	PostCalls       uint64  `json:"post_calls"`
-	Doorbells       uint64  `json:"doorbells"`
-	Inline          uint64  `json:"inline"`
-	Signaled        uint64  `json:"signaled"`
-	CQEsPolled      uint64  `json:"cqes_polled"`
-	CQEErrors       uint64  `json:"cqe_errors"`
-	Polls           uint64  `json:"polls"`
-	EmptyPolls      uint64  `json:"empty_polls"`
-	ENOMEM          uint64  `json:"enomem"`
-	EINVAL          uint64  `json:"einval"`
-	OtherErrors     uint64  `json:"other_errors"`
-	FirstErrno      int     `json:"first_errno"`
-	FirstErrorAt    uint64  `json:"first_error_at"`
-	PeakOutstanding uint64  `json:"peak_outstanding"`
-	Undrained       uint64  `json:"undrained"`
+	Attempts        uint64 `json:"attempts"`
+	WRs             uint64 `json:"wrs"`
+	PostCalls       uint64 `json:"post_calls"`
+	Doorbells       uint64 `json:"doorbells"`
+	Inline          uint64 `json:"inline"`
+	Signaled        uint64 `json:"signaled"`
+	CQEsPolled      uint64 `json:"cqes_polled"`
+	CQEErrors       uint64 `json:"cqe_errors"`
+	Polls           uint64 `json:"polls"`
+	EmptyPolls      uint64 `json:"empty_polls"`
+	ENOMEM          uint64 `json:"enomem"`
+	EINVAL          uint64 `json:"einval"`
+	OtherErrors     uint64 `json:"other_errors"`
+	FirstErrno      int    `json:"first_errno"`
+	FirstErrorAt    uint64 `json:"first_error_at"`
+	PeakOutstanding uint64 `json:"peak_outstanding"`
+	Undrained       uint64 `json:"undrained"`
 	// Stalled is the WRs outstanding, none of them signaled, when the
 	// run stopped because its flow control could never post again.
-	Stalled uint64 `json:"stalled_outstanding,omitempty"`
-	AvgPostNS       float64 `json:"avg_post_ns"`
-	AvgLatencyNS    float64 `json:"avg_latency_ns"`
-	MaxLatencyNS    uint64  `json:"max_latency_ns"`
-	Seconds         float64 `json:"seconds"`
-	RecvsPosted     uint64  `json:"recvs_posted"`
+	Stalled      uint64  `json:"stalled_outstanding,omitempty"`
+	AvgPostNS    float64 `json:"avg_post_ns"`
+	AvgLatencyNS float64 `json:"avg_latency_ns"`
+	MaxLatencyNS uint64  `json:"max_latency_ns"`
+	Seconds      float64 `json:"seconds"`
+	RecvsPosted  uint64  `json:"recvs_posted"`
 	// FaultStartSeconds is when the fault became active (0: from the start
 	// or never); FaultStartWR how many WRs were attempted before.
 	FaultStartSeconds float64 `json:"fault_start_s,omitempty"`
