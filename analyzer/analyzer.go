@@ -29,9 +29,8 @@ type Counters struct {
 	CQEsPolled      uint64 `json:"cqes_polled"`
 
 	ENOMEMUnknown uint64 `json:"enomem_unknown"`
-	// ENOMEM counts the post calls that failed with ENOMEM, whatever the
-	// cause: the sum of the four causes in events mode, the kernel's
-	// count in counters mode (which cannot tell the cause).
+	// ENOMEM: post calls that failed with ENOMEM, whatever the cause
+	// (counters mode counts them in the kernel, which cannot tell it).
 	ENOMEM               uint64 `json:"enomem"`
 	OtherErrors          uint64 `json:"other_errors"`
 	CQEErrors            uint64 `json:"cqe_errors"`
@@ -56,12 +55,24 @@ type Counters struct {
 	// BeyondModel counts WRs reported accepted that the call's list did not
 	// hold or no SQ could: an inconsistent stream, left out of the model.
 	BeyondModel uint64 `json:"wrs_beyond_model"`
+	// READ and atomic responses the HCA writes into the local SGEs (pcie.go)
+	DMAWritesResponse uint64 `json:"dma_writes_response"`
+	DMABytesResponse  uint64 `json:"dma_bytes_response"`
+	// Opcodes are the accepted WRs by opcode.
+	Opcodes OpcodeMix `json:"opcodes"`
+	// NotRTS counts posts refused because the QP was not in RTS (ENOMEM
+	// from ibv_post_send, not in ENOMEMSGE; EINVAL from ibv_wr_complete,
+	// in EINVAL too).
+	NotRTS uint64 `json:"not_rts"`
+	// RecvCQEs are the receive completions of this QP polled.
+	RecvCQEs uint64 `json:"recv_cqes_polled"`
 	Cuts
 }
 
 // QP is one send queue in a snapshot.
 type QP struct {
 	PID        uint32 `json:"pid"`
+	Comm       string `json:"comm,omitempty"` // its process's command name, when known
 	QPNum      uint32 `json:"qp_num"`
 	Type       string `json:"qp_type"`
 	MaxSendWR  uint32 `json:"max_send_wr"`
@@ -80,7 +91,37 @@ type QP struct {
 	Destroyed    bool   `json:"destroyed"`
 	SendCQ       uint64 `json:"send_cq"`
 	SendCQGen    uint64 `json:"send_cq_gen"`
-	Outstanding  uint64 `json:"outstanding"`
+	// Provider is the verbs provider the QP runs on (mlx5, sim, rxe or
+	// unknown), ProviderLib the file of its post_send when its create
+	// was seen, and Model the model its HCA figures and ENOMEM causes come
+	// from ("mlx5 model"; empty when none applies, and those figures are
+	// then left out: provider.go).
+	Provider    string `json:"provider"`
+	ProviderLib string `json:"provider_lib,omitempty"`
+	Model       string `json:"model,omitempty"`
+	Outstanding uint64 `json:"outstanding"`
+	// Found says how the QP became known (FoundCreate, FoundMemory,
+	// FoundPost, ...); StateFound is its state when the memory scan found
+	// it (empty otherwise).
+	Found      string `json:"found"`
+	StateFound string `json:"state_found,omitempty"`
+	// OutstandingLowerBound: the QP was not created while tracing and no
+	// completion has yet proved the WRs it had outstanding before the
+	// attach retired: Outstanding, the peak and the occupancy count only
+	// WRs posted since. ExactSinceNS is when the model became exact (0:
+	// not yet, or it always was). PreAttachCQEs counts completions of
+	// WRs posted before the attach; RetiredUnseen WRs the depth proved
+	// retired whose completions were not seen (lateattach.go).
+	OutstandingLowerBound bool `json:"outstanding_lower_bound"`
+	// CompletionsNotTraced: posts were probed and no poll function was,
+	// so no completion can be seen: Outstanding and the occupancy count
+	// WRs posted, not WRs outstanding, and the reports leave them out.
+	CompletionsNotTraced bool   `json:"completions_not_traced,omitempty"`
+	ExactSinceNS         uint64 `json:"exact_since_ns,omitempty"`
+	// ExactSinceS is ExactSinceNS in seconds into the trace.
+	ExactSinceS   float64 `json:"exact_since_s,omitempty"`
+	PreAttachCQEs uint64  `json:"pre_attach_cqes,omitempty"`
+	RetiredUnseen uint64  `json:"retired_unseen,omitempty"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
@@ -121,6 +162,12 @@ type Snapshot struct {
 	TotalRates Rates          `json:"total_rates"`
 	TotalPCIe  Savings        `json:"total_pcie"`
 	Attach     []trace.Attach `json:"probes,omitempty"`
+	// Scan is what the memory scan of a process traced after it started
+	// read and found; nil when there was none.
+	Scan *trace.Scan `json:"memory_scan,omitempty"`
+	// Processes are the processes the trace named: the target, those
+	// followed from it, or those of a host-wide trace; exited ones stay.
+	Processes []Process `json:"processes,omitempty"`
 	// CQs are the completion queues seen, one per lifetime, by their
 	// calls and polls.
 	CQs  []CQ  `json:"cqs,omitempty"`
@@ -135,8 +182,11 @@ type Snapshot struct {
 	ExitSignal int32 `json:"exit_signal,omitempty"`
 	// Ended says why the trace ended, EndedOnError whether on an error
 	// (empty while it runs).
-	Ended          string `json:"ended,omitempty"`
-	EndedOnError   bool   `json:"ended_on_error,omitempty"`
+	Ended        string `json:"ended,omitempty"`
+	EndedOnError bool   `json:"ended_on_error,omitempty"`
+	// Cut is where every probe stopped when the trace ended while the
+	// target ran on (ending.go); nil when it was not cut.
+	Cut            *Cut   `json:"cut,omitempty"`
 	UnknownQPPosts uint64 `json:"posts_on_unknown_qps"`
 	// Diagnoses, newest first (by last occurrence).
 	Diagnoses        []Diagnosis `json:"diagnoses"`
@@ -168,6 +218,7 @@ type cqState struct {
 	counted   bool
 	createdNS uint64
 	cqCalls
+	cqPending // diag_state.go
 }
 
 // notePolls counts n polls at time now.
@@ -194,6 +245,9 @@ type Options struct {
 	// it is made (later occurrences only bump its count). It runs inside
 	// Ingest, under the analyzer's lock: it must not call the Analyzer.
 	OnDiagnosis func(Diagnosis)
+	// Clock ties event times to the wall clock, for the wall-clock times
+	// of diagnoses; zero when unknown.
+	Clock trace.WallAnchor
 }
 
 // Analyzer consumes events; Snapshot may be called from another goroutine.
@@ -210,11 +264,19 @@ type Analyzer struct {
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
+	// pidProv is the provider of each process's data path (provider.go)
+	pidProv map[uint32]Provider
 	diags   []diagRec
+	procs   procs
 	snap    Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
+	// rqsEmpty counts the traced receiving QPs whose RQ is empty (diag_recv.go)
+	rqsEmpty int
+	// probes placed on the data path's post and poll functions
+	// (lateattach.go: completionsNotTraced)
+	postProbed, pollProbed bool
 }
 
 // New returns an empty analyzer.
@@ -264,7 +326,7 @@ func (a *Analyzer) Outstanding(pid, qpNum uint32) (uint64, bool) {
 
 func (a *Analyzer) ingest(ev trace.Event) {
 	if e, ok := ev.(*trace.End); ok { // not an event of the target's
-		a.snap.Ended, a.snap.EndedOnError = e.Reason, e.Err
+		a.ended(e)
 		return
 	}
 	h := ev.Hdr()
@@ -281,15 +343,22 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.qp = e.QP
 		q.typ = e.Type
 		q.caps = e.Caps
-		q.capsKnown = true
+		q.capsKnown = e.Via != trace.ViaMemory // a QP in memory: caps unknown
+		q.late = !q.capsKnown
+		q.found = FoundCreate
+		if q.late {
+			q.found, q.stateFound = FoundMemory, ibv.QPStateName(e.State)
+		}
 		q.sendCapsInferred = false
 		q.createdNS = e.TimeNS
 		q.sigAll = e.SigAll
+		q.stateCreated()
 		q.sendCQ = e.SendCQ
 		q.cq = nil
 		if e.SendCQ != 0 {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
+		a.qpCreateProvider(q, e)
 		a.qpEpoch++
 		a.checkPeakOverCaps(q, e.TimeNS)
 	case *trace.QPDestroy:
@@ -297,12 +366,16 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.CQChange:
 		a.cqChange(e)
 	case *trace.QPModify:
-		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundModify)
+		q.stateModified(e)
 	case *trace.Post:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundPost)
 		if !q.capsKnown {
 			a.snap.UnknownQPPosts++
 		}
+		a.resolveProvider(q)
 		cause, n := q.post(e, a.opts.BF)
 		q.noteCuts(e, n)
 		q.lastPost = e.TimeNS
@@ -317,6 +390,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		} else if e.Ret == 0 {
 			c.empty++
 		}
+		if e.Ret == 0 || e.EmptyBefore > 0 {
+			a.cqEmpty(c, e.TimeNS)
+		}
 		var last *sq
 		// a poll returns Ret completions: WCs past them (a damaged
 		// record) are none
@@ -330,6 +406,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				}
 			} else {
 				if ibv.IsRecvWC(wc.Opcode) {
+					a.noteRecvWC(e.PID, wc, e.TimeNS)
 					continue
 				}
 				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
@@ -338,7 +415,14 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
 				a.qpEpoch++
 			}
-			q.complete(wc)
+			q.noteFound(FoundCompletion)
+			q.complete(wc, e.TimeNS)
+			a.notePending(q, e.TimeNS)
+			if wc.Status == ibv.WCRNRRetryExcErr {
+				a.rnrExceeded(q, e.TimeNS)
+			} else if wc.Status == 0 {
+				q.starved = false
+			}
 			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
 				a.checkNotTraced(q, e.TimeNS)
 			}
@@ -357,6 +441,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
 		c.notePolls(e.Count, e.TimeNS)
 		c.empty += e.Count
+		a.cqEmpty(c, e.TimeNS)
 	case *trace.CQCounters:
 		// totals since attach (counters mode): they replace, not add
 		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
@@ -371,10 +456,14 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			break
 		}
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		was := q.rqEmpty()
+		q.noteFound(FoundRecv)
 		q.c.PostRecvs += uint64(e.Accepted)
+		a.noteRQ(q, was)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
+		q.noteFound(FoundCounters)
 		q.countersOnly = true
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
 		if q.sigAll { // the kernel counts IBV_SEND_SIGNALED; sq_sig_all signals every WR
@@ -390,10 +479,19 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.Lost:
 		a.snap.Lost += e.Count
 	case *trace.Exit:
-		a.snap.Exited = true
-		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		if a.procs.exit(e) {
+			a.snap.Exited = true
+			a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		}
+	case *trace.Proc:
+		a.procs.proc(e)
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+		a.noteAttach(e)
+		a.noteProbe(e)
+	case *trace.Scan:
+		sc := *e
+		a.snap.Scan = &sc
 	case *trace.CQCreate:
 		a.cqCreated(e)
 	case *trace.SRQCreate, *trace.SRQDestroy:
@@ -454,9 +552,20 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	s := a.snap
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
 	s.QPs = make([]QP, 0, len(a.all))
+	modeled := false // some QP follows the mlx5 model
 	for _, q := range a.all {
 		k := q.key
 		c := q.counters()
+		a.resolveProvider(q)
+		model := q.prov.model()
+		pcie, occ := savings(&c), q.occupancy()
+		if model == "" {
+			hideMlx5(&c)
+			pcie = Savings{absent: true}
+			occ.Depth = 0 // no model of what bounds the WRs outstanding
+		} else {
+			modeled = true
+		}
 		var r Rates
 		switch {
 		case q.countersOnly:
@@ -490,13 +599,18 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			longest = q.runLongest + 1
 		}
 		s.QPs = append(s.QPs, QP{
-			PID: k.pid, QPNum: k.qpNum, Type: q.typ.String(),
+			PID: k.pid, Comm: a.procs.comm(k.pid), QPNum: k.qpNum, Type: q.typ.String(),
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
-			Outstanding: q.outstanding(), Counters: c,
+			Provider: q.prov.String(), ProviderLib: q.provLib, Model: model,
+			Outstanding: q.outstanding(), Counters: c, Found: q.found, StateFound: q.stateFound,
+			OutstandingLowerBound: q.lateUnsynced() && !a.completionsNotTraced(), ExactSinceNS: q.syncedNS,
+			ExactSinceS:          exactSince(a.clock(), q.syncedNS),
+			CompletionsNotTraced: a.completionsNotTraced(),
+			PreAttachCQEs:        q.preCQEs, RetiredUnseen: q.retiredUnseen,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
-			Occupancy: q.occupancy(), Rates: r, PCIe: savings(&c),
+			Occupancy: occ, Rates: r, PCIe: pcie,
 			History: hist, HistoryStartNS: histStart,
 		})
 		addCounters(&s.Total.Counters, &c)
@@ -519,6 +633,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	t.WRsPerDoorbell = ratio(s.Total.WRs, s.Total.Doorbells)
 	t.countersOnly = s.Total.CountersOnly
 	s.TotalPCIe = savings(&s.Total.Counters)
+	if s.Total.NoModel = len(s.QPs) > 0 && !modeled; s.Total.NoModel {
+		s.TotalPCIe = Savings{absent: true}
+	}
 	sort.SliceStable(s.QPs, func(i, j int) bool {
 		if s.QPs[i].PID != s.QPs[j].PID {
 			return s.QPs[i].PID < s.QPs[j].PID
@@ -527,6 +644,8 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	})
 	s.Diagnoses = a.diagnoses()
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
+	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
+	s.Processes = a.procs.snapshot()
 	return s
 }
 
@@ -572,5 +691,10 @@ func addCounters(t, c *Counters) {
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes
 	t.BeyondModel += c.BeyondModel
+	t.DMAWritesResponse += c.DMAWritesResponse
+	t.DMABytesResponse += c.DMABytesResponse
+	for i, n := range c.Opcodes {
+		t.Opcodes[i] += n
+	}
 	t.Cuts.add(&c.Cuts)
 }

@@ -56,7 +56,7 @@ func TestCountersModeHonest(t *testing.T) {
 			s.cqCounters(0x1c0, 200001, signaled, 187501)
 		}, 500_000_000, 0},
 		{"attached after the QP's create, flushed twice", func(s *stream) {
-			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: "app", How: "symbol"})
+			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: "app", How: trace.HowSimSymbol})
 			s.wait(250_000_000 - s.dt)
 			s.counters(0x1c0, trace.QPCounters{PostCalls: posts / 4, WRs: wrs / 2, Signaled: signaled / 2,
 				Doorbells: posts / 4, PayloadBytes: 4096 * wrs / 2, PayloadSGEs: wrs / 2})

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
@@ -32,6 +33,16 @@ const (
 	DiagTrendingFull
 	// What the trace itself shows it misses.
 	DiagCallsNotTraced
+	// The QP's state and its send CQ's depth (diag_state.go).
+	DiagQPNotRTS
+	DiagCQOverrunRisk
+	DiagCQOverrun
+	// Receive-queue starvation of SENDs (diag_recv.go).
+	DiagRQStarved
+	DiagRNRRetryExceeded
+	// SQ overflow on rxe (rxe.go), by root cause.
+	DiagOverflowRNR
+	DiagOverflowNotCompleting
 
 	numDiagKinds
 )
@@ -85,6 +96,20 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"occupancy_from", "occupancy", "max_send_wr", "over_ms", "growth_wrs_per_s", "full_in_ms"}},
 	DiagCallsNotTraced: {"calls_not_traced", SevWarning,
 		[]string{"outstanding", "max_send_wr", "unmatched_cqes", "empty_wr_batches"}},
+	DiagQPNotRTS: {"post_qp_not_rts", SevError,
+		[]string{"qp_state", "errno", "api", "wr_index", "num_sge", "max_send_sge", "posts_refused"}},
+	DiagCQOverrunRisk: {"cq_overrun_risk", SevPrediction,
+		[]string{"completions_pending", "cq_depth", "pct_of_depth", "cq", "cq_qps"}},
+	DiagCQOverrun: {"cq_overrun", SevError,
+		[]string{"completions_pending", "cq_depth", "cq", "cqes_returned_since", "over_since_ns", "cq_qps", "still_pending"}},
+	DiagRQStarved: {"rq_starved", SevError,
+		[]string{"outstanding", "max_send_wr", "receiver_qp", "recvs_posted", "recvs_completed", "max_recv_wr", "receivers_empty", "receivers_traced"}},
+	DiagRNRRetryExceeded: {"rnr_retry_exceeded", SevError,
+		[]string{"rnr_retry_exc_cqes", "receiver_qp", "recvs_posted", "recvs_completed", "receivers_empty", "receivers_traced"}},
+	DiagOverflowRNR: {"sq_overflow_rnr_retry", SevError,
+		[]string{"outstanding", "max_send_wr", "sends_posted", "wrs_posted"}},
+	DiagOverflowNotCompleting: {"sq_overflow_not_completing", SevError,
+		[]string{"outstanding", "max_send_wr", "wrs_posted"}},
 }
 
 func (k DiagKind) String() string {
@@ -102,9 +127,16 @@ type Diagnosis struct {
 	Severity string `json:"severity"` // error, warning or prediction
 	PID      uint32 `json:"pid"`
 	QPNum    uint32 `json:"qp_num"`
-	FirstNS  uint64 `json:"first_ns"` // trace time of the first occurrence
+	FirstNS  uint64 `json:"first_ns"` // trace time (CLOCK_MONOTONIC) of the first occurrence
 	LastNS   uint64 `json:"last_ns"`
-	Count    uint64 `json:"count"`
+	// FirstS and LastS are the same times in seconds since the trace's
+	// first event; FirstWall and LastWall the wall-clock times (RFC 3339),
+	// absent when the trace has no tie to the wall clock.
+	FirstS    float64 `json:"first_s"`
+	LastS     float64 `json:"last_s"`
+	FirstWall string  `json:"first_wall,omitempty"`
+	LastWall  string  `json:"last_wall,omitempty"`
+	Count     uint64  `json:"count"`
 	// Evidence holds the numbers of the last occurrence.
 	Evidence map[string]uint64 `json:"evidence"`
 	Message  string            `json:"message"`
@@ -140,7 +172,7 @@ func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
 		first: now, last: now, count: 1, ev: ev})
 	q.diags[kind] = int32(len(a.diags) - 1)
 	if a.opts.OnDiagnosis != nil {
-		a.opts.OnDiagnosis(a.diags[len(a.diags)-1].export())
+		a.opts.OnDiagnosis(a.diags[len(a.diags)-1].export(a.clock()))
 	}
 }
 
@@ -151,6 +183,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	if cause != causeNone {
 		f = q.failWR
 	}
+	q.noteSends(p, n)
 	switch cause {
 	case causeSQFull:
 		a.diagnoseOverflow(q, now)
@@ -168,6 +201,8 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 		}
 	case causeSGE:
 		a.record(q, DiagTooManySGE, now, evidence{uint64(f), uint64(p.WRs[f].NumSGE), uint64(q.caps.MaxSendSGE)})
+	case causeNotRTS:
+		a.recordNotRTS(q, p, n)
 	case causeEINVAL:
 		op := noValue
 		if f < len(p.WRs) {
@@ -186,7 +221,8 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 		a.record(q, DiagSigAllFlag, now, evidence{q.sigAllFlagged, q.sigAllUnflagged})
 	}
 	a.checkNotTraced(q, now)
-	if q.runWarnPending {
+	a.notePending(q, now)
+	if q.runWarnPending && q.prov.mlx5Model() { // slots freed by CQEs: mlx5's rule
 		q.runWarnPending = false
 		d := q.depth()
 		a.record(q, DiagRunNearDepth, now, evidence{q.curRun, d, 100 * q.curRun / d, q.outstanding()})
@@ -199,7 +235,11 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	over := q.capsKnown && !q.sendCapsInferred && q.outstanding() > q.depth()
+	// the depth bound retired WRs whose completions the trace missed
+	// (lateattach.go): the trace alone would have had overSeen outstanding
+	over := q.prov.mlx5Model() && q.capsKnown && !q.sendCapsInferred && q.overSeen > 0
+	seen := q.overSeen
+	q.overSeen = 0
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
 		return
 	}
@@ -208,7 +248,11 @@ func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 	}
 	q.notTracedOver = over
 	q.notTracedNoted = [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches}
-	a.record(q, DiagCallsNotTraced, now, evidence{q.outstanding(), q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
+	out := q.outstanding()
+	if over {
+		out = seen
+	}
+	a.record(q, DiagCallsNotTraced, now, evidence{out, q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
 }
 
 // checkPeakOverCaps says, when a QP's caps arrive after WRs were posted
@@ -228,9 +272,17 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 	if !q.hist.closed {
 		return
 	}
+	if !q.prov.mlx5Model() { // occupancy fills the SQ by mlx5's rule only
+		q.hist.closed = false
+		return
+	}
 	q.hist.closed = false
 	d := q.depth()
-	from, to, eta, ok := q.hist.trend(d)
+	due := noValue
+	if o, ok := q.sigOldest(); ok {
+		due = o.ns
+	}
+	from, to, eta, ok := q.hist.trend(d, due)
 	if !ok {
 		return
 	}
@@ -243,6 +295,13 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 // WR among them, and that CQE only by a poll of the send CQ after it was
 // posted.
 func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
+	if a.checkStarved(q, now) {
+		return // the SENDs wait for receives: not a completion-side cause
+	}
+	if q.prov == ProviderRxe {
+		a.diagnoseRxeOverflow(q, now)
+		return
+	}
 	out, d := q.outstanding(), q.depth()
 	sigOut := q.sigOutstanding()
 	if sigOut == 0 {
@@ -291,18 +350,50 @@ func opcodeName(op uint64) string {
 // half is the interval to recommend: half the depth, at least 1.
 func half(d uint64) uint64 { return max(d/2, 1) }
 
-func since(ns uint64) string {
-	if ns == noValue {
-		return "never"
+// traceClock places event times: in the trace (from its first event) and
+// on the wall clock.
+type traceClock struct {
+	start  uint64
+	anchor trace.WallAnchor
+}
+
+func (a *Analyzer) clock() traceClock {
+	return traceClock{start: a.snap.FirstNS, anchor: a.opts.Clock}
+}
+
+// seconds is how far into the trace the event time ns is.
+func (c traceClock) seconds(ns uint64) float64 { return float64(ns-min(c.start, ns)) / 1e9 }
+
+// wall is the wall-clock time of ns in RFC 3339, "" when unknown.
+func (c traceClock) wall(ns uint64) string {
+	t, ok := c.anchor.At(ns)
+	if !ok {
+		return ""
 	}
-	return fmt.Sprintf("%d ns", ns)
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// rel writes the event time ns as seconds into the trace.
+func (c traceClock) rel(ns uint64) string { return RelTime(c.seconds(ns)) }
+
+// RelTime writes seconds into the trace as "+1.234 s": milliseconds from a
+// second on, microseconds from a millisecond, nanoseconds below.
+func RelTime(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("+%.3f s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("+%.6f s", s)
+	}
+	return fmt.Sprintf("+%.9f s", s)
 }
 
 // export turns the record into a Diagnosis with its text.
-func (r *diagRec) export() Diagnosis {
+func (r *diagRec) export(c traceClock) Diagnosis {
 	info := &diagInfos[r.kind]
 	d := Diagnosis{Kind: info.name, Severity: info.severity, PID: r.pid, QPNum: r.qpNum,
-		FirstNS: r.first, LastNS: r.last, Count: r.count, Evidence: map[string]uint64{}}
+		FirstNS: r.first, LastNS: r.last, FirstS: c.seconds(r.first), LastS: c.seconds(r.last),
+		FirstWall: c.wall(r.first), LastWall: c.wall(r.last), Count: r.count, Evidence: map[string]uint64{}}
 	for i, name := range info.evidence {
 		if r.ev[i] != noValue {
 			d.Evidence[name] = r.ev[i]
@@ -325,18 +416,18 @@ func (r *diagRec) export() Diagnosis {
 		}
 		last := "has never been polled"
 		if e[5] != noValue {
-			last = fmt.Sprintf("has not been polled since %d ns", e[5])
+			last = "has not been polled since " + c.rel(e[5])
 		}
-		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; %d signaled WRs among them (the oldest posted at %d ns) but %s %s, so their CQEs are never consumed",
-			e[0], e[1], e[2], e[3], cq, last)
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; %d signaled WRs among them (the oldest posted at %s) but %s %s, so their CQEs are never consumed",
+			e[0], e[1], e[2], c.rel(e[3]), cq, last)
 		d.Fix = fmt.Sprintf("Poll the send CQ regularly, at least once every %d WRs posted (half of max_send_wr), so its CQEs retire the queue.", half(e[1]))
 	case DiagOverflowPollsTooRare:
 		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding although send CQ %#x is polled: about %d WRs posted per poll (%d WRs, %d polls; %d WR/s posted, %d polls/s), too few polls to retire them in time",
 			e[0], e[1], e[2], e[5], e[3], e[4], e[6], e[7])
 		d.Fix = fmt.Sprintf("Poll the send CQ at least once every %d WRs posted (half of max_send_wr), e.g. after every post call, and drain it (a larger num_entries).", half(e[1]))
 	case DiagOverflowCompletionsSlow:
-		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; send CQ %#x was polled %d times since the oldest outstanding signaled WR was posted (at %d ns) and every poll came back empty: WRs are posted (%d WR/s) faster than they complete",
-			e[0], e[1], e[2], e[4], e[3], e[5])
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding; send CQ %#x was polled %d times since the oldest outstanding signaled WR was posted (at %s) and every poll came back empty: WRs are posted (%d WR/s) faster than they complete",
+			e[0], e[1], e[2], e[4], c.rel(e[3]), e[5])
 		d.Fix = "Create the QP with a larger max_send_wr (at least the post rate times the completion latency), or wait for completions before posting more."
 	case DiagInlineTooBig:
 		d.Message = fmt.Sprintf("ENOMEM: WR %d of the list asked to inline %d bytes, more than the QP's max_inline_data %d", e[0], e[1], e[2])
@@ -388,8 +479,14 @@ func (r *diagRec) export() Diagnosis {
 		}
 		d.Message = "the trace misses calls on this QP: " + strings.Join(what, "; ")
 		d.Fix = "Look at the probes the report lists as NOT ATTACHED or not traced: the counts of this QP leave out the calls made through them."
+	case DiagQPNotRTS, DiagCQOverrunRisk, DiagCQOverrun:
+		r.exportState(&d)
+	case DiagRQStarved, DiagRNRRetryExceeded:
+		r.exportRecv(&d)
+	case DiagOverflowRNR, DiagOverflowNotCompleting:
+		exportRxe(r, &d)
 	case DiagTrendingFull:
-		d.Message = fmt.Sprintf("SQ occupancy grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
+		d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
 			e[0], e[1], e[2], e[3], e[4], e[5])
 		d.Fix = "Poll the send CQ more often, or signal more WRs, so completions keep up with posting."
 	}
@@ -415,8 +512,9 @@ func (a *Analyzer) diagnoses() []Diagnosis {
 		return idx[i] > idx[j]
 	})
 	out := make([]Diagnosis, len(idx))
+	c := a.clock()
 	for i, k := range idx {
-		out[i] = a.diags[k].export()
+		out[i] = a.diags[k].export(c)
 	}
 	return out
 }

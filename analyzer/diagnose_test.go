@@ -1,8 +1,13 @@
 package analyzer
 
 import (
+	"bytes"
+	"encoding/json"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
@@ -21,8 +26,9 @@ func TestDiagnoses(t *testing.T) {
 		want  []string // kinds, newest first
 	}{
 		{"never_signaled", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
-			for range 4 {
+			// with no WR signaled yet, a run of 7/8 of the depth predicts
+			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			for range 8 {
 				s.send(1, 1, ibv.SendInline, 0)
 			}
 			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 32, 0), ibv.ENOMEM, 0)
@@ -31,6 +37,8 @@ func TestDiagnoses(t *testing.T) {
 
 		{"late_attach_never_signaled", func(s *stream) {
 			// no QPCreate: the depth is inferred from the first SQ-full ENOMEM
+			// (by the simulated HCA's rules: its post_send was found by symbol)
+			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: "app", How: trace.HowSimSymbol})
 			for range 3 {
 				s.send(3, 1, 0, 0)
 			}
@@ -120,10 +128,13 @@ func TestDiagnoses(t *testing.T) {
 		}, []string{"sig_all_ignores_signaled_flag"}},
 
 		{"run_near_depth", func(s *stream) {
+			// runs of 3, then one of 12 (75% of the depth): the pattern broke
 			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+			s.send(1, 8, 0, 4)
+			s.poll(1, 3, 7)
 			s.send(1, 12, 0, 0)
 			s.send(1, 1, ibv.SendSignaled, 0)
-			s.poll(1, 12)
+			s.poll(1, 20)
 		}, []string{"unsignaled_run_near_depth"}},
 
 		{"trending_full", func(s *stream) {
@@ -240,5 +251,81 @@ func TestDiagnosesBounded(t *testing.T) {
 	snap := checked(t, a)
 	if len(snap.Diagnoses) != MaxDiagnoses || snap.DiagnosesDropped != 10 || calls != MaxDiagnoses {
 		t.Fatalf("kept %d, dropped %d, callbacks %d; want %d, 10, %d", len(snap.Diagnoses), snap.DiagnosesDropped, calls, MaxDiagnoses, MaxDiagnoses)
+	}
+}
+
+// A diagnosis says when it was first and last seen and how often: in the
+// text as seconds into the trace (never the raw monotonic clock), in JSON
+// also on the wall clock when the trace has an anchor for it.
+func TestDiagnosisTimes(t *testing.T) {
+	wall := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	build := func() *stream {
+		s := newStream()
+		s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+		s.wait(1_500_000_000)
+		s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 3, 96, 1), ibv.ENOMEM, 0) // too many SGEs
+		s.wait(250_000_000)
+		s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 3, 96, 1), ibv.ENOMEM, 0)
+		return s
+	}
+	// the stream's first event is at 1100 ns (+100 ns a record): the posts
+	// at 1,500,001,200 and 1,750,001,300 ns
+	tests := []struct {
+		name                string
+		clock               trace.WallAnchor
+		firstWall, lastWall string
+	}{
+		{"anchored", trace.WallAnchor{Wall: wall, MonoNS: 1_000_001_200},
+			"2026-12-01T04:00:00.5Z", "2026-12-01T04:00:00.7500001Z"},
+		{"no anchor", trace.WallAnchor{}, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := build().run(t, Options{BF: DefaultBF, Clock: tc.clock})
+			if len(snap.Diagnoses) != 1 {
+				t.Fatalf("diagnoses %q, want one", diagKinds(snap))
+			}
+			d := snap.Diagnoses[0]
+			start := snap.FirstNS
+			if d.Count != 2 || d.FirstNS-start != 1_500_000_100 || d.LastNS-start != 1_750_000_200 {
+				t.Errorf("count %d, first %d, last %d ns into the trace; want 2, 1500000100, 1750000200",
+					d.Count, d.FirstNS-start, d.LastNS-start)
+			}
+			if d.FirstS != 1.5000001 || d.LastS != 1.7500002 {
+				t.Errorf("first_s %v, last_s %v; want 1.5000001, 1.7500002", d.FirstS, d.LastS)
+			}
+			if d.FirstWall != tc.firstWall || d.LastWall != tc.lastWall {
+				t.Errorf("wall times %q, %q; want %q, %q", d.FirstWall, d.LastWall, tc.firstWall, tc.lastWall)
+			}
+			var text bytes.Buffer
+			WriteDiagnoses(&text, snap)
+			if !strings.Contains(text.String(), "first at +1.500 s, last at +1.750 s, 2 times") {
+				t.Errorf("text does not say when:\n%s", text.String())
+			}
+			if m := regexp.MustCompile(`\d{4,} ns`).FindString(text.String()); m != "" {
+				t.Errorf("text gives a raw clock reading %q:\n%s", m, text.String())
+			}
+			js, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if has := strings.Contains(string(js), `"first_wall"`); has != (tc.firstWall != "") {
+				t.Errorf("JSON has first_wall %v, want %v: %s", has, tc.firstWall != "", js)
+			}
+		})
+	}
+}
+
+func TestRelTime(t *testing.T) {
+	for _, tc := range []struct {
+		s    float64
+		want string
+	}{
+		{0, "+0.000000000 s"}, {0.0000005, "+0.000000500 s"}, {0.0123456, "+0.012346 s"},
+		{1.2344, "+1.234 s"}, {818.920370454, "+818.920 s"},
+	} {
+		if got := RelTime(tc.s); got != tc.want {
+			t.Errorf("RelTime(%v) = %q, want %q", tc.s, got, tc.want)
+		}
 	}
 }

@@ -79,10 +79,19 @@ func checkQP(s *Snapshot, q *QP, span uint64, bad func(string, ...any)) {
 		return // what follows needs per-call events
 	}
 	// every polled CQE retired a signaled WR, flushed an unsignaled one,
-	// or is counted as matching none
-	if c.UnmatchedCQEs+c.FlushedUnsignaled > c.CQEsPolled || c.CQEsPolled-c.UnmatchedCQEs-c.FlushedUnsignaled > c.Signaled {
-		bad("%s: %d CQEs polled, %d unmatched, %d flushed unsignaled, for %d signaled WRs",
-			id, c.CQEsPolled, c.UnmatchedCQEs, c.FlushedUnsignaled, c.Signaled)
+	// completed a WR posted before the attach, or is counted as matching
+	// none
+	other := c.UnmatchedCQEs + c.FlushedUnsignaled + q.PreAttachCQEs
+	if other > c.CQEsPolled || c.CQEsPolled-other > c.Signaled {
+		bad("%s: %d CQEs polled, %d unmatched, %d flushed unsignaled, %d of WRs posted before the attach, for %d signaled WRs",
+			id, c.CQEsPolled, c.UnmatchedCQEs, c.FlushedUnsignaled, q.PreAttachCQEs, c.Signaled)
+	}
+	if q.Model == "" || q.CompletionsNotTraced {
+		// no model of the HCA or of what bounds the WRs outstanding
+		// (a provider other than mlx5's holds what it holds), or no
+		// completion seen: the occupancy counts WRs posted
+		checkHist(id, q, bad)
+		return
 	}
 	if c.PostCalls > 0 && c.DMAReadsWQE+c.BFWrites != c.Doorbells {
 		bad("%s: %d WQE fetches and %d BlueFlame writes for %d doorbells", id, c.DMAReadsWQE, c.BFWrites, c.Doorbells)
@@ -92,6 +101,16 @@ func checkQP(s *Snapshot, q *QP, span uint64, bad func(string, ...any)) {
 		bad("%s: occupancy now %d (outstanding %d), peak %d (%d), depth %d (max_send_wr %d)",
 			id, o.Now, q.Outstanding, o.Peak, c.PeakOutstanding, o.Depth, q.MaxSendWR)
 	}
+	checkHist(id, q, bad)
+	if d := uint64(q.MaxSendWR); (q.CapsKnown || q.CapsInferred) && c.PeakOutstanding > d && !hasDiag(s, q, DiagCallsNotTraced) {
+		bad("%s: %d WRs outstanding at the peak of a queue of %d, and no diagnosis says why", id, c.PeakOutstanding, d)
+	}
+}
+
+// checkHist checks the occupancy after each post call: percentiles and
+// buckets within the peak, one count per post call.
+func checkHist(id string, q *QP, bad func(string, ...any)) {
+	o, c := &q.Occupancy, &q.Counters
 	if o.P50 > o.P99 || o.P99 > o.Peak || o.Mean > float64(o.Peak) {
 		bad("%s: occupancy p50 %d, p99 %d, mean %.1f over the peak %d", id, o.P50, o.P99, o.Mean, o.Peak)
 	}
@@ -104,9 +123,6 @@ func checkQP(s *Snapshot, q *QP, span uint64, bad func(string, ...any)) {
 	}
 	if n != c.PostCalls-min(c.Aborted, c.PostCalls) {
 		bad("%s: occupancy histogram of %d post calls, %d made (%d aborted)", id, n, c.PostCalls, c.Aborted)
-	}
-	if d := uint64(q.MaxSendWR); (q.CapsKnown || q.CapsInferred) && c.PeakOutstanding > d && !hasDiag(s, q, DiagCallsNotTraced) {
-		bad("%s: %d WRs outstanding at the peak of a queue of %d, and no diagnosis says why", id, c.PeakOutstanding, d)
 	}
 }
 
@@ -124,7 +140,7 @@ func hasDiag(s *Snapshot, q *QP, k DiagKind) bool {
 // than a doorbell and a WQE fetch), but never more than the baseline
 // itself, and never more than all of it.
 func checkSavings(id string, p *Savings, bad func(string, ...any)) {
-	if p.unmodeled {
+	if p.unmodeled || p.absent {
 		return
 	}
 	for _, v := range []struct {

@@ -9,6 +9,7 @@ import (
 // per-QP totals of posts, WRs, inline, signaled, doorbells, payload and
 // errors, and per-CQ totals of polls; receives are not traced. Everything a per-call event feeds
 // (BlueFlame, WQE sizes and fetches, occupancy, the unsignaled runs, the
+// opcodes and the READ and atomic responses they need, the
 // ENOMEM cause, per-QP completions) is left out of JSON rather than shown
 // as 0.
 var (
@@ -17,7 +18,8 @@ var (
 		"cqes_polled", "cqe_errors", "flushed_unsignaled", "unmatched_cqes",
 		"wrs_past_bound", "wr_api_calls", "aborted", "longest_unsignaled_run",
 		"mmio_bytes", "dma_bytes_wqe", "empty_wr_batches", "inline_sges",
-		"baseline_wqe_bytes", "wrs_beyond_model", "post_recvs")
+		"baseline_wqe_bytes", "wrs_beyond_model", "post_recvs",
+		"dma_writes_response", "dma_bytes_response", "opcodes", "not_rts", "recv_cqes_polled")
 	unmeasuredQP = keySet("outstanding", "signal_interval_typical",
 		"signal_interval_longest", "occupancy")
 	unmeasuredRates = keySet("cqes_per_s")
@@ -28,6 +30,17 @@ var (
 		"wqe_fetches_saved_blueflame", "payload_reads_saved_inline",
 		"bytes_saved", "transactions_saved_pct", "bytes_saved_pct")
 )
+
+// CountersModeNote says once, where a counters-mode QP is shown, what it
+// leaves out and why.
+const CountersModeNote = "counters mode: totals kept in the kernel; occupancy, BlueFlame writes, WQE fetches, unsignaled runs, CQEs per QP, ENOMEM causes and PCIe bytes need --mode events"
+
+// Measured reports whether the figure of the QP (or of its PCIe savings)
+// with this JSON name was measured: false for what counters mode does not
+// measure, which a view then leaves out instead of showing 0.
+func (q QP) Measured(key string) bool {
+	return !q.CountersOnly || !qpDrop[key] && !unmeasuredPCIe[key]
+}
 
 func keySet(keys ...string) map[string]bool {
 	m := make(map[string]bool, len(keys))
@@ -55,10 +68,17 @@ type qpJSON QP
 // that mode does not measure (its rates and savings leave out their own).
 func (q QP) MarshalJSON() ([]byte, error) {
 	b, err := marshal(qpJSON(q))
-	if err != nil || !q.CountersOnly {
+	if err != nil {
 		return b, err
 	}
-	return dropKeys(b, qpDrop)
+	drop := q.notModeled()
+	if q.CountersOnly {
+		drop = union(drop, qpDrop)
+	}
+	if len(drop) == 0 {
+		return b, nil
+	}
+	return dropKeys(b, drop)
 }
 
 // Totals are the counters of all QPs; CountersOnly when some QP was traced
@@ -66,16 +86,26 @@ func (q QP) MarshalJSON() ([]byte, error) {
 type Totals struct {
 	Counters
 	CountersOnly bool `json:"-"`
+	// NoModel: no QP follows the mlx5 model, whose figures are then left
+	// out of JSON
+	NoModel bool `json:"-"`
 }
 
 // MarshalJSON writes the counters, without the unmeasured ones of counters
 // mode.
 func (t Totals) MarshalJSON() ([]byte, error) {
 	b, err := marshal(t.Counters)
-	if err != nil || !t.CountersOnly {
+	if err != nil || (!t.CountersOnly && !t.NoModel) {
 		return b, err
 	}
-	return dropKeys(b, unmeasuredCounters)
+	var drop map[string]bool
+	if t.CountersOnly {
+		drop = unmeasuredCounters
+	}
+	if t.NoModel {
+		drop = union(drop, mlx5Counters)
+	}
+	return dropKeys(b, drop)
 }
 
 type ratesJSON Rates
@@ -94,6 +124,9 @@ type savingsJSON Savings
 
 // MarshalJSON leaves out the savings the counts did not allow to compute.
 func (s Savings) MarshalJSON() ([]byte, error) {
+	if s.absent {
+		return []byte("null"), nil
+	}
 	b, err := marshal(savingsJSON(s))
 	if err != nil || !s.unmodeled {
 		return b, err

@@ -12,11 +12,25 @@ const (
 	DefaultHistoryLen    = 6000
 )
 
-// Trend prediction: the occupancy at the end of trendWindows consecutive
-// windows never fell and grew overall, is at least half the depth, and at
-// that rate reaches the depth within trendHorizonNS.
+// Trend prediction, on the most WRs outstanding in each window (a window's
+// end is a sample at a random moment: a flow-controlled queue that swings
+// between a quarter and all of its depth in every signal interval can end
+// windows in rising order by chance, while its maximum stays at the top): the
+// maxima of trendWindows consecutive windows never fell and rose from one to
+// the next at least trendMinRises times (a ramp, not the one step of an
+// application that starts or resumes); they reach at least half the depth and
+// more than the queue held before those windows since it last stayed below
+// half for trendWindows windows (an application with its own flow control
+// holds a plateau it reached before; a slow one swings up to it again in
+// every signal interval); completions lag behind (a signaled WR posted before
+// the second half of those windows is still outstanding: between two
+// signaled WRs a queue grows by design, and one CQE retires it); and at that
+// rate the maxima reach the depth within trendHorizonNS. A queue past the
+// depth its QP reports (the provider holds more than it says) that still
+// grows that way is predicted too, without a time to full.
 const (
 	trendWindows   = 8
+	trendMinRises  = (trendWindows - 1) / 2
 	trendHorizonNS = 1_000_000_000
 )
 
@@ -38,6 +52,14 @@ type history struct {
 	started    bool
 	closed     bool // a window closed since the analyzer last looked
 	trendArmed bool // a trend prediction may be made (re-armed below half)
+	// peak is the most WRs outstanding in windows before peakNext, since
+	// the queue last stayed below half its depth for trendWindows windows,
+	// folded in as the trend moves past them; low says the last window
+	// looked at was below half, since window lowFrom
+	peak     uint32
+	peakNext uint64
+	low      bool
+	lowFrom  uint64
 }
 
 func clamp32(v uint64) uint32 {
@@ -100,34 +122,67 @@ func (h *history) copyOut() ([]OccSample, uint64) {
 	return out, h.first * h.step
 }
 
-// trend looks at the last trendWindows closed windows. It returns the
-// occupancy at their start and end and the projected time to reach depth,
-// and whether that is a prediction worth making now.
-func (h *history) trend(depth uint64) (from, to, etaNS uint64, ok bool) {
-	if !h.started || depth == 0 || h.cur < h.first+trendWindows {
+// trend looks at the last trendWindows closed windows, given when the oldest
+// outstanding signaled WR was posted (dueNS, noValue when none is). It
+// returns the most WRs outstanding in the first and the last of them, the
+// projected time to reach depth, and whether that is a prediction worth making now.
+func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
+	if !h.started || depth == 0 || h.cur == h.first {
 		return 0, 0, 0, false
 	}
-	last := uint64(h.samples[(h.cur-1)%h.n].End)
+	last := uint64(h.samples[(h.cur-1)%h.n].Max)
 	if last < depth/2 {
 		h.trendArmed = true
+		if !h.low {
+			// windows that closed together, with no event to look
+			// at them, may have been below half already
+			h.low, h.lowFrom = true, h.cur-1
+			for h.lowFrom > h.first && h.cur-h.lowFrom < trendWindows &&
+				uint64(h.samples[(h.lowFrom-1)%h.n].Max) < depth/2 {
+				h.lowFrom--
+			}
+		}
+		if h.cur-h.lowFrom >= trendWindows {
+			// drained for as long as a trend takes to see: what the
+			// queue held before says nothing of what comes next
+			h.peak, h.peakNext = 0, h.cur
+		}
 		return 0, 0, 0, false
 	}
-	if !h.trendArmed || last >= depth {
+	h.low = false
+	if !h.trendArmed || h.cur < h.first+trendWindows {
 		return 0, 0, 0, false
 	}
-	prev := uint64(h.samples[(h.cur-trendWindows)%h.n].End)
+	start := h.cur - trendWindows
+	peakBefore := h.peakThrough(start)
+	prev := uint64(h.samples[start%h.n].Max)
 	from = prev
-	for w := h.cur - trendWindows + 1; w < h.cur; w++ {
-		e := uint64(h.samples[w%h.n].End)
-		if e < prev {
+	rises := 0
+	for w := start + 1; w < h.cur; w++ {
+		m := uint64(h.samples[w%h.n].Max)
+		if m < prev {
 			return 0, 0, 0, false
 		}
-		prev = e
+		if m > prev {
+			rises++
+		}
+		prev = m
 	}
-	if last <= from {
+	if rises < trendMinRises || last <= peakBefore {
 		return 0, 0, 0, false
 	}
-	// growth per ns over trendWindows-1 window ends
+	// completions lag behind: a WR whose completion was asked for before
+	// the second half of the trend is still outstanding (between two
+	// signaled WRs a queue grows by design, and one CQE retires it)
+	if dueNS > (start+trendWindows/2)*h.step {
+		return 0, 0, 0, false
+	}
+	if last >= depth {
+		// full (the overflow diagnosis speaks); the mlx5 model never holds
+		// more than the depth (boundByDepth)
+		return 0, 0, 0, false
+	}
+	// growth per ns over trendWindows-1 windows
 	span := (trendWindows - 1) * h.step
 	etaNS = (depth - last) * span / (last - from)
 	if etaNS > trendHorizonNS {
@@ -135,6 +190,17 @@ func (h *history) trend(depth uint64) (from, to, etaNS uint64, ok bool) {
 	}
 	h.trendArmed = false
 	return from, last, etaNS, true
+}
+
+// peakThrough is the most WRs outstanding in the windows up to and
+// including the closed window w, since the queue last stayed below half
+// its depth for trendWindows windows; each window is folded in once.
+func (h *history) peakThrough(w uint64) uint64 {
+	for i := max(h.peakNext, h.first); i <= w; i++ {
+		h.peak = max(h.peak, h.samples[i%h.n].Max)
+	}
+	h.peakNext = max(h.peakNext, w+1)
+	return uint64(h.peak)
 }
 
 // HistBucket is one bucket of a log2 histogram: values Lo..Hi inclusive.

@@ -16,10 +16,7 @@ func (a *Analyzer) QPCounters(pid, qpNum uint32) (Counters, bool) {
 // counters are the QP's counters with those derived from them filled in.
 func (q *sq) counters() Counters {
 	c := q.c
-	c.CQEWrites = c.Signaled + c.FlushedUnsignaled
-	if !q.countersOnly {
-		c.ENOMEM = c.ENOMEMSQFull + c.ENOMEMInline + c.ENOMEMSGE + c.ENOMEMUnknown
-	}
+	c.CQEWrites = c.Signaled + c.FlushedUnsignaled - q.cqesLost()
 	return c
 }
 

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"syscall"
+
+	"github.com/sqscope/sqscope/trace"
 )
 
 // WriteJSON writes the snapshot as one JSON object.
@@ -65,11 +67,18 @@ func writeText(w io.Writer, s Snapshot) {
 	if s.Ended != "" {
 		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
 	}
+	writeEnding(w, &s)
+	writeScan(w, s.Scan)
+	writeProcs(w, s.Processes)
 	for _, a := range s.Attach {
 		if a.Err != "" {
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
 		} else {
-			fmt.Fprintf(w, "  probe %-18s %s+%#x (%s)\n", a.Func, a.Path, a.Offset, a.How)
+			how := a.How
+			if a.DebugFile != "" {
+				how += " " + a.DebugFile
+			}
+			fmt.Fprintf(w, "  probe %-18s %s+%#x (%s)\n", a.Func, a.Path, a.Offset, how)
 		}
 	}
 	if len(s.QPs) == 0 {
@@ -91,10 +100,14 @@ func writeText(w io.Writer, s Snapshot) {
 		if q.Destroyed {
 			life += ", destroyed"
 		}
-		fmt.Fprintf(w, "QP %#x (pid %d, %s%s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
-			q.QPNum, q.PID, q.Type, life, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		who := fmt.Sprint(q.PID)
+		if q.Comm != "" {
+			who += " " + q.Comm
+		}
+		fmt.Fprintf(w, "QP %#x (pid %s, %s%s, %s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
+			q.QPNum, who, q.Type, life, foundText(&q), q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 		if q.CountersOnly {
-			fmt.Fprintln(w, "  counters mode: totals kept in the kernel; BlueFlame writes, WQE fetches, occupancy, CQEs per QP and ENOMEM causes need --mode events")
+			fmt.Fprintln(w, "  "+CountersModeNote)
 		}
 		if q.CountersOnly {
 			writeCountersQP(w, &q)
@@ -109,6 +122,7 @@ func writeText(w io.Writer, s Snapshot) {
 			{q.ENOMEMSQFull, "ENOMEM SQ full %d"},
 			{q.ENOMEMInline, "ENOMEM inline too big %d"},
 			{q.ENOMEMSGE, "ENOMEM too many SGEs %d"},
+			{q.NotRTS, "refused, QP not in RTS %d"},
 			{q.ENOMEMUnknown, "ENOMEM cause unknown %d"},
 			{map[bool]uint64{true: q.ENOMEM}[q.CountersOnly], "ENOMEM %d"}, // the cause needs events
 			{q.EINVAL, "EINVAL %d"},
@@ -117,6 +131,7 @@ func writeText(w io.Writer, s Snapshot) {
 			{q.BeyondModel, "%d WRs reported accepted beyond the list or any SQ depth (inconsistent trace, not modeled)"},
 			{q.Truncated, "%d WRs past the tracer's list bound (counted, not decoded)"},
 			{q.UnmatchedCQEs, "%d CQEs matched no WR the trace saw posted"},
+			{q.RetiredUnseen, "%d WRs retired without their completion seen (the SQ holds max_send_wr at most)"},
 			{q.EmptyWRBatches, "%d wr batches rang a doorbell for WRs the trace did not see built"},
 		} {
 			if e.n > 0 {
@@ -137,7 +152,7 @@ func writeText(w io.Writer, s Snapshot) {
 	}
 	WriteDiagnoses(w, s)
 	for _, q := range s.QPs {
-		if !q.CountersOnly { // the counters mode prints no byte figures
+		if !q.CountersOnly && q.Model != "" { // the counters mode prints no byte figures
 			fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
 			break
 		}
@@ -184,15 +199,30 @@ func writeEventsQP(w io.Writer, q *QP) {
 	}
 	fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%), longest unsignaled run %d\n",
 		q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
-	fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
-		q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
-	writeOccupancy(w, q)
+	if q.CompletionsNotTraced {
+		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d); outstanding and occupancy UNKNOWN: no poll function is traced, so no completion is seen (give --probe poll_cq=LIB:0xOFFSET too)\n",
+			q.CQEsPolled, q.Polls, q.EmptyPolls)
+	} else if q.OutstandingLowerBound {
+		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now >= %d, peak >= %d (lower bounds: the WRs posted before the attach are unknown until a completion of a WR posted since retires them)\n",
+			q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+	} else {
+		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
+			q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+	}
+	fmt.Fprintf(w, "  opcodes (WRs): %s", q.Opcodes)
+	if q.Truncated > 0 {
+		fmt.Fprintf(w, "; %d more past the list bound, opcode not recorded", q.Truncated)
+	}
+	fmt.Fprintln(w)
+	if q.ExactSinceNS != 0 {
+		fmt.Fprintf(w, "  occupancy exact from %s: a completion of a WR posted after the attach retired every WR posted before it (%d completions of those seen); figures before then are lower bounds\n",
+			RelTime(q.ExactSinceS), q.PreAttachCQEs)
+	}
+	if !q.CompletionsNotTraced {
+		writeOccupancy(w, q)
+	}
 	writeRates(w, q)
-	fmt.Fprintf(w, "  HCA (mlx5 model): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d\n",
-		q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
-	p := q.PCIe
-	fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
-		p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
+	writeProviderQP(w, q)
 }
 
 // writeCountersQP writes what counters mode measures, and only that (the
@@ -206,16 +236,59 @@ func writeCountersQP(w io.Writer, q *QP) {
 		fmt.Fprintf(w, "; send CQ %#x: polls %d (empty %d), %.0f polls/s, %.2f polls per CQE", q.SendCQ, q.Polls, q.EmptyPolls, r.PollsPerSec, r.PollsPerCQE)
 	}
 	fmt.Fprintln(w)
+	if q.Model == "" {
+		writeProviderQP(w, q)
+		return
+	}
 	fmt.Fprintf(w, "  HCA: doorbells %d, DMA reads: payload %d; CQE writes %d\n", q.Doorbells, q.DMAReadsPayload, q.CQEWrites)
 	fmt.Fprintf(w, "  saved vs one-WR-per-call, all signaled: doorbells %d, CQE writes %d (unsignaled)\n",
 		q.PCIe.DoorbellsSaved, q.PCIe.CQEWritesSaved)
 }
 
+// foundText says how a QP became known.
+func foundText(q *QP) string {
+	switch q.Found {
+	case FoundCreate:
+		return "found by its create"
+	case FoundMemory:
+		return "found in memory, state " + q.StateFound
+	case "":
+		return "how found unknown"
+	}
+	return "found by its " + q.Found
+}
+
+// writeScan says what the memory scan of a running process read.
+func writeScan(w io.Writer, sc *trace.Scan) {
+	if sc == nil {
+		return
+	}
+	fmt.Fprintf(w, "  memory scan: %.1f MiB of %d mappings in %.3f s (%.2f GiB/s), %d verbs context(s), %d QP(s)",
+		float64(sc.Bytes)/(1<<20), sc.Mappings, float64(sc.DurationNS)/1e9,
+		float64(sc.Bytes)/(1<<30)/max(float64(sc.DurationNS)/1e9, 1e-9), sc.Contexts, sc.QPs)
+	if sc.StopNS > 0 {
+		fmt.Fprintf(w, "; target stopped %.3f ms while their probes were placed", float64(sc.StopNS)/1e6)
+	}
+	if sc.Cut != "" {
+		fmt.Fprintf(w, "; CUT SHORT by the %s", sc.Cut)
+	}
+	if sc.Err != "" {
+		fmt.Fprintf(w, "; FAILED: %s", sc.Err)
+	}
+	fmt.Fprintln(w)
+}
+
 func writeOccupancy(w io.Writer, q *QP) {
 	o := &q.Occupancy
 	peak := fmt.Sprintf("%d (depth unknown)", o.Peak)
+	if q.Model == "" && q.MaxSendWR > 0 {
+		peak = fmt.Sprintf("%d WRs not yet polled (not bounded by max_send_wr on this provider)", o.Peak)
+	}
 	if o.Depth > 0 {
 		peak = fmt.Sprintf("%d (%.0f%%) of %d", o.Peak, pct(o.Peak, o.Depth), o.Depth)
+	}
+	if q.OutstandingLowerBound {
+		peak = ">= " + peak
 	}
 	fmt.Fprintf(w, "  occupancy: peak %s", peak)
 	if len(o.Histogram) == 0 {
@@ -252,9 +325,9 @@ func writeRates(w io.Writer, q *QP) {
 
 var sevLabel = map[string]string{SevError: "ERROR", SevWarning: "WARNING", SevPrediction: "PREDICTION"}
 
-// WriteDiagnoses writes the diagnoses, newest first: for each the QP, the
-// time (trace ns, and seconds into the trace), what was found with its
-// numbers, and the fix.
+// WriteDiagnoses writes the diagnoses, newest first: for each the QP, when
+// it was first and last seen (seconds into the trace) and how often, what
+// was found with its numbers, and the fix.
 func WriteDiagnoses(w io.Writer, s Snapshot) {
 	if len(s.Diagnoses) == 0 {
 		fmt.Fprintln(w, "diagnoses: none")
@@ -262,10 +335,11 @@ func WriteDiagnoses(w io.Writer, s Snapshot) {
 	}
 	fmt.Fprintf(w, "diagnoses (%d, newest first):\n", len(s.Diagnoses))
 	for _, d := range s.Diagnoses {
-		fmt.Fprintf(w, "  %s %s: QP %#x (pid %d) at %d ns (+%.6f s)", sevLabel[d.Severity], d.Kind, d.QPNum, d.PID,
-			d.LastNS, float64(d.LastNS-min(s.FirstNS, d.LastNS))/1e9)
+		fmt.Fprintf(w, "  %s %s: QP %#x (pid %d) ", sevLabel[d.Severity], d.Kind, d.QPNum, d.PID)
 		if d.Count > 1 {
-			fmt.Fprintf(w, ", %d times since %d ns", d.Count, d.FirstNS)
+			fmt.Fprintf(w, "first at %s, last at %s, %d times", RelTime(d.FirstS), RelTime(d.LastS), d.Count)
+		} else {
+			fmt.Fprintf(w, "at %s", RelTime(d.FirstS))
 		}
 		fmt.Fprintf(w, "\n    %s\n    fix: %s\n", d.Message, d.Fix)
 	}

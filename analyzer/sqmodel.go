@@ -76,6 +76,11 @@ type sq struct {
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.
 	countersOnly bool
+	// prov is the provider whose rules apply (provider.go); provLib the
+	// file of its post_send, and provFromCreate whether its create named it
+	prov           Provider
+	provLib        string
+	provFromCreate bool
 
 	head, tail uint64 // WR sequence numbers: posted, retired
 	// failWR is the index in its list of the WR the last failed post
@@ -117,11 +122,27 @@ type sq struct {
 	lastNS    uint64
 	createdNS uint64 // its create, when the trace saw it
 
+	// late: not created while tracing, its pre-attach WRs unknown until
+	// syncedNS (lateattach.go); found says how it became known
+	late          bool
+	syncedNS      uint64
+	found         string
+	stateFound    string // the state the memory scan saw
+	preCQEs       uint64 // completions of WRs posted before the attach
+	retiredUnseen uint64 // WRs retired by the depth bound, completions not seen
+	// overSeen is what the trace alone left outstanding when the depth
+	// bound last retired WRs, until checkNotTraced says so (then 0)
+	overSeen uint64
+
 	diags [numDiagKinds]int32 // index into Analyzer.diags, -1 when none
 	// what the last calls_not_traced diagnosis saw: unmatched CQEs and
 	// empty wr batches, and whether outstanding was over the depth
 	notTracedNoted [2]uint64
 	notTracedOver  bool
+
+	qpStateTrack // diag_state.go
+	qpPending
+	qpRecvTrack // diag_recv.go
 }
 
 func (q *sq) outstanding() uint64 { return q.head - q.tail }
@@ -222,17 +243,32 @@ func (q *sq) typicalInterval() uint64 {
 	return best + 1
 }
 
-// runWarnAt is the unsignaled run length that predicts an overflow: 75% of
-// the depth, rounded up. There is none when the depth is unknown, or so small
-// that 75% of it is the depth itself (nothing to warn before the failure).
+// runWarnAt is the unsignaled run length that predicts an overflow. The WRs
+// of the current run can be retired only by a signaled WR not yet posted, so
+// the run alone fills the queue at the depth; whether it will is judged from
+// what the queue has done, not from the signal interval alone. Once the
+// application has ended runs with a signaled WR, its pattern is known: the
+// run predicts an overflow when it is longer than every run it ended before
+// and holds 75% of the depth (an application that keeps its pattern, such as
+// perftest signaling every -Q WRs with -Q <= -t, stays quiet). Before any WR
+// was signaled there is no pattern, and only a run of 7/8 of the depth, past
+// where such applications signal, predicts one. There is none when the depth
+// is unknown, or so small that the threshold is the depth itself (nothing to
+// warn before the failure).
 func (q *sq) runWarnAt() uint64 {
 	d := q.depth()
-	at := nearFullAt(d)
+	at := firstRunWarnAt(d)
+	if q.c.Signaled > 0 {
+		at = max(nearFullAt(d), q.runLongest+1)
+	}
 	if at >= d {
 		return ^uint64(0)
 	}
 	return at
 }
+
+// firstRunWarnAt is 7/8 of the depth, rounded up.
+func firstRunWarnAt(d uint64) uint64 { return (7*d + 7) / 8 }
 
 // maxModelDepth bounds the WRs the model holds outstanding: four times
 // the deepest SQ a provider offers (mlx5 and rxe cap max_qp_wr at 32768 or
@@ -304,9 +340,8 @@ func (q *sq) isSignaled(w *trace.WR) bool {
 // modeledOp reports whether the model knows the WQE of an opcode: every
 // opcode an ibv_wr_* builder or ibv_post_send can post. Each takes one SQ
 // slot until its completion (or a later one) retires it. Their PCIe is
-// counted by the send rules of pcie.go whatever they do on the wire: a
-// READ's or an atomic's response, written into the local SGE, is
-// counted as that SGE's DMA read, as before.
+// counted by the rules of pcie.go: a READ's or an atomic's local SGEs
+// are where the HCA writes the response, not a payload it reads.
 func modeledOp(op uint8) bool {
 	switch op {
 	case ibv.WRSend, ibv.WRSendWithImm, ibv.WRSendWithInv, ibv.WRRDMAWrite, ibv.WRRDMAWriteWithImm,
@@ -339,6 +374,12 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
 	q.failWR = i
+	if q.prov.mlx5Model() && q.notRTS(p) { // mlx5's SGE check outside RTS
+		return causeNotRTS
+	}
+	if c, ok := q.providerCause(p); ok {
+		return c
+	}
 	if p.Ret == ibv.EINVAL {
 		if p.API == trace.APIWR { // the batch's first invalid opcode
 			for j := i; j < len(p.WRs); j++ {
@@ -407,6 +448,7 @@ const (
 	causeEINVAL
 	causeUnknownENOMEM
 	causeOther
+	causeNotRTS // ENOMEM or EINVAL from a QP not in RTS (diag_state.go)
 )
 
 // post applies one post call to the model. It returns the cause of a
@@ -437,12 +479,15 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.c.Truncated += uint64(n - len(p.WRs))
 	}
 	cause := causeNone
+	if p.Ret == ibv.ENOMEM {
+		q.c.ENOMEM++ // whatever the cause
+	}
 	if p.Ret != 0 {
 		cause = q.cause(p, n)
 		switch cause {
 		case causeSQFull:
 			q.c.ENOMEMSQFull++
-			if !q.capsKnown {
+			if !q.capsKnown && q.prov.mlx5Model() {
 				q.caps.MaxSendWR = uint32(q.outstanding() + uint64(n))
 				q.sendCapsInferred = true
 			}
@@ -454,6 +499,11 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 			q.c.EINVAL++
 		case causeUnknownENOMEM:
 			q.c.ENOMEMUnknown++
+		case causeNotRTS:
+			q.c.NotRTS++
+			if p.Ret == ibv.EINVAL {
+				q.c.EINVAL++
+			}
 		default:
 			q.c.OtherErrors++
 		}
@@ -484,13 +534,16 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 					q.sigAllUnflagged++
 				}
 			}
+			q.c.Opcodes.add(w.Opcode)
 			if lastInline {
 				if q.capsKnown && q.caps.MaxInlineData == 0 && w.Bytes > 0 {
 					q.inlineNever++
 				}
 				q.c.Inline++
 				q.c.InlineBytes += uint64(w.Bytes)
-				if w.Bytes > 0 {
+				// a READ or atomic flagged inline saves no read: the
+				// baseline reads nothing of its local buffer
+				if w.Bytes > 0 && !responds(w.Opcode) {
 					q.c.InlineSGEs += uint64(max(w.NumSGE, 1))
 					q.c.BaselineWQEBytes += uint64((q.opOverhead(w.Opcode)+max(w.NumSGE, 1)*dataSeg+wqebb-1)/wqebb) * wqebb
 				} else {
@@ -498,8 +551,14 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 				}
 			} else {
 				q.c.BaselineWQEBytes += uint64(bbs) * wqebb
-				q.c.DMAReadsPayload += uint64(gathers)
-				q.c.DMABytesPayload += uint64(w.Bytes)
+				if responds(w.Opcode) {
+					writes, bytes := response(w.Opcode, gathers, w.Bytes)
+					q.c.DMAWritesResponse += writes
+					q.c.DMABytesResponse += bytes
+				} else {
+					q.c.DMAReadsPayload += uint64(gathers)
+					q.c.DMABytesPayload += uint64(w.Bytes)
+				}
 			}
 			*q.slot(seq) = wrSlot{id: w.ID, signaled: sig}
 		} else {
@@ -523,6 +582,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		}
 	}
 	q.head += uint64(n)
+	q.boundByDepth()
 	q.c.Doorbells++
 	size16 := (lastSize + 15) / 16
 	if !bf.ShutUpBF && n == 1 && (lastInline || bf.PreferBF) && size16 > 1 && size16 <= bfBufSize/16 && len(p.WRs) > 0 {
@@ -547,12 +607,15 @@ func (q *sq) notePost(now uint64, wrs uint32) {
 	q.hist.note(now, out, wrs, 0)
 }
 
-// complete applies one send completion of this QP: it retires its WR and
-// every earlier one (sq.tail = wqe_head[idx] + 1).
-func (q *sq) complete(wc *trace.WC) {
+// complete applies one send completion of this QP, polled at now: it
+// retires its WR and every earlier one (sq.tail = wqe_head[idx] + 1).
+func (q *sq) complete(wc *trace.WC, now uint64) {
 	q.c.CQEsPolled++
 	if wc.Status != 0 {
 		q.c.CQEErrors++
+	}
+	if q.lateUnsynced() && q.lateCompletion(wc, now) {
+		return
 	}
 	if q.head == q.tail {
 		q.c.UnmatchedCQEs++

@@ -18,7 +18,7 @@ func (f *feed) now() uint64 { f.t += 100; return f.t }
 
 func (f *feed) create(caps trace.Caps, sigAll bool) {
 	f.evs = append(f.evs, &trace.QPCreate{Header: trace.Header{TimeNS: f.now(), PID: 7}, QP: 0x1000, QPNum: 0x1c0,
-		Type: trace.QPTypeRC, SigAll: sigAll, SendCQ: 0x2000, Caps: caps})
+		Type: trace.QPTypeRC, SigAll: sigAll, SendCQ: 0x2000, Caps: caps, Via: "sqsim_create_qp"})
 }
 
 func (f *feed) post(n int, flags uint32, bytes uint32, ret int32, accepted int) {
@@ -102,6 +102,7 @@ func TestModel(t *testing.T) {
 			}
 		}},
 		{"late attach infers the depth", func(f *feed) {
+			f.evs = append(f.evs, &trace.Attach{Header: trace.Header{TimeNS: f.now(), PID: 7}, Func: "post_send", Path: "app", How: trace.HowSimSymbol})
 			for i := 0; i < 3; i++ {
 				f.post(1, 0, 32, 0, 1)
 			}

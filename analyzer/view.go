@@ -4,13 +4,14 @@ package analyzer
 // depth d is near full: 75% of the depth, rounded up.
 func nearFullAt(d uint64) uint64 { return (3*d + 3) / 4 }
 
-// NearFull reports whether the send queue is near full: at the threshold of
-// the unsignaled-run prediction, 75% of its depth, either outstanding or, when
-// none of its WRs was signaled (and sq_sig_all is off), as its longest
-// unsignaled run. Unlike the prediction it holds for the smallest queues too,
-// where 75% is the whole depth. Never when the depth is unknown.
+// NearFull reports whether the send queue is near full: 75% of its depth
+// either outstanding or, when none of its WRs was signaled (and sq_sig_all
+// is off), as its longest unsignaled run. It is what the view highlights,
+// not a prediction: it holds for an application whose own flow control keeps
+// its queue full, and no later than the unsignaled-run prediction
+// (sq.runWarnAt). Never when the depth is unknown.
 func (q QP) NearFull() bool {
-	if q.MaxSendWR == 0 {
+	if q.MaxSendWR == 0 || q.Model == "" { // WRs not polled fill the SQ by the mlx5 model only
 		return false
 	}
 	at := nearFullAt(uint64(q.MaxSendWR))
@@ -61,6 +62,13 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.SGECutWRs, b.SGECutWRs)
 	sub(&d.SGEsNotSummed, b.SGEsNotSummed)
 	sub(&d.WalkCappedPosts, b.WalkCappedPosts)
+	sub(&d.DMAWritesResponse, b.DMAWritesResponse)
+	sub(&d.DMABytesResponse, b.DMABytesResponse)
+	for i := range d.Opcodes {
+		sub(&d.Opcodes[i], b.Opcodes[i])
+	}
+	sub(&d.NotRTS, b.NotRTS)
+	sub(&d.RecvCQEs, b.RecvCQEs)
 	return d
 }
 

@@ -1,6 +1,7 @@
 package analyzer
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -15,21 +16,22 @@ func TestNearFull(t *testing.T) {
 		want bool
 	}{
 		{"depth unknown", QP{Outstanding: 100}, false},
-		{"empty", QP{MaxSendWR: 128}, false},
-		{"one below 75%", QP{MaxSendWR: 128, Outstanding: 95}, false},
-		{"at 75%", QP{MaxSendWR: 128, Outstanding: 96}, true},
-		{"75% rounded up, below", QP{MaxSendWR: 204, Outstanding: 152}, false},
-		{"75% rounded up", QP{MaxSendWR: 204, Outstanding: 153}, true},
-		{"full", QP{MaxSendWR: 204, Outstanding: 204}, true},
-		{"smallest queue, full", QP{MaxSendWR: 2, Outstanding: 2}, true},
-		{"smallest queue, one WR", QP{MaxSendWR: 2, Outstanding: 1}, false},
-		{"never signaled, run at 75%", QP{MaxSendWR: 128, Outstanding: 10,
+		{"empty", QP{Model: Mlx5Model, MaxSendWR: 128}, false},
+		{"one below 75%", QP{Model: Mlx5Model, MaxSendWR: 128, Outstanding: 95}, false},
+		{"at 75%", QP{Model: Mlx5Model, MaxSendWR: 128, Outstanding: 96}, true},
+		{"75% rounded up, below", QP{Model: Mlx5Model, MaxSendWR: 204, Outstanding: 152}, false},
+		{"75% rounded up", QP{Model: Mlx5Model, MaxSendWR: 204, Outstanding: 153}, true},
+		{"full", QP{Model: Mlx5Model, MaxSendWR: 204, Outstanding: 204}, true},
+		{"smallest queue, full", QP{Model: Mlx5Model, MaxSendWR: 2, Outstanding: 2}, true},
+		{"smallest queue, one WR", QP{Model: Mlx5Model, MaxSendWR: 2, Outstanding: 1}, false},
+		{"never signaled, run at 75%", QP{Model: Mlx5Model, MaxSendWR: 128, Outstanding: 10,
 			Counters: Counters{WRs: 96, LongestUnsignaledRun: 96}}, true},
-		{"never signaled, run below", QP{MaxSendWR: 128, Outstanding: 10,
+		{"never signaled, run below", QP{Model: Mlx5Model, MaxSendWR: 128, Outstanding: 10,
 			Counters: Counters{WRs: 95, LongestUnsignaledRun: 95}}, false},
-		{"signaled, long run", QP{MaxSendWR: 128, Outstanding: 10,
+		{"signaled, long run", QP{Model: Mlx5Model, MaxSendWR: 128, Outstanding: 10,
 			Counters: Counters{WRs: 200, Signaled: 1, LongestUnsignaledRun: 120}}, false},
-		{"sq_sig_all, long run", QP{MaxSendWR: 128, SigAll: true, Outstanding: 10,
+		{"rxe, over its depth", QP{Provider: "rxe", MaxSendWR: 128, Outstanding: 500}, false},
+		{"sq_sig_all, long run", QP{Model: Mlx5Model, MaxSendWR: 128, SigAll: true, Outstanding: 10,
 			Counters: Counters{WRs: 200, LongestUnsignaledRun: 120}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -40,24 +42,36 @@ func TestNearFull(t *testing.T) {
 	}
 }
 
-// NearFull and the unsignaled-run prediction share their threshold: posting
-// unsignaled WRs one at a time, the QP turns near full with the WR that makes
-// the prediction.
+// The view turns a QP near full no later than the unsignaled-run
+// prediction: posting unsignaled WRs one at a time, NearFull holds from 75%
+// of the depth, and the prediction, which needs 7/8 of it before any WR was
+// signaled, comes only with it or after it.
 func TestNearFullWithPrediction(t *testing.T) {
 	for _, depth := range []uint32{4, 16, 128, 204} {
 		s := newStream()
 		s.create(1, trace.QPTypeRC, rcCaps(depth, 60, 1), false)
 		a := New(Options{})
 		a.IngestAll(s.evs)
+		predictedAt := 0
 		for n := 1; n < int(depth); n++ {
 			s.evs = s.evs[:0]
 			s.send(1, 1, 0, 0)
 			a.IngestAll(s.evs)
 			snap := checked(t, a)
 			predicted := slices.Contains(diagKinds(snap), "unsignaled_run_near_depth")
-			if near := snap.QPs[0].NearFull(); near != predicted {
+			if near := snap.QPs[0].NearFull(); near != (uint64(n) >= nearFullAt(uint64(depth))) || predicted && !near {
 				t.Fatalf("depth %d, %d WRs unsignaled: NearFull %v, prediction made %v", depth, n, near, predicted)
 			}
+			if predicted && predictedAt == 0 {
+				predictedAt = n
+			}
+		}
+		want := int(firstRunWarnAt(uint64(depth)))
+		if want >= int(depth) {
+			want = 0
+		}
+		if predictedAt != want {
+			t.Errorf("depth %d: predicted at %d unsignaled WRs, want %d", depth, predictedAt, want)
 		}
 	}
 }
@@ -73,6 +87,14 @@ func counterFields(t *testing.T, v reflect.Value, f func(name string, v reflect.
 			f(name, fv)
 		case reflect.Struct:
 			counterFields(t, fv, f)
+		case reflect.Array:
+			// a count per opcode: each element is a counter
+			if fv.Type().Elem().Kind() != reflect.Uint64 {
+				t.Fatalf("Counters.%s is an array of %s: teach Sub and this test about it", name, fv.Type().Elem().Kind())
+			}
+			for j := range fv.Len() {
+				f(fmt.Sprintf("%s[%d]", name, j), fv.Index(j))
+			}
 		default:
 			t.Fatalf("Counters.%s is a %s: teach Sub and this test about it", name, fv.Kind())
 		}

@@ -192,8 +192,9 @@ static __always_inline int tally_one(struct thread_state *st)
 	st->call_wrs = 1;
 	st->call_inline = inl;
 	st->call_inline_bytes = (__u64)bytes * inl;
-	st->call_payload_bytes = (__u64)bytes * (1 - inl);
-	st->call_sges = nonzero(bytes) * (1 - inl);
+	/* a READ's or an atomic's SGE receives its response: no payload */
+	st->call_payload_bytes = (__u64)bytes * (1 - inl) * sends_payload(h.opcode);
+	st->call_sges = nonzero(bytes) * (1 - inl) * sends_payload(h.opcode);
 	st->call_signaled = (h.send_flags / SQ_IBV_SEND_SIGNALED) & 1;
 	return 0;
 }

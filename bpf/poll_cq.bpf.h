@@ -110,7 +110,7 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 	if (!st)
 		return 0;
 	a = leave(&st->poll, 0);
-	if (!a)
+	if (!a || past_cut()) /* decided at the return */
 		return 0;
 	/* Empty polls are the most frequent call of a busy poller: a count
 	 * here, carried by the next record or flushed by user space. */

@@ -93,7 +93,7 @@ int BPF_KRETPROBE(start_poll_ret, int ret)
 	if (!st)
 		return 0;
 	a = leave(&st->poll, SQ_OP_START_POLL);
-	if (!a)
+	if (!a || past_cut()) /* decided at the return, like a poll_cq */
 		return 0;
 	cq = a->a0;
 	if (count_poll(st, tgid, cq, ret == SQ_IBV_ENOENT, ret == 0))
@@ -158,7 +158,7 @@ int BPF_KRETPROBE(next_poll_ret, int ret)
 	if (!st)
 		return 0;
 	a = leave(&st->poll, SQ_OP_NEXT_POLL);
-	if (!a)
+	if (!a || past_cut()) /* a session open at the cut is not sent */
 		return 0;
 	if (targ_mode == SQ_MODE_COUNTERS) {
 		if (ret == 0) {
@@ -189,7 +189,7 @@ int BPF_KPROBE(end_poll_entry, void *cq)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct sq_poll_rec *b;
 
-	if (!wanted(id >> 32) || targ_mode == SQ_MODE_COUNTERS)
+	if (!wanted(id >> 32) || targ_mode == SQ_MODE_COUNTERS || past_cut())
 		return 0;
 	b = ex_session(id >> 32, (__u64)cq);
 	if (b)

@@ -9,7 +9,7 @@ int BPF_KPROBE(post_recv_entry, void *qp, void *wr, void *bad_wr)
 {
 	struct thread_state *st;
 
-	if (targ_mode == SQ_MODE_COUNTERS)
+	if (targ_mode == SQ_MODE_COUNTERS || past_cut())
 		return 0;
 	st = thread_state(bpf_get_current_pid_tgid(), 1);
 	if (st)

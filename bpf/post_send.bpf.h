@@ -8,8 +8,19 @@ SEC("uprobe")
 int BPF_KPROBE(post_send_entry, void *qp, void *wr, void *bad_wr)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	struct thread_state *st = thread_state(id, 1);
+	struct thread_state *st;
 
+	if (past_cut()) {
+		/* Decided here: a call that entered before the cut is recorded
+		 * at its return, none after. The counters mode's successful call
+		 * leaves its arguments behind: the return of a failed call past
+		 * the cut must not take them for its own. */
+		st = thread_state(id, 0);
+		if (st)
+			st->post.live = 0;
+		return 0;
+	}
+	st = thread_state(id, 1);
 	if (!st)
 		return 0;
 	enter(&st->post, (__u64)qp, (__u64)wr, (__u64)bad_wr, 0, SQ_OP_POST_SEND);

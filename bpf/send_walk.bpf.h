@@ -118,12 +118,14 @@ static __always_inline void note_wr(struct walk *w, __u32 idx, struct wr_head *h
 		}
 	} else if (!w->found_bad) {
 		__u32 inl = (h->send_flags / SQ_IBV_SEND_INLINE) & 1;
+		/* a READ's or an atomic's SGEs receive its response: no payload */
+		__u32 out = (1 - inl) * sends_payload(h->opcode);
 
 		w->inline_wrs += inl;
 		w->inline_bytes += (__u64)bytes * inl;
-		w->payload_bytes += (__u64)bytes * (1 - inl);
+		w->payload_bytes += (__u64)bytes * out;
 		/* SGEs past the bound are assumed non-empty */
-		w->payload_sges += (nonempty + over) * (1 - inl);
+		w->payload_sges += (nonempty + over) * out;
 		w->signaled += (h->send_flags / SQ_IBV_SEND_SIGNALED) & 1;
 		/* over is 0 in walk_fast, where these vanish */
 		w->sge_cut_wrs += nonzero(over);

@@ -202,8 +202,11 @@ int BPF_KPROBE(wr_set_sge_list, void *qpx, __u64 num_sge, void *sg_list)
 SEC("uprobe")
 int BPF_KPROBE(wr_complete_entry, void *qpx)
 {
-	struct thread_state *st = thread_state(bpf_get_current_pid_tgid(), 1);
+	struct thread_state *st;
 
+	if (past_cut()) /* decided here, like a post_send */
+		return 0;
+	st = thread_state(bpf_get_current_pid_tgid(), 1);
 	if (st)
 		enter(&st->post, (__u64)qpx, 0, 0, 0, SQ_OP_WR_COMPLETE);
 	return 0;
@@ -232,13 +235,15 @@ static __always_inline void end_batch(struct sq_post_rec *b, __u64 id, int ret, 
 				 * branch per WR would multiply the verifier's states. */
 				__u32 inl = (w->send_flags / SQ_IBV_SEND_INLINE) & 1;
 				__u32 sig = (w->send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+				/* a READ's or an atomic's SGEs receive its response */
+				__u32 out = (1 - inl) * sends_payload(w->opcode);
 
 				inline_wrs += inl;
 				inline_bytes += (__u64)w->bytes * inl;
-				payload_bytes += (__u64)w->bytes * (1 - inl);
+				payload_bytes += (__u64)w->bytes * out;
 				/* the wr API gives lengths only in sum: count SGEs
 				 * that carry bytes as one each when set_sge */
-				sges += nonzero(w->bytes) * (w->num_sge + (1 - nonzero(w->num_sge))) * (1 - inl);
+				sges += nonzero(w->bytes) * (w->num_sge + (1 - nonzero(w->num_sge))) * out;
 				signaled += sig;
 			}
 			if (b->sge_cut) {
@@ -298,7 +303,7 @@ int BPF_KPROBE(wr_abort, void *qpx)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct sq_post_rec *b;
 
-	if (!wanted(id >> 32))
+	if (!wanted(id >> 32) || past_cut())
 		return 0;
 	b = batch_of(id >> 32, (__u64)qpx);
 	if (!b)

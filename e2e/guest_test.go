@@ -62,8 +62,10 @@ var guestCmds = []guestCmd{
 	tracedWorkload("every-opcode-Q7-l7-wr-cq-ex", viaTrace, "--opcode "+rxeOpcodes+" -s 64 -Q 7 -l 7 -n 700 --api wr --cq-ex"),
 	// rxe retires unsignaled WRs without CQEs: no overflow (untraced).
 	workload("fault-never-signal", "--opcode send -s 64 -t 128 -l 1 -n 1000 --fault never-signal"),
-	// An overflow rxe does have, and the analyzer's diagnosis of it.
-	tracedFault("fault-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000"),
+	// An overflow rxe does have, diagnosed with rxe's cause; the same lazy
+	// polling with WRITEs overflows nothing and stays quiet.
+	tracedRxe("fault-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000", "sq_overflow_rnr_retry"),
+	tracedRxe("lazy-poll-write-quiet", "--opcode write -s 64 -t 128 -Q 16 -l 1 -n 2000 --fault lazy-poll=1000", ""),
 	// The low-overhead mode on this kernel's verifier and rxe's bad_wr:
 	// healthy lists, and lists the full SQ cuts short.
 	tracedCounters("counters-inline-Q16-l4", "--opcode send -s 64 -I 64 -Q 16 -l 4 -n 2000"),

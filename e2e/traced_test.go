@@ -226,49 +226,6 @@ func tracedCounters(name, args string) guestCmd {
 	}
 }
 
-// tracedFault traces a workload fault that overflows rxe's send queue and
-// requires the analyzer to say so: an sq_overflow diagnosis for the QP and
-// as many SQ-full ENOMEMs as the application saw.
-//
-// Why lazy-poll overflows rxe (never-signal does not): the workload
-// reposts the peer's receives only when it polls, so between polls at most
-// -t SENDs find a receive. The next SEND is answered with an RNR NAK and
-// retried (rnr_retry 7: for ever), nothing behind it executes, and the SQ
-// fills. Measured with -t 128: the first ENOMEM comes at WR 383, 128
-// receives plus 255 queued WQEs (rxe rounds its ring to a power of two and
-// holds one less than that, more than the max_send_wr 128 it reports).
-func tracedFault(name, args string) guestCmd {
-	c := tracedWorkload(name, viaTrace, args)
-	check := c.check
-	c.check = func(t *testing.T, r cmdResult) {
-		check(t, r)
-		if t.Failed() {
-			return
-		}
-		s, truth := readTraced(t, r, c.sh)
-		for _, want := range truth.qps {
-			if want.ENOMEMSQFull == 0 {
-				t.Fatalf("QP %#x: the workload saw no SQ-full ENOMEM: the fault did not overflow rxe's send queue\ntruth: %s",
-					want.QPNum, truth.raw[want.QPNum])
-			}
-			found := false
-			for _, d := range s.Diagnoses {
-				if d.QPNum != want.QPNum {
-					continue
-				}
-				t.Logf("diagnosis %s (%s, %d times) for QP %#x: %s\n  evidence %v\n  fix: %s", d.Kind, d.Severity, d.Count, d.QPNum, d.Message, d.Evidence, d.Fix)
-				if strings.HasPrefix(d.Kind, "sq_overflow") {
-					found = true
-				}
-			}
-			if !found {
-				t.Errorf("QP %#x: %d SQ-full ENOMEMs but no sq_overflow diagnosis\ncommand: %s\ndiagnoses: %+v", want.QPNum, want.ENOMEMSQFull, c.sh, s.Diagnoses)
-			}
-		}
-	}
-	return c
-}
-
 // workloadTruth is the workload's --json-out, typed and raw per QP.
 type workloadTruth struct {
 	qps []wlQP

@@ -34,7 +34,7 @@ func TestChromePostSaysWhatWasCut(t *testing.T) {
 	}
 	h := trace.Header{TimeNS: 1000, PID: 7, TID: 7}
 	x.Event(&trace.QPCreate{Header: h, QP: 1, QPNum: 0x10, Type: trace.QPType(ibv.QPTRC),
-		Caps: trace.Caps{MaxSendWR: 4096, MaxSendSGE: 30}})
+		Caps: trace.Caps{MaxSendWR: 4096, MaxSendSGE: 30}, Via: "sqsim_create_qp"})
 	whole := []trace.WR{{ID: 1, Opcode: ibv.WRSend, NumSGE: 1, Bytes: 64}}
 	cut := []trace.WR{{ID: 2, Opcode: ibv.WRSend, NumSGE: 20, Bytes: 1024, SGEsNotSummed: 4},
 		{ID: 3, Opcode: ibv.WRSend, NumSGE: 20, Bytes: 1024, SGEsNotSummed: 4}}

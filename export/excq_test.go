@@ -16,7 +16,7 @@ import (
 func exPollEvents() []trace.Event {
 	h := trace.Header{TimeNS: 1000, PID: 7, TID: 7}
 	evs := []trace.Event{&trace.QPCreate{Header: h, QP: 1, QPNum: 0x10, Type: trace.QPType(ibv.QPTRC), SendCQ: 0x500,
-		Caps: trace.Caps{MaxSendWR: 64, MaxSendSGE: 1}}}
+		Caps: trace.Caps{MaxSendWR: 64, MaxSendSGE: 1}, Via: "sqsim_create_qp"}}
 	h.TimeNS = 2000
 	evs = append(evs, &trace.Post{Header: h, QP: 1, QPNum: 0x10, Accepted: 2, WRs: []trace.WR{
 		{ID: 1, Opcode: ibv.WRAtomicFetchAndAdd, NumSGE: 1, Bytes: 8},

@@ -31,7 +31,7 @@ func TestFoldFailures(t *testing.T) {
 			WRs: []trace.WR{{ID: now, Opcode: ibv.WRSend, Flags: ibv.SendInline | ibv.SendSignaled, NumSGE: 1, Bytes: bytes}}, Accepted: map[bool]uint32{true: 1}[ret == 0]})
 	}
 	evs = append(evs, &trace.QPCreate{Header: trace.Header{TimeNS: now, PID: 1, TID: 1}, QPNum: 5, Type: trace.QPTypeRC,
-		Caps: trace.Caps{MaxSendWR: 1024, MaxSendSGE: 1, MaxInlineData: 64}})
+		Caps: trace.Caps{MaxSendWR: 1024, MaxSendSGE: 1, MaxInlineData: 64}, Via: "sqsim_create_qp"})
 	for range 100 { // a run of 100 inline-too-big failures, 1 µs apart
 		post(ibv.ENOMEM, 512, 1000)
 	}

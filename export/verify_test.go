@@ -349,7 +349,7 @@ func synthetic() []trace.Event {
 	h := func(pid, tid uint32) trace.Header { t += 700; return trace.Header{TimeNS: t, PID: pid, TID: tid} }
 	for _, q := range []struct{ pid, qpn, depth uint32 }{{100, 0x10, 32}, {100, 0x11, 8}, {200, 0x20, 16}} {
 		evs = append(evs, &trace.QPCreate{Header: h(q.pid, q.pid), QP: uint64(q.qpn) << 8, QPNum: q.qpn, Type: trace.QPTypeRC,
-			SendCQ: uint64(q.qpn) << 12, Caps: trace.Caps{MaxSendWR: q.depth, MaxSendSGE: 2, MaxInlineData: 64}})
+			SendCQ: uint64(q.qpn) << 12, Caps: trace.Caps{MaxSendWR: q.depth, MaxSendSGE: 2, MaxInlineData: 64}, Via: "sqsim_create_qp"})
 	}
 	id := uint64(0)
 	wr := func(inline bool, sig bool) trace.WR {

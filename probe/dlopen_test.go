@@ -121,6 +121,12 @@ func TestDlopenedProvider(t *testing.T) {
 				t.Fatalf("the second load did not move: %+v", want)
 			}
 			checkDataPathInLibs(t, d, evs, c.libs)
+			// each QP names the library its post_send is in: its provider
+			for _, e := range evs {
+				if q, ok := e.(*trace.QPCreate); ok && !slices.ContainsFunc(c.libs, func(l string) bool { return sameFile(q.Lib, l) }) {
+					t.Errorf("QP %#x: post_send in %q, want one of %v", q.QPNum, q.Lib, c.libs)
+				}
+			}
 
 			if tr.stops != int(want.Loads) {
 				t.Errorf("stopped %d times for %d loads of a provider", tr.stops, want.Loads)

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
-	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/sqscope/sqscope/trace"
@@ -56,8 +54,12 @@ func (t *Tracer) Lost() uint64 {
 // returning it delivers every record already in the ring buffer and a
 // final flush.
 func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
+	t.deliverPre(fn)
 	t.deliverAttachments(fn)
 	stop := context.AfterFunc(ctx, func() {
+		if err := t.Cut(); err != nil {
+			t.warn(fmt.Sprintf("%v: the probes stop one by one as they are removed", err))
+		}
 		t.stopping.Store(true)
 		t.rd.Flush()
 	})
@@ -134,10 +136,13 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 		return
 	}
 	t.mu.Lock()
-	pending := t.unsent
-	t.unsent = nil
+	pending, procs := t.unsent, t.procs
+	t.unsent, t.procs = nil, nil
 	t.haveUnsent.Store(false)
 	t.mu.Unlock()
+	for i := range procs {
+		fn(&procs[i])
+	}
 	for i := range pending {
 		a := pending[i]
 		fn(&a)
@@ -161,7 +166,22 @@ func (t *Tracer) resume(force bool) {
 			}
 		}
 		syscall.Kill(pid, syscall.SIGCONT)
+		t.objs.StoppedPids.Delete(uint32(pid))
 		delete(t.stopped, pid)
+	}
+}
+
+// continueStopped continues every process the programs stopped and no one
+// continued (stopped_pids): when detaching, those whose record was not read.
+func (t *Tracer) continueStopped() {
+	if t.objs.StoppedPids == nil {
+		return
+	}
+	var pid uint32
+	var v uint8
+	it := t.objs.StoppedPids.Iterate()
+	for it.Next(&pid, &v) {
+		syscall.Kill(int(pid), syscall.SIGCONT)
 	}
 }
 
@@ -218,13 +238,18 @@ func (t *Tracer) Close() error {
 		return nil
 	}
 	t.closed = true
+	t.mu.Unlock()
+
+	// The probes go first: a process they stop after this is continued
+	// below, from the kernel's list, even if its record is never read.
+	errs := t.detach()
+	t.mu.Lock()
 	for pid := range t.stopped {
 		syscall.Kill(pid, syscall.SIGCONT)
 	}
 	t.stopped = map[int]time.Time{}
 	t.mu.Unlock()
-
-	errs := t.detach()
+	t.continueStopped()
 	if t.rd != nil {
 		if err := t.rd.Close(); err != nil {
 			errs = append(errs, err)
@@ -261,28 +286,30 @@ func (t *Tracer) detach() []error {
 	return errs
 }
 
-// handOver is the end of tracing a target that keeps running: the probes
-// are removed, then a task iterator (hand_over in bpf/exit.bpf.h) adds every
-// thread's pending counts to the maps the last flush reads, and the
-// records still in the ring are delivered.
+// handOver is the end of tracing a target that keeps running: past the
+// cut (cut.go) and the posts in flight at it, the probes are removed, then
+// a task iterator (hand_over in bpf/exit.bpf.h) adds every thread's
+// pending counts to the maps the last flush reads and says which posts in
+// flight were still not back, and the records still in the ring are
+// delivered.
 func (t *Tracer) handOver(fn func(trace.Event)) error {
+	if _, cut := t.CutInfo(); cut {
+		if err := t.waitInFlight(); err != nil {
+			return fmt.Errorf("waiting for the posts in flight at the cut: %w", err)
+		}
+	}
 	if err := errors.Join(t.detach()...); err != nil {
 		return err
 	}
-	it, err := link.AttachIter(link.IterOptions{Program: t.objs.HandOver})
+	unseen, err := iterTasks(t.objs.HandOver)
 	if err != nil {
 		return err
 	}
-	defer it.Close()
-	rd, err := it.Open()
-	if err != nil {
-		return err
+	t.mu.Lock()
+	if t.cut.AtNS != 0 {
+		t.cut.InFlightUnseen = unseen
 	}
-	_, err = io.Copy(io.Discard, rd)
-	rd.Close()
-	if err != nil {
-		return err
-	}
+	t.mu.Unlock()
 	t.rd.SetDeadline(time.Now())
 	for t.rd.ReadInto(&t.rec) == nil {
 		if err := t.handle(t.rec.RawSample, fn); err != nil {

@@ -8,8 +8,10 @@
 // simulated HCA's sqsim_* equivalents) is found by symbol. Each of those
 // calls reveals data-path function pointers (the context's ops table, the
 // provider's create_qp_ex, the ibv_qp_ex wr_* functions); the tracer maps
-// each through /proc/PID/maps to a file offset and attaches there. Explicit
-// FUNC=LIB:OFFSET probes cover anything else.
+// each through /proc/PID/maps to a file offset and attaches there. A
+// process traced after it started is searched by symbol (with its debug
+// files, debugfile.go) and in its memory (ScanDataPath, memscan.go).
+// Explicit FUNC=LIB:OFFSET probes cover anything else.
 package probe
 
 import (
@@ -46,6 +48,15 @@ type Options struct {
 	PID int
 	// Child is a process from StartHeld; it sets PID and Exe.
 	Child *Child
+	// Follow traces the processes PID forks (and theirs) too, from their
+	// fork on, with the verbs functions their programs bring.
+	Follow bool
+	// All traces every process of the host that uses verbs, running now
+	// or started later (PID must be 0).
+	All bool
+	// FindDataPath finds the data path of QPs a running process created
+	// before tracing began, beyond symbols (see DataPathFinder).
+	FindDataPath DataPathFinder
 	// Exe is searched for the simulated HCA's sqsim_* functions. Default:
 	// the target's executable (/proc/PID/exe), or this executable when PID
 	// is 0.
@@ -82,6 +93,13 @@ type Options struct {
 	// times per process). A shell sees the stop and may report the job as
 	// stopped.
 	NoStop bool
+	// DebugDirs are searched for separate debug files (build-id and
+	// .gnu_debuglink); default: $SQSCOPE_DEBUG_DIR, else
+	// DefaultDebugDirs.
+	DebugDirs []string
+	// ScanBounds bound the memory scan of a process traced after it
+	// started (PID without Child).
+	ScanBounds ScanBounds
 	// MaxWRs, MaxSGEs and MaxWCs lower the per-record bounds (WRs per post,
 	// SGEs summed per WR, completions per poll); 0 keeps the compiled ones.
 	MaxWRs, MaxSGEs, MaxWCs int
@@ -124,11 +142,12 @@ type Tracer struct {
 	rec              ringbuf.Record
 
 	uprobes     Uprobes    // how the programs are loaded and attached
-	mu          sync.Mutex // guards links, attachments, unsent, warnings, stopped, closed
+	mu          sync.Mutex // guards links, attachments, unsent, warnings, stopped, closed, cut
 	links       []link.Link
 	attached    map[attachKey]bool
 	attachments []trace.Attach
 	closed      bool
+	cut         CutInfo // cut.go
 
 	warnings []string
 	unsent   []trace.Attach // attachments Run has not delivered yet
@@ -136,9 +155,12 @@ type Tracer struct {
 	haveUnsent  atomic.Bool
 	haveStopped atomic.Bool
 	// reused events (Options.ReuseEvents)
-	post       trace.Post
-	poll       trace.Poll
-	known      map[pidAddr]bool
+	post  trace.Post
+	poll  trace.Poll
+	known map[pidAddr]bool
+	// fnFile is the file each revealed function is in: a QP's provider is
+	// the file of its post_send (trace.QPCreate field Lib)
+	fnFile     map[pidAddr]string
 	stopped    map[int]time.Time // processes waiting for SIGCONT, since; guarded by mu
 	proc       *procWatch        // the end of Options.PID; nil when tracing every process
 	exitSeen   bool
@@ -153,6 +175,18 @@ type Tracer struct {
 	cqSeen     map[cqGenKey]bpf.VerbsSqCqStats
 	cqFinals   map[cqGenKey]bpf.VerbsSqCqStats // counts replaced CQs ended with
 	ibvHooked  map[fileID]bool                 // libibverbs files with discovery probes
+	// the memory scan of a process traced after it started, its error,
+	// and the events it made (delivered first by Run); guarded by mu
+	scan      *ScanResult
+	scanErr   error
+	pre       []trace.Event
+	exeHooked map[fileID]bool // executables searched for the simulated HCA
+	members   map[uint32]bool // processes followed from the target (Follow)
+	procs     []trace.Proc    // processes to announce; guarded by mu
+	running   []int           // verbs processes found when a host-wide trace began
+	hostSeen  map[int]bool    // processes a host-wide trace knows of
+	simExe    map[fileID]bool // executables looked at: has the simulated HCA
+	lastScan  time.Time       // of /proc, for a host-wide trace
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool
@@ -202,6 +236,9 @@ func Open(opts Options) (*Tracer, error) {
 	if err := checkPrivileges(); err != nil {
 		return nil, err
 	}
+	if opts.All && opts.PID != 0 {
+		return nil, errors.New("tracing every process (-a) takes no process id or command")
+	}
 	var proc *procWatch
 	if opts.PID != 0 {
 		if err := checkPID(opts.PID); err != nil {
@@ -223,6 +260,7 @@ func Open(opts Options) (*Tracer, error) {
 		proc:       proc,
 		attached:   map[attachKey]bool{},
 		known:      map[pidAddr]bool{},
+		fnFile:     map[pidAddr]string{},
 		stopped:    map[int]time.Time{},
 		emptySeen:  map[cqGenKey]uint64{},
 		countsSeen: map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
@@ -230,6 +268,10 @@ func Open(opts Options) (*Tracer, error) {
 		cqSeen:     map[cqGenKey]bpf.VerbsSqCqStats{},
 		cqFinals:   map[cqGenKey]bpf.VerbsSqCqStats{},
 		ibvHooked:  map[fileID]bool{},
+		exeHooked:  map[fileID]bool{},
+		members:    map[uint32]bool{},
+		hostSeen:   map[int]bool{},
+		simExe:     map[fileID]bool{},
 		syncDone:   make(chan struct{}),
 	}
 	if err := t.load(); err != nil {
@@ -278,6 +320,7 @@ func (t *Tracer) load() error {
 	}{
 		{"targ_tgid", uint32(t.opts.PID)},
 		{"self_tgid", uint32(self)},
+		{"follow", boolKnob(t.following())},
 		{"stop_on_new", stopKnob},
 		{"targ_mode", uint8(t.opts.Mode)},
 		{"call_times", boolKnob(t.opts.CallTimes)},

@@ -27,7 +27,7 @@ package trace
 //
 //	QPCreate   u QP, u QPNum, b Type, ? SigAll, u SendCQ, u RecvCQ,
 //	           u MaxSendWR, u MaxRecvWR, u MaxSendSGE, u MaxRecvSGE,
-//	           u MaxInlineData, s Via, [gen]
+//	           u MaxInlineData, s Via, [gen [s Lib [z State]]]
 //	QPDestroy  u QP, u QPNum, z Ret, [gen]
 //	QPModify   u QP, u QPNum, z State, z Ret
 //	Post       u QP, u QPNum, b API, ? Aborted, u Truncated, z Ret,
@@ -38,7 +38,7 @@ package trace
 //	PostRecv   u QP, u QPNum, u NumWRs, z Ret, u Accepted
 //	Lost       u Count
 //	Exit       z Code, z Signal
-//	Attach     s Func, s Path, u Offset, s How, s Err
+//	Attach     s Func, s Path, u Offset, s How, s Err, [s DebugFile]
 //	QPCounters u QP, u QPNum, u PostCalls, u WRs, u Inline, u Signaled,
 //	           u Doorbells, u Errors, u ENOMEM, u EINVAL, u InlineBytes,
 //	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax, [qpcuts], [gen]
@@ -46,9 +46,15 @@ package trace
 //	CQCreate   u CQ, u Gen, u CQE
 //	SRQCreate  u SRQ, u Gen, u MaxWR
 //	SRQDestroy u SRQ, u Gen, z Ret
-//	End        s Reason, ? Err
+//	End        s Reason, ? Err, [cut]
 //	CQChange   b Op, u CQ, z CQE, u ModMask, u ModCount, u ModPeriodUS,
 //	           z Ret, s Via
+//	Scan       u Bytes, u Mappings, u DurationNS, u Contexts, u QPs,
+//	           u StopNS, s Cut, s Err
+//
+// A QPCreate's State (after its Lib) and an Attach's DebugFile were appended later, each
+// written only when not zero or empty; a QPCreate with a State writes its
+// gen too, 0 or not, so that the State is where a reader looks.
 //
 // Poll and PostRecv gained a last field later in the same way as cuts
 // below, written only when set, so records without it are stored as
@@ -68,6 +74,9 @@ package trace
 // one of its counts is not zero, so totals without cuts are stored as before:
 //
 //	qpcuts  u WalkCappedPosts, u SGECutWRs, u SGEsNotSummed
+//
+// cut, appended to End later in the same way, is written only when the
+// trace was cut (CutNS not 0): u CutNS, u InFlightUnseen.
 //
 // gen, appended later still to the records of objects, is an object's
 // generation (u Gen), written only when it is known (not 0), so a record
@@ -229,6 +238,14 @@ func eventHeader(ev Event) (*Header, error) {
 		if e != nil {
 			h = &e.Header
 		}
+	case *Scan:
+		if e != nil {
+			h = &e.Header
+		}
+	case *Proc:
+		if e != nil {
+			h = &e.Header
+		}
 	default:
 		if ev == nil {
 			return nil, errors.New("cannot record a nil event")
@@ -292,7 +309,15 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.Caps.MaxRecvSGE))
 		b = appendU(b, uint64(e.Caps.MaxInlineData))
 		b = appendStr(b, e.Via)
-		b = appendGen(b, e.Gen)
+		if e.Lib != "" || e.State != 0 { // appended later: gen is then written even when 0
+			b = appendU(b, e.Gen)
+			b = appendStr(b, e.Lib)
+			if e.State != 0 {
+				b = appendZ(b, int64(e.State))
+			}
+		} else {
+			b = appendGen(b, e.Gen)
+		}
 	case *QPDestroy:
 		b = appendU(b, e.QP)
 		b = appendU(b, uint64(e.QPNum))
@@ -359,6 +384,9 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, e.Offset)
 		b = appendStr(b, e.How)
 		b = appendStr(b, e.Err)
+		if e.DebugFile != "" {
+			b = appendStr(b, e.DebugFile)
+		}
 	case *QPCounters:
 		b = appendU(b, e.QP)
 		b = appendU(b, uint64(e.QPNum))
@@ -394,6 +422,10 @@ func appendFields(b []byte, ev Event) []byte {
 	case *End:
 		b = appendStr(b, e.Reason)
 		b = appendBool(b, e.Err)
+		if e.CutNS != 0 {
+			b = appendU(b, e.CutNS)
+			b = appendU(b, e.InFlightUnseen)
+		}
 	case *CQChange:
 		b = append(b, byte(e.Op))
 		b = appendU(b, e.CQ)
@@ -403,6 +435,17 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.ModPeriodUS))
 		b = appendZ(b, int64(e.Ret))
 		b = appendStr(b, e.Via)
+	case *Scan:
+		for _, v := range [...]uint64{e.Bytes, uint64(e.Mappings), e.DurationNS,
+			uint64(e.Contexts), uint64(e.QPs), e.StopNS} {
+			b = appendU(b, v)
+		}
+		b = appendStr(b, e.Cut)
+		b = appendStr(b, e.Err)
+	case *Proc:
+		b = appendStr(b, e.How)
+		b = appendU(b, uint64(e.Parent))
+		b = appendStr(b, e.Comm)
 	}
 	return b
 }

@@ -122,6 +122,12 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Caps.MaxInlineData = r.u32()
 		e.Via = r.str()
 		e.Gen = r.gen()
+		if len(r.b) > 0 {
+			e.Lib = r.str()
+		}
+		if len(r.b) > 0 {
+			e.State = r.z32()
+		}
 		return e
 	case KindQPDestroy:
 		e := &QPDestroy{Header: h}
@@ -213,6 +219,9 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Offset = r.u64()
 		e.How = r.str()
 		e.Err = r.str()
+		if len(r.b) > 0 {
+			e.DebugFile = r.str()
+		}
 		return e
 	case KindQPCounters:
 		e := &QPCounters{Header: h}
@@ -245,7 +254,12 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 	case KindSRQDestroy:
 		return &SRQDestroy{Header: h, SRQ: r.u64(), Gen: r.u64(), Ret: r.z32()}
 	case KindEnd:
-		return &End{Header: h, Reason: r.str(), Err: r.bool()}
+		e := &End{Header: h, Reason: r.str(), Err: r.bool()}
+		if len(r.b) > 0 {
+			e.CutNS = r.u64()
+			e.InFlightUnseen = r.u64()
+		}
+		return e
 	case KindCQChange:
 		e := &CQChange{Header: h}
 		e.Op = CQOp(r.byte())
@@ -257,6 +271,19 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Ret = r.z32()
 		e.Via = r.str()
 		return e
+	case KindScan:
+		e := &Scan{Header: h}
+		e.Bytes = r.u64()
+		e.Mappings = r.u32()
+		e.DurationNS = r.u64()
+		e.Contexts = r.u32()
+		e.QPs = r.u32()
+		e.StopNS = r.u64()
+		e.Cut = r.str()
+		e.Err = r.str()
+		return e
+	case KindProc:
+		return &Proc{Header: h, How: r.str(), Parent: r.u32(), Comm: r.str()}
 	}
 	return nil
 }

@@ -70,6 +70,15 @@ type FileInfo struct {
 	Env []string
 }
 
+// Anchor is the recording's tie of event times to the wall clock: unknown
+// (zero) in a file that lacks either of its start times.
+func (fi FileInfo) Anchor() WallAnchor {
+	if fi.StartWall.IsZero() || fi.StartMonoNS == 0 {
+		return WallAnchor{}
+	}
+	return WallAnchor{Wall: fi.StartWall, MonoNS: fi.StartMonoNS}
+}
+
 // HostInfo returns a FileInfo with this host's name and kernel release and
 // the current wall time; the caller fills in the rest. Fields it cannot read
 // stay empty.

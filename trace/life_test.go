@@ -79,8 +79,14 @@ func TestGenerationsAppended(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertEvents(t, []Event{got}, []Event{old})
-			// and what a later writer appends after the generation is skipped
-			later := append(bytes.Clone(body), "later fields"...)
+			// and what a later writer appends after the generation is
+			// skipped (a QP create's library and state come first: empty
+			// and 0 here)
+			later := bytes.Clone(body)
+			if _, ok := ev.(*QPCreate); ok {
+				later = append(later, 0, 0)
+			}
+			later = append(later, "later fields"...)
 			rec = append([]byte{byte(ev.Kind())}, binary.AppendUvarint(nil, uint64(len(later)))...)
 			var d2 decoder
 			got, _, err = d2.nextRecord(append(rec, later...))
@@ -99,4 +105,31 @@ func TestLifeEventsRoundTrip(t *testing.T) {
 	}
 	assertInfo(t, info, testInfo)
 	assertEvents(t, got, lifeEvents())
+}
+
+// A QP's provider library is appended after its generation, which is then
+// written even when 0: a reader that knows generations but not libraries
+// reads the generation, and one that knows neither reads the rest.
+func TestLibAppended(t *testing.T) {
+	const lib = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"
+	for _, gen := range []uint64{0, 9} {
+		t.Run(fmt.Sprint("gen_", gen), func(t *testing.T) {
+			ev := &QPCreate{Header: Header{TimeNS: 5, PID: 1, TID: 1}, QP: 0x7f00_0000_9000, QPNum: 0x1236,
+				Type: QPTypeRC, Caps: Caps{MaxSendWR: 128}, Via: "ibv_create_qp", Gen: gen, Lib: lib}
+			old := *ev
+			old.Lib = ""
+			body, oldBody := recordBody(t, ev), recordBody(t, &old)
+			if gen == 0 { // the 0 generation is written before the library
+				oldBody = binary.AppendUvarint(oldBody, 0)
+			}
+			if !bytes.HasPrefix(body, oldBody) {
+				t.Fatalf("record body\n%x\ndoes not extend the body without a library\n%x", body, oldBody)
+			}
+			_, got, err := readAll(writeRecording(t, []Event{ev}, 0))
+			if err != io.EOF {
+				t.Fatalf("reading: %v, want io.EOF", err)
+			}
+			assertEvents(t, got, []Event{ev})
+		})
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rivo/tview"
+
 	"github.com/sqscope/sqscope/analyzer"
 )
 
@@ -59,7 +61,11 @@ func (u *UI) renderDetail() {
 		w = 60
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[::b]QP %#x[::-] pid %d %s  depth %d  max_inline %d  max_sge %d", q.QPNum, q.PID, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE)
+	who := fmt.Sprint(q.PID)
+	if q.Comm != "" {
+		who += " (" + tview.Escape(q.Comm) + ")"
+	}
+	fmt.Fprintf(&b, "[::b]QP %#x[::-] pid %s %s  depth %d  max_inline %d  max_sge %d", q.QPNum, who, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE)
 	if q.SigAll {
 		b.WriteString("  sq_sig_all")
 	}
@@ -68,6 +74,20 @@ func (u *UI) renderDetail() {
 	} else if !q.CapsKnown {
 		b.WriteString("  [orange]caps unknown (attached late)[-]")
 	}
+	if q.CountersOnly {
+		writeCountersDetail(&b, &r)
+	} else {
+		u.writeEventsDetail(&b, &r, w)
+	}
+	if cut := r.c.Cuts.String(); cut != "" {
+		b.WriteString("\n[orange]" + cut + "[-]")
+	}
+	u.detail.SetText(b.String())
+}
+
+// writeEventsDetail writes what the per-call events of a QP show.
+func (u *UI) writeEventsDetail(b *strings.Builder, r *row, w int) {
+	q := &r.qp
 	// scaled to the QP's own peak, so that normal occupancy is not a flat
 	// line at the bottom of a deep queue; the title gives the depth
 	hist := make([]uint64, len(q.History))
@@ -76,22 +96,43 @@ func (u *UI) renderDetail() {
 		hist[i] = uint64(h.Max)
 		peak = max(peak, hist[i])
 	}
-	fmt.Fprintf(&b, "\noccupancy, last %s (top of the scale %d, depth %d):\n", historySpan(q, u.snap.HistoryStepNS), max(peak, 1), q.MaxSendWR)
+	fmt.Fprintf(b, "\noccupancy, last %s (top of the scale %d, depth %d):\n", historySpan(*q, u.snap.HistoryStepNS), max(peak, 1), q.MaxSendWR)
 	b.WriteString("[green]" + Sparkline(hist, max(peak, 1), w) + "[-]\n")
-	p := q.PCIe
-	fmt.Fprintf(&b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions):\n", p.TransactionsPct)
-	fmt.Fprintf(&b, "  doorbells %d (batching)   WQE fetches %d (batching) + %d (BlueFlame)\n", p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF)
-	fmt.Fprintf(&b, "  payload reads %d (inline)   CQE writes %d (unsignaled)   ~%d B\n", p.PayloadReadsSaved, p.CQEWritesSaved, p.BytesSaved)
-	sig := "never signaled"
+	if p := q.PCIe; q.Model != "" {
+		fmt.Fprintf(b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions, %s):\n", p.TransactionsPct, q.Model)
+		fmt.Fprintf(b, "  doorbells %d (batching)   WQE fetches %d (batching) + %d (BlueFlame)\n", p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF)
+		fmt.Fprintf(b, "  payload reads %d (inline)   CQE writes %d (unsignaled)   ~%d B\n", p.PayloadReadsSaved, p.CQEWritesSaved, p.BytesSaved)
+	} else {
+		noModel(b, q)
+	}
+	fmt.Fprintf(b, "signal pattern: %s, longest unsignaled run %d of depth %d\n", signalPattern(r), q.LongestUnsignaledRun, q.MaxSendWR)
+	fmt.Fprintf(b, "WRs %d  posts %d  inline %d  CQEs polled %d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
+}
+
+// noModel says why a QP has no PCIe figures: its provider is not mlx5's.
+func noModel(b *strings.Builder, q *analyzer.QP) {
+	fmt.Fprintf(b, "provider %s: no PCIe figures (the mlx5 model does not apply)\n", q.Provider)
+}
+
+// writeCountersDetail writes what the kernel's totals of a QP measure, and
+// once why the rest is not shown.
+func writeCountersDetail(b *strings.Builder, r *row) {
+	p := r.qp.PCIe
+	fmt.Fprintf(b, "\n[gray]%s[-]\n", tview.Escape(analyzer.CountersModeNote))
+	if r.qp.Model != "" {
+		fmt.Fprintf(b, "saved vs one WR per call, all signaled: doorbells %d   CQE writes %d (unsignaled)\n", p.DoorbellsSaved, p.CQEWritesSaved)
+	} else {
+		noModel(b, &r.qp)
+	}
+	fmt.Fprintf(b, "signal pattern: %s\n", signalPattern(r))
+	fmt.Fprintf(b, "WRs %d  posts %d  inline %d  polls %d (empty %d) of the send CQ", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.Polls, r.c.EmptyPolls)
+}
+
+func signalPattern(r *row) string {
 	if r.c.Signaled > 0 {
-		sig = fmt.Sprintf("1 in %.1f WRs signaled", analyzer.Ratio(r.c.WRs, r.c.Signaled))
+		return fmt.Sprintf("1 in %.1f WRs signaled", analyzer.Ratio(r.c.WRs, r.c.Signaled))
 	}
-	fmt.Fprintf(&b, "signal pattern: %s, longest unsignaled run %d of depth %d\n", sig, q.LongestUnsignaledRun, q.MaxSendWR)
-	fmt.Fprintf(&b, "WRs %d  posts %d  inline %d  CQEs polled %d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
-	if cut := r.c.Cuts.String(); cut != "" {
-		b.WriteString("\n[orange]" + cut + "[-]")
-	}
-	u.detail.SetText(b.String())
+	return "never signaled"
 }
 
 // historySpan is how much trace time the history covers.

@@ -41,6 +41,13 @@ type column struct {
 
 const plain = tcell.ColorWhite
 
+// notMeasured is the text of a figure the QP's trace does not measure
+// (counters mode); the detail says why, once.
+const (
+	notMeasured     = "n/a"
+	unmeasuredColor = tcell.ColorGray
+)
+
 var columns = []column{
 	{name: "QP",
 		cell: func(r *row) (string, tcell.Color) { return fmt.Sprintf("%#x", r.qp.QPNum), plain }},
@@ -58,11 +65,19 @@ var columns = []column{
 	{name: "OCCUPANCY",
 		less: func(a, b *row) bool { return a.occupancy < b.occupancy },
 		cell: func(r *row) (string, tcell.Color) {
-			return fmt.Sprintf("%s %d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), r.occupancy), statusColor(r.status)
+			if !r.qp.Measured("outstanding") {
+				return notMeasured, unmeasuredColor
+			}
+			return fmt.Sprintf("%s %s%d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), atLeast(r), r.occupancy), statusColor(r.status)
 		}},
 	{name: "PEAK", drop: 4,
 		less: func(a, b *row) bool { return a.qp.PeakOutstanding < b.qp.PeakOutstanding },
-		cell: func(r *row) (string, tcell.Color) { return fmt.Sprint(r.qp.PeakOutstanding), plain }},
+		cell: func(r *row) (string, tcell.Color) {
+			if !r.qp.Measured("peak_outstanding") {
+				return notMeasured, unmeasuredColor
+			}
+			return atLeast(r) + fmt.Sprint(r.qp.PeakOutstanding), plain
+		}},
 	{name: "INLINE%", drop: 3,
 		less: func(a, b *row) bool {
 			return analyzer.Ratio(a.c.Inline, a.c.WRs) < analyzer.Ratio(b.c.Inline, b.c.WRs)
@@ -92,10 +107,15 @@ var columns = []column{
 		cell: func(r *row) (string, tcell.Color) { return humanRate(r.wrsPS), plain }},
 	{name: "DMA SAVED/s", drop: 5,
 		less: func(a, b *row) bool { return a.dmaSaved < b.dmaSaved },
-		cell: func(r *row) (string, tcell.Color) { return humanRate(r.dmaSaved), plain }},
+		cell: func(r *row) (string, tcell.Color) {
+			if !r.qp.Measured("wqe_fetches_saved_batching") || !r.qp.Measured("payload_reads_saved_inline") {
+				return notMeasured, unmeasuredColor
+			}
+			return modeled(r, r.dmaSaved), plain
+		}},
 	{name: "CQE SAVED/s", drop: 5,
 		less: func(a, b *row) bool { return a.cqeSaved < b.cqeSaved },
-		cell: func(r *row) (string, tcell.Color) { return humanRate(r.cqeSaved), plain }},
+		cell: func(r *row) (string, tcell.Color) { return modeled(r, r.cqeSaved), plain }},
 	{name: "STATUS",
 		less: func(a, b *row) bool { return a.status < b.status },
 		cell: func(r *row) (string, tcell.Color) { return r.status, statusColor(r.status) }},
@@ -152,9 +172,17 @@ func (t *qpTable) Draw(screen tcell.Screen) {
 	t.Table.Draw(screen)
 }
 
-// status is OK, NEAR FULL or OVERFLOW, by the counters since the reset.
+// status is OK, NEAR FULL or OVERFLOW, by the counters since the reset. A
+// QP traced in counters mode has no occupancy and no ENOMEM cause: ENOMEM
+// when a post failed so, else n/a.
 func status(q analyzer.QP, c analyzer.Counters) string {
 	q.Counters = c
+	if !q.Measured("outstanding") {
+		if c.ENOMEMSQFull+c.ENOMEMUnknown > 0 {
+			return "ENOMEM"
+		}
+		return notMeasured
+	}
 	switch {
 	case c.ENOMEMSQFull > 0:
 		return "OVERFLOW"
@@ -166,8 +194,10 @@ func status(q analyzer.QP, c analyzer.Counters) string {
 
 func statusColor(status string) tcell.Color {
 	switch status {
-	case "OVERFLOW":
+	case "OVERFLOW", "ENOMEM":
 		return tcell.ColorRed
+	case notMeasured:
+		return unmeasuredColor
 	case "NEAR FULL":
 		return tcell.ColorOrange
 	}
@@ -340,4 +370,21 @@ func humanRate(v float64) string {
 		return fmt.Sprintf("%.1fk", v/1e3)
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// modeled is a rate of the mlx5 model, "n/a" for a QP it does not apply to.
+func modeled(r *row, rate float64) string {
+	if r.qp.Model == "" {
+		return "n/a"
+	}
+	return humanRate(rate)
+}
+
+// atLeast marks a count that is a lower bound: the QP's WRs posted before
+// the attach are not known yet (analyzer.QP.OutstandingLowerBound).
+func atLeast(r *row) string {
+	if r.qp.OutstandingLowerBound {
+		return ">="
+	}
+	return ""
 }

@@ -31,4 +31,23 @@ type Counters struct {
 	FlushedCQEs     uint64 `json:"flushed_cqes"` // error CQEs written by a flush
 	PostRecvs       uint64 `json:"post_recvs"`   // receive WRs accepted
 	Outstanding     uint64 `json:"outstanding"`  // WRs posted and not yet retired, now
+	// READ and atomic responses written by DMA into the local buffer (a
+	// READ's one per non-empty SGE, its length; an atomic's one of 8 B);
+	// their SGEs are not payload reads
+	DMAWritesResponse uint64 `json:"dma_writes_response"`
+	DMABytesResponse  uint64 `json:"dma_bytes_response"`
+	// NotRTS counts post calls refused because the SQ was not in RTS:
+	// ENOMEM from ibv_post_send (mlx5's SGE check against
+	// qp_state_max_gs, -1 outside RTS; not in ENOMEMSGE), EINVAL from
+	// ibv_wr_complete (in EINVAL too).
+	NotRTS uint64 `json:"not_rts"`
+	// CQOverrunErrs: times its send CQ overran and moved it to error.
+	CQOverrunErrs uint64 `json:"cq_overrun_errs"`
+	// The receive side, on a QP connected to a peer: its receives the
+	// peer's SENDs took, their completions polled, and its SENDs that
+	// found the peer's RQ empty (RNR NAK) or ran out of RNR retries.
+	RecvsConsumed  uint64 `json:"recvs_consumed"`
+	RecvCQEsPolled uint64 `json:"recv_cqes_polled"`
+	RNRWaits       uint64 `json:"rnr_waits"`
+	RNRRetryExc    uint64 `json:"rnr_retry_exc"`
 }

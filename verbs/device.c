@@ -205,7 +205,7 @@ static void fill_ah(struct sqd_device *d, struct ibv_ah_attr *ah)
 
 /* RESET -> INIT -> RTR -> RTS, toward remote_qpn on the same port. */
 static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type, int atomics,
-		      uint32_t remote_qpn, const char **step)
+		      uint32_t remote_qpn, int stop_at_rtr, const char **step)
 {
 	struct ibv_qp_attr a;
 	int mask, ret;
@@ -246,6 +246,8 @@ static int connect_qp(struct sqd_device *d, struct ibv_qp *qp, int type, int ato
 	errno = 0;
 	if ((ret = ibv_modify_qp(qp, &a, mask)))
 		return ret_errno(ret);
+	if (stop_at_rtr)
+		return 0;
 
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -436,8 +438,14 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	const char *step = "";
 	long page = sysconf(_SC_PAGESIZE);
 	size_t align = page > 0 ? (size_t)page : 4096;
+	uint64_t cqe;
 	int ret;
 
+	if (cfg->atomics && d->dattr.atomic_cap == IBV_ATOMIC_NONE) {
+		fail(err, EOPNOTSUPP, "checking the device for atomics",
+		     "it reports atomic_cap IBV_ATOMIC_NONE");
+		return NULL;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		fail(err, ENOMEM, "allocating endpoint", NULL);
@@ -498,23 +506,24 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	ep->raddr = (uintptr_t)ep->rbuf;
 
 	/* Room for every WR the provider may round max_send_wr up to, all
-	 * signaled or all flushed. */
+	 * signaled or all flushed, unless the caller asked for a depth. */
+	cqe = cfg->cq_depth ? cfg->cq_depth : 2 * (uint64_t)cfg->max_send_wr + 16;
 	errno = 0;
 	if (cfg->cq_ex) {
 		struct ibv_cq_init_attr_ex ca = {
-			.cqe = (uint32_t)cq_size(d, 2 * (uint64_t)cfg->max_send_wr + 16),
+			.cqe = (uint32_t)cq_size(d, cqe),
 		};
 
 		ep->cqx = ibv_create_cq_ex(d->ctx, &ca);
 		ep->cq = ep->cqx ? ibv_cq_ex_to_cq(ep->cqx) : NULL;
 		ep->cqx_mode = cqx_mode(d);
 	} else {
-		ep->cq = ibv_create_cq(d->ctx, cq_size(d, 2 * (uint64_t)cfg->max_send_wr + 16),
+		ep->cq = ibv_create_cq(d->ctx, cq_size(d, cqe),
 				       NULL, NULL, 0);
 	}
 	if (!ep->cq) {
 		fail(err, errno, "creating send CQ", "%llu entries",
-		     (unsigned long long)(2 * (uint64_t)cfg->max_send_wr + 16));
+		     (unsigned long long)cqe);
 		goto out;
 	}
 	errno = 0;
@@ -553,13 +562,13 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 		goto out;
 	}
 
-	ret = connect_qp(d, ep->qp, cfg->qp_type, cfg->atomics, ep->peer_qp->qp_num, &step);
+	ret = connect_qp(d, ep->qp, cfg->qp_type, cfg->atomics, ep->peer_qp->qp_num, cfg->stop_at_rtr, &step);
 	if (ret) {
 		fail(err, ret, step, "sending %s QP %u", type_name(cfg->qp_type),
 		     ep->qp->qp_num);
 		goto out;
 	}
-	ret = connect_qp(d, ep->peer_qp, cfg->qp_type, cfg->atomics, ep->qp->qp_num, &step);
+	ret = connect_qp(d, ep->peer_qp, cfg->qp_type, cfg->atomics, ep->qp->qp_num, 0, &step);
 	if (ret) {
 		fail(err, ret, step, "peer %s QP %u", type_name(cfg->qp_type),
 		     ep->peer_qp->qp_num);

@@ -291,6 +291,8 @@ type epConfig struct {
 	CQEx       bool
 	// RemoteAtomic: the peer QP and its memory allow remote atomics
 	RemoteAtomic bool
+	CQDepth      uint32
+	StopAtRTR    bool
 }
 
 // endpointConfig validates cfg and fills in the defaults.
@@ -308,6 +310,8 @@ func endpointConfig(dev string, cfg QPConfig, lim deviceLimits) (epConfig, error
 		CQEx:       cfg.CQEx,
 
 		RemoteAtomic: cfg.RemoteAtomic,
+		CQDepth:      cfg.CQDepth,
+		StopAtRTR:    cfg.StopAtRTR,
 	}
 	if ec.Type != RC && ec.Type != UD {
 		return ec, fmt.Errorf("unsupported QP type %v on %s (want RC or UD)", ec.Type, dev)
@@ -400,6 +404,8 @@ func (d *device) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 		buf_size:     C.size_t(ec.BufSize),
 		cq_ex:        cbool(ec.CQEx),
 		atomics:      cbool(ec.RemoteAtomic),
+		cq_depth:     C.uint32_t(ec.CQDepth),
+		stop_at_rtr:  cbool(ec.StopAtRTR),
 	}
 	var cerr C.struct_sqd_err
 	e := C.sqd_endpoint_create(d.c, &cc, &cerr)

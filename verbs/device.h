@@ -41,6 +41,8 @@ struct sqd_qp_config {
 	size_t buf_size;
 	int cq_ex;                 /* the send CQ from ibv_create_cq_ex */
 	int atomics;               /* the peer takes remote atomics */
+	uint32_t cq_depth;         /* entries asked for the send CQ; 0: room for every WR */
+	int stop_at_rtr;           /* leave the sending QP in RTR (posts before RTS) */
 };
 
 /* An endpoint and what it owns beyond the fields the traffic loop reads. */

@@ -4,9 +4,11 @@ package verbs
 #include <stdlib.h>
 #include <string.h>
 #include "endpoint.h"
+#include "wrbuild.h"
 
 // One send WR as Go describes it; expanded to struct ibv_send_wr with
-// num_sge SGEs of len bytes each, cut from the endpoint's buffer.
+// num_sge SGEs of len bytes each (of sq_wr_local_len's bytes: 8 for an
+// atomic), cut from the endpoint's buffer.
 struct go_wr {
 	uint64_t wr_id;
 	int opcode;
@@ -32,35 +34,16 @@ static int go_post_send(struct sq_endpoint *ep, struct go_wr *in, int n, int *ac
 	}
 	for (i = 0; i < n; i++) {
 		wrs[i].wr_id = in[i].wr_id;
-		wrs[i].opcode = in[i].opcode;
 		wrs[i].send_flags = in[i].flags;
 		wrs[i].num_sge = in[i].num_sge;
 		wrs[i].sg_list = &sges[k];
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
 		for (j = 0; j < in[i].num_sge; j++, k++) {
 			sges[k].addr = (uintptr_t)ep->buf;
-			sges[k].length = in[i].len;
+			sges[k].length = sq_wr_local_len(in[i].opcode, in[i].len);
 			sges[k].lkey = ep->lkey;
 		}
-		switch (in[i].opcode) {
-		case IBV_WR_RDMA_WRITE:
-		case IBV_WR_RDMA_WRITE_WITH_IMM:
-		case IBV_WR_RDMA_READ:
-		case IBV_WR_ATOMIC_WRITE:
-			wrs[i].wr.rdma.remote_addr = ep->raddr;
-			wrs[i].wr.rdma.rkey = ep->rkey;
-			break;
-		case IBV_WR_ATOMIC_CMP_AND_SWP:
-		case IBV_WR_ATOMIC_FETCH_AND_ADD:
-			wrs[i].wr.atomic.remote_addr = ep->raddr;
-			wrs[i].wr.atomic.rkey = ep->rkey;
-			break;
-		}
-		if (ep->ah) {
-			wrs[i].wr.ud.ah = ep->ah;
-			wrs[i].wr.ud.remote_qpn = ep->remote_qpn;
-			wrs[i].wr.ud.remote_qkey = ep->remote_qkey;
-		}
+		sq_wr_fill(ep, &wrs[i], in[i].opcode);
 	}
 	ret = ibv_post_send(ep->qp, wrs, &bad);
 	*accepted = ret ? (int)(bad - wrs) : n;
@@ -69,56 +52,10 @@ static int go_post_send(struct sq_endpoint *ep, struct go_wr *in, int n, int *ac
 	return ret;
 }
 
-// wr_opcode begins one WR of opcode through its ibv_wr_* builder; it
-// returns 1 when the builder made the whole WQE.
-static int wr_opcode(struct sq_endpoint *ep, int opcode)
-{
-	struct ibv_qp_ex *qpx = ep->qpx;
-	static const uint64_t word = 1;
-
-	switch (opcode) {
-	case IBV_WR_RDMA_WRITE:
-		ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);
-		return 0;
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		ibv_wr_rdma_write_imm(qpx, ep->rkey, ep->raddr, 0);
-		return 0;
-	case IBV_WR_SEND:
-		ibv_wr_send(qpx);
-		return 0;
-	case IBV_WR_SEND_WITH_IMM:
-		ibv_wr_send_imm(qpx, 0);
-		return 0;
-	case IBV_WR_SEND_WITH_INV:
-		ibv_wr_send_inv(qpx, ep->rkey);
-		return 0;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		ibv_wr_atomic_cmp_swp(qpx, ep->rkey, ep->raddr, 0, 1);
-		return 0;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		ibv_wr_atomic_fetch_add(qpx, ep->rkey, ep->raddr, 1);
-		return 0;
-	case IBV_WR_ATOMIC_WRITE:
-		ibv_wr_atomic_write(qpx, ep->rkey, ep->raddr, &word);
-		return 1;
-	case IBV_WR_LOCAL_INV:
-		ibv_wr_local_inv(qpx, ep->rkey);
-		return 1;
-	case IBV_WR_BIND_MW: {
-		struct ibv_mw_bind_info bi = { .mr = NULL, .addr = (uintptr_t)ep->buf, .length = 64 };
-
-		ibv_wr_bind_mw(qpx, NULL, ep->rkey + 1, &bi);
-		return 1;
-	}
-	default:
-		ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
-		return 0;
-	}
-}
-
 static int go_post_wr(struct sq_endpoint *ep, struct go_wr *in, int n, int abort_batch)
 {
 	struct ibv_qp_ex *qpx = ep->qpx;
+	uint32_t len;
 	int i;
 
 	if (!qpx)
@@ -127,20 +64,21 @@ static int go_post_wr(struct sq_endpoint *ep, struct go_wr *in, int n, int abort
 	for (i = 0; i < n; i++) {
 		qpx->wr_id = in[i].wr_id;
 		qpx->wr_flags = in[i].flags;
-		if (wr_opcode(ep, in[i].opcode))
+		len = sq_wr_local_len(in[i].opcode, in[i].len);
+		if (sq_wr_begin(ep, in[i].opcode))
 			continue; // a whole WQE: no data to set
 		if (ep->ah)
 			ibv_wr_set_ud_addr(qpx, ep->ah, ep->remote_qpn, ep->remote_qkey);
 		if (in[i].flags & IBV_SEND_INLINE) {
-			ibv_wr_set_inline_data(qpx, ep->buf, in[i].len);
+			ibv_wr_set_inline_data(qpx, ep->buf, len);
 		} else if (in[i].num_sge == 1) {
-			ibv_wr_set_sge(qpx, ep->lkey, (uintptr_t)ep->buf, in[i].len);
+			ibv_wr_set_sge(qpx, ep->lkey, (uintptr_t)ep->buf, len);
 		} else if (in[i].num_sge > 1) {
 			struct ibv_sge sg[64];
 			int j, m = in[i].num_sge > 64 ? 64 : in[i].num_sge;
 			for (j = 0; j < m; j++) {
 				sg[j].addr = (uintptr_t)ep->buf;
-				sg[j].length = in[i].len;
+				sg[j].length = len;
 				sg[j].lkey = ep->lkey;
 			}
 			ibv_wr_set_sge_list(qpx, in[i].num_sge, sg);
@@ -195,7 +133,8 @@ import (
 )
 
 // SendWR describes one send work request for PostSend and PostWR: NumSGE
-// scatter/gather entries of Len bytes each from the endpoint's buffer.
+// scatter/gather entries of Len bytes each from the endpoint's buffer (an
+// atomic's of 8 bytes, whatever Len says: verbs/wrbuild.h is the rule).
 type SendWR struct {
 	ID     uint64
 	Opcode int // OpSend, OpRDMAWrite, ...

@@ -17,6 +17,7 @@
 #define INL_HDR 4u
 #define DGRAM_SEG 48u
 #define ATOMIC_SEG 16u
+#define ATOMIC_LEN 8u /* an atomic's operand and response */
 /* mlx5's UMR WQE of a memory-window bind or a local invalidate: control
  * segment, UMR control segment, mkey context, and for a bind the KLM of
  * the window (padded to 64 B). */
@@ -45,12 +46,22 @@ struct sim_wr {
 	uint8_t sges;       /* non-empty data segments (DMA gathers) */
 	uint8_t flush;      /* completes with IBV_WC_WR_FLUSH_ERR */
 	uint8_t size16;     /* WQE size in 16 B units (the BlueFlame test) */
+	uint8_t needs_recv; /* a SEND to a connected peer: takes one of its receives */
+	uint8_t rnr_exc;    /* completes with IBV_WC_RNR_RETRY_EXC_ERR */
+	uint64_t rnr_since; /* first RNR NAK (the peer had no receive), 0: none */
 };
 
 struct sim_cqe {
 	struct ibv_wc wc;
 	struct sim_qp *qp;
 	uint64_t seq;
+	int recv;            /* a receive completion: retires one RQ slot */
+};
+
+/* A receive a SEND consumed, its completion due at done_ns. */
+struct sim_rcv {
+	uint64_t wr_id, done_ns;
+	uint32_t bytes;
 };
 
 struct sim_cq {
@@ -66,6 +77,9 @@ struct sim_cq {
 	uint64_t prod, cons;
 	struct sim_qp *qps[MAX_CQ_QPS];
 	int nqps;
+	int err;             /* overrun: the CQ takes no more CQEs (cq_overrun) */
+	struct sim_qp *rqps[MAX_CQ_QPS]; /* QPs whose receives complete here */
+	int nrqps;
 	struct sqsim_cq_counters c;
 };
 
@@ -75,6 +89,11 @@ struct sim_qp {
 	pthread_mutex_t lock;
 
 	uint32_t ovh, wqe_size, max_post, max_gs, max_inline, wqe_cnt;
+	/* mlx5's sq.qp_state_max_gs: max_gs from the move to RTS, -1 from
+	 * create and from every move to RESET (other moves keep it), so the
+	 * SGE check refuses every post to a QP not yet in RTS (rdma-core v40,
+	 * providers/mlx5 set_qp_operational_state) */
+	int state_max_gs;
 	int sig_all;
 	int has_qpx;
 	uint64_t send_ops;
@@ -96,6 +115,21 @@ struct sim_qp {
 	uint64_t batch_post;   /* cur_post at wr_start */
 	struct sim_wr *cur;
 
+	/* The receive side: the connected peer (sqsim_connect), the RQ's
+	 * receives posted (rq_head), taken by the peer's SENDs (rq_cons) and
+	 * retired by polls of their completions (rq_tail), and the
+	 * completions due (rcv ring, rcv_head..rcv_tail). rnr_retry is the
+	 * sender's IBV_QP_RNR_RETRY (7: forever), min_rnr_timer the
+	 * receiver's IBV_QP_MIN_RNR_TIMER code. */
+	struct sim_qp *peer;
+	uint32_t rq_max, rq_max_gs;
+	int rq_state_max_gs;
+	uint64_t rq_head, rq_cons, rq_tail, rq_mask;
+	uint64_t *rq_ids;
+	struct sim_rcv *rcv;
+	uint64_t rcv_head, rcv_tail;
+	uint8_t rnr_retry, min_rnr_timer;
+
 	struct sqsim_counters c;
 };
 
@@ -113,6 +147,8 @@ static inline struct sim_ctx *to_sctx(struct ibv_context *c) { return (struct si
 static inline struct sim_qp *to_sqp(struct ibv_qp *q) { return (struct sim_qp *)q; }
 static inline struct sim_qp *qpx_to_sqp(struct ibv_qp_ex *q) { return (struct sim_qp *)q; }
 static inline struct sim_cq *to_scq(struct ibv_cq *c) { return (struct sim_cq *)c; }
+
+static int needs_recv(int opcode);
 
 static inline uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 
@@ -256,6 +292,15 @@ static enum ibv_wc_opcode wc_opcode(int opcode)
 	return IBV_WC_SEND;
 }
 
+/* responds reports whether an opcode's local SGEs receive a response the
+ * HCA writes (READ, compare-and-swap, fetch-and-add) rather than hold a
+ * payload it reads. */
+static int responds(int opcode)
+{
+	return opcode == IBV_WR_RDMA_READ || opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
 /* Copy inline payload into the SQ buffer the way the CPU does on mlx5 (so
  * inline costs what it costs), wrapping at the end of the ring. */
 static void copy_inline(struct sim_qp *qp, const void *src, uint32_t len)
@@ -323,11 +368,26 @@ static void commit(struct sim_qp *qp, uint32_t n)
 		if (w->inl) {
 			qp->c.inline_wrs++;
 			qp->c.inline_bytes += w->bytes;
+		} else if (responds(w->opcode)) {
+			/* the local SGEs receive the response: the HCA writes
+			 * them when it arrives, it reads nothing from them. A
+			 * READ's fills each; an atomic's 8 bytes fill the first
+			 * (mlx5 gives every data segment of an atomic 8 bytes). */
+			if (w->opcode == IBV_WR_RDMA_READ) {
+				qp->c.dma_writes_resp += w->sges;
+				qp->c.dma_bytes_resp += w->bytes;
+			} else if (w->sges) {
+				qp->c.dma_writes_resp++;
+				qp->c.dma_bytes_resp += ATOMIC_LEN;
+			}
 		} else {
 			qp->c.dma_reads_payload += w->sges;
 			qp->c.dma_bytes_payload += w->bytes;
 		}
 		w->flush = err_state;
+		w->rnr_exc = 0;
+		w->rnr_since = 0;
+		w->needs_recv = qp->peer && needs_recv(w->opcode);
 		if (cfg->deterministic || err_state) {
 			w->done_ns = now;
 		} else {
@@ -364,13 +424,6 @@ static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	pthread_mutex_lock(&qp->lock);
 	qp->c.post_calls++;
 	saved_post = qp->cur_post;
-	if (ibqp->state < IBV_QPS_RTS) {
-		/* Not an mlx5 check (the HCA would fail the WQE), but a post
-		 * before RTS is an application bug the model refuses early. */
-		qp->c.einval++;
-		err = EINVAL;
-		goto out;
-	}
 	for (; wr; wr = wr->next, nreq++) {
 		struct sim_wr *w;
 		uint32_t size, total = 0;
@@ -386,8 +439,12 @@ static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			err = ENOMEM;
 			break;
 		}
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_gs) {
-			qp->c.enomem_sge++;
+		if (wr->num_sge > qp->state_max_gs) {
+			/* one check, two causes: the QP's state or its SGEs */
+			if (qp->state_max_gs < 0)
+				qp->c.not_rts++;
+			else
+				qp->c.enomem_sge++;
 			err = ENOMEM;
 			break;
 		}
@@ -430,11 +487,161 @@ static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	}
 	qp->cur_post = saved_post; /* commit() advances it for real */
 	commit(qp, nreq);
-out:
 	if (err)
 		*bad_wr = wr;
 	pthread_mutex_unlock(&qp->lock);
 	return err;
+}
+
+/* cq_overrun: a CQE is due on a full CQ. mlx5 CQs are created without
+ * overrun-ignore, so as the IB spec's CQ error (an affiliated asynchronous
+ * error) says: the CQ goes to error and takes no CQE from then on (the
+ * ones queued stay to be polled), and every QP reporting to it goes to the
+ * error state; their WRs never complete, flush errors included, since no
+ * CQE can be written. Returns 1 (caller holds cq->lock and the lock of the
+ * QP it is advancing). */
+static int cq_overrun(struct sim_cq *cq, uint64_t now)
+{
+	int i;
+
+	(void)now;
+	cq->err = 1;
+	cq->c.overruns++;
+	for (i = 0; i < cq->nqps; i++) {
+		__atomic_store_n(&cq->qps[i]->qpx.qp_base.state, IBV_QPS_ERR, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&cq->qps[i]->c.cq_overrun_errs, 1, __ATOMIC_RELAXED);
+	}
+	return 1;
+}
+
+/* ------------------------------------------------------ the receive side */
+
+/* The IB spec's RNR NAK timer (min_rnr_timer codes 0..31), in us. */
+static const uint32_t rnr_timer_us[32] = {
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920,
+	2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880,
+	163840, 245760, 327680, 491520,
+};
+
+/* take_recv gives the SEND w of qp (executed by now) one of its peer's
+ * receives: 1 when it got one; else the responder answers RNR NAK and the
+ * sender retries every min_rnr_timer: 0 while it may still retry (w
+ * waits, and every WR after it), 1 with w->rnr_exc set once rnr_retry
+ * retries (7: forever) found no receive, as on RC: the WR completes in
+ * error, the QP goes to error and the WRs after it are flushed. Caller
+ * holds qp->lock; the peer's lock is taken after it (never the reverse). */
+static int take_recv(struct sim_qp *qp, struct sim_wr *w, uint64_t now)
+{
+	struct sim_qp *r = qp->peer;
+	uint64_t wait_ns, s;
+
+	if (!r) {
+		w->needs_recv = 0; /* the peer was destroyed */
+		return 1;
+	}
+	pthread_mutex_lock(&r->lock);
+	if (r->rq_cons < r->rq_head && r->rcv_head - r->rcv_tail <= r->rq_mask) {
+		struct sim_rcv *c = &r->rcv[r->rcv_head & r->rq_mask];
+
+		c->wr_id = r->rq_ids[r->rq_cons & r->rq_mask];
+		c->bytes = w->bytes;
+		c->done_ns = now > w->done_ns ? now : w->done_ns;
+		r->rcv_head++;
+		r->rq_cons++;
+		r->c.recvs_consumed++;
+		pthread_mutex_unlock(&r->lock);
+		w->needs_recv = 0;
+		return 1;
+	}
+	wait_ns = (uint64_t)rnr_timer_us[r->min_rnr_timer & 31] * 1000;
+	pthread_mutex_unlock(&r->lock);
+	if (!w->rnr_since) {
+		w->rnr_since = w->done_ns ? w->done_ns : 1;
+		qp->c.rnr_waits++;
+	}
+	if (qp->rnr_retry >= 7 || now < w->rnr_since ||
+	    now - w->rnr_since <= (uint64_t)qp->rnr_retry * wait_ns)
+		return 0;
+	w->rnr_exc = 1;
+	w->needs_recv = 0;
+	qp->c.rnr_retry_exc++;
+	qp->qpx.qp_base.state = IBV_QPS_ERR;
+	for (s = qp->next_cqe + 1; s < qp->head; s++) {
+		struct sim_wr *x = &qp->wrs[s & qp->ring_mask];
+
+		x->flush = 1;
+		x->done_ns = now;
+	}
+	return 1;
+}
+
+/* advance_recv writes the receive completions of r due by now on cq (its
+ * recv CQ; caller holds cq->lock). */
+static void advance_recv(struct sim_cq *cq, struct sim_qp *r, uint64_t now)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->rcv_tail < r->rcv_head) {
+		struct sim_rcv *c = &r->rcv[r->rcv_tail & r->rq_mask];
+		struct sim_cqe *e;
+
+		if (c->done_ns > now)
+			break;
+		if (cq->err || (cq->prod - cq->cons >= cq->cap && cq_overrun(cq, now)))
+			break;
+		e = &cq->ring[cq->prod % cq->cap];
+		memset(&e->wc, 0, sizeof(e->wc));
+		e->wc.wr_id = c->wr_id;
+		e->wc.qp_num = r->qpx.qp_base.qp_num;
+		e->wc.byte_len = c->bytes;
+		e->wc.status = IBV_WC_SUCCESS;
+		e->wc.opcode = IBV_WC_RECV;
+		e->qp = r;
+		e->seq = r->rcv_tail;
+		e->recv = 1;
+		cq->prod++;
+		r->rcv_tail++;
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* retire_cqe applies a polled completion to its QP: a send CQE retires its
+ * WR and every earlier one (mlx5), a receive CQE one RQ slot. */
+static void retire_cqe(struct sim_cqe *e)
+{
+	pthread_mutex_lock(&e->qp->lock);
+	if (e->recv) {
+		e->qp->rq_tail++;
+		e->qp->c.recv_cqes_polled++;
+	} else {
+		e->qp->tail = e->seq + 1;
+		e->qp->c.cqes_polled++;
+	}
+	pthread_mutex_unlock(&e->qp->lock);
+}
+
+/* needs_recv: the opcodes that take a receive at the responder. */
+static int needs_recv(int opcode)
+{
+	return opcode == IBV_WR_SEND || opcode == IBV_WR_SEND_WITH_IMM ||
+	       opcode == IBV_WR_SEND_WITH_INV || opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+/* sqsim_connect makes a and b the two ends of one RC connection: each
+ * one's SENDs take the other's receives. Not a verbs call: the simulated
+ * wire's cabling, done before the QPs move to RTR. */
+int sqsim_connect(struct ibv_qp *a, struct ibv_qp *b)
+{
+	struct sim_qp *x = to_sqp(a), *y = to_sqp(b);
+
+	if (!x || !y || a->qp_type != IBV_QPT_RC || b->qp_type != IBV_QPT_RC)
+		return EINVAL;
+	pthread_mutex_lock(&x->lock);
+	x->peer = y;
+	pthread_mutex_unlock(&x->lock);
+	pthread_mutex_lock(&y->lock);
+	y->peer = x;
+	pthread_mutex_unlock(&y->lock);
+	return 0;
 }
 
 /* Turn executed WRs of qp into CQEs on cq (caller holds cq->lock). */
@@ -447,15 +654,19 @@ static void advance_qp(struct sim_cq *cq, struct sim_qp *qp, uint64_t now)
 
 		if (w->done_ns > now)
 			break; /* in order: later WRs are not done either */
-		if (w->signaled || w->flush) {
-			if (cq->prod - cq->cons >= cq->cap)
-				break; /* CQ full: the NIC waits (no overrun modelled) */
+		if (w->needs_recv && !w->flush && !take_recv(qp, w, now))
+			break; /* RNR: the peer has no receive; later WRs wait too */
+		if (w->signaled || w->flush || w->rnr_exc) {
+			if (cq->err || (cq->prod - cq->cons >= cq->cap && cq_overrun(cq, now)))
+				break; /* the CQ is in error: no CQE is written */
 			e = &cq->ring[cq->prod % cq->cap];
 			memset(&e->wc, 0, sizeof(e->wc));
 			e->wc.wr_id = w->wr_id;
 			e->wc.qp_num = qp->qpx.qp_base.qp_num;
 			e->wc.byte_len = w->bytes;
-			if (w->flush) {
+			if (w->rnr_exc) {
+				e->wc.status = IBV_WC_RNR_RETRY_EXC_ERR;
+			} else if (w->flush) {
 				e->wc.status = IBV_WC_WR_FLUSH_ERR;
 				qp->c.flushed_cqes++;
 			} else {
@@ -464,6 +675,7 @@ static void advance_qp(struct sim_cq *cq, struct sim_qp *qp, uint64_t now)
 			e->wc.opcode = wc_opcode(w->opcode);
 			e->qp = qp;
 			e->seq = qp->next_cqe;
+			e->recv = 0;
 			cq->prod++;
 			qp->c.cqe_writes++;
 		}
@@ -478,6 +690,8 @@ static void advance_cq(struct sim_cq *cq, uint64_t now)
 
 	for (i = 0; i < cq->nqps; i++)
 		advance_qp(cq, cq->qps[i], now);
+	for (i = 0; i < cq->nrqps; i++)
+		advance_recv(cq, cq->rqps[i], now);
 }
 
 static int sim_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
@@ -499,11 +713,7 @@ static int sim_poll_cq(struct ibv_cq *ibcq, int num_entries, struct ibv_wc *wc)
 		if (!e->qp)
 			continue; /* its QP was destroyed */
 		wc[n++] = e->wc;
-		/* mlx5: a send CQE retires its WR and every earlier one */
-		pthread_mutex_lock(&e->qp->lock);
-		e->qp->tail = e->seq + 1;
-		e->qp->c.cqes_polled++;
-		pthread_mutex_unlock(&e->qp->lock);
+		retire_cqe(e);
 	}
 	if (n == 0)
 		cq->c.empty_polls++;
@@ -527,10 +737,7 @@ static int pop_cqe(struct sim_cq *cq)
 		if (!e->qp)
 			continue; /* its QP was destroyed */
 		cq->cur = *e;
-		pthread_mutex_lock(&e->qp->lock);
-		e->qp->tail = e->seq + 1;
-		e->qp->c.cqes_polled++;
-		pthread_mutex_unlock(&e->qp->lock);
+		retire_cqe(e);
 		cq->c.cqes++;
 		cq->cqx.status = e->wc.status;
 		cq->cqx.wr_id = e->wc.wr_id;
@@ -594,17 +801,33 @@ static uint32_t sim_read_zero32(struct ibv_cq_ex *cqx)
 	return 0;
 }
 
+/* As mlx5's post_recv: the RQ full is ENOMEM (a slot is freed by the poll
+ * of its completion), a QP not yet in INIT (rq.qp_state_max_gs -1) or too
+ * many SGEs EINVAL; *bad_wr is the WR refused. */
 static int sim_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			 struct ibv_recv_wr **bad_wr)
 {
 	struct sim_qp *qp = to_sqp(ibqp);
+	int err = 0;
 
-	(void)bad_wr;
 	pthread_mutex_lock(&qp->lock);
-	for (; wr; wr = wr->next)
+	for (; wr; wr = wr->next) {
+		if (qp->rq_head - qp->rq_tail >= qp->rq_max) {
+			err = ENOMEM;
+			break;
+		}
+		if (wr->num_sge > qp->rq_state_max_gs) {
+			err = EINVAL;
+			break;
+		}
+		qp->rq_ids[qp->rq_head & qp->rq_mask] = wr->wr_id;
+		qp->rq_head++;
 		qp->c.post_recvs++;
+	}
+	if (err)
+		*bad_wr = wr;
 	pthread_mutex_unlock(&qp->lock);
-	return 0;
+	return err;
 }
 
 static int sim_req_notify_cq(struct ibv_cq *cq, int solicited_only)
@@ -844,9 +1067,11 @@ static int sim_wr_complete(struct ibv_qp_ex *qpx)
 	qp->cur_post = qp->batch_post; /* commit() advances it for real */
 	qp->c.post_calls++;
 	err = qp->batch_err;
-	if (!err && qp->qpx.qp_base.state < IBV_QPS_RTS) {
+	if (!err && qp->state_max_gs < 0) {
+		/* mlx5's wr_complete outside RTS: EINVAL, the batch rolled back */
 		err = EINVAL;
 		qp->batch_err_counter = &qp->c.einval;
+		qp->c.not_rts++;
 	}
 	if (err)
 		(*qp->batch_err_counter)++; /* mlx5 drops the whole batch */
@@ -1188,6 +1413,7 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 	qp->wqe_cnt = (uint32_t)(wq_size / WQEBB);
 	qp->max_post = (uint32_t)(wq_size / wqe);
 	qp->max_gs = attr->cap.max_send_sge;
+	qp->state_max_gs = -1;
 	qp->max_inline = wqe - ovh - INL_HDR;
 	qp->sig_all = attr->sq_sig_all;
 	qp->has_qpx = with_ops;
@@ -1196,9 +1422,19 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 	qp->ring_mask = ring - 1;
 	qp->wrs = calloc(ring, sizeof(*qp->wrs));
 	qp->wqe_buf = calloc(qp->wqe_cnt, WQEBB);
-	if (!qp->wrs || !qp->wqe_buf) {
+	/* the RQ: max_recv_wr rounded up to a power of two, as mlx5 */
+	qp->rq_max = attr->cap.max_recv_wr ? (uint32_t)roundup_pow2(attr->cap.max_recv_wr) : 0;
+	qp->rq_max_gs = attr->cap.max_recv_sge;
+	qp->rq_state_max_gs = -1;
+	qp->rq_mask = qp->rq_max ? qp->rq_max - 1 : 0;
+	qp->rq_ids = calloc(qp->rq_mask + 1, sizeof(*qp->rq_ids));
+	qp->rcv = calloc(qp->rq_mask + 1, sizeof(*qp->rcv));
+	qp->rnr_retry = 7;
+	if (!qp->wrs || !qp->wqe_buf || !qp->rq_ids || !qp->rcv) {
 		free(qp->wrs);
 		free(qp->wqe_buf);
+		free(qp->rq_ids);
+		free(qp->rcv);
 		free(qp);
 		errno = ENOMEM;
 		return NULL;
@@ -1264,6 +1500,16 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 		pthread_mutex_lock(&scq->lock);
 		scq->qps[scq->nqps++] = qp;
 		pthread_mutex_unlock(&scq->lock);
+	}
+	if (qp->rq_max) {
+		struct sim_cq *rcq = to_scq(attr->recv_cq);
+
+		pthread_mutex_lock(&rcq->lock);
+		if (rcq->nrqps < MAX_CQ_QPS)
+			rcq->rqps[rcq->nrqps++] = qp;
+		else
+			qp->rq_max = 0; /* no room to complete its receives: none taken */
+		pthread_mutex_unlock(&rcq->lock);
 	}
 	return b;
 }
@@ -1338,6 +1584,20 @@ int sqsim_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int attr_mask
 		}
 	}
 	if (attr->qp_state == IBV_QPS_RESET) {
+		qp->state_max_gs = -1;
+		qp->rq_state_max_gs = -1;
+		qp->rq_head = qp->rq_cons = qp->rq_tail = 0;
+		qp->rcv_head = qp->rcv_tail = 0;
+	} else if (attr->qp_state == IBV_QPS_INIT) {
+		qp->rq_state_max_gs = (int)qp->rq_max_gs;
+	} else if (attr->qp_state == IBV_QPS_RTS) {
+		qp->state_max_gs = (int)qp->max_gs;
+	}
+	if (attr_mask & IBV_QP_RNR_RETRY)
+		qp->rnr_retry = attr->rnr_retry;
+	if (attr_mask & IBV_QP_MIN_RNR_TIMER)
+		qp->min_rnr_timer = attr->min_rnr_timer;
+	if (attr->qp_state == IBV_QPS_RESET) {
 		qp->head = qp->tail = qp->next_cqe = 0;
 		qp->cur_post = 0;
 		qp->engine_free_ns = 0;
@@ -1367,9 +1627,28 @@ int sqsim_destroy_qp(struct ibv_qp *ibqp)
 		if (cq->ring[k % cq->cap].qp == qp)
 			cq->ring[k % cq->cap].qp = NULL;
 	pthread_mutex_unlock(&cq->lock);
+	cq = to_scq(ibqp->recv_cq);
+	pthread_mutex_lock(&cq->lock);
+	for (i = 0; i < cq->nrqps; i++)
+		if (cq->rqps[i] == qp) {
+			cq->rqps[i] = cq->rqps[--cq->nrqps];
+			break;
+		}
+	for (uint64_t k = cq->cons; k < cq->prod; k++)
+		if (cq->ring[k % cq->cap].qp == qp)
+			cq->ring[k % cq->cap].qp = NULL;
+	pthread_mutex_unlock(&cq->lock);
+	if (qp->peer) {
+		/* the peer's SENDs complete without a receive from now on */
+		pthread_mutex_lock(&qp->peer->lock);
+		qp->peer->peer = NULL;
+		pthread_mutex_unlock(&qp->peer->lock);
+	}
 	pthread_mutex_destroy(&qp->lock);
 	free(qp->wrs);
 	free(qp->wqe_buf);
+	free(qp->rq_ids);
+	free(qp->rcv);
 	free(qp);
 	return 0;
 }

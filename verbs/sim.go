@@ -79,6 +79,8 @@ type simEndpoint struct {
 	mr  *C.struct_ibv_mr
 	ah  *C.struct_ibv_ah
 	buf unsafe.Pointer
+	// peer is the receiving end of the connection (QPConfig.Receiver)
+	peer *simPeer
 }
 
 // OpenSim opens a simulated HCA with the given NIC model.
@@ -149,8 +151,12 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 		return nil, fmt.Errorf("registering buffer on sim: %w", err)
 	}
 	se.mr = mr
-	// The CQ holds every CQE the SQ can have outstanding.
+	// The CQ holds every CQE the SQ can have outstanding, unless the
+	// caller asked for a depth.
 	cqDepth := cfg.MaxSendWR*4 + 16
+	if cfg.CQDepth != 0 {
+		cqDepth = cfg.CQDepth
+	}
 	var cq *C.struct_ibv_cq
 	var cqx *C.struct_ibv_cq_ex
 	if cfg.CQEx {
@@ -209,9 +215,17 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 	}
 	se.qp = qp
 	for _, st := range []C.enum_ibv_qp_state{C.IBV_QPS_INIT, C.IBV_QPS_RTR, C.IBV_QPS_RTS} {
+		if st == C.IBV_QPS_RTS && cfg.StopAtRTR {
+			break
+		}
 		var a C.struct_ibv_qp_attr
 		a.qp_state = st
-		if rc := C.sqsim_modify_qp(qp, &a, C.IBV_QP_STATE); rc != 0 {
+		mask := C.int(C.IBV_QP_STATE)
+		if st == C.IBV_QPS_RTS && cfg.Receiver {
+			a.rnr_retry = C.uint8_t(cfg.RNRRetry)
+			mask |= C.IBV_QP_RNR_RETRY
+		}
+		if rc := C.sqsim_modify_qp(qp, &a, mask); rc != 0 {
 			return nil, fmt.Errorf("moving sim QP to state %d: %w", st, syscall.Errno(rc))
 		}
 	}
@@ -251,12 +265,18 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 		},
 	}
 	se.ep = ep
+	if cfg.Receiver {
+		if err := s.addPeer(se, c, cfg); err != nil {
+			return nil, err
+		}
+	}
 	s.eps = append(s.eps, se)
 	ok = true
 	return ep, nil
 }
 
 func (s *Sim) freeEndpoint(se *simEndpoint) {
+	s.freePeer(se)
 	if se.ep != nil && se.ep.c != nil {
 		C.free(unsafe.Pointer(se.ep.c))
 		se.ep.c = nil
@@ -299,6 +319,11 @@ func (s *Sim) Counters(e *Endpoint) (Counters, bool) {
 	if C.sqsim_qp_counters(se.qp, &c) != 0 {
 		return Counters{}, false
 	}
+	return simCounters(&c), true
+}
+
+// simCounters converts the simulator's counters of a QP.
+func simCounters(c *C.struct_sqsim_counters) Counters {
 	return Counters{
 		QPNum:           uint32(c.qp_num),
 		MaxSendWR:       uint32(c.max_send_wr),
@@ -326,7 +351,16 @@ func (s *Sim) Counters(e *Endpoint) (Counters, bool) {
 		FlushedCQEs:     uint64(c.flushed_cqes),
 		PostRecvs:       uint64(c.post_recvs),
 		Outstanding:     uint64(c.outstanding),
-	}, true
+
+		DMAWritesResponse: uint64(c.dma_writes_resp),
+		DMABytesResponse:  uint64(c.dma_bytes_resp),
+		NotRTS:            uint64(c.not_rts),
+		CQOverrunErrs:     uint64(c.cq_overrun_errs),
+		RecvsConsumed:     uint64(c.recvs_consumed),
+		RecvCQEsPolled:    uint64(c.recv_cqes_polled),
+		RNRWaits:          uint64(c.rnr_waits),
+		RNRRetryExc:       uint64(c.rnr_retry_exc),
+	}
 }
 
 // CQCounters are the simulator's poll counters for an endpoint's CQ (an
@@ -341,6 +375,8 @@ type CQCounters struct {
 	Resizes    uint64 `json:"resizes"`
 	ModCount   uint16 `json:"mod_count"`
 	ModPeriod  uint16 `json:"mod_period_us"`
+	// Overruns: a CQE was due on the full CQ, which went to error.
+	Overruns uint64 `json:"overruns"`
 }
 
 // CQCounters returns the poll counters of the endpoint's send CQ.
@@ -357,7 +393,7 @@ func (s *Sim) CQCounters(e *Endpoint) (CQCounters, bool) {
 	}
 	return CQCounters{Polls: uint64(c.polls), EmptyPolls: uint64(c.empty_polls), CQEs: uint64(c.cqes),
 		Depth: int32(c.cqe), Modifies: uint64(c.modifies), Resizes: uint64(c.resizes),
-		ModCount: uint16(c.mod_count), ModPeriod: uint16(c.mod_period)}, true
+		ModCount: uint16(c.mod_count), ModPeriod: uint16(c.mod_period), Overruns: uint64(c.overruns)}, true
 }
 
 // ModerateCQ sets the moderation of the endpoint's CQ (sqsim_modify_cq,

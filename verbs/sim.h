@@ -62,6 +62,21 @@ struct sqsim_counters {
 	uint64_t flushed_cqes;
 	uint64_t post_recvs;
 	uint64_t outstanding;
+	/* READ and atomic responses the HCA writes by DMA into the local
+	 * buffer: a READ's, one per non-empty data segment, its length; an
+	 * atomic's, one of 8 bytes */
+	uint64_t dma_writes_resp;
+	uint64_t dma_bytes_resp;
+	/* post calls refused because the SQ is not in RTS: ENOMEM through
+	 * ibv_post_send's SGE check (not in enomem_sge), EINVAL through
+	 * ibv_wr_complete (in einval too) */
+	uint64_t not_rts;
+	uint64_t cq_overrun_errs; /* times its send CQ's overrun moved it to error */
+	/* The receive side (a QP connected with sqsim_connect): */
+	uint64_t recvs_consumed;   /* its receives the peer's SENDs took */
+	uint64_t recv_cqes_polled; /* receive completions of it polled */
+	uint64_t rnr_waits;        /* its SENDs that found the peer's RQ empty (RNR NAK) */
+	uint64_t rnr_retry_exc;    /* ... and ran out of RNR retries */
 };
 
 /* Per-CQ ground truth. An extended poll session (ibv_start_poll ..
@@ -72,6 +87,7 @@ struct sqsim_cq_counters {
 	uint64_t cqes;
 	uint64_t modifies;  /* ibv_modify_cq calls that set moderation */
 	uint64_t resizes;   /* ibv_resize_cq calls that succeeded */
+	uint64_t overruns;  /* a CQE due on the full CQ: the CQ went to error */
 	int32_t cqe;        /* the depth now */
 	uint16_t mod_count, mod_period;
 };
@@ -105,6 +121,9 @@ struct ibv_qp *sqsim_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_at
 struct ibv_qp_ex *sqsim_qp_to_qp_ex(struct ibv_qp *qp);
 int sqsim_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
 int sqsim_destroy_qp(struct ibv_qp *qp);
+/* The simulated wire: a and b (RC) become the two ends of one connection,
+ * each one's SENDs taking the other's receives. */
+int sqsim_connect(struct ibv_qp *a, struct ibv_qp *b);
 
 int sqsim_qp_counters(struct ibv_qp *qp, struct sqsim_counters *out);
 int sqsim_cq_counters(struct ibv_cq *cq, struct sqsim_cq_counters *out);

@@ -12,39 +12,45 @@ const allOps = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<
 // Every opcode, through ibv_post_send and through its ibv_wr_* builder:
 // the WQE the mlx5 rules build, and the completion it writes.
 func TestEveryOpcode(t *testing.T) {
+	type dma struct{ reads, readB, writes, writeB uint64 } // payload reads, response writes
 	tests := []struct {
 		name   string
 		wr     SendWR
 		wqebbs uint64 // through ibv_post_send
 		wrBBs  uint64 // through the wr API (no data set after whole-WQE builders)
 		wc     int
+		dma    dma // through ibv_post_send
+		wrDMA  dma // through the wr API
 	}{
-		{"send", SendWR{Opcode: ibv.WRSend, NumSGE: 1, Len: 64}, 1, 1, ibv.WCSend},
-		{"send with imm", SendWR{Opcode: ibv.WRSendWithImm, NumSGE: 1, Len: 64}, 1, 1, ibv.WCSend},
-		{"send with inv", SendWR{Opcode: ibv.WRSendWithInv, NumSGE: 1, Len: 64}, 1, 1, ibv.WCSend},
-		{"write", SendWR{Opcode: ibv.WRRDMAWrite, NumSGE: 1, Len: 64}, 1, 1, ibv.WCRDMAWrite},
-		{"write with imm", SendWR{Opcode: ibv.WRRDMAWriteWithImm, NumSGE: 1, Len: 64}, 1, 1, ibv.WCRDMAWrite},
-		{"read", SendWR{Opcode: ibv.WRRDMARead, NumSGE: 1, Len: 64}, 1, 1, ibv.WCRDMARead},
-		{"compare and swap", SendWR{Opcode: ibv.WRAtomicCmpAndSwp, NumSGE: 1, Len: 8}, 1, 1, ibv.WCCompSwap},
-		{"fetch and add", SendWR{Opcode: ibv.WRAtomicFetchAndAdd, NumSGE: 1, Len: 8}, 1, 1, ibv.WCFetchAdd},
+		{"send", SendWR{Opcode: ibv.WRSend, NumSGE: 1, Len: 64}, 1, 1, ibv.WCSend, dma{1, 64, 0, 0}, dma{1, 64, 0, 0}},
+		{"send with imm", SendWR{Opcode: ibv.WRSendWithImm, NumSGE: 1, Len: 64}, 1, 1, ibv.WCSend, dma{1, 64, 0, 0}, dma{1, 64, 0, 0}},
+		{"send with inv", SendWR{Opcode: ibv.WRSendWithInv, NumSGE: 1, Len: 64}, 1, 1, ibv.WCSend, dma{1, 64, 0, 0}, dma{1, 64, 0, 0}},
+		{"write", SendWR{Opcode: ibv.WRRDMAWrite, NumSGE: 1, Len: 64}, 1, 1, ibv.WCRDMAWrite, dma{1, 64, 0, 0}, dma{1, 64, 0, 0}},
+		{"write with imm", SendWR{Opcode: ibv.WRRDMAWriteWithImm, NumSGE: 1, Len: 64}, 1, 1, ibv.WCRDMAWrite, dma{1, 64, 0, 0}, dma{1, 64, 0, 0}},
+		// the response lands in the local buffer: written, not read
+		{"read", SendWR{Opcode: ibv.WRRDMARead, NumSGE: 1, Len: 64}, 1, 1, ibv.WCRDMARead, dma{0, 0, 1, 64}, dma{0, 0, 1, 64}},
+		{"read of 2 SGEs", SendWR{Opcode: ibv.WRRDMARead, NumSGE: 2, Len: 100}, 1, 1, ibv.WCRDMARead, dma{0, 0, 2, 200}, dma{0, 0, 2, 200}},
+		// an atomic's local data is 8 bytes whatever Len asks
+		{"compare and swap", SendWR{Opcode: ibv.WRAtomicCmpAndSwp, NumSGE: 1, Len: 64}, 1, 1, ibv.WCCompSwap, dma{0, 0, 1, 8}, dma{0, 0, 1, 8}},
+		{"fetch and add", SendWR{Opcode: ibv.WRAtomicFetchAndAdd, NumSGE: 1, Len: 8}, 1, 1, ibv.WCFetchAdd, dma{0, 0, 1, 8}, dma{0, 0, 1, 8}},
 		// ctrl 16 + raddr 16 + atomic 16, and a data segment when an SGE
 		// carries the 8 bytes (post_send): 64 B either way
-		{"atomic write", SendWR{Opcode: ibv.WRAtomicWrite, NumSGE: 1, Len: 8}, 1, 1, ibv.WCAtomicWrite},
+		{"atomic write", SendWR{Opcode: ibv.WRAtomicWrite, NumSGE: 1, Len: 8}, 1, 1, ibv.WCAtomicWrite, dma{1, 8, 0, 0}, dma{}},
 		// the UMR WQE: ctrl 16 + UMR ctrl 48 + mkey 64 (+ KLM 64 for a bind)
-		{"local invalidate", SendWR{Opcode: ibv.WRLocalInv}, 2, 2, ibv.WCLocalInv},
-		{"bind memory window", SendWR{Opcode: ibv.WRBindMW}, 3, 3, ibv.WCBindMW},
+		{"local invalidate", SendWR{Opcode: ibv.WRLocalInv}, 2, 2, ibv.WCLocalInv, dma{}, dma{}},
+		{"bind memory window", SendWR{Opcode: ibv.WRBindMW}, 3, 3, ibv.WCBindMW, dma{}, dma{}},
 	}
 	for _, tc := range tests {
 		for _, api := range []string{"post_send", "wr"} {
 			t.Run(tc.name+"/"+api, func(t *testing.T) {
 				s := newSim(t, detModel())
-				ep := newEP(t, s, QPConfig{MaxSendWR: 16, WRAPI: true, SendOps: allOps})
+				ep := newEP(t, s, QPConfig{MaxSendWR: 16, MaxSendSGE: 2, WRAPI: true, SendOps: allOps})
 				wr := tc.wr
 				wr.ID, wr.Flags = 7, SendSignaledFlag
-				want := tc.wqebbs
+				want, wantDMA := tc.wqebbs, tc.dma
 				var err error
 				if api == "wr" {
-					want = tc.wrBBs
+					want, wantDMA = tc.wrBBs, tc.wrDMA
 					err = PostWR(ep, []SendWR{wr}, false)
 				} else {
 					_, err = PostSend(ep, []SendWR{wr})
@@ -62,6 +68,9 @@ func TestEveryOpcode(t *testing.T) {
 				c := counters(t, s, ep)
 				if c.WRs != 1 || c.WQEBBs != want || c.CQEsPolled != 1 || c.Outstanding != 0 || c.EINVAL != 0 {
 					t.Errorf("counters %+v, want 1 WR of %d WQEBBs, polled and retired", c, want)
+				}
+				if got := (dma{c.DMAReadsPayload, c.DMABytesPayload, c.DMAWritesResponse, c.DMABytesResponse}); got != wantDMA {
+					t.Errorf("payload reads, bytes; response writes, bytes = %v, want %v", got, wantDMA)
 				}
 			})
 		}

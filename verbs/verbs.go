@@ -80,7 +80,18 @@ type QPConfig struct {
 	CQEx bool
 	// RemoteAtomic lets the peer (on a device) take atomics.
 	RemoteAtomic bool
-	BufSize      int // payload buffer bytes
+	// CQDepth is the number of entries asked for the send CQ; 0 gives
+	// room for every WR the SQ can hold, signaled or flushed.
+	CQDepth uint32
+	// StopAtRTR leaves the sending QP in RTR instead of moving it to RTS:
+	// an application that posts before its QP is ready.
+	StopAtRTR bool
+	// Receiver gives a simulated RC QP a receiving peer whose receives its
+	// SENDs take (a device's endpoint always has one), with MaxRecvWR
+	// receives; RNRRetry is then the sender's rnr_retry (7: forever).
+	Receiver bool
+	RNRRetry uint8
+	BufSize  int // payload buffer bytes
 }
 
 // Caps are what the QP reports after creation; always use these, not the

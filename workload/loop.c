@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "loop.h"
+#include "../verbs/wrbuild.h"
 
 #define MAX_LIST 4096
 #define MAX_SGE 64
@@ -22,8 +23,9 @@ uint64_t wl_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Keep the peer's receive queue full for SEND on a real connection. */
-static void replenish(struct sq_endpoint *ep, struct wl_result *r)
+/* Keep the peer's receive queue full for SEND on a connection; a starved
+ * receiver (starve) reaps its completions but posts no new receive. */
+static void replenish(struct sq_endpoint *ep, struct wl_result *r, int starve)
 {
 	struct ibv_wc wc[64];
 	int n, i;
@@ -37,7 +39,7 @@ static void replenish(struct sq_endpoint *ep, struct wl_result *r)
 		uint64_t slot = wc[i].wr_id % (ep->rq_depth ? ep->rq_depth : 1);
 
 		r->recv_cqes++;
-		if (wc[i].status != IBV_WC_SUCCESS)
+		if (wc[i].status != IBV_WC_SUCCESS || starve)
 			continue;
 		memset(&wr, 0, sizeof(wr));
 		sge.addr = (uintptr_t)ep->rbuf + slot * ep->recv_size;
@@ -100,7 +102,7 @@ static int poll_ex(struct ibv_cq_ex *cq, int max, int mode, struct ibv_wc *wc)
 }
 
 static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,
-		     struct state *st, uint64_t *stamps, struct ibv_wc *wc)
+		     struct state *st, uint64_t *stamps, struct ibv_wc *wc, int starve)
 {
 	int n, i;
 	uint64_t now = 0;
@@ -113,7 +115,7 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 	if (n <= 0) {
 		if (n == 0)
 			r->empty_polls++;
-		replenish(ep, r);
+		replenish(ep, r, starve);
 		return n;
 	}
 	if (stamps)
@@ -135,68 +137,8 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 				r->lat_max_ns = d;
 		}
 	}
-	replenish(ep, r);
+	replenish(ep, r, starve);
 	return n;
-}
-
-/* The 8 bytes an atomic reads or writes: the start of the remote buffer,
- * and of the local one for the response. */
-#define ATOMIC_LEN 8
-
-/* wr_build begins one WR through the ibv_wr_* builder of opcode; it
- * returns 1 when the builder made the whole WQE (no data to set) and
- * sets *len to the local data the WR has (atomics: 8 bytes). */
-static int wr_build(struct sq_endpoint *ep, int opcode, uint32_t *len)
-{
-	struct ibv_qp_ex *qpx = ep->qpx;
-	static const uint64_t word = 1;
-
-	switch (opcode) {
-	case IBV_WR_RDMA_WRITE:
-		ibv_wr_rdma_write(qpx, ep->rkey, ep->raddr);
-		return 0;
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		ibv_wr_rdma_write_imm(qpx, ep->rkey, ep->raddr, 0);
-		return 0;
-	case IBV_WR_SEND:
-		ibv_wr_send(qpx);
-		return 0;
-	case IBV_WR_SEND_WITH_IMM:
-		ibv_wr_send_imm(qpx, 0);
-		return 0;
-	case IBV_WR_SEND_WITH_INV:
-		ibv_wr_send_inv(qpx, ep->rkey);
-		return 0;
-	case IBV_WR_RDMA_READ:
-		ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
-		return 0;
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-		ibv_wr_atomic_cmp_swp(qpx, ep->rkey, ep->raddr, 0, 0);
-		*len = ATOMIC_LEN;
-		return 0;
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-		ibv_wr_atomic_fetch_add(qpx, ep->rkey, ep->raddr, 1);
-		*len = ATOMIC_LEN;
-		return 0;
-	case IBV_WR_ATOMIC_WRITE:
-		ibv_wr_atomic_write(qpx, ep->rkey, ep->raddr, &word);
-		return 1;
-	case IBV_WR_LOCAL_INV:
-		ibv_wr_local_inv(qpx, ep->rkey);
-		return 1;
-	case IBV_WR_BIND_MW: {
-		/* the simulated HCA only: it checks no window */
-		struct ibv_mw_bind_info bi = { .addr = (uintptr_t)ep->buf, .length = ep->buf_len };
-
-		ibv_wr_bind_mw(qpx, NULL, ep->rkey, &bi);
-		return 1;
-	}
-	default:
-		/* an opcode the wr API has no call for (the bad-opcode fault):
-		 * a READ, which the QP was not created for */
-		ibv_wr_rdma_read(qpx, ep->rkey, ep->raddr);
-		return 0;
-	}
 }
 
 static int carries_payload(int opcode)
@@ -230,12 +172,13 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 
 		ibv_wr_start(qpx);
 		for (i = 0; i < k; i++) {
-			uint32_t len = size;
+			int opcode = bad_opcode ? bad_opcode : opcode_of(p, first + i);
+			uint32_t len = sq_wr_local_len(opcode, size);
 
 			qpx->wr_id = first + i;
 			/* rxe reads IBV_SEND_INLINE from wr_flags; mlx5 ignores it there */
 			qpx->wr_flags = flags[i];
-			if (wr_build(ep, bad_opcode ? bad_opcode : opcode_of(p, first + i), &len))
+			if (sq_wr_begin(ep, opcode))
 				continue;
 			if (ep->ah)
 				ibv_wr_set_ud_addr(qpx, ep->ah, ep->remote_qpn, ep->remote_qkey);
@@ -267,20 +210,11 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 		for (i = 0; i < k; i++) {
 			struct ibv_send_wr *w = &wrs[i];
 			int opcode = bad_opcode ? bad_opcode : opcode_of(p, first + i);
-			uint32_t len = size, j, n = num_sge ? num_sge : 1, per;
+			uint32_t len = sq_wr_local_len(opcode, size), j, n = num_sge ? num_sge : 1, per;
 			struct ibv_sge *sg = sges[i];
 
-			switch (opcode) {
-			case IBV_WR_ATOMIC_CMP_AND_SWP:
-			case IBV_WR_ATOMIC_FETCH_AND_ADD:
-			case IBV_WR_ATOMIC_WRITE:
-				len = ATOMIC_LEN;
-				break;
-			case IBV_WR_LOCAL_INV:
-			case IBV_WR_BIND_MW:
+			if (opcode == IBV_WR_LOCAL_INV || opcode == IBV_WR_BIND_MW)
 				n = 0; /* no data: the WQE is the memory-key operation */
-				break;
-			}
 			per = n ? len / n : 0;
 
 			if (n > 4) {
@@ -291,7 +225,6 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 			}
 			memset(w, 0, sizeof(*w));
 			w->wr_id = first + i;
-			w->opcode = opcode;
 			w->send_flags = flags[i];
 			w->sg_list = sg;
 			w->num_sge = (int)n;
@@ -301,36 +234,7 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 				sg[j].length = j + 1 == n ? len - per * j : per;
 				sg[j].lkey = ep->lkey;
 			}
-			switch (opcode) {
-			case IBV_WR_RDMA_WRITE:
-			case IBV_WR_RDMA_WRITE_WITH_IMM:
-			case IBV_WR_RDMA_READ:
-			case IBV_WR_ATOMIC_WRITE:
-				w->wr.rdma.remote_addr = ep->raddr;
-				w->wr.rdma.rkey = ep->rkey;
-				break;
-			case IBV_WR_ATOMIC_CMP_AND_SWP:
-			case IBV_WR_ATOMIC_FETCH_AND_ADD:
-				w->wr.atomic.remote_addr = ep->raddr;
-				w->wr.atomic.rkey = ep->rkey;
-				w->wr.atomic.compare_add = 1;
-				break;
-			case IBV_WR_SEND_WITH_INV:
-			case IBV_WR_LOCAL_INV:
-				w->invalidate_rkey = ep->rkey;
-				break;
-			case IBV_WR_BIND_MW:
-				/* the simulated HCA only: it reads no window */
-				w->bind_mw.rkey = ep->rkey;
-				w->bind_mw.bind_info.addr = (uintptr_t)ep->buf;
-				w->bind_mw.bind_info.length = ep->buf_len;
-				break;
-			}
-			if (ep->ah) {
-				w->wr.ud.ah = ep->ah;
-				w->wr.ud.remote_qpn = ep->remote_qpn;
-				w->wr.ud.remote_qkey = ep->remote_qkey;
-			}
+			sq_wr_fill(ep, w, opcode);
 		}
 		ret = ibv_post_send(ep->qp, wrs, &bad);
 		*accepted = ret ? (uint32_t)(bad - wrs) : k;
@@ -344,7 +248,7 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 	static __thread unsigned int flags[MAX_LIST];
 	static __thread struct ibv_wc wc[MAX_POLL];
 	struct state st = { .sig_mask = p->stamp_mask };
-	uint64_t deadline = 0, idle_since;
+	uint64_t deadline = 0, idle_since, held_since = 0;
 	int timed = p->duration_ns != 0;
 	int fault = WL_FAULT_NONE;
 	uint64_t last_now;
@@ -405,19 +309,36 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		/* The application's own flow control: never more than tx_depth
 		 * outstanding. Fault modes that overflow the SQ skip it, as the
 		 * buggy applications they reproduce do. */
-		if (p->tx_depth && fault != WL_FAULT_NEVER_SIGNAL && fault != WL_FAULT_LAZY_POLL) {
+		if (p->tx_depth && fault != WL_FAULT_NEVER_SIGNAL && fault != WL_FAULT_LAZY_POLL &&
+		    fault != WL_FAULT_RQ_STARVE) {
 			out = r->wrs - st.retired_wrs;
 			if (out + k > p->tx_depth) {
+				uint64_t now;
+
 				/* None of them signaled (a failed list dropped
 				 * its signaled WR): no CQE will ever make room,
 				 * as an application waiting here hangs. */
 				if (st.retired >= st.last_signaled) {
-					r->stalled = out;
+					r->stalled_unsignaled = out;
+					r->stalled = 1;
 					break;
 				}
-				poll_once(ep, p, r, &st, stamps, wc);
+
+				if (poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE) > 0 || !held_since) {
+					held_since = wl_now_ns();
+					continue;
+				}
+				/* completions stopped coming (an overrun CQ writes no
+				 * more): give up as the drain does */
+				now = wl_now_ns();
+				last_now = now;
+				if (now - held_since > p->drain_ns) {
+					r->stalled = 1;
+					break;
+				}
 				continue;
 			}
+			held_since = 0;
 		}
 		if (p->rate) {
 			uint64_t due = r->start_ns + r->attempts * 1000000000ull / p->rate;
@@ -492,16 +413,18 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 
 		if (fault == WL_FAULT_LAZY_POLL && p->lazy_poll > 1) {
 			if (r->post_calls % p->lazy_poll == 0)
-				poll_once(ep, p, r, &st, stamps, wc);
+				poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE);
+		} else if (fault == WL_FAULT_CQ_OVERRUN) {
+			/* reaped only when the flow control above holds */
 		} else {
-			poll_once(ep, p, r, &st, stamps, wc);
+			poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE);
 		}
 	}
 
 	/* Drain: wait for the CQE of the last signaled WR. */
 	idle_since = wl_now_ns();
-	while (st.retired < st.last_signaled) {
-		int n = poll_once(ep, p, r, &st, stamps, wc);
+	while (!r->stalled && st.retired < st.last_signaled) {
+		int n = poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE);
 
 		if (n > 0)
 			idle_since = wl_now_ns();

@@ -15,6 +15,9 @@ enum wl_fault {
 	WL_FAULT_INLINE_TOO_BIG,/* inline payload over max_inline_data */
 	WL_FAULT_TOO_MANY_SGE,  /* num_sge over max_send_sge */
 	WL_FAULT_BAD_OPCODE,    /* an opcode the provider rejects (EINVAL) */
+	WL_FAULT_POST_BEFORE_RTS,/* post on a QP left in RTR (set up by the caller) */
+	WL_FAULT_CQ_OVERRUN,    /* reap only when tx_depth WRs are outstanding */
+	WL_FAULT_RQ_STARVE,     /* the receiver reaps its receives but posts no new ones */
 };
 
 struct wl_params {
@@ -66,9 +69,10 @@ struct wl_result {
 	uint64_t recv_cqes;
 	uint64_t start_ns, end_ns;
 	uint64_t undrained;    /* signaled WRs whose CQE never came */
-	uint64_t stalled;      /* WRs outstanding, none signaled, when the flow control stalled */
+	uint64_t stalled_unsignaled; /* WRs outstanding, none signaled, when the flow control stalled */
 	uint64_t fault_start_ns; /* when the fault became active (0: never) */
 	uint64_t fault_attempt;  /* WRs attempted before it did */
+	int stalled;             /* held by tx_depth with no CQE for drain_ns: stopped */
 };
 
 int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,

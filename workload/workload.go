@@ -11,6 +11,7 @@ package workload
 #cgo LDFLAGS: -libverbs
 #include <stdlib.h>
 #include "loop.h"
+#include "../verbs/wrbuild.h"
 */
 import "C"
 
@@ -27,6 +28,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/verbs"
 )
 
@@ -40,17 +42,29 @@ const (
 	FaultInlineTooBig
 	FaultTooManySGE
 	FaultBadOpcode
+	// FaultPostBeforeRTS leaves the QP in RTR, as an application that
+	// posts before its connection is set up.
+	FaultPostBeforeRTS
+	// FaultCQOverrun reaps the CQ only when the application's own limit
+	// of outstanding WRs is reached: with a CQ smaller than the signaled
+	// WRs that allows (--cq-depth), the CQ overruns.
+	FaultCQOverrun
+	// FaultRQStarve: the receiver of a SEND stream reaps its receive
+	// completions but posts no new receives, and the sender trusts its SQ
+	// (no limit of its own): SENDs wait on RNR retries and the SQ fills.
+	FaultRQStarve
 )
 
 var faultNames = map[Fault]string{
 	FaultNone: "none", FaultNeverSignal: "never-signal", FaultLazyPoll: "lazy-poll",
 	FaultInlineTooBig: "inline-too-big", FaultTooManySGE: "too-many-sge", FaultBadOpcode: "bad-opcode",
+	FaultPostBeforeRTS: "post-before-rts", FaultCQOverrun: "cq-overrun", FaultRQStarve: "rq-starve",
 }
 
 func (f Fault) String() string { return faultNames[f] }
 
 // ParseFault parses --fault: never-signal, lazy-poll=N, inline-too-big,
-// too-many-sge, bad-opcode.
+// too-many-sge, bad-opcode, post-before-rts, cq-overrun, rq-starve.
 func ParseFault(s string) (Fault, uint32, error) {
 	name, arg, hasArg := strings.Cut(s, "=")
 	for f, n := range faultNames {
@@ -72,7 +86,7 @@ func ParseFault(s string) (Fault, uint32, error) {
 		}
 		return f, 0, nil
 	}
-	return 0, 0, fmt.Errorf("unknown fault %q (want never-signal, lazy-poll=N, inline-too-big, too-many-sge or bad-opcode)", s)
+	return 0, 0, fmt.Errorf("unknown fault %q (want never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts, cq-overrun or rq-starve)", s)
 }
 
 // Config is one workload run. Names follow perftest where it has the knob.
@@ -95,7 +109,15 @@ type Config struct {
 	PollBatch uint32
 	// CQEx creates the send CQ with ibv_create_cq_ex and polls it with
 	// ibv_start_poll, ibv_next_poll and ibv_end_poll (--cq-ex).
-	CQEx     bool
+	CQEx bool
+	// CQDepth is the entries asked for each send CQ (--cq-depth); 0 gives
+	// room for every WR the SQ holds.
+	CQDepth uint32
+	// Receiver gives each QP on the simulator a receiving peer whose
+	// receives its SENDs take (--receiver; a device's QPs always have
+	// one); RNRRetry is the sender's rnr_retry (--rnr-retry, 7: forever).
+	Receiver bool
+	RNRRetry uint32
 	Rate     uint64 // WR/s per QP
 	SigAll   bool
 	Fault    Fault
@@ -119,6 +141,7 @@ func Defaults() Config {
 		Size: 64, InlineSize: 0, CQMod: 100, TxDepth: 128, PostList: 1, Iters: 5000,
 		QPs: 1, Conn: verbs.RC, Opcodes: []int{verbs.OpSend}, API: "post_send", PollBatch: 16,
 		NumSGE: 1, Sim: verbs.DefaultNICModel(), DrainTimeout: 2 * time.Second, FaultQP: -1,
+		RNRRetry: 7,
 	}
 }
 
@@ -194,6 +217,27 @@ func (c *Config) Validate(cqModExplicit bool) error {
 	if c.FaultAfter < 0 {
 		return usagef("--fault-after must be positive")
 	}
+	if c.Fault == FaultPostBeforeRTS && c.FaultAfter != 0 {
+		return usagef("--fault post-before-rts takes no --fault-after: the QP never reaches RTS")
+	}
+	if c.Fault == FaultRQStarve {
+		if c.Conn != verbs.RC || !sendsOnly(c.Opcodes) {
+			return usagef("--fault rq-starve needs RC and --opcode send or send_imm (the opcodes that take the receiver's receives)")
+		}
+		c.Receiver = true
+	}
+	if c.Receiver && c.Conn != verbs.RC {
+		return usagef("--receiver needs --connection RC")
+	}
+	if c.RNRRetry > 7 {
+		return usagef("--rnr-retry %d out of range 0..7 (7: retry forever)", c.RNRRetry)
+	}
+	if c.CQDepth > 4194304 {
+		return usagef("--cq-depth %d over the limit of 4194304", c.CQDepth)
+	}
+	if c.Fault == FaultCQOverrun && (c.CQDepth == 0 || c.CQDepth >= c.TxDepth/c.CQMod) {
+		return usagef("--fault cq-overrun needs --cq-depth N below the signaled WRs -t/-Q allows outstanding (%d)", c.TxDepth/c.CQMod)
+	}
 	return nil
 }
 
@@ -206,31 +250,34 @@ func gcd(a, b uint32) uint32 {
 
 // AppCounters is what the application side knows, on any device.
 type AppCounters struct {
-	Attempts        uint64 `json:"attempts"`
-	WRs             uint64 `json:"wrs"`
-	PostCalls       uint64 `json:"post_calls"`
-	Doorbells       uint64 `json:"doorbells"`
-	Inline          uint64 `json:"inline"`
-	Signaled        uint64 `json:"signaled"`
-	CQEsPolled      uint64 `json:"cqes_polled"`
-	CQEErrors       uint64 `json:"cqe_errors"`
-	Polls           uint64 `json:"polls"`
-	EmptyPolls      uint64 `json:"empty_polls"`
-	ENOMEM          uint64 `json:"enomem"`
-	EINVAL          uint64 `json:"einval"`
-	OtherErrors     uint64 `json:"other_errors"`
-	FirstErrno      int    `json:"first_errno"`
-	FirstErrorAt    uint64 `json:"first_error_at"`
-	PeakOutstanding uint64 `json:"peak_outstanding"`
-	Undrained       uint64 `json:"undrained"`
-	// Stalled is the WRs outstanding, none of them signaled, when the
-	// run stopped because its flow control could never post again.
-	Stalled      uint64  `json:"stalled_outstanding,omitempty"`
-	AvgPostNS    float64 `json:"avg_post_ns"`
-	AvgLatencyNS float64 `json:"avg_latency_ns"`
-	MaxLatencyNS uint64  `json:"max_latency_ns"`
-	Seconds      float64 `json:"seconds"`
-	RecvsPosted  uint64  `json:"recvs_posted"`
+	Attempts        uint64  `json:"attempts"`
+	WRs             uint64  `json:"wrs"`
+	PostCalls       uint64  `json:"post_calls"`
+	Doorbells       uint64  `json:"doorbells"`
+	Inline          uint64  `json:"inline"`
+	Signaled        uint64  `json:"signaled"`
+	CQEsPolled      uint64  `json:"cqes_polled"`
+	CQEErrors       uint64  `json:"cqe_errors"`
+	Polls           uint64  `json:"polls"`
+	EmptyPolls      uint64  `json:"empty_polls"`
+	ENOMEM          uint64  `json:"enomem"`
+	EINVAL          uint64  `json:"einval"`
+	OtherErrors     uint64  `json:"other_errors"`
+	FirstErrno      int     `json:"first_errno"`
+	FirstErrorAt    uint64  `json:"first_error_at"`
+	PeakOutstanding uint64  `json:"peak_outstanding"`
+	Undrained       uint64  `json:"undrained"`
+	AvgPostNS       float64 `json:"avg_post_ns"`
+	AvgLatencyNS    float64 `json:"avg_latency_ns"`
+	MaxLatencyNS    uint64  `json:"max_latency_ns"`
+	Seconds         float64 `json:"seconds"`
+	RecvsPosted     uint64  `json:"recvs_posted"`
+	// Stalled: the run stopped early, held by its own limit of
+	// outstanding WRs while no completion came for the drain timeout, or
+	// could come: StalledUnsignaled WRs were outstanding and none of them
+	// signaled (a failed list dropped its signaled WR).
+	Stalled           bool   `json:"stalled,omitempty"`
+	StalledUnsignaled uint64 `json:"stalled_unsignaled,omitempty"`
 	// FaultStartSeconds is when the fault became active (0: from the start
 	// or never); FaultStartWR how many WRs were attempted before.
 	FaultStartSeconds float64 `json:"fault_start_s,omitempty"`
@@ -248,9 +295,14 @@ type QPResult struct {
 	Caps     verbs.Caps
 	Type     verbs.QPType
 	App      AppCounters
-	WRSize   uint32 // payload bytes per WR actually used
-	InlineOn bool
-	NumSGE   uint32
+	WRSize   uint32 // local bytes per WR actually used (an atomic's 8, whatever -s says)
+	// SizesVary: the opcodes take different sizes (-s, an atomic's 8):
+	// WRSize is -s, and no size or MB/s is given for the run as a whole
+	SizesVary bool
+	InlineOn  bool
+	NumSGE    uint32
+	// Receiver is the simulated receiving peer's ground truth, when it has one.
+	Receiver *verbs.Counters
 }
 
 // Result is a whole run.
@@ -290,6 +342,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// the peer takes atomics only when asked to when connected
 		RemoteAtomic: atomics(cfg.Opcodes),
 		BufSize:      int(cfg.Size)*4 + 4096,
+		CQDepth:      cfg.CQDepth,
+		Receiver:     cfg.Receiver && dev.Simulated(),
+		RNRRetry:     uint8(cfg.RNRRetry),
 	}
 	if qcfg.WRAPI {
 		qcfg.SendOps = sendOps(cfg.Opcodes)
@@ -306,7 +361,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	eps := make([]*verbs.Endpoint, cfg.QPs)
 	for i := range eps {
-		ep, err := dev.NewEndpoint(qcfg)
+		qc := qcfg
+		qc.StopAtRTR = cfg.Fault == FaultPostBeforeRTS && (cfg.FaultQP < 0 || cfg.FaultQP == i)
+		ep, err := dev.NewEndpoint(qc)
 		if err != nil {
 			return nil, err
 		}
@@ -392,6 +449,19 @@ func open(cfg Config) (verbs.Device, error) {
 	return verbs.OpenDevice(cfg.Device, verbs.DeviceOptions{Port: cfg.Port, GIDIndex: cfg.GIDIndex})
 }
 
+// localSize is the local bytes of each WR of the opcodes when asked for
+// size, by the rule of verbs/wrbuild.h (an atomic's 8 bytes); size and
+// true when the opcodes take different sizes.
+func localSize(ops []int, size uint32) (uint32, bool) {
+	first := uint32(C.sq_wr_local_len(C.int(ops[0]), C.uint32_t(size)))
+	for _, op := range ops[1:] {
+		if uint32(C.sq_wr_local_len(C.int(op), C.uint32_t(size))) != first {
+			return size, true
+		}
+	}
+	return first, false
+}
+
 // shape is what every WR of a phase looks like.
 type shape struct {
 	size   uint32
@@ -453,9 +523,9 @@ func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, healthy, f
 		CQEsPolled: uint64(r.cqes), CQEErrors: uint64(r.cqe_errors), Polls: uint64(r.polls),
 		EmptyPolls: uint64(r.empty_polls), ENOMEM: uint64(r.enomem), EINVAL: uint64(r.einval),
 		OtherErrors: uint64(r.other_errors), FirstErrno: int(r.first_errno), FirstErrorAt: uint64(r.first_error_at),
-		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained), Stalled: uint64(r.stalled),
+		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained), StalledUnsignaled: uint64(r.stalled_unsignaled),
 		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted),
-		Seconds: float64(r.end_ns-r.start_ns) / 1e9,
+		Seconds: float64(r.end_ns-r.start_ns) / 1e9, Stalled: r.stalled != 0,
 	}
 	if r.fault_start_ns != 0 {
 		app.FaultStartSeconds = float64(r.fault_start_ns-r.start_ns) / 1e9
@@ -471,9 +541,15 @@ func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, healthy, f
 		app.Fault = fault.String()
 	}
 	q := QPResult{Index: idx, Caps: ep.Caps, Type: ep.Type, App: app, WRSize: size, InlineOn: inline, NumSGE: nsge}
+	q.WRSize, q.SizesVary = localSize(cfg.Opcodes, size)
 	if c, ok := dev.Counters(ep); ok {
 		q.Counters = c
 		q.HCATruth = true
+		if s, ok := dev.(*verbs.Sim); ok {
+			if p, ok := s.PeerCounters(ep); ok {
+				q.Receiver = &p
+			}
+		}
 	} else {
 		q.Counters = appSideCounters(ep, app, fault, size, nsge)
 	}
@@ -494,6 +570,8 @@ func appSideCounters(ep *verbs.Endpoint, a AppCounters, fault Fault, size, nsge 
 		c.Signaled = a.WRs
 	}
 	switch {
+	case fault == FaultPostBeforeRTS:
+		c.NotRTS = a.ENOMEM + a.EINVAL
 	case fault == FaultInlineTooBig && size > ep.Caps.MaxInlineData:
 		c.ENOMEMInline = a.ENOMEM
 	case nsge > ep.Caps.MaxSendSGE:
@@ -526,4 +604,16 @@ func writeReady(path string, eps []*verbs.Endpoint) error {
 		return fmt.Errorf("writing ready file: %w", err)
 	}
 	return nil
+}
+
+// sendsOnly reports whether every opcode takes a receive at the responder
+// and is one the traffic loop sends with a payload (SEND, SEND with
+// immediate).
+func sendsOnly(ops []int) bool {
+	for _, op := range ops {
+		if op != verbs.OpSend && op != ibv.WRSendWithImm {
+			return false
+		}
+	}
+	return len(ops) > 0
 }

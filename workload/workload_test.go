@@ -190,8 +190,8 @@ func TestFaults(t *testing.T) {
 			// a bind takes no SGE: it is posted, the WR after it refused
 			c.Opcodes = []int{verbs.OpRDMAWrite, ibv.WRRDMARead, ibv.WRBindMW}
 		}, func(t *testing.T, q QPResult) {
-			if q.App.Stalled != 3 || q.Counters.WRs != 3 || q.App.Attempts != 16 || q.Counters.Signaled != 0 {
-				t.Fatalf("stalled with %d outstanding after %d attempts, %+v", q.App.Stalled, q.App.Attempts, q.Counters)
+			if !q.App.Stalled || q.App.StalledUnsignaled != 3 || q.Counters.WRs != 3 || q.App.Attempts != 16 || q.Counters.Signaled != 0 {
+				t.Fatalf("stalled %v with %d outstanding after %d attempts, %+v", q.App.Stalled, q.App.StalledUnsignaled, q.App.Attempts, q.Counters)
 			}
 		}},
 		{"UD", func(c *Config) { c.Conn = verbs.UD; c.Iters = 1000; c.InlineSize = 64 }, func(t *testing.T, q QPResult) {

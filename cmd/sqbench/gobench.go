@@ -52,6 +52,13 @@ var goBenches = []goBench{
 		{"BenchmarkExport", "heap-MiB-third", exportHeapThird, "MiB"},
 		{"BenchmarkExport", "heap-MiB-whole", exportHeapWhole, "MiB"},
 	}},
+	{pkg: "./probe/", pattern: "BenchmarkAttachRunning", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
+		{"BenchmarkAttachRunning", "scan-GiB/s", "-p on a process with 1 GiB of heap: memory scan speed (target >= 1)", "GiB/s"},
+		{"BenchmarkAttachRunning", "scan-GiB/cpu-s", "-p on a process with 1 GiB of heap: memory scan speed per CPU-second", "GiB/CPU-s"},
+		{"BenchmarkAttachRunning", "scan-cpu-share", "-p on a process with 1 GiB of heap: share of a core the scan got", "× a core"},
+		{"BenchmarkAttachRunning", "scan-ms", "-p on a process with 1 GiB of heap: memory scan time", "ms"},
+		{"BenchmarkAttachRunning", "stop-ms", "-p on a process with 1 GiB of heap: target stopped while probes are placed", "ms"},
+	}},
 	{pkg: "./tui/", pattern: "BenchmarkTUICPU", benchtime: "1x", count: 1, metrics: []goMetric{
 		{"BenchmarkTUICPU", "%cpu@10Hz/64QPs", "TUI CPU at 10 Hz, 64 QPs (target < 5)", "% of a core"},
 	}},

@@ -104,3 +104,30 @@ func TestExportVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// The tracer's JSON summary is read whether or not the workload wrote text
+// before it.
+func TestParseTraceJSON(t *testing.T) {
+	const js = "{\n  \"events\": 12,\n  \"lost_events\": 3,\n  \"qps\": [\n    {\n      \"wrs\": 7\n    }\n  ]\n}\n"
+	for _, c := range []struct {
+		name, out string
+		err       bool
+	}{
+		{"alone", js, false},
+		{"after the workload's text", "QP 0x1c0: 7 WRs\n" + js, false},
+		{"none", "QP 0x1c0: 7 WRs\n", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, err := parseTraceJSON([]byte(c.out))
+			if c.err {
+				if err == nil {
+					t.Fatalf("no error for %q", c.out)
+				}
+				return
+			}
+			if err != nil || tr.Events != 12 || tr.Lost != 3 || len(tr.QPs) != 1 || tr.QPs[0].WRs != 7 {
+				t.Fatalf("parseTraceJSON = %+v, %v", tr, err)
+			}
+		})
+	}
+}

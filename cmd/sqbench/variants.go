@@ -212,11 +212,11 @@ type traceJSON struct {
 // own text output.
 func parseTraceJSON(out []byte) (traceJSON, error) {
 	var tr traceJSON
-	i := bytes.Index(out, []byte("\n{"))
-	if i < 0 {
+	i := bytes.Index(out, []byte("\n{")) + 1 // after the workload's text, if it wrote any
+	if i == 0 && !bytes.HasPrefix(out, []byte("{")) {
 		return tr, fmt.Errorf("no JSON summary in sqscope's output: %s", lastLine(out))
 	}
-	if err := json.Unmarshal(out[i+1:], &tr); err != nil {
+	if err := json.Unmarshal(out[i:], &tr); err != nil {
 		return tr, fmt.Errorf("sqscope's JSON summary: %w", err)
 	}
 	return tr, nil

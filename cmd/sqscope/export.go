@@ -76,7 +76,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fi := r.Info()
 	o := &f.o
 	o.Recording, o.Version, o.Info, o.Progress, o.Offset = path, version, fi, stderr, r.Offset
-	o.Model = analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, fi)}
+	o.Model = analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, fi), Clock: fi.Anchor()}
 	x, err := export.New(w, export.Format(f.format), *o)
 	if err != nil {
 		return cli.UsageErr("export: %v", err)

@@ -27,6 +27,10 @@ var faultRuns = []struct{ name, flags string }{
 	{"bad-opcode", "--fault bad-opcode -n 200"},
 	{"sig-all-with-flags", "-s 64 -I 64 -Q 16 --sig-all -n 1000"},
 	{"never-signal-after-healthy", "-s 64 -I 64 -Q 16 -t 128 --fault never-signal --fault-after 0.05 -D 0.2 --rate 20000"},
+	{"post-before-rts", "--fault post-before-rts -n 200"},
+	{"post-before-rts-wr-api", "--fault post-before-rts --api wr -n 200"},
+	{"cq-overrun", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000"},
+	{"rq-starve", "-t 64 -Q 8 --fault rq-starve -n 500"},
 }
 
 // diagnosisLines renders a report's diagnoses without the times of day
@@ -41,6 +45,7 @@ func diagnosisLines(t *testing.T, reportJSON []byte) string {
 			ENOMEMInline uint64 `json:"enomem_inline"`
 			ENOMEMSGE    uint64 `json:"enomem_sge"`
 			EINVAL       uint64 `json:"einval"`
+			NotRTS       uint64 `json:"not_rts"`
 		} `json:"qps"`
 		Diagnoses []struct {
 			Kind, Severity, Message, Fix string
@@ -53,8 +58,12 @@ func diagnosisLines(t *testing.T, reportJSON []byte) string {
 	}
 	var b strings.Builder
 	for _, q := range r.QPs {
-		fmt.Fprintf(&b, "QP %#x: wrs %d, enomem sq_full %d inline %d sge %d, einval %d\n",
+		fmt.Fprintf(&b, "QP %#x: wrs %d, enomem sq_full %d inline %d sge %d, einval %d",
 			q.QPNum, q.WRs, q.ENOMEMSQFull, q.ENOMEMInline, q.ENOMEMSGE, q.EINVAL)
+		if q.NotRTS > 0 {
+			fmt.Fprintf(&b, ", not in RTS %d", q.NotRTS)
+		}
+		b.WriteString("\n")
 	}
 	for _, d := range r.Diagnoses {
 		fmt.Fprintf(&b, "%s %s QP %#x x%d\n  %s\n  fix: %s\n", strings.ToUpper(d.Severity), d.Kind, d.QPNum, d.Count, d.Message, d.Fix)

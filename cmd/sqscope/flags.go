@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +23,8 @@ type targetFlags struct {
 	pid      int
 	cmd      string
 	workload bool
+	all      bool // -a: every verbs process of the host
+	noFollow bool // --no-follow: not the started command's children
 	probes   []probe.ExplicitProbe
 	anywhere bool
 	mode     string
@@ -35,12 +38,15 @@ type targetFlags struct {
 	keep     bool   // --keep-target
 	recordTo string // record's -o
 	force    bool   // record's --force
+	attach   session.AttachFlags
 }
 
 func (tf *targetFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&tf.pid, "p", 0, "trace a running process by PID")
 	fs.StringVar(&tf.cmd, "c", "", "start CMD (a command line) and trace it")
 	fs.BoolVar(&tf.workload, "workload", false, "start the built-in workload with the flags after -- and trace it")
+	fs.BoolVar(&tf.all, "a", false, "trace every process of the host that uses verbs, running now or started later, until Ctrl-C or -D")
+	fs.BoolVar(&tf.noFollow, "no-follow", false, "trace only the started command, not the processes it starts (by default its children are traced too)")
 	fs.Func("probe", "explicit data-path probe FUNC=LIB:0xOFFSET (post_send, poll_cq, post_recv); repeatable", func(s string) error {
 		p, err := probe.ParseProbe(s)
 		if err != nil {
@@ -61,29 +67,23 @@ func (tf *targetFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&tf.timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
 	fs.StringVar(&tf.failOn, "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
 	fs.IntVar(&tf.ringMiB, "ring-mib", 8, "ring buffer size in MiB (a power of two)")
+	tf.attach.Register(fs)
 }
 
 // check validates the combination; rest is what followed "--".
 func (tf *targetFlags) check(rest []string) error {
-	n := 0
-	if tf.pid != 0 {
-		n++
-	}
-	if tf.cmd != "" {
-		n++
-	}
-	if tf.workload {
-		n++
-	}
+	n := len(slices.DeleteFunc([]bool{tf.pid != 0, tf.cmd != "", tf.workload, tf.all}, func(given bool) bool { return !given }))
 	switch {
-	case n == 0:
-		return errors.New("no target: give -p PID, -c CMD or --workload -- FLAGS")
+	case n == 0 && len(rest) == 0:
+		return errors.New("no target: give -p PID, -c CMD, -- CMD ARGS, -a or --workload -- FLAGS")
 	case n > 1:
-		return errors.New("give only one of -p, -c and --workload")
+		return errors.New("give only one of -p, -c, -a and --workload")
 	case tf.pid < 0:
 		return fmt.Errorf("bad process id %d", tf.pid)
-	case len(rest) > 0 && !tf.workload:
-		return fmt.Errorf("unexpected arguments %q (workload flags go after --workload --)", strings.Join(rest, " "))
+	case len(rest) > 0 && !tf.workload && n > 0:
+		return fmt.Errorf("unexpected arguments %q: a command goes after -- without -c, -p or -a, workload flags after --workload --", strings.Join(rest, " "))
+	case tf.noFollow && (tf.pid != 0 || tf.all):
+		return errors.New("--no-follow: only a command sqscope starts is followed (-c, -- CMD, --workload)")
 	case tf.mode != "events" && tf.mode != "counters":
 		return fmt.Errorf("--mode %q: want events or counters", tf.mode)
 	case tf.callTime && tf.mode != "events":
@@ -104,9 +104,9 @@ func (tf *targetFlags) check(rest []string) error {
 // "--". A started target writes to childOut, or to sqscope's own stdout
 // and stderr when it is nil.
 func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*session.Session, error) {
-	cfg := session.Config{PID: tf.pid, Probes: tf.probes, ProbesAnywhere: tf.anywhere, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
+	cfg := session.Config{PID: tf.pid, All: tf.all, Follow: !tf.noFollow && tf.pid == 0 && !tf.all, Probes: tf.probes, ProbesAnywhere: tf.anywhere, Mode: tf.mode, CallTimes: tf.callTime, NoStop: tf.noStop,
 		Wait: tf.wait, VerbsTimeout: tf.timeout, Duration: tf.duration, KeepTarget: tf.keep, RingBytes: tf.ringMiB << 20, ChildOut: childOut, Warnings: stderr,
-		RecordTo: tf.recordTo, RecordForce: tf.force, Version: version}
+		RecordTo: tf.recordTo, RecordForce: tf.force, Version: version, Attach: tf.attach}
 	switch {
 	case tf.workload:
 		self, err := os.Executable()
@@ -115,12 +115,11 @@ func (tf *targetFlags) start(rest []string, stderr, childOut io.Writer) (*sessio
 		}
 		cfg.Argv = append([]string{self, "workload"}, rest...)
 		cfg.Target = "sqscope workload " + strings.Join(rest, " ")
-	case tf.cmd != "":
-		argv, err := session.SplitCommand(tf.cmd)
-		if err != nil {
+	case tf.cmd != "" || len(rest) > 0:
+		var err error
+		if cfg.Env, cfg.Argv, cfg.Target, err = session.ParseCommand(tf.cmd, rest); err != nil {
 			return nil, err
 		}
-		cfg.Argv, cfg.Target = argv, tf.cmd
 	}
 	return session.Start(cfg)
 }

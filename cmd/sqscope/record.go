@@ -21,7 +21,7 @@ EXAMPLES
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf targetFlags
-	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file.",
 		recordExamples, stdout)
 	tf.register(fs)

@@ -72,7 +72,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("report: %w", err)
 	}
 	defer r.Close()
-	a := analyzer.New(analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, r.Info())})
+	a := analyzer.New(analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, r.Info()), Clock: r.Info().Anchor()})
 	res, err := session.ReadAll(ctx, r, a.Ingest)
 	if err != nil {
 		return fmt.Errorf("report: %s: %w", path, err)

@@ -55,7 +55,7 @@ func (e *events) hdr() trace.Header {
 
 func (e *events) create(qpn, depth uint32) {
 	e.evs = append(e.evs, &trace.QPCreate{Header: e.hdr(), QP: 0x1000 + uint64(qpn), QPNum: qpn, Type: trace.QPTypeRC,
-		SendCQ: 0x2000 + uint64(qpn), Caps: trace.Caps{MaxSendWR: depth, MaxSendSGE: 1, MaxInlineData: 124}})
+		SendCQ: 0x2000 + uint64(qpn), Caps: trace.Caps{MaxSendWR: depth, MaxSendSGE: 1, MaxInlineData: 124}, Via: "sqsim_create_qp"})
 }
 
 func (e *events) post(qpn uint32, n int, flags uint32, sigEvery uint64, ret int32, accepted int) {
@@ -193,7 +193,8 @@ func TestReportComplete(t *testing.T) {
 		t.Fatalf("QPs %+v", r.QPs)
 	}
 	kinds := fmt.Sprint(r.Diagnoses)
-	if kinds != "[{sq_overflow_never_signaled} {unsignaled_run_near_depth}]" {
+	// a queue of 4 is too small for a prediction before it fails
+	if kinds != "[{sq_overflow_never_signaled}]" {
 		t.Fatalf("diagnoses %s", kinds)
 	}
 
@@ -201,8 +202,8 @@ func TestReportComplete(t *testing.T) {
 	for _, want := range []string{
 		"recording " + path + ": app (pid 7) on host kernel 6.8.0 started 2023-11-14T22:13:20Z probes symbol sqscope test\n",
 		"sqscope: 19 events over 0.000 s, 2 QP(s), 0 lost events\n",
-		"QP 0x11 (pid 7, RC): max_send_wr 4",
-		"  ERROR sq_overflow_never_signaled: QP 0x11 (pid 7) at 1019000 ns (+0.000018 s)\n",
+		"QP 0x11 (pid 7, RC, found by its create): max_send_wr 4",
+		"  ERROR sq_overflow_never_signaled: QP 0x11 (pid 7) at +0.000018000 s\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text report lacks %q:\n%s", want, out)

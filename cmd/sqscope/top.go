@@ -28,6 +28,8 @@ EXAMPLES
         watch perftest
   sqscope top -p 4242 | cat
         without a terminal: a text report every second
+  sqscope top
+        every process of the host that uses verbs (as -a)
 KEYS
   arrows or j/k select, Enter detail, o/O sort, p pause, r reset, s save, / filter, ? help, q quit
 `
@@ -41,7 +43,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var tf targetFlags
 	var interval float64
 	var noTUI bool
-	fs := cli.CommandFlags("top", "top (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("top", "top [-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...] [flags]",
 		"Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.",
 		topExamples, stdout)
 	tf.register(fs)
@@ -49,6 +51,9 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
+	}
+	if tf.pid == 0 && tf.cmd == "" && !tf.workload && len(fs.Args()) == 0 {
+		tf.all = true // no target: the whole host, as top shows it
 	}
 	if err := tf.check(fs.Args()); err != nil {
 		return cli.UsageErr("top: %v", err)
@@ -161,7 +166,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return runReport(ctx, args, stdout, stderr)
 	}
 	rp, info, err := session.OpenReplay(path, func(fi trace.FileInfo) analyzer.Options {
-		return analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, fi)}
+		return analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, fi), Clock: fi.Anchor()}
 	})
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)

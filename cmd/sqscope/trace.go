@@ -30,7 +30,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var interval float64
 	var asJSON bool
 	var out string
-	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
 		traceExamples, stdout)
 	tf.register(fs)

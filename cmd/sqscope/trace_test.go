@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -67,7 +68,8 @@ var exactFields = []string{
 	"wrs", "inline", "signaled", "post_calls", "cqes_polled",
 	"enomem_sq_full", "enomem_inline", "enomem_sge", "einval",
 	"doorbells", "bf_writes", "dma_reads_wqe", "dma_reads_payload", "cqe_writes", "peak_outstanding",
-	"max_send_wr", "max_inline_data",
+	"max_send_wr", "max_inline_data", "dma_bytes_payload", "dma_writes_response", "dma_bytes_response",
+	"not_rts", "post_recvs", "recv_cqes_polled",
 }
 
 type traceOut struct {
@@ -135,6 +137,12 @@ func readTruth(t *testing.T, path string) []map[string]any {
 // compareQPs requires every exact field of every QP to equal the truth.
 func compareQPs(t *testing.T, what string, got, truth []map[string]any) {
 	t.Helper()
+	for _, q := range truth {
+		// a simulated receiving peer is a QP of the trace too
+		if r, ok := q["receiver"].(map[string]any); ok {
+			truth = append(truth, r)
+		}
+	}
 	if len(got) != len(truth) {
 		t.Fatalf("%s saw %d QPs, the workload had %d", what, len(got), len(truth))
 	}
@@ -199,31 +207,54 @@ const everyOpcode = "send,send_imm,send_inv,write,write_imm,read,cmp_swp,fetch_a
 // and the data path was found through the ops table.
 func TestTraceMatchesGroundTruth(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
-	matrix := []struct{ name, flags string }{
-		{"inline Q16", "-s 64 -I 64 -Q 16 -n 20000"},
-		{"no inline Q16", "-s 64 -Q 16 -n 20000"},
-		{"inline Q1", "-s 64 -I 64 -Q 1 -n 5000"},
-		{"inline Q64 depth 256", "-s 64 -I 64 -Q 64 -t 256 -n 20000"},
-		{"post list 8", "-s 64 -I 64 -Q 16 -l 8 -n 20000"},
-		{"wr api depth 64 list 8", "-s 64 -Q 16 -t 64 -l 8 --api wr -n 20000"},
-		{"wr api inline", "-s 64 -I 64 -Q 16 --api wr -n 20000"},
-		{"3 QPs", "-s 64 -I 64 -Q 16 --qps 3 -n 10000"},
-		{"sig-all", "-s 64 -I 64 --sig-all -n 5000"},
-		{"UD", "-s 64 -I 64 -Q 16 --connection UD -n 10000"},
-		{"write list 8 Q64", "-s 256 --opcode write -l 8 -Q 64 -t 256 -n 20000"},
-		{"never-signal", "-t 128 --fault never-signal -n 2000"},
-		{"never-signal wr api", "-t 128 --fault never-signal --api wr -n 2000"},
-		{"lazy-poll", "-t 128 -Q 16 --fault lazy-poll=300 -n 5000"},
-		{"inline-too-big", "--fault inline-too-big -n 500"},
-		{"too-many-sge", "--fault too-many-sge -n 500"},
-		{"bad-opcode", "--fault bad-opcode -n 500"},
+	// what a READ or atomic run must show besides the truth: the HCA
+	// writes the responses into the local buffer and reads no payload
+	type reads struct {
+		opcodes                         map[string]any
+		payloadReads, respWrites, respB float64
+	}
+	readBW := &reads{map[string]any{"RDMA_READ": 2000.0}, 0, 2000, 128000}
+	atomics := &reads{map[string]any{"ATOMIC_CMP_AND_SWP": 2000.0, "ATOMIC_FETCH_AND_ADD": 2000.0}, 0, 4000, 32000}
+	matrix := []struct {
+		name, flags string
+		reads       *reads
+	}{
+		{"inline Q16", "-s 64 -I 64 -Q 16 -n 20000", nil},
+		{"no inline Q16", "-s 64 -Q 16 -n 20000", nil},
+		{"inline Q1", "-s 64 -I 64 -Q 1 -n 5000", nil},
+		{"inline Q64 depth 256", "-s 64 -I 64 -Q 64 -t 256 -n 20000", nil},
+		{"post list 8", "-s 64 -I 64 -Q 16 -l 8 -n 20000", nil},
+		{"wr api depth 64 list 8", "-s 64 -Q 16 -t 64 -l 8 --api wr -n 20000", nil},
+		{"wr api inline", "-s 64 -I 64 -Q 16 --api wr -n 20000", nil},
+		{"3 QPs", "-s 64 -I 64 -Q 16 --qps 3 -n 10000", nil},
+		{"sig-all", "-s 64 -I 64 --sig-all -n 5000", nil},
+		{"UD", "-s 64 -I 64 -Q 16 --connection UD -n 10000", nil},
+		{"write list 8 Q64", "-s 256 --opcode write -l 8 -Q 64 -t 256 -n 20000", nil},
+		{"never-signal", "-t 128 --fault never-signal -n 2000", nil},
+		{"never-signal wr api", "-t 128 --fault never-signal --api wr -n 2000", nil},
+		{"lazy-poll", "-t 128 -Q 16 --fault lazy-poll=300 -n 5000", nil},
+		{"inline-too-big", "--fault inline-too-big -n 500", nil},
+		{"too-many-sge", "--fault too-many-sge -n 500", nil},
+		{"bad-opcode", "--fault bad-opcode -n 500", nil},
 		// every opcode the simulated HCA builds, in turn, and extended
 		// CQ polling (ibv_start_poll..ibv_end_poll)
-		{"every opcode", "--opcode " + everyOpcode + " -s 64 -I 64 -Q 4 -l 4 -n 8800"},
-		{"every opcode wr api", "--opcode " + everyOpcode + " -s 64 -I 64 -Q 4 -l 4 -n 8800 --api wr"},
-		{"cq-ex", "-s 64 -I 64 -Q 16 -n 20000 --cq-ex"},
-		{"cq-ex every opcode wr api", "--opcode " + everyOpcode + " -s 64 -Q 3 -l 2 -n 8800 --api wr --cq-ex --poll-batch 5"},
-		{"cq-ex lazy-poll", "-t 128 -Q 16 --fault lazy-poll=300 -n 5000 --cq-ex"},
+		{"every opcode", "--opcode " + everyOpcode + " -s 64 -I 64 -Q 4 -l 4 -n 8800", nil},
+		{"every opcode wr api", "--opcode " + everyOpcode + " -s 64 -I 64 -Q 4 -l 4 -n 8800 --api wr", nil},
+		{"cq-ex", "-s 64 -I 64 -Q 16 -n 20000 --cq-ex", nil},
+		{"cq-ex every opcode wr api", "--opcode " + everyOpcode + " -s 64 -Q 3 -l 2 -n 8800 --api wr --cq-ex --poll-batch 5", nil},
+		{"cq-ex lazy-poll", "-t 128 -Q 16 --fault lazy-poll=300 -n 5000 --cq-ex", nil},
+		// as ib_read_bw -s 64 -n 2000 posts, and through the wr API
+		{"read", "--opcode read -s 64 -n 2000", readBW},
+		{"read wr api", "--opcode read -s 64 -n 2000 --api wr", readBW},
+		{"read list 8 wr api", "--opcode read -s 4096 -Q 16 -l 8 -t 256 -n 2000 --api wr", &reads{map[string]any{"RDMA_READ": 2000.0}, 0, 2000, 8192000}},
+		{"atomics", "--opcode cmp_swp,fetch_add -s 64 -Q 16 -l 4 -n 4000", atomics},
+		{"atomics wr api", "--opcode cmp_swp,fetch_add -Q 16 -l 4 -n 4000 --api wr", atomics},
+		{"write and read", "--opcode write,read -s 64 -I 64 -Q 16 -n 4000", &reads{map[string]any{"RDMA_WRITE": 2000.0, "RDMA_READ": 2000.0}, 0, 2000, 128000}},
+		{"post-before-rts", "--fault post-before-rts -n 500", nil},
+		{"post-before-rts wr api", "--fault post-before-rts --api wr -n 500", nil},
+		{"cq-overrun", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000", nil},
+		{"receiver", "-s 64 -Q 16 --receiver -n 5000", nil},
+		{"rq-starve", "-t 64 -Q 8 --fault rq-starve -n 500", nil},
 	}
 	for _, tc := range matrix {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,6 +268,17 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 				t.Fatalf("%d events lost in the recording", rec.Lost)
 			}
 			compareQPs(t, "report --json of a recording", rec.QPs, truth)
+			if r := tc.reads; r != nil {
+				for _, out := range []traceOut{tr, rec} {
+					q := out.QPs[0]
+					if !reflect.DeepEqual(q["opcodes"], r.opcodes) || q["dma_reads_payload"] != r.payloadReads ||
+						q["dma_writes_response"] != r.respWrites || q["dma_bytes_response"] != r.respB {
+						t.Errorf("opcodes %v, payload reads %v, response writes %v (%v B); want %v, %v, %v (%v B)",
+							q["opcodes"], q["dma_reads_payload"], q["dma_writes_response"], q["dma_bytes_response"],
+							r.opcodes, r.payloadReads, r.respWrites, r.respB)
+					}
+				}
+			}
 			dataPath := 0
 			for _, p := range tr.Probes {
 				switch p.Func {
@@ -447,6 +489,10 @@ func TestTraceCountersMode(t *testing.T) {
 		{"inline too big", "-s 64 -I 64 -Q 16 -l 4 -n 8000 --fault inline-too-big"},
 		{"healthy, then bad opcodes", "-s 64 -I 64 -Q 16 -l 4 -D 0.3 --fault bad-opcode --fault-after 0.15"},
 		{"every opcode, extended CQ", "--opcode " + everyOpcode + " -s 64 -I 64 -Q 4 -l 4 -n 8800 --api wr --cq-ex"},
+		// a READ's or an atomic's SGEs receive the response: no payload
+		{"read", "--opcode read -s 64 -n 2000"},
+		{"read lists wr api", "--opcode read -s 64 -Q 16 -l 4 -n 4000 --api wr"},
+		{"atomics and writes in lists", "--opcode cmp_swp,write,fetch_add -s 64 -Q 16 -l 4 -n 6000"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -474,7 +520,8 @@ func TestTraceCountersMode(t *testing.T) {
 
 // countedFields are the fields counters mode counts in the kernel, which
 // must equal the ground truth.
-var countedFields = []string{"wrs", "post_calls", "inline", "inline_bytes", "signaled", "doorbells", "einval"}
+var countedFields = []string{"wrs", "post_calls", "inline", "inline_bytes", "signaled", "doorbells", "einval",
+	"dma_reads_payload", "dma_bytes_payload"}
 
 // compareCounted requires what counters mode counts of every QP to equal
 // the truth: its counted fields, ENOMEM (whose cause is for the events
@@ -498,11 +545,16 @@ func compareCounted(t *testing.T, what string, got, truth []map[string]any) {
 				t.Errorf("%s: QP %v %s = %v, truth %v", what, want["qp_num"], f, got[f], want[f])
 			}
 		}
-		enomem := want["enomem_sq_full"].(float64) + want["enomem_inline"].(float64) + want["enomem_sge"].(float64)
-		if got["enomem"] != enomem {
-			t.Errorf("%s: QP %v ENOMEM %v, truth %v", what, want["qp_num"], got["enomem"], enomem)
+		// what needs each WR's opcode is not measured: absent
+		for _, f := range []string{"opcodes", "dma_writes_response", "dma_bytes_response"} {
+			if v, ok := got[f]; ok {
+				t.Errorf("%s: QP %v %s = %v in counters mode: not measured there, want it absent", what, want["qp_num"], f, v)
+			}
 		}
 		app := want["app"].(map[string]any)
+		if got["enomem"] != app["enomem"] { // what the posts returned, whatever the cause
+			t.Errorf("%s: QP %v ENOMEM %v, truth %v", what, want["qp_num"], got["enomem"], app["enomem"])
+		}
 		if got["polls"] != app["polls"] || got["empty_polls"] != app["empty_polls"] {
 			t.Errorf("%s: QP %v polls %v/%v empty, truth %v/%v", what, want["qp_num"], got["polls"], got["empty_polls"], app["polls"], app["empty_polls"])
 		}

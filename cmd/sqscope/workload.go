@@ -36,6 +36,8 @@ EXAMPLES
         reproduce SQ overflow: no WR is ever signaled
   sqscope workload --qps 4 -s 64 -I 64 -Q 16 -D 30 --rate 20000 --fault never-signal --fault-after 10 --fault-qp 2
         four healthy QPs; after 10 s QP index 2 stops signaling and overflows
+  sqscope workload -t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000
+        a send CQ smaller than the signaled WRs outstanding overruns
   sqscope workload -d rxe0 -x 1 -s 32 -I 32 -Q 16
         the same traffic on a Soft-RoCE device, RoCE v2 GID index 1
 `
@@ -74,11 +76,14 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	both("c", "connection", func(n string) { fs.StringVar(&f.conn, n, "RC", "RC or UD") })
 	fs.StringVar(&f.opcode, "opcode", "send", strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
 	fs.BoolVar(&c.CQEx, "cq-ex", false, "create the CQ with ibv_create_cq_ex and poll it with ibv_start_poll/ibv_next_poll")
+	cli.UintVar(fs, &c.CQDepth, "cq-depth", 0, "entries to ask for each send CQ (0: room for every WR the SQ holds)")
 	fs.StringVar(&c.API, "api", c.API, "post_send or wr (ibv_wr_start..ibv_wr_complete)")
 	cli.UintVar(fs, &c.PollBatch, "poll-batch", c.PollBatch, "work completions per ibv_poll_cq")
 	fs.Uint64Var(&c.Rate, "rate", 0, "cap the post rate, WR/s per QP (0: none)")
 	fs.BoolVar(&c.SigAll, "sig-all", false, "create QPs with sq_sig_all=1")
-	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode")
+	fs.BoolVar(&c.Receiver, "receiver", false, "on the simulator, give each RC QP a receiving peer whose receives its SENDs take (devices always have one)")
+	cli.UintVar(fs, &c.RNRRetry, "rnr-retry", c.RNRRetry, "the sender's rnr_retry with a receiver: RNR retries before IBV_WC_RNR_RETRY_EXC_ERR, 7 forever")
+	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts, cq-overrun (with --cq-depth), rq-starve")
 	fs.Float64Var(&f.faultAfter, "fault-after", 0, "start the fault this many seconds into the run")
 	fs.IntVar(&c.FaultQP, "fault-qp", -1, "apply the fault to this QP index only (-1: all)")
 	for _, n := range []string{"json", "out_json"} { // perftest's --out_json

@@ -1,0 +1,116 @@
+package analyzer
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// end ends the stream; cutNS 0 is an end that was not a cut.
+func (s *stream) end(reason string, cutNS, unseen uint64) {
+	s.evs = append(s.evs, &trace.End{Header: s.hdr(), Reason: reason, CutNS: cutNS, InFlightUnseen: unseen})
+}
+
+// A trace cut while the target ran says where, how many WRs it left
+// without their completions and how many posts in flight it did not see;
+// completions that matched no post are counted per QP and in total, in
+// the text and the JSON, cut or not.
+func TestEndingCutAndUnmatched(t *testing.T) {
+	caps := trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}
+	tests := []struct {
+		name          string
+		build         func(s *stream)
+		wantCut       bool
+		wantOut       *uint64 // WRs outstanding at the cut
+		wantUnseen    uint64
+		wantUnmatched uint64 // in total
+	}{
+		{"cut with WRs posted after the last poll", func(s *stream) {
+			s.create(1, trace.QPTypeRC, caps, false)
+			s.create(2, trace.QPTypeRC, caps, false)
+			s.send(1, 16, 0, 16)
+			s.poll(1, 15)
+			s.send(1, 16, 0, 16) // its CQE came after the cut
+			s.send(2, 3, 0, 16)
+			s.end("interrupt signal received", s.t+50, 1)
+		}, true, ptr(uint64(19)), 1, 0},
+		{"cut, nothing outstanding", func(s *stream) {
+			s.create(1, trace.QPTypeRC, caps, false)
+			s.send(1, 16, 0, 16)
+			s.poll(1, 15)
+			s.end("the time limit was reached", s.t+50, 0)
+		}, true, ptr(uint64(0)), 0, 0},
+		{"no cut, completions of posts not seen", func(s *stream) {
+			s.create(1, trace.QPTypeRC, caps, false)
+			s.create(2, trace.QPTypeRC, caps, false)
+			s.poll(1, 7)
+			s.send(2, 4, 0, 4)
+			s.poll(2, 3)
+			s.poll(2, 9, 10)
+			s.end("the target exited with status 0", 0, 0)
+		}, false, nil, 0, 3},
+		{"counters mode cut: no occupancy to give", func(s *stream) {
+			s.create(1, trace.QPTypeRC, caps, false)
+			s.counters(1, trace.QPCounters{PostCalls: 4, WRs: 8, Doorbells: 4, Signaled: 2})
+			s.cqCounters(1, 10, 2, 8)
+			s.end("stopped", s.t+50, 0)
+		}, true, nil, 0, 0},
+	}
+	var text bytes.Buffer
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			tc.build(s)
+			snap := s.run(t, Options{})
+			if got := snap.Cut != nil; got != tc.wantCut {
+				t.Fatalf("cut %+v, want one: %v", snap.Cut, tc.wantCut)
+			}
+			if snap.Total.UnmatchedCQEs != tc.wantUnmatched {
+				t.Errorf("total unmatched CQEs %d, want %d", snap.Total.UnmatchedCQEs, tc.wantUnmatched)
+			}
+			var js struct {
+				Cut *struct {
+					AtNS    uint64  `json:"at_ns"`
+					Unseen  uint64  `json:"posts_in_flight_unseen"`
+					Outstdg *uint64 `json:"wrs_outstanding_at_cut"`
+				} `json:"cut"`
+				Total struct {
+					Unmatched *uint64 `json:"unmatched_cqes"`
+				} `json:"total"`
+			}
+			var b bytes.Buffer
+			if err := WriteJSON(&b, snap); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b.Bytes(), &js); err != nil {
+				t.Fatal(err)
+			}
+			if (js.Cut != nil) != tc.wantCut {
+				t.Fatalf("JSON cut %+v, want one: %v", js.Cut, tc.wantCut)
+			}
+			if tc.wantCut {
+				if js.Cut.AtNS != snap.Cut.AtNS || js.Cut.AtNS == 0 || js.Cut.Unseen != tc.wantUnseen {
+					t.Errorf("JSON cut at %d (snapshot %d), %d unseen; want %d unseen", js.Cut.AtNS, snap.Cut.AtNS, js.Cut.Unseen, tc.wantUnseen)
+				}
+				switch {
+				case (js.Cut.Outstdg == nil) != (tc.wantOut == nil):
+					t.Errorf("JSON WRs outstanding at the cut %v, want %v", js.Cut.Outstdg, tc.wantOut)
+				case tc.wantOut != nil && *js.Cut.Outstdg != *tc.wantOut:
+					t.Errorf("JSON WRs outstanding at the cut %d, want %d", *js.Cut.Outstdg, *tc.wantOut)
+				}
+			}
+			if !snap.Total.CountersOnly && (js.Total.Unmatched == nil || *js.Total.Unmatched != tc.wantUnmatched) {
+				t.Errorf("JSON total unmatched_cqes %v, want %d", js.Total.Unmatched, tc.wantUnmatched)
+			}
+			text.WriteString("== " + tc.name + "\n")
+			if err := WriteText(&text, snap); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	golden(t, "ending.txt.golden", text.Bytes())
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,144 @@
+package analyzer
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/trace"
+)
+
+const (
+	rxeLib   = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"
+	mlx5Lib  = "/usr/lib/x86_64-linux-gnu/libmlx5.so.1"
+	otherLib = "/usr/lib/x86_64-linux-gnu/libibverbs/libefa-rdmav34.so"
+)
+
+// mlx5Figures are what the text report prints of the mlx5 model's figures.
+var mlx5Figures = []string{"HCA (", "(BlueFlame", "), WQEBBs ", "of transactions", "PCIe bytes are estimates"}
+
+// createOn creates a QP on the provider whose post_send is in lib.
+func (s *stream) createOn(qpn uint32, caps trace.Caps, lib string) {
+	s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+		SendCQ: cqAddr(qpn), RecvCQ: cqAddr(qpn), Caps: caps, Via: "ibv_create_qp", Lib: lib})
+}
+
+// lazyPoll posts n WRs of op one per call, every one signaled, and never
+// polls: the sqscope workload's --fault lazy-poll before its first poll.
+func (s *stream) lazyPoll(qpn uint32, n int, op uint8) {
+	for range n {
+		s.post(qpn, s.wrs(qpn, 1, op, 0, 1, 64, 1), 0, 1)
+	}
+}
+
+// Each provider gets its own model: mlx5 and the simulator the mlx5 model
+// (labelled so), rxe what is true there (no mlx5-only figure, its own
+// overflow cause, more outstanding than it reports said so), a provider
+// sqscope has no model of the application's side only.
+func TestProviders(t *testing.T) {
+	tests := []struct {
+		name     string
+		build    func(s *stream)
+		provider string
+		model    string
+		diags    []string
+		text     []string // in the text report
+		notText  []string // never in it
+		absent   []string // QP JSON keys left out
+	}{
+		{"rxe_send_lazy_poll", func(s *stream) {
+			// the peer's 64 receives run out: the 65th SEND waits on RNR
+			// retries and the ring (127 slots) fills behind it
+			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
+			s.lazyPoll(1, 191, ibv.WRSend)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		}, "rxe", "", []string{"sq_overflow_rnr_retry"},
+			[]string{"provider rxe", "191 WRs outstanding at the peak (more than the max_send_wr 64 the QP reports: rxe holds more than it reports",
+				"ENOMEM SQ full 1", "receiver-not-ready"},
+			append(mlx5Figures, "never been polled"),
+			[]string{"bf_writes", "wqebbs", "dma_reads_wqe", "mmio_bytes", "pcie", "enomem_inline", "enomem_sge"}},
+		{"rxe_write_lazy_poll", func(s *stream) {
+			// WRITEs complete without the peer: lazy polling fills nothing
+			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
+			s.lazyPoll(1, 500, ibv.WRRDMAWrite)
+		}, "rxe", "", nil,
+			[]string{"provider rxe", "500 WRs outstanding at the peak"},
+			mlx5Figures,
+			[]string{"bf_writes", "wqebbs", "pcie"}},
+		{"rxe_write_not_completing", func(s *stream) {
+			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
+			s.lazyPoll(1, 127, ibv.WRRDMAWrite)
+			s.post(1, s.wrs(1, 1, ibv.WRRDMAWrite, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		}, "rxe", "", []string{"sq_overflow_not_completing"},
+			[]string{"not completing"}, []string{"receiver-not-ready"}, nil},
+		{"mlx5_send_lazy_poll", func(s *stream) {
+			s.createOn(1, rcCaps(64, 64, 1), mlx5Lib)
+			s.lazyPoll(1, 64, ibv.WRSend)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		}, "mlx5", Mlx5Model, []string{"sq_overflow_cq_not_polled"},
+			[]string{"HCA (mlx5 model)", "BlueFlame", "never been polled"}, []string{"provider rxe"}, nil},
+		{"unknown_provider", func(s *stream) {
+			s.createOn(1, rcCaps(64, 64, 1), otherLib)
+			s.lazyPoll(1, 70, ibv.WRSend)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		}, "unknown", "", nil,
+			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM cause unknown 1", "the provider holds more than it reports"},
+			append(mlx5Figures, "SQ full"),
+			[]string{"bf_writes", "wqebbs", "enomem_sq_full", "pcie"}},
+		{"late_attach_rxe", func(s *stream) {
+			// the QP was created before the trace: the provider is the
+			// library its process's post_send was attached in
+			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: rxeLib, How: "ops-table"})
+			s.lazyPoll(1, 10, ibv.WRSend)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		}, "rxe", "", []string{"sq_overflow_rnr_retry"}, []string{"provider rxe"}, mlx5Figures, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			tc.build(s)
+			snap := s.run(t, Options{BF: DefaultBF})
+			if len(snap.QPs) != 1 {
+				t.Fatalf("%d QPs, want 1", len(snap.QPs))
+			}
+			q := snap.QPs[0]
+			if q.Provider != tc.provider || q.Model != tc.model {
+				t.Errorf("provider %q model %q, want %q %q", q.Provider, q.Model, tc.provider, tc.model)
+			}
+			var kinds []string
+			for _, d := range snap.Diagnoses {
+				kinds = append(kinds, d.Kind)
+			}
+			if !slices.Equal(kinds, tc.diags) {
+				t.Errorf("diagnoses %v, want %v", kinds, tc.diags)
+			}
+			var text, js bytes.Buffer
+			WriteText(&text, snap)
+			if err := WriteJSON(&js, snap); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tc.text {
+				if !strings.Contains(text.String(), want) {
+					t.Errorf("the text report lacks %q:\n%s", want, text.String())
+				}
+			}
+			for _, no := range tc.notText {
+				if strings.Contains(text.String(), no) {
+					t.Errorf("the text report says %q:\n%s", no, text.String())
+				}
+			}
+			qj, err := q.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range tc.absent {
+				if bytes.Contains(qj, []byte(`"`+k+`"`)) {
+					t.Errorf("QP JSON has %q: %s", k, qj)
+				}
+			}
+			golden(t, "provider_"+tc.name+".golden", append(text.Bytes(), js.Bytes()...))
+		})
+	}
+}
