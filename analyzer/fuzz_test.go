@@ -43,7 +43,7 @@ func (s *byteSource) u32() uint32 { return uint32(min(s.u64(), math.MaxUint32)) 
 // events turns the bytes into a stream over a few QPs and CQs.
 func (s *byteSource) events() []trace.Event {
 	var evs []trace.Event
-	var now uint64
+	now := uint64(1) // a time of 0 is no time (trace.MonotonicNS never gives it)
 	for len(s.b) > 0 && len(evs) < 256 {
 		now += s.u64()
 		h := trace.Header{TimeNS: now, PID: uint32(s.byte() % 2)}
