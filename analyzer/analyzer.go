@@ -136,6 +136,8 @@ type QP struct {
 	// first; left out of JSON reports.
 	History        []OccSample `json:"-"`
 	HistoryStartNS uint64      `json:"-"`
+	recvUntraced   bool        // receives not traced: post_recvs left out of JSON
+	Recv           *RecvQueue  `json:"recv,omitempty"` // its receive queue (recv.go); nil when not traced
 }
 
 // Rates are averages over the time the QP (or, in the total, the trace) was
@@ -172,11 +174,12 @@ type Snapshot struct {
 	// calls and polls.
 	CQs  []CQ  `json:"cqs,omitempty"`
 	SRQs []SRQ `json:"srqs,omitempty"`
-	// SRQRecvs counts receive WRs posted to shared receive queues
-	// (ibv_post_srq_recv), which belong to no QP.
-	SRQRecvs uint64 `json:"srq_recvs"`
-	Exited   bool   `json:"target_exited"`
-	ExitCode int32  `json:"exit_code"`
+	// SRQRecvs counts receive WRs posted to SRQs (ibv_post_srq_recv, of
+	// no QP), nil when not traced; ReceivesNotTraced says what is not.
+	SRQRecvs          *uint64 `json:"srq_recvs,omitempty"`
+	ReceivesNotTraced string  `json:"receives_not_traced,omitempty"`
+	Exited            bool    `json:"target_exited"`
+	ExitCode          int32   `json:"exit_code"`
 	// ExitSignal is the signal that killed the target (ExitCode is then
 	// -1), 0 when it exited.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
@@ -212,6 +215,7 @@ type cqState struct {
 	cqe                uint32 // its depth, from its create or last resize
 	replaced           bool
 	polls, empty, cqes uint64
+	recvCQEs           uint64 // receive completions of ibv_poll_cq (recv.go)
 	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
 	// counted: its polls are the kernel's totals (counters mode), whose
 	// times are those of their flushes; createdNS is its create's time
@@ -261,6 +265,7 @@ type Analyzer struct {
 	cqGens map[objKey]*cqState
 	allCQs []*cqState
 	srqs   []*srqState
+	recv   recvTrace // which receive figures the trace has, SRQ receives (recv.go)
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
@@ -358,6 +363,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if e.SendCQ != 0 {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
+		a.qpRecvCreated(q, e)
 		a.qpCreateProvider(q, e)
 		a.qpEpoch++
 		a.checkPeakOverCaps(q, e.TimeNS)
@@ -406,7 +412,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				}
 			} else {
 				if ibv.IsRecvWC(wc.Opcode) {
-					a.noteRecvWC(e.PID, wc, e.TimeNS)
+					a.recvWC(e.PID, c, wc, e.TimeNS)
 					continue
 				}
 				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
@@ -450,21 +456,15 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		}
 		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
+		a.recv.kernel = true
 	case *trace.PostRecv:
-		if e.SRQ {
-			a.snap.SRQRecvs += uint64(e.Accepted)
-			break
-		}
-		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
-		was := q.rqEmpty()
-		q.noteFound(FoundRecv)
-		q.c.PostRecvs += uint64(e.Accepted)
-		a.noteRQ(q, was)
+		a.postRecv(e)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
 		q.noteFound(FoundCounters)
 		q.countersOnly = true
+		a.countedRecvs(q, e)
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
 		if q.sigAll { // the kernel counts IBV_SEND_SIGNALED; sq_sig_all signals every WR
 			q.c.Signaled = e.WRs
@@ -487,6 +487,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.procs.proc(e)
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+		a.recvAttach(e)
 		a.noteAttach(e)
 		a.noteProbe(e)
 	case *trace.Scan:
@@ -611,7 +612,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			PreAttachCQEs:        q.preCQEs, RetiredUnseen: q.retiredUnseen,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: occ, Rates: r, PCIe: pcie,
-			History: hist, HistoryStartNS: histStart,
+			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),
 		})
 		addCounters(&s.Total.Counters, &c)
 	}
@@ -644,57 +645,8 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	})
 	s.Diagnoses = a.diagnoses()
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
+	a.snapshotRecv(&s)
 	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
 	s.Processes = a.procs.snapshot()
 	return s
-}
-
-func addCounters(t, c *Counters) {
-	t.WRs += c.WRs
-	t.PostCalls += c.PostCalls
-	t.Inline += c.Inline
-	t.Signaled += c.Signaled
-	t.Doorbells += c.Doorbells
-	t.BFWrites += c.BFWrites
-	t.WQEBBs += c.WQEBBs
-	t.DMAReadsWQE += c.DMAReadsWQE
-	t.DMAReadsPayload += c.DMAReadsPayload
-	t.CQEWrites += c.CQEWrites
-	t.ENOMEMSQFull += c.ENOMEMSQFull
-	t.ENOMEMInline += c.ENOMEMInline
-	t.ENOMEMSGE += c.ENOMEMSGE
-	t.EINVAL += c.EINVAL
-	if c.PeakOutstanding > t.PeakOutstanding {
-		t.PeakOutstanding = c.PeakOutstanding
-	}
-	t.CQEsPolled += c.CQEsPolled
-	t.ENOMEMUnknown += c.ENOMEMUnknown
-	t.ENOMEM += c.ENOMEM
-	t.OtherErrors += c.OtherErrors
-	t.CQEErrors += c.CQEErrors
-	t.FlushedUnsignaled += c.FlushedUnsignaled
-	t.UnmatchedCQEs += c.UnmatchedCQEs
-	t.Truncated += c.Truncated
-	t.WRAPICalls += c.WRAPICalls
-	t.Aborted += c.Aborted
-	if c.LongestUnsignaledRun > t.LongestUnsignaledRun {
-		t.LongestUnsignaledRun = c.LongestUnsignaledRun
-	}
-	t.MMIOBytes += c.MMIOBytes
-	t.DMABytesWQE += c.DMABytesWQE
-	t.DMABytesPayload += c.DMABytesPayload
-	t.InlineBytes += c.InlineBytes
-	t.Polls += c.Polls
-	t.EmptyPolls += c.EmptyPolls
-	t.PostRecvs += c.PostRecvs
-	t.EmptyWRBatches += c.EmptyWRBatches
-	t.InlineSGEs += c.InlineSGEs
-	t.BaselineWQEBytes += c.BaselineWQEBytes
-	t.BeyondModel += c.BeyondModel
-	t.DMAWritesResponse += c.DMAWritesResponse
-	t.DMABytesResponse += c.DMABytesResponse
-	for i, n := range c.Opcodes {
-		t.Opcodes[i] += n
-	}
-	t.Cuts.add(&c.Cuts)
 }

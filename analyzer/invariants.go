@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 )
 
 // wrapAt is where a count stops being a count: a uint64 this large is a
@@ -182,6 +183,10 @@ func checkNumbers(path string, v reflect.Value, bad func(string, ...any)) {
 				checkNumbers(path+"."+t.Field(i).Name, v.Field(i), bad)
 			}
 		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			checkNumbers(path, v.Elem(), bad)
+		}
 	case reflect.Slice:
 		for i := range v.Len() {
 			checkNumbers(fmt.Sprintf("%s[%d]", path, i), v.Index(i), bad)
@@ -195,7 +200,7 @@ func checkNumbers(path string, v reflect.Value, bad func(string, ...any)) {
 			bad("%s = %d: a count wrapped below zero", path, v.Uint())
 		}
 	case reflect.Int64, reflect.Int32:
-		if v.Int() < 0 && path != "snapshot.ExitCode" {
+		if v.Int() < 0 && !strings.HasSuffix(path, ".ExitCode") { // -1: killed by a signal
 			bad("%s = %d: negative", path, v.Int())
 		}
 	case reflect.Float64:

@@ -104,7 +104,11 @@ func (a *Analyzer) notePIDProvider(pid uint32, p Provider) {
 
 // qpCreateProvider applies the provider a QP's create names.
 func (a *Analyzer) qpCreateProvider(q *sq, e *trace.QPCreate) {
-	q.prov, q.provLib, q.provFromCreate = providerOf(e.Via, e.Lib), e.Lib, true
+	q.prov, q.provLib = providerOf(e.Via, e.Lib), e.Lib
+	// a QP found in memory names the file its context's ops point into;
+	// where that names no provider, the process's data path may (a
+	// simulated HCA found by symbol)
+	q.provFromCreate = e.Via != trace.ViaMemory || q.prov != ProviderUnknown
 	a.notePIDProvider(e.PID, q.prov)
 }
 

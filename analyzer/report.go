@@ -104,16 +104,20 @@ func writeText(w io.Writer, s Snapshot) {
 		if q.Comm != "" {
 			who += " " + q.Comm
 		}
-		fmt.Fprintf(w, "QP %#x (pid %s, %s%s, %s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
-			q.QPNum, who, q.Type, life, foundText(&q), q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
-		if q.CountersOnly {
+		fmt.Fprintf(w, "QP %#x (pid %s, %s%s, %s): %s, %s, %s%s; %s\n",
+			q.QPNum, who, q.Type, life, foundText(&q), capText("max_send_wr", q.MaxSendWR, q.CapsKnown || q.CapsInferred),
+			capText("max_inline_data", q.MaxInline, q.CapsKnown), capText("max_send_sge", q.MaxSendSGE, q.CapsKnown),
+			map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		switch {
+		case sendIdle(&q):
+			fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")
+		case q.CountersOnly:
 			fmt.Fprintln(w, "  "+CountersModeNote)
-		}
-		if q.CountersOnly {
 			writeCountersQP(w, &q)
-		} else {
+		default:
 			writeEventsQP(w, &q)
 		}
+		writeRecvQP(w, &q)
 		var errs []string
 		for _, e := range []struct {
 			n    uint64
@@ -144,52 +148,26 @@ func writeText(w io.Writer, s Snapshot) {
 		writeCuts(w, &q.Cuts)
 	}
 	writeCQs(w, s.CQs)
-	if s.SRQRecvs > 0 {
-		fmt.Fprintf(w, "shared receive queues: %d receive WRs posted\n", s.SRQRecvs)
-	}
+	writeRecvSide(w, &s)
 	if s.UnknownQPPosts > 0 {
 		fmt.Fprintf(w, "note: %d post calls were on QPs created before the tracer attached\n", s.UnknownQPPosts)
 	}
 	WriteDiagnoses(w, s)
 	for _, q := range s.QPs {
-		if !q.CountersOnly && q.Model != "" { // the counters mode prints no byte figures
+		if !q.CountersOnly && q.Model != "" && !sendIdle(&q) { // the counters mode prints no byte figures, nor a QP without sends
 			fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
 			break
 		}
 	}
 }
 
-// writeCQs writes the CQs whose control-path calls were seen, or whose
-// extended-poll completions matched no WR.
-func writeCQs(w io.Writer, cqs []CQ) {
-	for _, c := range cqs {
-		if c.CQE == 0 && !c.Extended && c.UnmatchedExCQEs == 0 {
-			continue
-		}
-		life := ""
-		if c.Gen != 0 {
-			life = fmt.Sprintf(", generation %d", c.Gen)
-		}
-		fmt.Fprintf(w, "CQ %#x (pid %d%s): depth %d", c.CQ, c.PID, life, c.CQE)
-		if c.Extended {
-			fmt.Fprint(w, ", extended (ibv_start_poll..ibv_end_poll: completions matched to their QP by wr_id)")
-		}
-		if c.ModCount != 0 || c.ModPeriodUS != 0 {
-			fmt.Fprintf(w, ", moderation %d completions / %d us", c.ModCount, c.ModPeriodUS)
-		}
-		if c.Resizes > 0 {
-			fmt.Fprintf(w, ", resized %d times", c.Resizes)
-		}
-		if c.Destroyed {
-			fmt.Fprint(w, ", destroyed")
-		} else if c.Replaced {
-			fmt.Fprint(w, ", replaced by a CQ at its address")
-		}
-		fmt.Fprintf(w, "; polls %d (empty %d), CQEs %d\n", c.Polls, c.EmptyPolls, c.CQEs)
-		if c.UnmatchedExCQEs > 0 {
-			fmt.Fprintf(w, "  %d extended-poll completions matched no WR outstanding on this CQ's QPs (receive completions, or WRs not traced)\n", c.UnmatchedExCQEs)
-		}
+// capText writes a cap of the QP, "unknown" rather than 0 when the trace
+// did not see it.
+func capText(name string, v uint32, known bool) string {
+	if !known {
+		return name + " unknown"
 	}
+	return fmt.Sprintf("%s %d", name, v)
 }
 
 func writeEventsQP(w io.Writer, q *QP) {
@@ -199,15 +177,15 @@ func writeEventsQP(w io.Writer, q *QP) {
 	}
 	fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%), longest unsignaled run %d\n",
 		q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
+	// the polls are the send CQ's, written on its own line (report_recv.go)
 	if q.CompletionsNotTraced {
-		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d); outstanding and occupancy UNKNOWN: no poll function is traced, so no completion is seen (give --probe poll_cq=LIB:0xOFFSET too)\n",
-			q.CQEsPolled, q.Polls, q.EmptyPolls)
+		fmt.Fprintf(w, "  CQEs polled %d; outstanding and occupancy UNKNOWN: no poll function is traced, so no completion is seen (give --probe poll_cq=LIB:0xOFFSET too)\n",
+			q.CQEsPolled)
 	} else if q.OutstandingLowerBound {
-		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now >= %d, peak >= %d (lower bounds: the WRs posted before the attach are unknown until a completion of a WR posted since retires them)\n",
-			q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+		fmt.Fprintf(w, "  CQEs polled %d, outstanding now >= %d, peak >= %d (lower bounds: the WRs posted before the attach are unknown until a completion of a WR posted since retires them)\n",
+			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
 	} else {
-		fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
-			q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+		fmt.Fprintf(w, "  CQEs polled %d, outstanding now %d, peak %d\n", q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
 	}
 	fmt.Fprintf(w, "  opcodes (WRs): %s", q.Opcodes)
 	if q.Truncated > 0 {
@@ -233,7 +211,7 @@ func writeCountersQP(w io.Writer, q *QP) {
 	r := &q.Rates
 	fmt.Fprintf(w, "  rates over %.6f s: %.0f WR/s in %.0f post calls/s", float64(r.SpanNS)/1e9, r.WRsPerSec, r.PostsPerSec)
 	if q.SendCQ != 0 {
-		fmt.Fprintf(w, "; send CQ %#x: polls %d (empty %d), %.0f polls/s, %.2f polls per CQE", q.SendCQ, q.Polls, q.EmptyPolls, r.PollsPerSec, r.PollsPerCQE)
+		fmt.Fprintf(w, "; send CQ %#x: %.0f polls/s, %.2f polls per CQE", q.SendCQ, r.PollsPerSec, r.PollsPerCQE)
 	}
 	fmt.Fprintln(w)
 	if q.Model == "" {

@@ -72,6 +72,7 @@ type sq struct {
 	sigAll           bool
 	sendCQ           uint64
 	cq               *cqState // of sendCQ; nil while it is unknown
+	rq               rqState  // its receive queue (recv.go)
 	destroyed        bool
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.
@@ -584,10 +585,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 	q.head += uint64(n)
 	q.boundByDepth()
 	q.c.Doorbells++
-	size16 := (lastSize + 15) / 16
-	if !bf.ShutUpBF && n == 1 && (lastInline || bf.PreferBF) && size16 > 1 && size16 <= bfBufSize/16 && len(p.WRs) > 0 {
+	if bf.BlueFlame(n, lastInline, lastSize) && len(p.WRs) > 0 {
 		q.c.BFWrites++
-		q.c.MMIOBytes += uint64(align(size16*16, 64))
+		q.c.MMIOBytes += uint64(align(lastSize, 16*4))
 	} else {
 		q.c.MMIOBytes += 8
 		q.c.DMAReadsWQE++

@@ -462,6 +462,9 @@ struct sq_qp_counters {
 	__u64 sge_cut_wrs;    /* posted WRs with more SGEs (or inline buffers) than SQ_MAX_SGES: bytes not all summed
 	                       * (of the WRs walked; of a wr batch, its first SQ_MAX_WRS) */
 	__u64 sges_not_summed;/* SGEs of those WRs past the bound (each WR's count saturates at 255) */
+	__u64 recv_calls;     /* ibv_post_recv calls on the QP */
+	__u64 recvs;          /* receive WRs they posted (lists walked up to SQ_MAX_RECV_WALK) */
+	__u64 recv_failed;    /* of those calls, the ones returning non-zero */
 };
 
 /* ---- object lifecycle -------------------------------------------------- */

@@ -255,6 +255,9 @@ type VerbsSqQpCounters struct {
 	WalkCapped    uint64
 	SgeCutWrs     uint64
 	SgesNotSummed uint64
+	RecvCalls     uint64
+	Recvs         uint64
+	RecvFailed    uint64
 }
 
 type VerbsSqQpFinalRec struct {

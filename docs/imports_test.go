@@ -75,6 +75,7 @@ func TestImportRules(t *testing.T) {
 		"probe":           {"bpf", "trace", "ibv"},
 		"verbs":           {"ibv", "C"},
 		"workload":        {"verbs", "ibv", "C"},
+		"advise":          {"analyzer", "session", "trace", "verbs", "ibv"},
 	}
 	for pkg, ok := range allowed {
 		if product[pkg] == nil {

@@ -125,7 +125,8 @@ func (r *lifeRun) readBack(t *testing.T) (analyzer.Snapshot, trace.Event) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	an := analyzer.New(analyzer.Options{})
+	// the model the live trace used: the target's BlueFlame knobs
+	an := analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(f.Info().Env)})
 	var last trace.Event
 	res, err := ReadAll(context.Background(), f, func(ev trace.Event) {
 		an.Ingest(ev)
@@ -203,8 +204,22 @@ func TestChurnPerObjectExact(t *testing.T) {
 				t.Errorf("%d of %d QPs differ from the simulator's counts", bad, rounds)
 			}
 			back, _ := r.readBack(t)
-			if fmt.Sprint(back.QPs) != fmt.Sprint(s.QPs) || fmt.Sprint(back.CQs) != fmt.Sprint(s.CQs) {
+			// as JSON: fmt would print a QP as its cuts (Cuts.String) and
+			// snapshots hold pointers
+			if jsonOf(t, back.QPs) != jsonOf(t, s.QPs) || jsonOf(t, back.CQs) != jsonOf(t, s.CQs) {
 				t.Error("the recording read back gives other QPs or CQs than the live trace")
+				for i := range min(len(back.QPs), len(s.QPs)) {
+					if a, b := jsonOf(t, back.QPs[i]), jsonOf(t, s.QPs[i]); a != b {
+						t.Logf("QP %d:\nback %s\nlive %s", i, a, b)
+						break
+					}
+				}
+				for i := range min(len(back.CQs), len(s.CQs)) {
+					if a, b := jsonOf(t, back.CQs[i]), jsonOf(t, s.CQs[i]); a != b {
+						t.Logf("CQ %d:\nback %s\nlive %s", i, a, b)
+						break
+					}
+				}
 			}
 		})
 	}
@@ -214,6 +229,17 @@ func TestChurnPerObjectExact(t *testing.T) {
 	}
 	// the per-QP fields the counters mode has agree with the events mode's
 	analyzertest.CheckModes(t, ev.snap, ctr.snap)
+}
+
+// jsonOf is v as JSON, which compares what snapshots point to (fmt
+// would print the pointers).
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // A main thread that leaves with pthread_exit while workers post for

@@ -41,7 +41,8 @@ package trace
 //	Attach     s Func, s Path, u Offset, s How, s Err, [s DebugFile]
 //	QPCounters u QP, u QPNum, u PostCalls, u WRs, u Inline, u Signaled,
 //	           u Doorbells, u Errors, u ENOMEM, u EINVAL, u InlineBytes,
-//	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax, [qpcuts], [gen]
+//	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax, [qpcuts], [gen],
+//	           [qprecvs]
 //	CQCounters u CQ, u Polls, u CQEs, u Empty, [gen]
 //	CQCreate   u CQ, u Gen, u CQE
 //	SRQCreate  u SRQ, u Gen, u MaxWR
@@ -82,6 +83,12 @@ package trace
 // generation (u Gen), written only when it is known (not 0), so a record
 // without one is stored as before. A QPCounters record with a gen writes
 // its qpcuts too, zeros or not, so that the gen is where a reader looks.
+//
+// qprecvs, appended to QPCounters later still, is there when the totals
+// count receives (RecvsCounted), and then the qpcuts and the gen are
+// written too, zeros or not:
+//
+//	qprecvs u RecvCalls, u Recvs, u RecvFailed
 //
 // A WR or WC is stored against the one before it in the same list (the first
 // against zero values): a mask byte says which fields are written, the others
@@ -395,12 +402,19 @@ func appendFields(b []byte, ev Event) []byte {
 			e.PayloadBytes, e.PayloadSGEs, e.WRsPerCallMax} {
 			b = appendU(b, v)
 		}
-		if e.WalkCappedPosts|e.SGECutWRs|e.SGEsNotSummed|e.Gen != 0 {
+		if e.WalkCappedPosts|e.SGECutWRs|e.SGEsNotSummed|e.Gen != 0 || e.RecvsCounted {
 			b = appendU(b, e.WalkCappedPosts)
 			b = appendU(b, e.SGECutWRs)
 			b = appendU(b, e.SGEsNotSummed)
 		}
-		b = appendGen(b, e.Gen)
+		if e.RecvsCounted {
+			b = appendU(b, e.Gen)
+			b = appendU(b, e.RecvCalls)
+			b = appendU(b, e.Recvs)
+			b = appendU(b, e.RecvFailed)
+		} else {
+			b = appendGen(b, e.Gen)
+		}
 	case *CQCounters:
 		b = appendU(b, e.CQ)
 		b = appendU(b, e.Polls)

@@ -238,6 +238,12 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 			e.SGEsNotSummed = r.u64()
 		}
 		e.Gen = r.gen()
+		if len(r.b) > 0 {
+			e.RecvsCounted = true
+			e.RecvCalls = r.u64()
+			e.Recvs = r.u64()
+			e.RecvFailed = r.u64()
+		}
 		return e
 	case KindCQCounters:
 		e := &CQCounters{Header: h}

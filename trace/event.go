@@ -432,6 +432,12 @@ type QPCounters struct {
 	SGECutWRs       uint64
 	SGEsNotSummed   uint64
 	Gen             uint64
+	// RecvsCounted: the totals hold the QP's ibv_post_recv calls
+	// (RecvCalls, of which RecvFailed returned non-zero) and the receive
+	// WRs they posted (Recvs); recordings made before those were counted
+	// have not.
+	RecvsCounted                 bool
+	RecvCalls, Recvs, RecvFailed uint64
 }
 
 func (*QPCounters) Kind() Kind { return KindQPCounters }

@@ -79,6 +79,9 @@ func TestGenerationsAppended(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertEvents(t, []Event{got}, []Event{old})
+			if _, ok := ev.(*QPCounters); ok {
+				return // its receives come after the generation (TestQPRecvsAppended)
+			}
 			// and what a later writer appends after the generation is
 			// skipped (a QP create's library and state come first: empty
 			// and 0 here)

@@ -52,6 +52,10 @@ var goBenches = []goBench{
 		{"BenchmarkExport", "heap-MiB-third", exportHeapThird, "MiB"},
 		{"BenchmarkExport", "heap-MiB-whole", exportHeapWhole, "MiB"},
 	}},
+	{pkg: "./cmd/sqscope/", pattern: "BenchmarkAdvice", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
+		{"BenchmarkAdvice", "counts-err-%", "advise, 7 poor workloads on the simulator: largest error of the predicted doorbells, BlueFlame writes, DMA reads, CQE writes, peak outstanding", "% of the prediction"},
+		{"BenchmarkAdvice", "wrs-err-%", "advise, the same runs: largest error of the predicted WR/s", "% of the prediction"},
+	}},
 	{pkg: "./probe/", pattern: "BenchmarkAttachRunning", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
 		{"BenchmarkAttachRunning", "scan-GiB/s", "-p on a process with 1 GiB of heap: memory scan speed (target >= 1)", "GiB/s"},
 		{"BenchmarkAttachRunning", "scan-GiB/cpu-s", "-p on a process with 1 GiB of heap: memory scan speed per CPU-second", "GiB/CPU-s"},

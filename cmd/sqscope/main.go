@@ -36,6 +36,7 @@ func commands() []command {
 		{"demo", "watch the built-in workload run healthy, then overflow an SQ (simulated HCA)", runDemo},
 		{"replay", "show a recording in the live view, with pause, speed and seek", runReplay},
 		{"report", "summarize a recording: send queues, PCIe savings, diagnoses (text or JSON)", runReport},
+		{"advise", "replay a recording under other inline, signaling, batching and depth settings; print the best", runAdvise},
 		{"export", "convert a recording to Chrome trace-event JSON for Perfetto", runExport},
 		{"completion", "print a shell completion script: completion bash|zsh|fish", func(_ context.Context, args []string, stdout, _ io.Writer) error {
 			var names []string

@@ -26,21 +26,21 @@ EXAMPLES
 `
 
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var tf targetFlags
+	var tf cli.Target
 	var interval float64
 	var asJSON bool
 	var out string
 	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
 		traceExamples, stdout)
-	tf.register(fs)
+	tf.Register(fs)
 	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr), one object per line with -i")
 	fs.StringVar(&out, "o", "", "write the summary to FILE instead of stdout (- for stdout)")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
-	if err := tf.check(fs.Args()); err != nil {
+	if err := tf.Check(fs.Args()); err != nil {
 		return cli.UsageErr("trace: %v", err)
 	}
 	if interval < 0 {
@@ -59,7 +59,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer f.Discard()
 		w = f
 	}
-	s, err := tf.start(fs.Args(), stderr, childOut)
+	s, err := tf.Start(fs.Args(), stderr, childOut, version)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if err == nil {
-		err = tf.status(s.Analyzer().Snapshot())
+		err = tf.Status(s.Analyzer().Snapshot())
 	}
 	return err
 }
