@@ -211,8 +211,9 @@ func checkNumbers(path string, v reflect.Value, bad func(string, ...any)) {
 }
 
 // modeVaries are the JSON fields of a QP two runs of one workload may
-// differ in whatever the mode: the process, addresses, and times.
-var modeVaries = keySet("pid", "send_cq", "counters_only", "rates")
+// differ in whatever the mode: the process, the addresses of its CQs and
+// SRQ, and times.
+var modeVaries = keySet("pid", "send_cq", "recv_cq", "srq", "counters_only", "rates")
 
 // CheckModes compares a counters-mode snapshot with an events-mode one of
 // the same deterministic run: their QPs, in order, must agree on every
