@@ -28,7 +28,10 @@ type Counters struct {
 	PeakOutstanding uint64 `json:"peak_outstanding"`
 	CQEsPolled      uint64 `json:"cqes_polled"`
 
-	ENOMEMUnknown        uint64 `json:"enomem_unknown"`
+	ENOMEMUnknown uint64 `json:"enomem_unknown"`
+	// ENOMEM: post calls that failed with ENOMEM, whatever the cause
+	// (counters mode counts them in the kernel, which cannot tell it).
+	ENOMEM               uint64 `json:"enomem"`
 	OtherErrors          uint64 `json:"other_errors"`
 	CQEErrors            uint64 `json:"cqe_errors"`
 	FlushedUnsignaled    uint64 `json:"flushed_unsignaled"`
@@ -368,6 +371,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.qpRecvCreated(q, e)
 		a.qpCreateProvider(q, e)
 		a.qpEpoch++
+		a.checkPeakOverCaps(q, e.TimeNS)
 	case *trace.QPDestroy:
 		a.qpDestroyed(e)
 	case *trace.CQChange:
@@ -401,7 +405,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			a.cqEmpty(c, e.TimeNS)
 		}
 		var last *sq
-		for i := range e.WCs {
+		// a poll returns Ret completions: WCs past them (a damaged
+		// record) are none
+		for i := range min(len(e.WCs), max(int(e.Ret), 0)) {
 			wc := &e.WCs[i]
 			var q *sq
 			if e.Ex {
@@ -465,7 +471,10 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.countersOnly = true
 		a.countedRecvs(q, e)
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
-		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
+		if q.sigAll { // the kernel counts IBV_SEND_SIGNALED; sq_sig_all signals every WR
+			q.c.Signaled = e.WRs
+		}
+		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEM = e.Doorbells, e.EINVAL, e.ENOMEM
 		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
 		q.c.InlineBytes, q.c.DMABytesPayload, q.c.DMAReadsPayload = e.InlineBytes, e.PayloadBytes, e.PayloadSGEs
 		q.c.Cuts = Cuts{SGECutWRs: e.SGECutWRs, SGEsNotSummed: e.SGEsNotSummed, WalkCappedPosts: e.WalkCappedPosts}
@@ -645,55 +654,4 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
 	s.Processes = a.procs.snapshot()
 	return s
-}
-
-func addCounters(t, c *Counters) {
-	t.WRs += c.WRs
-	t.PostCalls += c.PostCalls
-	t.Inline += c.Inline
-	t.Signaled += c.Signaled
-	t.Doorbells += c.Doorbells
-	t.BFWrites += c.BFWrites
-	t.WQEBBs += c.WQEBBs
-	t.DMAReadsWQE += c.DMAReadsWQE
-	t.DMAReadsPayload += c.DMAReadsPayload
-	t.CQEWrites += c.CQEWrites
-	t.ENOMEMSQFull += c.ENOMEMSQFull
-	t.ENOMEMInline += c.ENOMEMInline
-	t.ENOMEMSGE += c.ENOMEMSGE
-	t.EINVAL += c.EINVAL
-	if c.PeakOutstanding > t.PeakOutstanding {
-		t.PeakOutstanding = c.PeakOutstanding
-	}
-	t.CQEsPolled += c.CQEsPolled
-	t.ENOMEMUnknown += c.ENOMEMUnknown
-	t.OtherErrors += c.OtherErrors
-	t.CQEErrors += c.CQEErrors
-	t.FlushedUnsignaled += c.FlushedUnsignaled
-	t.UnmatchedCQEs += c.UnmatchedCQEs
-	t.Truncated += c.Truncated
-	t.WRAPICalls += c.WRAPICalls
-	t.Aborted += c.Aborted
-	if c.LongestUnsignaledRun > t.LongestUnsignaledRun {
-		t.LongestUnsignaledRun = c.LongestUnsignaledRun
-	}
-	t.MMIOBytes += c.MMIOBytes
-	t.DMABytesWQE += c.DMABytesWQE
-	t.DMABytesPayload += c.DMABytesPayload
-	t.InlineBytes += c.InlineBytes
-	t.Polls += c.Polls
-	t.EmptyPolls += c.EmptyPolls
-	t.PostRecvs += c.PostRecvs
-	t.RecvCQEs += c.RecvCQEs
-	t.NotRTS += c.NotRTS
-	t.EmptyWRBatches += c.EmptyWRBatches
-	t.InlineSGEs += c.InlineSGEs
-	t.BaselineWQEBytes += c.BaselineWQEBytes
-	t.BeyondModel += c.BeyondModel
-	t.DMAWritesResponse += c.DMAWritesResponse
-	t.DMABytesResponse += c.DMABytesResponse
-	for i, n := range c.Opcodes {
-		t.Opcodes[i] += n
-	}
-	t.Cuts.add(&c.Cuts)
 }

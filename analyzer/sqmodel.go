@@ -6,8 +6,6 @@
 package analyzer
 
 import (
-	"math/bits"
-
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -86,7 +84,10 @@ type sq struct {
 	provFromCreate bool
 
 	head, tail uint64 // WR sequence numbers: posted, retired
-	ring       []wrSlot
+	// failWR is the index in its list of the WR the last failed post
+	// failed at (cause)
+	failWR int
+	ring   []wrSlot
 	// sig is a ring of the signaled WRs outstanding, oldest first: entries
 	// sigHead..sigTail-1 (monotonic, taken modulo len(sig) == len(ring)).
 	sig              []sigEntry
@@ -104,12 +105,9 @@ type sq struct {
 	// runWarnPending asks the analyzer to record that prediction
 	runWarnPending bool
 
-	// occupancy right after each post call: log2 buckets (index
-	// bits.Len64(outstanding)), and the sum for the mean
-	occHist [65]uint64
-	occSum  uint64
-	occN    uint64
-	hist    history
+	// occupancy right after each post call
+	occ  occDist
+	hist history
 
 	// sq_sig_all with IBV_SEND_SIGNALED set on some WRs and not on others;
 	// sigAllNoted is the unflagged count the last diagnosis saw
@@ -379,6 +377,7 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 // cause classifies a failed post at WR index i of the list, by the
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
+	q.failWR = i
 	if q.prov.mlx5Model() && q.notRTS(p) { // mlx5's SGE check outside RTS
 		return causeNotRTS
 	}
@@ -386,6 +385,14 @@ func (q *sq) cause(p *trace.Post, i int) errCause {
 		return c
 	}
 	if p.Ret == ibv.EINVAL {
+		if p.API == trace.APIWR { // the batch's first invalid opcode
+			for j := i; j < len(p.WRs); j++ {
+				if !opcodeValid(q.typ, p.WRs[j].Opcode) {
+					q.failWR = j
+					break
+				}
+			}
+		}
 		return causeEINVAL
 	}
 	if p.Ret != ibv.ENOMEM {
@@ -400,18 +407,27 @@ func (q *sq) cause(p *trace.Post, i int) errCause {
 	}
 	w := &p.WRs[i]
 	if q.capsKnown {
+		if p.API == trace.APIWR {
+			// wr API: the batch fails as a whole at its first WR that
+			// finds the SQ full (when it is begun) or whose data does
+			// not fit (when it is set): not necessarily the first WR
+			for j := i; j < len(p.WRs); j++ {
+				w := &p.WRs[j]
+				q.failWR = j
+				switch {
+				case q.outstanding()+uint64(j) >= uint64(q.caps.MaxSendWR):
+					return causeSQFull
+				case w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData:
+					return causeInline
+				case w.NumSGE > q.caps.MaxSendSGE:
+					return causeSGE
+				}
+			}
+			q.failWR = i
+			return causeUnknownENOMEM
+		}
 		if q.outstanding()+uint64(i) >= uint64(q.caps.MaxSendWR) {
 			return causeSQFull
-		}
-		if p.API == trace.APIWR {
-			// wr API: the inline size is checked when the data is set
-			if w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData {
-				return causeInline
-			}
-			if w.NumSGE > q.caps.MaxSendSGE {
-				return causeSGE
-			}
-			return causeUnknownENOMEM
 		}
 		if w.NumSGE > q.caps.MaxSendSGE {
 			return causeSGE
@@ -467,6 +483,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.c.Truncated += uint64(n - len(p.WRs))
 	}
 	cause := causeNone
+	if p.Ret == ibv.ENOMEM {
+		q.c.ENOMEM++ // whatever the cause
+	}
 	if p.Ret != 0 {
 		cause = q.cause(p, n)
 		switch cause {
@@ -587,9 +606,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 // notePost records the occupancy a post call left behind.
 func (q *sq) notePost(now uint64, wrs uint32) {
 	out := q.outstanding()
-	q.occHist[bits.Len64(out)]++
-	q.occSum += out
-	q.occN++
+	q.occ.note(out)
 	q.hist.note(now, out, wrs, 0)
 }
 

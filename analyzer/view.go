@@ -40,6 +40,7 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.EINVAL, b.EINVAL)
 	sub(&d.CQEsPolled, b.CQEsPolled)
 	sub(&d.ENOMEMUnknown, b.ENOMEMUnknown)
+	sub(&d.ENOMEM, b.ENOMEM)
 	sub(&d.OtherErrors, b.OtherErrors)
 	sub(&d.CQEErrors, b.CQEErrors)
 	sub(&d.FlushedUnsignaled, b.FlushedUnsignaled)
@@ -85,4 +86,57 @@ func Percent(a, b uint64) float64 { return 100 * ratio(a, b) }
 // BlueFlame) and payload reads (inline).
 func (s Savings) DMAReadsSaved() uint64 {
 	return s.WQEFetchBatching + s.WQEFetchBF + s.PayloadReadsSaved
+}
+
+// addCounters adds c to the totals t (the peaks are the larger).
+func addCounters(t, c *Counters) {
+	t.WRs += c.WRs
+	t.PostCalls += c.PostCalls
+	t.Inline += c.Inline
+	t.Signaled += c.Signaled
+	t.Doorbells += c.Doorbells
+	t.BFWrites += c.BFWrites
+	t.WQEBBs += c.WQEBBs
+	t.DMAReadsWQE += c.DMAReadsWQE
+	t.DMAReadsPayload += c.DMAReadsPayload
+	t.CQEWrites += c.CQEWrites
+	t.ENOMEMSQFull += c.ENOMEMSQFull
+	t.ENOMEMInline += c.ENOMEMInline
+	t.ENOMEMSGE += c.ENOMEMSGE
+	t.EINVAL += c.EINVAL
+	if c.PeakOutstanding > t.PeakOutstanding {
+		t.PeakOutstanding = c.PeakOutstanding
+	}
+	t.CQEsPolled += c.CQEsPolled
+	t.ENOMEMUnknown += c.ENOMEMUnknown
+	t.ENOMEM += c.ENOMEM
+	t.OtherErrors += c.OtherErrors
+	t.CQEErrors += c.CQEErrors
+	t.FlushedUnsignaled += c.FlushedUnsignaled
+	t.UnmatchedCQEs += c.UnmatchedCQEs
+	t.Truncated += c.Truncated
+	t.WRAPICalls += c.WRAPICalls
+	t.Aborted += c.Aborted
+	if c.LongestUnsignaledRun > t.LongestUnsignaledRun {
+		t.LongestUnsignaledRun = c.LongestUnsignaledRun
+	}
+	t.MMIOBytes += c.MMIOBytes
+	t.DMABytesWQE += c.DMABytesWQE
+	t.DMABytesPayload += c.DMABytesPayload
+	t.InlineBytes += c.InlineBytes
+	t.Polls += c.Polls
+	t.EmptyPolls += c.EmptyPolls
+	t.PostRecvs += c.PostRecvs
+	t.RecvCQEs += c.RecvCQEs
+	t.NotRTS += c.NotRTS
+	t.EmptyWRBatches += c.EmptyWRBatches
+	t.InlineSGEs += c.InlineSGEs
+	t.BaselineWQEBytes += c.BaselineWQEBytes
+	t.BeyondModel += c.BeyondModel
+	t.DMAWritesResponse += c.DMAWritesResponse
+	t.DMABytesResponse += c.DMABytesResponse
+	for i, n := range c.Opcodes {
+		t.Opcodes[i] += n
+	}
+	t.Cuts.add(&c.Cuts)
 }

@@ -178,7 +178,7 @@ func (t *qpTable) Draw(screen tcell.Screen) {
 func status(q analyzer.QP, c analyzer.Counters) string {
 	q.Counters = c
 	if !q.Measured("outstanding") {
-		if c.ENOMEMSQFull+c.ENOMEMUnknown > 0 {
+		if c.ENOMEM > 0 {
 			return "ENOMEM"
 		}
 		return notMeasured

@@ -315,6 +315,15 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 			if (out + k > p->tx_depth) {
 				uint64_t now;
 
+				/* None of them signaled (a failed list dropped
+				 * its signaled WR): no CQE will ever make room,
+				 * as an application waiting here hangs. */
+				if (st.retired >= st.last_signaled) {
+					r->stalled_unsignaled = out;
+					r->stalled = 1;
+					break;
+				}
+
 				if (poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE) > 0 || !held_since) {
 					held_since = wl_now_ns();
 					continue;

@@ -142,7 +142,11 @@ func (q QPResult) diagnosis(c Config) []string {
 	if k.CQOverrunErrs > 0 {
 		out = append(out, "CQ OVERRUN: a completion was due on the full send CQ: the CQ went to error and the QP to the error state (fault cq-overrun)")
 	}
-	if a.Stalled {
+	switch {
+	case a.StalledUnsignaled > 0:
+		out = append(out, fmt.Sprintf("STALLED after %d of the WRs: %d WRs outstanding and none signaled (a failed list dropped its signaled WR), so no CQE can free room for a list of %d under -t %d: an application waiting for room hangs here",
+			a.Attempts, a.StalledUnsignaled, c.PostList, c.TxDepth))
+	case a.Stalled:
 		out = append(out, "STALLED: no completion came for the drain timeout while the application's own limit held it: the run stopped")
 	}
 	if failed == 0 {

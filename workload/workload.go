@@ -191,6 +191,20 @@ func (c *Config) Validate(cqModExplicit bool) error {
 		}
 		c.CQMod = c.TxDepth
 	}
+	// The application's flow control (loop.c) posts a list of -l WRs only
+	// when they fit under -t beside those outstanding; the WRs posted
+	// since the last signaled one stay outstanding until a later CQE, up
+	// to Q - gcd(l, Q) of them when a list starts: with more, no list
+	// fits again and the run stalls. perftest makes -Q the post list
+	// size by default, and refuses a post list that is not a multiple
+	// of -Q.
+	if stall := c.CQMod - gcd(c.PostList, c.CQMod); stall+c.PostList > c.TxDepth {
+		if cqModExplicit {
+			return usagef("-Q/--cq-mod %d with -l/--post_list %d leaves up to %d unsignaled WRs outstanding, and a list beside them needs -t/--tx-depth >= %d (or make -l a multiple of -Q, as perftest does)",
+				c.CQMod, c.PostList, stall, stall+c.PostList)
+		}
+		c.CQMod = c.PostList
+	}
 	if c.Fault == FaultLazyPoll && c.LazyPoll < 2 {
 		return usagef("--fault lazy-poll needs N >= 2")
 	}
@@ -227,6 +241,13 @@ func (c *Config) Validate(cqModExplicit bool) error {
 	return nil
 }
 
+func gcd(a, b uint32) uint32 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
 // AppCounters is what the application side knows, on any device.
 type AppCounters struct {
 	Attempts        uint64  `json:"attempts"`
@@ -252,8 +273,11 @@ type AppCounters struct {
 	Seconds         float64 `json:"seconds"`
 	RecvsPosted     uint64  `json:"recvs_posted"`
 	// Stalled: the run stopped early, held by its own limit of
-	// outstanding WRs while no completion came for the drain timeout.
-	Stalled bool `json:"stalled,omitempty"`
+	// outstanding WRs while no completion came for the drain timeout, or
+	// could come: StalledUnsignaled WRs were outstanding and none of them
+	// signaled (a failed list dropped its signaled WR).
+	Stalled           bool   `json:"stalled,omitempty"`
+	StalledUnsignaled uint64 `json:"stalled_unsignaled,omitempty"`
 	// FaultStartSeconds is when the fault became active (0: from the start
 	// or never); FaultStartWR how many WRs were attempted before.
 	FaultStartSeconds float64 `json:"fault_start_s,omitempty"`
@@ -499,7 +523,7 @@ func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, healthy, f
 		CQEsPolled: uint64(r.cqes), CQEErrors: uint64(r.cqe_errors), Polls: uint64(r.polls),
 		EmptyPolls: uint64(r.empty_polls), ENOMEM: uint64(r.enomem), EINVAL: uint64(r.einval),
 		OtherErrors: uint64(r.other_errors), FirstErrno: int(r.first_errno), FirstErrorAt: uint64(r.first_error_at),
-		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained),
+		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained), StalledUnsignaled: uint64(r.stalled_unsignaled),
 		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted),
 		Seconds: float64(r.end_ns-r.start_ns) / 1e9, Stalled: r.stalled != 0,
 	}

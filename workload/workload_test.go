@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/verbs"
 )
 
@@ -41,6 +42,11 @@ func TestValidate(t *testing.T) {
 		{"explicit -Q larger than depth", func(c *Config) { c.CQMod = 256 }, true, false},
 		{"default -Q larger than depth is capped", func(c *Config) { c.TxDepth = 64 }, false, true},
 		{"post list over depth", func(c *Config) { c.PostList = 256 }, false, false},
+		// flow control that can never post again: 6 unsignaled + 11 > 16
+		{"-Q 7 -l 11 -t 16 stalls", func(c *Config) { c.CQMod, c.PostList, c.TxDepth = 7, 11, 16 }, true, false},
+		{"-Q 7 -l 11 -t 17", func(c *Config) { c.CQMod, c.PostList, c.TxDepth = 7, 11, 17 }, true, true},
+		{"-l a multiple of -Q", func(c *Config) { c.CQMod, c.PostList, c.TxDepth = 4, 8, 8 }, true, true},
+		{"default -Q with a post list not dividing the depth", func(c *Config) { c.PostList, c.TxDepth = 8, 100 }, false, true},
 		{"UD write", func(c *Config) { c.Conn = verbs.UD; c.Opcodes = []int{verbs.OpRDMAWrite} }, false, false},
 		{"bad api", func(c *Config) { c.API = "verbs" }, false, false},
 		{"no iters no duration", func(c *Config) { c.Iters = 0 }, false, false},
@@ -59,6 +65,9 @@ func TestValidate(t *testing.T) {
 			}
 			if tc.ok && c.CQMod > c.TxDepth {
 				t.Fatalf("cq_mod %d not capped to depth %d", c.CQMod, c.TxDepth)
+			}
+			if tc.ok && c.CQMod-gcd(c.PostList, c.CQMod)+c.PostList > c.TxDepth {
+				t.Fatalf("-Q %d -l %d -t %d accepted: the flow control stalls", c.CQMod, c.PostList, c.TxDepth)
 			}
 		})
 	}
@@ -174,6 +183,15 @@ func TestFaults(t *testing.T) {
 			k := q.Counters
 			if k.Doorbells != 1000 || k.BFWrites != 0 || k.DMAReadsWQE != 1000 || k.Signaled != 125 {
 				t.Fatalf("%+v", k)
+			}
+		}},
+		{"a failed list drops its signaled WR: the flow control stalls, the run ends", func(c *Config) {
+			c.Fault, c.TxDepth, c.CQMod, c.PostList, c.Iters = FaultTooManySGE, 4, 4, 2, 938
+			// a bind takes no SGE: it is posted, the WR after it refused
+			c.Opcodes = []int{verbs.OpRDMAWrite, ibv.WRRDMARead, ibv.WRBindMW}
+		}, func(t *testing.T, q QPResult) {
+			if !q.App.Stalled || q.App.StalledUnsignaled != 3 || q.Counters.WRs != 3 || q.App.Attempts != 16 || q.Counters.Signaled != 0 {
+				t.Fatalf("stalled %v with %d outstanding after %d attempts, %+v", q.App.Stalled, q.App.StalledUnsignaled, q.App.Attempts, q.Counters)
 			}
 		}},
 		{"UD", func(c *Config) { c.Conn = verbs.UD; c.Iters = 1000; c.InlineSize = 64 }, func(t *testing.T, q QPResult) {

@@ -3,6 +3,8 @@
 package analyzertest
 
 import (
+	"testing"
+
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
@@ -35,4 +37,31 @@ func Steady(qps, rounds int) *analyzer.Analyzer {
 	}
 	a.IngestAll(evs)
 	return a
+}
+
+// Check fails t with every invariant the snapshot breaks
+// (analyzer.Snapshot.Check): every test that makes a report runs it.
+func Check(t testing.TB, s analyzer.Snapshot) {
+	t.Helper()
+	for _, err := range s.Check() {
+		t.Errorf("report invariant: %v", err)
+	}
+}
+
+// Snapshot is a's snapshot, checked.
+func Snapshot(t testing.TB, a *analyzer.Analyzer) analyzer.Snapshot {
+	t.Helper()
+	s := a.Snapshot()
+	Check(t, s)
+	return s
+}
+
+// CheckModes fails t with every field a counters-mode snapshot and an
+// events-mode snapshot of the same deterministic run disagree on
+// (analyzer.CheckModes).
+func CheckModes(t testing.TB, events, counters analyzer.Snapshot) {
+	t.Helper()
+	for _, err := range analyzer.CheckModes(events, counters) {
+		t.Errorf("events and counters mode: %v", err)
+	}
 }

@@ -106,7 +106,7 @@ func traceWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	// to stderr)
 	out := stdout.String()
 	var tr traceOut
-	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+	if err := decodeReport(t, []byte(out), &tr); err != nil {
 		t.Fatalf("trace JSON: %v\n%s", err, out)
 	}
 	// what sqscope itself used: some CPU to start, some after, at most
@@ -194,7 +194,7 @@ func reportInto(t *testing.T, rec string, v any) {
 	if err != nil {
 		t.Fatalf("report: %v\n%s", err, stderr.String())
 	}
-	if err := json.Unmarshal(out, v); err != nil {
+	if err := decodeReport(t, out, v); err != nil {
 		t.Fatalf("report JSON: %v\n%s", err, out)
 	}
 }
@@ -356,7 +356,7 @@ func TestTraceRunningProcess(t *testing.T) {
 		t.Fatalf("trace: %v\n%s", err, stderr.String())
 	}
 	var out traceOut
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+	if err := decodeReport(t, stdout.Bytes(), &out); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
 	truth := readTruth(t, truthFile)
@@ -506,36 +506,57 @@ func TestTraceCountersMode(t *testing.T) {
 			}
 			out := stdout.String()
 			var tr traceOut
-			if err := json.Unmarshal([]byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
+			if err := decodeReport(t, []byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
 				t.Fatal(err)
 			}
 			truth := readTruth(t, truthFile)
 			if len(tr.QPs) != 1 || tr.QPs[0]["counters_only"] != true || tr.Lost != 0 {
 				t.Fatalf("QPs %v, %d lost", tr.QPs, tr.Lost)
 			}
-			got, want := tr.QPs[0], truth[0]
-			for _, f := range []string{"wrs", "post_calls", "inline", "inline_bytes", "signaled", "doorbells", "einval",
-				"dma_reads_payload", "dma_bytes_payload"} {
-				if got[f] != want[f] {
-					t.Errorf("%s: counters mode %v, truth %v", f, got[f], want[f])
-				}
-			}
-			// what needs each WR's opcode is not measured: absent
-			for _, f := range []string{"opcodes", "dma_writes_response", "dma_bytes_response"} {
-				if v, ok := got[f]; ok {
-					t.Errorf("%s = %v in counters mode: not measured there, want it absent", f, v)
-				}
-			}
-			// the kernel counts ENOMEM; which of the three causes is the
-			// analyzer's to tell, from events
-			enomem := want["enomem_sq_full"].(float64) + want["enomem_inline"].(float64) + want["enomem_sge"].(float64)
-			if got["enomem_unknown"] != enomem {
-				t.Errorf("ENOMEM: counters mode %v, truth %v", got["enomem_unknown"], enomem)
-			}
-			app := want["app"].(map[string]any)
-			if got["polls"] != app["polls"] || got["empty_polls"] != app["empty_polls"] {
-				t.Errorf("polls %v/%v empty, truth %v/%v", got["polls"], got["empty_polls"], app["polls"], app["empty_polls"])
-			}
+			compareCounted(t, "counters mode", tr.QPs, truth)
 		})
+	}
+}
+
+// countedFields are the fields counters mode counts in the kernel, which
+// must equal the ground truth.
+var countedFields = []string{"wrs", "post_calls", "inline", "inline_bytes", "signaled", "doorbells", "einval",
+	"dma_reads_payload", "dma_bytes_payload"}
+
+// compareCounted requires what counters mode counts of every QP to equal
+// the truth: its counted fields, ENOMEM (whose cause is for the events
+// mode to tell), and its send CQ's polls.
+func compareCounted(t *testing.T, what string, got, truth []map[string]any) {
+	t.Helper()
+	if len(got) != len(truth) {
+		t.Fatalf("%s saw %d QPs, the workload had %d", what, len(got), len(truth))
+	}
+	byNum := map[float64]map[string]any{}
+	for _, q := range got {
+		byNum[q["qp_num"].(float64)] = q
+	}
+	for _, want := range truth {
+		got, ok := byNum[want["qp_num"].(float64)]
+		if !ok {
+			t.Fatalf("%s: QP %v missing", what, want["qp_num"])
+		}
+		for _, f := range countedFields {
+			if got[f] != want[f] {
+				t.Errorf("%s: QP %v %s = %v, truth %v", what, want["qp_num"], f, got[f], want[f])
+			}
+		}
+		// what needs each WR's opcode is not measured: absent
+		for _, f := range []string{"opcodes", "dma_writes_response", "dma_bytes_response"} {
+			if v, ok := got[f]; ok {
+				t.Errorf("%s: QP %v %s = %v in counters mode: not measured there, want it absent", what, want["qp_num"], f, v)
+			}
+		}
+		app := want["app"].(map[string]any)
+		if got["enomem"] != app["enomem"] { // what the posts returned, whatever the cause
+			t.Errorf("%s: QP %v ENOMEM %v, truth %v", what, want["qp_num"], got["enomem"], app["enomem"])
+		}
+		if got["polls"] != app["polls"] || got["empty_polls"] != app["empty_polls"] {
+			t.Errorf("%s: QP %v polls %v/%v empty, truth %v/%v", what, want["qp_num"], got["polls"], got["empty_polls"], app["polls"], app["empty_polls"])
+		}
 	}
 }

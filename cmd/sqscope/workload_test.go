@@ -18,6 +18,7 @@ func TestWorkloadBadFlags(t *testing.T) {
 		{"size 0 with inline", "-s 0 -I 64", "an inline WR needs a payload"},
 		{"depth 0", "-t 0", "-t/--tx-depth must be at least 1"},
 		{"-Q larger than depth", "-Q 256 -t 128", "larger than -t/--tx-depth"},
+		{"a post list the flow control stalls on", "-Q 7 -l 11 -t 16", "needs -t/--tx-depth >= 17"},
 		{"unknown device", "-d mlx5_9", `no RDMA device "mlx5_9"`},
 		{"unknown fault", "--fault explode", `unknown fault "explode"`},
 		{"lazy-poll without N", "--fault lazy-poll", "lazy-poll=N"},
