@@ -67,7 +67,7 @@ type attachReport struct {
 // from the ops table in memory; with one (by build ID, or by
 // .gnu_debuglink) from the debug file's symbols.
 func TestTraceStrippedRunning(t *testing.T) {
-	bpftest.Require(t, probe.Preflight)
+	bpftest.RequireHost(t, probe.Preflight) // one case traces the whole host
 	cases := []struct {
 		name    string
 		prepare func(t *testing.T, dir, stripped, debug string) (exe, debugDir string)
