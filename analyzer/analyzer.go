@@ -1,7 +1,8 @@
 package analyzer
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"sync"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -209,6 +210,9 @@ type Options struct {
 	// defaults; a negative HistoryLen keeps no history.
 	HistoryStepNS uint64
 	HistoryLen    int
+	// HistoryBytes bounds the memory of all QPs' histories together
+	// (histbudget.go); zero means DefaultHistoryBytes.
+	HistoryBytes int
 	// OnDiagnosis, when set, is called with each diagnosis the first time
 	// it is made (later occurrences only bump its count). It runs inside
 	// Ingest, under the analyzer's lock: it must not call the Analyzer.
@@ -225,10 +229,12 @@ type Analyzer struct {
 	qps    map[qpKey]*sq  // the latest QP of each number (lifecycle.go)
 	qpGens map[objKey]*sq // QPs by generation
 	all    []*sq          // every QP lifetime, in the order first seen
-	cqs    map[cqKey]*cqState
-	cqGens map[objKey]*cqState
-	allCQs []*cqState
-	srqs   []*srqState
+	// ordered is all by pid and QP number (qpOrder)
+	ordered []*sq
+	cqs     map[cqKey]*cqState
+	cqGens  map[objKey]*cqState
+	allCQs  []*cqState
+	srqs    []*srqState
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
@@ -239,6 +245,10 @@ type Analyzer struct {
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
+	// histQPs counts the QPs given a history, histLen is the most windows
+	// each keeps now (histbudget.go)
+	histQPs int
+	histLen uint64
 	// rqsEmpty counts the traced receiving QPs whose RQ is empty (diag_recv.go)
 	rqsEmpty int
 }
@@ -253,6 +263,9 @@ func New(opts Options) *Analyzer {
 		opts.HistoryLen = DefaultHistoryLen
 	case opts.HistoryLen < 0:
 		opts.HistoryLen = 0
+	}
+	if opts.HistoryBytes <= 0 {
+		opts.HistoryBytes = DefaultHistoryBytes
 	}
 	a := &Analyzer{opts: opts, qps: map[qpKey]*sq{}, qpGens: map[objKey]*sq{},
 		cqs: map[cqKey]*cqState{}, cqGens: map[objKey]*cqState{}}
@@ -482,30 +495,34 @@ func ratio(a, b uint64) float64 {
 // history and the diagnoses kept per QP are bounded).
 func (a *Analyzer) Snapshot() Snapshot { return a.SnapshotHistory(nil) }
 
-// SnapshotHistory is Snapshot with the occupancy history copied only for
-// the QPs keep accepts (all when keep is nil): a view refreshing many times
-// a second needs the history of the QP it draws, not of every QP.
+// SnapshotHistory is Snapshot with the occupancy history and histogram
+// copied only for the QPs keep accepts (all when keep is nil): a view
+// refreshing many times a second draws them for one QP, not for every QP.
 func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.snap
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
-	s.QPs = make([]QP, 0, len(a.all))
+	order := a.qpOrder()
+	s.QPs = make([]QP, len(order))
 	modeled := false // some QP follows the mlx5 model
-	for _, q := range a.all {
+	for i, q := range order {
+		p := &s.QPs[i] // filled in place: a QP is about a kilobyte
 		k := q.key
-		c := q.counters()
+		detail := keep == nil || keep(k.pid, k.qpNum)
+		p.Counters = q.counters()
+		c := &p.Counters
 		a.resolveProvider(q)
 		model := q.prov.model()
-		pcie, occ := savings(&c), q.occupancy()
+		p.PCIe, p.Occupancy = savings(c), q.occupancy(detail)
 		if model == "" {
-			hideMlx5(&c)
-			pcie = Savings{absent: true}
-			occ.Depth = 0 // no model of what bounds the WRs outstanding
+			hideMlx5(c)
+			p.PCIe = Savings{absent: true}
+			p.Occupancy.Depth = 0 // no model of what bounds the WRs outstanding
 		} else {
 			modeled = true
 		}
-		var r Rates
+		r := &p.Rates
 		switch {
 		case q.countersOnly:
 			r.SpanNS = countedSpan(q.createdNS, s.FirstNS, q.lastNS)
@@ -517,7 +534,6 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 		r.PostsPerSec = perSec(c.PostCalls, r.SpanNS)
 		r.CQEsPerSec = perSec(c.CQEsPolled, r.SpanNS)
 		r.WRsPerDoorbell = ratio(c.WRs, c.Doorbells)
-		var cqGen uint64
 		if cs := q.cq; cs != nil { // the send CQ's lifetime only
 			c.Polls, c.EmptyPolls = cs.polls, cs.empty
 			if q.countersOnly { // the CQ's times are those of its flushes
@@ -526,29 +542,21 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 				r.PollsPerSec = perSec(cs.polls, cs.lastNS-cs.firstNS)
 			}
 			r.PollsPerCQE = ratio(cs.polls, cs.cqes)
-			cqGen = cs.gen
+			p.SendCQGen = cs.gen
 		}
-		var hist []OccSample
-		var histStart uint64
-		if keep == nil || keep(k.pid, k.qpNum) {
-			hist, histStart = q.hist.copyOut()
+		if detail {
+			p.History, p.HistoryStartNS = q.hist.copyOut()
 		}
-		var longest uint64
 		if c.Signaled > 0 {
-			longest = q.runLongest + 1
+			p.SignalIntervalLongest = q.runLongest + 1
 		}
-		s.QPs = append(s.QPs, QP{
-			PID: k.pid, QPNum: k.qpNum, Type: q.typ.String(),
-			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
-			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
-			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
-			Provider: q.prov.String(), ProviderLib: q.provLib, Model: model,
-			Outstanding: q.outstanding(), Counters: c,
-			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
-			Occupancy: occ, Rates: r, PCIe: pcie,
-			History: hist, HistoryStartNS: histStart,
-		})
-		addCounters(&s.Total.Counters, &c)
+		p.PID, p.QPNum, p.Type = k.pid, k.qpNum, q.typ.String()
+		p.MaxSendWR, p.MaxInline, p.MaxSendSGE = q.caps.MaxSendWR, q.caps.MaxInlineData, q.caps.MaxSendSGE
+		p.SigAll, p.Gen, p.CapsKnown, p.CapsInferred = q.sigAll, q.gen, q.capsKnown, q.sendCapsInferred
+		p.Destroyed, p.CountersOnly, p.SendCQ = q.destroyed, q.countersOnly, q.sendCQ
+		p.Provider, p.ProviderLib, p.Model = q.prov.String(), q.provLib, model
+		p.Outstanding, p.SignalInterval = q.outstanding(), q.typicalInterval()
+		addCounters(&s.Total.Counters, c)
 	}
 	// polls belong to CQs, which QPs may share: count each CQ once
 	s.Total.Polls, s.Total.EmptyPolls = 0, 0
@@ -571,16 +579,25 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	if s.Total.NoModel = len(s.QPs) > 0 && !modeled; s.Total.NoModel {
 		s.TotalPCIe = Savings{absent: true}
 	}
-	sort.SliceStable(s.QPs, func(i, j int) bool {
-		if s.QPs[i].PID != s.QPs[j].PID {
-			return s.QPs[i].PID < s.QPs[j].PID
-		}
-		return s.QPs[i].QPNum < s.QPs[j].QPNum
-	})
 	s.Diagnoses = a.diagnoses()
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
 	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
 	return s
+}
+
+// qpOrder is every QP lifetime by pid and QP number, generations in the
+// order first seen; it is sorted again only when QPs came since.
+func (a *Analyzer) qpOrder() []*sq {
+	if len(a.ordered) != len(a.all) {
+		a.ordered = append(a.ordered[:0], a.all...)
+		slices.SortStableFunc(a.ordered, func(x, y *sq) int {
+			if c := cmp.Compare(x.key.pid, y.key.pid); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.key.qpNum, y.key.qpNum)
+		})
+	}
+	return a.ordered
 }
 
 func addCounters(t, c *Counters) {

@@ -44,10 +44,13 @@ type OccSample struct {
 }
 
 // history is a ring of the most recent windows. Window w covers trace time
-// [w*step, (w+1)*step).
+// [w*step, (w+1)*step). The ring starts small and grows as windows close,
+// up to n windows (which the analyzer lowers when many QPs share the
+// history budget: histbudget.go), so a short trace of many QPs holds
+// little.
 type history struct {
 	step, n    uint64
-	samples    []OccSample
+	samples    []OccSample // the ring; window w at w % len(samples)
 	first, cur uint64 // window numbers of the oldest and the current sample
 	curEnd     uint64 // first ns past the current window
 	started    bool
@@ -77,7 +80,7 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 		return
 	}
 	if !h.started {
-		h.samples = make([]OccSample, h.n)
+		h.samples = make([]OccSample, min(h.n, histFirstLen))
 		h.started, h.trendArmed = true, true
 		h.first = now / h.step
 		h.cur = h.first
@@ -85,7 +88,7 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 	} else if now >= h.curEnd {
 		h.advance(now / h.step)
 	}
-	s := &h.samples[h.cur%h.n]
+	s := h.at(h.cur)
 	o := clamp32(out)
 	s.Max = max(s.Max, o)
 	s.End = o
@@ -96,19 +99,50 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 // advance closes the current window and starts window w; windows without an
 // event in between carry the occupancy over.
 func (h *history) advance(w uint64) {
-	end := h.samples[h.cur%h.n].End
-	if w-h.cur > h.n {
-		h.cur = w - h.n
+	end := h.at(h.cur).End
+	if m := uint64(len(h.samples)); w-h.first >= m && m < h.n {
+		h.resize(min(h.n, max(2*m, w-h.first+1)))
+	}
+	m := uint64(len(h.samples))
+	if w-h.cur > m {
+		h.cur = w - m
 	}
 	for i := h.cur + 1; i <= w; i++ {
-		h.samples[i%h.n] = OccSample{Max: end, End: end}
+		*h.at(i) = OccSample{Max: end, End: end}
 	}
 	h.cur = w
 	h.curEnd = (w + 1) * h.step
-	if h.cur-h.first >= h.n {
-		h.first = h.cur - h.n + 1
+	if h.cur-h.first >= m {
+		h.first = h.cur - m + 1
 	}
 	h.closed = true
+}
+
+// at is window w's sample, w within the ring.
+func (h *history) at(w uint64) *OccSample { return &h.samples[w%uint64(len(h.samples))] }
+
+// resize moves the ring to m samples, keeping the newest windows that fit.
+func (h *history) resize(m uint64) {
+	out := make([]OccSample, m)
+	from := h.first
+	if h.cur+1-from > m {
+		from = h.cur + 1 - m
+	}
+	for w := from; w <= h.cur; w++ {
+		out[w%m] = *h.at(w)
+	}
+	h.samples, h.first = out, from
+}
+
+// limit keeps at most m windows from now on, dropping the oldest beyond.
+func (h *history) limit(m uint64) {
+	if h.n <= m {
+		return
+	}
+	h.n = m
+	if h.started && uint64(len(h.samples)) > m {
+		h.resize(m)
+	}
 }
 
 // copyOut returns the samples oldest first and the start of the oldest.
@@ -118,7 +152,7 @@ func (h *history) copyOut() ([]OccSample, uint64) {
 	}
 	out := make([]OccSample, 0, h.cur-h.first+1)
 	for w := h.first; w <= h.cur; w++ {
-		out = append(out, h.samples[w%h.n])
+		out = append(out, *h.at(w))
 	}
 	return out, h.first * h.step
 }
@@ -132,7 +166,7 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	if !h.started || depth == 0 || h.cur == h.first {
 		return 0, 0, 0, false
 	}
-	last := uint64(h.samples[(h.cur-1)%h.n].Max)
+	last := uint64(h.at(h.cur - 1).Max)
 	if last < depth/2 {
 		h.trendArmed = true
 		if !h.low {
@@ -140,7 +174,7 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 			// at them, may have been below half already
 			h.low, h.lowFrom = true, h.cur-1
 			for h.lowFrom > h.first && h.cur-h.lowFrom < trendWindows &&
-				uint64(h.samples[(h.lowFrom-1)%h.n].Max) < depth/2 {
+				uint64(h.at(h.lowFrom - 1).Max) < depth/2 {
 				h.lowFrom--
 			}
 		}
@@ -157,11 +191,11 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	}
 	start := h.cur - trendWindows
 	peakBefore := h.peakThrough(start)
-	prev := uint64(h.samples[start%h.n].Max)
+	prev := uint64(h.at(start).Max)
 	from = prev
 	rises := 0
 	for w := start + 1; w < h.cur; w++ {
-		m := uint64(h.samples[w%h.n].Max)
+		m := uint64(h.at(w).Max)
 		if m < prev {
 			return 0, 0, 0, false
 		}
@@ -201,7 +235,7 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 // its depth for trendWindows windows; each window is folded in once.
 func (h *history) peakThrough(w uint64) uint64 {
 	for i := max(h.peakNext, h.first); i <= w; i++ {
-		h.peak = max(h.peak, h.samples[i%h.n].Max)
+		h.peak = max(h.peak, h.at(i).Max)
 	}
 	h.peakNext = max(h.peakNext, w+1)
 	return uint64(h.peak)
@@ -239,7 +273,9 @@ type Occupancy struct {
 	Histogram []HistBucket `json:"histogram_after_post"`
 }
 
-func (q *sq) occupancy() Occupancy {
+// occupancy is the QP's occupancy figures; the histogram only when
+// withHist.
+func (q *sq) occupancy(withHist bool) Occupancy {
 	o := Occupancy{Now: q.outstanding(), Peak: q.c.PeakOutstanding, Depth: q.depth()}
 	if q.occN == 0 {
 		return o
@@ -252,7 +288,9 @@ func (q *sq) occupancy() Occupancy {
 			continue
 		}
 		lo, hi := bucketBounds(i)
-		o.Histogram = append(o.Histogram, HistBucket{Lo: lo, Hi: hi, Count: n})
+		if withHist {
+			o.Histogram = append(o.Histogram, HistBucket{Lo: lo, Hi: hi, Count: n})
+		}
 		if seen < p50 && seen+n >= p50 {
 			o.P50 = hi
 		}
