@@ -51,8 +51,8 @@ type OccSample struct {
 type history struct {
 	step, n    uint64
 	samples    []OccSample // the ring; window w at w % len(samples)
-	first, cur uint64 // window numbers of the oldest and the current sample
-	curEnd     uint64 // first ns past the current window
+	first, cur uint64      // window numbers of the oldest and the current sample
+	curEnd     uint64      // first ns past the current window
 	started    bool
 	closed     bool // a window closed since the analyzer last looked
 	trendArmed bool // a trend prediction may be made (re-armed below half)
@@ -174,7 +174,7 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 			// at them, may have been below half already
 			h.low, h.lowFrom = true, h.cur-1
 			for h.lowFrom > h.first && h.cur-h.lowFrom < trendWindows &&
-				uint64(h.at(h.lowFrom - 1).Max) < depth/2 {
+				uint64(h.at(h.lowFrom-1).Max) < depth/2 {
 				h.lowFrom--
 			}
 		}
