@@ -104,16 +104,29 @@ type UI struct {
 	now        func() time.Time
 	saveDir    string
 
-	snap     analyzer.Snapshot
-	prev     analyzer.Snapshot
-	havePrev bool
-	base     map[qpKey]analyzer.Counters
-	rows     []row
-	texts    [][]text             // the table's texts, every column
-	widths   []int                // the cells each column needs
-	shown    []int                // the columns shown, by index in columns
-	cells    [][]*tview.TableCell // the table's cells, reused
-	alertLog []Alert
+	snap       analyzer.Snapshot
+	prev       analyzer.Snapshot
+	havePrev   bool
+	base       map[qpKey]analyzer.Counters
+	sinceReset []analyzer.Counters // the counters since the reset, of the QPs in base
+	prevIdx    map[qpKey]int       // the previous snapshot's QPs, by key
+	rows       []row               // every QP of the snapshot, in its order
+	// the table (view.go, virtual.go): the lines shown, in groups when
+	// grouping, made of indices into rows; the group totals; texts made
+	// only for the lines drawn, again when gen moves on
+	grouping  grouping
+	order     []int32
+	keys      []groupKey
+	lines     []entry
+	groups    []group
+	filterBuf []byte
+	gen       uint32
+	texts     [][]text             // the texts of every column, by table line
+	textGen   []uint32             // the gen each line's texts were made in
+	widths    []int                // the cells each column needs on screen
+	shown     []int                // the columns shown, by index in columns
+	cells     [][]*tview.TableCell // the table's cells by line, reused
+	alertLog  []Alert
 	// alerts older than this trace time were cleared by a reset
 	alertsFrom uint64
 	eventsPS   float64
@@ -129,18 +142,19 @@ type UI struct {
 func New(src Source, info Info, app runner) *UI {
 	u := &UI{
 		src: src, info: info, app: app,
-		base: map[qpKey]analyzer.Counters{},
-		now:  time.Now, sortCol: 0, saveDir: ".",
+		base: map[qpKey]analyzer.Counters{}, prevIdx: map[qpKey]int{},
+		now: time.Now, sortCol: 0, saveDir: ".",
 	}
 	u.start = u.now()
 	u.header = tview.NewTextView().SetDynamicColors(true)
 	u.shown = allColumns()
 	u.table = &qpTable{Table: tview.NewTable().SetFixed(1, 0).SetSelectable(true, false), u: u}
+	u.table.SetContent(&tableContent{u: u})
 	u.table.SetBorder(true).SetTitle(" send queues ")
 	u.table.SetSelectionChangedFunc(func(r, _ int) {
-		if r >= 1 && r-1 < len(u.rows) {
+		if r >= 1 && r-1 < len(u.lines) && u.lines[r-1].row >= 0 {
 			u.mu.Lock()
-			u.selected, u.hasSel = u.rows[r-1].key, true
+			u.selected, u.hasSel = u.rows[u.lines[r-1].row].key, true
 			u.mu.Unlock()
 			u.renderDetail()
 		}
@@ -252,23 +266,41 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 	} else if u.havePrev {
 		u.eventsPS = 0
 	}
-	prevQP := map[qpKey]analyzer.QP{}
+	// the previous snapshot's QPs by key, for the rates (its QPs are
+	// still held in u.prev)
+	clear(u.prevIdx)
 	if u.havePrev {
-		for _, q := range u.prev.QPs {
-			prevQP[qpKey{q.PID, q.QPNum, q.Gen}] = q
+		for i := range u.prev.QPs {
+			q := &u.prev.QPs[i]
+			u.prevIdx[qpKey{q.PID, q.QPNum, q.Gen}] = i
 		}
 	}
 	u.rows = u.rows[:0]
-	for _, q := range s.QPs {
+	u.sinceReset = u.sinceReset[:0]
+	for i := range s.QPs {
+		q := &s.QPs[i]
 		k := qpKey{q.PID, q.QPNum, q.Gen}
-		r := row{key: k, qp: q, c: q.Counters.Sub(u.base[k]), occupancy: q.Outstanding}
-		if p, ok := prevQP[k]; ok && dt > 0 {
+		r := row{key: k, qp: q, c: &q.Counters, occupancy: q.Outstanding}
+		if b, ok := u.base[k]; ok {
+			u.sinceReset = append(u.sinceReset, q.Counters.Sub(b))
+		}
+		if j, ok := u.prevIdx[k]; ok && dt > 0 {
+			p := &u.prev.QPs[j]
 			r.wrsPS = float64(analyzer.Growth(q.WRs, p.WRs)) / dt
 			r.dmaSaved = float64(analyzer.Growth(q.PCIe.DMAReadsSaved(), p.PCIe.DMAReadsSaved())) / dt
 			r.cqeSaved = float64(analyzer.Growth(q.PCIe.CQEWritesSaved, p.PCIe.CQEWritesSaved)) / dt
 		}
-		r.status = status(q, r.c)
 		u.rows = append(u.rows, r)
+	}
+	// the counters since the reset, once u.sinceReset no longer grows
+	n := 0
+	for i := range u.rows {
+		r := &u.rows[i]
+		if _, ok := u.base[r.key]; ok {
+			r.c = &u.sinceReset[n]
+			n++
+		}
+		r.status = status(r.qp, r.c)
 	}
 	u.alertLog = u.alertLog[:0]
 	for _, d := range s.Diagnoses {
@@ -318,7 +350,7 @@ func (u *UI) renderHeader() {
 }
 
 func (u *UI) renderFooter() {
-	keys := []string{"? help", "q quit", "a newest alert", "↑↓/jk select", "Enter detail", "o sort", "p pause", "r reset", "s save", "/ filter"}
+	keys := []string{"? help", "q quit", "a newest alert", "↑↓/jk select", "Enter detail", "o sort", "p pause", "r reset", "s save", "/ filter", "g group"}
 	if _, ok := u.src.(Player); ok {
 		keys = slices.Insert(keys, 2, "←→ seek 10s", "+- speed")
 	}
@@ -328,6 +360,9 @@ func (u *UI) renderFooter() {
 	}
 	if u.filter != "" {
 		lead = append(lead, fmt.Sprintf("filter %q", u.filter))
+	}
+	if u.grouping != groupNone {
+		lead = append(lead, "by "+u.grouping.String())
 	}
 	u.footer.lead, u.footer.keys = strings.Join(lead, " · "), keys
 }

@@ -29,7 +29,15 @@ func (f *fakeApp) SetInputCapture(c func(*tcell.EventKey) *tcell.EventKey) *tvie
 	f.capture = c
 	return nil
 }
-func (f *fakeApp) SetFocus(p tview.Primitive) *tview.Application { f.focus = p; return nil }
+func (f *fakeApp) SetFocus(p tview.Primitive) *tview.Application {
+	// as tview does: the old primitive blurs, the new one takes focus
+	if f.focus != nil {
+		f.focus.Blur()
+	}
+	f.focus = p
+	p.Focus(func(q tview.Primitive) { f.focus = q })
+	return nil
+}
 func (f *fakeApp) Run() error                                    { return nil }
 func (f *fakeApp) Stop()                                         { f.stopped = true }
 
