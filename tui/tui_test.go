@@ -38,8 +38,8 @@ func (f *fakeApp) SetFocus(p tview.Primitive) *tview.Application {
 	p.Focus(func(q tview.Primitive) { f.focus = q })
 	return nil
 }
-func (f *fakeApp) Run() error                                    { return nil }
-func (f *fakeApp) Stop()                                         { f.stopped = true }
+func (f *fakeApp) Run() error { return nil }
+func (f *fakeApp) Stop()      { f.stopped = true }
 
 // key delivers a key the way tview does: global capture, then the focused
 // primitive's handler.
