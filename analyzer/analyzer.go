@@ -499,19 +499,32 @@ func (a *Analyzer) Snapshot() Snapshot { return a.SnapshotHistory(nil) }
 // copied only for the QPs keep accepts (all when keep is nil): a view
 // refreshing many times a second draws them for one QP, not for every QP.
 func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
+	return a.SnapshotReusing(keep, nil)
+}
+
+// SnapshotReusing is SnapshotHistory writing the QPs into buf when it is
+// large enough: a view refreshing thousands of QPs hands back the QPs of a
+// snapshot it no longer holds, instead of the heap taking megabytes of
+// fresh memory each refresh. The snapshot owns buf from then on.
+func (a *Analyzer) SnapshotReusing(keep func(pid, qpNum uint32) bool, buf []QP) Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.snap
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
 	order := a.qpOrder()
-	s.QPs = make([]QP, len(order))
+	if cap(buf) >= len(order) {
+		s.QPs = buf[:len(order)]
+		clear(s.QPs) // fields are set only where they apply
+	} else {
+		s.QPs = make([]QP, len(order))
+	}
 	modeled := false // some QP follows the mlx5 model
 	for i, q := range order {
 		p := &s.QPs[i] // filled in place: a QP is about a kilobyte
 		k := q.key
 		detail := keep == nil || keep(k.pid, k.qpNum)
-		p.Counters = q.counters()
 		c := &p.Counters
+		q.countersTo(c)
 		a.resolveProvider(q)
 		model := q.prov.model()
 		p.PCIe, p.Occupancy = savings(c), q.occupancy(detail)

@@ -1,6 +1,7 @@
 package analyzer
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/sqscope/sqscope/trace"
@@ -86,5 +87,32 @@ func TestHistoryBudget(t *testing.T) {
 				t.Fatalf("history from %d, want %d", snap.QPs[0].HistoryStartNS, want)
 			}
 		})
+	}
+}
+
+// A snapshot written into the QPs of an older one is the snapshot made
+// afresh: nothing of the older one stays.
+func TestSnapshotReusing(t *testing.T) {
+	s := newStream()
+	s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
+	s.create(2, trace.QPTypeRC, rcCaps(64, 60, 1), false)
+	s.send(1, 4, 0, 0)
+	a := New(Options{HistoryStepNS: 1000})
+	a.IngestAll(s.evs)
+	old := a.Snapshot().QPs
+	for i := range old { // make the old QPs differ from anything true
+		old[i].SendCQGen, old[i].History, old[i].SignalIntervalLongest, old[i].Rates.PollsPerSec = 9, []OccSample{{Max: 9}}, 9, 9
+	}
+	old = append(old, QP{QPNum: 99})
+	keep := func(pid, qpNum uint32) bool { return qpNum == 1 }
+	got, want := a.SnapshotReusing(keep, old), a.SnapshotHistory(keep)
+	if &got.QPs[0] != &old[0] {
+		t.Fatal("the buffer was not reused")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("reused snapshot\n%+v\nwant\n%+v", got.QPs, want.QPs)
+	}
+	if small := a.SnapshotReusing(keep, old[:0:1]); &small.QPs[0] == &old[0] || !reflect.DeepEqual(small, want) {
+		t.Fatal("a buffer too small was used, or the snapshot differs")
 	}
 }

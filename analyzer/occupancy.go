@@ -283,7 +283,7 @@ func (q *sq) occupancy(withHist bool) Occupancy {
 	o.Mean = float64(q.occSum) / float64(q.occN)
 	var seen uint64
 	p50, p99 := (q.occN+1)/2, q.occN-q.occN/100
-	for i, n := range q.occHist {
+	for i, n := range q.occHist[:q.occTop+1] {
 		if n == 0 {
 			continue
 		}

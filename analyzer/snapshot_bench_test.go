@@ -24,26 +24,36 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkSnapshot4096 is one snapshot of 4,096 QPs with full histories:
-// as the live view takes it (the history of the one QP it draws) and
-// whole (reports). cpu-ms/snapshot is the process's CPU time per snapshot,
+// as the live view takes it (the history of the one QP it draws; "reused":
+// into the QPs of a snapshot it let go, as it does) and whole (reports). cpu-ms/snapshot is the process's CPU time per snapshot,
 // which a loaded machine does not inflate as it does the wall time.
 func BenchmarkSnapshot4096(b *testing.B) {
 	a := fullQPs()
+	view := func(pid, qpNum uint32) bool { return qpNum == 0x100 }
 	for _, tc := range []struct {
-		name string
-		keep func(pid, qpNum uint32) bool
+		name  string
+		keep  func(pid, qpNum uint32) bool
+		reuse bool
 	}{
-		{"view", func(pid, qpNum uint32) bool { return qpNum == 0x100 }},
-		{"whole", nil},
+		{"view", view, false},
+		{"view-reused", view, true},
+		{"whole", nil, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			runtime.GC()
+			var held [2][]analyzer.QP // the view holds two snapshots
 			cpu := cpuTime()
-			for b.Loop() {
-				if s := a.SnapshotHistory(tc.keep); len(s.QPs) != 4096 {
+			for i := 0; b.Loop(); i++ {
+				var buf []analyzer.QP
+				if tc.reuse {
+					buf = held[i%2]
+				}
+				s := a.SnapshotReusing(tc.keep, buf)
+				if len(s.QPs) != 4096 {
 					b.Fatalf("%d QPs", len(s.QPs))
 				}
+				held[i%2] = s.QPs
 			}
 			b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/snapshot")
 		})

@@ -95,17 +95,22 @@ type sq struct {
 
 	// unsignaled runs: the current one, and how often each length ended
 	// with a signaled WR
-	curRun     uint64
-	runShort   [runSmall]uint64
-	runLong    map[uint64]uint64
-	runLongest uint64 // longest run that ended with a signaled WR
-	runWarned  bool   // a near-depth prediction was made for the current run
+	curRun   uint64
+	runShort [runSmall]uint64
+	runLong  map[uint64]uint64
+	// the most common run length so far (the shortest of equals) and its
+	// count, kept as runs end: counts only grow, so the most common is
+	// the one just counted or the one before
+	runBest, runBestN uint64
+	runLongest        uint64 // longest run that ended with a signaled WR
+	runWarned         bool   // a near-depth prediction was made for the current run
 	// runWarnPending asks the analyzer to record that prediction
 	runWarnPending bool
 
 	// occupancy right after each post call: log2 buckets (index
 	// bits.Len64(outstanding)), and the sum for the mean
 	occHist [65]uint64
+	occTop  int // the highest bucket counted in
 	occSum  uint64
 	occN    uint64
 	hist    history
@@ -197,15 +202,21 @@ func (q *sq) sigOutstanding() uint64 {
 // endRun counts an unsignaled run ended by a signaled WR.
 func (q *sq) endRun() {
 	r := q.curRun
+	var n uint64
 	if r < runSmall {
 		q.runShort[r]++
+		n = q.runShort[r]
 	} else {
 		if q.runLong == nil {
 			q.runLong = map[uint64]uint64{}
 		}
 		if _, ok := q.runLong[r]; ok || len(q.runLong) < maxRunKeys {
 			q.runLong[r]++
+			n = q.runLong[r]
 		}
+	}
+	if n > q.runBestN || (n == q.runBestN && n > 0 && r < q.runBest) {
+		q.runBest, q.runBestN = r, n
 	}
 	q.runLongest = max(q.runLongest, r)
 	q.curRun = 0
@@ -215,22 +226,10 @@ func (q *sq) endRun() {
 // typicalInterval is the most common unsignaled run length plus one: the
 // application's signal interval. 0 when no WR was signaled.
 func (q *sq) typicalInterval() uint64 {
-	var best, bestN uint64
-	found := false
-	for r, n := range q.runShort {
-		if n > bestN {
-			best, bestN, found = uint64(r), n, true
-		}
-	}
-	for r, n := range q.runLong {
-		if n > bestN || (n == bestN && r < best) {
-			best, bestN, found = r, n, true
-		}
-	}
-	if !found {
+	if q.runBestN == 0 {
 		return 0
 	}
-	return best + 1
+	return q.runBest + 1
 }
 
 // runWarnAt is the unsignaled run length that predicts an overflow. The WRs
@@ -571,7 +570,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 // notePost records the occupancy a post call left behind.
 func (q *sq) notePost(now uint64, wrs uint32) {
 	out := q.outstanding()
-	q.occHist[bits.Len64(out)]++
+	b := bits.Len64(out)
+	q.occHist[b]++
+	q.occTop = max(q.occTop, b)
 	q.occSum += out
 	q.occN++
 	q.hist.note(now, out, wrs, 0)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gdamore/tcell/v2"
 
@@ -181,4 +182,44 @@ func TestFourThousandQPs(t *testing.T) {
 			t.Fatalf("ungrouped: %d groups, %d lines", len(u.groups), len(u.lines))
 		}
 	})
+}
+
+// recordingSource hands out copies of a snapshot and records the QPs it
+// was given back.
+type recordingSource struct {
+	s     analyzer.Snapshot
+	given [][]analyzer.QP
+}
+
+func (r *recordingSource) Snapshot(_ func(uint32, uint32) bool, reuse []analyzer.QP) analyzer.Snapshot {
+	r.given = append(r.given, reuse)
+	s := r.s
+	s.QPs = append(reuse[:0], r.s.QPs...)
+	return s
+}
+
+// The view gives the source back the QPs of the snapshot it let go, and
+// never those it still shows or compares with.
+func TestSnapshotsReused(t *testing.T) {
+	src := &recordingSource{s: healthy()}
+	app := &fakeApp{}
+	u := New(src, Info{Target: "t"}, app)
+	var made [][]analyzer.QP
+	for range 4 {
+		u.Tick()
+		made = append(made, u.snap.QPs)
+	}
+	if src.given[0] != nil || src.given[1] != nil || src.given[2] != nil {
+		t.Fatalf("QPs given back before a snapshot was let go: %v", src.given[:3])
+	}
+	if !sameQPs(src.given[3], made[0]) {
+		t.Fatal("the fourth snapshot did not get the first one's QPs")
+	}
+	// a reset applies the snapshot shown again: it is held twice, and what
+	// it let go is the one to give back
+	u.Apply(u.snap, time.Unix(0, 0))
+	u.Apply(u.snap, time.Unix(0, 0))
+	if sameQPs(u.spare, u.snap.QPs) || sameQPs(u.spare, u.prev.QPs) {
+		t.Fatal("QPs still shown were given back")
+	}
 }

@@ -19,16 +19,18 @@ import (
 )
 
 // Source is where snapshots come from: a live analyzer or a replay. The
-// occupancy history is wanted only for the QPs keep accepts.
+// occupancy history is wanted only for the QPs keep accepts; reuse holds
+// the QPs of a snapshot the view no longer holds, for the new one's QPs
+// (analyzer.Analyzer.SnapshotReusing).
 type Source interface {
-	Snapshot(keep func(pid, qpNum uint32) bool) analyzer.Snapshot
+	Snapshot(keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) analyzer.Snapshot
 }
 
 // Live is a Source over a running analyzer.
 type Live struct{ A *analyzer.Analyzer }
 
-func (l Live) Snapshot(keep func(pid, qpNum uint32) bool) analyzer.Snapshot {
-	return l.A.SnapshotHistory(keep)
+func (l Live) Snapshot(keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) analyzer.Snapshot {
+	return l.A.SnapshotReusing(keep, reuse)
 }
 
 // Player is a Source that can be paused, sped up and seeked (replay).
@@ -92,6 +94,7 @@ type UI struct {
 	root    *tview.Flex
 
 	mu         sync.Mutex
+	spare      []analyzer.QP // QPs of a snapshot let go, for the next (under mu)
 	paused     bool
 	sortCol    int
 	sortDesc   bool
@@ -228,8 +231,10 @@ func (u *UI) Tick() {
 	}
 	u.mu.Lock()
 	sel, has := u.selected, u.hasSel
+	spare := u.spare
+	u.spare = nil
 	u.mu.Unlock()
-	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel.pid == pid && sel.qpNum == qpNum })
+	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel.pid == pid && sel.qpNum == qpNum }, spare)
 	at := u.now()
 	var cpu time.Duration
 	if u.info.SelfCPU != nil {
@@ -239,6 +244,11 @@ func (u *UI) Tick() {
 		u.noteCPU(cpu, at)
 		u.Apply(s, at)
 	})
+}
+
+// sameQPs reports whether a and b share their memory.
+func sameQPs(a, b []analyzer.QP) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
 }
 
 // noteCPU takes a reading of sqscope's CPU time made at at.
@@ -256,7 +266,15 @@ func (u *UI) noteCPU(cpu time.Duration, at time.Time) {
 // Apply takes a snapshot into the view. It runs on the UI goroutine (or in
 // tests, directly).
 func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
+	old := u.prev.QPs
 	u.prev, u.snap = u.snap, s
+	// the QPs of the snapshot let go serve the next one, unless still
+	// held (a reset applies the same snapshot again)
+	if cap(old) > 0 && !sameQPs(old, u.prev.QPs) && !sameQPs(old, u.snap.QPs) {
+		u.mu.Lock()
+		u.spare = old
+		u.mu.Unlock()
+	}
 	dt := 0.0
 	if u.havePrev && s.LastNS > u.prev.LastNS {
 		dt = float64(s.LastNS-u.prev.LastNS) / 1e9
@@ -266,14 +284,30 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 	} else if u.havePrev {
 		u.eventsPS = 0
 	}
-	// the previous snapshot's QPs by key, for the rates (its QPs are
-	// still held in u.prev)
+	// the previous snapshot's QPs, for the rates: most often the same QPs
+	// in the same places; by key (a map made when first needed) otherwise
 	clear(u.prevIdx)
-	if u.havePrev {
-		for i := range u.prev.QPs {
-			q := &u.prev.QPs[i]
-			u.prevIdx[qpKey{q.PID, q.QPNum, q.Gen}] = i
+	mapped := false
+	prevOf := func(i int, k qpKey) *analyzer.QP {
+		if !u.havePrev {
+			return nil
 		}
+		if i < len(u.prev.QPs) {
+			if p := &u.prev.QPs[i]; p.PID == k.pid && p.QPNum == k.qpNum && p.Gen == k.gen {
+				return p
+			}
+		}
+		if !mapped {
+			for j := range u.prev.QPs {
+				p := &u.prev.QPs[j]
+				u.prevIdx[qpKey{p.PID, p.QPNum, p.Gen}] = j
+			}
+			mapped = true
+		}
+		if j, ok := u.prevIdx[k]; ok {
+			return &u.prev.QPs[j]
+		}
+		return nil
 	}
 	u.rows = u.rows[:0]
 	u.sinceReset = u.sinceReset[:0]
@@ -284,8 +318,7 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 		if b, ok := u.base[k]; ok {
 			u.sinceReset = append(u.sinceReset, q.Counters.Sub(b))
 		}
-		if j, ok := u.prevIdx[k]; ok && dt > 0 {
-			p := &u.prev.QPs[j]
+		if p := prevOf(i, k); p != nil && dt > 0 {
 			r.wrsPS = float64(analyzer.Growth(q.WRs, p.WRs)) / dt
 			r.dmaSaved = float64(analyzer.Growth(q.PCIe.DMAReadsSaved(), p.PCIe.DMAReadsSaved())) / dt
 			r.cqeSaved = float64(analyzer.Growth(q.PCIe.CQEWritesSaved, p.PCIe.CQEWritesSaved)) / dt

@@ -55,7 +55,9 @@ func (f *fakeApp) key(k tcell.Key, r rune) {
 
 type staticSource struct{ s analyzer.Snapshot }
 
-func (s *staticSource) Snapshot(func(uint32, uint32) bool) analyzer.Snapshot { return s.s }
+func (s *staticSource) Snapshot(func(uint32, uint32) bool, []analyzer.QP) analyzer.Snapshot {
+	return s.s
+}
 
 func qp(num uint32, depth uint32, out uint64, c analyzer.Counters) analyzer.QP {
 	return analyzer.QP{PID: 42, QPNum: num, Type: "RC", MaxSendWR: depth, MaxInline: 124, MaxSendSGE: 1,

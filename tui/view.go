@@ -116,7 +116,7 @@ func (u *UI) arrange() {
 	for i := range u.rows {
 		u.keys = append(u.keys, u.groupOf(&u.rows[i]))
 	}
-	slices.SortStableFunc(u.order, func(i, j int32) int {
+	order := func(i, j int32) int {
 		if c := u.keys[i].compare(u.keys[j]); c != 0 {
 			return c
 		}
@@ -135,7 +135,11 @@ func (u *UI) arrange() {
 			a, b = b, a
 		}
 		return cmp.Or(cmp.Compare(a.key.pid, b.key.pid), cmp.Compare(a.key.qpNum, b.key.qpNum))
-	})
+	}
+	// the snapshot's own order (pid, QP number) needs no sort
+	if !slices.IsSortedFunc(u.order, order) {
+		slices.SortStableFunc(u.order, order)
+	}
 	u.lines = u.lines[:0]
 	u.groups = u.groups[:0]
 	var cur groupKey
