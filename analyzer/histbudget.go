@@ -7,7 +7,7 @@ import "math/bits"
 // down to histMinLen windows (enough for the trend, trendWindows, and a
 // sparkline), so that memory grows by at most histMinLen samples per QP.
 const (
-	DefaultHistoryBytes = 64 << 20
+	DefaultHistoryBytes = 32 << 20 // 341 QPs keep the default 60 s; 4,096 keep 5 s
 	histMinLen          = 256
 	histFirstLen        = 64 // a ring starts this small and doubles as it fills
 	sampleBytes         = 16 // unsafe.Sizeof(OccSample{})

@@ -47,6 +47,9 @@ type wrSlot struct {
 	signaled bool
 }
 
+// ringFirstLen is the first size of a QP's rings of WRs outstanding.
+const ringFirstLen = 32
+
 // sigEntry is a signaled WR still outstanding: its sequence number, when it
 // was posted, and how often its send CQ had been polled (and found empty)
 // by then, to tell later which polls could have returned its CQE.
@@ -146,14 +149,16 @@ func (q *sq) slot(seq uint64) *wrSlot {
 	return &q.ring[seq%uint64(len(q.ring))]
 }
 
-// grow keeps the rings larger than anything that can be outstanding.
+// grow keeps the rings larger than anything that can be outstanding. They
+// start small (thousands of QPs with a few WRs outstanding each would hold
+// megabytes of slots never used) and double as WRs come.
 func (q *sq) grow(need uint64) {
 	if uint64(len(q.ring)) > need {
 		return
 	}
 	n := len(q.ring) * 2
 	if n == 0 {
-		n = 256
+		n = ringFirstLen
 	}
 	for uint64(n) <= need {
 		n *= 2

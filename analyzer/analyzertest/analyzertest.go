@@ -19,13 +19,20 @@ func Steady(qps, rounds int) *analyzer.Analyzer { return SteadyEvery(qps, rounds
 // round at a time, so many rounds of many QPs fit in memory.
 func SteadyEvery(qps, rounds int, gapNS uint64) *analyzer.Analyzer {
 	a := analyzer.New(analyzer.Options{})
+	SteadyEvents(qps, rounds, gapNS, a.IngestAll)
+	return a
+}
+
+// SteadyEvents makes the events of SteadyEvery and hands them to fn, the
+// creates first, then a round at a time (fn may not keep the slice).
+func SteadyEvents(qps, rounds int, gapNS uint64, fn func([]trace.Event)) {
 	var evs []trace.Event
 	now := uint64(1e9)
 	for q := uint32(0); q < uint32(qps); q++ {
 		evs = append(evs, &trace.QPCreate{Header: trace.Header{TimeNS: now, PID: 1}, QP: uint64(q + 1), QPNum: 0x100 + q,
 			Type: trace.QPTypeRC, SendCQ: uint64(0x1000 + q), Caps: trace.Caps{MaxSendWR: 256, MaxInlineData: 124, MaxSendSGE: 1}})
 	}
-	a.IngestAll(evs)
+	fn(evs)
 	for i := range rounds {
 		evs = evs[:0]
 		now += gapNS
@@ -39,7 +46,6 @@ func SteadyEvery(qps, rounds int, gapNS uint64) *analyzer.Analyzer {
 				&trace.Poll{Header: trace.Header{TimeNS: now + 500, PID: 1}, CQ: uint64(0x1000 + q), Max: 16, Ret: 1,
 					WCs: []trace.WC{{ID: uint64(i*16 + 15), QPNum: 0x100 + q}}})
 		}
-		a.IngestAll(evs)
+		fn(evs)
 	}
-	return a
 }
