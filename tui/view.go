@@ -44,18 +44,17 @@ type group struct {
 // groupKey is what a row is grouped by: its pid, and for CQs the send CQ's
 // address and generation.
 type groupKey struct {
-	pid    uint32
-	cq     uint64
-	cqGen  uint64
-	hasKey bool
+	pid   uint32
+	cq    uint64
+	cqGen uint64
 }
 
 func (u *UI) groupOf(r *row) groupKey {
 	switch u.grouping {
 	case groupProcess:
-		return groupKey{pid: r.key.pid, hasKey: true}
+		return groupKey{pid: r.key.pid}
 	case groupCQ:
-		return groupKey{pid: r.key.pid, cq: r.qp.SendCQ, cqGen: r.qp.SendCQGen, hasKey: true}
+		return groupKey{pid: r.key.pid, cq: r.qp.SendCQ, cqGen: r.qp.SendCQGen}
 	}
 	return groupKey{}
 }
