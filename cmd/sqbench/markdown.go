@@ -66,11 +66,11 @@ func (r *report) verdicts() []string {
 		bt, ok3 := r.row(list, "bpftrace")
 		if ok1 {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: full events ≤ %.2f× the floor", list, targetEvents), ev.Ratio.Med <= targetEvents,
-				fmt.Sprintf("%.3f× (95%% CI %s)", ev.Ratio.Med, fmtCI(ev.Ratio))))
+				fmt.Sprintf("%.3f×, 95%% CI %s", ev.Ratio.Med, fmtCI(ev.Ratio))))
 		}
 		if ok2 {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: counters mode ≤ %.2f× the floor", list, targetCounters), ct.Ratio.Med <= targetCounters,
-				fmt.Sprintf("%.3f× (95%% CI %s)", ct.Ratio.Med, fmtCI(ct.Ratio))))
+				fmt.Sprintf("%.3f×, 95%% CI %s", ct.Ratio.Med, fmtCI(ct.Ratio))))
 		}
 		for _, l := range []struct {
 			name, what, mode string
