@@ -1,8 +1,6 @@
 package analyzer
 
 import (
-	"cmp"
-	"slices"
 	"sync"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -70,6 +68,7 @@ type Counters struct {
 // QP is one send queue in a snapshot.
 type QP struct {
 	PID        uint32 `json:"pid"`
+	Comm       string `json:"comm,omitempty"` // its process's command name, when known
 	QPNum      uint32 `json:"qp_num"`
 	Type       string `json:"qp_type"`
 	MaxSendWR  uint32 `json:"max_send_wr"`
@@ -97,6 +96,32 @@ type QP struct {
 	ProviderLib string `json:"provider_lib,omitempty"`
 	Model       string `json:"model,omitempty"`
 	Outstanding uint64 `json:"outstanding"`
+	// Found says how the QP became known (FoundCreate, FoundMemory,
+	// FoundPost, ...); StateFound is its state when the memory scan found
+	// it (empty otherwise).
+	Found      string `json:"found"`
+	StateFound string `json:"state_found,omitempty"`
+	// OutstandingLowerBound: the QP was not created while tracing and no
+	// completion has yet proved the WRs it had outstanding before the
+	// attach retired: Outstanding, the peak and the occupancy count only
+	// WRs posted since. ExactSinceNS is when the model became exact (0:
+	// not yet, or it always was). PreAttachCQEs counts completions of
+	// WRs posted before the attach; RetiredUnseen WRs the depth proved
+	// retired whose completions were not seen (lateattach.go).
+	OutstandingLowerBound bool `json:"outstanding_lower_bound"`
+	// CompletionsNotTraced: posts were probed and no poll function was,
+	// so no completion can be seen: Outstanding and the occupancy count
+	// WRs posted, not WRs outstanding, and the reports leave them out.
+	CompletionsNotTraced bool   `json:"completions_not_traced,omitempty"`
+	ExactSinceNS         uint64 `json:"exact_since_ns,omitempty"`
+	// ExactSinceS is ExactSinceNS in seconds into the trace.
+	ExactSinceS   float64 `json:"exact_since_s,omitempty"`
+	PreAttachCQEs uint64  `json:"pre_attach_cqes,omitempty"`
+	// WRIDsRepeat: the QP's WRs share wr_ids, so no completion tells a
+	// pre-attach WR from one posted since: the occupancy stays a lower
+	// bound.
+	WRIDsRepeat   bool   `json:"wr_ids_repeat,omitempty"`
+	RetiredUnseen uint64 `json:"retired_unseen,omitempty"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
@@ -111,6 +136,8 @@ type QP struct {
 	// first; left out of JSON reports.
 	History        []OccSample `json:"-"`
 	HistoryStartNS uint64      `json:"-"`
+	recvUntraced   bool        // receives not traced: post_recvs left out of JSON
+	Recv           *RecvQueue  `json:"recv,omitempty"` // its receive queue (recv.go); nil when not traced
 }
 
 // Rates are averages over the time the QP (or, in the total, the trace) was
@@ -137,15 +164,23 @@ type Snapshot struct {
 	TotalRates Rates          `json:"total_rates"`
 	TotalPCIe  Savings        `json:"total_pcie"`
 	Attach     []trace.Attach `json:"probes,omitempty"`
+	// Scans are what the memory scans of processes traced after they
+	// started read and found, one per process (-p: the target; -a: each
+	// process running when it began or found later), in scan order.
+	Scans []trace.Scan `json:"memory_scans,omitempty"`
+	// Processes are the processes the trace named: the target, those
+	// followed from it, or those of a host-wide trace; exited ones stay.
+	Processes []Process `json:"processes,omitempty"`
 	// CQs are the completion queues seen, one per lifetime, by their
 	// calls and polls.
 	CQs  []CQ  `json:"cqs,omitempty"`
 	SRQs []SRQ `json:"srqs,omitempty"`
-	// SRQRecvs counts receive WRs posted to shared receive queues
-	// (ibv_post_srq_recv), which belong to no QP.
-	SRQRecvs uint64 `json:"srq_recvs"`
-	Exited   bool   `json:"target_exited"`
-	ExitCode int32  `json:"exit_code"`
+	// SRQRecvs counts receive WRs posted to SRQs (ibv_post_srq_recv, of
+	// no QP), nil when not traced; ReceivesNotTraced says what is not.
+	SRQRecvs          *uint64 `json:"srq_recvs,omitempty"`
+	ReceivesNotTraced string  `json:"receives_not_traced,omitempty"`
+	Exited            bool    `json:"target_exited"`
+	ExitCode          int32   `json:"exit_code"`
 	// ExitSignal is the signal that killed the target (ExitCode is then
 	// -1), 0 when it exited.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
@@ -181,6 +216,7 @@ type cqState struct {
 	cqe                uint32 // its depth, from its create or last resize
 	replaced           bool
 	polls, empty, cqes uint64
+	recvCQEs           uint64 // receive completions of ibv_poll_cq (recv.go)
 	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
 	// counted: its polls are the kernel's totals (counters mode), whose
 	// times are those of their flushes; createdNS is its create's time
@@ -235,12 +271,14 @@ type Analyzer struct {
 	cqGens  map[objKey]*cqState
 	allCQs  []*cqState
 	srqs    []*srqState
+	recv    recvTrace // which receive figures the trace has, SRQ receives (recv.go)
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
 	// pidProv is the provider of each process's data path (provider.go)
 	pidProv map[uint32]Provider
 	diags   []diagRec
+	procs   procs
 	snap    Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
@@ -251,6 +289,9 @@ type Analyzer struct {
 	histLen uint64
 	// rqsEmpty counts the traced receiving QPs whose RQ is empty (diag_recv.go)
 	rqsEmpty int
+	// probes placed on the data path's post and poll functions
+	// (lateattach.go: completionsNotTraced)
+	postProbed, pollProbed bool
 }
 
 // New returns an empty analyzer.
@@ -320,7 +361,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.qp = e.QP
 		q.typ = e.Type
 		q.caps = e.Caps
-		q.capsKnown = true
+		q.capsKnown = e.Via != trace.ViaMemory // a QP in memory: caps unknown
+		q.late = !q.capsKnown
+		q.found = FoundCreate
+		if q.late {
+			q.found, q.stateFound = FoundMemory, ibv.QPStateName(e.State)
+		}
 		q.sendCapsInferred = false
 		q.createdNS = e.TimeNS
 		q.sigAll = e.SigAll
@@ -330,6 +376,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if e.SendCQ != 0 {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
+		a.qpRecvCreated(q, e)
 		a.qpCreateProvider(q, e)
 		a.qpEpoch++
 	case *trace.QPDestroy:
@@ -337,9 +384,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.CQChange:
 		a.cqChange(e)
 	case *trace.QPModify:
-		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS).stateModified(e)
+		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundModify)
+		q.stateModified(e)
 	case *trace.Post:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundPost)
 		if !q.capsKnown {
 			a.snap.UnknownQPPosts++
 		}
@@ -372,7 +422,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				}
 			} else {
 				if ibv.IsRecvWC(wc.Opcode) {
-					a.noteRecvWC(e.PID, wc, e.TimeNS)
+					a.recvWC(e.PID, c, wc, e.TimeNS)
 					continue
 				}
 				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
@@ -381,7 +431,8 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
 				a.qpEpoch++
 			}
-			q.complete(wc)
+			q.noteFound(FoundCompletion)
+			q.complete(wc, e.TimeNS)
 			a.notePending(q, e.TimeNS)
 			if wc.Status == ibv.WCRNRRetryExcErr {
 				a.rnrExceeded(q, e.TimeNS)
@@ -415,19 +466,15 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		}
 		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
+		a.recv.kernel = true
 	case *trace.PostRecv:
-		if e.SRQ {
-			a.snap.SRQRecvs += uint64(e.Accepted)
-			break
-		}
-		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
-		was := q.rqEmpty()
-		q.c.PostRecvs += uint64(e.Accepted)
-		a.noteRQ(q, was)
+		a.postRecv(e)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
+		q.noteFound(FoundCounters)
 		q.countersOnly = true
+		a.countedRecvs(q, e)
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
 		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
 		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
@@ -439,11 +486,19 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.Lost:
 		a.snap.Lost += e.Count
 	case *trace.Exit:
-		a.snap.Exited = true
-		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		if a.procs.exit(e) {
+			a.snap.Exited = true
+			a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		}
+	case *trace.Proc:
+		a.procs.proc(e)
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+		a.recvAttach(e)
 		a.noteAttach(e)
+		a.noteProbe(e)
+	case *trace.Scan:
+		a.snap.Scans = append(a.snap.Scans, *e)
 	case *trace.CQCreate:
 		a.cqCreated(e)
 	case *trace.SRQCreate, *trace.SRQDestroy:
@@ -489,175 +544,4 @@ func ratio(a, b uint64) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
-}
-
-// Snapshot returns a copy of the current state; it costs O(QPs) (the
-// history and the diagnoses kept per QP are bounded).
-func (a *Analyzer) Snapshot() Snapshot { return a.SnapshotHistory(nil) }
-
-// SnapshotHistory is Snapshot with the occupancy history and histogram
-// copied only for the QPs keep accepts (all when keep is nil): a view
-// refreshing many times a second draws them for one QP, not for every QP.
-func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
-	return a.SnapshotReusing(keep, nil)
-}
-
-// SnapshotReusing is SnapshotHistory writing the QPs into buf when it is
-// large enough: a view refreshing thousands of QPs hands back the QPs of a
-// snapshot it no longer holds, instead of the heap taking megabytes of
-// fresh memory each refresh. The snapshot owns buf from then on.
-func (a *Analyzer) SnapshotReusing(keep func(pid, qpNum uint32) bool, buf []QP) Snapshot {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s := a.snap
-	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
-	order := a.qpOrder()
-	if cap(buf) >= len(order) {
-		s.QPs = buf[:len(order)]
-		clear(s.QPs) // fields are set only where they apply
-	} else {
-		s.QPs = make([]QP, len(order))
-	}
-	modeled := false // some QP follows the mlx5 model
-	for i, q := range order {
-		p := &s.QPs[i] // filled in place: a QP is about a kilobyte
-		k := q.key
-		detail := keep == nil || keep(k.pid, k.qpNum)
-		c := &p.Counters
-		q.countersTo(c)
-		a.resolveProvider(q)
-		model := q.prov.model()
-		p.PCIe, p.Occupancy = savings(c), q.occupancy(detail)
-		if model == "" {
-			hideMlx5(c)
-			p.PCIe = Savings{absent: true}
-			p.Occupancy.Depth = 0 // no model of what bounds the WRs outstanding
-		} else {
-			modeled = true
-		}
-		r := &p.Rates
-		switch {
-		case q.countersOnly:
-			r.SpanNS = countedSpan(q.createdNS, s.FirstNS, q.lastNS)
-			r.countersOnly, s.Total.CountersOnly = true, true
-		case q.c.PostCalls > 0:
-			r.SpanNS = q.lastNS - min(q.firstPost, q.lastNS)
-		}
-		r.WRsPerSec = perSec(c.WRs, r.SpanNS)
-		r.PostsPerSec = perSec(c.PostCalls, r.SpanNS)
-		r.CQEsPerSec = perSec(c.CQEsPolled, r.SpanNS)
-		r.WRsPerDoorbell = ratio(c.WRs, c.Doorbells)
-		if cs := q.cq; cs != nil { // the send CQ's lifetime only
-			c.Polls, c.EmptyPolls = cs.polls, cs.empty
-			if q.countersOnly { // the CQ's times are those of its flushes
-				r.PollsPerSec = perSec(cs.polls, r.SpanNS)
-			} else {
-				r.PollsPerSec = perSec(cs.polls, cs.lastNS-cs.firstNS)
-			}
-			r.PollsPerCQE = ratio(cs.polls, cs.cqes)
-			p.SendCQGen = cs.gen
-		}
-		if detail {
-			p.History, p.HistoryStartNS = q.hist.copyOut()
-		}
-		if c.Signaled > 0 {
-			p.SignalIntervalLongest = q.runLongest + 1
-		}
-		p.PID, p.QPNum, p.Type = k.pid, k.qpNum, q.typ.String()
-		p.MaxSendWR, p.MaxInline, p.MaxSendSGE = q.caps.MaxSendWR, q.caps.MaxInlineData, q.caps.MaxSendSGE
-		p.SigAll, p.Gen, p.CapsKnown, p.CapsInferred = q.sigAll, q.gen, q.capsKnown, q.sendCapsInferred
-		p.Destroyed, p.CountersOnly, p.SendCQ = q.destroyed, q.countersOnly, q.sendCQ
-		p.Provider, p.ProviderLib, p.Model = q.prov.String(), q.provLib, model
-		p.Outstanding, p.SignalInterval = q.outstanding(), q.typicalInterval()
-		addCounters(&s.Total.Counters, c)
-	}
-	// polls belong to CQs, which QPs may share: count each CQ once
-	s.Total.Polls, s.Total.EmptyPolls = 0, 0
-	var cqes uint64
-	for _, cs := range a.allCQs {
-		s.Total.Polls += cs.polls
-		s.Total.EmptyPolls += cs.empty
-		cqes += cs.cqes
-	}
-	t := &s.TotalRates
-	t.SpanNS = s.LastNS - s.FirstNS
-	t.WRsPerSec = perSec(s.Total.WRs, t.SpanNS)
-	t.PostsPerSec = perSec(s.Total.PostCalls, t.SpanNS)
-	t.PollsPerSec = perSec(s.Total.Polls, t.SpanNS)
-	t.CQEsPerSec = perSec(s.Total.CQEsPolled, t.SpanNS)
-	t.PollsPerCQE = ratio(s.Total.Polls, cqes)
-	t.WRsPerDoorbell = ratio(s.Total.WRs, s.Total.Doorbells)
-	t.countersOnly = s.Total.CountersOnly
-	s.TotalPCIe = savings(&s.Total.Counters)
-	if s.Total.NoModel = len(s.QPs) > 0 && !modeled; s.Total.NoModel {
-		s.TotalPCIe = Savings{absent: true}
-	}
-	s.Diagnoses = a.diagnoses()
-	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
-	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
-	return s
-}
-
-// qpOrder is every QP lifetime by pid and QP number, generations in the
-// order first seen; it is sorted again only when QPs came since.
-func (a *Analyzer) qpOrder() []*sq {
-	if len(a.ordered) != len(a.all) {
-		a.ordered = append(a.ordered[:0], a.all...)
-		slices.SortStableFunc(a.ordered, func(x, y *sq) int {
-			if c := cmp.Compare(x.key.pid, y.key.pid); c != 0 {
-				return c
-			}
-			return cmp.Compare(x.key.qpNum, y.key.qpNum)
-		})
-	}
-	return a.ordered
-}
-
-func addCounters(t, c *Counters) {
-	t.WRs += c.WRs
-	t.PostCalls += c.PostCalls
-	t.Inline += c.Inline
-	t.Signaled += c.Signaled
-	t.Doorbells += c.Doorbells
-	t.BFWrites += c.BFWrites
-	t.WQEBBs += c.WQEBBs
-	t.DMAReadsWQE += c.DMAReadsWQE
-	t.DMAReadsPayload += c.DMAReadsPayload
-	t.CQEWrites += c.CQEWrites
-	t.ENOMEMSQFull += c.ENOMEMSQFull
-	t.ENOMEMInline += c.ENOMEMInline
-	t.ENOMEMSGE += c.ENOMEMSGE
-	t.EINVAL += c.EINVAL
-	if c.PeakOutstanding > t.PeakOutstanding {
-		t.PeakOutstanding = c.PeakOutstanding
-	}
-	t.CQEsPolled += c.CQEsPolled
-	t.ENOMEMUnknown += c.ENOMEMUnknown
-	t.OtherErrors += c.OtherErrors
-	t.CQEErrors += c.CQEErrors
-	t.FlushedUnsignaled += c.FlushedUnsignaled
-	t.UnmatchedCQEs += c.UnmatchedCQEs
-	t.Truncated += c.Truncated
-	t.WRAPICalls += c.WRAPICalls
-	t.Aborted += c.Aborted
-	if c.LongestUnsignaledRun > t.LongestUnsignaledRun {
-		t.LongestUnsignaledRun = c.LongestUnsignaledRun
-	}
-	t.MMIOBytes += c.MMIOBytes
-	t.DMABytesWQE += c.DMABytesWQE
-	t.DMABytesPayload += c.DMABytesPayload
-	t.InlineBytes += c.InlineBytes
-	t.Polls += c.Polls
-	t.EmptyPolls += c.EmptyPolls
-	t.PostRecvs += c.PostRecvs
-	t.EmptyWRBatches += c.EmptyWRBatches
-	t.InlineSGEs += c.InlineSGEs
-	t.BaselineWQEBytes += c.BaselineWQEBytes
-	t.BeyondModel += c.BeyondModel
-	t.DMAWritesResponse += c.DMAWritesResponse
-	t.DMABytesResponse += c.DMABytesResponse
-	for i, n := range c.Opcodes {
-		t.Opcodes[i] += n
-	}
-	t.Cuts.add(&c.Cuts)
 }

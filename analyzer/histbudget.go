@@ -9,7 +9,6 @@ import "math/bits"
 const (
 	DefaultHistoryBytes = 32 << 20 // 341 QPs keep the default 60 s; 4,096 keep 5 s
 	histMinLen          = 256
-	histFirstLen        = 64 // a ring starts this small and doubles as it fills
 	sampleBytes         = 16 // unsafe.Sizeof(OccSample{})
 )
 

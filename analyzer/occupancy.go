@@ -31,10 +31,6 @@ const (
 	trendHorizonNS = 1_000_000_000
 )
 
-// etaPastDepth is the time to full trend returns for a queue already past
-// the depth.
-const etaPastDepth = ^uint64(0)
-
 // OccSample is a send queue's occupancy over one window of trace time.
 type OccSample struct {
 	Max  uint32 `json:"max"`  // most WRs outstanding at any moment of the window
@@ -44,15 +40,16 @@ type OccSample struct {
 }
 
 // history is a ring of the most recent windows. Window w covers trace time
-// [w*step, (w+1)*step). The ring starts small and grows as windows close,
-// up to n windows (which the analyzer lowers when many QPs share the
-// history budget: histbudget.go), so a short trace of many QPs holds
-// little.
+// [w*step, (w+1)*step). The analyzer lowers n when many QPs share the
+// history budget (histbudget.go).
 type history struct {
-	step, n    uint64
-	samples    []OccSample // the ring; window w at w % len(samples)
-	first, cur uint64      // window numbers of the oldest and the current sample
-	curEnd     uint64      // first ns past the current window
+	step, n uint64
+	// samples is a ring of n windows, window w at (w-base)%n, grown as
+	// windows come: a short-lived QP holds the windows it lived, not n
+	samples    []OccSample
+	base       uint64
+	first, cur uint64 // window numbers of the oldest and the current sample
+	curEnd     uint64 // first ns past the current window
 	started    bool
 	closed     bool // a window closed since the analyzer last looked
 	trendArmed bool // a trend prediction may be made (re-armed below half)
@@ -80,10 +77,10 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 		return
 	}
 	if !h.started {
-		h.samples = make([]OccSample, min(h.n, histFirstLen))
 		h.started, h.trendArmed = true, true
 		h.first = now / h.step
-		h.cur = h.first
+		h.base, h.cur = h.first, h.first
+		h.grow(h.cur)
 		h.curEnd = (h.cur + 1) * h.step
 	} else if now >= h.curEnd {
 		h.advance(now / h.step)
@@ -96,42 +93,40 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 	s.CQEs += cqes
 }
 
+// at is window w's sample (w between first and cur).
+func (h *history) at(w uint64) *OccSample { return &h.samples[(w-h.base)%h.n] }
+
+// grow makes room for the windows up to w, n at most.
+func (h *history) grow(w uint64) {
+	need := min(h.n, w-h.base+1)
+	if uint64(len(h.samples)) >= need {
+		return
+	}
+	if uint64(cap(h.samples)) < need {
+		s := make([]OccSample, len(h.samples), min(h.n, max(need, 2*uint64(cap(h.samples)), 16)))
+		copy(s, h.samples)
+		h.samples = s
+	}
+	h.samples = h.samples[:need]
+}
+
 // advance closes the current window and starts window w; windows without an
 // event in between carry the occupancy over.
 func (h *history) advance(w uint64) {
 	end := h.at(h.cur).End
-	if m := uint64(len(h.samples)); w-h.first >= m && m < h.n {
-		h.resize(min(h.n, max(2*m, w-h.first+1)))
+	if w-h.cur > h.n {
+		h.cur = w - h.n
 	}
-	m := uint64(len(h.samples))
-	if w-h.cur > m {
-		h.cur = w - m
-	}
+	h.grow(w)
 	for i := h.cur + 1; i <= w; i++ {
 		*h.at(i) = OccSample{Max: end, End: end}
 	}
 	h.cur = w
 	h.curEnd = (w + 1) * h.step
-	if h.cur-h.first >= m {
-		h.first = h.cur - m + 1
+	if h.cur-h.first >= h.n {
+		h.first = h.cur - h.n + 1
 	}
 	h.closed = true
-}
-
-// at is window w's sample, w within the ring.
-func (h *history) at(w uint64) *OccSample { return &h.samples[w%uint64(len(h.samples))] }
-
-// resize moves the ring to m samples, keeping the newest windows that fit.
-func (h *history) resize(m uint64) {
-	out := make([]OccSample, m)
-	from := h.first
-	if h.cur+1-from > m {
-		from = h.cur + 1 - m
-	}
-	for w := from; w <= h.cur; w++ {
-		out[w%m] = *h.at(w)
-	}
-	h.samples, h.first = out, from
 }
 
 // limit keeps at most m windows from now on, dropping the oldest beyond.
@@ -139,10 +134,19 @@ func (h *history) limit(m uint64) {
 	if h.n <= m {
 		return
 	}
-	h.n = m
-	if h.started && uint64(len(h.samples)) > m {
-		h.resize(m)
+	if !h.started {
+		h.n = m
+		return
 	}
+	first := h.first
+	if h.cur+1-first > m {
+		first = h.cur + 1 - m
+	}
+	out := make([]OccSample, h.cur-first+1)
+	for w := first; w <= h.cur; w++ {
+		out[w-first] = *h.at(w)
+	}
+	h.samples, h.base, h.first, h.n = out, first, first, m
 }
 
 // copyOut returns the samples oldest first and the start of the oldest.
@@ -160,8 +164,7 @@ func (h *history) copyOut() ([]OccSample, uint64) {
 // trend looks at the last trendWindows closed windows, given when the oldest
 // outstanding signaled WR was posted (dueNS, noValue when none is). It
 // returns the most WRs outstanding in the first and the last of them, the
-// projected time to reach depth (etaPastDepth when the queue is past it
-// already), and whether that is a prediction worth making now.
+// projected time to reach depth, and whether that is a prediction worth making now.
 func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	if !h.started || depth == 0 || h.cur == h.first {
 		return 0, 0, 0, false
@@ -213,18 +216,16 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	if dueNS > (start+trendWindows/2)*h.step {
 		return 0, 0, 0, false
 	}
-	switch {
-	case last == depth:
-		return 0, 0, 0, false // full: the overflow diagnosis speaks
-	case last > depth:
-		etaNS = etaPastDepth
-	default:
-		// growth per ns over trendWindows-1 windows
-		span := (trendWindows - 1) * h.step
-		etaNS = (depth - last) * span / (last - from)
-		if etaNS > trendHorizonNS {
-			return 0, 0, 0, false
-		}
+	if last >= depth {
+		// full (the overflow diagnosis speaks); the mlx5 model never holds
+		// more than the depth (boundByDepth)
+		return 0, 0, 0, false
+	}
+	// growth per ns over trendWindows-1 windows
+	span := (trendWindows - 1) * h.step
+	etaNS = (depth - last) * span / (last - from)
+	if etaNS > trendHorizonNS {
+		return 0, 0, 0, false
 	}
 	h.trendArmed = false
 	return from, last, etaNS, true
@@ -299,5 +300,8 @@ func (q *sq) occupancy(withHist bool) Occupancy {
 		}
 		seen += n
 	}
+	// a bucket's bound is not a count: none is over the peak (which the
+	// mlx5 model keeps within the depth)
+	o.P50, o.P99 = min(o.P50, o.Peak), min(o.P99, o.Peak)
 	return o
 }
