@@ -103,7 +103,7 @@ func TestPercentiles(t *testing.T) {
 				}
 			}
 			q.c.PeakOutstanding = tc.peak
-			o := q.occupancy()
+			o := q.occupancy(true)
 			if o.P50 != tc.p50 || o.P99 != tc.p99 || o.PercentilesBound != tc.bound {
 				t.Errorf("p50 %d, p99 %d, bound %v; want %d, %d, %v", o.P50, o.P99, o.PercentilesBound, tc.p50, tc.p99, tc.bound)
 			}

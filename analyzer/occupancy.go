@@ -43,7 +43,8 @@ type OccSample struct {
 }
 
 // history is a ring of the most recent windows. Window w covers trace time
-// [w*step, (w+1)*step).
+// [w*step, (w+1)*step). The analyzer lowers n when many QPs share the
+// history budget (histbudget.go).
 type history struct {
 	step, n uint64
 	// samples is a ring of n windows, window w at (w-base)%n, grown as
@@ -129,6 +130,26 @@ func (h *history) advance(w uint64) {
 		h.first = h.cur - h.n + 1
 	}
 	h.closed = true
+}
+
+// limit keeps at most m windows from now on, dropping the oldest beyond.
+func (h *history) limit(m uint64) {
+	if h.n <= m {
+		return
+	}
+	if !h.started {
+		h.n = m
+		return
+	}
+	first := h.first
+	if h.cur+1-first > m {
+		first = h.cur + 1 - m
+	}
+	out := make([]OccSample, h.cur-first+1)
+	for w := first; w <= h.cur; w++ {
+		out[w-first] = *h.at(w)
+	}
+	h.samples, h.base, h.first, h.n = out, first, first, m
 }
 
 // copyOut returns the samples oldest first and the start of the oldest.
@@ -307,7 +328,9 @@ type Occupancy struct {
 	Histogram        []HistBucket `json:"histogram_after_post"`
 }
 
-func (q *sq) occupancy() Occupancy {
+// occupancy is the QP's occupancy figures; the histogram only when
+// withHist.
+func (q *sq) occupancy(withHist bool) Occupancy {
 	o := Occupancy{Now: q.outstanding(), Peak: q.c.PeakOutstanding, Depth: q.depth()}
 	d := &q.occ
 	if d.n == 0 {
@@ -318,6 +341,9 @@ func (q *sq) occupancy() Occupancy {
 	o.P50, exact50 = d.rank((d.n+1)/2, o.Peak)
 	o.P99, exact99 = d.rank(d.n-d.n/100, o.Peak)
 	o.PercentilesBound = !exact50 || !exact99
+	if !withHist {
+		return o
+	}
 	var buckets [65]uint64
 	for v, n := range d.exact {
 		buckets[bits.Len64(uint64(v))] += n

@@ -45,6 +45,9 @@ type wrSlot struct {
 	signaled bool
 }
 
+// ringFirstLen is the first size of a QP's rings of WRs outstanding.
+const ringFirstLen = 16
+
 // sigEntry is a signaled WR still outstanding: its sequence number, when it
 // was posted, and how often its send CQ had been polled (and found empty)
 // by then, to tell later which polls could have returned its CQE.
@@ -97,11 +100,15 @@ type sq struct {
 
 	// unsignaled runs: the current one, and how often each length ended
 	// with a signaled WR
-	curRun     uint64
-	runShort   [runSmall]uint64
-	runLong    map[uint64]uint64
-	runLongest uint64 // longest run that ended with a signaled WR
-	runWarned  bool   // a near-depth prediction was made for the current run
+	curRun   uint64
+	runShort [runSmall]uint64
+	runLong  map[uint64]uint64
+	// the most common run length so far (the shortest of equals) and its
+	// count, kept as runs end: counts only grow, so the most common is
+	// the one just counted or the one before
+	runBest, runBestN uint64
+	runLongest        uint64 // longest run that ended with a signaled WR
+	runWarned         bool   // a near-depth prediction was made for the current run
 	// runWarnPending asks the analyzer to record that prediction
 	runWarnPending bool
 
@@ -155,14 +162,16 @@ func (q *sq) slot(seq uint64) *wrSlot {
 	return &q.ring[seq%uint64(len(q.ring))]
 }
 
-// grow keeps the rings larger than anything that can be outstanding.
+// grow keeps the rings larger than anything that can be outstanding. They
+// start small (thousands of QPs with a few WRs outstanding each would hold
+// megabytes of slots never used) and double as WRs come.
 func (q *sq) grow(need uint64) {
 	if uint64(len(q.ring)) > need {
 		return
 	}
 	n := len(q.ring) * 2
 	if n == 0 {
-		n = 16
+		n = ringFirstLen
 	}
 	for uint64(n) <= need {
 		n *= 2
@@ -211,15 +220,21 @@ func (q *sq) sigOutstanding() uint64 {
 // endRun counts an unsignaled run ended by a signaled WR.
 func (q *sq) endRun() {
 	r := q.curRun
+	var n uint64
 	if r < runSmall {
 		q.runShort[r]++
+		n = q.runShort[r]
 	} else {
 		if q.runLong == nil {
 			q.runLong = map[uint64]uint64{}
 		}
 		if _, ok := q.runLong[r]; ok || len(q.runLong) < maxRunKeys {
 			q.runLong[r]++
+			n = q.runLong[r]
 		}
+	}
+	if n > q.runBestN || (n == q.runBestN && n > 0 && r < q.runBest) {
+		q.runBest, q.runBestN = r, n
 	}
 	q.runLongest = max(q.runLongest, r)
 	q.curRun = 0
@@ -229,22 +244,10 @@ func (q *sq) endRun() {
 // typicalInterval is the most common unsignaled run length plus one: the
 // application's signal interval. 0 when no WR was signaled.
 func (q *sq) typicalInterval() uint64 {
-	var best, bestN uint64
-	found := false
-	for r, n := range q.runShort {
-		if n > bestN {
-			best, bestN, found = uint64(r), n, true
-		}
-	}
-	for r, n := range q.runLong {
-		if n > bestN || (n == bestN && r < best) {
-			best, bestN, found = r, n, true
-		}
-	}
-	if !found {
+	if q.runBestN == 0 {
 		return 0
 	}
-	return best + 1
+	return q.runBest + 1
 }
 
 // runWarnAt is the unsignaled run length that predicts an overflow. The WRs

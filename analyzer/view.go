@@ -10,12 +10,16 @@ func nearFullAt(d uint64) uint64 { return (3*d + 3) / 4 }
 // not a prediction: it holds for an application whose own flow control keeps
 // its queue full, and no later than the unsignaled-run prediction
 // (sq.runWarnAt). Never when the depth is unknown.
-func (q QP) NearFull() bool {
+func (q QP) NearFull() bool { return q.NearFullSince(&q.Counters) }
+
+// NearFullSince is NearFull with the signaled WRs and runs counted in c
+// (the QP's counters since a reset), without copying the QP.
+func (q *QP) NearFullSince(c *Counters) bool {
 	if q.MaxSendWR == 0 || q.Model == "" { // WRs not polled fill the SQ by the mlx5 model only
 		return false
 	}
 	at := nearFullAt(uint64(q.MaxSendWR))
-	return q.Outstanding >= at || (!q.SigAll && q.Signaled == 0 && q.LongestUnsignaledRun >= at)
+	return q.Outstanding >= at || (!q.SigAll && c.Signaled == 0 && c.LongestUnsignaledRun >= at)
 }
 
 // Sub returns the counters since the baseline b (an earlier reading of the
@@ -88,55 +92,6 @@ func (s Savings) DMAReadsSaved() uint64 {
 	return s.WQEFetchBatching + s.WQEFetchBF + s.PayloadReadsSaved
 }
 
-// addCounters adds c to the totals t (the peaks are the larger).
-func addCounters(t, c *Counters) {
-	t.WRs += c.WRs
-	t.PostCalls += c.PostCalls
-	t.Inline += c.Inline
-	t.Signaled += c.Signaled
-	t.Doorbells += c.Doorbells
-	t.BFWrites += c.BFWrites
-	t.WQEBBs += c.WQEBBs
-	t.DMAReadsWQE += c.DMAReadsWQE
-	t.DMAReadsPayload += c.DMAReadsPayload
-	t.CQEWrites += c.CQEWrites
-	t.ENOMEMSQFull += c.ENOMEMSQFull
-	t.ENOMEMInline += c.ENOMEMInline
-	t.ENOMEMSGE += c.ENOMEMSGE
-	t.EINVAL += c.EINVAL
-	if c.PeakOutstanding > t.PeakOutstanding {
-		t.PeakOutstanding = c.PeakOutstanding
-	}
-	t.CQEsPolled += c.CQEsPolled
-	t.ENOMEMUnknown += c.ENOMEMUnknown
-	t.ENOMEM += c.ENOMEM
-	t.OtherErrors += c.OtherErrors
-	t.CQEErrors += c.CQEErrors
-	t.FlushedUnsignaled += c.FlushedUnsignaled
-	t.UnmatchedCQEs += c.UnmatchedCQEs
-	t.Truncated += c.Truncated
-	t.WRAPICalls += c.WRAPICalls
-	t.Aborted += c.Aborted
-	if c.LongestUnsignaledRun > t.LongestUnsignaledRun {
-		t.LongestUnsignaledRun = c.LongestUnsignaledRun
-	}
-	t.MMIOBytes += c.MMIOBytes
-	t.DMABytesWQE += c.DMABytesWQE
-	t.DMABytesPayload += c.DMABytesPayload
-	t.InlineBytes += c.InlineBytes
-	t.Polls += c.Polls
-	t.EmptyPolls += c.EmptyPolls
-	t.PostRecvs += c.PostRecvs
-	t.RecvCQEs += c.RecvCQEs
-	t.NotRTS += c.NotRTS
-	t.EmptyWRBatches += c.EmptyWRBatches
-	t.InlineSGEs += c.InlineSGEs
-	t.BaselineWQEBytes += c.BaselineWQEBytes
-	t.BeyondModel += c.BeyondModel
-	t.DMAWritesResponse += c.DMAWritesResponse
-	t.DMABytesResponse += c.DMABytesResponse
-	for i, n := range c.Opcodes {
-		t.Opcodes[i] += n
-	}
-	t.Cuts.add(&c.Cuts)
-}
+// Add adds b's counts to c, keeping the larger of the peaks and longest
+// runs: the totals of a group of QPs, as a snapshot's total is made.
+func (c *Counters) Add(b *Counters) { addCounters(c, b) }
