@@ -76,14 +76,14 @@ type Sim struct {
 }
 
 type simEndpoint struct {
-	ep  *Endpoint
-	qp  *C.struct_ibv_qp
-	cq  *C.struct_ibv_cq
+	ep *Endpoint
+	qp *C.struct_ibv_qp
+	cq *C.struct_ibv_cq
 	// sharedCQ: cq is a CQ of the device's (NewCQ), not the endpoint's own
 	sharedCQ bool
 	mr       *C.struct_ibv_mr
-	ah  *C.struct_ibv_ah
-	buf unsafe.Pointer
+	ah       *C.struct_ibv_ah
+	buf      unsafe.Pointer
 	// peer is the receiving end of the connection (QPConfig.Receiver)
 	peer *simPeer
 }

@@ -41,6 +41,12 @@ func (q QPResult) MarshalJSON() ([]byte, error) {
 	if q.Receiver != nil {
 		m["receiver"] = q.Receiver
 	}
+	if q.CQ != nil {
+		m["cq"] = q.CQ
+	}
+	if q.SRQ != nil {
+		m["srq"] = q.SRQ
+	}
 	return json.Marshal(m)
 }
 
