@@ -372,6 +372,38 @@ func TestTraceManyQPsLosesNothing(t *testing.T) {
 			compareCQs(t, "trace", tr, truth)
 		})
 	}
+	// counters mode keeps a total per QP and per CQ in the kernel: 4,096
+	// QPs, each with its own CQ, all counted
+	t.Run("counters mode 4096 QPs", func(t *testing.T) {
+		truthFile := filepath.Join(t.TempDir(), "truth.json")
+		cmd := exec.Command(sqscopeBin(t), "trace", "--json", "--mode", "counters", "--workload", "--",
+			"-s", "64", "-I", "64", "-Q", "16", "--qps", "4096", "--threads", "16", "-n", "32", "--sim-deterministic", "--json-out", truthFile)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		var tr traceOut
+		if err := json.Unmarshal(stdout.Bytes(), &tr); err != nil {
+			t.Fatal(err)
+		}
+		truth := readTruth(t, truthFile)
+		byNum := map[float64]map[string]any{}
+		for _, q := range tr.QPs {
+			byNum[q["qp_num"].(float64)] = q
+		}
+		if tr.Lost != 0 || len(tr.QPs) != len(truth) {
+			t.Fatalf("%d QPs (truth %d), %d lost", len(tr.QPs), len(truth), tr.Lost)
+		}
+		for _, want := range truth {
+			got := byNum[want["qp_num"].(float64)]
+			for _, f := range []string{"wrs", "post_calls", "inline", "signaled", "doorbells"} {
+				if got == nil || got[f] != want[f] {
+					t.Fatalf("QP %v %s: counters mode %v, truth %v", want["qp_num"], f, got, want[f])
+				}
+			}
+		}
+	})
 }
 
 // The traced workload's own results equal the untraced ones (deterministic
