@@ -130,9 +130,6 @@ func parseWorkload(args []string, help io.Writer) (*workloadFlags, error) {
 			return nil, cli.UsageErr("workload: %v", err)
 		}
 	}
-	if f.faultAfter < 0 {
-		return nil, cli.UsageErr("workload: --fault-after must be positive")
-	}
 	c.FaultAfter = time.Duration(f.faultAfter * float64(time.Second))
 	if f.duration < 0 {
 		return nil, cli.UsageErr("workload: -D/--duration must be positive")
