@@ -484,14 +484,18 @@ static void drain(struct group *g)
 
 			if (!undrained(l))
 				continue;
+			if (g->shared_cq && waiting) {
+				/* one poll of the shared CQ serves every lane; the
+				 * others' receivers still get their receives back */
+				replenish(l->ep, l->r, l->fault == WL_FAULT_RQ_STARVE);
+				continue;
+			}
 			waiting = 1;
 			n = poll_once(g, l);
 			if (n > 0)
 				got = 1;
 			else if (n < 0)
 				failed = 1;
-			if (g->shared_cq)
-				break; /* one poll of the shared CQ serves every lane */
 		}
 		if (!waiting)
 			break;

@@ -310,6 +310,7 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 		{"shared CQ", "-s 64 -I 64 -Q 16 --qps 8 --threads 2 --shared-cq -n 4000", nil},
 		{"shared CQ lists wr api", "-s 64 -Q 8 -l 16 --qps 6 --threads 2 --shared-cq --api wr -n 4000", nil},
 		{"shared cq-ex", "-s 64 -I 64 -Q 16 --qps 8 --threads 2 --shared-cq --cq-ex -n 4000", nil},
+		{"shared CQ receiver", "-s 64 -Q 16 --qps 8 --threads 2 --shared-cq --receiver -n 4000", nil},
 		{"srq", "-s 64 -Q 16 --qps 8 --threads 2 --srq -n 4000", nil},
 		{"shared CQ and srq lists", "-s 64 -I 64 -Q 16 -l 16 --qps 16 --threads 4 --shared-cq --srq -n 4000", nil},
 	}
