@@ -9,7 +9,7 @@ BIN := sqscope
 DEB_PKGS := gcc make pkg-config clang llvm libbpf-dev bpftool \
 	libibverbs-dev ibverbs-providers rdma-core tmux \
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils fish \
-	protobuf-compiler
+	protobuf-compiler prometheus
 
 .PHONY: all deps build test demo bench generate check-generate vet clean
 

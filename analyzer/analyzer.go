@@ -69,6 +69,7 @@ type Counters struct {
 // QP is one send queue in a snapshot.
 type QP struct {
 	PID        uint32 `json:"pid"`
+	Comm       string `json:"comm,omitempty"` // its process's command name, when known
 	QPNum      uint32 `json:"qp_num"`
 	Type       string `json:"qp_type"`
 	MaxSendWR  uint32 `json:"max_send_wr"`
@@ -96,6 +97,32 @@ type QP struct {
 	ProviderLib string `json:"provider_lib,omitempty"`
 	Model       string `json:"model,omitempty"`
 	Outstanding uint64 `json:"outstanding"`
+	// Found says how the QP became known (FoundCreate, FoundMemory,
+	// FoundPost, ...); StateFound is its state when the memory scan found
+	// it (empty otherwise).
+	Found      string `json:"found"`
+	StateFound string `json:"state_found,omitempty"`
+	// OutstandingLowerBound: the QP was not created while tracing and no
+	// completion has yet proved the WRs it had outstanding before the
+	// attach retired: Outstanding, the peak and the occupancy count only
+	// WRs posted since. ExactSinceNS is when the model became exact (0:
+	// not yet, or it always was). PreAttachCQEs counts completions of
+	// WRs posted before the attach; RetiredUnseen WRs the depth proved
+	// retired whose completions were not seen (lateattach.go).
+	OutstandingLowerBound bool `json:"outstanding_lower_bound"`
+	// CompletionsNotTraced: posts were probed and no poll function was,
+	// so no completion can be seen: Outstanding and the occupancy count
+	// WRs posted, not WRs outstanding, and the reports leave them out.
+	CompletionsNotTraced bool   `json:"completions_not_traced,omitempty"`
+	ExactSinceNS         uint64 `json:"exact_since_ns,omitempty"`
+	// ExactSinceS is ExactSinceNS in seconds into the trace.
+	ExactSinceS   float64 `json:"exact_since_s,omitempty"`
+	PreAttachCQEs uint64  `json:"pre_attach_cqes,omitempty"`
+	// WRIDsRepeat: the QP's WRs share wr_ids, so no completion tells a
+	// pre-attach WR from one posted since: the occupancy stays a lower
+	// bound.
+	WRIDsRepeat   bool   `json:"wr_ids_repeat,omitempty"`
+	RetiredUnseen uint64 `json:"retired_unseen,omitempty"`
 	Counters
 	// SignalInterval is the most common unsignaled run plus one (the
 	// application's signal interval), 0 when no WR was signaled;
@@ -110,6 +137,8 @@ type QP struct {
 	// first; left out of JSON reports.
 	History        []OccSample `json:"-"`
 	HistoryStartNS uint64      `json:"-"`
+	recvUntraced   bool        // receives not traced: post_recvs left out of JSON
+	Recv           *RecvQueue  `json:"recv,omitempty"` // its receive queue (recv.go); nil when not traced
 }
 
 // Rates are averages over the time the QP (or, in the total, the trace) was
@@ -136,15 +165,23 @@ type Snapshot struct {
 	TotalRates Rates          `json:"total_rates"`
 	TotalPCIe  Savings        `json:"total_pcie"`
 	Attach     []trace.Attach `json:"probes,omitempty"`
+	// Scans are what the memory scans of processes traced after they
+	// started read and found, one per process (-p: the target; -a: each
+	// process running when it began or found later), in scan order.
+	Scans []trace.Scan `json:"memory_scans,omitempty"`
+	// Processes are the processes the trace named: the target, those
+	// followed from it, or those of a host-wide trace; exited ones stay.
+	Processes []Process `json:"processes,omitempty"`
 	// CQs are the completion queues seen, one per lifetime, by their
 	// calls and polls.
 	CQs  []CQ  `json:"cqs,omitempty"`
 	SRQs []SRQ `json:"srqs,omitempty"`
-	// SRQRecvs counts receive WRs posted to shared receive queues
-	// (ibv_post_srq_recv), which belong to no QP.
-	SRQRecvs uint64 `json:"srq_recvs"`
-	Exited   bool   `json:"target_exited"`
-	ExitCode int32  `json:"exit_code"`
+	// SRQRecvs counts receive WRs posted to SRQs (ibv_post_srq_recv, of
+	// no QP), nil when not traced; ReceivesNotTraced says what is not.
+	SRQRecvs          *uint64 `json:"srq_recvs,omitempty"`
+	ReceivesNotTraced string  `json:"receives_not_traced,omitempty"`
+	Exited            bool    `json:"target_exited"`
+	ExitCode          int32   `json:"exit_code"`
 	// ExitSignal is the signal that killed the target (ExitCode is then
 	// -1), 0 when it exited.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
@@ -180,6 +217,7 @@ type cqState struct {
 	cqe                uint32 // its depth, from its create or last resize
 	replaced           bool
 	polls, empty, cqes uint64
+	recvCQEs           uint64 // receive completions of ibv_poll_cq (recv.go)
 	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
 	// counted: its polls are the kernel's totals (counters mode), whose
 	// times are those of their flushes; createdNS is its create's time
@@ -229,18 +267,23 @@ type Analyzer struct {
 	cqGens map[objKey]*cqState
 	allCQs []*cqState
 	srqs   []*srqState
+	recv   recvTrace // which receive figures the trace has, SRQ receives (recv.go)
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
 	// pidProv is the provider of each process's data path (provider.go)
 	pidProv map[uint32]Provider
 	diags   []diagRec
+	procs   procs
 	snap    Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
 	// rqsEmpty counts the traced receiving QPs whose RQ is empty (diag_recv.go)
 	rqsEmpty int
+	// probes placed on the data path's post and poll functions
+	// (lateattach.go: completionsNotTraced)
+	postProbed, pollProbed bool
 }
 
 // New returns an empty analyzer.
@@ -307,7 +350,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.qp = e.QP
 		q.typ = e.Type
 		q.caps = e.Caps
-		q.capsKnown = true
+		q.capsKnown = e.Via != trace.ViaMemory // a QP in memory: caps unknown
+		q.late = !q.capsKnown
+		q.found = FoundCreate
+		if q.late {
+			q.found, q.stateFound = FoundMemory, ibv.QPStateName(e.State)
+		}
 		q.sendCapsInferred = false
 		q.createdNS = e.TimeNS
 		q.sigAll = e.SigAll
@@ -317,6 +365,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		if e.SendCQ != 0 {
 			q.cq = a.cq(e.PID, e.SendCQ)
 		}
+		a.qpRecvCreated(q, e)
 		a.qpCreateProvider(q, e)
 		a.qpEpoch++
 	case *trace.QPDestroy:
@@ -324,9 +373,12 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.CQChange:
 		a.cqChange(e)
 	case *trace.QPModify:
-		a.qp(e.PID, e.QPNum, e.QP, e.TimeNS).stateModified(e)
+		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundModify)
+		q.stateModified(e)
 	case *trace.Post:
 		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+		q.noteFound(FoundPost)
 		if !q.capsKnown {
 			a.snap.UnknownQPPosts++
 		}
@@ -359,7 +411,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				}
 			} else {
 				if ibv.IsRecvWC(wc.Opcode) {
-					a.noteRecvWC(e.PID, wc, e.TimeNS)
+					a.recvWC(e.PID, c, wc, e.TimeNS)
 					continue
 				}
 				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
@@ -368,7 +420,8 @@ func (a *Analyzer) ingest(ev trace.Event) {
 				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
 				a.qpEpoch++
 			}
-			q.complete(wc)
+			q.noteFound(FoundCompletion)
+			q.complete(wc, e.TimeNS)
 			a.notePending(q, e.TimeNS)
 			if wc.Status == ibv.WCRNRRetryExcErr {
 				a.rnrExceeded(q, e.TimeNS)
@@ -402,19 +455,15 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		}
 		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
+		a.recv.kernel = true
 	case *trace.PostRecv:
-		if e.SRQ {
-			a.snap.SRQRecvs += uint64(e.Accepted)
-			break
-		}
-		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
-		was := q.rqEmpty()
-		q.c.PostRecvs += uint64(e.Accepted)
-		a.noteRQ(q, was)
+		a.postRecv(e)
 	case *trace.QPCounters:
 		// totals since attach, kept in the kernel: they replace, not add
 		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
+		q.noteFound(FoundCounters)
 		q.countersOnly = true
+		a.countedRecvs(q, e)
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
 		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
 		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
@@ -426,11 +475,19 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	case *trace.Lost:
 		a.snap.Lost += e.Count
 	case *trace.Exit:
-		a.snap.Exited = true
-		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		if a.procs.exit(e) {
+			a.snap.Exited = true
+			a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+		}
+	case *trace.Proc:
+		a.procs.proc(e)
 	case *trace.Attach:
 		a.snap.Attach = append(a.snap.Attach, *e)
+		a.recvAttach(e)
 		a.noteAttach(e)
+		a.noteProbe(e)
+	case *trace.Scan:
+		a.snap.Scans = append(a.snap.Scans, *e)
 	case *trace.CQCreate:
 		a.cqCreated(e)
 	case *trace.SRQCreate, *trace.SRQDestroy:
@@ -490,6 +547,7 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	defer a.mu.Unlock()
 	s := a.snap
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
+	s.Scans = append([]trace.Scan(nil), a.snap.Scans...)
 	s.QPs = make([]QP, 0, len(a.all))
 	modeled := false // some QP follows the mlx5 model
 	for _, q := range a.all {
@@ -538,15 +596,19 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 			longest = q.runLongest + 1
 		}
 		s.QPs = append(s.QPs, QP{
-			PID: k.pid, QPNum: k.qpNum, Type: q.typ.String(),
+			PID: k.pid, Comm: a.procs.comm(k.pid), QPNum: k.qpNum, Type: q.typ.String(),
 			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
 			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
 			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
 			Provider: q.prov.String(), ProviderLib: q.provLib, Model: model,
-			Outstanding: q.outstanding(), Counters: c,
+			Outstanding: q.outstanding(), Counters: c, Found: q.found, StateFound: q.stateFound,
+			OutstandingLowerBound: q.lowerBound() && !a.completionsNotTraced(), ExactSinceNS: q.exactSinceNS(),
+			ExactSinceS: exactSince(a.clock(), q.exactSinceNS()), WRIDsRepeat: q.syncGuessed,
+			CompletionsNotTraced: a.completionsNotTraced(),
+			PreAttachCQEs:        q.preCQEs, RetiredUnseen: q.retiredUnseen,
 			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
 			Occupancy: occ, Rates: r, PCIe: pcie,
-			History: hist, HistoryStartNS: histStart,
+			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),
 		})
 		addCounters(&s.Total.Counters, &c)
 	}
@@ -579,7 +641,9 @@ func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	})
 	s.Diagnoses = a.diagnoses()
 	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
+	a.snapshotRecv(&s)
 	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
+	s.Processes = a.procs.snapshot()
 	return s
 }
 
@@ -620,6 +684,8 @@ func addCounters(t, c *Counters) {
 	t.Polls += c.Polls
 	t.EmptyPolls += c.EmptyPolls
 	t.PostRecvs += c.PostRecvs
+	t.RecvCQEs += c.RecvCQEs
+	t.NotRTS += c.NotRTS
 	t.EmptyWRBatches += c.EmptyWRBatches
 	t.InlineSGEs += c.InlineSGEs
 	t.BaselineWQEBytes += c.BaselineWQEBytes

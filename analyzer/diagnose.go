@@ -231,7 +231,11 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	over := q.prov.mlx5Model() && q.capsKnown && !q.sendCapsInferred && q.depth() > 0 && q.outstanding() > q.depth()
+	// the depth bound retired WRs whose completions the trace missed
+	// (lateattach.go): the trace alone would have had overSeen outstanding
+	over := q.prov.mlx5Model() && q.capsKnown && !q.sendCapsInferred && q.overSeen > 0
+	seen := q.overSeen
+	q.overSeen = 0
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
 		return
 	}
@@ -240,7 +244,11 @@ func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 	}
 	q.notTracedOver = over
 	q.notTracedNoted = [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches}
-	a.record(q, DiagCallsNotTraced, now, evidence{q.outstanding(), q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
+	out := q.outstanding()
+	if over {
+		out = seen
+	}
+	a.record(q, DiagCallsNotTraced, now, evidence{out, q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
 }
 
 // checkTrend makes the trend prediction when a history window has closed.
@@ -263,11 +271,7 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 		return
 	}
 	span := (trendWindows - 1) * q.hist.step
-	etaMS := noValue
-	if eta != etaPastDepth {
-		etaMS = eta / 1e6
-	}
-	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, etaMS})
+	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, eta / 1e6})
 }
 
 // diagnoseOverflow finds why the SQ was full, from the state the failing
@@ -466,13 +470,8 @@ func (r *diagRec) export(c traceClock) Diagnosis {
 	case DiagOverflowRNR, DiagOverflowNotCompleting:
 		exportRxe(r, &d)
 	case DiagTrendingFull:
-		if e[5] == noValue {
-			d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d WRs over the last %d ms (%d WR/s), past the max_send_wr %d the QP reports: the provider holds more WRs than it reports, and at this rate the queue grows until posts fail",
-				e[0], e[1], e[3], e[4], e[2])
-		} else {
-			d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
-				e[0], e[1], e[2], e[3], e[4], e[5])
-		}
+		d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
+			e[0], e[1], e[2], e[3], e[4], e[5])
 		d.Fix = "Poll the send CQ more often, or signal more WRs, so completions keep up with posting."
 	}
 	return d

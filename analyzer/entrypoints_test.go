@@ -133,8 +133,11 @@ func TestSRQPostsAreNotAQP(t *testing.T) {
 	s := newStream()
 	s.evs = append(s.evs, &trace.PostRecv{Header: s.hdr(), QP: 0x9000, NumWRs: 5, Accepted: 5, SRQ: true})
 	snap := s.run(Options{})
-	if len(snap.QPs) != 0 || snap.SRQRecvs != 5 {
-		t.Errorf("QPs %d, SRQ receives %d; want 0 and 5", len(snap.QPs), snap.SRQRecvs)
+	if len(snap.QPs) != 0 || snap.SRQRecvs == nil || *snap.SRQRecvs != 5 {
+		t.Errorf("QPs %d, SRQ receives %v; want 0 and 5", len(snap.QPs), snap.SRQRecvs)
+	}
+	if len(snap.SRQs) != 1 || snap.SRQs[0].Recv == nil || *snap.SRQs[0].Recv != (SRQRecv{PostCalls: 1, Posted: 5}) {
+		t.Errorf("SRQs %+v: want one, created before tracing, with 5 receives in 1 call", snap.SRQs)
 	}
 }
 

@@ -47,6 +47,13 @@ type CQ struct {
 	Destroyed   bool    `json:"destroyed"`
 	SpanNS      uint64  `json:"span_ns"`
 	PollsPerSec float64 `json:"polls_per_s"`
+	// SendQPs and RecvQPs are the QPs whose send or receive CQ it is
+	// (recv.go); RecvCQEs the receive completions ibv_poll_cq returned
+	// from it, absent where they are not told apart (counters mode, a CQ
+	// polled with ibv_start_poll).
+	SendQPs  []uint32 `json:"send_qps,omitempty"`
+	RecvQPs  []uint32 `json:"recv_qps,omitempty"`
+	RecvCQEs *uint64  `json:"recv_cqes,omitempty"`
 }
 
 // SRQ is one shared receive queue lifetime in a snapshot.
@@ -56,16 +63,20 @@ type SRQ struct {
 	Gen       uint64 `json:"gen"`
 	MaxWR     uint32 `json:"max_wr"`
 	Destroyed bool   `json:"destroyed"`
+	// Recv is what was posted to it (recv.go); nil when receives are not
+	// traced.
+	Recv *SRQRecv `json:"recv,omitempty"`
 }
 
 type srqState struct {
 	SRQ
+	recv SRQRecv
 }
 
 // newQP starts a QP lifetime and makes it the latest of its number.
 func (a *Analyzer) newQP(pid, num uint32, addr, gen, now uint64) *sq {
 	k := qpKey{pid, num}
-	q := &sq{key: k, qp: addr, gen: gen, firstNS: now}
+	q := &sq{key: k, qp: addr, gen: gen, firstNS: now, late: true} // until its create says otherwise
 	q.hist.step, q.hist.n = a.opts.HistoryStepNS, uint64(a.opts.HistoryLen)
 	for i := range q.diags {
 		q.diags[i] = -1
@@ -196,7 +207,7 @@ func (a *Analyzer) cqCreated(e *trace.CQCreate) {
 func (a *Analyzer) srqEvent(ev trace.Event) {
 	switch e := ev.(type) {
 	case *trace.SRQCreate:
-		a.srqs = append(a.srqs, &srqState{SRQ{PID: e.PID, SRQ: e.SRQ, Gen: e.Gen, MaxWR: e.MaxWR}})
+		a.srqs = append(a.srqs, &srqState{SRQ: SRQ{PID: e.PID, SRQ: e.SRQ, Gen: e.Gen, MaxWR: e.MaxWR}})
 	case *trace.SRQDestroy:
 		if e.Ret != 0 {
 			return
@@ -225,14 +236,21 @@ func (a *Analyzer) cqSnapshot() []CQ {
 			Replaced: c.replaced, Destroyed: c.destroyed, SpanNS: span,
 			PollsPerSec: perSec(c.polls, span)})
 	}
+	a.cqUsers(out)
 	return out
 }
 
 // srqSnapshot is the snapshot of every SRQ lifetime.
 func (a *Analyzer) srqSnapshot() []SRQ {
 	var out []SRQ
+	known := a.recvKnown().srqs
 	for _, s := range a.srqs {
-		out = append(out, s.SRQ)
+		v := s.SRQ
+		if known {
+			r := s.recv
+			v.Recv = &r
+		}
+		out = append(out, v)
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package analyzer
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/sqscope/sqscope/trace"
@@ -67,8 +68,10 @@ func TestObjectLifetimes(t *testing.T) {
 			&trace.Poll{Header: h(600), CQ: c, Max: 4}, // empty, carried by a record
 			&trace.EmptyPolls{Header: h(700), CQ: c, Count: 9, Gen: 3},
 		}, []lifeQP{{num: 1, gen: 2, polls: 413, destroyed: true}, {num: 2, gen: 4, polls: 10}},
-			[]CQ{{PID: testPID, CQ: c, Gen: 1, CQE: 63, Polls: 413, EmptyPolls: 413, Replaced: true, SpanNS: 150, PollsPerSec: perSec(413, 150)},
-				{PID: testPID, CQ: c, Gen: 3, CQE: 63, Polls: 10, EmptyPolls: 10, SpanNS: 100, PollsPerSec: perSec(10, 100)}}},
+			[]CQ{{PID: testPID, CQ: c, Gen: 1, CQE: 63, Polls: 413, EmptyPolls: 413, Replaced: true, SpanNS: 150, PollsPerSec: perSec(413, 150),
+				SendQPs: []uint32{1}, RecvQPs: []uint32{1}, RecvCQEs: new(uint64)},
+				{PID: testPID, CQ: c, Gen: 3, CQE: 63, Polls: 10, EmptyPolls: 10, SpanNS: 100, PollsPerSec: perSec(10, 100),
+					SendQPs: []uint32{2}, RecvQPs: []uint32{2}, RecvCQEs: new(uint64)}}},
 		{"CQ counts of a generation whose create is still on its way", []trace.Event{
 			&trace.CQCreate{Header: h(50), CQ: c, Gen: 1},
 			&trace.CQCounters{Header: h(100), CQ: c, Polls: 7, Empty: 7, Gen: 1},
@@ -77,8 +80,10 @@ func TestObjectLifetimes(t *testing.T) {
 			create(300, 1, 4),
 		}, []lifeQP{{num: 1, gen: 4, polls: 2}},
 			// counted polls run from the CQ's create to their flush
+			// (no receive CQEs: counters mode does not tell them apart)
 			[]CQ{{PID: testPID, CQ: c, Gen: 1, Polls: 7, EmptyPolls: 7, Replaced: true, SpanNS: 50, PollsPerSec: perSec(7, 50)},
-				{PID: testPID, CQ: c, Gen: 3, Polls: 2, EmptyPolls: 2, SpanNS: 50, PollsPerSec: perSec(2, 50)}}},
+				{PID: testPID, CQ: c, Gen: 3, Polls: 2, EmptyPolls: 2, SpanNS: 50, PollsPerSec: perSec(2, 50),
+					SendQPs: []uint32{1}, RecvQPs: []uint32{1}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,7 +105,7 @@ func TestObjectLifetimes(t *testing.T) {
 					t.Fatalf("CQs %+v, want %+v", s.CQs, tc.cqs)
 				}
 				for i := range tc.cqs {
-					if s.CQs[i] != tc.cqs[i] {
+					if !reflect.DeepEqual(s.CQs[i], tc.cqs[i]) {
 						t.Errorf("CQ %d: %+v, want %+v", i, s.CQs[i], tc.cqs[i])
 					}
 				}
@@ -121,12 +126,13 @@ func TestEndAndSRQs(t *testing.T) {
 		&trace.End{Header: trace.Header{TimeNS: 1 << 40}, Reason: "interrupt signal received"},
 	})
 	s := an.Snapshot()
-	want := []SRQ{{testPID, 0x5000, 1, 1024, false}, {testPID, 0x6000, 2, 64, true}, {testPID, 0x6000, 3, 64, false}}
+	none := &SRQRecv{}
+	want := []SRQ{{testPID, 0x5000, 1, 1024, false, none}, {testPID, 0x6000, 2, 64, true, none}, {testPID, 0x6000, 3, 64, false, none}}
 	if len(s.SRQs) != len(want) {
 		t.Fatalf("SRQs %+v, want %+v", s.SRQs, want)
 	}
 	for i := range want {
-		if s.SRQs[i] != want[i] {
+		if !reflect.DeepEqual(s.SRQs[i], want[i]) {
 			t.Errorf("SRQ %d: %+v, want %+v", i, s.SRQs[i], want[i])
 		}
 	}

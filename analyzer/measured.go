@@ -6,8 +6,10 @@ import (
 )
 
 // What counters mode (--mode counters) does not measure: the kernel keeps
-// per-QP totals of posts, WRs, inline, signaled, doorbells, payload and
-// errors, and per-CQ totals of polls; receives are not traced. Everything a per-call event feeds
+// per-QP totals of posts, WRs, inline, signaled, doorbells, payload,
+// errors and receives posted, and per-CQ totals of polls; receive
+// completions and SRQ receives are not traced (the snapshot says so once,
+// in ReceivesNotTraced, and leaves those figures out). Everything a per-call event feeds
 // (BlueFlame, WQE sizes and fetches, occupancy, the unsignaled runs, the
 // opcodes and the READ and atomic responses they need, the
 // ENOMEM cause, per-QP completions) is left out of JSON rather than shown
@@ -18,7 +20,7 @@ var (
 		"cqes_polled", "cqe_errors", "flushed_unsignaled", "unmatched_cqes",
 		"wrs_past_bound", "wr_api_calls", "aborted", "longest_unsignaled_run",
 		"mmio_bytes", "dma_bytes_wqe", "empty_wr_batches", "inline_sges",
-		"baseline_wqe_bytes", "wrs_beyond_model", "post_recvs",
+		"baseline_wqe_bytes", "wrs_beyond_model",
 		"dma_writes_response", "dma_bytes_response", "opcodes", "not_rts", "recv_cqes_polled")
 	unmeasuredQP = keySet("outstanding", "signal_interval_typical",
 		"signal_interval_longest", "occupancy")
@@ -39,6 +41,9 @@ const CountersModeNote = "counters mode: totals kept in the kernel; occupancy, B
 // with this JSON name was measured: false for what counters mode does not
 // measure, which a view then leaves out instead of showing 0.
 func (q QP) Measured(key string) bool {
+	if q.recvUntraced && recvDrop[key] {
+		return false
+	}
 	return !q.CountersOnly || !qpDrop[key] && !unmeasuredPCIe[key]
 }
 
@@ -60,12 +65,32 @@ func union(sets ...map[string]bool) map[string]bool {
 	return m
 }
 
-var qpDrop = union(unmeasuredCounters, unmeasuredQP)
+var (
+	qpDrop = union(unmeasuredCounters, unmeasuredQP)
+	// what a trace that does not trace receives leaves out of a QP or
+	// the totals, whatever its QPs posted
+	recvDrop = keySet("post_recvs")
+	// a receive queue in counters mode: no completions seen
+	unmeasuredRecv = keySet("consumed", "cqe_errors")
+)
+
+type recvJSON RecvQueue
+
+// MarshalJSON leaves out what completions would tell of a receive queue
+// whose posts the kernel counted.
+func (r RecvQueue) MarshalJSON() ([]byte, error) {
+	b, err := marshal(recvJSON(r))
+	if err != nil || !r.counted {
+		return b, err
+	}
+	return dropKeys(b, unmeasuredRecv)
+}
 
 type qpJSON QP
 
 // MarshalJSON leaves out, for a QP traced in counters mode, the fields
-// that mode does not measure (its rates and savings leave out their own).
+// that mode does not measure (its rates and savings leave out their own),
+// and, where receives are not traced, its receive count.
 func (q QP) MarshalJSON() ([]byte, error) {
 	b, err := marshal(qpJSON(q))
 	if err != nil {
@@ -74,6 +99,9 @@ func (q QP) MarshalJSON() ([]byte, error) {
 	drop := q.notModeled()
 	if q.CountersOnly {
 		drop = union(drop, qpDrop)
+	}
+	if q.recvUntraced {
+		drop = union(drop, recvDrop)
 	}
 	if len(drop) == 0 {
 		return b, nil
@@ -88,14 +116,16 @@ type Totals struct {
 	CountersOnly bool `json:"-"`
 	// NoModel: no QP follows the mlx5 model, whose figures are then left
 	// out of JSON
-	NoModel bool `json:"-"`
+	NoModel      bool `json:"-"`
+	recvUntraced bool // receives not traced: no receive count
 }
 
 // MarshalJSON writes the counters, without the unmeasured ones of counters
-// mode.
+// mode, the mlx5 model's where no QP follows it, and the receive count
+// where receives are not traced.
 func (t Totals) MarshalJSON() ([]byte, error) {
 	b, err := marshal(t.Counters)
-	if err != nil || (!t.CountersOnly && !t.NoModel) {
+	if err != nil || (!t.CountersOnly && !t.NoModel && !t.recvUntraced) {
 		return b, err
 	}
 	var drop map[string]bool
@@ -104,6 +134,9 @@ func (t Totals) MarshalJSON() ([]byte, error) {
 	}
 	if t.NoModel {
 		drop = union(drop, mlx5Counters)
+	}
+	if t.recvUntraced {
+		drop = union(drop, recvDrop)
 	}
 	return dropKeys(b, drop)
 }

@@ -31,10 +31,6 @@ const (
 	trendHorizonNS = 1_000_000_000
 )
 
-// etaPastDepth is the time to full trend returns for a queue already past
-// the depth.
-const etaPastDepth = ^uint64(0)
-
 // OccSample is a send queue's occupancy over one window of trace time.
 type OccSample struct {
 	Max  uint32 `json:"max"`  // most WRs outstanding at any moment of the window
@@ -46,8 +42,11 @@ type OccSample struct {
 // history is a ring of the most recent windows. Window w covers trace time
 // [w*step, (w+1)*step).
 type history struct {
-	step, n    uint64
+	step, n uint64
+	// samples is a ring of n windows, window w at (w-base)%n, grown as
+	// windows come: a short-lived QP holds the windows it lived, not n
 	samples    []OccSample
+	base       uint64
 	first, cur uint64 // window numbers of the oldest and the current sample
 	curEnd     uint64 // first ns past the current window
 	started    bool
@@ -77,15 +76,15 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 		return
 	}
 	if !h.started {
-		h.samples = make([]OccSample, h.n)
 		h.started, h.trendArmed = true, true
 		h.first = now / h.step
-		h.cur = h.first
+		h.base, h.cur = h.first, h.first
+		h.grow(h.cur)
 		h.curEnd = (h.cur + 1) * h.step
 	} else if now >= h.curEnd {
 		h.advance(now / h.step)
 	}
-	s := &h.samples[h.cur%h.n]
+	s := h.at(h.cur)
 	o := clamp32(out)
 	s.Max = max(s.Max, o)
 	s.End = o
@@ -93,15 +92,33 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 	s.CQEs += cqes
 }
 
+// at is window w's sample (w between first and cur).
+func (h *history) at(w uint64) *OccSample { return &h.samples[(w-h.base)%h.n] }
+
+// grow makes room for the windows up to w, n at most.
+func (h *history) grow(w uint64) {
+	need := min(h.n, w-h.base+1)
+	if uint64(len(h.samples)) >= need {
+		return
+	}
+	if uint64(cap(h.samples)) < need {
+		s := make([]OccSample, len(h.samples), min(h.n, max(need, 2*uint64(cap(h.samples)), 16)))
+		copy(s, h.samples)
+		h.samples = s
+	}
+	h.samples = h.samples[:need]
+}
+
 // advance closes the current window and starts window w; windows without an
 // event in between carry the occupancy over.
 func (h *history) advance(w uint64) {
-	end := h.samples[h.cur%h.n].End
+	end := h.at(h.cur).End
 	if w-h.cur > h.n {
 		h.cur = w - h.n
 	}
+	h.grow(w)
 	for i := h.cur + 1; i <= w; i++ {
-		h.samples[i%h.n] = OccSample{Max: end, End: end}
+		*h.at(i) = OccSample{Max: end, End: end}
 	}
 	h.cur = w
 	h.curEnd = (w + 1) * h.step
@@ -118,7 +135,7 @@ func (h *history) copyOut() ([]OccSample, uint64) {
 	}
 	out := make([]OccSample, 0, h.cur-h.first+1)
 	for w := h.first; w <= h.cur; w++ {
-		out = append(out, h.samples[w%h.n])
+		out = append(out, *h.at(w))
 	}
 	return out, h.first * h.step
 }
@@ -126,13 +143,12 @@ func (h *history) copyOut() ([]OccSample, uint64) {
 // trend looks at the last trendWindows closed windows, given when the oldest
 // outstanding signaled WR was posted (dueNS, noValue when none is). It
 // returns the most WRs outstanding in the first and the last of them, the
-// projected time to reach depth (etaPastDepth when the queue is past it
-// already), and whether that is a prediction worth making now.
+// projected time to reach depth, and whether that is a prediction worth making now.
 func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	if !h.started || depth == 0 || h.cur == h.first {
 		return 0, 0, 0, false
 	}
-	last := uint64(h.samples[(h.cur-1)%h.n].Max)
+	last := uint64(h.at(h.cur - 1).Max)
 	if last < depth/2 {
 		h.trendArmed = true
 		if !h.low {
@@ -140,7 +156,7 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 			// at them, may have been below half already
 			h.low, h.lowFrom = true, h.cur-1
 			for h.lowFrom > h.first && h.cur-h.lowFrom < trendWindows &&
-				uint64(h.samples[(h.lowFrom-1)%h.n].Max) < depth/2 {
+				uint64(h.at(h.lowFrom-1).Max) < depth/2 {
 				h.lowFrom--
 			}
 		}
@@ -157,11 +173,11 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	}
 	start := h.cur - trendWindows
 	peakBefore := h.peakThrough(start)
-	prev := uint64(h.samples[start%h.n].Max)
+	prev := uint64(h.at(start).Max)
 	from = prev
 	rises := 0
 	for w := start + 1; w < h.cur; w++ {
-		m := uint64(h.samples[w%h.n].Max)
+		m := uint64(h.at(w).Max)
 		if m < prev {
 			return 0, 0, 0, false
 		}
@@ -179,18 +195,16 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 	if dueNS > (start+trendWindows/2)*h.step {
 		return 0, 0, 0, false
 	}
-	switch {
-	case last == depth:
-		return 0, 0, 0, false // full: the overflow diagnosis speaks
-	case last > depth:
-		etaNS = etaPastDepth
-	default:
-		// growth per ns over trendWindows-1 windows
-		span := (trendWindows - 1) * h.step
-		etaNS = (depth - last) * span / (last - from)
-		if etaNS > trendHorizonNS {
-			return 0, 0, 0, false
-		}
+	if last >= depth {
+		// full (the overflow diagnosis speaks); the mlx5 model never holds
+		// more than the depth (boundByDepth)
+		return 0, 0, 0, false
+	}
+	// growth per ns over trendWindows-1 windows
+	span := (trendWindows - 1) * h.step
+	etaNS = (depth - last) * span / (last - from)
+	if etaNS > trendHorizonNS {
+		return 0, 0, 0, false
 	}
 	h.trendArmed = false
 	return from, last, etaNS, true
@@ -201,7 +215,7 @@ func (h *history) trend(depth, dueNS uint64) (from, to, etaNS uint64, ok bool) {
 // its depth for trendWindows windows; each window is folded in once.
 func (h *history) peakThrough(w uint64) uint64 {
 	for i := max(h.peakNext, h.first); i <= w; i++ {
-		h.peak = max(h.peak, h.samples[i%h.n].Max)
+		h.peak = max(h.peak, h.at(i).Max)
 	}
 	h.peakNext = max(h.peakNext, w+1)
 	return uint64(h.peak)
@@ -261,5 +275,8 @@ func (q *sq) occupancy() Occupancy {
 		}
 		seen += n
 	}
+	// a bucket's bound is not a count: none is over the peak (which the
+	// mlx5 model keeps within the depth)
+	o.P50, o.P99 = min(o.P50, o.Peak), min(o.P99, o.Peak)
 	return o
 }

@@ -104,7 +104,11 @@ func (a *Analyzer) notePIDProvider(pid uint32, p Provider) {
 
 // qpCreateProvider applies the provider a QP's create names.
 func (a *Analyzer) qpCreateProvider(q *sq, e *trace.QPCreate) {
-	q.prov, q.provLib, q.provFromCreate = providerOf(e.Via, e.Lib), e.Lib, true
+	q.prov, q.provLib = providerOf(e.Via, e.Lib), e.Lib
+	// a QP found in memory names the file its context's ops point into;
+	// where that names no provider, the process's data path may (a
+	// simulated HCA found by symbol)
+	q.provFromCreate = e.Via != trace.ViaMemory || q.prov != ProviderUnknown
 	a.notePIDProvider(e.PID, q.prov)
 }
 
@@ -172,4 +176,21 @@ func (q *QP) notModeled() map[string]bool {
 		return mlx5QP
 	}
 	return unknownQP
+}
+
+// savingsKeys are the JSON names of a QP's PCIe savings (its "pcie").
+var savingsKeys = keySet("actual", "baseline", "doorbells_saved", "wqe_fetches_saved_batching",
+	"wqe_fetches_saved_blueflame", "payload_reads_saved_inline", "cqe_writes_saved_unsignaled",
+	"bytes_saved", "transactions_saved_pct", "bytes_saved_pct")
+
+// Reported reports whether the QP's JSON holds the figure with this name
+// (of the QP, its counters or its PCIe savings): measured in its mode
+// (Measured) and given by its provider's model. A front end that exports
+// figures one by one (serve) leaves out the others instead of a 0.
+func (q QP) Reported(key string) bool {
+	nm := q.notModeled()
+	if nm[key] || nm["pcie"] && savingsKeys[key] {
+		return false
+	}
+	return q.Measured(key)
 }

@@ -142,3 +142,30 @@ func TestProviders(t *testing.T) {
 		})
 	}
 }
+
+func TestReported(t *testing.T) {
+	tests := []struct {
+		name string
+		q    QP
+		key  string
+		want bool
+	}{
+		{"mlx5 model, events mode: BlueFlame", QP{Model: Mlx5Model}, "bf_writes", true},
+		{"mlx5 model, events mode: PCIe savings", QP{Model: Mlx5Model}, "wqe_fetches_saved_batching", true},
+		{"mlx5 model, counters mode: BlueFlame", QP{Model: Mlx5Model, CountersOnly: true}, "bf_writes", false},
+		{"mlx5 model, counters mode: doorbells saved", QP{Model: Mlx5Model, CountersOnly: true}, "doorbells_saved", true},
+		{"unknown provider: WRs", QP{Provider: "unknown"}, "wrs", true},
+		{"unknown provider: BlueFlame", QP{Provider: "unknown"}, "bf_writes", false},
+		{"unknown provider: SQ-full cause", QP{Provider: "unknown"}, "enomem_sq_full", false},
+		{"unknown provider: doorbells saved", QP{Provider: "unknown"}, "doorbells_saved", false},
+		{"rxe: SQ-full cause", QP{Provider: "rxe"}, "enomem_sq_full", true},
+		{"rxe: PCIe savings", QP{Provider: "rxe"}, "cqe_writes_saved_unsignaled", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.q.Reported(tc.key); got != tc.want {
+				t.Errorf("Reported(%q) = %v, want %v", tc.key, got, tc.want)
+			}
+		})
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"syscall"
+
+	"github.com/sqscope/sqscope/trace"
 )
 
 // WriteJSON writes the snapshot as one JSON object.
@@ -66,11 +68,19 @@ func writeText(w io.Writer, s Snapshot) {
 		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
 	}
 	writeEnding(w, &s)
+	for i := range s.Scans {
+		writeScan(w, &s.Scans[i], s.Processes)
+	}
+	writeProcs(w, s.Processes)
 	for _, a := range s.Attach {
 		if a.Err != "" {
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
 		} else {
-			fmt.Fprintf(w, "  probe %-18s %s+%#x (%s)\n", a.Func, a.Path, a.Offset, a.How)
+			how := a.How
+			if a.DebugFile != "" {
+				how += " " + a.DebugFile
+			}
+			fmt.Fprintf(w, "  probe %-18s %s+%#x (%s)\n", a.Func, a.Path, a.Offset, how)
 		}
 	}
 	if len(s.QPs) == 0 {
@@ -92,16 +102,24 @@ func writeText(w io.Writer, s Snapshot) {
 		if q.Destroyed {
 			life += ", destroyed"
 		}
-		fmt.Fprintf(w, "QP %#x (pid %d, %s%s): max_send_wr %d, max_inline_data %d, max_send_sge %d%s; %s\n",
-			q.QPNum, q.PID, q.Type, life, q.MaxSendWR, q.MaxInline, q.MaxSendSGE, map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
-		if q.CountersOnly {
-			fmt.Fprintln(w, "  "+CountersModeNote)
+		who := fmt.Sprint(q.PID)
+		if q.Comm != "" {
+			who += " " + q.Comm
 		}
-		if q.CountersOnly {
+		fmt.Fprintf(w, "QP %#x (pid %s, %s%s, %s): %s, %s, %s%s; %s\n",
+			q.QPNum, who, q.Type, life, foundText(&q), capText("max_send_wr", q.MaxSendWR, q.CapsKnown || q.CapsInferred),
+			capText("max_inline_data", q.MaxInline, q.CapsKnown), capText("max_send_sge", q.MaxSendSGE, q.CapsKnown),
+			map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
+		switch {
+		case sendIdle(&q):
+			fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")
+		case q.CountersOnly:
+			fmt.Fprintln(w, "  "+CountersModeNote)
 			writeCountersQP(w, &q)
-		} else {
+		default:
 			writeEventsQP(w, &q)
 		}
+		writeRecvQP(w, &q)
 		var errs []string
 		for _, e := range []struct {
 			n    uint64
@@ -118,6 +136,7 @@ func writeText(w io.Writer, s Snapshot) {
 			{q.BeyondModel, "%d WRs reported accepted beyond the list or any SQ depth (inconsistent trace, not modeled)"},
 			{q.Truncated, "%d WRs past the tracer's list bound (counted, not decoded)"},
 			{q.UnmatchedCQEs, "%d CQEs matched no WR the trace saw posted"},
+			{q.RetiredUnseen, "%d WRs retired without their completion seen (the SQ holds max_send_wr at most)"},
 			{q.EmptyWRBatches, "%d wr batches rang a doorbell for WRs the trace did not see built"},
 		} {
 			if e.n > 0 {
@@ -130,52 +149,26 @@ func writeText(w io.Writer, s Snapshot) {
 		writeCuts(w, &q.Cuts)
 	}
 	writeCQs(w, s.CQs)
-	if s.SRQRecvs > 0 {
-		fmt.Fprintf(w, "shared receive queues: %d receive WRs posted\n", s.SRQRecvs)
-	}
+	writeRecvSide(w, &s)
 	if s.UnknownQPPosts > 0 {
 		fmt.Fprintf(w, "note: %d post calls were on QPs created before the tracer attached\n", s.UnknownQPPosts)
 	}
 	WriteDiagnoses(w, s)
 	for _, q := range s.QPs {
-		if !q.CountersOnly && q.Model != "" { // the counters mode prints no byte figures
+		if !q.CountersOnly && q.Model != "" && !sendIdle(&q) { // the counters mode prints no byte figures, nor a QP without sends
 			fmt.Fprintf(w, "PCIe bytes are estimates: %d B of TLP header per transaction.\n", TLPHeader)
 			break
 		}
 	}
 }
 
-// writeCQs writes the CQs whose control-path calls were seen, or whose
-// extended-poll completions matched no WR.
-func writeCQs(w io.Writer, cqs []CQ) {
-	for _, c := range cqs {
-		if c.CQE == 0 && !c.Extended && c.UnmatchedExCQEs == 0 {
-			continue
-		}
-		life := ""
-		if c.Gen != 0 {
-			life = fmt.Sprintf(", generation %d", c.Gen)
-		}
-		fmt.Fprintf(w, "CQ %#x (pid %d%s): depth %d", c.CQ, c.PID, life, c.CQE)
-		if c.Extended {
-			fmt.Fprint(w, ", extended (ibv_start_poll..ibv_end_poll: completions matched to their QP by wr_id)")
-		}
-		if c.ModCount != 0 || c.ModPeriodUS != 0 {
-			fmt.Fprintf(w, ", moderation %d completions / %d us", c.ModCount, c.ModPeriodUS)
-		}
-		if c.Resizes > 0 {
-			fmt.Fprintf(w, ", resized %d times", c.Resizes)
-		}
-		if c.Destroyed {
-			fmt.Fprint(w, ", destroyed")
-		} else if c.Replaced {
-			fmt.Fprint(w, ", replaced by a CQ at its address")
-		}
-		fmt.Fprintf(w, "; polls %d (empty %d), CQEs %d\n", c.Polls, c.EmptyPolls, c.CQEs)
-		if c.UnmatchedExCQEs > 0 {
-			fmt.Fprintf(w, "  %d extended-poll completions matched no WR outstanding on this CQ's QPs (receive completions, or WRs not traced)\n", c.UnmatchedExCQEs)
-		}
+// capText writes a cap of the QP, "unknown" rather than 0 when the trace
+// did not see it.
+func capText(name string, v uint32, known bool) string {
+	if !known {
+		return name + " unknown"
 	}
+	return fmt.Sprintf("%s %d", name, v)
 }
 
 func writeEventsQP(w io.Writer, q *QP) {
@@ -185,14 +178,31 @@ func writeEventsQP(w io.Writer, q *QP) {
 	}
 	fmt.Fprintf(w, "  WRs %d in %d post calls (%.1f WRs/doorbell), inline %d (%.1f%%), signaled %d (%.1f%%), longest unsignaled run %d\n",
 		q.WRs, q.PostCalls, perDB, q.Inline, pct(q.Inline, q.WRs), q.Signaled, pct(q.Signaled, q.WRs), q.LongestUnsignaledRun)
-	fmt.Fprintf(w, "  CQEs polled %d, polls %d (empty %d), outstanding now %d, peak %d\n",
-		q.CQEsPolled, q.Polls, q.EmptyPolls, q.Outstanding, q.PeakOutstanding)
+	// the polls are the send CQ's, written on its own line (report_recv.go)
+	if q.CompletionsNotTraced {
+		fmt.Fprintf(w, "  CQEs polled %d; outstanding and occupancy UNKNOWN: no poll function is traced, so no completion is seen (give --probe poll_cq=LIB:0xOFFSET too)\n",
+			q.CQEsPolled)
+	} else if q.OutstandingLowerBound && q.WRIDsRepeat {
+		fmt.Fprintf(w, "  CQEs polled %d (%d of WRs posted before the attach), outstanding now >= %d, peak >= %d (lower bounds: its WRs share wr_ids, so no completion tells a WR posted before the attach from one posted since)\n",
+			q.CQEsPolled, q.PreAttachCQEs, q.Outstanding, q.PeakOutstanding)
+	} else if q.OutstandingLowerBound {
+		fmt.Fprintf(w, "  CQEs polled %d, outstanding now >= %d, peak >= %d (lower bounds: the WRs posted before the attach are unknown until a completion of a WR posted since retires them)\n",
+			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
+	} else {
+		fmt.Fprintf(w, "  CQEs polled %d, outstanding now %d, peak %d\n", q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
+	}
 	fmt.Fprintf(w, "  opcodes (WRs): %s", q.Opcodes)
 	if q.Truncated > 0 {
 		fmt.Fprintf(w, "; %d more past the list bound, opcode not recorded", q.Truncated)
 	}
 	fmt.Fprintln(w)
-	writeOccupancy(w, q)
+	if q.ExactSinceNS != 0 {
+		fmt.Fprintf(w, "  occupancy exact from %s: a completion of a WR posted after the attach retired every WR posted before it (%d completions of those seen); figures before then are lower bounds\n",
+			RelTime(q.ExactSinceS), q.PreAttachCQEs)
+	}
+	if !q.CompletionsNotTraced {
+		writeOccupancy(w, q)
+	}
 	writeRates(w, q)
 	writeProviderQP(w, q)
 }
@@ -205,7 +215,7 @@ func writeCountersQP(w io.Writer, q *QP) {
 	r := &q.Rates
 	fmt.Fprintf(w, "  rates over %.6f s: %.0f WR/s in %.0f post calls/s", float64(r.SpanNS)/1e9, r.WRsPerSec, r.PostsPerSec)
 	if q.SendCQ != 0 {
-		fmt.Fprintf(w, "; send CQ %#x: polls %d (empty %d), %.0f polls/s, %.2f polls per CQE", q.SendCQ, q.Polls, q.EmptyPolls, r.PollsPerSec, r.PollsPerCQE)
+		fmt.Fprintf(w, "; send CQ %#x: %.0f polls/s, %.2f polls per CQE", q.SendCQ, r.PollsPerSec, r.PollsPerCQE)
 	}
 	fmt.Fprintln(w)
 	if q.Model == "" {
@@ -217,6 +227,46 @@ func writeCountersQP(w io.Writer, q *QP) {
 		q.PCIe.DoorbellsSaved, q.PCIe.CQEWritesSaved)
 }
 
+// foundText says how a QP became known.
+func foundText(q *QP) string {
+	switch q.Found {
+	case FoundCreate:
+		return "found by its create"
+	case FoundMemory:
+		return "found in memory, state " + q.StateFound
+	case "":
+		return "how found unknown"
+	}
+	return "found by its " + q.Found
+}
+
+// writeScan says what the memory scan of a running process read.
+func writeScan(w io.Writer, sc *trace.Scan, procs []Process) {
+	who := fmt.Sprintf("process %d", sc.PID)
+	for _, p := range procs {
+		if p.PID == sc.PID && p.Comm != "" {
+			who += " (" + p.Comm + ")"
+			break
+		}
+	}
+	fmt.Fprintf(w, "  memory scan of %s: %.1f MiB of %d mappings in %.3f s (%.2f GiB/s), %d verbs context(s), %d QP(s)", who,
+		float64(sc.Bytes)/(1<<20), sc.Mappings, float64(sc.DurationNS)/1e9,
+		float64(sc.Bytes)/(1<<30)/max(float64(sc.DurationNS)/1e9, 1e-9), sc.Contexts, sc.QPs)
+	if sc.StopNS > 0 {
+		fmt.Fprintf(w, "; stopped %.3f ms while their probes were placed", float64(sc.StopNS)/1e6)
+	}
+	if sc.Cut != "" {
+		fmt.Fprintf(w, "; CUT SHORT by the %s", sc.Cut)
+	}
+	if sc.Err != "" {
+		fmt.Fprintf(w, "; FAILED: %s", sc.Err)
+	}
+	fmt.Fprintln(w)
+	if sc.KernelCheck != "" {
+		fmt.Fprintf(w, "    %s\n", sc.KernelCheck)
+	}
+}
+
 func writeOccupancy(w io.Writer, q *QP) {
 	o := &q.Occupancy
 	peak := fmt.Sprintf("%d (depth unknown)", o.Peak)
@@ -225,6 +275,9 @@ func writeOccupancy(w io.Writer, q *QP) {
 	}
 	if o.Depth > 0 {
 		peak = fmt.Sprintf("%d (%.0f%%) of %d", o.Peak, pct(o.Peak, o.Depth), o.Depth)
+	}
+	if q.OutstandingLowerBound {
+		peak = ">= " + peak
 	}
 	fmt.Fprintf(w, "  occupancy: peak %s", peak)
 	if len(o.Histogram) == 0 {

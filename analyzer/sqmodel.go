@@ -74,6 +74,7 @@ type sq struct {
 	sigAll           bool
 	sendCQ           uint64
 	cq               *cqState // of sendCQ; nil while it is unknown
+	rq               rqState  // its receive queue (recv.go)
 	destroyed        bool
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.
@@ -124,6 +125,21 @@ type sq struct {
 	lastNS    uint64
 	createdNS uint64 // its create, when the trace saw it
 
+	// late: not created while tracing, its pre-attach WRs unknown until
+	// syncedNS (lateattach.go); found says how it became known
+	late     bool
+	syncedNS uint64
+	// syncGuessed: the completion that ended the lower bound had a wr_id
+	// other WRs posted since the attach share (lateattach.go)
+	syncGuessed   bool
+	found         string
+	stateFound    string // the state the memory scan saw
+	preCQEs       uint64 // completions of WRs posted before the attach
+	retiredUnseen uint64 // WRs retired by the depth bound, completions not seen
+	// overSeen is what the trace alone left outstanding when the depth
+	// bound last retired WRs, until checkNotTraced says so (then 0)
+	overSeen uint64
+
 	diags [numDiagKinds]int32 // index into Analyzer.diags, -1 when none
 	// what the last calls_not_traced diagnosis saw: unmatched CQEs and
 	// empty wr batches, and whether outstanding was over the depth
@@ -148,7 +164,7 @@ func (q *sq) grow(need uint64) {
 	}
 	n := len(q.ring) * 2
 	if n == 0 {
-		n = 256
+		n = 16
 	}
 	for uint64(n) <= need {
 		n *= 2
@@ -551,11 +567,11 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		}
 	}
 	q.head += uint64(n)
+	q.boundByDepth()
 	q.c.Doorbells++
-	size16 := (lastSize + 15) / 16
-	if !bf.ShutUpBF && n == 1 && (lastInline || bf.PreferBF) && size16 > 1 && size16 <= bfBufSize/16 && len(p.WRs) > 0 {
+	if bf.BlueFlame(n, lastInline, lastSize) && len(p.WRs) > 0 {
 		q.c.BFWrites++
-		q.c.MMIOBytes += uint64(align(size16*16, 64))
+		q.c.MMIOBytes += uint64(align(lastSize, 16*4))
 	} else {
 		q.c.MMIOBytes += 8
 		q.c.DMAReadsWQE++
@@ -577,14 +593,21 @@ func (q *sq) notePost(now uint64, wrs uint32) {
 	q.hist.note(now, out, wrs, 0)
 }
 
-// complete applies one send completion of this QP: it retires its WR and
-// every earlier one (sq.tail = wqe_head[idx] + 1).
-func (q *sq) complete(wc *trace.WC) {
+// complete applies one send completion of this QP, polled at now: it
+// retires its WR and every earlier one (sq.tail = wqe_head[idx] + 1).
+func (q *sq) complete(wc *trace.WC, now uint64) {
 	q.c.CQEsPolled++
 	if wc.Status != 0 {
 		q.c.CQEErrors++
 	}
+	if q.lateUnsynced() && q.lateCompletion(wc, now) {
+		return
+	}
 	if q.head == q.tail {
+		if q.syncGuessed { // the guess retired too much: a pre-attach WR's
+			q.preCQEs++
+			return
+		}
 		q.c.UnmatchedCQEs++
 		return
 	}

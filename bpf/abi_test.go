@@ -68,6 +68,7 @@ func TestGeneratedSizes(t *testing.T) {
 		{"sq_poll_rec", VerbsSqPollRec{}},
 		{"sq_recv_rec", VerbsSqRecvRec{}},
 		{"sq_exit_rec", VerbsSqExitRec{}},
+		{"sq_proc_rec", VerbsSqProcRec{}},
 		{"sq_key", VerbsSqKey{}},
 		{"sq_cq_stats", VerbsSqCqStats{}},
 		{"sq_qp_counters", VerbsSqQpCounters{}},

@@ -51,3 +51,48 @@ func TestBoundsPinned(t *testing.T) {
 		})
 	}
 }
+
+// TestScanOffsetsPinned checks the offsets the memory scan reads with
+// against events.h (whose values TestVerbsABI checks against verbs.h).
+func TestScanOffsetsPinned(t *testing.T) {
+	mirrored := map[string]int64{}
+	for _, f := range abi.Facts() {
+		mirrored[f.Name] = f.Mirrored
+	}
+	cases := []struct {
+		c     string
+		goVal int64
+	}{
+		{"IBV_CONTEXT_OPS", IBVContextOps},
+		{"IBV_OPS_POLL_CQ", IBVOpsPollCQ},
+		{"IBV_OPS_POST_SEND", IBVOpsPostSend},
+		{"IBV_OPS_POST_RECV", IBVOpsPostRecv},
+		{"IBV_OPS_POST_SRQ_RECV", IBVOpsPostSRQRecv},
+		{"IBV_QP_CONTEXT", IBVQPContext},
+		{"IBV_QP_SEND_CQ", IBVQPSendCQ},
+		{"IBV_QP_RECV_CQ", IBVQPRecvCQ},
+		{"IBV_QP_QP_NUM", IBVQPQPNum},
+		{"IBV_QP_STATE_FIELD", IBVQPState},
+		{"IBV_QP_QP_TYPE", IBVQPQPType},
+		{"IBV_QP_SIZE", IBVQPSize},
+		{"IBV_QPX_SIZE", IBVQPXSize},
+		{"IBV_CQX_SIZE", IBVCQXSize},
+	}
+	for _, f := range append(append([]struct {
+		Role   string
+		Define string
+		Off    int
+	}{}, QPXFuncs...), CQXFuncs...) {
+		cases = append(cases, struct {
+			c     string
+			goVal int64
+		}{f.Define, int64(f.Off)})
+	}
+	for _, c := range cases {
+		t.Run(c.c, func(t *testing.T) {
+			if want, ok := mirrored[c.c]; !ok || c.goVal != want {
+				t.Errorf("Go says %s = %d, events.h says %d (mirrored: %v)", c.c, c.goVal, want, ok)
+			}
+		})
+	}
+}

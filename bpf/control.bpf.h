@@ -123,8 +123,10 @@ static __always_inline __u8 ctl_note(const __u64 *fns, __u64 pid_tgid)
 		if (!bpf_map_lookup_elem(&known_fns, &k))
 			unknown = 1;
 	}
-	bpf_map_update_elem(&procs, &tgid, &one, BPF_ANY);
-	return unknown && stop_on_new && tgid != self_tgid && !bpf_send_signal(SIGSTOP);
+	/* tracing every process, a process joins at its first call here */
+	if (!bpf_map_update_elem(&procs, &tgid, &one, BPF_NOEXIST) && !targ_tgid)
+		proc_joined(tgid, 0, SQ_PROC_FIRST, 0, 0);
+	return unknown && stop_on_new && tgid != self_tgid && stop_self(tgid);
 }
 
 /* emit_ctl sends a control-path record, stopping the process first when it

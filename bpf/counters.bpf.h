@@ -66,6 +66,20 @@ static __always_inline void count_post(__u32 tgid, __u64 qp, int ret, __u32 acce
 	}
 }
 
+/* count_recv adds one ibv_post_recv call to its QP's totals. */
+static __always_inline void count_recv(__u32 tgid, __u64 qp, int ret, __u32 accepted)
+{
+	struct sq_qp_counters *c = qp_counters_of(tgid, qp, obj_gen(tgid, SQ_OBJ_QP, qp), SQ_QPN_READ);
+
+	if (!c)
+		return;
+	__sync_fetch_and_add(&c->recv_calls, 1);
+	if (accepted)
+		__sync_fetch_and_add(&c->recvs, accepted);
+	if (ret)
+		__sync_fetch_and_add(&c->recv_failed, 1);
+}
+
 /* flush_posts adds the thread's pending counters-mode totals to its QP's. */
 static __always_inline void flush_posts(struct thread_state *st, __u32 tgid)
 {

@@ -50,6 +50,8 @@
 #define IBV_QP_SEND_CQ                 24
 #define IBV_QP_RECV_CQ                 32
 #define IBV_QP_QP_NUM                  52
+/* IBV_QP_STATE is an enum of verbs.h: the field gets a longer name */
+#define IBV_QP_STATE_FIELD             56
 #define IBV_QP_QP_TYPE                 60
 #define IBV_QP_SIZE                    160
 
@@ -195,6 +197,7 @@ enum sq_rec_kind {
 	                      * wr_id and status (qp_num, opcode, byte_len 0) */
 	SQ_REC_SRQ_RECV = 10, /* struct sq_recv_rec of ibv_post_srq_recv: qp is the
 	                      * struct ibv_srq *, qp_num 0 */
+	SQ_REC_PROC     = 11, /* struct sq_proc_rec: a process joined the trace */
 };
 
 /* sq_qp_op is sq_qp_rec.op: the control-path call that produced it. */
@@ -395,6 +398,23 @@ struct sq_exit_rec {
 	__u32 pad;
 };
 
+/* sq_proc_op is sq_proc_rec.op: how a process joined the trace. */
+enum sq_proc_op {
+	SQ_PROC_FORK  = 1, /* forked by a traced process (follow mode) */
+	SQ_PROC_EXEC  = 2, /* a traced process ran execve (comm is the new one) */
+	SQ_PROC_FIRST = 3, /* its first verbs control-path call (host-wide mode) */
+};
+
+/* A process joined the trace; hdr.pid is the process. */
+struct sq_proc_rec {
+	struct sq_hdr hdr;
+	__u32 parent;     /* thread group id of the parent (fork) */
+	__u8 op;          /* enum sq_proc_op */
+	__u8 stopped;     /* sent SIGSTOP: user space continues it */
+	__u8 pad[2];
+	char comm[16];    /* TASK_COMM_LEN */
+};
+
 /* ---- maps -------------------------------------------------------------- */
 
 /* Key of maps indexed by a user address of one process. */
@@ -442,6 +462,9 @@ struct sq_qp_counters {
 	__u64 sge_cut_wrs;    /* posted WRs with more SGEs (or inline buffers) than SQ_MAX_SGES: bytes not all summed
 	                       * (of the WRs walked; of a wr batch, its first SQ_MAX_WRS) */
 	__u64 sges_not_summed;/* SGEs of those WRs past the bound (each WR's count saturates at 255) */
+	__u64 recv_calls;     /* ibv_post_recv calls on the QP */
+	__u64 recvs;          /* receive WRs they posted (lists walked up to SQ_MAX_RECV_WALK) */
+	__u64 recv_failed;    /* of those calls, the ones returning non-zero */
 };
 
 /* ---- object lifecycle -------------------------------------------------- */

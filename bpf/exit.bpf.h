@@ -16,6 +16,7 @@ struct task_struct___sq {
 	int exit_code;
 	int pid;
 	int tgid;
+	char comm[16];
 	struct signal_struct___sq *signal;
 } __attribute__((preserve_access_index));
 
@@ -46,14 +47,22 @@ int proc_exit(void *ctx)
 		else if (!have_task_storage)
 			bpf_map_delete_elem(&threads_by_tid, &tid);
 	}
-	if (targ_tgid ? tgid != targ_tgid : !bpf_map_lookup_elem(&procs, &tgid))
+	/* the target, a process followed from it (tree), or, tracing every
+	 * process, one that used the verbs control path (procs) */
+	int is_targ = targ_tgid && tgid == targ_tgid;
+	void *member = targ_tgid ? (follow ? bpf_map_lookup_elem(&tree, &tgid) : 0)
+				 : bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!is_targ && !member)
 		return 0;
 	/* the last thread of the group decremented live before this point */
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
-	if (targ_tgid ? __sync_val_compare_and_swap(&targ_exited, 0, 1) != 0
-		      : bpf_map_delete_elem(&procs, &tgid) != 0)
+	if (is_targ ? __sync_val_compare_and_swap(&targ_exited, 0, 1) != 0
+		    : bpf_map_delete_elem(targ_tgid ? (void *)&tree : (void *)&procs, &tgid) != 0)
 		return 0; /* another thread sent it */
+	if (!is_targ)
+		bpf_map_delete_elem(&procs, &tgid);
 	fill_hdr(&r.hdr, SQ_REC_EXIT, id, 0);
 	r.exit_code = BPF_CORE_READ(task, exit_code);
 	output_now(&r, sizeof(r));

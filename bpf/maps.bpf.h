@@ -8,6 +8,9 @@
 
 const volatile __u32 targ_tgid = 0;    /* 0: every process */
 const volatile __u32 self_tgid = 0;    /* the tracer: never stopped */
+/* 1: the processes targ_tgid starts (fork, clone) are traced too: the
+ * tree map holds them */
+const volatile __u8 follow = 0;
 const volatile __u8 stop_on_new = 1;   /* SIGSTOP on unknown data-path fns */
 const volatile __u8 targ_mode = SQ_MODE_EVENTS;
 const volatile __u32 max_wrs = SQ_MAX_WRS;
@@ -67,6 +70,25 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } procs SEC(".maps");
+
+/* Processes sent SIGSTOP, until user space continues them: detaching, it
+ * continues every one left here, also those whose record it never read
+ * (stopped between its last read and the probes' removal). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} stopped_pids SEC(".maps");
+
+/* Follow mode: the processes descended from targ_tgid (not targ_tgid
+ * itself), added at their fork, removed at their exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} tree SEC(".maps");
 
 struct call_args {
 	__u64 a0, a1, a2;
@@ -282,6 +304,8 @@ struct {
 const struct sq_qp_rec *unused_qp __attribute__((unused));
 const struct sq_recv_rec *unused_recv __attribute__((unused));
 const struct sq_exit_rec *unused_exit __attribute__((unused));
+const struct sq_proc_rec *unused_proc __attribute__((unused));
+const enum sq_proc_op *unused_proc_op __attribute__((unused));
 const struct sq_obj_rec *unused_obj __attribute__((unused));
 const struct sq_qp_final_rec *unused_qp_final __attribute__((unused));
 const enum sq_obj_type *unused_obj_type __attribute__((unused));

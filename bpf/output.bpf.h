@@ -31,6 +31,18 @@ static __always_inline __u32 nonzero(__u32 v)
 	return ((__u64)v + 0xffffffffULL) >> 32;
 }
 
+/* stop_self sends SIGSTOP to the calling process and notes it in
+ * stopped_pids; 1 when sent. */
+static __always_inline int stop_self(__u32 tgid)
+{
+	__u8 one = 1;
+
+	if (bpf_send_signal(SIGSTOP))
+		return 0;
+	bpf_map_update_elem(&stopped_pids, &tgid, &one, BPF_ANY);
+	return 1;
+}
+
 /* sends_payload is 0 for a READ or an atomic (compare-and-swap,
  * fetch-and-add), whose local SGEs receive the response the HCA writes,
  * and 1 for every other opcode, whose SGEs hold what it reads; computed
@@ -46,9 +58,11 @@ static __always_inline __u32 sends_payload(__u32 op)
 	return 1 - (__u32)responds;
 }
 
+/* wanted: tgid is traced. The target itself costs a compare; only a
+ * followed process (follow mode) costs a lookup of tree. */
 static __always_inline int wanted(__u32 tgid)
 {
-	return !targ_tgid || tgid == targ_tgid;
+	return !targ_tgid || tgid == targ_tgid || (follow && bpf_map_lookup_elem(&tree, &tgid));
 }
 
 /* past_cut: the trace has stopped (see cut in maps.bpf.h); one load. */
@@ -165,6 +179,32 @@ static __always_inline void output_now(void *data, __u64 size)
 {
 	if (bpf_ringbuf_output(&events, data, size, BPF_RB_FORCE_WAKEUP))
 		count_lost();
+}
+
+/* proc_joined sends the record of tgid joining; stop asks for it to be
+ * stopped (the caller is that process), which is done only once the record
+ * that tells user space to continue it is reserved. comm is the task's
+ * (NULL: the caller's). */
+static __always_inline void proc_joined(__u32 tgid, __u32 parent, __u8 op, const char *comm, int stop)
+{
+	struct sq_proc_rec *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+
+	if (!r) {
+		count_lost();
+		return;
+	}
+	fill_hdr(&r->hdr, SQ_REC_PROC, (__u64)tgid << 32 | tgid, 0);
+	r->parent = parent;
+	r->op = op;
+	r->stopped = 0;
+	r->pad[0] = r->pad[1] = 0;
+	if (comm)
+		bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), comm);
+	else
+		bpf_get_current_comm(r->comm, sizeof(r->comm));
+	if (stop && stop_on_new && tgid != self_tgid && stop_self(tgid))
+		r->stopped = 1;
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }
 
 #endif

@@ -1,6 +1,9 @@
-/* Part of verbs.bpf.c: the ibv_post_recv and ibv_post_srq_recv probes
- * (events mode only). The attach cookie is the record kind: 0 (the default,
- * SQ_REC_RECV) on a QP's post_recv, SQ_REC_SRQ_RECV on an SRQ's. */
+/* Part of verbs.bpf.c: the ibv_post_recv and ibv_post_srq_recv probes.
+ * The attach cookie is the record kind: 0 (the default, SQ_REC_RECV) on a
+ * QP's post_recv, SQ_REC_SRQ_RECV on an SRQ's. Events mode sends a record
+ * per call; counters mode adds a QP's calls and receives to its totals
+ * (the return probe runs in both modes anyway), and counts nothing of an
+ * SRQ, which has no totals. */
 #ifndef SQSCOPE_POST_RECV_BPF_H
 #define SQSCOPE_POST_RECV_BPF_H
 
@@ -9,7 +12,7 @@ int BPF_KPROBE(post_recv_entry, void *qp, void *wr, void *bad_wr)
 {
 	struct thread_state *st;
 
-	if (targ_mode == SQ_MODE_COUNTERS || past_cut())
+	if ((targ_mode == SQ_MODE_COUNTERS && bpf_get_attach_cookie(ctx) == SQ_REC_SRQ_RECV) || past_cut())
 		return 0;
 	st = thread_state(bpf_get_current_pid_tgid(), 1);
 	if (st)
@@ -63,6 +66,10 @@ int BPF_KRETPROBE(post_recv_ret, int ret)
 	if (ret)
 		w.bad = read_u64(a->a2);
 	bpf_loop(SQ_MAX_RECV_WALK, walk_recv, &w, 0);
+	if (targ_mode == SQ_MODE_COUNTERS) {
+		count_recv(id >> 32, a->a0, ret, ret ? (w.found_bad ? w.accepted : 0) : w.i);
+		return 0;
+	}
 	if (bpf_get_attach_cookie(ctx) == SQ_REC_SRQ_RECV) {
 		fill_hdr(&r.hdr, SQ_REC_SRQ_RECV, id, a->ts);
 		r.qp_num = 0; /* an ibv_srq has none */

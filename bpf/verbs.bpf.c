@@ -34,6 +34,7 @@
  *   lifecycle.bpf.h  a CQ's birth (cq_born), create/destroy SRQ
  *   cq_control.bpf.h create (and create_ex)/modify/resize/destroy CQ, open_device
  *   exit.bpf.h       process exit; at the cut, posts in flight and the hand-over
+ *   follow.bpf.h     processes joining: fork and exec (follow mode), first call
  */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
@@ -65,3 +66,4 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "lifecycle.bpf.h"
 #include "cq_control.bpf.h"
 #include "exit.bpf.h"
+#include "follow.bpf.h"

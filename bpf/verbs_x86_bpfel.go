@@ -218,6 +218,24 @@ type VerbsSqPostRec struct {
 	Wrs        [64]VerbsSqWr
 }
 
+type VerbsSqProcOp uint32
+
+const (
+	VerbsSqProcOpSQ_PROC_FORK  VerbsSqProcOp = 1
+	VerbsSqProcOpSQ_PROC_EXEC  VerbsSqProcOp = 2
+	VerbsSqProcOpSQ_PROC_FIRST VerbsSqProcOp = 3
+)
+
+type VerbsSqProcRec struct {
+	_       structs.HostLayout
+	Hdr     VerbsSqHdr
+	Parent  uint32
+	Op      uint8
+	Stopped uint8
+	Pad     [2]uint8
+	Comm    [16]int8
+}
+
 type VerbsSqQpCounters struct {
 	_             structs.HostLayout
 	PostCalls     uint64
@@ -237,6 +255,9 @@ type VerbsSqQpCounters struct {
 	WalkCapped    uint64
 	SgeCutWrs     uint64
 	SgesNotSummed uint64
+	RecvCalls     uint64
+	Recvs         uint64
+	RecvFailed    uint64
 }
 
 type VerbsSqQpFinalRec struct {
@@ -293,6 +314,7 @@ const (
 	VerbsSqRecKindSQ_REC_CQ       VerbsSqRecKind = 8
 	VerbsSqRecKindSQ_REC_POLL_EX  VerbsSqRecKind = 9
 	VerbsSqRecKindSQ_REC_SRQ_RECV VerbsSqRecKind = 10
+	VerbsSqRecKindSQ_REC_PROC     VerbsSqRecKind = 11
 )
 
 type VerbsSqRecvRec struct {
@@ -448,10 +470,12 @@ const (
 	VerbsMapProcs                = "procs"
 	VerbsMapQpCounters           = "qp_counters"
 	VerbsMapScratch              = "scratch"
+	VerbsMapStoppedPids          = "stopped_pids"
 	VerbsMapThreadSlots          = "thread_slots"
 	VerbsMapThreadZero           = "thread_zero"
 	VerbsMapThreads              = "threads"
 	VerbsMapThreadsByTid         = "threads_by_tid"
+	VerbsMapTree                 = "tree"
 	VerbsMapWalks                = "walks"
 	VerbsMapWindows              = "windows"
 	VerbsMapWrBatches            = "wr_batches"
@@ -487,7 +511,9 @@ const (
 	VerbsProgPostRecvRet         = "post_recv_ret"
 	VerbsProgPostSendEntry       = "post_send_entry"
 	VerbsProgPostSendRet         = "post_send_ret"
+	VerbsProgProcExec            = "proc_exec"
 	VerbsProgProcExit            = "proc_exit"
+	VerbsProgProcFork            = "proc_fork"
 	VerbsProgQpToQpExRet         = "qp_to_qp_ex_ret"
 	VerbsProgResizeCqEntry       = "resize_cq_entry"
 	VerbsProgResizeCqRet         = "resize_cq_ret"
@@ -505,6 +531,7 @@ const (
 	VerbsVarCallTimes            = "call_times"
 	VerbsVarCqSeq                = "cq_seq"
 	VerbsVarCut                  = "cut"
+	VerbsVarFollow               = "follow"
 	VerbsVarHaveTaskStorage      = "have_task_storage"
 	VerbsVarMaxSges              = "max_sges"
 	VerbsVarMaxWalk              = "max_walk"
@@ -527,6 +554,8 @@ const (
 	VerbsVarUnusedObjOp          = "unused_obj_op"
 	VerbsVarUnusedObjType        = "unused_obj_type"
 	VerbsVarUnusedOp             = "unused_op"
+	VerbsVarUnusedProc           = "unused_proc"
+	VerbsVarUnusedProcOp         = "unused_proc_op"
 	VerbsVarUnusedQp             = "unused_qp"
 	VerbsVarUnusedQpFinal        = "unused_qp_final"
 	VerbsVarUnusedRecv           = "unused_recv"
@@ -609,7 +638,9 @@ type VerbsProgramSpecs struct {
 	PostRecvRet         *ebpf.ProgramSpec `ebpf:"post_recv_ret"`
 	PostSendEntry       *ebpf.ProgramSpec `ebpf:"post_send_entry"`
 	PostSendRet         *ebpf.ProgramSpec `ebpf:"post_send_ret"`
+	ProcExec            *ebpf.ProgramSpec `ebpf:"proc_exec"`
 	ProcExit            *ebpf.ProgramSpec `ebpf:"proc_exit"`
+	ProcFork            *ebpf.ProgramSpec `ebpf:"proc_fork"`
 	QpToQpExRet         *ebpf.ProgramSpec `ebpf:"qp_to_qp_ex_ret"`
 	ResizeCqEntry       *ebpf.ProgramSpec `ebpf:"resize_cq_entry"`
 	ResizeCqRet         *ebpf.ProgramSpec `ebpf:"resize_cq_ret"`
@@ -641,10 +672,12 @@ type VerbsMapSpecs struct {
 	Procs        *ebpf.MapSpec `ebpf:"procs"`
 	QpCounters   *ebpf.MapSpec `ebpf:"qp_counters"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	StoppedPids  *ebpf.MapSpec `ebpf:"stopped_pids"`
 	ThreadSlots  *ebpf.MapSpec `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.MapSpec `ebpf:"thread_zero"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	ThreadsByTid *ebpf.MapSpec `ebpf:"threads_by_tid"`
+	Tree         *ebpf.MapSpec `ebpf:"tree"`
 	Walks        *ebpf.MapSpec `ebpf:"walks"`
 	Windows      *ebpf.MapSpec `ebpf:"windows"`
 	WrBatches    *ebpf.MapSpec `ebpf:"wr_batches"`
@@ -657,6 +690,7 @@ type VerbsVariableSpecs struct {
 	CallTimes       *ebpf.VariableSpec `ebpf:"call_times"`
 	CqSeq           *ebpf.VariableSpec `ebpf:"cq_seq"`
 	Cut             *ebpf.VariableSpec `ebpf:"cut"`
+	Follow          *ebpf.VariableSpec `ebpf:"follow"`
 	HaveTaskStorage *ebpf.VariableSpec `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.VariableSpec `ebpf:"max_sges"`
 	MaxWalk         *ebpf.VariableSpec `ebpf:"max_walk"`
@@ -679,6 +713,8 @@ type VerbsVariableSpecs struct {
 	UnusedObjOp     *ebpf.VariableSpec `ebpf:"unused_obj_op"`
 	UnusedObjType   *ebpf.VariableSpec `ebpf:"unused_obj_type"`
 	UnusedOp        *ebpf.VariableSpec `ebpf:"unused_op"`
+	UnusedProc      *ebpf.VariableSpec `ebpf:"unused_proc"`
+	UnusedProcOp    *ebpf.VariableSpec `ebpf:"unused_proc_op"`
 	UnusedQp        *ebpf.VariableSpec `ebpf:"unused_qp"`
 	UnusedQpFinal   *ebpf.VariableSpec `ebpf:"unused_qp_final"`
 	UnusedRecv      *ebpf.VariableSpec `ebpf:"unused_recv"`
@@ -718,10 +754,12 @@ type VerbsMaps struct {
 	Procs        *ebpf.Map `ebpf:"procs"`
 	QpCounters   *ebpf.Map `ebpf:"qp_counters"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
+	StoppedPids  *ebpf.Map `ebpf:"stopped_pids"`
 	ThreadSlots  *ebpf.Map `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.Map `ebpf:"thread_zero"`
 	Threads      *ebpf.Map `ebpf:"threads"`
 	ThreadsByTid *ebpf.Map `ebpf:"threads_by_tid"`
+	Tree         *ebpf.Map `ebpf:"tree"`
 	Walks        *ebpf.Map `ebpf:"walks"`
 	Windows      *ebpf.Map `ebpf:"windows"`
 	WrBatches    *ebpf.Map `ebpf:"wr_batches"`
@@ -740,10 +778,12 @@ func (m *VerbsMaps) Close() error {
 		m.Procs,
 		m.QpCounters,
 		m.Scratch,
+		m.StoppedPids,
 		m.ThreadSlots,
 		m.ThreadZero,
 		m.Threads,
 		m.ThreadsByTid,
+		m.Tree,
 		m.Walks,
 		m.Windows,
 		m.WrBatches,
@@ -757,6 +797,7 @@ type VerbsVariables struct {
 	CallTimes       *ebpf.Variable `ebpf:"call_times"`
 	CqSeq           *ebpf.Variable `ebpf:"cq_seq"`
 	Cut             *ebpf.Variable `ebpf:"cut"`
+	Follow          *ebpf.Variable `ebpf:"follow"`
 	HaveTaskStorage *ebpf.Variable `ebpf:"have_task_storage"`
 	MaxSges         *ebpf.Variable `ebpf:"max_sges"`
 	MaxWalk         *ebpf.Variable `ebpf:"max_walk"`
@@ -779,6 +820,8 @@ type VerbsVariables struct {
 	UnusedObjOp     *ebpf.Variable `ebpf:"unused_obj_op"`
 	UnusedObjType   *ebpf.Variable `ebpf:"unused_obj_type"`
 	UnusedOp        *ebpf.Variable `ebpf:"unused_op"`
+	UnusedProc      *ebpf.Variable `ebpf:"unused_proc"`
+	UnusedProcOp    *ebpf.Variable `ebpf:"unused_proc_op"`
 	UnusedQp        *ebpf.Variable `ebpf:"unused_qp"`
 	UnusedQpFinal   *ebpf.Variable `ebpf:"unused_qp_final"`
 	UnusedRecv      *ebpf.Variable `ebpf:"unused_recv"`
@@ -823,7 +866,9 @@ type VerbsPrograms struct {
 	PostRecvRet         *ebpf.Program `ebpf:"post_recv_ret"`
 	PostSendEntry       *ebpf.Program `ebpf:"post_send_entry"`
 	PostSendRet         *ebpf.Program `ebpf:"post_send_ret"`
+	ProcExec            *ebpf.Program `ebpf:"proc_exec"`
 	ProcExit            *ebpf.Program `ebpf:"proc_exit"`
+	ProcFork            *ebpf.Program `ebpf:"proc_fork"`
 	QpToQpExRet         *ebpf.Program `ebpf:"qp_to_qp_ex_ret"`
 	ResizeCqEntry       *ebpf.Program `ebpf:"resize_cq_entry"`
 	ResizeCqRet         *ebpf.Program `ebpf:"resize_cq_ret"`
@@ -874,7 +919,9 @@ func (p *VerbsPrograms) Close() error {
 		p.PostRecvRet,
 		p.PostSendEntry,
 		p.PostSendRet,
+		p.ProcExec,
 		p.ProcExit,
+		p.ProcFork,
 		p.QpToQpExRet,
 		p.ResizeCqEntry,
 		p.ResizeCqRet,

@@ -75,6 +75,8 @@ func TestImportRules(t *testing.T) {
 		"probe":           {"bpf", "trace", "ibv"},
 		"verbs":           {"ibv", "C"},
 		"workload":        {"verbs", "ibv", "C"},
+		"advise":          {"analyzer", "session", "trace", "verbs", "ibv"},
+		"serve":           {"analyzer", "session", "trace"},
 	}
 	for pkg, ok := range allowed {
 		if product[pkg] == nil {

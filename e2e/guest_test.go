@@ -76,6 +76,10 @@ var guestCmds = []guestCmd{
 	perftestTraced("ib_write_bw", "-s 1024 -Q 2 -t 32 -l 4 -n 1200 --use_old_post_send"),
 	perftestTraced("ib_send_bw", "-s 1024 -Q 2 -t 32 -l 4 -n 1200"),
 	perftestTraced("ib_send_bw", "-s 256 -Q 4 -t 64 -l 8 -n 2000 --use_old_post_send"),
+	// A perftest client that runs before sqscope: traced with -p, its QP
+	// found in its memory through the stripped librxe and checked against
+	// the kernel's list.
+	perftestAttached("ib_write_bw", "-s 256 -Q 4 -t 64 -l 8 -D 20", 3),
 }
 
 // rxeOpcodes are the workload's opcodes rxe runs without a memory window.

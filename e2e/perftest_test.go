@@ -14,12 +14,13 @@ import (
 // perftestArgs are the perftest flags a traced run must be recovered from.
 type perftestArgs struct {
 	size, cqMod, txDepth, postList, iters uint64
+	duration                              uint64 // -D, seconds: a duration run
 	oldPostSend                           bool
 }
 
-// parsePerftestArgs reads -s -Q -t -l -n and --use_old_post_send; every one
-// of the numbers must be given (the checks do not guess perftest's
-// defaults).
+// parsePerftestArgs reads -s -Q -t -l, -n or -D, and --use_old_post_send;
+// every one of the numbers must be given (the checks do not guess
+// perftest's defaults).
 func parsePerftestArgs(args string) (perftestArgs, error) {
 	var a perftestArgs
 	f := strings.Fields(args)
@@ -37,6 +38,8 @@ func parsePerftestArgs(args string) (perftestArgs, error) {
 			p = &a.postList
 		case "-n":
 			p = &a.iters
+		case "-D":
+			p = &a.duration
 		case "--use_old_post_send":
 			a.oldPostSend = true
 			continue
@@ -54,10 +57,13 @@ func parsePerftestArgs(args string) (perftestArgs, error) {
 		*p = v
 		given[f[i-1]] = true
 	}
-	for _, k := range []string{"-s", "-Q", "-t", "-l", "-n"} {
+	for _, k := range []string{"-s", "-Q", "-t", "-l"} {
 		if !given[k] {
 			return a, fmt.Errorf("give %s: the check derives its expectation from it", k)
 		}
+	}
+	if given["-n"] == given["-D"] {
+		return a, fmt.Errorf("give one of -n and -D: the check derives its expectation from it")
 	}
 	// perftest's own rules (perftest_parameters.c): -n a multiple of -l,
 	// -l a multiple of -Q.
@@ -69,7 +75,12 @@ func parsePerftestArgs(args string) (perftestArgs, error) {
 
 // depth is the max_send_wr perftest asks for: -t, capped to -n in an
 // iterations run (force_dependecies in perftest_parameters.c).
-func (a perftestArgs) depth() uint64 { return min(a.txDepth, a.iters) }
+func (a perftestArgs) depth() uint64 {
+	if a.iters == 0 {
+		return a.txDepth
+	}
+	return min(a.txDepth, a.iters)
+}
 
 // perftestBase goes before every perftest's flags. -F: perftest calibrates
 // its cycle counter against the clock and, when the fit is poor (r^2 <

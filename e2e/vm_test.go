@@ -35,8 +35,10 @@ var guestModules = []string{"rdma_rxe", "dummy"}
 const (
 	// guestTimeout bounds one whole guest run, boot to power-off: 270 s
 	// for the commands before the WRITE control of lazy polling, plus
-	// what that one costs under TCG (about 12 s in the guest).
-	guestTimeout = 285 * time.Second
+	// what that one costs under TCG (about 12 s in the guest), plus the
+	// perftest client traced with -p (about 29 s: it runs 20 s, since
+	// sqscope takes some 10 s to load and attach under TCG).
+	guestTimeout = 315 * time.Second
 	// kvmUserspaceDeadline is how long a KVM boot may take to reach the
 	// initramfs before the run falls back to TCG.
 	kvmUserspaceDeadline = 10 * time.Second

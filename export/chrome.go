@@ -6,21 +6,24 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/sqscope/sqscope/trace"
 )
 
 // chromeWriter streams a Chrome trace-event JSON object (Perfetto and
 // chrome://tracing read it): nothing is held but the set of processes
 // already named. Times are microseconds with nanosecond decimals.
 type chromeWriter struct {
-	bw     *bufio.Writer
-	b      []byte // the event being written
-	n      int
-	named  map[uint32]bool
-	target string
-	err    error
+	bw    *bufio.Writer
+	b     []byte // the event being written
+	n     int
+	named map[uint32]bool
+	fi    *trace.FileInfo
+	names procNames
+	err   error
 }
 
-func newChrome(w io.Writer, o *Options) *chromeWriter {
+func newChrome(w io.Writer, o *Options, names procNames) *chromeWriter {
 	fi := &o.Info
 	meta := map[string]string{"recording": o.Recording, "sqscope_version": o.Version, "clock": "CLOCK_MONOTONIC"}
 	for k, v := range map[string]string{"hostname": fi.Hostname, "kernel": fi.Kernel, "target": fi.Target, "recorded_by": fi.Version} {
@@ -28,7 +31,7 @@ func newChrome(w io.Writer, o *Options) *chromeWriter {
 			meta[k] = v
 		}
 	}
-	c := &chromeWriter{bw: bufio.NewWriterSize(w, 256<<10), named: map[uint32]bool{}, target: fi.Target}
+	c := &chromeWriter{bw: bufio.NewWriterSize(w, 256<<10), named: map[uint32]bool{}, fi: fi, names: names}
 	m, _ := json.Marshal(meta)
 	c.bw.WriteString(`{"displayTimeUnit":"ns","otherData":`)
 	c.bw.Write(m)
@@ -74,10 +77,7 @@ func (c *chromeWriter) begin(name, cat, ph string, ts uint64, pid, tid uint32) {
 func (c *chromeWriter) beginName(ph string, ts uint64, pid, tid uint32, name func([]byte) []byte, cat string) {
 	if !c.named[pid] {
 		c.named[pid] = true
-		pname := "pid " + strconv.FormatUint(uint64(pid), 10)
-		if c.target != "" {
-			pname = c.target + " (" + pname + ")"
-		}
+		pname := c.names.name(c.fi, pid, true)
 		c.begin("process_name", "", "M", 0, pid, 0)
 		c.b = append(c.b, `,"args":{"name":`...)
 		c.b = appendString(c.b, pname)

@@ -111,6 +111,7 @@ type Exporter struct {
 	started  bool                // the window began (baseline counters written)
 	ended    bool                // the window ended
 	qps      map[uint64]*qpState // by pid<<32 | QP number
+	names    procNames           // processes' command names, shared with tl
 	order    []*qpState
 	last     *qpState // the QP of the last post, to skip the map
 	diags    []analyzer.Diagnosis
@@ -134,12 +135,12 @@ func New(w io.Writer, f Format, o Options) (*Exporter, error) {
 	if o.RateStep <= 0 {
 		o.RateStep = DefaultRateStep
 	}
-	x := &Exporter{o: o, qps: map[uint64]*qpState{}, step: uint64(o.RateStep), fold: uint64(o.Fold)}
+	x := &Exporter{o: o, qps: map[uint64]*qpState{}, step: uint64(o.RateStep), fold: uint64(o.Fold), names: procNames{}}
 	switch f {
 	case FormatChrome:
-		x.tl = newChrome(w, &o)
+		x.tl = newChrome(w, &o, x.names)
 	case FormatPerfetto:
-		x.tl = newPerfetto(w, &o)
+		x.tl = newPerfetto(w, &o, x.names)
 	default:
 		return nil, fmt.Errorf("unknown format %q (want perfetto or chrome)", f)
 	}
@@ -214,6 +215,8 @@ func (x *Exporter) Event(ev trace.Event) {
 			x.emit(&item{kind: itemGlobal, name: "trace cut: every probe stopped here", cat: "trace",
 				pid: e.PID, tid: e.PID, ts: e.CutNS, args: []arg{uintArg("posts_in_flight_unseen", e.InFlightUnseen)}})
 		}
+	case *trace.Proc:
+		x.names.note(e)
 	case *trace.Lost:
 		if draw && len(x.w.qps) == 0 && (len(x.w.pids) == 0 || x.w.pid(e.PID)) {
 			x.stats.Selected++

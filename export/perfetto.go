@@ -3,7 +3,6 @@ package export
 import (
 	"io"
 	"math"
-	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -163,6 +162,8 @@ type perfettoWriter struct {
 	out  []byte // packets not yet written to w
 	opts *Options
 	err  error
+	// the processes' command names (shared with the Exporter)
+	procNames procNames
 	// track uuids: processes, threads, per-QP counter and failure tracks
 	nextUUID uint64
 	procs    map[uint32]uint64
@@ -189,8 +190,8 @@ type counterKey struct {
 	kind counterKind
 }
 
-func newPerfetto(w io.Writer, o *Options) *perfettoWriter {
-	p := &perfettoWriter{w: w, out: make([]byte, 0, outBuffer+64<<10), opts: o, procs: map[uint32]uint64{},
+func newPerfetto(w io.Writer, o *Options, names procNames) *perfettoWriter {
+	p := &perfettoWriter{procNames: names, w: w, out: make([]byte, 0, outBuffer+64<<10), opts: o, procs: map[uint32]uint64{},
 		threads: map[uint64]uint64{}, counters: map[counterKey]uint64{}, failures: map[qpKey]uint64{}}
 	// The first packet clears the sequence's interning state; every later
 	// one that uses interned ids says it needs it.
@@ -253,10 +254,7 @@ func (p *perfettoWriter) process(pid uint32) uint64 {
 	}
 	u := p.uuid()
 	p.procs[pid] = u
-	name := "pid " + strconv.FormatUint(uint64(pid), 10)
-	if t := p.opts.Info.Target; t != "" && (p.opts.Info.TargetPID == 0 || p.opts.Info.TargetPID == pid) {
-		name = t
-	}
+	name := p.procNames.name(&p.opts.Info, pid, false)
 	p.track(&pb.TrackDescriptor{Uuid: proto.Uint64(u),
 		Process: &pb.ProcessDescriptor{Pid: proto.Int32(int32(pid)), ProcessName: proto.String(name)}})
 	return u

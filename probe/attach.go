@@ -36,6 +36,9 @@ func (t *Tracer) attachAll() error {
 		return fmt.Errorf("attaching to sched_process_exit: %w", err)
 	}
 	t.links = append(t.links, l)
+	if err := t.attachProcTracepoints(); err != nil {
+		return err
+	}
 
 	found := 0
 	if lib := t.findLibibverbs(); lib != "" {
@@ -57,7 +60,11 @@ func (t *Tracer) attachAll() error {
 			continue
 		}
 		seen[id] = true
+		t.exeHooked[id] = true
 		found += t.attachDiscovery(b[0], b[1], true)
+	}
+	if t.opts.All {
+		found += t.attachHostRunning()
 	}
 	if found == 0 && len(t.opts.Probes) == 0 {
 		for _, a := range t.attachments {
@@ -75,10 +82,35 @@ func (t *Tracer) attachAll() error {
 		}
 	}
 	if t.opts.PID != 0 && t.opts.Child == nil && t.opts.PID != os.Getpid() {
-		if t.attachDataPathBySymbol() > 0 {
+		res, scanErr, bySym, byMem := t.attachRunning(t.opts.PID, t.opts.ScanBounds)
+		t.mu.Lock()
+		t.scan = &res
+		if !errors.Is(scanErr, ErrScanBound) { // what it found before the bound is used
+			t.scanErr = scanErr
+		}
+		t.mu.Unlock()
+		switch {
+		case t.scanErr != nil && bySym == 0:
+			// the QPs it has cannot be found: nothing to trace them by
+			return t.scanErr
+		case bySym+byMem == 0 && t.scan.Cut != "":
+			return fmt.Errorf("%w: the %s, after %d MiB of process %d, came before any verbs context", ErrScanBound, t.scan.Cut, t.scan.Bytes>>20, t.opts.PID)
+		}
+		if s := t.scan; s != nil && len(s.QPs) > 0 {
 			t.warnings = append(t.warnings, fmt.Sprintf(
-				"process %d was running before sqscope attached: its data-path functions were found by symbol, and QPs it created earlier are learned from their first post or poll, with caps unknown (max_send_wr is inferred from the first SQ-full ENOMEM)", t.opts.PID))
-		} else {
+				"process %d was running before sqscope attached: %d QP(s) found in its memory (%d MiB of %d mappings read in %v), their caps unknown and the WRs they had outstanding before the attach unknown until a completion of a WR posted since retires them",
+				t.opts.PID, len(s.QPs), s.Bytes>>20, s.Mappings, s.Duration.Round(time.Millisecond)))
+		}
+		switch {
+		case bySym+byMem > 0 && len(t.scan.QPs) == 0:
+			how := "by symbol"
+			if bySym == 0 {
+				how = "in its memory"
+			}
+			t.warnings = append(t.warnings, fmt.Sprintf(
+				"process %d was running before sqscope attached: its data-path functions were found %s, and QPs it created earlier are learned from their first post or poll, with caps unknown (max_send_wr is inferred from the first SQ-full ENOMEM)", t.opts.PID, how))
+		case bySym+byMem > 0:
+		default:
 			t.warnings = append(t.warnings, fmt.Sprintf(
 				"process %d was running before sqscope attached: its existing QPs are seen from their next ibv_modify_qp, and their post_send/poll_cq functions only once some QP is created or modified (or given with --probe post_send=LIB:0xOFFSET); until then their posts and polls are not traced", t.opts.PID))
 		}
@@ -255,8 +287,13 @@ func (t *Tracer) simBinaries() [][2]string {
 // and role, and records the attachment. path is the name reported, pid the
 // process it was found for.
 func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string, off uint64, how string) trace.Attach {
+	return t.attachFound(pid, r, cookie, path, openPath, off, how, "")
+}
+
+// attachFound is attach for a function a debug file's symbols found.
+func (t *Tracer) attachFound(pid uint32, r role, cookie uint64, path, openPath string, off uint64, how, debug string) trace.Attach {
 	a := trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
-		Func: r.name, Path: path, Offset: off, How: how}
+		Func: r.name, Path: path, Offset: off, How: how, DebugFile: debug}
 	id, err := fileIDOf(openPath)
 	if err != nil {
 		a.Err = err.Error()
@@ -266,7 +303,9 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 	key := attachKey{file: id, offset: off, role: r.name, cookie: cookie}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.closed || t.stopping.Load() {
+		// stopping: the probes are being removed, and one placed now
+		// could stop a process after the last read of the ring
 		a.Err = "tracer closed"
 		return a
 	}
@@ -283,7 +322,13 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 	// which goes when the main thread exits: a probe placed after that
 	// would never fire. It is placed for every process then, and the
 	// programs keep to the target (targ_tgid; flush reads its counts only).
+	// Following the target's children, probes are placed for every
+	// process too: a child is in the programs' filter from its fork on,
+	// and a uprobe's process filter cannot grow.
 	filter := t.opts.PID
+	if t.following() {
+		filter = 0
+	}
 	if filter != 0 && leaderExited(filter) {
 		filter = 0
 		if !t.warnedLeader {
@@ -328,9 +373,9 @@ const notTracedPrefix = "not traced: "
 
 // notTraced records, once per file and offset, a data-path function found
 // at (openPath, off) that sqscope does not probe, and what that hides.
-func (t *Tracer) notTraced(pid uint32, r role, path, openPath string, off uint64) {
+func (t *Tracer) notTraced(pid uint32, r role, path, openPath string, off uint64, how string) {
 	a := trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
-		Func: r.name, Path: path, Offset: off, How: "ops-table", Err: notTracedPrefix + r.hides}
+		Func: r.name, Path: path, Offset: off, How: how, Err: notTracedPrefix + r.hides}
 	id, err := fileIDOf(openPath)
 	if err != nil {
 		t.record(a)
@@ -360,7 +405,12 @@ func (t *Tracer) recordLocked(a trace.Attach) {
 
 // learn attaches to the data-path functions a control-path record
 // revealed, then tells the kernel side they are known.
-func (t *Tracer) learn(pid uint32, fns []uint64) {
+func (t *Tracer) learn(pid uint32, fns []uint64) { t.learnHow(pid, fns, "ops-table") }
+
+// learnHow attaches to data-path functions found how ("ops-table",
+// "memory"), indexed by their role's fn, and returns how many it placed.
+func (t *Tracer) learnHow(pid uint32, fns []uint64, how string) int {
+	placed := 0
 	var maps []mapping
 	for i, addr := range fns {
 		if addr == 0 {
@@ -378,8 +428,8 @@ func (t *Tracer) learn(pid uint32, fns []uint64) {
 			var err error
 			if maps, err = readMaps(int(pid)); err != nil {
 				t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
-					Func: r.name, How: "ops-table", Err: fmt.Sprintf("reading maps of process %d: %v", pid, err)})
-				return // gone: nothing to attach for it
+					Func: r.name, How: how, Err: fmt.Sprintf("reading maps of process %d: %v", pid, err)})
+				return placed // gone: nothing to attach for it
 			}
 		}
 		if t.opts.attachDelay > 0 {
@@ -392,11 +442,13 @@ func (t *Tracer) learn(pid uint32, fns []uint64) {
 		switch {
 		case err != nil:
 			t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
-				Func: r.name, How: "ops-table", Err: err.Error()})
+				Func: r.name, How: how, Err: err.Error()})
 		case r.entry == nil && r.ret == nil:
-			t.notTraced(pid, r, path, openPath, off)
+			t.notTraced(pid, r, path, openPath, off, how)
 		default:
-			t.attach(pid, r, r.cookie, path, openPath, off, "ops-table")
+			if a := t.attach(pid, r, r.cookie, path, openPath, off, how); a.Err == "" && a.Func != "" {
+				placed++
+			}
 		}
 		// Known even when attaching failed: stopping the process again
 		// would not help.
@@ -405,4 +457,5 @@ func (t *Tracer) learn(pid uint32, fns []uint64) {
 			t.warn(fmt.Sprintf("cannot mark %s at %#x of process %d as attached (%v): the process may be stopped again", r.name, addr, pid, err))
 		}
 	}
+	return placed
 }

@@ -15,11 +15,23 @@ func qpTotals(evs []trace.Event) (m map[uint32]trace.QPCounters, truncated map[u
 	m = map[uint32]trace.QPCounters{}
 	truncated = map[uint32]bool{}
 	for _, e := range evs {
+		if r, ok := e.(*trace.PostRecv); ok && !r.SRQ { // the kernel counts a QP's receives, not an SRQ's
+			c := m[r.QPNum]
+			c.QPNum, c.RecvsCounted = r.QPNum, true
+			c.RecvCalls++
+			c.Recvs += uint64(r.Accepted)
+			if r.Ret != 0 {
+				c.RecvFailed++
+			}
+			m[r.QPNum] = c
+			continue
+		}
 		p, ok := e.(*trace.Post)
 		if !ok || p.Aborted {
 			continue
 		}
 		c := m[p.QPNum]
+		c.RecvsCounted = true
 		c.QPNum = p.QPNum
 		c.PostCalls++
 		c.WRs += uint64(p.Accepted)

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/sqscope/sqscope/trace"
@@ -46,11 +47,19 @@ func providerFile(path string) bool {
 		strings.Contains(path, "libmlx5") || strings.Contains(path, "librxe")
 }
 
-// attachDataPathBySymbol hooks data-path functions found by name in the
-// running target's executable and mapped provider libraries. It returns
-// how many roles it placed.
-func (t *Tracer) attachDataPathBySymbol() int {
-	pid := t.opts.PID
+// symbolHit is a data-path function found by name, to be attached.
+type symbolHit struct {
+	r              role
+	path, openPath string
+	off            uint64
+	how, debug     string
+}
+
+// dataPathBySymbol finds data-path functions by name in a running
+// process's executable and mapped provider libraries, or in their separate
+// debug files (debugfile.go). Reading those files takes a while: it is
+// done before the process is stopped (attachBySymbol then places them).
+func (t *Tracer) dataPathBySymbol(pid int) []symbolHit {
 	files := [][2]string{}
 	if p, err := readlinkExe(pid); err == nil {
 		files = append(files, [2]string{p, ProcDir(pid) + "/exe"})
@@ -65,26 +74,44 @@ func (t *Tracer) attachDataPathBySymbol() int {
 			files = append(files, [2]string{m.Path, ProcDir(pid) + "/root" + m.Path})
 		}
 	}
-	placed := 0
+	var hits []symbolHit
 	for _, f := range files {
+		sf, err := openSymbolFinder(f[1], filepath.Dir(f[0]), debugDirs(t.opts.DebugDirs))
+		if err != nil {
+			continue
+		}
 		for _, r := range roles {
 			if !r.probed() {
 				continue
 			}
 			for _, name := range dataPathSymbols[r.name] {
-				sym, err := ResolveSymbol(f[1], name)
+				fn, err := sf.find(name)
 				if err != nil {
 					continue
 				}
-				how := "symbol"
-				if strings.HasPrefix(name, "sim_") {
-					how = trace.HowSimSymbol
+				h := symbolHit{r: r, path: f[0], openPath: f[1], off: fn.Offset, how: "symbol", debug: fn.DebugFile}
+				switch {
+				case fn.DebugFile != "":
+					h.how = "debug-file"
+				case strings.HasPrefix(name, "sim_"):
+					h.how = trace.HowSimSymbol
 				}
-				if a := t.attach(uint32(pid), r, r.cookie, f[0], f[1], sym.Offset, how); a.Err == "" && a.Func != "" {
-					placed++
-				}
+				hits = append(hits, h)
 				break
 			}
+		}
+		sf.Close()
+	}
+	return hits
+}
+
+// attachBySymbol places what dataPathBySymbol found and returns how many
+// it placed.
+func (t *Tracer) attachBySymbol(pid int, hits []symbolHit) int {
+	placed := 0
+	for _, h := range hits {
+		if a := t.attachFound(uint32(pid), h.r, h.r.cookie, h.path, h.openPath, h.off, h.how, h.debug); a.Err == "" && a.Func != "" {
+			placed++
 		}
 	}
 	return placed

@@ -103,7 +103,10 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		if t.opts.PID != 0 && int(r.Hdr.Pid) == t.opts.PID {
 			t.exitSeen = true
 		}
+		delete(t.hostSeen, int(r.Hdr.Pid)) // its pid may come back as another process
 		fn(ev)
+	case bpf.VerbsSqRecKindSQ_REC_PROC:
+		return t.procRecord(raw, fn)
 	case bpf.VerbsSqRecKindSQ_REC_OBJ:
 		if err := checkSize("lifecycle", len(raw), objRecSize); err != nil {
 			return err
@@ -135,7 +138,7 @@ func (t *Tracer) revealed(pid uint32, fns []uint64, stopped bool) {
 // process left in the maps, through probes placed for every process (see
 // attach), are not reported.
 func (t *Tracer) foreign(pid uint32) bool {
-	return t.opts.PID != 0 && pid != uint32(t.opts.PID)
+	return t.opts.PID != 0 && pid != uint32(t.opts.PID) && !t.members[pid]
 }
 
 func header(h *bpf.VerbsSqHdr) trace.Header {
@@ -253,6 +256,8 @@ func (t *Tracer) pollEvent(r *bpf.VerbsSqPollRec) *trace.Poll {
 // polls per CQ not reported yet, and the counters mode's per-QP totals.
 func (t *Tracer) flush(fn func(trace.Event)) {
 	t.hookNewLibibverbs()
+	t.rescan()
+	t.deliverAttachments(fn) // what the rescan found, in order before the counts
 	now := trace.MonotonicNS()
 	if lost := t.Lost(); lost > t.lostSeen {
 		fn(&trace.Lost{Header: trace.Header{TimeNS: now}, Count: lost - t.lostSeen})

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"debug/elf"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -37,12 +36,24 @@ func ResolveSymbol(path, name string) (Symbol, error) {
 }
 
 func resolveSymbol(f *elf.File, path, name string) (Symbol, error) {
-	var cands []Symbol
-
-	dyn, err := f.DynamicSymbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return Symbol{}, fmt.Errorf("reading dynamic symbols of %s: %w", path, err)
+	best, ok := bestSymbol(f, name)
+	if !ok {
+		return Symbol{}, fmt.Errorf("symbol %s not found in %s", name, path)
 	}
+	off, err := fileOffset(f, best.Value)
+	if err != nil {
+		return Symbol{}, fmt.Errorf("symbol %s in %s: %w", name, path, err)
+	}
+	best.Offset = off
+	return best, nil
+}
+
+// bestSymbol finds function name in f's .dynsym and .symtab, the default
+// version first; its Offset is left for the caller (a debug file's
+// symbols are placed by the binary's segments).
+func bestSymbol(f *elf.File, name string) (Symbol, bool) {
+	var cands []Symbol
+	dyn, _ := f.DynamicSymbols() // none is no error here: .symtab may have it
 	for _, s := range dyn {
 		if s.Name != name || !isDefinedFunc(s) {
 			continue
@@ -52,12 +63,8 @@ func resolveSymbol(f *elf.File, path, name string) (Symbol, error) {
 		c.Default = !s.HasVersion || !s.VersionIndex.IsHidden()
 		cands = append(cands, c)
 	}
-
 	// .symtab spells versions into the name: name@VER or name@@VER.
-	syms, err := f.Symbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return Symbol{}, fmt.Errorf("reading symbols of %s: %w", path, err)
-	}
+	syms, _ := f.Symbols()
 	for _, s := range syms {
 		if !isDefinedFunc(s) {
 			continue
@@ -68,9 +75,8 @@ func resolveSymbol(f *elf.File, path, name string) (Symbol, error) {
 		}
 		cands = append(cands, Symbol{Name: base, Version: ver, Default: def, Value: s.Value})
 	}
-
 	if len(cands) == 0 {
-		return Symbol{}, fmt.Errorf("symbol %s not found in %s", name, path)
+		return Symbol{}, false
 	}
 	best := cands[0]
 	for _, c := range cands[1:] {
@@ -78,12 +84,7 @@ func resolveSymbol(f *elf.File, path, name string) (Symbol, error) {
 			best = c
 		}
 	}
-	off, err := fileOffset(f, best.Value)
-	if err != nil {
-		return Symbol{}, fmt.Errorf("symbol %s in %s: %w", name, path, err)
-	}
-	best.Offset = off
-	return best, nil
+	return best, true
 }
 
 func isDefinedFunc(s elf.Symbol) bool {

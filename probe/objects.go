@@ -102,7 +102,8 @@ func qpCounters(now uint64, k bpf.VerbsSqGenKey, c bpf.VerbsSqQpCounters) *trace
 		Doorbells: c.Doorbells, Errors: c.Errors, ENOMEM: c.Enomem, EINVAL: c.Einval,
 		InlineBytes: c.InlineBytes, PayloadBytes: c.PayloadBytes, PayloadSGEs: c.PayloadSges,
 		WRsPerCallMax: c.MaxWrsPerCall, WalkCappedPosts: c.WalkCapped, SGECutWRs: c.SgeCutWrs,
-		SGEsNotSummed: c.SgesNotSummed, Gen: uint64(k.Gen)}
+		SGEsNotSummed: c.SgesNotSummed, Gen: uint64(k.Gen),
+		RecvsCounted: true, RecvCalls: c.RecvCalls, Recvs: c.Recvs, RecvFailed: c.RecvFailed}
 }
 
 // addQPCounters is a + b; the peak is the larger one, the number a's
@@ -127,6 +128,9 @@ func addQPCounters(a, b bpf.VerbsSqQpCounters) bpf.VerbsSqQpCounters {
 	s.WalkCapped += b.WalkCapped
 	s.SgeCutWrs += b.SgeCutWrs
 	s.SgesNotSummed += b.SgesNotSummed
+	s.RecvCalls += b.RecvCalls
+	s.Recvs += b.Recvs
+	s.RecvFailed += b.RecvFailed
 	return s
 }
 

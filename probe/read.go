@@ -140,10 +140,18 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 		return
 	}
 	t.mu.Lock()
-	pending := t.unsent
-	t.unsent = nil
+	pending, procs, pre := t.unsent, t.procs, t.pre
+	t.unsent, t.procs, t.pre = nil, nil, nil
 	t.haveUnsent.Store(false)
 	t.mu.Unlock()
+	// a process, then what the scan of its memory read and found, then
+	// the probes: each QP is listed before any record of it
+	for i := range procs {
+		fn(&procs[i])
+	}
+	for _, ev := range pre {
+		fn(ev)
+	}
 	for i := range pending {
 		a := pending[i]
 		fn(&a)
@@ -167,7 +175,22 @@ func (t *Tracer) resume(force bool) {
 			}
 		}
 		syscall.Kill(pid, syscall.SIGCONT)
+		t.objs.StoppedPids.Delete(uint32(pid))
 		delete(t.stopped, pid)
+	}
+}
+
+// continueStopped continues every process the programs stopped and no one
+// continued (stopped_pids): when detaching, those whose record was not read.
+func (t *Tracer) continueStopped() {
+	if t.objs.StoppedPids == nil {
+		return
+	}
+	var pid uint32
+	var v uint8
+	it := t.objs.StoppedPids.Iterate()
+	for it.Next(&pid, &v) {
+		syscall.Kill(int(pid), syscall.SIGCONT)
 	}
 }
 
@@ -224,13 +247,18 @@ func (t *Tracer) Close() error {
 		return nil
 	}
 	t.closed = true
+	t.mu.Unlock()
+
+	// The probes go first: a process they stop after this is continued
+	// below, from the kernel's list, even if its record is never read.
+	errs := t.detach()
+	t.mu.Lock()
 	for pid := range t.stopped {
 		syscall.Kill(pid, syscall.SIGCONT)
 	}
 	t.stopped = map[int]time.Time{}
 	t.mu.Unlock()
-
-	errs := t.detach()
+	t.continueStopped()
 	if t.rd != nil {
 		if err := t.rd.Close(); err != nil {
 			errs = append(errs, err)

@@ -8,8 +8,10 @@
 // simulated HCA's sqsim_* equivalents) is found by symbol. Each of those
 // calls reveals data-path function pointers (the context's ops table, the
 // provider's create_qp_ex, the ibv_qp_ex wr_* functions); the tracer maps
-// each through /proc/PID/maps to a file offset and attaches there. Explicit
-// FUNC=LIB:OFFSET probes cover anything else.
+// each through /proc/PID/maps to a file offset and attaches there. A
+// process traced after it started is searched by symbol (with its debug
+// files, debugfile.go) and in its memory (ScanDataPath, memscan.go).
+// Explicit FUNC=LIB:OFFSET probes cover anything else.
 package probe
 
 import (
@@ -46,6 +48,12 @@ type Options struct {
 	PID int
 	// Child is a process from StartHeld; it sets PID and Exe.
 	Child *Child
+	// Follow traces the processes PID forks (and theirs) too, from their
+	// fork on, with the verbs functions their programs bring.
+	Follow bool
+	// All traces every process of the host that uses verbs, running now
+	// or started later (PID must be 0).
+	All bool
 	// Exe is searched for the simulated HCA's sqsim_* functions. Default:
 	// the target's executable (/proc/PID/exe), or this executable when PID
 	// is 0.
@@ -82,6 +90,17 @@ type Options struct {
 	// times per process). A shell sees the stop and may report the job as
 	// stopped.
 	NoStop bool
+	// DebugDirs are searched for separate debug files (build-id and
+	// .gnu_debuglink); default: $SQSCOPE_DEBUG_DIR, else
+	// DefaultDebugDirs.
+	DebugDirs []string
+	// ScanBounds bound the memory scan of a process traced after it
+	// started (PID without Child, or each process All finds running).
+	ScanBounds ScanBounds
+	// ScanTotal bounds the memory scans of a host-wide trace (All) taken
+	// together; zero fields take DefaultScanTotalBytes and
+	// DefaultScanTotalTime.
+	ScanTotal ScanBounds
 	// MaxWRs, MaxSGEs and MaxWCs lower the per-record bounds (WRs per post,
 	// SGEs summed per WR, completions per poll); 0 keeps the compiled ones.
 	MaxWRs, MaxSGEs, MaxWCs int
@@ -157,6 +176,20 @@ type Tracer struct {
 	cqSeen     map[cqGenKey]bpf.VerbsSqCqStats
 	cqFinals   map[cqGenKey]bpf.VerbsSqCqStats // counts replaced CQs ended with
 	ibvHooked  map[fileID]bool                 // libibverbs files with discovery probes
+	// the memory scan of a process traced after it started, its error,
+	// and the events the scans made (delivered by Run before any record of
+	// their process); guarded by mu
+	scan      *ScanResult
+	scanErr   error
+	pre       []trace.Event
+	exeHooked map[fileID]bool // executables searched for the simulated HCA
+	members   map[uint32]bool // processes followed from the target (Follow)
+	procs     []trace.Proc    // processes to announce; guarded by mu
+	running   []int           // verbs processes found when a host-wide trace began
+	hostSeen  map[int]bool    // processes a host-wide trace knows of
+	simExe    map[fileID]bool // executables looked at: has the simulated HCA
+	lastScan  time.Time       // of /proc, for a host-wide trace
+	hostScan  hostScanUse     // what a host-wide trace's scans used of ScanTotal (hostscan.go)
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool
@@ -206,6 +239,9 @@ func Open(opts Options) (*Tracer, error) {
 	if err := checkPrivileges(); err != nil {
 		return nil, err
 	}
+	if opts.All && opts.PID != 0 {
+		return nil, errors.New("tracing every process (-a) takes no process id or command")
+	}
 	var proc *procWatch
 	if opts.PID != 0 {
 		if err := checkPID(opts.PID); err != nil {
@@ -235,6 +271,10 @@ func Open(opts Options) (*Tracer, error) {
 		cqSeen:     map[cqGenKey]bpf.VerbsSqCqStats{},
 		cqFinals:   map[cqGenKey]bpf.VerbsSqCqStats{},
 		ibvHooked:  map[fileID]bool{},
+		exeHooked:  map[fileID]bool{},
+		members:    map[uint32]bool{},
+		hostSeen:   map[int]bool{},
+		simExe:     map[fileID]bool{},
 		syncDone:   make(chan struct{}),
 	}
 	if err := t.load(); err != nil {
@@ -283,6 +323,7 @@ func (t *Tracer) load() error {
 	}{
 		{"targ_tgid", uint32(t.opts.PID)},
 		{"self_tgid", uint32(self)},
+		{"follow", boolKnob(t.following())},
 		{"stop_on_new", stopKnob},
 		{"targ_mode", uint8(t.opts.Mode)},
 		{"call_times", boolKnob(t.opts.CallTimes)},

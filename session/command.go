@@ -53,3 +53,47 @@ func SplitCommand(s string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// SplitAssignments takes the VAR=value words that start argv, as a shell
+// does for a command's environment, and returns them and the command.
+func SplitAssignments(argv []string) (env, cmd []string, err error) {
+	i := 0
+	for ; i < len(argv) && isAssignment(argv[i]); i++ {
+	}
+	if i == len(argv) {
+		return nil, nil, fmt.Errorf("%q: only variable assignments, no command to run", strings.Join(argv, " "))
+	}
+	return argv[:i], argv[i:], nil
+}
+
+// isAssignment reports whether w is NAME=value with NAME a shell name.
+func isAssignment(w string) bool {
+	name, _, ok := strings.Cut(w, "=")
+	if !ok || name == "" {
+		return false
+	}
+	for i, c := range name {
+		switch {
+		case c == '_', c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ParseCommand is the command to start: the command line line (-c), or
+// else argv as given (-- CMD ARGS); in both, VAR=value words before the
+// command are its environment's. target names it.
+func ParseCommand(line string, argv []string) (env, cmd []string, target string, err error) {
+	target = strings.Join(argv, " ")
+	if line != "" {
+		if argv, err = SplitCommand(line); err != nil {
+			return nil, nil, "", err
+		}
+		target = line
+	}
+	env, cmd, err = SplitAssignments(argv)
+	return env, cmd, target, err
+}

@@ -124,7 +124,8 @@ func (r *lifeRun) readBack(t *testing.T) (analyzer.Snapshot, trace.Event) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	an := analyzer.New(analyzer.Options{})
+	// the model the live trace used: the target's BlueFlame knobs
+	an := analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(f.Info().Env)})
 	var last trace.Event
 	res, err := ReadAll(context.Background(), f, func(ev trace.Event) {
 		an.Ingest(ev)
@@ -202,8 +203,22 @@ func TestChurnPerObjectExact(t *testing.T) {
 				t.Errorf("%d of %d QPs differ from the simulator's counts", bad, rounds)
 			}
 			back, _ := r.readBack(t)
-			if fmt.Sprint(back.QPs) != fmt.Sprint(s.QPs) || fmt.Sprint(back.CQs) != fmt.Sprint(s.CQs) {
+			// as JSON: fmt would print a QP as its cuts (Cuts.String) and
+			// snapshots hold pointers
+			if jsonOf(t, back.QPs) != jsonOf(t, s.QPs) || jsonOf(t, back.CQs) != jsonOf(t, s.CQs) {
 				t.Error("the recording read back gives other QPs or CQs than the live trace")
+				for i := range min(len(back.QPs), len(s.QPs)) {
+					if a, b := jsonOf(t, back.QPs[i]), jsonOf(t, s.QPs[i]); a != b {
+						t.Logf("QP %d:\nback %s\nlive %s", i, a, b)
+						break
+					}
+				}
+				for i := range min(len(back.CQs), len(s.CQs)) {
+					if a, b := jsonOf(t, back.CQs[i]), jsonOf(t, s.CQs[i]); a != b {
+						t.Logf("CQ %d:\nback %s\nlive %s", i, a, b)
+						break
+					}
+				}
 			}
 		})
 	}
@@ -221,6 +236,17 @@ func TestChurnPerObjectExact(t *testing.T) {
 			t.Fatalf("QP %d: events mode %s\ncounters mode %s", i, a, b)
 		}
 	}
+}
+
+// jsonOf is v as JSON, which compares what snapshots point to (fmt
+// would print the pointers).
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // jsonFields is the named fields of v's JSON, in order.

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -39,13 +40,21 @@ type Config struct {
 	PID    int      // attach to this running process, or
 	Argv   []string // start this command (held until the probes are attached)
 	Target string   // how to name a started command (default: Argv joined)
+	// All traces every process of the host that uses verbs (no PID or
+	// Argv): those running now and those started later, until stopped.
+	All bool
+	// Follow traces the processes the target forks too (and theirs).
+	Follow bool
+	// Env are VAR=value entries added to a started command's environment.
+	Env []string
 
 	Probes         []probe.ExplicitProbe
 	ProbesAnywhere bool   // explicit probes may be inside a known function
 	Mode           string // ModeEvents (default) or ModeCounters
 	CallTimes      bool   // record entry times too (events mode)
 	NoStop         bool   // never pause the target while attaching
-	Wait           bool   // keep waiting for a target without a verbs library
+	Attach         AttachFlags
+	Wait           bool // keep waiting for a target without a verbs library
 	VerbsTimeout   time.Duration
 	Duration       time.Duration // stop tracing after this long (0: when the target ends)
 	// KeepTarget leaves a command sqscope started running when tracing
@@ -122,19 +131,24 @@ func Start(cfg Config) (_ *Session, err error) {
 	if cfg.Mode == ModeCounters {
 		opts.Mode = probe.ModeCounters
 	}
+	if err := cfg.Attach.options(&opts); err != nil {
+		return nil, err
+	}
 	for _, p := range cfg.Probes {
 		if err := probe.CheckProbe(p, cfg.ProbesAnywhere); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.RecordTo != "" {
-		rec, err := createRecording(&cfg)
-		if err != nil {
-			return nil, err
+		rec, rerr := createRecording(&cfg)
+		if rerr != nil {
+			return nil, rerr
 		}
 		s.rec = rec
 		defer func() {
-			if err != nil { // nothing was recorded: no file is left
+			// Start's own error (not a shadow of it): nothing was
+			// recorded, so no file is left
+			if err != nil {
 				rec.discard()
 			}
 		}()
@@ -144,7 +158,13 @@ func Start(cfg Config) (_ *Session, err error) {
 		}
 	}
 	env := os.Environ()
+	opts.Follow, opts.All = cfg.Follow, cfg.All
 	switch {
+	case cfg.All && (cfg.PID != 0 || len(cfg.Argv) > 0):
+		return nil, errors.New("tracing every process takes no process id or command")
+	case cfg.All:
+		s.target = "every verbs process"
+		env = nil // each process has its own: the model's defaults
 	case cfg.PID != 0:
 		opts.PID = cfg.PID
 		s.pid = cfg.PID
@@ -158,6 +178,7 @@ func Start(cfg Config) (_ *Session, err error) {
 		if err := probe.Preflight(); err != nil {
 			return nil, err
 		}
+		env = append(env, cfg.Env...)
 		cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
 		cmd.Env = env
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -197,6 +218,9 @@ func Start(cfg Config) (_ *Session, err error) {
 	}
 	s.openCPU, s.openWall = SelfCPU(), time.Now()
 	s.warnLate()
+	if cfg.All {
+		fmt.Fprintf(cfg.Warnings, "sqscope: tracing every process that uses verbs: %d running now %v, and every one that starts\n", len(tr.Running()), tr.Running())
+	}
 	return s, nil
 }
 
@@ -245,10 +269,12 @@ func (s *Session) deliver(ev trace.Event) {
 	s.an.Ingest(ev)
 	switch e := ev.(type) {
 	case *trace.Exit:
-		s.mu.Lock() // the child's waiter may set its own exit
-		s.exit, s.exitSeen = e, true
-		s.mu.Unlock()
-	case *trace.Attach, *trace.Lost:
+		if e.PID == uint32(s.pid) && s.pid != 0 { // not a child's, followed
+			s.mu.Lock() // the child's waiter may set its own exit
+			s.exit, s.exitSeen = e, true
+			s.mu.Unlock()
+		}
+	case *trace.Attach, *trace.Lost, *trace.Scan, *trace.Proc:
 	default:
 		if !s.verbsSeenNoted {
 			s.verbsSeenNoted = true
@@ -290,6 +316,10 @@ func (s *Session) Run(ctx context.Context) error {
 	// the target's last events are read.
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	if s.pid != 0 {
+		s.deliver(&trace.Proc{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(s.pid), TID: uint32(s.pid)},
+			How: trace.ProcTarget, Comm: s.targetComm()})
+	}
 	runErr := make(chan error, 1)
 	go func() {
 		defer func() {
@@ -362,7 +392,7 @@ func (s *Session) Run(ctx context.Context) error {
 			s.syncThenCancel(cancel)
 			return s.finish(<-runErr, nil)
 		case <-timer.C:
-			if s.cfg.Wait || !s.noVerbs() {
+			if s.cfg.Wait || s.cfg.All || !s.noVerbs() {
 				continue // a target that ends now ends the trace by its exit
 			}
 			s.syncThenCancel(cancel) // nothing of verbs seen: nothing to cut
@@ -587,4 +617,19 @@ func (s *Session) RunEvery(ctx context.Context, every time.Duration, tick func()
 			tick()
 		}
 	}
+}
+
+// targetComm is the target's command name: a started command's (the
+// kernel's comm is the program's base name, up to 15 bytes; its exec,
+// traced, confirms it), or a running process's.
+func (s *Session) targetComm() string {
+	if s.child == nil {
+		b, _ := os.ReadFile(probe.ProcDir(s.pid) + "/comm")
+		return strings.TrimSuffix(string(b), "\n")
+	}
+	name := filepath.Base(s.cfg.Argv[0])
+	if len(name) > 15 {
+		name = name[:15]
+	}
+	return name
 }

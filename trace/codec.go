@@ -27,7 +27,7 @@ package trace
 //
 //	QPCreate   u QP, u QPNum, b Type, ? SigAll, u SendCQ, u RecvCQ,
 //	           u MaxSendWR, u MaxRecvWR, u MaxSendSGE, u MaxRecvSGE,
-//	           u MaxInlineData, s Via, [gen [s Lib]]
+//	           u MaxInlineData, s Via, [gen [s Lib [z State]]]
 //	QPDestroy  u QP, u QPNum, z Ret, [gen]
 //	QPModify   u QP, u QPNum, z State, z Ret
 //	Post       u QP, u QPNum, b API, ? Aborted, u Truncated, z Ret,
@@ -38,10 +38,11 @@ package trace
 //	PostRecv   u QP, u QPNum, u NumWRs, z Ret, u Accepted
 //	Lost       u Count
 //	Exit       z Code, z Signal
-//	Attach     s Func, s Path, u Offset, s How, s Err
+//	Attach     s Func, s Path, u Offset, s How, s Err, [s DebugFile]
 //	QPCounters u QP, u QPNum, u PostCalls, u WRs, u Inline, u Signaled,
 //	           u Doorbells, u Errors, u ENOMEM, u EINVAL, u InlineBytes,
-//	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax, [qpcuts], [gen]
+//	           u PayloadBytes, u PayloadSGEs, u WRsPerCallMax, [qpcuts], [gen],
+//	           [qprecvs]
 //	CQCounters u CQ, u Polls, u CQEs, u Empty, [gen]
 //	CQCreate   u CQ, u Gen, u CQE
 //	SRQCreate  u SRQ, u Gen, u MaxWR
@@ -49,6 +50,13 @@ package trace
 //	End        s Reason, ? Err, [cut]
 //	CQChange   b Op, u CQ, z CQE, u ModMask, u ModCount, u ModPeriodUS,
 //	           z Ret, s Via
+//	Scan       u Bytes, u Mappings, u DurationNS, u Contexts, u QPs,
+//	           u StopNS, s Cut, s Err, [s KernelCheck]
+//
+// A QPCreate's State (after its Lib), an Attach's DebugFile and a Scan's
+// KernelCheck were appended later, each
+// written only when not zero or empty; a QPCreate with a State writes its
+// gen too, 0 or not, so that the State is where a reader looks.
 //
 // Poll and PostRecv gained a last field later in the same way as cuts
 // below, written only when set, so records without it are stored as
@@ -76,6 +84,12 @@ package trace
 // generation (u Gen), written only when it is known (not 0), so a record
 // without one is stored as before. A QPCounters record with a gen writes
 // its qpcuts too, zeros or not, so that the gen is where a reader looks.
+//
+// qprecvs, appended to QPCounters later still, is there when the totals
+// count receives (RecvsCounted), and then the qpcuts and the gen are
+// written too, zeros or not:
+//
+//	qprecvs u RecvCalls, u Recvs, u RecvFailed
 //
 // A WR or WC is stored against the one before it in the same list (the first
 // against zero values): a mask byte says which fields are written, the others
@@ -232,6 +246,14 @@ func eventHeader(ev Event) (*Header, error) {
 		if e != nil {
 			h = &e.Header
 		}
+	case *Scan:
+		if e != nil {
+			h = &e.Header
+		}
+	case *Proc:
+		if e != nil {
+			h = &e.Header
+		}
 	default:
 		if ev == nil {
 			return nil, errors.New("cannot record a nil event")
@@ -295,9 +317,12 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.Caps.MaxRecvSGE))
 		b = appendU(b, uint64(e.Caps.MaxInlineData))
 		b = appendStr(b, e.Via)
-		if e.Lib != "" { // appended later: gen is then written even when 0
+		if e.Lib != "" || e.State != 0 { // appended later: gen is then written even when 0
 			b = appendU(b, e.Gen)
 			b = appendStr(b, e.Lib)
+			if e.State != 0 {
+				b = appendZ(b, int64(e.State))
+			}
 		} else {
 			b = appendGen(b, e.Gen)
 		}
@@ -367,6 +392,9 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, e.Offset)
 		b = appendStr(b, e.How)
 		b = appendStr(b, e.Err)
+		if e.DebugFile != "" {
+			b = appendStr(b, e.DebugFile)
+		}
 	case *QPCounters:
 		b = appendU(b, e.QP)
 		b = appendU(b, uint64(e.QPNum))
@@ -375,12 +403,19 @@ func appendFields(b []byte, ev Event) []byte {
 			e.PayloadBytes, e.PayloadSGEs, e.WRsPerCallMax} {
 			b = appendU(b, v)
 		}
-		if e.WalkCappedPosts|e.SGECutWRs|e.SGEsNotSummed|e.Gen != 0 {
+		if e.WalkCappedPosts|e.SGECutWRs|e.SGEsNotSummed|e.Gen != 0 || e.RecvsCounted {
 			b = appendU(b, e.WalkCappedPosts)
 			b = appendU(b, e.SGECutWRs)
 			b = appendU(b, e.SGEsNotSummed)
 		}
-		b = appendGen(b, e.Gen)
+		if e.RecvsCounted {
+			b = appendU(b, e.Gen)
+			b = appendU(b, e.RecvCalls)
+			b = appendU(b, e.Recvs)
+			b = appendU(b, e.RecvFailed)
+		} else {
+			b = appendGen(b, e.Gen)
+		}
 	case *CQCounters:
 		b = appendU(b, e.CQ)
 		b = appendU(b, e.Polls)
@@ -415,6 +450,20 @@ func appendFields(b []byte, ev Event) []byte {
 		b = appendU(b, uint64(e.ModPeriodUS))
 		b = appendZ(b, int64(e.Ret))
 		b = appendStr(b, e.Via)
+	case *Scan:
+		for _, v := range [...]uint64{e.Bytes, uint64(e.Mappings), e.DurationNS,
+			uint64(e.Contexts), uint64(e.QPs), e.StopNS} {
+			b = appendU(b, v)
+		}
+		b = appendStr(b, e.Cut)
+		b = appendStr(b, e.Err)
+		if e.KernelCheck != "" {
+			b = appendStr(b, e.KernelCheck)
+		}
+	case *Proc:
+		b = appendStr(b, e.How)
+		b = appendU(b, uint64(e.Parent))
+		b = appendStr(b, e.Comm)
 	}
 	return b
 }

@@ -244,10 +244,11 @@ func TestQPCutsAppended(t *testing.T) {
 }
 
 // Bytes a later writer appends after the counters' cuts (and the
-// generation appended after them) are ignored.
+// generation and receives appended after them) are ignored.
 func TestQPCutsThenLaterFields(t *testing.T) {
 	c := qpCutEvents()[0].(*QPCounters)
 	c.Gen = 9
+	c.RecvsCounted, c.RecvCalls, c.Recvs, c.RecvFailed = true, 40, 6400, 1
 	body := append(bytes.Clone(recordBody(t, c)), "later fields"...)
 	rec := append([]byte{byte(KindQPCounters)}, binary.AppendUvarint(nil, uint64(len(body)))...)
 	var d decoder
@@ -276,6 +277,47 @@ func TestQPCutsMalformed(t *testing.T) {
 			_, _, err := d.nextRecord(append(rec, body...))
 			if err == nil || !strings.Contains(err.Error(), "bad or short varint") {
 				t.Fatalf("got %v, want a short varint error", err)
+			}
+		})
+	}
+}
+
+// The receives of a QP's totals come after its generation: totals that do
+// not count them are stored as before, and a reader of those reads the
+// rest as before; totals that count them are read back with them, zeros
+// included (counted, none posted).
+func TestQPRecvsAppended(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    QPCounters
+	}{
+		{"receives", QPCounters{QP: 0x7f00_1000, QPNum: 0x21, PostCalls: 3, WRs: 3, RecvsCounted: true,
+			RecvCalls: 1600, Recvs: 6400, RecvFailed: 2}},
+		{"counted, none posted", QPCounters{QP: 0x7f00_1000, QPNum: 0x21, PostCalls: 3, WRs: 3, RecvsCounted: true}},
+		{"with cuts and a generation", QPCounters{QP: 0x7f00_1000, QPNum: 0x21, PostCalls: 3, WRs: 3, SGECutWRs: 1,
+			SGEsNotSummed: 4, Gen: 7, RecvsCounted: true, RecvCalls: 1, Recvs: 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.c
+			c.Header = Header{TimeNS: 10_000, PID: 4242, TID: 4243}
+			old := c
+			old.RecvsCounted, old.RecvCalls, old.Recvs, old.RecvFailed = false, 0, 0, 0
+			// every version writes the fields before the cuts
+			bare := old
+			bare.WalkCappedPosts, bare.SGECutWRs, bare.SGEsNotSummed, bare.Gen = 0, 0, 0, 0
+			body, oldBody, bareBody := recordBody(t, &c), recordBody(t, &old), recordBody(t, &bare)
+			if !bytes.HasPrefix(body, bareBody) || !bytes.HasPrefix(oldBody, bareBody) || len(body) <= len(oldBody) {
+				t.Fatalf("record body\n%x\ndoes not extend the body without receives\n%x", body, oldBody)
+			}
+			for _, want := range []*QPCounters{&c, &old} {
+				b := recordBody(t, want)
+				rec := append([]byte{byte(KindQPCounters)}, binary.AppendUvarint(nil, uint64(len(b)))...)
+				var d decoder
+				got, _, err := d.nextRecord(append(rec, b...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				assertEvents(t, []Event{got}, []Event{want})
 			}
 		})
 	}

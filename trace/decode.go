@@ -125,6 +125,9 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		if len(r.b) > 0 {
 			e.Lib = r.str()
 		}
+		if len(r.b) > 0 {
+			e.State = r.z32()
+		}
 		return e
 	case KindQPDestroy:
 		e := &QPDestroy{Header: h}
@@ -216,6 +219,9 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Offset = r.u64()
 		e.How = r.str()
 		e.Err = r.str()
+		if len(r.b) > 0 {
+			e.DebugFile = r.str()
+		}
 		return e
 	case KindQPCounters:
 		e := &QPCounters{Header: h}
@@ -232,6 +238,12 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 			e.SGEsNotSummed = r.u64()
 		}
 		e.Gen = r.gen()
+		if len(r.b) > 0 {
+			e.RecvsCounted = true
+			e.RecvCalls = r.u64()
+			e.Recvs = r.u64()
+			e.RecvFailed = r.u64()
+		}
 		return e
 	case KindCQCounters:
 		e := &CQCounters{Header: h}
@@ -265,6 +277,22 @@ func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
 		e.Ret = r.z32()
 		e.Via = r.str()
 		return e
+	case KindScan:
+		e := &Scan{Header: h}
+		e.Bytes = r.u64()
+		e.Mappings = r.u32()
+		e.DurationNS = r.u64()
+		e.Contexts = r.u32()
+		e.QPs = r.u32()
+		e.StopNS = r.u64()
+		e.Cut = r.str()
+		e.Err = r.str()
+		if len(r.b) > 0 {
+			e.KernelCheck = r.str()
+		}
+		return e
+	case KindProc:
+		return &Proc{Header: h, How: r.str(), Parent: r.u32(), Comm: r.str()}
 	}
 	return nil
 }

@@ -42,6 +42,8 @@ const (
 	KindSRQDestroy Kind = 15
 	KindEnd        Kind = 16
 	KindCQChange   Kind = 17
+	KindProc       Kind = 18
+	KindScan       Kind = 19
 )
 
 var kindNames = map[Kind]string{
@@ -50,7 +52,7 @@ var kindNames = map[Kind]string{
 	KindPostRecv: "post_recv", KindLost: "lost", KindExit: "exit",
 	KindAttach: "attach", KindQPCounters: "qp_counters", KindCQCounters: "cq_counters",
 	KindCQCreate: "cq_create", KindSRQCreate: "srq_create", KindSRQDestroy: "srq_destroy", KindEnd: "end",
-	KindCQChange: "cq_change",
+	KindCQChange: "cq_change", KindProc: "proc", KindScan: "scan",
 }
 
 func (k Kind) String() string {
@@ -119,14 +121,22 @@ type QPCreate struct {
 	RecvCQ uint64
 	Caps   Caps
 	// Via names the call that revealed the QP, e.g. "ibv_create_qp" or
-	// "sqsim_create_qp".
+	// "sqsim_create_qp", or ViaMemory for a QP that existed before the
+	// trace and was found in the target's memory (caps unknown).
 	Via string
 	Gen uint64
 	// Lib is the file that holds the QP's post_send, the provider's
 	// library (e.g. libmlx5.so.1 or librxe-rdmav34.so): which provider's
 	// rules the QP follows. Empty when not known.
 	Lib string
+	// State is the QP's state (enum ibv_qp_state) when it was found: 0
+	// (RESET) for a create, what memory said for ViaMemory.
+	State int32
 }
+
+// ViaMemory is the Via of a QP found by the memory scan of a running
+// process.
+const ViaMemory = "memory"
 
 func (*QPCreate) Kind() Kind { return KindQPCreate }
 
@@ -283,6 +293,29 @@ type Exit struct {
 
 func (*Exit) Kind() Kind { return KindExit }
 
+// How a process joined the trace (Proc.How).
+const (
+	ProcTarget  = "target"  // the process sqscope started or attached to
+	ProcFork    = "fork"    // forked by a traced process (followed)
+	ProcExec    = "exec"    // a traced process ran a new program
+	ProcRunning = "running" // found mapping a verbs library when tracing began (host-wide)
+	ProcFirst   = "first"   // its first verbs call (host-wide)
+	ProcFound   = "found"   // found mapping a verbs library while tracing (host-wide)
+)
+
+// Proc: a process joined the trace, or ran a new program. Header.PID is
+// the process. A recording with Proc events names its processes; an Exit
+// whose PID is not the ProcTarget's is the exit of another traced process
+// (a child followed, or one of a host-wide trace), not the end.
+type Proc struct {
+	Header
+	How    string // ProcTarget, ProcFork, ProcExec, ProcRunning, ProcFirst, ProcFound
+	Parent uint32 // the parent's process id (ProcFork; 0 when not known)
+	Comm   string // the command name (/proc/PID/comm), "" when not known
+}
+
+func (*Proc) Kind() Kind { return KindProc }
+
 // CQOp says which call a CQChange reports.
 type CQOp uint8
 
@@ -333,8 +366,12 @@ type Attach struct {
 	Func   string // post_send, poll_cq, post_recv, wr_start, ... or create_qp
 	Path   string // the ELF file
 	Offset uint64 // file offset
-	How    string // "symbol", HowSimSymbol, "ops-table", "explicit"
+	How    string // "symbol", HowSimSymbol, "debug-file", "memory", "ops-table", "explicit"
 	Err    string // empty when attached
+	// DebugFile is the separate debug file whose symbols found the
+	// function (How "debug-file"): a build-id, .gnu_debuglink or
+	// .gnu_debugaltlink file, or "<path>:.gnu_debugdata".
+	DebugFile string `json:",omitempty"`
 }
 
 // HowSimSymbol is the How of a data-path probe found by the symbol of the
@@ -343,6 +380,28 @@ type Attach struct {
 const HowSimSymbol = "symbol (simulated HCA)"
 
 func (*Attach) Kind() Kind { return KindAttach }
+
+// Scan is what the memory scan of a process traced after it started read
+// and found (probe.ScanDataPath).
+type Scan struct {
+	Header
+	Bytes      uint64 // bytes of the process's memory read
+	Mappings   uint32 // mappings read
+	DurationNS uint64 // time the scan took
+	Contexts   uint32 // struct ibv_context objects found
+	QPs        uint32 // struct ibv_qp objects found
+	// StopNS is how long the process was stopped while the probes of
+	// what the scan found were placed (0: not stopped).
+	StopNS uint64
+	Cut    string // the bound that ended the scan early, or ""
+	Err    string // why the scan failed, or ""
+	// KernelCheck says how the QPs found compare with the kernel's own
+	// list (RDMA netlink), and their device and port, or why they were
+	// not compared; "" when none was the kernel's (the simulated HCA).
+	KernelCheck string
+}
+
+func (*Scan) Kind() Kind { return KindScan }
 
 // QPCounters is a per-QP aggregate kept in the kernel by the low-overhead
 // mode instead of per-call events. Values are totals of the QP's
@@ -377,6 +436,12 @@ type QPCounters struct {
 	SGECutWRs       uint64
 	SGEsNotSummed   uint64
 	Gen             uint64
+	// RecvsCounted: the totals hold the QP's ibv_post_recv calls
+	// (RecvCalls, of which RecvFailed returned non-zero) and the receive
+	// WRs they posted (Recvs); recordings made before those were counted
+	// have not.
+	RecvsCounted                 bool
+	RecvCalls, Recvs, RecvFailed uint64
 }
 
 func (*QPCounters) Kind() Kind { return KindQPCounters }

@@ -29,6 +29,7 @@ var goldens = []struct {
 	{"testdata/v1-qp-cuts.sqscope", qpCutEvents},
 	{"testdata/v1-lifecycle.sqscope", lifeEvents},
 	{"testdata/v1-entry-points.sqscope", entryPointEvents},
+	{"testdata/v1-procs.sqscope", procEvents},
 }
 
 func TestGoldenV1(t *testing.T) {

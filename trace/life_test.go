@@ -79,11 +79,15 @@ func TestGenerationsAppended(t *testing.T) {
 				t.Fatal(err)
 			}
 			assertEvents(t, []Event{got}, []Event{old})
+			if _, ok := ev.(*QPCounters); ok {
+				return // its receives come after the generation (TestQPRecvsAppended)
+			}
 			// and what a later writer appends after the generation is
-			// skipped (a QP create's library comes first: empty here)
+			// skipped (a QP create's library and state come first: empty
+			// and 0 here)
 			later := bytes.Clone(body)
 			if _, ok := ev.(*QPCreate); ok {
-				later = append(later, 0)
+				later = append(later, 0, 0)
 			}
 			later = append(later, "later fields"...)
 			rec = append([]byte{byte(ev.Kind())}, binary.AppendUvarint(nil, uint64(len(later)))...)

@@ -61,7 +61,11 @@ func (u *UI) renderDetail() {
 		w = 60
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[::b]QP %#x[::-] pid %d %s  depth %d  max_inline %d  max_sge %d", q.QPNum, q.PID, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE)
+	who := fmt.Sprint(q.PID)
+	if q.Comm != "" {
+		who += " (" + tview.Escape(q.Comm) + ")"
+	}
+	fmt.Fprintf(&b, "[::b]QP %#x[::-] pid %s %s  depth %d  max_inline %d  max_sge %d", q.QPNum, who, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE)
 	if q.SigAll {
 		b.WriteString("  sq_sig_all")
 	}

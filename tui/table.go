@@ -68,7 +68,7 @@ var columns = []column{
 			if !r.qp.Measured("outstanding") {
 				return notMeasured, unmeasuredColor
 			}
-			return fmt.Sprintf("%s %d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), r.occupancy), statusColor(r.status)
+			return fmt.Sprintf("%s %s%d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), atLeast(r), r.occupancy), statusColor(r.status)
 		}},
 	{name: "PEAK", drop: 4,
 		less: func(a, b *row) bool { return a.qp.PeakOutstanding < b.qp.PeakOutstanding },
@@ -76,7 +76,7 @@ var columns = []column{
 			if !r.qp.Measured("peak_outstanding") {
 				return notMeasured, unmeasuredColor
 			}
-			return fmt.Sprint(r.qp.PeakOutstanding), plain
+			return atLeast(r) + fmt.Sprint(r.qp.PeakOutstanding), plain
 		}},
 	{name: "INLINE%", drop: 3,
 		less: func(a, b *row) bool {
@@ -378,4 +378,13 @@ func modeled(r *row, rate float64) string {
 		return "n/a"
 	}
 	return humanRate(rate)
+}
+
+// atLeast marks a count that is a lower bound: the QP's WRs posted before
+// the attach are not known yet (analyzer.QP.OutstandingLowerBound).
+func atLeast(r *row) string {
+	if r.qp.OutstandingLowerBound {
+		return ">="
+	}
+	return ""
 }

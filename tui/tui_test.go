@@ -504,3 +504,32 @@ func (f *fakePlayer) SetPaused(bool)                           {}
 func (f *fakePlayer) Speed(x float64) float64                  { return 1 }
 func (f *fakePlayer) Seek(d time.Duration)                     { f.pos += d }
 func (f *fakePlayer) Position() (time.Duration, time.Duration) { return f.pos, f.length }
+
+// A QP whose pre-attach WRs are unknown shows its occupancy and peak as
+// lower bounds.
+func TestLowerBoundOccupancy(t *testing.T) {
+	s := healthy()
+	s.QPs[1].OutstandingLowerBound = true
+	s.QPs[1].Outstanding, s.QPs[1].PeakOutstanding = 37, 41
+	u, _, scr := newTestUI(t, s)
+	lines := draw(u, scr)
+	_, l := find(lines, "0x1c1")
+	if !strings.Contains(l, ">=37") || !strings.Contains(l, ">=41") {
+		t.Errorf("row %q: want >=37 and >=41", l)
+	}
+	if _, l := find(lines, "0x1c0"); strings.Contains(l, ">=") {
+		t.Errorf("row %q: an exact QP shows a bound", l)
+	}
+}
+
+// The detail names the QP's process, where the trace knows its name.
+func TestDetailNamesTheProcess(t *testing.T) {
+	for _, tc := range []struct{ comm, want string }{{"ib_write_bw", "(ib_write_bw) RC"}, {"", fmt.Sprintf("pid %d RC", healthy().QPs[0].PID)}} {
+		s := healthy()
+		s.QPs[0].Comm = tc.comm
+		u, _, scr := newTestUI(t, s)
+		if _, l := find(draw(u, scr), tc.want); l == "" {
+			t.Errorf("comm %q: no %q in\n%s", tc.comm, tc.want, strings.Join(draw(u, scr), "\n"))
+		}
+	}
+}

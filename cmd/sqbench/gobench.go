@@ -52,6 +52,22 @@ var goBenches = []goBench{
 		{"BenchmarkExport", "heap-MiB-third", exportHeapThird, "MiB"},
 		{"BenchmarkExport", "heap-MiB-whole", exportHeapWhole, "MiB"},
 	}},
+	{pkg: "./serve/", pattern: "BenchmarkScrape", benchtime: "5x", count: 3, metrics: []goMetric{
+		{"BenchmarkScrape/qps=1024", "ms/scrape", "sqscope serve: a scrape of 1,024 QPs (target < 50)", "ms"},
+		{"BenchmarkScrape/qps=4096", "ms/scrape", "sqscope serve: a scrape of 4,096 QPs", "ms"},
+		{"BenchmarkScrape/qps=4096", "heap-MiB", "sqscope serve: heap of the analyzer and collector, 4,096 QPs (target < 200)", "MiB"},
+	}},
+	{pkg: "./cmd/sqscope/", pattern: "BenchmarkAdvice", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
+		{"BenchmarkAdvice", "counts-err-%", "advise, 7 poor workloads on the simulator: largest error of the predicted doorbells, BlueFlame writes, DMA reads, CQE writes, peak outstanding", "% of the prediction"},
+		{"BenchmarkAdvice", "wrs-err-%", "advise, the same runs: largest error of the predicted WR/s", "% of the prediction"},
+	}},
+	{pkg: "./probe/", pattern: "BenchmarkAttachRunning", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
+		{"BenchmarkAttachRunning", "scan-GiB/s", "-p on a process with 1 GiB of heap: memory scan speed (target >= 1)", "GiB/s"},
+		{"BenchmarkAttachRunning", "scan-GiB/cpu-s", "-p on a process with 1 GiB of heap: memory scan speed per CPU-second", "GiB/CPU-s"},
+		{"BenchmarkAttachRunning", "scan-cpu-share", "-p on a process with 1 GiB of heap: share of a core the scan got", "× a core"},
+		{"BenchmarkAttachRunning", "scan-ms", "-p on a process with 1 GiB of heap: memory scan time", "ms"},
+		{"BenchmarkAttachRunning", "stop-ms", "-p on a process with 1 GiB of heap: target stopped while probes are placed", "ms"},
+	}},
 	{pkg: "./tui/", pattern: "BenchmarkTUICPU", benchtime: "1x", count: 1, metrics: []goMetric{
 		{"BenchmarkTUICPU", "%cpu@10Hz/64QPs", "TUI CPU at 10 Hz, 64 QPs (target < 5)", "% of a core"},
 	}},

@@ -14,10 +14,10 @@ import (
 )
 
 type exportFlags struct {
-	format, out        string
-	force              bool
-	o                  export.Options
-	preferBF, shutUpBF bool
+	format, out string
+	force       bool
+	o           export.Options
+	bf          cli.BF
 }
 
 const exportExamples = `
@@ -46,7 +46,7 @@ func newExportFlags(help io.Writer) (*flag.FlagSet, *exportFlags) {
 	fs.BoolVar(&f.o.Rates, "rates", false, "add per-QP counter tracks of doorbells/s, inline share and PCIe bytes saved/s")
 	fs.DurationVar(&f.o.RateStep, "rate-step", export.DefaultRateStep, "period of the rate counter tracks")
 	fs.DurationVar(&f.o.Fold, "fold", export.DefaultFold, "fold failed posts of a QP less than this apart into one slice")
-	bfFlags(fs, &f.preferBF, &f.shutUpBF)
+	f.bf.Register(fs)
 	return fs, f
 }
 
@@ -76,7 +76,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fi := r.Info()
 	o := &f.o
 	o.Recording, o.Version, o.Info, o.Progress, o.Offset = path, version, fi, stderr, r.Offset
-	o.Model = analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, fi), Clock: fi.Anchor()}
+	o.Model = analyzer.Options{BF: f.bf.Config(fs, fi), Clock: fi.Anchor()}
 	x, err := export.New(w, export.Format(f.format), *o)
 	if err != nil {
 		return cli.UsageErr("export: %v", err)

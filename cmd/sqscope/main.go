@@ -34,8 +34,10 @@ func commands() []command {
 		{"record", "trace like 'trace' and write every event to a recording file", runRecord},
 		{"top", "watch a verbs application's send queues live in the terminal", runTop},
 		{"demo", "watch the built-in workload run healthy, then overflow an SQ (simulated HCA)", runDemo},
+		{"serve", "trace as a service: send-queue metrics on /metrics for Prometheus", runServe},
 		{"replay", "show a recording in the live view, with pause, speed and seek", runReplay},
 		{"report", "summarize a recording: send queues, PCIe savings, diagnoses (text or JSON)", runReport},
+		{"advise", "replay a recording under other inline, signaling, batching and depth settings; print the best", runAdvise},
 		{"export", "convert a recording to Chrome trace-event JSON for Perfetto", runExport},
 		{"completion", "print a shell completion script: completion bash|zsh|fish", func(_ context.Context, args []string, stdout, _ io.Writer) error {
 			var names []string

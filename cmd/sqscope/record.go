@@ -20,23 +20,29 @@ EXAMPLES
 `
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var tf targetFlags
-	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	var tf cli.Target
+	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file.",
 		recordExamples, stdout)
-	tf.register(fs)
-	fs.StringVar(&tf.recordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr)")
-	fs.BoolVar(&tf.force, "force", false, "replace an existing recording (kept as it was until the new one is complete)")
+	tf.Register(fs)
+	fs.StringVar(&tf.RecordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr)")
+	fs.BoolVar(&tf.Force, "force", false, "replace an existing recording (kept as it was until the new one is complete)")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
-	if tf.recordTo == "" {
+	if tf.RecordTo == "" {
 		return cli.UsageErr("record: -o FILE is required")
 	}
-	if err := tf.check(fs.Args()); err != nil {
+	if err := tf.Check(fs.Args()); err != nil {
 		return cli.UsageErr("record: %v", err)
 	}
-	s, err := tf.start(fs.Args(), stderr, nil)
+	return record(ctx, &tf, fs.Args(), stderr, nil)
+}
+
+// record traces the target tf names into tf.RecordTo; rest is what
+// followed "--"; a started target writes to childOut (nil: sqscope's own).
+func record(ctx context.Context, tf *cli.Target, rest []string, stderr, childOut io.Writer) error {
+	s, err := tf.Start(rest, stderr, childOut, version)
 	if err != nil {
 		return err
 	}
@@ -48,9 +54,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	snap := s.Analyzer().Snapshot()
 	fmt.Fprintf(stderr, "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost; %s\n",
-		rec.Events(), rec.Bytes(), len(snap.QPs), tf.recordTo, snap.Lost, snap.Ended)
+		rec.Events(), rec.Bytes(), len(snap.QPs), tf.RecordTo, snap.Lost, snap.Ended)
 	if runErr == nil {
-		runErr = tf.status(snap)
+		runErr = tf.Status(snap)
 	}
 	return runErr
 }

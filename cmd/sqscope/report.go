@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -10,13 +9,11 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/session"
-	"github.com/sqscope/sqscope/trace"
 )
 
 type reportFlags struct {
-	json     bool
-	preferBF bool
-	shutUpBF bool
+	json bool
+	bf   cli.BF
 }
 
 const reportExamples = `
@@ -29,35 +26,13 @@ EXAMPLES
         model a target that ran with MLX5_SHUT_UP_BF=1 (no BlueFlame)
 `
 
-// bfFlags registers the flags that mirror the target's libmlx5 BlueFlame
-// settings, which a recording does not carry.
-func bfFlags(fs *flag.FlagSet, preferBF, shutUpBF *bool) {
-	fs.BoolVar(preferBF, "mlx5-prefer-bf", true, "the target ran with MLX5_POST_SEND_PREFER_BF=1; without the flag, what the recording says, else libmlx5's default")
-	fs.BoolVar(shutUpBF, "mlx5-shut-up-bf", false, "the target ran with MLX5_SHUT_UP_BF=1, no BlueFlame writes; without the flag, what the recording says, else off")
-}
-
-// bfConfig is the target's BlueFlame setting: the flags when given, else
-// what the recording says the target's environment held.
-func bfConfig(fs *flag.FlagSet, preferBF, shutUpBF bool, fi trace.FileInfo) analyzer.BFConfig {
-	bf := analyzer.BFFromEnv(fi.Env)
-	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "mlx5-prefer-bf":
-			bf.PreferBF = preferBF
-		case "mlx5-shut-up-bf":
-			bf.ShutUpBF = shutUpBF
-		}
-	})
-	return bf
-}
-
 func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
 	f := &reportFlags{}
 	fs := cli.CommandFlags("report", "report FILE [flags]",
 		"Rebuild every send queue of a recording and print what happened: occupancy,\ndoorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.\nA truncated recording is reported up to the cut, with a warning.",
 		reportExamples, help)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
-	bfFlags(fs, &f.preferBF, &f.shutUpBF)
+	f.bf.Register(fs)
 	return fs, f
 }
 
@@ -72,7 +47,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("report: %w", err)
 	}
 	defer r.Close()
-	a := analyzer.New(analyzer.Options{BF: bfConfig(fs, f.preferBF, f.shutUpBF, r.Info()), Clock: r.Info().Anchor()})
+	a := analyzer.New(analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor()})
 	res, err := session.ReadAll(ctx, r, a.Ingest)
 	if err != nil {
 		return fmt.Errorf("report: %s: %w", path, err)
@@ -83,13 +58,10 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rec := session.Describe(path, r, &res)
 	snap := a.Snapshot()
 	if f.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(struct {
+		if err := cli.WriteJSON(stdout, struct {
 			Recording session.RecordingInfo `json:"recording"`
 			analyzer.Snapshot
-		}{rec, snap}); err != nil {
+		}{rec, snap}, true); err != nil {
 			return fmt.Errorf("report: writing JSON: %w", err)
 		}
 	} else {

@@ -30,6 +30,17 @@ func TestTraceStreams(t *testing.T) {
 		QPs    []struct {
 			WRs uint64 `json:"wrs"`
 		} `json:"qps"`
+		Interval *struct {
+			Seconds float64 `json:"seconds"`
+			Events  uint64  `json:"events"`
+			Total   struct {
+				WRs uint64 `json:"wrs"`
+			} `json:"total"`
+			QPs []struct {
+				WRs  uint64  `json:"wrs"`
+				Peak *uint64 `json:"peak_outstanding"`
+			} `json:"qps"`
+		} `json:"interval"`
 	}
 
 	out, errs := run("trace", "--json", "--workload", "--", "-n", "20000")
@@ -46,11 +57,28 @@ func TestTraceStreams(t *testing.T) {
 	sc.Buffer(nil, 1<<24)
 	lines := 0
 	var last doc
+	var wrs, events uint64 // the intervals' deltas, summed
 	for sc.Scan() {
+		last = doc{}
 		if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
 			t.Fatalf("line %d is not a JSON object: %v: %.200q", lines+1, err, sc.Text())
 		}
 		lines++
+		iv := last.Interval
+		if iv == nil || iv.Seconds <= 0 || len(iv.QPs) != len(last.QPs) {
+			t.Fatalf("line %d: interval %+v", lines, iv)
+		}
+		wrs, events = wrs+iv.Total.WRs, events+iv.Events
+		if len(iv.QPs) == 1 && (iv.QPs[0].WRs != iv.Total.WRs || iv.QPs[0].Peak != nil) {
+			t.Errorf("line %d: the QP's delta %+v, the total's %d WRs; a level (peak) is no delta", lines, iv.QPs[0], iv.Total.WRs)
+		}
+		var total uint64
+		for _, q := range last.QPs {
+			total += q.WRs
+		}
+		if wrs != total || events != last.Events {
+			t.Errorf("line %d: the deltas so far add up to %d WRs and %d events, the totals are %d and %d", lines, wrs, events, total, last.Events)
+		}
 	}
 	if lines < 2 || len(last.QPs) != 1 || last.QPs[0].WRs != 300000 {
 		t.Fatalf("%d NDJSON lines, the last %+v", lines, last)

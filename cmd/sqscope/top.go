@@ -28,6 +28,8 @@ EXAMPLES
         watch perftest
   sqscope top -p 4242 | cat
         without a terminal: a text report every second
+  sqscope top
+        every process of the host that uses verbs (as -a)
 KEYS
   arrows or j/k select, Enter detail, o/O sort, p pause, r reset, s save, / filter, ? help, q quit
 `
@@ -38,19 +40,22 @@ func isTerminal(w io.Writer) bool {
 }
 
 func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var tf targetFlags
+	var tf cli.Target
 	var interval float64
 	var noTUI bool
-	fs := cli.CommandFlags("top", "top (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("top", "top [-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...] [flags]",
 		"Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.",
 		topExamples, stdout)
-	tf.register(fs)
+	tf.Register(fs)
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS (text reports without a terminal: every second unless given)")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
-	if err := tf.check(fs.Args()); err != nil {
+	if tf.PID == 0 && tf.Cmd == "" && !tf.Workload && len(fs.Args()) == 0 {
+		tf.All = true // no target: the whole host, as top shows it
+	}
+	if err := tf.Check(fs.Args()); err != nil {
 		return cli.UsageErr("top: %v", err)
 	}
 	if interval <= 0 || interval > 3600 {
@@ -78,7 +83,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if seconds <= 0 || after < 0 || after >= seconds || interval <= 0 {
 		return cli.UsageErr("demo: want -D > --fault-after >= 0 and -i > 0")
 	}
-	tf := targetFlags{workload: true, mode: session.ModeEvents, timeout: 10 * time.Second, ringMiB: 8}
+	tf := cli.Target{Workload: true, Mode: session.ModeEvents, Timeout: 10 * time.Second, RingMiB: 8}
 	return watch(ctx, &tf, workload.DemoArgs(seconds, after), watchOpts{interval: interval, intervalGiven: cli.FlagGiven(fs, "i"), noTUI: noTUI}, stdout, stderr)
 }
 
@@ -90,7 +95,7 @@ type watchOpts struct {
 
 // watch runs a session under the TUI, or prints text reports when stdout is
 // not a terminal.
-func watch(ctx context.Context, tf *targetFlags, rest []string, o watchOpts, stdout, stderr io.Writer) error {
+func watch(ctx context.Context, tf *cli.Target, rest []string, o watchOpts, stdout, stderr io.Writer) error {
 	headless := o.noTUI || !isTerminal(stdout)
 	// Under the TUI the target's output would scribble over the screen:
 	// keep its tail and print it after the TUI closes.
@@ -100,7 +105,7 @@ func watch(ctx context.Context, tf *targetFlags, rest []string, o watchOpts, std
 		childOut = &session.Tail{Max: 64 << 10}
 		out = childOut
 	}
-	s, err := tf.start(rest, stderr, out)
+	s, err := tf.Start(rest, stderr, out, version)
 	if err != nil {
 		return err
 	}
@@ -148,8 +153,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"", stdout)
 	fs.Float64Var(&speed, "speed", 1, "replay speed (2 = twice as fast)")
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
-	var preferBF, shutUpBF bool
-	bfFlags(fs, &preferBF, &shutUpBF)
+	var bf cli.BF
+	bf.Register(fs)
 	path, err := cli.OneFile(fs, "replay", args)
 	if err != nil {
 		return err
@@ -161,7 +166,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return runReport(ctx, args, stdout, stderr)
 	}
 	rp, info, err := session.OpenReplay(path, func(fi trace.FileInfo) analyzer.Options {
-		return analyzer.Options{BF: bfConfig(fs, preferBF, shutUpBF, fi), Clock: fi.Anchor()}
+		return analyzer.Options{BF: bf.Config(fs, fi), Clock: fi.Anchor()}
 	})
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -26,21 +25,21 @@ EXAMPLES
 `
 
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var tf targetFlags
+	var tf cli.Target
 	var interval float64
 	var asJSON bool
 	var out string
-	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | --workload -- FLAGS) [flags]",
+	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
 		traceExamples, stdout)
-	tf.register(fs)
+	tf.Register(fs)
 	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
-	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr), one object per line with -i")
+	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr); with -i one object per line (NDJSON), its \"interval\" what the interval added")
 	fs.StringVar(&out, "o", "", "write the summary to FILE instead of stdout (- for stdout)")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
-	if err := tf.check(fs.Args()); err != nil {
+	if err := tf.Check(fs.Args()); err != nil {
 		return cli.UsageErr("trace: %v", err)
 	}
 	if interval < 0 {
@@ -59,25 +58,26 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer f.Discard()
 		w = f
 	}
-	s, err := tf.start(fs.Args(), stderr, childOut)
+	s, err := tf.Start(fs.Args(), stderr, childOut, version)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 
+	deltas := analyzer.NewDeltas(time.Now()) // with -i, what each interval added
 	print := func() error {
 		snap := s.Analyzer().Snapshot()
 		cost := s.Cost(snap.Events)
-		if asJSON {
-			enc := json.NewEncoder(w)
-			if interval == 0 { // one document; with -i, one per line
-				enc.SetIndent("", "  ")
+		if asJSON { // one document; with -i, one per line
+			var iv *analyzer.Interval
+			if interval > 0 {
+				iv = deltas.Next(snap, time.Now())
 			}
-			enc.SetEscapeHTML(false)
-			return enc.Encode(struct {
+			return cli.WriteJSON(w, struct {
 				analyzer.Snapshot
-				Self session.SelfCost `json:"sqscope_cpu"`
-			}{snap, cost})
+				Self     session.SelfCost   `json:"sqscope_cpu"`
+				Interval *analyzer.Interval `json:"interval,omitempty"`
+			}{snap, cost, iv}, interval == 0)
 		}
 		if err := analyzer.WriteText(w, snap); err != nil {
 			return fmt.Errorf("trace: writing the summary: %w", err)
@@ -96,7 +96,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if err == nil {
-		err = tf.status(s.Analyzer().Snapshot())
+		err = tf.Status(s.Analyzer().Snapshot())
 	}
 	return err
 }

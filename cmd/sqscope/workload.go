@@ -100,6 +100,10 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.StringVar(&c.ReadyFile, "ready-file", "", "write this file once the QPs exist, before traffic")
 	fs.BoolVar(&c.WaitSignal, "wait-signal", false, "block before traffic until SIGUSR1")
 	fs.BoolVar(&f.deterministic, "sim-deterministic", false, "simulated NIC: CQEs visible at the doorbell")
+	fs.Func("sim-nic", "simulated NIC timing, e.g. link-gbps=0.25,rtt-ns=20000 (default "+c.Sim.String()+")", func(s string) (err error) {
+		c.Sim, err = verbs.ParseNICModel(s, c.Sim)
+		return err
+	})
 	return fs, f
 }
 

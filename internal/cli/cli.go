@@ -87,18 +87,25 @@ func ParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// OneFile parses the flags of a command that takes exactly one recording.
-func OneFile(fs *flag.FlagSet, name string, args []string) (string, error) {
+// Positional parses a command's flags, given before or after its
+// positional arguments, and returns those.
+func Positional(fs *flag.FlagSet, name string, args []string) ([]string, error) {
 	var pos []string
 	err := ParseQuiet(fs, fs.Output(), func() (err error) {
 		pos, err = ParseArgs(fs, args)
 		return err
 	})
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		err = UsageErr("%s: %v", name, err)
+	}
+	return pos, err
+}
+
+// OneFile parses the flags of a command that takes exactly one recording.
+func OneFile(fs *flag.FlagSet, name string, args []string) (string, error) {
+	pos, err := Positional(fs, name, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", err
-		}
-		return "", UsageErr("%s: %v", name, err)
+		return "", err
 	}
 	switch len(pos) {
 	case 0:

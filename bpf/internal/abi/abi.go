@@ -55,6 +55,7 @@ const struct abi_fact abi_facts[] = {
 	OFF(IBV_QP_SEND_CQ, ibv_qp, send_cq),
 	OFF(IBV_QP_RECV_CQ, ibv_qp, recv_cq),
 	OFF(IBV_QP_QP_NUM, ibv_qp, qp_num),
+	OFF(IBV_QP_STATE_FIELD, ibv_qp, state),
 	OFF(IBV_QP_QP_TYPE, ibv_qp, qp_type),
 	SIZE(IBV_QP_SIZE, ibv_qp),
 
@@ -173,7 +174,7 @@ const int abi_nfacts = sizeof(abi_facts) / sizeof(abi_facts[0]);
 #define ESIZE(s) { #s, 0, (long long)sizeof(struct s) }
 const struct abi_fact abi_sizes[] = {
 	ESIZE(sq_hdr), ESIZE(sq_caps), ESIZE(sq_qp_rec), ESIZE(sq_cq_rec), ESIZE(sq_wr), ESIZE(sq_post_rec),
-	ESIZE(sq_wc), ESIZE(sq_poll_rec), ESIZE(sq_recv_rec), ESIZE(sq_exit_rec),
+	ESIZE(sq_wc), ESIZE(sq_poll_rec), ESIZE(sq_recv_rec), ESIZE(sq_exit_rec), ESIZE(sq_proc_rec),
 	ESIZE(sq_key), ESIZE(sq_cq_stats), ESIZE(sq_qp_counters),
 	ESIZE(sq_gen_key), ESIZE(sq_obj_rec), ESIZE(sq_qp_final_rec),
 };

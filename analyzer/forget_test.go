@@ -1,0 +1,154 @@
+package analyzer
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/trace"
+)
+
+func TestForget(t *testing.T) {
+	destroy := func(s *stream, qpn uint32) {
+		s.evs = append(s.evs, &trace.QPDestroy{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn})
+	}
+	overflow := func(s *stream, qpn uint32) { // never signaled: SQ full
+		for range 8 {
+			s.send(qpn, 1, 0, 0)
+		}
+		s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
+	}
+	tests := []struct {
+		name      string
+		build     func(s *stream)
+		drop      func(pid, qpn uint32, gen uint64) bool
+		proc      func(pid uint32) bool
+		dropped   int
+		wantQPs   []uint32
+		wantDiags []uint32 // the QPs of the diagnoses kept, of kind sq_overflow_never_signaled
+		wantCQs   int
+	}{
+		{"a destroyed QP goes with its diagnoses; the kept QP's still count",
+			func(s *stream) {
+				s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+				s.create(2, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+				overflow(s, 1)
+				overflow(s, 2)
+				destroy(s, 1)
+			},
+			func(_, qpn uint32, _ uint64) bool { return qpn == 1 }, nil,
+			1, []uint32{2}, []uint32{2}, 2},
+		{"a process that is gone takes its CQs", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			s.send(1, 4, 0, 2)
+			s.poll(1, 1, 3)
+		}, func(pid, _ uint32, _ uint64) bool { return pid == testPID }, func(pid uint32) bool { return pid == testPID },
+			1, nil, nil, 0},
+		{"nothing selected, nothing dropped", func(s *stream) {
+			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			overflow(s, 1)
+		}, func(uint32, uint32, uint64) bool { return false }, nil, 0, []uint32{1}, []uint32{1}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			tc.build(s)
+			a := New(Options{})
+			a.IngestAll(s.evs)
+			if n := a.Forget(tc.drop, tc.proc); n != tc.dropped {
+				t.Errorf("dropped %d, want %d", n, tc.dropped)
+			}
+			// what is kept goes on: one more failed post on each kept QP
+			for _, qpn := range tc.wantQPs {
+				s.evs = s.evs[:0]
+				s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
+				a.IngestAll(s.evs)
+			}
+			snap := a.Snapshot()
+			var qps []uint32
+			for _, q := range snap.QPs {
+				qps = append(qps, q.QPNum)
+			}
+			if !equalU32(qps, tc.wantQPs) {
+				t.Errorf("QPs %v, want %v", qps, tc.wantQPs)
+			}
+			var diags []uint32
+			for _, d := range snap.Diagnoses {
+				if d.Kind == "sq_overflow_never_signaled" {
+					diags = append(diags, d.QPNum)
+					if d.Count != 2 {
+						t.Errorf("QP %d: diagnosis count %d, want 2 (the one before Forget and the one after)", d.QPNum, d.Count)
+					}
+				}
+			}
+			if !equalU32(diags, tc.wantDiags) {
+				t.Errorf("diagnoses of QPs %v, want %v", diags, tc.wantDiags)
+			}
+			if len(snap.CQs) != tc.wantCQs {
+				t.Errorf("%d CQs, want %d", len(snap.CQs), tc.wantCQs)
+			}
+		})
+	}
+}
+
+// TestForgetBoundsChurn creates and destroys QPs all day: with the
+// destroyed ones forgotten, the analyzer holds only the live ones.
+func TestForgetBoundsChurn(t *testing.T) {
+	s := newStream()
+	a := New(Options{})
+	destroyed := func(pid, qpn uint32, gen uint64) bool { return true }
+	for round := range 200 {
+		s.evs = s.evs[:0]
+		for i := range uint32(50) {
+			qpn := uint32(round)*50 + i
+			s.create(qpn, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			s.send(qpn, 4, 0, 2)
+			s.poll(qpn, 1, 3)
+			s.evs = append(s.evs, &trace.QPDestroy{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn},
+				&trace.CQChange{Header: s.hdr(), Op: trace.CQOpDestroy, CQ: cqAddr(qpn)})
+		}
+		a.IngestAll(s.evs)
+		a.Forget(destroyed, nil)
+		if n := len(a.all) + len(a.qps) + len(a.qpGens); n != 0 {
+			t.Fatalf("round %d: %d QP entries kept after forgetting every destroyed one", round, n)
+		}
+	}
+	if snap := a.Snapshot(); len(snap.QPs) != 0 || len(snap.CQs) != 0 {
+		t.Errorf("%d QPs and %d CQs left, want none", len(snap.QPs), len(snap.CQs))
+	}
+}
+
+func equalU32(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestForgetProcesses: host-wide, processes come and go; the exited ones
+// a front end forgets leave the snapshot, the running ones and the target
+// stay.
+func TestForgetProcesses(t *testing.T) {
+	a := New(Options{})
+	h := func(pid uint32) trace.Header { return trace.Header{TimeNS: 100, PID: pid, TID: pid} }
+	a.IngestAll([]trace.Event{
+		&trace.Proc{Header: h(1), How: trace.ProcTarget, Comm: "target"},
+		&trace.Proc{Header: h(2), How: trace.ProcFound, Comm: "gone"},
+		&trace.Proc{Header: h(3), How: trace.ProcFound, Comm: "runs"},
+		&trace.Exit{Header: h(2)},
+		&trace.Exit{Header: h(1)},
+	})
+	a.Forget(func(uint32, uint32, uint64) bool { return false }, func(uint32) bool { return true })
+	var got []string
+	for _, p := range a.Snapshot().Processes {
+		got = append(got, p.Comm)
+	}
+	if strings.Join(got, " ") != "target runs" {
+		t.Errorf("processes %v after forgetting the exited ones, want the target and the running one", got)
+	}
+}

@@ -1,0 +1,403 @@
+package analyzer
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// The CQs and QPs of recvRecording.
+const (
+	sharedSendCQ = 0x3000 // send CQ of QPs 0x1c0..0x1c3
+	sharedRecvCQ = 0x3100 // their receive CQ, and 0x1e1's
+	receiverCQ   = 0x3200 // both CQs of the receiver 0x1d0
+	lateCQ       = 0x3300 // receive CQ of 0x1e0, created before tracing
+	testSRQ      = 0x5000
+)
+
+// recvPost is one ibv_post_recv (or, on an SRQ, ibv_post_srq_recv) call.
+func (s *stream) recvPost(qp uint64, qpn uint32, n uint32, ret int32, accepted uint32, srq bool) {
+	s.evs = append(s.evs, &trace.PostRecv{Header: s.hdr(), QP: qp, QPNum: qpn, NumWRs: n, Ret: ret,
+		Accepted: accepted, SRQ: srq})
+}
+
+// cqPoll is one ibv_poll_cq of cq that returned wcs after empty polls.
+func (s *stream) cqPoll(cq uint64, empty uint64, wcs ...trace.WC) {
+	h := s.hdr()
+	s.evs = append(s.evs, &trace.Poll{Header: h, CQ: cq, Max: 16, Ret: int32(len(wcs)), WCs: wcs,
+		EmptyBefore: empty, EntryNS: h.TimeNS - 30})
+}
+
+// recvWCs are n receive completions of qpn, of status st.
+func recvWCs(qpn uint32, n int, st uint8) []trace.WC {
+	out := make([]trace.WC, n)
+	for i := range out {
+		out[i] = trace.WC{ID: uint64(i), Status: st, Opcode: ibv.WCRecv, ByteLen: 64, QPNum: qpn}
+	}
+	return out
+}
+
+// recvRecording is a process whose four senders share one send CQ and one
+// receive CQ, a receiver that only posts receives and polls, an SRQ, a
+// QP attached after its create, and a QP whose receives come from the SRQ.
+func recvRecording() []trace.Event {
+	s := newStream()
+	for i, cq := range []struct {
+		addr uint64
+		cqe  uint32
+	}{{sharedSendCQ, 256}, {sharedRecvCQ, 256}, {receiverCQ, 128}} {
+		s.evs = append(s.evs, &trace.CQCreate{Header: s.hdr(), CQ: cq.addr, Gen: uint64(i + 1), CQE: cq.cqe})
+	}
+	qpCreate := func(qpn uint32, send, recv uint64, caps trace.Caps, gen uint64) {
+		s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+			SendCQ: send, RecvCQ: recv, Caps: caps, Via: "ibv_create_qp", Gen: gen,
+			Lib: "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"})
+	}
+	for i := range uint32(4) {
+		qpCreate(0x1c0+i, sharedSendCQ, sharedRecvCQ, rcCaps(16, 60, 1), uint64(4+i))
+	}
+	qpCreate(0x1d0, receiverCQ, receiverCQ, trace.Caps{MaxSendWR: 16, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}, 8)
+	s.evs = append(s.evs, &trace.SRQCreate{Header: s.hdr(), SRQ: testSRQ, Gen: 9, MaxWR: 512})
+	qpCreate(0x1e1, sharedSendCQ, sharedRecvCQ, trace.Caps{MaxSendWR: 16, MaxSendSGE: 1}, 10)
+
+	// each sender: 4*(i+1) receives in calls of 4, then 4 SENDs, the last signaled
+	for i := range uint32(4) {
+		qpn := 0x1c0 + i
+		for range i + 1 {
+			s.recvPost(qpAddr(qpn), qpn, 4, 0, 4, false)
+		}
+		s.post(qpn, s.wrs(qpn, 4, ibv.WRSend, 0, 1, 64, 4), 0, 4)
+	}
+	// the shared send CQ: 20 polls in all, 4 CQEs
+	var sends []trace.WC
+	for i := range uint32(4) {
+		sends = append(sends, trace.WC{ID: 3, Opcode: ibv.WCSend, ByteLen: 64, QPNum: 0x1c0 + i})
+	}
+	s.cqPoll(sharedSendCQ, 3, sends...)
+	s.evs = append(s.evs, &trace.EmptyPolls{Header: s.hdr(), CQ: sharedSendCQ, Count: 16, Gen: 1})
+	// the shared receive CQ: 3, 2 and 1 (flushed) receives of three
+	// senders, 2 of the QP of the SRQ; 6 polls
+	var recvs []trace.WC
+	recvs = append(recvs, recvWCs(0x1c0, 3, 0)...)
+	recvs = append(recvs, recvWCs(0x1c1, 2, 0)...)
+	recvs = append(recvs, recvWCs(0x1c2, 1, ibv.WCWRFlushErr)...)
+	recvs = append(recvs, recvWCs(0x1e1, 2, 0)...)
+	s.cqPoll(sharedRecvCQ, 0, recvs...)
+	s.evs = append(s.evs, &trace.EmptyPolls{Header: s.hdr(), CQ: sharedRecvCQ, Count: 5, Gen: 2})
+
+	// the receiver: 64 receives in 16 calls, one more call refused; 10 consumed
+	for range 16 {
+		s.recvPost(qpAddr(0x1d0), 0x1d0, 4, 0, 4, false)
+	}
+	s.recvPost(qpAddr(0x1d0), 0x1d0, 4, ibv.ENOMEM, 0, false)
+	s.cqPoll(receiverCQ, 30, recvWCs(0x1d0, 10, 0)...)
+
+	// the SRQ: 24 receives in 3 calls
+	for range 3 {
+		s.recvPost(testSRQ, 0, 8, 0, 8, true)
+	}
+	// a QP created before tracing: 5 receive CQEs
+	s.cqPoll(lateCQ, 0, recvWCs(0x1e0, 5, 0)...)
+	return s.evs
+}
+
+// rqWant is what a test expects of one QP's receive queue: posted,
+// consumed, outstanding and peak (-1: not known), and the reason.
+type rqWant struct {
+	qpn                         uint32
+	calls, failed, posted, cons uint64
+	errs                        uint64
+	out, peak                   int64
+	why                         string
+}
+
+func TestReceiveSide(t *testing.T) {
+	snap := New(Options{}).snapshotOf(recvRecording())
+	wantQPs := []rqWant{
+		{0x1c0, 1, 0, 4, 3, 0, 1, 4, ""},
+		{0x1c1, 2, 0, 8, 2, 0, 6, 8, ""},
+		{0x1c2, 3, 0, 12, 1, 1, 11, 12, ""},
+		{0x1c3, 4, 0, 16, 0, 0, 16, 16, ""},
+		{0x1d0, 17, 1, 64, 10, 0, 54, 64, ""},
+		{0x1e0, 0, 0, 0, 5, 0, -1, -1, whyRecvNoCreate},
+		{0x1e1, 0, 0, 0, 2, 0, -1, -1, whyRecvSRQ},
+	}
+	if len(snap.QPs) != len(wantQPs) {
+		t.Fatalf("%d QPs, want %d", len(snap.QPs), len(wantQPs))
+	}
+	for i, w := range wantQPs {
+		q := snap.QPs[i]
+		r := q.Recv
+		if q.QPNum != w.qpn || r == nil {
+			t.Fatalf("QP %d: %#x with receives %v, want %#x", i, q.QPNum, r, w.qpn)
+		}
+		got := rqWant{q.QPNum, r.PostCalls, r.FailedCalls, r.Posted, r.Consumed, r.CQEErrors, -1, -1, r.OutstandingUnknown}
+		if r.Outstanding != nil {
+			got.out, got.peak = int64(*r.Outstanding), int64(*r.Peak)
+		}
+		if got != w {
+			t.Errorf("QP %#x: receives %+v, want %+v", q.QPNum, got, w)
+		}
+		if q.PostRecvs != w.posted {
+			t.Errorf("QP %#x: post_recvs %d, want %d", q.QPNum, q.PostRecvs, w.posted)
+		}
+	}
+
+	type cqWant struct {
+		polls, empty, cqes, recv uint64
+		send, recvQPs            []uint32
+	}
+	wantCQs := map[uint64]cqWant{
+		sharedSendCQ: {20, 19, 4, 0, []uint32{0x1c0, 0x1c1, 0x1c2, 0x1c3, 0x1e1}, nil},
+		sharedRecvCQ: {6, 5, 8, 8, nil, []uint32{0x1c0, 0x1c1, 0x1c2, 0x1c3, 0x1e1}},
+		receiverCQ:   {31, 30, 10, 10, []uint32{0x1d0}, []uint32{0x1d0}},
+		lateCQ:       {1, 0, 5, 5, nil, []uint32{0x1e0}},
+	}
+	if len(snap.CQs) != len(wantCQs) {
+		t.Fatalf("%d CQs, want %d: %+v", len(snap.CQs), len(wantCQs), snap.CQs)
+	}
+	for _, c := range snap.CQs {
+		w := wantCQs[c.CQ]
+		if c.Polls != w.polls || c.EmptyPolls != w.empty || c.CQEs != w.cqes || c.RecvCQEs == nil || *c.RecvCQEs != w.recv ||
+			!equalQPs(c.SendQPs, w.send) || !equalQPs(c.RecvQPs, w.recvQPs) {
+			t.Errorf("CQ %#x: polls %d (empty %d), CQEs %d, receive %v, send QPs %x, recv QPs %x; want %+v",
+				c.CQ, c.Polls, c.EmptyPolls, c.CQEs, c.RecvCQEs, c.SendQPs, c.RecvQPs, w)
+		}
+	}
+	if len(snap.SRQs) != 1 || snap.SRQs[0].Recv == nil || *snap.SRQs[0].Recv != (SRQRecv{PostCalls: 3, Posted: 24}) {
+		t.Errorf("SRQs %+v: want 24 receives in 3 calls", snap.SRQs)
+	}
+	if snap.SRQRecvs == nil || *snap.SRQRecvs != 24 || snap.Total.PostRecvs != 104 || snap.Total.Polls != 58 {
+		t.Errorf("SRQ receives %v, total post_recvs %d, polls %d; want 24, 104, 58",
+			snap.SRQRecvs, snap.Total.PostRecvs, snap.Total.Polls)
+	}
+
+	var text, js bytes.Buffer
+	if err := WriteText(&text, snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(&js, snap); err != nil {
+		t.Fatal(err)
+	}
+	// a CQ's polls are written once, on its own line, however many QPs share it
+	if n := strings.Count(text.String(), "polls 20 (empty 19)"); n != 1 {
+		t.Errorf("the shared send CQ's polls are written %d times, want once:\n%s", n, text.String())
+	}
+	golden(t, "report_recv.txt.golden", text.Bytes())
+	golden(t, "report_recv.json.golden", js.Bytes())
+}
+
+// snapshotOf ingests evs and returns the snapshot.
+func (a *Analyzer) snapshotOf(evs []trace.Event) Snapshot {
+	a.IngestAll(evs)
+	return a.Snapshot()
+}
+
+func equalQPs(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// In counters mode the kernel counts the receives posted to each QP, not
+// their completions nor SRQ receives: those are absent, the reason said
+// once, and the posts on QPs created before tracing are the kernel's
+// totals of those QPs. Totals recorded before receives were counted give
+// none.
+func TestReceiveSideCountersMode(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		counted bool
+		why     string
+	}{
+		{"receives counted", true, whyRecvCounters},
+		{"recorded before receives were counted", false, whyRecvOld},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 60, 1), false)
+			s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(0x1d0), QPNum: 0x1d0, Type: trace.QPTypeRC,
+				SendCQ: cqAddr(0x1d0), RecvCQ: cqAddr(0x1d0), Caps: trace.Caps{MaxSendWR: 16, MaxRecvWR: 8192, MaxSendSGE: 1}})
+			s.evs = append(s.evs, &trace.SRQCreate{Header: s.hdr(), SRQ: testSRQ, Gen: 3, MaxWR: 512})
+			s.counters(0x1c0, trace.QPCounters{PostCalls: 100, WRs: 100, Doorbells: 100, Signaled: 10, RecvsCounted: tc.counted})
+			// 0x1c5 was created before tracing
+			s.counters(0x1c5, trace.QPCounters{PostCalls: 40, WRs: 80, Doorbells: 40, Signaled: 8, RecvsCounted: tc.counted})
+			if tc.counted {
+				// the receiver: only receives, no send
+				s.counters(0x1d0, trace.QPCounters{RecvsCounted: true, RecvCalls: 1601, Recvs: 6400, RecvFailed: 1})
+			}
+			s.cqCounters(0x1d0, 38110, 6400, 31710)
+			snap := s.run(Options{})
+			if snap.ReceivesNotTraced != tc.why || snap.SRQRecvs != nil || snap.UnknownQPPosts != 40 {
+				t.Fatalf("receives not traced %q, SRQ receives %v, posts on unknown QPs %d; want %q, nil, 40",
+					snap.ReceivesNotTraced, snap.SRQRecvs, snap.UnknownQPPosts, tc.why)
+			}
+			for _, q := range snap.QPs {
+				if q.Measured("post_recvs") != tc.counted {
+					t.Errorf("QP %#x: post_recvs measured %v, want %v", q.QPNum, q.Measured("post_recvs"), tc.counted)
+				}
+				r := q.Recv
+				switch {
+				case !tc.counted && r != nil:
+					t.Errorf("QP %#x: receives %+v, want none (not counted)", q.QPNum, r)
+				case !tc.counted:
+				case r == nil || r.Outstanding != nil || r.Peak != nil || r.OutstandingUnknown != whyRecvCounted:
+					t.Errorf("QP %#x: receives %+v, want posts and no outstanding", q.QPNum, r)
+				case q.QPNum == 0x1d0 && (r.Posted != 6400 || r.PostCalls != 1601 || r.FailedCalls != 1 || q.PostRecvs != 6400 ||
+					r.Depth == nil || *r.Depth != 8192):
+					t.Errorf("receiver: receives %+v, post_recvs %d; want 6400 in 1601 calls, 1 failed, of 8192", r, q.PostRecvs)
+				}
+			}
+			for _, c := range snap.CQs {
+				if c.RecvCQEs != nil {
+					t.Errorf("CQ %#x: receive CQEs %d, want none (not told apart)", c.CQ, *c.RecvCQEs)
+				}
+			}
+			if len(snap.SRQs) != 1 || snap.SRQs[0].Recv != nil {
+				t.Errorf("SRQs %+v: want one, without receives", snap.SRQs)
+			}
+
+			var js bytes.Buffer
+			if err := WriteJSON(&js, snap); err != nil {
+				t.Fatal(err)
+			}
+			var doc struct {
+				SRQRecvs     *uint64          `json:"srq_recvs"`
+				UnknownPosts *uint64          `json:"posts_on_unknown_qps"`
+				Why          string           `json:"receives_not_traced"`
+				QPs          []map[string]any `json:"qps"`
+				Total        map[string]any   `json:"total"`
+				CQs          []map[string]any `json:"cqs"`
+			}
+			if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if doc.SRQRecvs != nil || doc.UnknownPosts == nil || *doc.UnknownPosts != 40 || doc.Why != tc.why {
+				t.Errorf("JSON: srq_recvs %v, posts_on_unknown_qps %v, reason %q; want absent, 40, %q",
+					doc.SRQRecvs, doc.UnknownPosts, doc.Why, tc.why)
+			}
+			for i, q := range doc.QPs {
+				_, hasRecv := q["recv"]
+				_, hasPosted := q["post_recvs"]
+				if hasRecv != tc.counted || hasPosted != tc.counted {
+					t.Errorf("qps[%d]: recv present %v, post_recvs present %v; want both %v", i, hasRecv, hasPosted, tc.counted)
+				}
+				if r, ok := q["recv"].(map[string]any); ok {
+					for _, k := range []string{"consumed", "cqe_errors", "outstanding", "peak_outstanding"} {
+						if _, ok := r[k]; ok {
+							t.Errorf("qps[%d].recv.%s present, not measured", i, k)
+						}
+					}
+				}
+			}
+			if _, ok := doc.Total["post_recvs"]; ok != tc.counted {
+				t.Errorf("total.post_recvs present %v, want %v", ok, tc.counted)
+			}
+			for i, c := range doc.CQs {
+				if _, ok := c["recv_cqes"]; ok {
+					t.Errorf("cqs[%d].recv_cqes present, not measured", i)
+				}
+			}
+
+			var text bytes.Buffer
+			if err := WriteText(&text, snap); err != nil {
+				t.Fatal(err)
+			}
+			out := text.String()
+			want := []string{"receive side: " + tc.why, "QP 0x1d0 (pid 7, RC, found by its create)", "  sends: none traced",
+				"send and recv CQ of 1 QP (0x1d0); polls 38110 (empty 31710), CQEs 6400\n",
+				"note: 40 post calls were on QPs created before the tracer attached"}
+			if tc.counted {
+				want = append(want, "  receives: 6400 posted in 1601 post_recv calls (1 failed); outstanding n/a: "+whyRecvCounted)
+			}
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("text lacks %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, "consumed") || strings.Count(out, tc.why) != 1 || strings.Contains(out, "PCIe bytes are estimates") {
+				t.Errorf("text gives receive completions or PCIe bytes, or the reason not exactly once:\n%s", out)
+			}
+		})
+	}
+}
+
+// A receive call whose probe was not placed leaves its figures out, with
+// the reason; placed in another library after all, it was traced.
+func TestReceivesNotAttached(t *testing.T) {
+	attach := func(s *stream, fn, err string) {
+		s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: fn, Path: "libmlx5.so.1", Offset: 0x1000, Err: err})
+	}
+	for _, tc := range []struct {
+		name       string
+		attach     func(s *stream)
+		posts, srq bool
+		why        string
+	}{
+		{"post_recv not placed", func(s *stream) { attach(s, "post_recv", "permission denied") },
+			false, true, "ibv_post_recv was not traced (permission denied)"},
+		{"post_recv placed in another library", func(s *stream) {
+			attach(s, "post_recv", "permission denied")
+			attach(s, "post_recv", "")
+		}, true, true, ""},
+		{"post_srq_recv not placed", func(s *stream) { attach(s, "post_srq_recv", "no such function") },
+			true, false, "ibv_post_srq_recv was not traced (no such function)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			tc.attach(s)
+			s.create(0x1c0, trace.QPTypeRC, rcCaps(16, 0, 1), false)
+			s.recvPost(qpAddr(0x1c0), 0x1c0, 4, 0, 4, false)
+			s.cqPoll(cqAddr(0x1c0), 0, recvWCs(0x1c0, 2, 0)...)
+			snap := s.run(Options{})
+			r := snap.QPs[0].Recv
+			if snap.ReceivesNotTraced != tc.why || (r != nil) != tc.posts || (snap.SRQRecvs != nil) != tc.srq {
+				t.Fatalf("reason %q, receives %+v, SRQ receives %v; want %q, receives %v, SRQ receives %v",
+					snap.ReceivesNotTraced, r, snap.SRQRecvs, tc.why, tc.posts, tc.srq)
+			}
+			if r != nil && (r.Posted != 4 || r.Consumed != 2 || r.Outstanding == nil || *r.Outstanding != 2) {
+				t.Errorf("receives %+v: want 4 posted, 2 consumed, 2 outstanding", r)
+			}
+			var text bytes.Buffer
+			if err := WriteText(&text, snap); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Contains(text.String(), "receive side: "+tc.why+"\n"); got != (tc.why != "") {
+				t.Errorf("text gives the reason %v, want %v:\n%s", got, tc.why != "", text.String())
+			}
+		})
+	}
+}
+
+// Where no poll function is traced, the receives posted are known and
+// what completions tell is not: absent, with the reason.
+func TestReceivesWithoutPolls(t *testing.T) {
+	s := newStream()
+	for _, fn := range []string{"post_send", "post_recv"} {
+		s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: fn, Path: "libmlx5.so.1", Offset: 0x1000, How: "explicit"})
+	}
+	s.create(0x1c0, trace.QPTypeRC, rcCaps(16, 0, 1), false)
+	s.recvPost(qpAddr(0x1c0), 0x1c0, 4, 0, 4, false)
+	snap := s.run(Options{})
+	r := snap.QPs[0].Recv
+	if r == nil || r.Posted != 4 || r.Outstanding != nil || r.OutstandingUnknown != whyRecvNoPoll {
+		t.Fatalf("receives %+v: want 4 posted, outstanding unknown (%q)", r, whyRecvNoPoll)
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, snap); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(js.String(), `"consumed"`) || strings.Contains(js.String(), `"recv_cqes"`) {
+		t.Errorf("JSON gives receive completions, not seen:\n%s", js.String())
+	}
+}

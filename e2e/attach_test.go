@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rdmaQP is one QP of `rdma -j res show qp` (iproute2).
+type rdmaQP struct {
+	IfName string `json:"ifname"`
+	Port   uint32 `json:"port"`
+	LQPN   uint32 `json:"lqpn"`
+	Type   string `json:"type"`
+	State  string `json:"state"`
+	PID    uint32 `json:"pid"`
+	Comm   string `json:"comm"`
+}
+
+// scanJSON is a memory scan as the report gives it.
+type scanJSON struct {
+	PID         uint32
+	Bytes       uint64
+	Contexts    uint64
+	QPs         uint64
+	StopNS      uint64
+	Err         string
+	KernelCheck string
+}
+
+// perftestAttached starts a perftest bw client in duration mode, waits
+// until the kernel lists its QP in RTS, and then traces it with `sqscope
+// trace -p` for traceSecs while it runs: its QP must be found in its
+// memory through the stripped librxe (no symbol names its data path),
+// match what `rdma res show qp` lists (number, type, state, pid), and the
+// WRs traced must come -l per post, signaled every -Q, with never more
+// than -t outstanding.
+func perftestAttached(tool, args string, traceSecs int) guestCmd {
+	a, err := parsePerftestArgs(args)
+	name := "attach-" + tool + strings.NewReplacer(" --", "-", " -", "-", " ", "").Replace(" "+args)
+	if err != nil {
+		return guestCmd{name: name, sh: "true", check: func(t *testing.T, _ cmdResult) {
+			t.Fatalf("perftest args %q: %v", args, err)
+		}}
+	}
+	sh := fmt.Sprintf(`T=%s A=%q
+$T $A > server.log 2>&1 &
+s=$!
+i=0
+until ss -Hltn 'sport = :18515' | grep -q .; do
+	i=$((i + 1))
+	[ $i -gt 400 ] && { echo "server not listening after 20 s"; cat server.log; kill $s; exit 1; }
+	sleep 0.05
+done
+$T $A 127.0.0.1 > client.log 2>&1 &
+c=$!
+echo "$(cut -d' ' -f1 /proc/uptime) client $c started"
+i=0
+until rdma res show qp | grep -q "state RTS .*pid $c "; do
+	kill -0 $c 2>/dev/null || { echo "client exited before its QP was in RTS"; cat client.log; kill $s; exit 1; }
+	i=$((i + 1))
+	[ $i -gt 400 ] && { echo "no RTS QP of the client after 20 s"; rdma res show qp; kill $c $s; exit 1; }
+	sleep 0.05
+done
+sleep 0.5
+echo $c > client.pid
+rdma -j res show qp > rdma.json
+echo "$(cut -d' ' -f1 /proc/uptime) trace -p $c"
+sqscope trace -p $c --json -D %ds > report.json
+r=$?
+echo "$(cut -d' ' -f1 /proc/uptime) trace exit $r"
+wait $c
+cv=$?
+wait $s
+sv=$?
+echo "--- client, exit $cv"
+cat client.log
+echo "--- server, exit $sv"
+cat server.log
+echo "trace exit $r, client exit $cv, server exit $sv"
+[ $r -eq 0 ] && [ $cv -eq 0 ] && [ $sv -eq 0 ]`, tool, perftestBase+args, traceSecs)
+	return guestCmd{
+		name:    name,
+		sh:      sh,
+		timeout: 60 * time.Second,
+		check: func(t *testing.T, r cmdResult) {
+			requireExit(t, r, 0)
+			checkAttached(t, r, a)
+		},
+	}
+}
+
+func checkAttached(t *testing.T, r cmdResult, a perftestArgs) {
+	t.Helper()
+	read := func(name string, v any) {
+		b, err := os.ReadFile(filepath.Join(r.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, b)
+		}
+	}
+	var pid uint32
+	var kernel []rdmaQP
+	var rep struct {
+		snapshot
+		Scans []scanJSON `json:"memory_scans"`
+	}
+	read("client.pid", &pid)
+	read("rdma.json", &kernel)
+	read("report.json", &rep)
+	s := &rep.snapshot
+	if s.Lost != 0 {
+		t.Errorf("%d events lost", s.Lost)
+	}
+
+	// the kernel's QPs of the client against those found in its memory
+	want := map[uint32]rdmaQP{}
+	for _, k := range kernel {
+		if k.PID == pid {
+			want[k.LQPN] = k
+		}
+	}
+	if len(want) == 0 {
+		t.Fatalf("rdma res show qp lists no QP of the client %d: %+v", pid, kernel)
+	}
+	found := 0
+	var sender map[string]any
+	for _, q := range s.QPs {
+		if uint32(num(q, "pid")) != pid || q["found"] != "memory" {
+			continue
+		}
+		found++
+		n := uint32(num(q, "qp_num"))
+		k, ok := want[n]
+		switch {
+		case !ok:
+			t.Errorf("QP %#x found in memory is not among the client's in rdma res show qp: %+v", n, want)
+		case q["qp_type"] != k.Type || q["state_found"] != k.State:
+			t.Errorf("QP %#x: %v %v in memory, %s %s in rdma res show qp", n, q["qp_type"], q["state_found"], k.Type, k.State)
+		}
+		if q["provider"] != "rxe" {
+			t.Errorf("QP %#x: provider %v, want rxe", n, q["provider"])
+		}
+		if num(q, "wrs") > 0 {
+			sender = q
+		}
+	}
+	if found != len(want) {
+		t.Errorf("%d QP(s) of the client found in memory, rdma res show qp lists %d: %+v", found, len(want), want)
+	}
+	var scan *scanJSON
+	for i := range rep.Scans {
+		if rep.Scans[i].PID == pid {
+			scan = &rep.Scans[i]
+		}
+	}
+	if scan == nil || scan.Err != "" || scan.Contexts == 0 || scan.QPs != uint64(len(want)) {
+		t.Fatalf("memory scan of the client: %+v", scan)
+	}
+	for _, k := range want {
+		d := fmt.Sprintf("%#x %s %s on %s port %d", k.LQPN, k.Type, k.State, k.IfName, k.Port)
+		if !strings.Contains(scan.KernelCheck, "agrees") || !strings.Contains(scan.KernelCheck, d) {
+			t.Errorf("the scan's check with the kernel says %q, want it to agree on %s", scan.KernelCheck, d)
+		}
+	}
+
+	// the data path came from memory: librxe is stripped
+	post := []string{"post_send"}
+	if strings.Contains(r.stdout, "ibv_wr* API     : ON") {
+		post = []string{"wr_start", "wr_complete"}
+	}
+	for _, f := range append(post, "poll_cq") {
+		ok := false
+		for _, p := range s.Probes {
+			ok = ok || (p.Func == f && p.How == "memory" && p.Err == "" && strings.Contains(filepath.Base(p.Path), "rxe"))
+		}
+		if !ok {
+			t.Errorf("no %s probe found in memory inside librxe", f)
+		}
+	}
+	for _, p := range s.Probes {
+		if slices.Contains(dataPathFuncs, p.Func) && p.How == "symbol" {
+			t.Errorf("data-path probe %s placed by symbol: librxe is stripped", p.Func)
+		}
+	}
+	logProbes(t, s)
+
+	if sender == nil {
+		t.Fatalf("no QP of the client posted while traced: %v", s.QPs)
+	}
+	wrs, posts := num(sender, "wrs"), num(sender, "post_calls")
+	occ, _ := sender["occupancy"].(map[string]any)
+	p99, _ := occ["p99_after_post_le"].(float64)
+	depth := a.txDepth
+	switch {
+	case posts < 10 || wrs != a.postList*posts:
+		t.Errorf("%d WRs in %d posts, want %d per post", wrs, posts, a.postList)
+	case num(sender, "signal_interval_typical") != a.cqMod:
+		t.Errorf("signal interval %d, want -Q %d", num(sender, "signal_interval_typical"), a.cqMod)
+	}
+	if num(sender, "peak_outstanding") > depth || uint64(p99) > depth || num(sender, "outstanding") > depth {
+		t.Errorf("outstanding peak %d, p99 %v, now %d: more than -t %d", num(sender, "peak_outstanding"), p99, num(sender, "outstanding"), depth)
+	}
+	// Exact once a completion of a WR posted since the attach is told
+	// apart from older ones; where the WRs share wr_ids none can be, and
+	// the figures stay lower bounds. Either way every completion is
+	// accounted for: of a WR seen posted, or of one posted before.
+	exact := sender["outstanding_lower_bound"] == false && sender["exact_since_ns"] != nil
+	guessed := sender["outstanding_lower_bound"] == true && sender["wr_ids_repeat"] == true
+	if !exact && !guessed {
+		t.Errorf("occupancy a lower bound (exact since %v) while the wr_ids are unique", sender["exact_since_ns"])
+	}
+	if n := num(sender, "unmatched_cqes"); n != 0 {
+		t.Errorf("%d completions matched no WR (pre-attach completions: %d)", n, num(sender, "pre_attach_cqes"))
+	}
+	t.Logf("client %d: QP %#x %v %v found in memory (scan %d KiB in %d contexts, stopped %.3f ms), kernel: %s; traced %d WRs in %d posts (%d per post), signal interval %d, peak outstanding %d, p99 %v of -t %d; exact %v, wr_ids repeat %v, %d completions of pre-attach WRs",
+		pid, num(sender, "qp_num"), sender["qp_type"], sender["state_found"], scan.Bytes>>10, scan.Contexts, float64(scan.StopNS)/1e6,
+		scan.KernelCheck, wrs, posts, wrs/max(posts, 1), num(sender, "signal_interval_typical"), num(sender, "peak_outstanding"), p99, depth,
+		exact, sender["wr_ids_repeat"], num(sender, "pre_attach_cqes"))
+	if t.Failed() {
+		t.Logf("sender: %s\nclient output:\n%s", excerpt(sender, "outstanding", "exact_since_ns", "outstanding_lower_bound", "wr_ids_repeat", "pre_attach_cqes"), tail(r.stdout, 40))
+	}
+}

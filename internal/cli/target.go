@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/probe"
+	"github.com/sqscope/sqscope/session"
+)
+
+// Target are the flags every tracing command shares (trace, record,
+// top, advise): what to trace and how.
+type Target struct {
+	PID      int
+	Cmd      string
+	Workload bool
+	All      bool // -a: every verbs process of the host
+	NoFollow bool // --no-follow: not the started command's children
+	Probes   []probe.ExplicitProbe
+	Anywhere bool
+	Mode     string
+	CallTime bool
+	NoStop   bool
+	Wait     bool
+	Timeout  time.Duration
+	Duration time.Duration
+	RingMiB  int
+	FailOn   string // --fail-on: a diagnosis severity
+	Keep     bool   // --keep-target
+	RecordTo string // record's -o
+	Force    bool   // record's --force
+	Attach   session.AttachFlags
+}
+
+func (tf *Target) Register(fs *flag.FlagSet) {
+	fs.IntVar(&tf.PID, "p", 0, "trace a running process by PID")
+	fs.StringVar(&tf.Cmd, "c", "", "start CMD (a command line) and trace it")
+	fs.BoolVar(&tf.Workload, "workload", false, "start the built-in workload with the flags after -- and trace it")
+	fs.BoolVar(&tf.All, "a", false, "trace every process of the host that uses verbs, running now or started later, until Ctrl-C or -D")
+	fs.BoolVar(&tf.NoFollow, "no-follow", false, "trace only the started command, not the processes it starts (by default its children are traced too)")
+	fs.Func("probe", "explicit data-path probe FUNC=LIB:0xOFFSET (post_send, poll_cq, post_recv); repeatable", func(s string) error {
+		p, err := probe.ParseProbe(s)
+		if err != nil {
+			return err
+		}
+		tf.Probes = append(tf.Probes, p)
+		return nil
+	})
+	fs.BoolVar(&tf.Anywhere, "force-probe", false, "accept a --probe offset inside a function the library's symbols know (by default only a function's start)")
+	fs.StringVar(&tf.Mode, "mode", "events", "events (every call) or counters (per-QP totals kept in the kernel, lower overhead)")
+	fs.BoolVar(&tf.CallTime, "call-times", false, "also record when each post and poll was entered (events mode; costs a clock read per call, and the interval is mostly the probe's own)")
+	fs.BoolVar(&tf.NoStop, "no-stop", false, "never pause the target while probes for newly found functions are attached (calls in that window are missed)")
+	fs.BoolVar(&tf.Keep, "keep-target", false, "leave a command sqscope started running when tracing stops first (default: stop it with SIGINT, then SIGTERM, then SIGKILL)")
+	fs.BoolVar(&tf.Wait, "wait", false, "keep waiting for a target that has not loaded a verbs library")
+	for _, n := range []string{"D", "duration"} {
+		fs.DurationVar(&tf.Duration, n, 0, "stop tracing after this long, e.g. 30s (a command sqscope started is stopped too, as on Ctrl-C)")
+	}
+	fs.DurationVar(&tf.Timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
+	fs.StringVar(&tf.FailOn, "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
+	fs.IntVar(&tf.RingMiB, "ring-mib", 8, "ring buffer size in MiB (a power of two)")
+	tf.Attach.Register(fs)
+}
+
+// Check validates the combination; rest is what followed "--".
+func (tf *Target) Check(rest []string) error {
+	n := len(slices.DeleteFunc([]bool{tf.PID != 0, tf.Cmd != "", tf.Workload, tf.All}, func(given bool) bool { return !given }))
+	switch {
+	case n == 0 && len(rest) == 0:
+		return errors.New("no target: give -p PID, -c CMD, -- CMD ARGS, -a or --workload -- FLAGS")
+	case n > 1:
+		return errors.New("give only one of -p, -c, -a and --workload")
+	case tf.PID < 0:
+		return fmt.Errorf("bad process id %d", tf.PID)
+	case len(rest) > 0 && !tf.Workload && n > 0:
+		return fmt.Errorf("unexpected arguments %q: a command goes after -- without -c, -p or -a, workload flags after --workload --", strings.Join(rest, " "))
+	case tf.NoFollow && (tf.PID != 0 || tf.All):
+		return errors.New("--no-follow: only a command sqscope starts is followed (-c, -- CMD, --workload)")
+	case tf.Mode != "events" && tf.Mode != "counters":
+		return fmt.Errorf("--mode %q: want events or counters", tf.Mode)
+	case tf.CallTime && tf.Mode != "events":
+		return errors.New("--call-times needs --mode events")
+	case tf.RingMiB <= 0 || tf.RingMiB&(tf.RingMiB-1) != 0 || tf.RingMiB > 1024:
+		return fmt.Errorf("--ring-mib %d: want a power of two up to 1024", tf.RingMiB)
+	case severityRank[tf.FailOn] == 0 && tf.FailOn != "":
+		return fmt.Errorf("--fail-on %q: want error, warning or prediction", tf.FailOn)
+	case tf.Duration < 0:
+		return errors.New("-D/--duration must be positive")
+	case tf.Timeout <= 0:
+		return errors.New("--verbs-timeout must be positive")
+	}
+	return nil
+}
+
+// Start starts the session the flags describe; rest is what followed
+// "--". A started target writes to childOut, or to sqscope's own stdout
+// and stderr when it is nil; version goes into a recording's header.
+func (tf *Target) Start(rest []string, stderr, childOut io.Writer, version string) (*session.Session, error) {
+	cfg := session.Config{PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, CallTimes: tf.CallTime, NoStop: tf.NoStop,
+		Wait: tf.Wait, VerbsTimeout: tf.Timeout, Duration: tf.Duration, KeepTarget: tf.Keep, RingBytes: tf.RingMiB << 20, ChildOut: childOut, Warnings: stderr,
+		RecordTo: tf.RecordTo, RecordForce: tf.Force, Version: version, Attach: tf.Attach}
+	switch {
+	case tf.Workload:
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding this executable: %w", err)
+		}
+		cfg.Argv = append([]string{self, "workload"}, rest...)
+		cfg.Target = "sqscope workload " + strings.Join(rest, " ")
+	case tf.Cmd != "" || len(rest) > 0:
+		var err error
+		if cfg.Env, cfg.Argv, cfg.Target, err = session.ParseCommand(tf.Cmd, rest); err != nil {
+			return nil, err
+		}
+	}
+	return session.Start(cfg)
+}
+
+// severityRank orders diagnosis severities, the worst highest.
+var severityRank = map[string]int{analyzer.SevPrediction: 1, analyzer.SevWarning: 2, analyzer.SevError: 3}
+
+// Status is how a finished trace exits, as strace does: with the status of
+// a target sqscope started, when that failed (128+N for signal N, as a
+// shell says), else 3 when --fail-on's severity or worse was diagnosed.
+func (tf *Target) Status(s analyzer.Snapshot) error {
+	switch {
+	case tf.PID == 0 && s.Exited && s.ExitSignal != 0:
+		return &ExitError{Code: 128 + int(s.ExitSignal), Err: fmt.Errorf("the target was killed by signal %d (%s)", s.ExitSignal, syscall.Signal(s.ExitSignal))}
+	case tf.PID == 0 && s.Exited && s.ExitCode != 0:
+		return &ExitError{Code: int(s.ExitCode), Err: fmt.Errorf("the target exited with status %d", s.ExitCode)}
+	}
+	if tf.FailOn == "" {
+		return nil
+	}
+	for _, d := range s.Diagnoses {
+		if severityRank[d.Severity] >= severityRank[tf.FailOn] {
+			return &ExitError{Code: 3, Err: fmt.Errorf("--fail-on %s: %s %s on QP %#x (pid %d)", tf.FailOn, d.Severity, d.Kind, d.QPNum, d.PID)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package probe
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestCommString(t *testing.T) {
+	c := func(s string) []int8 {
+		out := make([]int8, 16)
+		for i := range len(s) {
+			out[i] = int8(s[i])
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		in   []int8
+		want string
+	}{
+		{c(""), ""},
+		{c("sh"), "sh"},
+		{c("ib_write_bw"), "ib_write_bw"},
+		{c("fifteen-chars-x"), "fifteen-chars-x"},
+		{append(c("a"), 'b'), "a"}, // stops at the first NUL
+	} {
+		if got := commString(tc.in); got != tc.want {
+			t.Errorf("commString(%v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// A process a program stopped whose record the tracer never read (it was
+// stopped between the last read and the probes' removal) is continued
+// when the tracer closes.
+func TestCloseContinuesEveryStoppedProcess(t *testing.T) {
+	requireBPF(t)
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	pid := sleeper.Process.Pid
+	tr, err := Open(Options{All: true, NoStop: true}) // stops no one of its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	// as stop_self does in the kernel
+	syscall.Kill(pid, syscall.SIGSTOP)
+	if !waitGroupStopped(pid, 5*time.Second) {
+		t.Fatal("the process did not stop")
+	}
+	if err := tr.objs.StoppedPids.Put(uint32(pid), uint8(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := statState(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st != 'T' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the process is still stopped after Close")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// After its exec a process's libibverbs is not mapped yet: it is found
+// where its loader will look, its LD_LIBRARY_PATH first.
+func TestLibibverbsOfFollowsLDLibraryPath(t *testing.T) {
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libibverbs.so.1")
+	if err := os.WriteFile(lib, []byte("not loaded, only found"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{"LD_LIBRARY_PATH=/nonexistent:" + dir}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	path, open := libibverbsOf(cmd.Process.Pid)
+	if path != lib || open != ProcDir(cmd.Process.Pid)+"/root"+lib {
+		t.Errorf("libibverbsOf = %q, %q; want %q", path, open, lib)
+	}
+}

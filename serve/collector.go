@@ -1,0 +1,261 @@
+package serve
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/session"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Collector is a prometheus.Collector that reads one analyzer snapshot
+// per scrape (a consistent copy, taken under the analyzer's lock for the
+// time of a copy) and turns it into series. Before the probes are
+// attached it has no analyzer and exports only sqscope's own metrics.
+type Collector struct {
+	mu     sync.Mutex // one scrape or sweep at a time: they share churn
+	an     atomic.Pointer[analyzer.Analyzer]
+	target atomic.Int64 // the traced process's PID, 0 for none
+	// tracing: the trace runs; ended: it is over (the target is gone)
+	tracing, ended atomic.Bool
+	window         time.Duration // --diag-window
+	maxQPs         int
+	ch             *churn
+	now            func() time.Time
+	monoNS         func() uint64
+}
+
+// NewCollector returns a collector with the options' bounds.
+func NewCollector(o Options) *Collector {
+	return &Collector{window: o.DiagWindow, maxQPs: o.MaxQPs, ch: newChurn(o.Grace, o.MaxQPs),
+		now: time.Now, monoNS: trace.MonotonicNS}
+}
+
+// Attach gives the collector the session's analyzer once the probes are
+// in place.
+func (c *Collector) Attach(an *analyzer.Analyzer, pid int) {
+	if pid > 0 { // its comm now, while it surely runs
+		c.mu.Lock()
+		c.ch.proc(uint32(pid), nil)
+		c.mu.Unlock()
+	}
+	c.target.Store(int64(pid))
+	c.an.Store(an)
+	c.tracing.Store(true)
+}
+
+// End marks the trace over: every QP it traced has ended.
+func (c *Collector) End() {
+	c.tracing.Store(false)
+	c.ended.Store(true)
+}
+
+func noHistory(uint32, uint32) bool { return false }
+
+// Describe sends every descriptor the collector uses.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range qpMetrics {
+		ch <- m.desc
+	}
+	for _, d := range []*prometheus.Desc{depthDesc, diagnosisDesc, diagnosisCountDesc, foldedDesc, maxQPsDesc,
+		exportedQPsDesc, lostDesc, eventsDesc, cpuDesc, processesDesc, tracingDesc} {
+		ch <- d
+	}
+}
+
+// Sweep forgets what ended more than the grace period ago (run it every
+// second or so; scrapes do not forget, so that a scrape never waits for
+// it).
+func (c *Collector) Sweep() int {
+	an := c.an.Load()
+	if an == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	snap := an.SnapshotHistory(noHistory)
+	now := c.now()
+	c.ch.observe(snap.QPs, snap.Processes, now, c.ended.Load())
+	return c.ch.sweep(an, snap.QPs, now)
+}
+
+// folded sums a process's folded QPs.
+type folded struct {
+	n        int
+	vals     map[string]float64
+	measured map[string]bool
+}
+
+// Collect sends the series of one snapshot.
+func (c *Collector) Collect(out chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		out <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		out <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(tracingDesc, b2f(c.tracing.Load()))
+	counter(cpuDesc, session.SelfCPU().Seconds())
+	gauge(maxQPsDesc, float64(c.maxQPs))
+	an := c.an.Load()
+	if an == nil {
+		return // attaching: nothing traced, nothing measured yet
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	snap := an.SnapshotHistory(noHistory)
+	now, ended := c.now(), c.ended.Load()
+	c.ch.observe(snap.QPs, snap.Processes, now, ended)
+	counter(lostDesc, float64(snap.Lost))
+	counter(eventsDesc, float64(snap.Events))
+
+	// the newest lifetime of each QP number, unless its grace is over: a
+	// number used again is one series, whose counters start over
+	newest := map[[2]uint32]int{}
+	for i := range snap.QPs {
+		q := &snap.QPs[i]
+		if l := c.ch.lives[lifeKey{q.PID, q.QPNum, q.Gen}]; l != nil && !c.ch.expired(l.endedAt, now) {
+			newest[[2]uint32{q.PID, q.QPNum}] = i
+		}
+	}
+	folds := map[uint32]*folded{}
+	live, endedQPs := 0, 0
+	running := map[uint32]bool{}
+	for i := range snap.QPs {
+		q := &snap.QPs[i]
+		if j, ok := newest[[2]uint32{q.PID, q.QPNum}]; !ok || j != i {
+			continue
+		}
+		p := c.ch.procs[q.PID]
+		if p.goneAt.IsZero() {
+			running[q.PID] = true
+		}
+		l := c.ch.lives[lifeKey{q.PID, q.QPNum, q.Gen}]
+		if l.endedAt.IsZero() {
+			live++
+		} else {
+			endedQPs++
+		}
+		if l.folded {
+			f := folds[q.PID]
+			if f == nil {
+				f = &folded{vals: map[string]float64{}, measured: map[string]bool{}}
+				folds[q.PID] = f
+			}
+			f.n++
+			for _, m := range qpMetrics {
+				for k := range m.series {
+					s := &m.series[k]
+					if m.fold && q.Reported(s.key) {
+						f.vals[seriesKey(m, s)] += s.value(q)
+						f.measured[seriesKey(m, s)] = true
+					}
+				}
+			}
+			continue
+		}
+		typ := q.Type
+		if typ == "?" { // created before tracing: its create was not seen
+			typ = "unknown"
+		}
+		labels := []string{strconv.FormatUint(uint64(q.PID), 10), p.comm, strconv.FormatUint(uint64(q.QPNum), 10), typ}
+		for _, m := range qpMetrics {
+			for k := range m.series {
+				s := &m.series[k]
+				if !q.Reported(s.key) {
+					continue
+				}
+				lv := labels
+				if m.extra != "" {
+					lv = append(labels[:4:4], s.label)
+				}
+				out <- prometheus.MustNewConstMetric(m.desc, m.typ, s.value(q), lv...)
+			}
+		}
+		if q.MaxSendWR > 0 {
+			gauge(depthDesc, float64(q.MaxSendWR), labels...)
+		}
+	}
+	c.collectFolded(out, folds)
+	if pid := uint32(c.target.Load()); pid != 0 && !ended && c.ch.alive(pid) {
+		running[pid] = true
+	}
+	gauge(processesDesc, float64(len(running)))
+	gauge(exportedQPsDesc, float64(live), "live")
+	gauge(exportedQPsDesc, float64(endedQPs), "ended")
+	c.collectDiagnoses(out, snap.Diagnoses, newest)
+}
+
+// collectFolded sends each process's folded series: its folded QPs' sums
+// and what its forgotten folded QPs counted.
+func (c *Collector) collectFolded(out chan<- prometheus.Metric, folds map[uint32]*folded) {
+	for pid, p := range c.ch.procs {
+		f := folds[pid]
+		if f == nil && p.retired == nil {
+			continue
+		}
+		if f == nil {
+			f = &folded{}
+		}
+		pidS := strconv.FormatUint(uint64(pid), 10)
+		out <- prometheus.MustNewConstMetric(foldedDesc, prometheus.GaugeValue, float64(f.n), pidS, p.comm)
+		labels := []string{pidS, p.comm, foldedLabel, foldedLabel}
+		for _, m := range qpMetrics {
+			for k := range m.series {
+				s := &m.series[k]
+				key := seriesKey(m, s)
+				r, retired := p.retired[key]
+				if !m.fold || !f.measured[key] && !retired {
+					continue
+				}
+				lv := labels
+				if m.extra != "" {
+					lv = append(labels[:4:4], s.label)
+				}
+				out <- prometheus.MustNewConstMetric(m.desc, m.typ, f.vals[key]+r, lv...)
+			}
+		}
+	}
+}
+
+// collectDiagnoses sends the diagnoses of the QPs exported: 1 while
+// active, and their occurrences. A QP number's lifetimes share its
+// series, so their diagnoses of one kind are summed.
+func (c *Collector) collectDiagnoses(out chan<- prometheus.Metric, diags []analyzer.Diagnosis, exported map[[2]uint32]int) {
+	type key struct {
+		kind, sev string
+		pid, qpn  uint32
+	}
+	count := map[key]uint64{}
+	active := map[key]bool{}
+	nowNS := c.monoNS()
+	for _, d := range diags {
+		if _, ok := exported[[2]uint32{d.PID, d.QPNum}]; !ok {
+			continue
+		}
+		k := key{d.Kind, d.Severity, d.PID, d.QPNum}
+		count[k] += d.Count
+		if d.LastNS+uint64(c.window) >= nowNS {
+			active[k] = true
+		}
+	}
+	for k, n := range count {
+		labels := []string{k.kind, k.sev, strconv.FormatUint(uint64(k.pid), 10), strconv.FormatUint(uint64(k.qpn), 10)}
+		out <- prometheus.MustNewConstMetric(diagnosisCountDesc, prometheus.CounterValue, float64(n), labels...)
+		if active[k] {
+			out <- prometheus.MustNewConstMetric(diagnosisDesc, prometheus.GaugeValue, 1, labels...)
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

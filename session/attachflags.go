@@ -1,0 +1,54 @@
+package session
+
+import (
+	"flag"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/sqscope/sqscope/probe"
+)
+
+// AttachFlags say how a process traced after it started (-p) is looked
+// into: how much of its memory the scan for its verbs objects may read,
+// and where separate debug files are.
+type AttachFlags struct {
+	ScanMiB  int64
+	ScanTime time.Duration
+	// ScanTotalMiB and ScanTotalTime bound a host-wide trace's scans
+	// (-a) taken together.
+	ScanTotalMiB  int64
+	ScanTotalTime time.Duration
+	DebugDirs     []string
+}
+
+// Register adds --scan-mib, --scan-time, --scan-total-mib,
+// --scan-total-time and --debug-dir to fs.
+func (f *AttachFlags) Register(fs *flag.FlagSet) {
+	fs.Int64Var(&f.ScanMiB, "scan-mib", probe.DefaultScanBytes>>20, "-p, -a: read at most this many MiB of a running process's memory looking for its verbs contexts and QPs")
+	fs.DurationVar(&f.ScanTime, "scan-time", probe.DefaultScanTime, "-p, -a: spend at most this long looking for a running process's verbs contexts and QPs in its memory")
+	fs.Int64Var(&f.ScanTotalMiB, "scan-total-mib", probe.DefaultScanTotalBytes>>20, "-a: read at most this many MiB in all, over every running process's memory scan")
+	fs.DurationVar(&f.ScanTotalTime, "scan-total-time", probe.DefaultScanTotalTime, "-a: spend at most this long in all on the running processes' memory scans")
+	fs.Func("debug-dir", "a directory of separate debug files (DIR/.build-id/xx/yyyy.debug, .gnu_debuglink targets); repeatable; default $SQSCOPE_DEBUG_DIR, else /usr/lib/debug", func(s string) error {
+		f.DebugDirs = append(f.DebugDirs, filepath.Clean(s))
+		return nil
+	})
+}
+
+// options sets the probe options the flags say (0: the defaults).
+func (f *AttachFlags) options(o *probe.Options) error {
+	switch {
+	case f.ScanMiB < 0:
+		return fmt.Errorf("--scan-mib %d: want a positive size", f.ScanMiB)
+	case f.ScanTime < 0:
+		return fmt.Errorf("--scan-time %v: want a positive time", f.ScanTime)
+	case f.ScanTotalMiB < 0:
+		return fmt.Errorf("--scan-total-mib %d: want a positive size", f.ScanTotalMiB)
+	case f.ScanTotalTime < 0:
+		return fmt.Errorf("--scan-total-time %v: want a positive time", f.ScanTotalTime)
+	}
+	o.ScanBounds = probe.ScanBounds{MaxBytes: f.ScanMiB << 20, MaxTime: f.ScanTime}
+	o.ScanTotal = probe.ScanBounds{MaxBytes: f.ScanTotalMiB << 20, MaxTime: f.ScanTotalTime}
+	o.DebugDirs = f.DebugDirs
+	return nil
+}
