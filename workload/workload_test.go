@@ -262,3 +262,73 @@ func TestFaultAfterOnOneQP(t *testing.T) {
 		t.Fatalf("signaled %d before WR %d", bad.Counters.Signaled, bad.App.FaultStartWR)
 	}
 }
+
+// QPs spread over threads: every QP posts all its WRs and gets every
+// completion back, each thread's shared CQ counts exactly its QPs' polls
+// and completions, and each SRQ's receives are refilled as SENDs take them.
+func TestThreadsSharedCQAndSRQ(t *testing.T) {
+	tests := []struct {
+		name          string
+		qps, threads  int
+		sharedCQ, srq bool
+		list          uint32
+	}{
+		{"threads", 6, 2, false, false, 1},
+		{"shared CQ", 8, 2, true, false, 1},
+		{"shared CQ lists", 8, 3, true, false, 8},
+		{"SRQ", 6, 2, false, true, 1},
+		{"shared CQ and SRQ", 12, 4, true, true, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Defaults()
+			c.Sim.Deterministic = true
+			c.QPs, c.Threads, c.SharedCQ, c.SRQ, c.PostList = tc.qps, tc.threads, tc.sharedCQ, tc.srq, tc.list
+			c.Iters, c.CQMod = 2000, 16
+			if err := c.Validate(true); err != nil {
+				t.Fatal(err)
+			}
+			r := run(t, c)
+			type cqSum struct{ polls, cqes uint64 }
+			cqs := map[uint64]*cqSum{}
+			srqRecvs := map[uint64]uint64{}
+			for _, q := range r.QPs {
+				k := q.Counters
+				if k.WRs != 2000 || k.CQEsPolled != k.Signaled || k.Outstanding != 0 || q.App.CQEsPolled != k.CQEsPolled || q.CQ == nil {
+					t.Fatalf("QP %#x %+v %+v", k.QPNum, k, q.App)
+				}
+				s := cqs[q.CQ.Addr]
+				if s == nil {
+					s = &cqSum{}
+					cqs[q.CQ.Addr] = s
+				}
+				s.polls += q.App.Polls
+				s.cqes += k.CQEsPolled
+				if tc.srq != (q.SRQ != nil) || (q.Receiver != nil) != tc.srq {
+					t.Fatalf("QP %#x SRQ %v receiver %v", k.QPNum, q.SRQ, q.Receiver)
+				}
+				if q.SRQ != nil {
+					srqRecvs[q.SRQ.Addr] += q.Receiver.RecvCQEsPolled
+				}
+			}
+			wantCQs := tc.qps
+			if tc.sharedCQ {
+				wantCQs = tc.threads
+			}
+			if len(cqs) != wantCQs {
+				t.Fatalf("%d send CQs, want %d", len(cqs), wantCQs)
+			}
+			for _, q := range r.QPs {
+				s := cqs[q.CQ.Addr]
+				if q.CQ.Polls != s.polls || q.CQ.CQEs != s.cqes {
+					t.Fatalf("CQ %#x polls %d CQEs %d; its QPs polled %d times and took %d", q.CQ.Addr, q.CQ.Polls, q.CQ.CQEs, s.polls, s.cqes)
+				}
+				// the SRQ was filled, then refilled once per receive
+				// completion its peers polled
+				if q.SRQ != nil && q.SRQ.Posted != q.SRQ.Outstanding+srqRecvs[q.SRQ.Addr] {
+					t.Fatalf("SRQ %#x posted %d, outstanding %d, completions polled %d", q.SRQ.Addr, q.SRQ.Posted, q.SRQ.Outstanding, srqRecvs[q.SRQ.Addr])
+				}
+			}
+		})
+	}
+}

@@ -43,7 +43,7 @@ func (r *report) summaryTable() *table {
 		}
 	}
 	if best != nil {
-		t.rows = append(t.rows, []string{fmt.Sprintf("highest traced post rate with 0 lost events (8 MiB ring, %d QP, post_list %d)", best.QPs, best.List),
+		t.rows = append(t.rows, []string{fmt.Sprintf("highest traced post rate with 0 lost events (8 MiB ring, %d QP(s) over %d thread(s), post_list %d)", best.QPs, best.Threads, best.List),
 			fmtNum(best.WRsPerS), "WR/s"})
 	}
 	for _, l := range r.loss {
@@ -98,7 +98,7 @@ func (r *report) verdicts() []string {
 	}
 	for _, l := range r.loss {
 		if l.Stall == 0 {
-			out = append(out, verdict(fmt.Sprintf("0 lost events at full speed, %d QP(s), post_list %d (%s WR/s)", l.QPs, l.List, fmtNum(l.WRsPerS)),
+			out = append(out, verdict(fmt.Sprintf("0 lost events at full speed, %d QP(s) over %d thread(s), post_list %d (%s WR/s)", l.QPs, l.Threads, l.List, fmtNum(l.WRsPerS)),
 				l.Lost == 0 && l.Unseen == 0, fmt.Sprintf("%d lost", l.Lost)))
 		}
 	}
@@ -259,7 +259,9 @@ empty programs show that cost, so "sum above floor" is the programs' own work.
 `
 
 const lossMethod = `The workload runs for 3 s as fast as it can under ` + "`sqscope trace`" + ` (events mode, the default
-8 MiB ring): one and two QPs (one thread each, on 2 cores) with 1 and 16 WRs per call. The traced
+8 MiB ring): one and two QPs (one thread each, on 2 cores), then 256 QPs over 8 threads and 1,024
+over 16 (each thread posting to its QPs in turn and polling one CQ they share), with 1 and 16 WRs
+per call. The traced
 workload cannot post faster than the probes let it, so its full speed is the highest post rate a
 traced workload reaches here; the table shows whether any record was lost at it. Then the reader is
 stopped (SIGSTOP to sqscope) for a second while the workload runs, with the default and a 1 MiB

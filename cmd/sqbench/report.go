@@ -131,7 +131,7 @@ func (r *report) overheadTable() *table {
 }
 
 func (r *report) lossTable() *table {
-	t := &table{head: []string{"case", "ring", "QPs", "post_list", "reader stopped", "WR/s", "post calls/s", "lost records (reported)", "WRs missing from the trace",
+	t := &table{head: []string{"case", "ring", "QPs", "threads", "post_list", "reader stopped", "WR/s", "post calls/s", "lost records (reported)", "WRs missing from the trace",
 		"sqscope's CPU (a core)", "sqscope's CPU per event, ns"}}
 	for _, l := range r.loss {
 		t.rows = append(t.rows, l.cells())

@@ -28,6 +28,11 @@ func TestWorkloadBadFlags(t *testing.T) {
 		{"not a number", "-s lots", "want a non-negative integer"},
 		{"unknown flag", "--turbo", "flag provided but not defined"},
 		{"stray argument", "now", `unexpected argument "now"`},
+		{"too many QPs", "--qps 4097", "--qps 4097 out of range 1..4096"},
+		{"more threads than QPs", "--qps 4 --threads 5", "--threads 5 out of range 1..4"},
+		{"srq with writes", "--srq --opcode write", "--srq needs RC and --opcode send"},
+		{"srq on UD", "--srq --connection UD", "--srq needs RC"},
+		{"negative fault-after", "--fault never-signal --fault-after -1", "--fault-after must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
