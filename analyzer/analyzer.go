@@ -1,7 +1,6 @@
 package analyzer
 
 import (
-	"sort"
 	"sync"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -28,7 +27,10 @@ type Counters struct {
 	PeakOutstanding uint64 `json:"peak_outstanding"`
 	CQEsPolled      uint64 `json:"cqes_polled"`
 
-	ENOMEMUnknown        uint64 `json:"enomem_unknown"`
+	ENOMEMUnknown uint64 `json:"enomem_unknown"`
+	// ENOMEM: post calls that failed with ENOMEM, whatever the cause
+	// (counters mode counts them in the kernel, which cannot tell it).
+	ENOMEM               uint64 `json:"enomem"`
 	OtherErrors          uint64 `json:"other_errors"`
 	CQEErrors            uint64 `json:"cqe_errors"`
 	FlushedUnsignaled    uint64 `json:"flushed_unsignaled"`
@@ -247,6 +249,9 @@ type Options struct {
 	// defaults; a negative HistoryLen keeps no history.
 	HistoryStepNS uint64
 	HistoryLen    int
+	// HistoryBytes bounds the memory of all QPs' histories together
+	// (histbudget.go); zero means DefaultHistoryBytes.
+	HistoryBytes int
 	// OnDiagnosis, when set, is called with each diagnosis the first time
 	// it is made (later occurrences only bump its count). It runs inside
 	// Ingest, under the analyzer's lock: it must not call the Analyzer.
@@ -263,11 +268,13 @@ type Analyzer struct {
 	qps    map[qpKey]*sq  // the latest QP of each number (lifecycle.go)
 	qpGens map[objKey]*sq // QPs by generation
 	all    []*sq          // every QP lifetime, in the order first seen
-	cqs    map[cqKey]*cqState
-	cqGens map[objKey]*cqState
-	allCQs []*cqState
-	srqs   []*srqState
-	recv   recvTrace // which receive figures the trace has, SRQ receives (recv.go)
+	// ordered is all by pid and QP number (qpOrder)
+	ordered []*sq
+	cqs     map[cqKey]*cqState
+	cqGens  map[objKey]*cqState
+	allCQs  []*cqState
+	srqs    []*srqState
+	recv    recvTrace // which receive figures the trace has, SRQ receives (recv.go)
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
@@ -279,6 +286,10 @@ type Analyzer struct {
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
+	// histQPs counts the QPs given a history, histLen is the most windows
+	// each keeps now (histbudget.go)
+	histQPs int
+	histLen uint64
 	// rqsEmpty counts the traced receiving QPs whose RQ is empty (diag_recv.go)
 	rqsEmpty int
 	// probes placed on the data path's post and poll functions
@@ -296,6 +307,9 @@ func New(opts Options) *Analyzer {
 		opts.HistoryLen = DefaultHistoryLen
 	case opts.HistoryLen < 0:
 		opts.HistoryLen = 0
+	}
+	if opts.HistoryBytes <= 0 {
+		opts.HistoryBytes = DefaultHistoryBytes
 	}
 	a := &Analyzer{opts: opts, qps: map[qpKey]*sq{}, qpGens: map[objKey]*sq{},
 		cqs: map[cqKey]*cqState{}, cqGens: map[objKey]*cqState{}}
@@ -368,6 +382,7 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.qpRecvCreated(q, e)
 		a.qpCreateProvider(q, e)
 		a.qpEpoch++
+		a.checkPeakOverCaps(q, e.TimeNS)
 	case *trace.QPDestroy:
 		a.qpDestroyed(e)
 	case *trace.CQChange:
@@ -401,7 +416,9 @@ func (a *Analyzer) ingest(ev trace.Event) {
 			a.cqEmpty(c, e.TimeNS)
 		}
 		var last *sq
-		for i := range e.WCs {
+		// a poll returns Ret completions: WCs past them (a damaged
+		// record) are none
+		for i := range min(len(e.WCs), max(int(e.Ret), 0)) {
 			wc := &e.WCs[i]
 			var q *sq
 			if e.Ex {
@@ -465,7 +482,10 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		q.countersOnly = true
 		a.countedRecvs(q, e)
 		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
-		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEMUnknown = e.Doorbells, e.EINVAL, e.ENOMEM
+		if q.sigAll { // the kernel counts IBV_SEND_SIGNALED; sq_sig_all signals every WR
+			q.c.Signaled = e.WRs
+		}
+		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEM = e.Doorbells, e.EINVAL, e.ENOMEM
 		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
 		q.c.InlineBytes, q.c.DMABytesPayload, q.c.DMAReadsPayload = e.InlineBytes, e.PayloadBytes, e.PayloadSGEs
 		q.c.Cuts = Cuts{SGECutWRs: e.SGECutWRs, SGEsNotSummed: e.SGEsNotSummed, WalkCappedPosts: e.WalkCappedPosts}
@@ -533,167 +553,4 @@ func ratio(a, b uint64) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
-}
-
-// Snapshot returns a copy of the current state; it costs O(QPs) (the
-// history and the diagnoses kept per QP are bounded).
-func (a *Analyzer) Snapshot() Snapshot { return a.SnapshotHistory(nil) }
-
-// SnapshotHistory is Snapshot with the occupancy history copied only for
-// the QPs keep accepts (all when keep is nil): a view refreshing many times
-// a second needs the history of the QP it draws, not of every QP.
-func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s := a.snap
-	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
-	s.Scans = append([]trace.Scan(nil), a.snap.Scans...)
-	s.QPs = make([]QP, 0, len(a.all))
-	modeled := false // some QP follows the mlx5 model
-	for _, q := range a.all {
-		k := q.key
-		c := q.counters()
-		a.resolveProvider(q)
-		model := q.prov.model()
-		pcie, occ := savings(&c), q.occupancy()
-		if model == "" {
-			hideMlx5(&c)
-			pcie = Savings{absent: true}
-			occ.Depth = 0 // no model of what bounds the WRs outstanding
-		} else {
-			modeled = true
-		}
-		var r Rates
-		switch {
-		case q.countersOnly:
-			r.SpanNS = countedSpan(q.createdNS, s.FirstNS, q.lastNS)
-			r.countersOnly, s.Total.CountersOnly = true, true
-		case q.c.PostCalls > 0:
-			r.SpanNS = q.lastNS - min(q.firstPost, q.lastNS)
-		}
-		r.WRsPerSec = perSec(c.WRs, r.SpanNS)
-		r.PostsPerSec = perSec(c.PostCalls, r.SpanNS)
-		r.CQEsPerSec = perSec(c.CQEsPolled, r.SpanNS)
-		r.WRsPerDoorbell = ratio(c.WRs, c.Doorbells)
-		var cqGen uint64
-		if cs := q.cq; cs != nil { // the send CQ's lifetime only
-			c.Polls, c.EmptyPolls = cs.polls, cs.empty
-			if q.countersOnly { // the CQ's times are those of its flushes
-				r.PollsPerSec = perSec(cs.polls, r.SpanNS)
-			} else {
-				r.PollsPerSec = perSec(cs.polls, cs.lastNS-cs.firstNS)
-			}
-			r.PollsPerCQE = ratio(cs.polls, cs.cqes)
-			cqGen = cs.gen
-		}
-		var hist []OccSample
-		var histStart uint64
-		if keep == nil || keep(k.pid, k.qpNum) {
-			hist, histStart = q.hist.copyOut()
-		}
-		var longest uint64
-		if c.Signaled > 0 {
-			longest = q.runLongest + 1
-		}
-		s.QPs = append(s.QPs, QP{
-			PID: k.pid, Comm: a.procs.comm(k.pid), QPNum: k.qpNum, Type: q.typ.String(),
-			MaxSendWR: q.caps.MaxSendWR, MaxInline: q.caps.MaxInlineData, MaxSendSGE: q.caps.MaxSendSGE,
-			SigAll: q.sigAll, Gen: q.gen, CapsKnown: q.capsKnown, CapsInferred: q.sendCapsInferred,
-			Destroyed: q.destroyed, CountersOnly: q.countersOnly, SendCQ: q.sendCQ, SendCQGen: cqGen,
-			Provider: q.prov.String(), ProviderLib: q.provLib, Model: model,
-			Outstanding: q.outstanding(), Counters: c, Found: q.found, StateFound: q.stateFound,
-			OutstandingLowerBound: q.lowerBound() && !a.completionsNotTraced(), ExactSinceNS: q.exactSinceNS(),
-			ExactSinceS: exactSince(a.clock(), q.exactSinceNS()), WRIDsRepeat: q.syncGuessed,
-			CompletionsNotTraced: a.completionsNotTraced(),
-			PreAttachCQEs:        q.preCQEs, RetiredUnseen: q.retiredUnseen,
-			SignalInterval: q.typicalInterval(), SignalIntervalLongest: longest,
-			Occupancy: occ, Rates: r, PCIe: pcie,
-			History: hist, HistoryStartNS: histStart, Recv: a.recvSnapshot(q),
-		})
-		addCounters(&s.Total.Counters, &c)
-	}
-	// polls belong to CQs, which QPs may share: count each CQ once
-	s.Total.Polls, s.Total.EmptyPolls = 0, 0
-	var cqes uint64
-	for _, cs := range a.allCQs {
-		s.Total.Polls += cs.polls
-		s.Total.EmptyPolls += cs.empty
-		cqes += cs.cqes
-	}
-	t := &s.TotalRates
-	t.SpanNS = s.LastNS - s.FirstNS
-	t.WRsPerSec = perSec(s.Total.WRs, t.SpanNS)
-	t.PostsPerSec = perSec(s.Total.PostCalls, t.SpanNS)
-	t.PollsPerSec = perSec(s.Total.Polls, t.SpanNS)
-	t.CQEsPerSec = perSec(s.Total.CQEsPolled, t.SpanNS)
-	t.PollsPerCQE = ratio(s.Total.Polls, cqes)
-	t.WRsPerDoorbell = ratio(s.Total.WRs, s.Total.Doorbells)
-	t.countersOnly = s.Total.CountersOnly
-	s.TotalPCIe = savings(&s.Total.Counters)
-	if s.Total.NoModel = len(s.QPs) > 0 && !modeled; s.Total.NoModel {
-		s.TotalPCIe = Savings{absent: true}
-	}
-	sort.SliceStable(s.QPs, func(i, j int) bool {
-		if s.QPs[i].PID != s.QPs[j].PID {
-			return s.QPs[i].PID < s.QPs[j].PID
-		}
-		return s.QPs[i].QPNum < s.QPs[j].QPNum
-	})
-	s.Diagnoses = a.diagnoses()
-	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
-	a.snapshotRecv(&s)
-	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
-	s.Processes = a.procs.snapshot()
-	return s
-}
-
-func addCounters(t, c *Counters) {
-	t.WRs += c.WRs
-	t.PostCalls += c.PostCalls
-	t.Inline += c.Inline
-	t.Signaled += c.Signaled
-	t.Doorbells += c.Doorbells
-	t.BFWrites += c.BFWrites
-	t.WQEBBs += c.WQEBBs
-	t.DMAReadsWQE += c.DMAReadsWQE
-	t.DMAReadsPayload += c.DMAReadsPayload
-	t.CQEWrites += c.CQEWrites
-	t.ENOMEMSQFull += c.ENOMEMSQFull
-	t.ENOMEMInline += c.ENOMEMInline
-	t.ENOMEMSGE += c.ENOMEMSGE
-	t.EINVAL += c.EINVAL
-	if c.PeakOutstanding > t.PeakOutstanding {
-		t.PeakOutstanding = c.PeakOutstanding
-	}
-	t.CQEsPolled += c.CQEsPolled
-	t.ENOMEMUnknown += c.ENOMEMUnknown
-	t.OtherErrors += c.OtherErrors
-	t.CQEErrors += c.CQEErrors
-	t.FlushedUnsignaled += c.FlushedUnsignaled
-	t.UnmatchedCQEs += c.UnmatchedCQEs
-	t.Truncated += c.Truncated
-	t.WRAPICalls += c.WRAPICalls
-	t.Aborted += c.Aborted
-	if c.LongestUnsignaledRun > t.LongestUnsignaledRun {
-		t.LongestUnsignaledRun = c.LongestUnsignaledRun
-	}
-	t.MMIOBytes += c.MMIOBytes
-	t.DMABytesWQE += c.DMABytesWQE
-	t.DMABytesPayload += c.DMABytesPayload
-	t.InlineBytes += c.InlineBytes
-	t.Polls += c.Polls
-	t.EmptyPolls += c.EmptyPolls
-	t.PostRecvs += c.PostRecvs
-	t.RecvCQEs += c.RecvCQEs
-	t.NotRTS += c.NotRTS
-	t.EmptyWRBatches += c.EmptyWRBatches
-	t.InlineSGEs += c.InlineSGEs
-	t.BaselineWQEBytes += c.BaselineWQEBytes
-	t.BeyondModel += c.BeyondModel
-	t.DMAWritesResponse += c.DMAWritesResponse
-	t.DMABytesResponse += c.DMABytesResponse
-	for i, n := range c.Opcodes {
-		t.Opcodes[i] += n
-	}
-	t.Cuts.add(&c.Cuts)
 }

@@ -70,7 +70,7 @@ func TestCountersModeHonest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{})
+			snap := s.run(t, Options{})
 			if len(snap.QPs) != 1 {
 				t.Fatalf("%d QPs, want 1", len(snap.QPs))
 			}
@@ -188,7 +188,7 @@ func TestSnapshotEmbedded(t *testing.T) {
 	b, err := json.Marshal(struct {
 		Snapshot
 		Extra int `json:"extra"`
-	}{s.run(Options{}), 7})
+	}{s.run(t, Options{}), 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,5 +205,19 @@ func TestSnapshotEmbedded(t *testing.T) {
 	}
 	if _, ok := doc["total_rates"].(map[string]any)["cqes_per_s"]; ok {
 		t.Errorf("total_rates %v: cqes_per_s not measured", doc["total_rates"])
+	}
+}
+
+// The kernel counts the WRs that carry IBV_SEND_SIGNALED; on a QP created
+// with sq_sig_all every WR is signaled, as the events mode counts them.
+func TestCountersModeSigAll(t *testing.T) {
+	for _, sigAll := range []bool{false, true} {
+		s := newStream()
+		s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 60, 1), sigAll)
+		s.counters(0x1c0, trace.QPCounters{PostCalls: 10, WRs: 10, Signaled: 5, Doorbells: 10})
+		want := map[bool]uint64{false: 5, true: 10}[sigAll]
+		if q := s.run(t, Options{}).QPs[0]; q.Signaled != want {
+			t.Errorf("sq_sig_all %v: %d signaled, want %d", sigAll, q.Signaled, want)
+		}
 	}
 }

@@ -70,7 +70,7 @@ func TestCuts(t *testing.T) {
 			s.create(2, trace.QPTypeRC, caps, false)
 			tc.events(s)
 			s.send(2, 4, 0, 4) // a QP with nothing cut beside it
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			if len(snap.QPs) != 2 {
 				t.Fatalf("%d QPs", len(snap.QPs))
 			}
@@ -135,7 +135,7 @@ func TestReportCuts(t *testing.T) {
 	s.post(0x1c0, sgeCut(s.wrs(0x1c0, 3, opSend, 0, 1, 64, 3), 4, 0, 1, 2), 0, 3)
 	s.send(0x1c1, 4, 0, 4)
 	var text bytes.Buffer
-	WriteText(&text, s.run(Options{BF: DefaultBF}))
+	WriteText(&text, s.run(t, Options{BF: DefaultBF}))
 	golden(t, "report_cuts.txt.golden", text.Bytes())
 }
 
@@ -208,7 +208,7 @@ func TestCountersCuts(t *testing.T) {
 				s.counters(1, c)
 				s.counters(2, trace.QPCounters{PostCalls: 1, WRs: 4, Doorbells: 1}) // nothing cut beside it
 			}
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			if len(snap.QPs) != 2 || !snap.QPs[0].CountersOnly {
 				t.Fatalf("%d QPs, counters only %v", len(snap.QPs), len(snap.QPs) > 0 && snap.QPs[0].CountersOnly)
 			}
@@ -268,7 +268,7 @@ func TestCutsBothModes(t *testing.T) {
 	counters.counters(2, trace.QPCounters{PostCalls: 1, WRs: 2, Inline: 1, Doorbells: 1, InlineBytes: 280,
 		PayloadBytes: 1720, PayloadSGEs: 20, SGECutWRs: 2, SGEsNotSummed: 6})
 
-	es, cs := events.run(Options{BF: DefaultBF}), counters.run(Options{BF: DefaultBF})
+	es, cs := events.run(t, Options{BF: DefaultBF}), counters.run(t, Options{BF: DefaultBF})
 	for i := range es.QPs {
 		if es.QPs[i].Cuts != cs.QPs[i].Cuts {
 			t.Errorf("QP %d: events mode cuts %+v, counters mode %+v", i+1, es.QPs[i].Cuts, cs.QPs[i].Cuts)

@@ -98,7 +98,7 @@ func TestRecvDiagnoses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
 				t.Fatalf("diagnoses %q, want %q", got, tc.want)
 			}
@@ -117,7 +117,7 @@ func TestRecvEvidence(t *testing.T) {
 	s.poll(1, 1, 3)
 	s.send(1, 8, 0, 2)
 	s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 2), ibv.ENOMEM, 0)
-	snap := s.run(Options{BF: DefaultBF})
+	snap := s.run(t, Options{BF: DefaultBF})
 	if len(snap.Diagnoses) != 1 || snap.Diagnoses[0].Kind != "rq_starved" {
 		t.Fatalf("diagnoses %q", diagKinds(snap))
 	}

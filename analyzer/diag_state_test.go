@@ -151,7 +151,7 @@ func TestStateDiagnoses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
 				t.Fatalf("diagnoses %q, want %q", got, tc.want)
 			}
@@ -200,7 +200,7 @@ func TestStateEvidence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			var d *Diagnosis
 			for i := range snap.Diagnoses {
 				if snap.Diagnoses[i].Kind == tc.kind {

@@ -179,32 +179,36 @@ func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
 // afterPost looks for what a post call revealed.
 func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	now := p.TimeNS
+	f := n // the WR the post failed at
+	if cause != causeNone {
+		f = q.failWR
+	}
 	q.noteSends(p, n)
 	switch cause {
 	case causeSQFull:
 		a.diagnoseOverflow(q, now)
 	case causeInline:
 		var bytes uint64
-		if n < len(p.WRs) {
-			bytes = uint64(p.WRs[n].Bytes)
+		if f < len(p.WRs) {
+			bytes = uint64(p.WRs[f].Bytes)
 		}
 		if q.caps.MaxInlineData == 0 {
 			q.inlineNever++
 			q.inlineNeverNoted = q.inlineNever
-			a.record(q, DiagInlineUnsupported, now, evidence{uint64(n), bytes, 0, q.inlineNever})
+			a.record(q, DiagInlineUnsupported, now, evidence{uint64(f), bytes, 0, q.inlineNever})
 		} else {
-			a.record(q, DiagInlineTooBig, now, evidence{uint64(n), bytes, uint64(q.caps.MaxInlineData)})
+			a.record(q, DiagInlineTooBig, now, evidence{uint64(f), bytes, uint64(q.caps.MaxInlineData)})
 		}
 	case causeSGE:
-		a.record(q, DiagTooManySGE, now, evidence{uint64(n), uint64(p.WRs[n].NumSGE), uint64(q.caps.MaxSendSGE)})
+		a.record(q, DiagTooManySGE, now, evidence{uint64(f), uint64(p.WRs[f].NumSGE), uint64(q.caps.MaxSendSGE)})
 	case causeNotRTS:
 		a.recordNotRTS(q, p, n)
 	case causeEINVAL:
 		op := noValue
-		if n < len(p.WRs) {
-			op = uint64(p.WRs[n].Opcode)
+		if f < len(p.WRs) {
+			op = uint64(p.WRs[f].Opcode)
 		}
-		a.record(q, DiagEINVAL, now, evidence{uint64(n), op, uint64(q.typ)})
+		a.record(q, DiagEINVAL, now, evidence{uint64(f), op, uint64(q.typ)})
 	}
 	if q.inlineNever != q.inlineNeverNoted {
 		// inline WRs the provider took although the QP reports no inline
@@ -249,6 +253,18 @@ func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 		out = seen
 	}
 	a.record(q, DiagCallsNotTraced, now, evidence{out, q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
+}
+
+// checkPeakOverCaps says, when a QP's caps arrive after WRs were posted
+// to it (its create seen again in a recording without generations), that
+// more WRs were outstanding than the depth it reports: calls not traced.
+func (a *Analyzer) checkPeakOverCaps(q *sq, now uint64) {
+	if q.c.PeakOutstanding <= q.depth() {
+		return
+	}
+	q.notTracedOver = q.outstanding() > q.depth()
+	q.notTracedNoted = [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches}
+	a.record(q, DiagCallsNotTraced, now, evidence{q.c.PeakOutstanding, q.depth(), q.c.UnmatchedCQEs, q.c.EmptyWRBatches})
 }
 
 // checkTrend makes the trend prediction when a history window has closed.
@@ -452,7 +468,7 @@ func (r *diagRec) export(c traceClock) Diagnosis {
 		d.Fix = fmt.Sprintf("Signal at least one WR in every %d (half of max_send_wr).", half(e[1]))
 	case DiagCallsNotTraced:
 		var what []string
-		if e[0] > e[1] && e[1] > 0 {
+		if e[0] > e[1] {
 			what = append(what, fmt.Sprintf("%d WRs outstanding, more than max_send_wr %d, with no SQ-full error: completions were polled through calls the trace did not see (or the provider frees a slot before its completion, as rxe does)", e[0], e[1]))
 		}
 		if e[2] > 0 {

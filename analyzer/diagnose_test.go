@@ -166,7 +166,7 @@ func TestDiagnoses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
 				t.Fatalf("diagnoses %q, want %q", got, tc.want)
 			}
@@ -213,7 +213,7 @@ func TestDiagnosisEvidence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			var d *Diagnosis
 			for i := range snap.Diagnoses {
 				if snap.Diagnoses[i].Kind == tc.kind {
@@ -248,7 +248,7 @@ func TestDiagnosesBounded(t *testing.T) {
 	var calls int
 	a := New(Options{OnDiagnosis: func(Diagnosis) { calls++ }})
 	a.IngestAll(s.evs)
-	snap := a.Snapshot()
+	snap := checked(t, a)
 	if len(snap.Diagnoses) != MaxDiagnoses || snap.DiagnosesDropped != 10 || calls != MaxDiagnoses {
 		t.Fatalf("kept %d, dropped %d, callbacks %d; want %d, 10, %d", len(snap.Diagnoses), snap.DiagnosesDropped, calls, MaxDiagnoses, MaxDiagnoses)
 	}
@@ -281,7 +281,7 @@ func TestDiagnosisTimes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			snap := build().run(Options{BF: DefaultBF, Clock: tc.clock})
+			snap := build().run(t, Options{BF: DefaultBF, Clock: tc.clock})
 			if len(snap.Diagnoses) != 1 {
 				t.Fatalf("diagnoses %q, want one", diagKinds(snap))
 			}

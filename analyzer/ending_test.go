@@ -63,7 +63,7 @@ func TestEndingCutAndUnmatched(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{})
+			snap := s.run(t, Options{})
 			if got := snap.Cut != nil; got != tc.wantCut {
 				t.Fatalf("cut %+v, want one: %v", snap.Cut, tc.wantCut)
 			}

@@ -39,7 +39,7 @@ func TestEveryOpcodeIsAWR(t *testing.T) {
 				s.post(1, s.wrs(1, 1, tc.op, 0, tc.sges, tc.bytes, 2), 0, 1)
 			}
 			s.poll(1, 1)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			q := snap.QPs[0]
 			if q.WRs != 3 || q.Signaled != 1 || q.WQEBBs != 3*tc.wqebbs || q.Outstanding != 1 || q.EINVAL != 0 {
 				t.Errorf("WRs %d signaled %d WQEBBs %d outstanding %d EINVAL %d; want 3, 1, %d, 1, 0",
@@ -103,7 +103,7 @@ func TestExtendedPollFindsTheQP(t *testing.T) {
 	s.exPoll(shared, 1, 103, 3)
 	s.exPoll(shared, 77) // a receive completion, say
 	s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpResize, CQ: shared, CQE: 127, Via: "sqsim_resize_cq"})
-	snap := s.run(Options{BF: DefaultBF})
+	snap := s.run(t, Options{BF: DefaultBF})
 	for _, q := range snap.QPs {
 		if q.Outstanding != 0 || q.UnmatchedCQEs != 0 {
 			t.Errorf("QP %d: outstanding %d, unmatched %d; want both 0", q.QPNum, q.Outstanding, q.UnmatchedCQEs)
@@ -132,7 +132,7 @@ func TestExtendedPollFindsTheQP(t *testing.T) {
 func TestSRQPostsAreNotAQP(t *testing.T) {
 	s := newStream()
 	s.evs = append(s.evs, &trace.PostRecv{Header: s.hdr(), QP: 0x9000, NumWRs: 5, Accepted: 5, SRQ: true})
-	snap := s.run(Options{})
+	snap := s.run(t, Options{})
 	if len(snap.QPs) != 0 || snap.SRQRecvs == nil || *snap.SRQRecvs != 5 {
 		t.Errorf("QPs %d, SRQ receives %v; want 0 and 5", len(snap.QPs), snap.SRQRecvs)
 	}
@@ -150,7 +150,7 @@ func TestCallsNotTraced(t *testing.T) {
 			s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, API: trace.APIWR})
 		}
 		s.poll(1, 0)
-		snap := s.run(Options{BF: DefaultBF})
+		snap := s.run(t, Options{BF: DefaultBF})
 		q := snap.QPs[0]
 		if q.EmptyWRBatches != 3 || q.UnmatchedCQEs != 1 || q.WRs != 0 {
 			t.Errorf("empty batches %d, unmatched %d, WRs %d; want 3, 1, 0", q.EmptyWRBatches, q.UnmatchedCQEs, q.WRs)
@@ -163,7 +163,7 @@ func TestCallsNotTraced(t *testing.T) {
 		for range 5 {
 			s.send(1, 1, 0, 1)
 		}
-		snap := s.run(Options{BF: DefaultBF})
+		snap := s.run(t, Options{BF: DefaultBF})
 		if got := diagKinds(snap); len(got) != 1 || got[0] != "calls_not_traced" {
 			t.Fatalf("diagnoses %v, want calls_not_traced", got)
 		}
@@ -203,7 +203,7 @@ func TestCQCallsPerLifetime(t *testing.T) {
 			qp(2)
 			s.send(2, 2, 0, 2) // the same wr_ids as QP 1's
 			s.exPoll(c, 1, 99)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			if len(snap.CQs) != 2 {
 				t.Fatalf("CQs %+v, want 2", snap.CQs)
 			}

@@ -38,6 +38,10 @@ func (a *Analyzer) Forget(qp func(pid, qpNum uint32, gen uint64) bool, proc func
 	clear(a.all[len(kept):])
 	a.all = kept
 	if len(dropped) > 0 {
+		clear(a.ordered) // sorted again at the next snapshot (qpOrder)
+		a.ordered = a.ordered[:0]
+	}
+	if len(dropped) > 0 {
 		a.qpEpoch++
 		a.lastWCQ = nil
 		a.forgetDiagnoses(dropped)

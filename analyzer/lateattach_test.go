@@ -88,7 +88,7 @@ func TestLateAttachOccupancy(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newStream()
 			c.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			if len(snap.QPs) != 1 {
 				t.Fatalf("%d QPs, want 1", len(snap.QPs))
 			}
@@ -125,7 +125,7 @@ func TestLateAttachReport(t *testing.T) {
 	s.send(0x1c1, 4, 0, 4) // 50..53, 51 signaled
 	s.poll(0x1c1, 49, 51)
 	var b bytes.Buffer
-	if err := WriteText(&b, s.run(Options{BF: DefaultBF})); err != nil {
+	if err := WriteText(&b, s.run(t, Options{BF: DefaultBF})); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "late_attach.txt.golden", b.Bytes())
@@ -145,7 +145,7 @@ func TestCompletionsNotTraced(t *testing.T) {
 			for range 50 {
 				s.send(0x1c0, 4, 0, 4)
 			}
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			q := snap.QPs[0]
 			var b bytes.Buffer
 			if err := WriteText(&b, snap); err != nil {

@@ -77,7 +77,7 @@ type srqState struct {
 func (a *Analyzer) newQP(pid, num uint32, addr, gen, now uint64) *sq {
 	k := qpKey{pid, num}
 	q := &sq{key: k, qp: addr, gen: gen, firstNS: now, late: true} // until its create says otherwise
-	q.hist.step, q.hist.n = a.opts.HistoryStepNS, uint64(a.opts.HistoryLen)
+	a.fitHistories(q)
 	for i := range q.diags {
 		q.diags[i] = -1
 	}

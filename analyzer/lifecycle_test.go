@@ -89,7 +89,7 @@ func TestObjectLifetimes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			an := New(Options{})
 			an.IngestAll(tc.evs)
-			s := an.Snapshot()
+			s := checked(t, an)
 			if len(s.QPs) != len(tc.want) {
 				t.Fatalf("%d QPs, want %d: %+v", len(s.QPs), len(tc.want), s.QPs)
 			}
@@ -125,7 +125,7 @@ func TestEndAndSRQs(t *testing.T) {
 		&trace.SRQCreate{Header: h, SRQ: 0x6000, Gen: 3, MaxWR: 64},
 		&trace.End{Header: trace.Header{TimeNS: 1 << 40}, Reason: "interrupt signal received"},
 	})
-	s := an.Snapshot()
+	s := checked(t, an)
 	none := &SRQRecv{}
 	want := []SRQ{{testPID, 0x5000, 1, 1024, false, none}, {testPID, 0x6000, 2, 64, true, none}, {testPID, 0x6000, 3, 64, false, none}}
 	if len(s.SRQs) != len(want) {

@@ -16,7 +16,7 @@ import (
 // as 0.
 var (
 	unmeasuredCounters = keySet("bf_writes", "wqebbs", "dma_reads_wqe",
-		"enomem_sq_full", "enomem_inline", "enomem_sge", "peak_outstanding",
+		"enomem_sq_full", "enomem_inline", "enomem_sge", "enomem_unknown", "peak_outstanding",
 		"cqes_polled", "cqe_errors", "flushed_unsignaled", "unmatched_cqes",
 		"wrs_past_bound", "wr_api_calls", "aborted", "longest_unsignaled_run",
 		"mmio_bytes", "dma_bytes_wqe", "empty_wr_batches", "inline_sges",

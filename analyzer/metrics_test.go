@@ -46,7 +46,7 @@ func TestSignalInterval(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			q := s.run(Options{}).QPs[0]
+			q := s.run(t, Options{}).QPs[0]
 			if q.SignalInterval != tc.typical || q.SignalIntervalLongest != tc.longest || q.LongestUnsignaledRun != tc.longestRun {
 				t.Fatalf("interval typical %d longest %d, longest run %d; want %d %d %d",
 					q.SignalInterval, q.SignalIntervalLongest, q.LongestUnsignaledRun, tc.typical, tc.longest, tc.longestRun)
@@ -64,13 +64,56 @@ func TestOccupancy(t *testing.T) {
 	s.send(1, 1, ibv.SendSignaled, 0) // 6 outstanding
 	s.poll(1, 5)                      // 0 outstanding
 	s.send(1, 1, 0, 0)
-	o := s.run(Options{}).QPs[0].Occupancy
-	want := []HistBucket{{1, 1, 2}, {2, 3, 2}, {4, 7, 3}}
+	o := s.run(t, Options{}).QPs[0].Occupancy
+	// after each post: 1 2 3 4 5 6 1; the last bucket ends at the peak
+	want := []HistBucket{{1, 1, 2}, {2, 3, 2}, {4, 6, 3}}
 	if !slices.Equal(o.Histogram, want) {
 		t.Errorf("histogram %v, want %v", o.Histogram, want)
 	}
-	if o.Now != 1 || o.Peak != 6 || o.Depth != 16 || o.Mean != 22.0/7 || o.P50 != 3 || o.P99 != 6 {
-		t.Errorf("got %+v; want now 1, peak 6, depth 16, mean 22/7, p50 3, p99 6 (the bucket bound 7, capped at the peak)", o)
+	if o.Now != 1 || o.Peak != 6 || o.Depth != 16 || o.Mean != 22.0/7 || o.P50 != 3 || o.P99 != 6 || o.PercentilesBound {
+		t.Errorf("got %+v; want now 1, peak 6, depth 16, mean 22/7, p50 3, p99 6", o)
+	}
+}
+
+// Percentiles are exact (nearest rank) up to occExact and never above the
+// peak; past occExact they are upper bounds, said so.
+func TestPercentiles(t *testing.T) {
+	tests := []struct {
+		name       string
+		values     map[uint64]uint64 // occupancy -> post calls
+		peak       uint64
+		p50, p99   uint64
+		bound      bool
+		lastBucket HistBucket
+	}{
+		{"a full queue of 128", map[uint64]uint64{128: 1000, 127: 10}, 128, 128, 128, false, HistBucket{128, 128, 1000}},
+		{"mostly empty", map[uint64]uint64{0: 989, 1: 10, 100: 1}, 100, 0, 1, false, HistBucket{64, 100, 1}},
+		{"the 99th at the top", map[uint64]uint64{3: 98, 200: 2}, 200, 3, 200, false, HistBucket{128, 200, 2}},
+		{"the deepest exact value", map[uint64]uint64{occExact - 1: 5}, occExact - 1, occExact - 1, occExact - 1, false,
+			HistBucket{occExact / 2, occExact - 1, 5}},
+		{"past the exact counts", map[uint64]uint64{5: 10, occExact + 3: 90}, occExact + 3, occExact + 3, occExact + 3, true,
+			HistBucket{occExact, occExact + 3, 90}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &sq{}
+			for v, n := range tc.values {
+				for range n {
+					q.occ.note(v)
+				}
+			}
+			q.c.PeakOutstanding = tc.peak
+			o := q.occupancy(true)
+			if o.P50 != tc.p50 || o.P99 != tc.p99 || o.PercentilesBound != tc.bound {
+				t.Errorf("p50 %d, p99 %d, bound %v; want %d, %d, %v", o.P50, o.P99, o.PercentilesBound, tc.p50, tc.p99, tc.bound)
+			}
+			if last := o.Histogram[len(o.Histogram)-1]; last != tc.lastBucket {
+				t.Errorf("last bucket %+v, want %+v", last, tc.lastBucket)
+			}
+			if n := len(q.occ.exact); uint64(n) > min(2*tc.peak+1, occExact) && n > 64 {
+				t.Errorf("%d exact counts kept for a peak of %d", n, tc.peak)
+			}
+		})
 	}
 }
 
@@ -82,7 +125,7 @@ func TestRates(t *testing.T) {
 		s.emptyPolls(1, 1)
 		s.poll(1, s.ids[1]-1)
 	}
-	snap := s.run(Options{})
+	snap := s.run(t, Options{})
 	r := snap.QPs[0].Rates
 	// posts from 1200 to the last poll at 2600 ns: 1400 ns
 	want := Rates{SpanNS: 1400, WRsPerSec: 20 * 1e9 / 1400, PostsPerSec: 5 * 1e9 / 1400, CQEsPerSec: 5 * 1e9 / 1400,
@@ -129,7 +172,7 @@ func TestHistory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{HistoryStepNS: 1000, HistoryLen: 4})
+			snap := s.run(t, Options{HistoryStepNS: 1000, HistoryLen: 4})
 			q := snap.QPs[0]
 			if snap.HistoryStepNS != 1000 || q.HistoryStartNS != tc.start || !slices.Equal(q.History, tc.want) {
 				t.Fatalf("history from %d (step %d): %v\nwant from %d: %v", q.HistoryStartNS, snap.HistoryStepNS, q.History, tc.start, tc.want)
@@ -141,7 +184,7 @@ func TestHistory(t *testing.T) {
 func TestHistoryOff(t *testing.T) {
 	s := newStream()
 	s.send(1, 4, 0, 0)
-	if h := s.run(Options{HistoryLen: -1}).QPs[0].History; h != nil {
+	if h := s.run(t, Options{HistoryLen: -1}).QPs[0].History; h != nil {
 		t.Fatalf("history %v with HistoryLen -1", h)
 	}
 }

@@ -1,6 +1,9 @@
 package analyzer
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // Occupancy history defaults: one sample per 10 ms of trace time, the last
 // 60 s, enough for a live view without growing with the trace.
@@ -40,7 +43,8 @@ type OccSample struct {
 }
 
 // history is a ring of the most recent windows. Window w covers trace time
-// [w*step, (w+1)*step).
+// [w*step, (w+1)*step). The analyzer lowers n when many QPs share the
+// history budget (histbudget.go).
 type history struct {
 	step, n uint64
 	// samples is a ring of n windows, window w at (w-base)%n, grown as
@@ -126,6 +130,26 @@ func (h *history) advance(w uint64) {
 		h.first = h.cur - h.n + 1
 	}
 	h.closed = true
+}
+
+// limit keeps at most m windows from now on, dropping the oldest beyond.
+func (h *history) limit(m uint64) {
+	if h.n <= m {
+		return
+	}
+	if !h.started {
+		h.n = m
+		return
+	}
+	first := h.first
+	if h.cur+1-first > m {
+		first = h.cur + 1 - m
+	}
+	out := make([]OccSample, h.cur-first+1)
+	for w := first; w <= h.cur; w++ {
+		out[w-first] = *h.at(w)
+	}
+	h.samples, h.base, h.first, h.n = out, first, first, m
 }
 
 // copyOut returns the samples oldest first and the start of the oldest.
@@ -240,43 +264,98 @@ func bucketBounds(i int) (lo, hi uint64) {
 	return lo, 1<<i - 1
 }
 
+// occExact is how many occupancy values are counted one by one: every
+// depth a provider offers (mlx5 and rxe cap max_qp_wr at 32768 or less)
+// but the deepest. The counts grow with the peak, not the depth, so a QP
+// costs 8 B per occupancy value it reached, at most 256 KiB; values past
+// it (a queue deeper than that, or an inconsistent stream) are counted in
+// log2 buckets, and a percentile that falls there is an upper bound.
+const occExact = 1 << 15
+
+// occDist counts the occupancy left by each post call.
+type occDist struct {
+	exact []uint64   // exact[v]: post calls that left v outstanding
+	over  [65]uint64 // past occExact, by bits.Len64
+	sum   uint64
+	n     uint64
+}
+
+func (d *occDist) note(out uint64) {
+	d.sum += out
+	d.n++
+	if out >= occExact {
+		d.over[bits.Len64(out)]++
+		return
+	}
+	if out >= uint64(len(d.exact)) {
+		n := max(2*uint64(len(d.exact)), out+1, 64)
+		d.exact = append(d.exact, make([]uint64, min(n, occExact)-uint64(len(d.exact)))...)
+	}
+	d.exact[out]++
+}
+
+// rank returns the value of nearest rank r (1-based), and whether it is
+// exact; past occExact it is the bucket's upper bound, at most peak.
+func (d *occDist) rank(r, peak uint64) (uint64, bool) {
+	var seen uint64
+	for v, n := range d.exact {
+		if seen += n; seen >= r {
+			return uint64(v), true
+		}
+	}
+	for i, n := range d.over {
+		if seen += n; n > 0 && seen >= r {
+			_, hi := bucketBounds(i)
+			return min(hi, peak), false
+		}
+	}
+	return peak, false
+}
+
 // Occupancy summarizes how full a send queue was.
 type Occupancy struct {
 	Now   uint64 `json:"now"`
 	Peak  uint64 `json:"peak"`
 	Depth uint64 `json:"depth"` // max_send_wr the model uses; 0 when unknown
-	// After each post call: mean, and the upper bounds of the buckets that
-	// hold the median and the 99th percentile.
-	Mean      float64      `json:"mean_after_post"`
-	P50       uint64       `json:"p50_after_post_le"`
-	P99       uint64       `json:"p99_after_post_le"`
-	Histogram []HistBucket `json:"histogram_after_post"`
+	// After each post call: the mean, the median and the 99th percentile
+	// (nearest rank), exact unless PercentilesBound (then upper bounds:
+	// see occExact), and a log2 histogram whose last bucket ends at the
+	// peak.
+	Mean             float64      `json:"mean_after_post"`
+	P50              uint64       `json:"p50_after_post"`
+	P99              uint64       `json:"p99_after_post"`
+	PercentilesBound bool         `json:"percentiles_upper_bounds,omitempty"`
+	Histogram        []HistBucket `json:"histogram_after_post"`
 }
 
-func (q *sq) occupancy() Occupancy {
+// occupancy is the QP's occupancy figures; the histogram only when
+// withHist.
+func (q *sq) occupancy(withHist bool) Occupancy {
 	o := Occupancy{Now: q.outstanding(), Peak: q.c.PeakOutstanding, Depth: q.depth()}
-	if q.occN == 0 {
+	d := &q.occ
+	if d.n == 0 {
 		return o
 	}
-	o.Mean = float64(q.occSum) / float64(q.occN)
-	var seen uint64
-	p50, p99 := (q.occN+1)/2, q.occN-q.occN/100
-	for i, n := range q.occHist {
-		if n == 0 {
-			continue
-		}
-		lo, hi := bucketBounds(i)
-		o.Histogram = append(o.Histogram, HistBucket{Lo: lo, Hi: hi, Count: n})
-		if seen < p50 && seen+n >= p50 {
-			o.P50 = hi
-		}
-		if seen < p99 && seen+n >= p99 {
-			o.P99 = hi
-		}
-		seen += n
+	o.Mean = float64(d.sum) / float64(d.n)
+	var exact50, exact99 bool
+	o.P50, exact50 = d.rank((d.n+1)/2, o.Peak)
+	o.P99, exact99 = d.rank(d.n-d.n/100, o.Peak)
+	o.PercentilesBound = !exact50 || !exact99
+	if !withHist {
+		return o
 	}
-	// a bucket's bound is not a count: none is over the peak (which the
-	// mlx5 model keeps within the depth)
-	o.P50, o.P99 = min(o.P50, o.Peak), min(o.P99, o.Peak)
+	var buckets [65]uint64
+	for v, n := range d.exact {
+		buckets[bits.Len64(uint64(v))] += n
+	}
+	for i, n := range d.over {
+		buckets[i] += n
+	}
+	for i, n := range buckets {
+		if n > 0 {
+			lo, hi := bucketBounds(i)
+			o.Histogram = append(o.Histogram, HistBucket{Lo: lo, Hi: min(hi, o.Peak), Count: n})
+		}
+	}
 	return o
 }

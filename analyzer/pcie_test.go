@@ -65,7 +65,7 @@ func TestPCIeByOpcode(t *testing.T) {
 			s := newStream()
 			s.create(0x1c0, trace.QPTypeRC, rcCaps(4096, 64, 2), false)
 			tc.post(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			q := snap.QPs[0]
 			got := want{q.DMAReadsPayload, q.DMABytesPayload, q.DMAWritesResponse, q.DMABytesResponse}
 			if got != tc.want {

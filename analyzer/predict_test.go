@@ -96,7 +96,7 @@ func TestPredictions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			got := diagKinds(snap)
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("diagnoses %q, want %q", got, tc.want)
@@ -191,7 +191,7 @@ func TestTrendPrediction(t *testing.T) {
 			s := newStream()
 			s.create(1, trace.QPTypeRC, rcCaps(tc.depth, 60, 1), false)
 			occupancyWindows(s, 1, tc.ends, tc.flags)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			got := diagKinds(snap)
 			slices.Sort(got)
 			want := slices.Clone(tc.want)

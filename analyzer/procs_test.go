@@ -89,7 +89,7 @@ func TestProcesses(t *testing.T) {
 			for _, ev := range c.events {
 				a.Ingest(ev)
 			}
-			s := a.Snapshot()
+			s := checked(t, a)
 			if !reflect.DeepEqual(s.Processes, c.procs) {
 				t.Errorf("processes:\n got %+v\nwant %+v", s.Processes, c.procs)
 			}

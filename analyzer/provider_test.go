@@ -99,7 +99,7 @@ func TestProviders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(Options{BF: DefaultBF})
+			snap := s.run(t, Options{BF: DefaultBF})
 			if len(snap.QPs) != 1 {
 				t.Fatalf("%d QPs, want 1", len(snap.QPs))
 			}

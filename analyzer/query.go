@@ -15,9 +15,16 @@ func (a *Analyzer) QPCounters(pid, qpNum uint32) (Counters, bool) {
 
 // counters are the QP's counters with those derived from them filled in.
 func (q *sq) counters() Counters {
-	c := q.c
-	c.CQEWrites = c.Signaled + c.FlushedUnsignaled - q.cqesLost()
+	var c Counters
+	q.countersTo(&c)
 	return c
+}
+
+// countersTo is counters written into c, without a copy in between (a
+// snapshot of thousands of QPs writes them in place).
+func (q *sq) countersTo(c *Counters) {
+	*c = q.c
+	c.CQEWrites = c.Signaled + c.FlushedUnsignaled - q.cqesLost()
 }
 
 // Savings is the PCIe picture of the counters, as a snapshot computes it.

@@ -130,6 +130,7 @@ func writeText(w io.Writer, s Snapshot) {
 			{q.ENOMEMSGE, "ENOMEM too many SGEs %d"},
 			{q.NotRTS, "refused, QP not in RTS %d"},
 			{q.ENOMEMUnknown, "ENOMEM cause unknown %d"},
+			{map[bool]uint64{true: q.ENOMEM}[q.CountersOnly], "ENOMEM %d"}, // the cause needs events
 			{q.EINVAL, "EINVAL %d"},
 			{q.OtherErrors, "other errors %d"},
 			{q.CQEErrors, "error CQEs %d"},
@@ -284,7 +285,8 @@ func writeOccupancy(w io.Writer, q *QP) {
 		fmt.Fprintln(w)
 		return
 	}
-	fmt.Fprintf(w, "; after each post call: mean %.1f, p50 <= %d, p99 <= %d; histogram", o.Mean, o.P50, o.P99)
+	le := map[bool]string{true: "<= "}[o.PercentilesBound]
+	fmt.Fprintf(w, "; after each post call: mean %.1f, p50 %s%d, p99 %s%d; histogram", o.Mean, le, o.P50, le, o.P99)
 	for _, b := range o.Histogram {
 		if b.Lo == b.Hi {
 			fmt.Fprintf(w, " %d:%d", b.Lo, b.Count)

@@ -237,7 +237,7 @@ func TestReceiveSideCountersMode(t *testing.T) {
 				s.counters(0x1d0, trace.QPCounters{RecvsCounted: true, RecvCalls: 1601, Recvs: 6400, RecvFailed: 1})
 			}
 			s.cqCounters(0x1d0, 38110, 6400, 31710)
-			snap := s.run(Options{})
+			snap := s.run(t, Options{})
 			if snap.ReceivesNotTraced != tc.why || snap.SRQRecvs != nil || snap.UnknownQPPosts != 40 {
 				t.Fatalf("receives not traced %q, SRQ receives %v, posts on unknown QPs %d; want %q, nil, 40",
 					snap.ReceivesNotTraced, snap.SRQRecvs, snap.UnknownQPPosts, tc.why)
@@ -359,7 +359,7 @@ func TestReceivesNotAttached(t *testing.T) {
 			s.create(0x1c0, trace.QPTypeRC, rcCaps(16, 0, 1), false)
 			s.recvPost(qpAddr(0x1c0), 0x1c0, 4, 0, 4, false)
 			s.cqPoll(cqAddr(0x1c0), 0, recvWCs(0x1c0, 2, 0)...)
-			snap := s.run(Options{})
+			snap := s.run(t, Options{})
 			r := snap.QPs[0].Recv
 			if snap.ReceivesNotTraced != tc.why || (r != nil) != tc.posts || (snap.SRQRecvs != nil) != tc.srq {
 				t.Fatalf("reason %q, receives %+v, SRQ receives %v; want %q, receives %v, SRQ receives %v",
@@ -388,7 +388,7 @@ func TestReceivesWithoutPolls(t *testing.T) {
 	}
 	s.create(0x1c0, trace.QPTypeRC, rcCaps(16, 0, 1), false)
 	s.recvPost(qpAddr(0x1c0), 0x1c0, 4, 0, 4, false)
-	snap := s.run(Options{})
+	snap := s.run(t, Options{})
 	r := snap.QPs[0].Recv
 	if r == nil || r.Posted != 4 || r.Outstanding != nil || r.OutstandingUnknown != whyRecvNoPoll {
 		t.Fatalf("receives %+v: want 4 posted, outstanding unknown (%q)", r, whyRecvNoPoll)

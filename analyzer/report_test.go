@@ -69,7 +69,7 @@ func TestReportOfRecording(t *testing.T) {
 		}
 		a.Ingest(ev)
 	}
-	s := a.Snapshot()
+	s := checked(t, a)
 	if s.Events != uint64(len(evs)) || len(s.QPs) != 2 || s.QPs[0].WRs != 32 || s.QPs[1].ENOMEMSQFull != 1 {
 		t.Fatalf("events %d, QPs %d; want %d events, 2 QPs, 32 WRs and 1 overflow", s.Events, len(s.QPs), len(evs))
 	}
@@ -84,7 +84,7 @@ func TestReportOfRecording(t *testing.T) {
 
 func TestReportEmpty(t *testing.T) {
 	var b bytes.Buffer
-	WriteText(&b, New(Options{}).Snapshot())
+	WriteText(&b, checked(t, New(Options{})))
 	want := "sqscope: 0 events over 0.000 s, 0 QP(s), 0 lost events\n  no send queue activity seen\n"
 	if b.String() != want {
 		t.Fatalf("got %q, want %q", b.String(), want)

@@ -6,8 +6,6 @@
 package analyzer
 
 import (
-	"math/bits"
-
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -46,6 +44,9 @@ type wrSlot struct {
 	id       uint64
 	signaled bool
 }
+
+// ringFirstLen is the first size of a QP's rings of WRs outstanding.
+const ringFirstLen = 16
 
 // sigEntry is a signaled WR still outstanding: its sequence number, when it
 // was posted, and how often its send CQ had been polled (and found empty)
@@ -86,7 +87,10 @@ type sq struct {
 	provFromCreate bool
 
 	head, tail uint64 // WR sequence numbers: posted, retired
-	ring       []wrSlot
+	// failWR is the index in its list of the WR the last failed post
+	// failed at (cause)
+	failWR int
+	ring   []wrSlot
 	// sig is a ring of the signaled WRs outstanding, oldest first: entries
 	// sigHead..sigTail-1 (monotonic, taken modulo len(sig) == len(ring)).
 	sig              []sigEntry
@@ -96,20 +100,21 @@ type sq struct {
 
 	// unsignaled runs: the current one, and how often each length ended
 	// with a signaled WR
-	curRun     uint64
-	runShort   [runSmall]uint64
-	runLong    map[uint64]uint64
-	runLongest uint64 // longest run that ended with a signaled WR
-	runWarned  bool   // a near-depth prediction was made for the current run
+	curRun   uint64
+	runShort [runSmall]uint64
+	runLong  map[uint64]uint64
+	// the most common run length so far (the shortest of equals) and its
+	// count, kept as runs end: counts only grow, so the most common is
+	// the one just counted or the one before
+	runBest, runBestN uint64
+	runLongest        uint64 // longest run that ended with a signaled WR
+	runWarned         bool   // a near-depth prediction was made for the current run
 	// runWarnPending asks the analyzer to record that prediction
 	runWarnPending bool
 
-	// occupancy right after each post call: log2 buckets (index
-	// bits.Len64(outstanding)), and the sum for the mean
-	occHist [65]uint64
-	occSum  uint64
-	occN    uint64
-	hist    history
+	// occupancy right after each post call
+	occ  occDist
+	hist history
 
 	// sq_sig_all with IBV_SEND_SIGNALED set on some WRs and not on others;
 	// sigAllNoted is the unflagged count the last diagnosis saw
@@ -157,14 +162,16 @@ func (q *sq) slot(seq uint64) *wrSlot {
 	return &q.ring[seq%uint64(len(q.ring))]
 }
 
-// grow keeps the rings larger than anything that can be outstanding.
+// grow keeps the rings larger than anything that can be outstanding. They
+// start small (thousands of QPs with a few WRs outstanding each would hold
+// megabytes of slots never used) and double as WRs come.
 func (q *sq) grow(need uint64) {
 	if uint64(len(q.ring)) > need {
 		return
 	}
 	n := len(q.ring) * 2
 	if n == 0 {
-		n = 16
+		n = ringFirstLen
 	}
 	for uint64(n) <= need {
 		n *= 2
@@ -213,15 +220,21 @@ func (q *sq) sigOutstanding() uint64 {
 // endRun counts an unsignaled run ended by a signaled WR.
 func (q *sq) endRun() {
 	r := q.curRun
+	var n uint64
 	if r < runSmall {
 		q.runShort[r]++
+		n = q.runShort[r]
 	} else {
 		if q.runLong == nil {
 			q.runLong = map[uint64]uint64{}
 		}
 		if _, ok := q.runLong[r]; ok || len(q.runLong) < maxRunKeys {
 			q.runLong[r]++
+			n = q.runLong[r]
 		}
+	}
+	if n > q.runBestN || (n == q.runBestN && n > 0 && r < q.runBest) {
+		q.runBest, q.runBestN = r, n
 	}
 	q.runLongest = max(q.runLongest, r)
 	q.curRun = 0
@@ -231,22 +244,10 @@ func (q *sq) endRun() {
 // typicalInterval is the most common unsignaled run length plus one: the
 // application's signal interval. 0 when no WR was signaled.
 func (q *sq) typicalInterval() uint64 {
-	var best, bestN uint64
-	found := false
-	for r, n := range q.runShort {
-		if n > bestN {
-			best, bestN, found = uint64(r), n, true
-		}
-	}
-	for r, n := range q.runLong {
-		if n > bestN || (n == bestN && r < best) {
-			best, bestN, found = r, n, true
-		}
-	}
-	if !found {
+	if q.runBestN == 0 {
 		return 0
 	}
-	return best + 1
+	return q.runBest + 1
 }
 
 // runWarnAt is the unsignaled run length that predicts an overflow. The WRs
@@ -379,6 +380,7 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 // cause classifies a failed post at WR index i of the list, by the
 // provider's order of checks.
 func (q *sq) cause(p *trace.Post, i int) errCause {
+	q.failWR = i
 	if q.prov.mlx5Model() && q.notRTS(p) { // mlx5's SGE check outside RTS
 		return causeNotRTS
 	}
@@ -386,6 +388,14 @@ func (q *sq) cause(p *trace.Post, i int) errCause {
 		return c
 	}
 	if p.Ret == ibv.EINVAL {
+		if p.API == trace.APIWR { // the batch's first invalid opcode
+			for j := i; j < len(p.WRs); j++ {
+				if !opcodeValid(q.typ, p.WRs[j].Opcode) {
+					q.failWR = j
+					break
+				}
+			}
+		}
 		return causeEINVAL
 	}
 	if p.Ret != ibv.ENOMEM {
@@ -400,18 +410,27 @@ func (q *sq) cause(p *trace.Post, i int) errCause {
 	}
 	w := &p.WRs[i]
 	if q.capsKnown {
+		if p.API == trace.APIWR {
+			// wr API: the batch fails as a whole at its first WR that
+			// finds the SQ full (when it is begun) or whose data does
+			// not fit (when it is set): not necessarily the first WR
+			for j := i; j < len(p.WRs); j++ {
+				w := &p.WRs[j]
+				q.failWR = j
+				switch {
+				case q.outstanding()+uint64(j) >= uint64(q.caps.MaxSendWR):
+					return causeSQFull
+				case w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData:
+					return causeInline
+				case w.NumSGE > q.caps.MaxSendSGE:
+					return causeSGE
+				}
+			}
+			q.failWR = i
+			return causeUnknownENOMEM
+		}
 		if q.outstanding()+uint64(i) >= uint64(q.caps.MaxSendWR) {
 			return causeSQFull
-		}
-		if p.API == trace.APIWR {
-			// wr API: the inline size is checked when the data is set
-			if w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData {
-				return causeInline
-			}
-			if w.NumSGE > q.caps.MaxSendSGE {
-				return causeSGE
-			}
-			return causeUnknownENOMEM
 		}
 		if w.NumSGE > q.caps.MaxSendSGE {
 			return causeSGE
@@ -467,6 +486,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.c.Truncated += uint64(n - len(p.WRs))
 	}
 	cause := causeNone
+	if p.Ret == ibv.ENOMEM {
+		q.c.ENOMEM++ // whatever the cause
+	}
 	if p.Ret != 0 {
 		cause = q.cause(p, n)
 		switch cause {
@@ -587,9 +609,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 // notePost records the occupancy a post call left behind.
 func (q *sq) notePost(now uint64, wrs uint32) {
 	out := q.outstanding()
-	q.occHist[bits.Len64(out)]++
-	q.occSum += out
-	q.occN++
+	q.occ.note(out)
 	q.hist.note(now, out, wrs, 0)
 }
 

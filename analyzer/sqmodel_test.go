@@ -38,10 +38,10 @@ func (f *feed) poll(ids ...uint64) {
 	f.evs = append(f.evs, p)
 }
 
-func run(f *feed) QP {
+func run(t *testing.T, f *feed) QP {
 	a := New(Options{BF: DefaultBF})
 	a.IngestAll(f.evs)
-	s := a.Snapshot()
+	s := checked(t, a)
 	return s.QPs[0]
 }
 
@@ -117,7 +117,56 @@ func TestModel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &feed{}
 			tc.build(f)
-			tc.check(t, run(f))
+			tc.check(t, run(t, f))
+		})
+	}
+}
+
+// A wr batch fails as a whole at its first WR that does not fit, which
+// need not be its first: the cause and the diagnosis name that WR.
+func TestWRBatchCause(t *testing.T) {
+	caps := trace.Caps{MaxSendWR: 4, MaxInlineData: 60, MaxSendSGE: 1}
+	bind := trace.WR{ID: 1, Opcode: ibv.WRBindMW}
+	send := trace.WR{ID: 2, Opcode: ibv.WRSend, NumSGE: 1, Bytes: 8}
+	tests := []struct {
+		name   string
+		wrs    []trace.WR
+		ret    int32
+		kind   string
+		counts func(q QP) uint64
+		index  uint64
+	}{
+		{"too many SGEs after a bind", []trace.WR{bind, {ID: 3, Opcode: ibv.WRSendWithInv, NumSGE: 2, Bytes: 64}, send},
+			ibv.ENOMEM, "too_many_sge", func(q QP) uint64 { return q.ENOMEMSGE }, 1},
+		{"inline too big third", []trace.WR{bind, send, {ID: 3, Opcode: ibv.WRSend, Flags: ibv.SendInline, NumSGE: 1, Bytes: 61}},
+			ibv.ENOMEM, "inline_too_big", func(q QP) uint64 { return q.ENOMEMInline }, 2},
+		{"SQ full at the fifth WR", []trace.WR{send, send, send, send, send},
+			ibv.ENOMEM, "", func(q QP) uint64 { return q.ENOMEMSQFull }, 4},
+		{"bad opcode second", []trace.WR{send, {ID: 3, Opcode: 0xff, NumSGE: 1, Bytes: 8}},
+			ibv.EINVAL, "einval", func(q QP) uint64 { return q.EINVAL }, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			s.create(1, trace.QPTypeRC, caps, false)
+			s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, API: trace.APIWR, WRs: tc.wrs, Ret: tc.ret})
+			snap := s.run(t, Options{BF: DefaultBF})
+			q := snap.QPs[0]
+			if tc.counts(q) != 1 || q.ENOMEM+q.EINVAL != 1 || q.WRs != 0 {
+				t.Errorf("counters %+v", q.Counters)
+			}
+			if tc.kind == "" {
+				return
+			}
+			for _, d := range snap.Diagnoses {
+				if d.Kind == tc.kind {
+					if d.Evidence["wr_index"] != tc.index {
+						t.Errorf("%s at WR %d, want %d", d.Kind, d.Evidence["wr_index"], tc.index)
+					}
+					return
+				}
+			}
+			t.Errorf("no %s diagnosis: %+v", tc.kind, snap.Diagnoses)
 		})
 	}
 }

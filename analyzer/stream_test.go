@@ -113,10 +113,23 @@ func (s *stream) emptyPolls(qpn uint32, n uint64) {
 	s.evs = append(s.evs, &trace.EmptyPolls{Header: s.hdr(), CQ: cqAddr(qpn), Count: n})
 }
 
-func (s *stream) run(opts Options) Snapshot {
+// run feeds the stream to a new analyzer and returns its snapshot, whose
+// invariants must hold.
+func (s *stream) run(t testing.TB, opts Options) Snapshot {
+	t.Helper()
 	a := New(opts)
 	a.IngestAll(s.evs)
-	return a.Snapshot()
+	return checked(t, a)
+}
+
+// checked is a's snapshot, failing t on every invariant it breaks.
+func checked(t testing.TB, a *Analyzer) Snapshot {
+	t.Helper()
+	s := a.Snapshot()
+	for _, err := range s.Check() {
+		t.Errorf("invariant: %v", err)
+	}
+	return s
 }
 
 func diagKinds(s Snapshot) []string {

@@ -10,12 +10,16 @@ func nearFullAt(d uint64) uint64 { return (3*d + 3) / 4 }
 // not a prediction: it holds for an application whose own flow control keeps
 // its queue full, and no later than the unsignaled-run prediction
 // (sq.runWarnAt). Never when the depth is unknown.
-func (q QP) NearFull() bool {
+func (q QP) NearFull() bool { return q.NearFullSince(&q.Counters) }
+
+// NearFullSince is NearFull with the signaled WRs and runs counted in c
+// (the QP's counters since a reset), without copying the QP.
+func (q *QP) NearFullSince(c *Counters) bool {
 	if q.MaxSendWR == 0 || q.Model == "" { // WRs not polled fill the SQ by the mlx5 model only
 		return false
 	}
 	at := nearFullAt(uint64(q.MaxSendWR))
-	return q.Outstanding >= at || (!q.SigAll && q.Signaled == 0 && q.LongestUnsignaledRun >= at)
+	return q.Outstanding >= at || (!q.SigAll && c.Signaled == 0 && c.LongestUnsignaledRun >= at)
 }
 
 // Sub returns the counters since the baseline b (an earlier reading of the
@@ -40,6 +44,7 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.EINVAL, b.EINVAL)
 	sub(&d.CQEsPolled, b.CQEsPolled)
 	sub(&d.ENOMEMUnknown, b.ENOMEMUnknown)
+	sub(&d.ENOMEM, b.ENOMEM)
 	sub(&d.OtherErrors, b.OtherErrors)
 	sub(&d.CQEErrors, b.CQEErrors)
 	sub(&d.FlushedUnsignaled, b.FlushedUnsignaled)
@@ -86,3 +91,7 @@ func Percent(a, b uint64) float64 { return 100 * ratio(a, b) }
 func (s Savings) DMAReadsSaved() uint64 {
 	return s.WQEFetchBatching + s.WQEFetchBF + s.PayloadReadsSaved
 }
+
+// Add adds b's counts to c, keeping the larger of the peaks and longest
+// runs: the totals of a group of QPs, as a snapshot's total is made.
+func (c *Counters) Add(b *Counters) { addCounters(c, b) }

@@ -57,7 +57,7 @@ func TestNearFullWithPrediction(t *testing.T) {
 			s.evs = s.evs[:0]
 			s.send(1, 1, 0, 0)
 			a.IngestAll(s.evs)
-			snap := a.Snapshot()
+			snap := checked(t, a)
 			predicted := slices.Contains(diagKinds(snap), "unsignaled_run_near_depth")
 			if near := snap.QPs[0].NearFull(); near != (uint64(n) >= nearFullAt(uint64(depth))) || predicted && !near {
 				t.Fatalf("depth %d, %d WRs unsignaled: NearFull %v, prediction made %v", depth, n, near, predicted)

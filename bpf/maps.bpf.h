@@ -253,18 +253,22 @@ struct {
 	__type(value, struct sq_post_rec);
 } wr_batches SEC(".maps");
 
-/* Empty polls (both modes), polls and CQEs (counters mode), per CQ. */
+/* Empty polls (both modes), polls and CQEs (counters mode), per CQ. Room
+ * for the CQs of 4,096 QPs and their receivers, each with its own, with
+ * the slack an LRU map needs before it evicts (its free lists are per
+ * CPU): an entry evicted before the next flush would lose its counts. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 32768);
 	__type(key, struct sq_key);
 	__type(value, struct sq_cq_stats);
 } cq_stats SEC(".maps");
 
-/* Counters mode: per-QP totals, one entry per QP lifetime. */
+/* Counters mode: per-QP totals, one entry per QP lifetime; as large as
+ * cq_stats, for the same reason. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 32768);
 	__type(key, struct sq_gen_key);
 	__type(value, struct sq_qp_counters);
 } qp_counters SEC(".maps");

@@ -214,13 +214,13 @@ func tracedCounters(name, args string) guestCmd {
 				}
 				want := map[string]uint64{"wrs": w.WRs, "post_calls": w.PostCalls, "inline": w.Inline,
 					"signaled": w.Signaled, "doorbells": w.Doorbells, "einval": w.EINVAL,
-					"enomem_unknown": w.ENOMEMSQFull + w.ENOMEMInline + w.ENOMEMSGE}
+					"enomem": w.ENOMEMSQFull + w.ENOMEMInline + w.ENOMEMSGE}
 				for f, v := range want {
 					if num(g, f) != v {
 						t.Errorf("QP %#x %s: counters mode %d, workload %d\ncommand: %s\ntruth: %s", w.QPNum, f, num(g, f), v, sh, truth.raw[w.QPNum])
 					}
 				}
-				t.Logf("QP %#x: counters = workload: wrs %d, post_calls %d, doorbells %d, ENOMEM %d", w.QPNum, w.WRs, w.PostCalls, w.Doorbells, want["enomem_unknown"])
+				t.Logf("QP %#x: counters = workload: wrs %d, post_calls %d, doorbells %d, ENOMEM %d", w.QPNum, w.WRs, w.PostCalls, w.Doorbells, want["enomem"])
 			}
 		},
 	}

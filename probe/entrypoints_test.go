@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/analyzer/analyzertest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -147,7 +148,7 @@ func TestTraceEveryEntryPoint(t *testing.T) {
 	// and the analyzer matches every completion to its WR
 	a := analyzer.New(analyzer.Options{BF: analyzer.DefaultBF})
 	a.IngestAll(evs)
-	snap := a.Snapshot()
+	snap := analyzertest.Snapshot(t, a)
 	if len(snap.QPs) != 1 {
 		t.Fatalf("QPs %+v", snap.QPs)
 	}

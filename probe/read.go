@@ -54,6 +54,11 @@ func (t *Tracer) Lost() uint64 {
 // returning it delivers every record already in the ring buffer and a
 // final flush.
 func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
+	restore, err := raiseReader()
+	if err != nil {
+		t.warn(err.Error())
+	}
+	defer restore()
 	t.deliverAttachments(fn)
 	stop := context.AfterFunc(ctx, func() {
 		if err := t.Cut(); err != nil {

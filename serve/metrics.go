@@ -76,7 +76,14 @@ var qpMetrics = []*qpMetric{
 			{"sq_full", "enomem_sq_full", u(func(q *analyzer.QP) uint64 { return q.ENOMEMSQFull })},
 			{"inline", "enomem_inline", u(func(q *analyzer.QP) uint64 { return q.ENOMEMInline })},
 			{"sge", "enomem_sge", u(func(q *analyzer.QP) uint64 { return q.ENOMEMSGE })},
-			{"unknown", "enomem_unknown", u(func(q *analyzer.QP) uint64 { return q.ENOMEMUnknown })},
+			// every ENOMEM of counters mode, which does not see the cause;
+			// in events mode those of a provider without a model of causes
+			{"unknown", "enomem", u(func(q *analyzer.QP) uint64 {
+				if q.CountersOnly {
+					return q.ENOMEM
+				}
+				return q.ENOMEMUnknown
+			})},
 		}},
 	{name: "sqscope_post_errors_total", typ: prometheus.CounterValue, fold: true, extra: "error",
 		help: "Work requests refused other than with ENOMEM: einval (a bad opcode or a batch rolled back), not_rts (posted before the QP reached RTS), other errnos.",

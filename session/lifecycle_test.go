@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/analyzer/analyzertest"
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/trace"
@@ -98,7 +99,7 @@ func traceLifecycle(t *testing.T, mode string, timeout time.Duration, args ...st
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r.snap, r.out, r.events = s.Analyzer().Snapshot(), out.String(), rec.Events()
+	r.snap, r.out, r.events = analyzertest.Snapshot(t, s.Analyzer()), out.String(), rec.Events()
 	sc := bufio.NewScanner(strings.NewReader(r.out))
 	for sc.Scan() {
 		var l simTruth
@@ -134,7 +135,7 @@ func (r *lifeRun) readBack(t *testing.T) (analyzer.Snapshot, trace.Event) {
 	if err != nil || res.Truncated != nil || res.Corrupt != nil || res.Events != r.events {
 		t.Fatalf("read back %d of %d events: %v %+v", res.Events, r.events, err, res)
 	}
-	return an.Snapshot(), last
+	return analyzertest.Snapshot(t, an), last
 }
 
 // A thousand QPs and CQs created and destroyed in a loop, posted to and
@@ -226,16 +227,8 @@ func TestChurnPerObjectExact(t *testing.T) {
 	if len(ev.snap.QPs) != rounds || len(ctr.snap.QPs) != rounds {
 		return
 	}
-	// the per-QP fields the counters mode has, as JSON names
-	fields := []string{"qp_num", "gen", "qp_type", "max_send_wr", "max_inline_data", "max_send_sge", "sq_sig_all",
-		"caps_known", "destroyed", "send_cq_gen", "wrs", "post_calls", "inline", "signaled", "doorbells", "einval",
-		"inline_bytes", "dma_bytes_payload", "dma_reads_payload", "polls", "empty_polls", "other_errors"}
-	for i := range ev.snap.QPs {
-		a, b := jsonFields(t, ev.snap.QPs[i], fields), jsonFields(t, ctr.snap.QPs[i], fields)
-		if a != b {
-			t.Fatalf("QP %d: events mode %s\ncounters mode %s", i, a, b)
-		}
-	}
+	// the per-QP fields the counters mode has agree with the events mode's
+	analyzertest.CheckModes(t, ev.snap, ctr.snap)
 }
 
 // jsonOf is v as JSON, which compares what snapshots point to (fmt
@@ -247,22 +240,6 @@ func jsonOf(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// jsonFields is the named fields of v's JSON, in order.
-func jsonFields(t *testing.T, v any, names []string) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	json.Unmarshal(b, &m)
-	var out []string
-	for _, n := range names {
-		out = append(out, fmt.Sprintf("%s=%v", n, m[n]))
-	}
-	return strings.Join(out, " ")
 }
 
 // A main thread that leaves with pthread_exit while workers post for
@@ -387,7 +364,7 @@ func TestErrorEndingKeepsTheTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.events = rec.Events()
-	snap := s.Analyzer().Snapshot()
+	snap := analyzertest.Snapshot(t, s.Analyzer())
 	if r.err == nil || !strings.Contains(r.err.Error(), "internal error while reading events: a sink's own bug") {
 		t.Fatalf("Run returned %v", r.err)
 	}

@@ -139,8 +139,10 @@ func (r *Replay) advanceTo(pos uint64) {
 	r.pos = min(pos, r.length)
 }
 
-// Snapshot advances by the wall time since the last call times the speed.
-func (r *Replay) Snapshot(keep func(pid, qpNum uint32) bool) analyzer.Snapshot {
+// Snapshot advances by the wall time since the last call times the speed;
+// the QPs go into reuse when it is large enough
+// (analyzer.Analyzer.SnapshotReusing).
+func (r *Replay) Snapshot(keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) analyzer.Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -149,7 +151,7 @@ func (r *Replay) Snapshot(keep func(pid, qpNum uint32) bool) analyzer.Snapshot {
 		r.advanceTo(r.pos + step)
 	}
 	r.last = now
-	return r.an.SnapshotHistory(keep)
+	return r.an.SnapshotReusing(keep, reuse)
 }
 
 // SetPaused stops or resumes the clock of the replay.

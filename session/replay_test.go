@@ -116,7 +116,7 @@ type played struct {
 }
 
 func snap(r *Replay) played {
-	s := r.Snapshot(nil)
+	s := r.Snapshot(nil, nil)
 	return played{s.Events, s.Total.PostCalls, s.Total.WRs}
 }
 
@@ -213,7 +213,7 @@ func TestReplaySpeedBounds(t *testing.T) {
 			}
 			wall := 10 * time.Millisecond
 			clk.advance(wall)
-			r.Snapshot(nil)
+			r.Snapshot(nil, nil)
 			if pos, _ := r.Position(); pos != min(time.Duration(float64(wall)*c.want), 10*time.Second) {
 				t.Errorf("after %v of wall time at x%v: position %v", wall, c.want, pos)
 			}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/analyzer/analyzertest"
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
 )
@@ -122,7 +123,7 @@ func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
-	live := s.Analyzer().Snapshot()
+	live := analyzertest.Snapshot(t, s.Analyzer())
 	if live.Lost != 0 {
 		t.Fatalf("%d events lost", live.Lost)
 	}
@@ -169,7 +170,7 @@ func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
 	if err != nil || res.Truncated != nil || res.Corrupt != nil || res.Events != rec.Events() {
 		t.Fatalf("read back %d of %d events: %v %+v", res.Events, rec.Events(), err, res)
 	}
-	back := an.Snapshot()
+	back := analyzertest.Snapshot(t, an)
 	for i := range live.QPs {
 		if live.QPs[i].Counters != back.QPs[i].Counters {
 			t.Errorf("QP %#x: live %+v, from the recording %+v", live.QPs[i].QPNum, live.QPs[i].Counters, back.QPs[i].Counters)

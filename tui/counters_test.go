@@ -13,7 +13,7 @@ import (
 // to one traced in events mode (0x1c1).
 func countersSnap(enomem uint64) analyzer.Snapshot {
 	c := qp(0x1c0, 128, 0, analyzer.Counters{WRs: 20000, PostCalls: 20000, Inline: 20000, Signaled: 200,
-		Doorbells: 20000, ENOMEMUnknown: enomem, Polls: 900, EmptyPolls: 700})
+		Doorbells: 20000, ENOMEM: enomem, Polls: 900, EmptyPolls: 700})
 	c.CountersOnly = true
 	c.PCIe.CQEWritesSaved = 19800
 	e := qp(0x1c1, 128, 64, analyzer.Counters{WRs: 800, PostCalls: 800, Signaled: 8, Doorbells: 800, PeakOutstanding: 100})

@@ -87,7 +87,7 @@ func (u *UI) renderDetail() {
 
 // writeEventsDetail writes what the per-call events of a QP show.
 func (u *UI) writeEventsDetail(b *strings.Builder, r *row, w int) {
-	q := &r.qp
+	q := r.qp
 	// scaled to the QP's own peak, so that normal occupancy is not a flat
 	// line at the bottom of a deep queue; the title gives the depth
 	hist := make([]uint64, len(q.History))
@@ -96,7 +96,7 @@ func (u *UI) writeEventsDetail(b *strings.Builder, r *row, w int) {
 		hist[i] = uint64(h.Max)
 		peak = max(peak, hist[i])
 	}
-	fmt.Fprintf(b, "\noccupancy, last %s (top of the scale %d, depth %d):\n", historySpan(*q, u.snap.HistoryStepNS), max(peak, 1), q.MaxSendWR)
+	fmt.Fprintf(b, "\noccupancy, last %s (top of the scale %d, depth %d):\n", historySpan(q, u.snap.HistoryStepNS), max(peak, 1), q.MaxSendWR)
 	b.WriteString("[green]" + Sparkline(hist, max(peak, 1), w) + "[-]\n")
 	if p := q.PCIe; q.Model != "" {
 		fmt.Fprintf(b, "saved vs one WR per call, not inline, all signaled (%.1f%% of PCIe transactions, %s):\n", p.TransactionsPct, q.Model)
@@ -122,7 +122,7 @@ func writeCountersDetail(b *strings.Builder, r *row) {
 	if r.qp.Model != "" {
 		fmt.Fprintf(b, "saved vs one WR per call, all signaled: doorbells %d   CQE writes %d (unsignaled)\n", p.DoorbellsSaved, p.CQEWritesSaved)
 	} else {
-		noModel(b, &r.qp)
+		noModel(b, r.qp)
 	}
 	fmt.Fprintf(b, "signal pattern: %s\n", signalPattern(r))
 	fmt.Fprintf(b, "WRs %d  posts %d  inline %d  polls %d (empty %d) of the send CQ", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.Polls, r.c.EmptyPolls)
@@ -136,6 +136,6 @@ func signalPattern(r *row) string {
 }
 
 // historySpan is how much trace time the history covers.
-func historySpan(q analyzer.QP, step uint64) time.Duration {
+func historySpan(q *analyzer.QP, step uint64) time.Duration {
 	return time.Duration(uint64(len(q.History)) * step).Round(time.Second)
 }

@@ -17,6 +17,7 @@ func helpModal() tview.Primitive {
 		"r           reset counters (rates and totals start again)",
 		"s           save a snapshot report to a file",
 		"/           filter QPs (by number or pid); empty clears",
+		"g           group by process, by CQ, none (a line of totals each)",
 		"← / →       replay: seek 10 s back / forward",
 		"+ / -       replay: faster / slower",
 		"a           select the QP of the newest alert",
@@ -37,7 +38,7 @@ func helpModal() tview.Primitive {
 	return tview.NewFlex().
 		AddItem(nil, 0, 1, false).
 		AddItem(tview.NewFlex().SetDirection(tview.FlexRow).
-			AddItem(nil, 0, 1, false).AddItem(t, 24, 0, true).AddItem(nil, 0, 1, false), 64, 0, true).
+			AddItem(nil, 0, 1, false).AddItem(t, 25, 0, true).AddItem(nil, 0, 1, false), 64, 0, true).
 		AddItem(nil, 0, 1, false)
 }
 
@@ -116,6 +117,10 @@ func (u *UI) handleKey(ev *tcell.EventKey) *tcell.EventKey {
 		return nil
 	case 'O':
 		u.sortDesc = !u.sortDesc
+		u.render()
+		return nil
+	case 'g':
+		u.grouping = (u.grouping + 1) % groupings
 		u.render()
 		return nil
 	case '+':

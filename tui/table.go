@@ -3,23 +3,23 @@ package tui
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gdamore/tcell/v2"
-	"github.com/rivo/tview"
 
 	"github.com/sqscope/sqscope/analyzer"
 )
 
-// row is one QP as the table shows it.
+// row is one QP as the table shows it, or a group's totals (label names
+// the group).
 type row struct {
 	key       qpKey
-	qp        analyzer.QP
-	c         analyzer.Counters // after the reset baseline
-	wrsPS     float64           // WRs posted per second
-	dmaSaved  float64           // DMA reads saved per second
-	cqeSaved  float64           // CQE writes saved per second
+	qp        *analyzer.QP       // in the snapshot shown
+	c         *analyzer.Counters // after the reset baseline (the QP's own when none)
+	label     string
+	wrsPS     float64 // WRs posted per second
+	dmaSaved  float64 // DMA reads saved per second
+	cqeSaved  float64 // CQE writes saved per second
 	status    string
 	occupancy uint64
 }
@@ -50,7 +50,12 @@ const (
 
 var columns = []column{
 	{name: "QP",
-		cell: func(r *row) (string, tcell.Color) { return fmt.Sprintf("%#x", r.qp.QPNum), plain }},
+		cell: func(r *row) (string, tcell.Color) {
+			if r.label != "" {
+				return r.label, tcell.ColorAqua
+			}
+			return fmt.Sprintf("%#x", r.qp.QPNum), plain
+		}},
 	{name: "TYPE", drop: 1,
 		cell: func(r *row) (string, tcell.Color) { return r.qp.Type, plain }},
 	{name: "DEPTH", drop: 1,
@@ -155,30 +160,12 @@ func fitColumns(width int, widths []int) []int {
 	return shown
 }
 
-// qpTable is the QP table; it fits its columns to its width when drawn.
-type qpTable struct {
-	*tview.Table
-	u *UI
-}
-
-func (t *qpTable) Draw(screen tcell.Screen) {
-	_, _, w, _ := t.GetInnerRect()
-	if shown := fitColumns(w, t.u.widths); !slices.Equal(shown, t.u.shown) {
-		t.u.shown = shown
-		t.Clear()
-		t.u.cells = nil
-		t.u.layoutTable()
-	}
-	t.Table.Draw(screen)
-}
-
 // status is OK, NEAR FULL or OVERFLOW, by the counters since the reset. A
 // QP traced in counters mode has no occupancy and no ENOMEM cause: ENOMEM
 // when a post failed so, else n/a.
-func status(q analyzer.QP, c analyzer.Counters) string {
-	q.Counters = c
+func status(q *analyzer.QP, c *analyzer.Counters) string {
 	if !q.Measured("outstanding") {
-		if c.ENOMEMSQFull+c.ENOMEMUnknown > 0 {
+		if c.ENOMEM > 0 {
 			return "ENOMEM"
 		}
 		return notMeasured
@@ -186,7 +173,7 @@ func status(q analyzer.QP, c analyzer.Counters) string {
 	switch {
 	case c.ENOMEMSQFull > 0:
 		return "OVERFLOW"
-	case q.NearFull():
+	case q.NearFullSince(c):
 		return "NEAR FULL"
 	}
 	return "OK"
@@ -218,148 +205,6 @@ func Bar(occ, depth uint64) string {
 	}
 	filled = min(filled, BarWidth)
 	return strings.Repeat("█", filled) + strings.Repeat("░", BarWidth-filled)
-}
-
-func (u *UI) visibleRows() []row {
-	var out []row
-	for _, r := range u.rows {
-		if u.filter != "" {
-			s := fmt.Sprintf("%#x %d %d %s", r.key.qpNum, r.key.qpNum, r.key.pid, r.qp.Type)
-			if !strings.Contains(s, u.filter) {
-				continue
-			}
-		}
-		out = append(out, r)
-	}
-	less := columns[u.sortCol].less
-	if less == nil {
-		less = func(a, b *row) bool {
-			if a.key.pid != b.key.pid {
-				return a.key.pid < b.key.pid
-			}
-			return a.key.qpNum < b.key.qpNum
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if u.sortDesc {
-			return less(&out[j], &out[i])
-		}
-		return less(&out[i], &out[j])
-	})
-	return out
-}
-
-func (u *UI) render() {
-	u.renderHeader()
-	u.rows = u.visibleRows()
-	u.renderTable()
-	u.renderDetail()
-	u.renderAlerts()
-	u.renderFooter()
-}
-
-// renderTable makes the texts of every column, the table's cells for the
-// columns shown, and selects the selected QP.
-func (u *UI) renderTable() {
-	rows := u.rows
-	u.widths = u.widths[:0]
-	for c, col := range columns {
-		name := col.name
-		if c == u.sortCol {
-			mark := "▲"
-			if u.sortDesc {
-				mark = "▼"
-			}
-			name += mark
-		}
-		u.texts = setText(u.texts, 0, c, name, tcell.ColorYellow)
-		u.widths = append(u.widths, u.texts[0][c].width)
-	}
-	for i := range rows {
-		for c, col := range columns {
-			text, fg := col.cell(&rows[i])
-			u.texts = setText(u.texts, i+1, c, text, fg)
-			u.widths[c] = max(u.widths[c], u.texts[i+1][c].width)
-		}
-	}
-	u.texts = u.texts[:len(rows)+1]
-	u.layoutTable()
-	selRow := 1
-	for i, r := range rows {
-		if u.hasSel && r.key == u.selected {
-			selRow = i + 1
-		}
-	}
-	if len(rows) > 0 {
-		if !u.hasSel {
-			u.mu.Lock()
-			u.selected, u.hasSel = rows[0].key, true
-			u.mu.Unlock()
-		}
-		u.table.Select(selRow, 0)
-	}
-}
-
-// text is a cell's text, its colour and the cells it takes.
-type text struct {
-	s     string
-	fg    tcell.Color
-	width int
-}
-
-// setText sets texts[r][c], growing texts as needed; the width is measured
-// again only when the text changed.
-func setText(texts [][]text, r, c int, s string, fg tcell.Color) [][]text {
-	for len(texts) <= r {
-		texts = append(texts, nil)
-	}
-	if texts[r] == nil {
-		texts[r] = make([]text, len(columns))
-	}
-	t := &texts[r][c]
-	if t.s != s || t.width == 0 {
-		t.s, t.width = s, tview.TaggedStringWidth(s)
-	}
-	t.fg = fg
-	return texts
-}
-
-// layoutTable puts the texts of the columns shown into the table's cells,
-// which are reused from tick to tick: a refresh only changes texts.
-func (u *UI) layoutTable() {
-	for u.table.GetRowCount() > len(u.texts) {
-		u.table.RemoveRow(u.table.GetRowCount() - 1)
-	}
-	if len(u.cells) > len(u.texts) {
-		u.cells = u.cells[:len(u.texts)]
-	}
-	for r, texts := range u.texts {
-		for j, c := range u.shown {
-			cell := u.setCell(r, j, texts[c].s, texts[c].fg)
-			if r == 0 {
-				cell.SetSelectable(false)
-			}
-		}
-	}
-}
-
-// setCell sets a cell's text and colour, creating it only once.
-func (u *UI) setCell(r, c int, text string, fg tcell.Color) *tview.TableCell {
-	for len(u.cells) <= r {
-		u.cells = append(u.cells, make([]*tview.TableCell, len(columns)))
-	}
-	cell := u.cells[r][c]
-	if cell == nil {
-		cell = tview.NewTableCell(text)
-		u.cells[r][c] = cell
-		u.table.SetCell(r, c, cell)
-	} else if cell.Text != text {
-		cell.SetText(text)
-	}
-	if cell.Color != fg {
-		cell.SetTextColor(fg)
-	}
-	return cell
 }
 
 func humanRate(v float64) string {

@@ -19,16 +19,18 @@ import (
 )
 
 // Source is where snapshots come from: a live analyzer or a replay. The
-// occupancy history is wanted only for the QPs keep accepts.
+// occupancy history is wanted only for the QPs keep accepts; reuse holds
+// the QPs of a snapshot the view no longer holds, for the new one's QPs
+// (analyzer.Analyzer.SnapshotReusing).
 type Source interface {
-	Snapshot(keep func(pid, qpNum uint32) bool) analyzer.Snapshot
+	Snapshot(keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) analyzer.Snapshot
 }
 
 // Live is a Source over a running analyzer.
 type Live struct{ A *analyzer.Analyzer }
 
-func (l Live) Snapshot(keep func(pid, qpNum uint32) bool) analyzer.Snapshot {
-	return l.A.SnapshotHistory(keep)
+func (l Live) Snapshot(keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) analyzer.Snapshot {
+	return l.A.SnapshotReusing(keep, reuse)
 }
 
 // Player is a Source that can be paused, sped up and seeked (replay).
@@ -92,6 +94,7 @@ type UI struct {
 	root    *tview.Flex
 
 	mu         sync.Mutex
+	spare      []analyzer.QP // QPs of a snapshot let go, for the next (under mu)
 	paused     bool
 	sortCol    int
 	sortDesc   bool
@@ -104,16 +107,29 @@ type UI struct {
 	now        func() time.Time
 	saveDir    string
 
-	snap     analyzer.Snapshot
-	prev     analyzer.Snapshot
-	havePrev bool
-	base     map[qpKey]analyzer.Counters
-	rows     []row
-	texts    [][]text             // the table's texts, every column
-	widths   []int                // the cells each column needs
-	shown    []int                // the columns shown, by index in columns
-	cells    [][]*tview.TableCell // the table's cells, reused
-	alertLog []Alert
+	snap       analyzer.Snapshot
+	prev       analyzer.Snapshot
+	havePrev   bool
+	base       map[qpKey]analyzer.Counters
+	sinceReset []analyzer.Counters // the counters since the reset, of the QPs in base
+	prevIdx    map[qpKey]int       // the previous snapshot's QPs, by key
+	rows       []row               // every QP of the snapshot, in its order
+	// the table (view.go, virtual.go): the lines shown, in groups when
+	// grouping, made of indices into rows; the group totals; texts made
+	// only for the lines drawn, again when gen moves on
+	grouping  grouping
+	order     []int32
+	keys      []groupKey
+	lines     []entry
+	groups    []group
+	filterBuf []byte
+	gen       uint32
+	texts     [][]text             // the texts of every column, by table line
+	textGen   []uint32             // the gen each line's texts were made in
+	widths    []int                // the cells each column needs on screen
+	shown     []int                // the columns shown, by index in columns
+	cells     [][]*tview.TableCell // the table's cells by line, reused
+	alertLog  []Alert
 	// alerts older than this trace time were cleared by a reset
 	alertsFrom uint64
 	eventsPS   float64
@@ -129,18 +145,19 @@ type UI struct {
 func New(src Source, info Info, app runner) *UI {
 	u := &UI{
 		src: src, info: info, app: app,
-		base: map[qpKey]analyzer.Counters{},
-		now:  time.Now, sortCol: 0, saveDir: ".",
+		base: map[qpKey]analyzer.Counters{}, prevIdx: map[qpKey]int{},
+		now: time.Now, sortCol: 0, saveDir: ".",
 	}
 	u.start = u.now()
 	u.header = tview.NewTextView().SetDynamicColors(true)
 	u.shown = allColumns()
 	u.table = &qpTable{Table: tview.NewTable().SetFixed(1, 0).SetSelectable(true, false), u: u}
+	u.table.SetContent(&tableContent{u: u})
 	u.table.SetBorder(true).SetTitle(" send queues ")
 	u.table.SetSelectionChangedFunc(func(r, _ int) {
-		if r >= 1 && r-1 < len(u.rows) {
+		if r >= 1 && r-1 < len(u.lines) && u.lines[r-1].row >= 0 {
 			u.mu.Lock()
-			u.selected, u.hasSel = u.rows[r-1].key, true
+			u.selected, u.hasSel = u.rows[u.lines[r-1].row].key, true
 			u.mu.Unlock()
 			u.renderDetail()
 		}
@@ -214,8 +231,10 @@ func (u *UI) Tick() {
 	}
 	u.mu.Lock()
 	sel, has := u.selected, u.hasSel
+	spare := u.spare
+	u.spare = nil
 	u.mu.Unlock()
-	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel.pid == pid && sel.qpNum == qpNum })
+	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel.pid == pid && sel.qpNum == qpNum }, spare)
 	at := u.now()
 	var cpu time.Duration
 	if u.info.SelfCPU != nil {
@@ -225,6 +244,11 @@ func (u *UI) Tick() {
 		u.noteCPU(cpu, at)
 		u.Apply(s, at)
 	})
+}
+
+// sameQPs reports whether a and b share their memory.
+func sameQPs(a, b []analyzer.QP) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
 }
 
 // noteCPU takes a reading of sqscope's CPU time made at at.
@@ -242,7 +266,15 @@ func (u *UI) noteCPU(cpu time.Duration, at time.Time) {
 // Apply takes a snapshot into the view. It runs on the UI goroutine (or in
 // tests, directly).
 func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
+	old := u.prev.QPs
 	u.prev, u.snap = u.snap, s
+	// the QPs of the snapshot let go serve the next one, unless still
+	// held (a reset applies the same snapshot again)
+	if cap(old) > 0 && !sameQPs(old, u.prev.QPs) && !sameQPs(old, u.snap.QPs) {
+		u.mu.Lock()
+		u.spare = old
+		u.mu.Unlock()
+	}
 	dt := 0.0
 	if u.havePrev && s.LastNS > u.prev.LastNS {
 		dt = float64(s.LastNS-u.prev.LastNS) / 1e9
@@ -252,23 +284,56 @@ func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
 	} else if u.havePrev {
 		u.eventsPS = 0
 	}
-	prevQP := map[qpKey]analyzer.QP{}
-	if u.havePrev {
-		for _, q := range u.prev.QPs {
-			prevQP[qpKey{q.PID, q.QPNum, q.Gen}] = q
+	// the previous snapshot's QPs, for the rates: most often the same QPs
+	// in the same places; by key (a map made when first needed) otherwise
+	clear(u.prevIdx)
+	mapped := false
+	prevOf := func(i int, k qpKey) *analyzer.QP {
+		if !u.havePrev {
+			return nil
 		}
+		if i < len(u.prev.QPs) {
+			if p := &u.prev.QPs[i]; p.PID == k.pid && p.QPNum == k.qpNum && p.Gen == k.gen {
+				return p
+			}
+		}
+		if !mapped {
+			for j := range u.prev.QPs {
+				p := &u.prev.QPs[j]
+				u.prevIdx[qpKey{p.PID, p.QPNum, p.Gen}] = j
+			}
+			mapped = true
+		}
+		if j, ok := u.prevIdx[k]; ok {
+			return &u.prev.QPs[j]
+		}
+		return nil
 	}
 	u.rows = u.rows[:0]
-	for _, q := range s.QPs {
+	u.sinceReset = u.sinceReset[:0]
+	for i := range s.QPs {
+		q := &s.QPs[i]
 		k := qpKey{q.PID, q.QPNum, q.Gen}
-		r := row{key: k, qp: q, c: q.Counters.Sub(u.base[k]), occupancy: q.Outstanding}
-		if p, ok := prevQP[k]; ok && dt > 0 {
+		r := row{key: k, qp: q, c: &q.Counters, occupancy: q.Outstanding}
+		if b, ok := u.base[k]; ok {
+			u.sinceReset = append(u.sinceReset, q.Counters.Sub(b))
+		}
+		if p := prevOf(i, k); p != nil && dt > 0 {
 			r.wrsPS = float64(analyzer.Growth(q.WRs, p.WRs)) / dt
 			r.dmaSaved = float64(analyzer.Growth(q.PCIe.DMAReadsSaved(), p.PCIe.DMAReadsSaved())) / dt
 			r.cqeSaved = float64(analyzer.Growth(q.PCIe.CQEWritesSaved, p.PCIe.CQEWritesSaved)) / dt
 		}
-		r.status = status(q, r.c)
 		u.rows = append(u.rows, r)
+	}
+	// the counters since the reset, once u.sinceReset no longer grows
+	n := 0
+	for i := range u.rows {
+		r := &u.rows[i]
+		if _, ok := u.base[r.key]; ok {
+			r.c = &u.sinceReset[n]
+			n++
+		}
+		r.status = status(r.qp, r.c)
 	}
 	u.alertLog = u.alertLog[:0]
 	for _, d := range s.Diagnoses {
@@ -318,7 +383,7 @@ func (u *UI) renderHeader() {
 }
 
 func (u *UI) renderFooter() {
-	keys := []string{"? help", "q quit", "a newest alert", "↑↓/jk select", "Enter detail", "o sort", "p pause", "r reset", "s save", "/ filter"}
+	keys := []string{"? help", "q quit", "a newest alert", "↑↓/jk select", "Enter detail", "o sort", "p pause", "r reset", "s save", "/ filter", "g group"}
 	if _, ok := u.src.(Player); ok {
 		keys = slices.Insert(keys, 2, "←→ seek 10s", "+- speed")
 	}
@@ -328,6 +393,9 @@ func (u *UI) renderFooter() {
 	}
 	if u.filter != "" {
 		lead = append(lead, fmt.Sprintf("filter %q", u.filter))
+	}
+	if u.grouping != groupNone {
+		lead = append(lead, "by "+u.grouping.String())
 	}
 	u.footer.lead, u.footer.keys = strings.Join(lead, " · "), keys
 }

@@ -29,9 +29,17 @@ func (f *fakeApp) SetInputCapture(c func(*tcell.EventKey) *tcell.EventKey) *tvie
 	f.capture = c
 	return nil
 }
-func (f *fakeApp) SetFocus(p tview.Primitive) *tview.Application { f.focus = p; return nil }
-func (f *fakeApp) Run() error                                    { return nil }
-func (f *fakeApp) Stop()                                         { f.stopped = true }
+func (f *fakeApp) SetFocus(p tview.Primitive) *tview.Application {
+	// as tview does: the old primitive blurs, the new one takes focus
+	if f.focus != nil {
+		f.focus.Blur()
+	}
+	f.focus = p
+	p.Focus(func(q tview.Primitive) { f.focus = q })
+	return nil
+}
+func (f *fakeApp) Run() error { return nil }
+func (f *fakeApp) Stop()      { f.stopped = true }
 
 // key delivers a key the way tview does: global capture, then the focused
 // primitive's handler.
@@ -47,7 +55,9 @@ func (f *fakeApp) key(k tcell.Key, r rune) {
 
 type staticSource struct{ s analyzer.Snapshot }
 
-func (s *staticSource) Snapshot(func(uint32, uint32) bool) analyzer.Snapshot { return s.s }
+func (s *staticSource) Snapshot(func(uint32, uint32) bool, []analyzer.QP) analyzer.Snapshot {
+	return s.s
+}
 
 func qp(num uint32, depth uint32, out uint64, c analyzer.Counters) analyzer.QP {
 	return analyzer.QP{PID: 42, QPNum: num, Type: "RC", MaxSendWR: depth, MaxInline: 124, MaxSendSGE: 1,

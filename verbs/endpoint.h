@@ -40,6 +40,9 @@ struct sq_endpoint {
 	 * NULL on the simulator, whose wire has no receiver. */
 	struct ibv_qp *peer_qp;
 	struct ibv_cq *peer_rcq;
+	struct ibv_srq *peer_srq; /* peer_qp takes its receives from this SRQ
+	                           * (shared with other endpoints' peers, as is
+	                           * peer_rcq then), or NULL: its own RQ */
 	void *rbuf;
 	size_t rbuf_len;
 	uint32_t rlkey;

@@ -25,7 +25,6 @@
 #define MKEY_SEG 64u
 #define KLM_SEG 64u
 #define MAX_WQE_BYTES 1024u /* 16 WQEBBs per WQE at most */
-#define MAX_CQ_QPS 64
 
 #define OVH_UD 64u
 
@@ -64,6 +63,19 @@ struct sim_rcv {
 	uint32_t bytes;
 };
 
+/* A shared receive queue: receives posted by ibv_post_srq_recv, taken
+ * in order by the SENDs to any QP created with it, a slot freed when the
+ * completion of the receive in it is polled (as mlx5 frees an SRQ WQE). */
+struct sim_srq {
+	struct ibv_srq ibsrq; /* first */
+	pthread_mutex_t lock;
+	uint32_t max, max_gs;
+	uint64_t head, cons, tail, mask;
+	uint64_t *ids;
+	uint64_t posted;      /* receives accepted */
+	int nqps;             /* QPs created with it */
+};
+
 struct sim_cq {
 	union {              /* first; an ibv_cq_ex starts as an ibv_cq */
 		struct ibv_cq ibcq;
@@ -75,11 +87,13 @@ struct sim_cq {
 	struct sim_cqe *ring;
 	uint32_t cap;
 	uint64_t prod, cons;
-	struct sim_qp *qps[MAX_CQ_QPS];
-	int nqps;
+	/* the QPs whose sends complete here (shared by any number of QPs,
+	 * each CQE carrying its QP's number), and those whose receives do */
+	struct sim_qp **qps;
+	int nqps, qps_cap;
 	int err;             /* overrun: the CQ takes no more CQEs (cq_overrun) */
-	struct sim_qp *rqps[MAX_CQ_QPS]; /* QPs whose receives complete here */
-	int nrqps;
+	struct sim_qp **rqps;
+	int nrqps, rqps_cap;
 	struct sqsim_cq_counters c;
 };
 
@@ -129,6 +143,7 @@ struct sim_qp {
 	struct sim_rcv *rcv;
 	uint64_t rcv_head, rcv_tail;
 	uint8_t rnr_retry, min_rnr_timer;
+	struct sim_srq *srq;   /* receives come from it, not the RQ, when set */
 
 	struct sqsim_counters c;
 };
@@ -147,6 +162,7 @@ static inline struct sim_ctx *to_sctx(struct ibv_context *c) { return (struct si
 static inline struct sim_qp *to_sqp(struct ibv_qp *q) { return (struct sim_qp *)q; }
 static inline struct sim_qp *qpx_to_sqp(struct ibv_qp_ex *q) { return (struct sim_qp *)q; }
 static inline struct sim_cq *to_scq(struct ibv_cq *c) { return (struct sim_cq *)c; }
+static inline struct sim_srq *to_ssrq(struct ibv_srq *s) { return (struct sim_srq *)s; }
 
 static int needs_recv(int opcode);
 
@@ -540,7 +556,29 @@ static int take_recv(struct sim_qp *qp, struct sim_wr *w, uint64_t now)
 		return 1;
 	}
 	pthread_mutex_lock(&r->lock);
-	if (r->rq_cons < r->rq_head && r->rcv_head - r->rcv_tail <= r->rq_mask) {
+	if (r->srq && r->rcv_head - r->rcv_tail <= r->rq_mask) {
+		struct sim_srq *q = r->srq;
+		int took = 0;
+
+		pthread_mutex_lock(&q->lock);
+		if (q->cons < q->head) {
+			struct sim_rcv *c = &r->rcv[r->rcv_head & r->rq_mask];
+
+			c->wr_id = q->ids[q->cons & q->mask];
+			c->bytes = w->bytes;
+			c->done_ns = now > w->done_ns ? now : w->done_ns;
+			q->cons++;
+			r->rcv_head++;
+			r->c.recvs_consumed++;
+			took = 1;
+		}
+		pthread_mutex_unlock(&q->lock);
+		if (took) {
+			pthread_mutex_unlock(&r->lock);
+			w->needs_recv = 0;
+			return 1;
+		}
+	} else if (!r->srq && r->rq_cons < r->rq_head && r->rcv_head - r->rcv_tail <= r->rq_mask) {
 		struct sim_rcv *c = &r->rcv[r->rcv_head & r->rq_mask];
 
 		c->wr_id = r->rq_ids[r->rq_cons & r->rq_mask];
@@ -610,7 +648,13 @@ static void retire_cqe(struct sim_cqe *e)
 {
 	pthread_mutex_lock(&e->qp->lock);
 	if (e->recv) {
-		e->qp->rq_tail++;
+		if (e->qp->srq) {
+			pthread_mutex_lock(&e->qp->srq->lock);
+			e->qp->srq->tail++;
+			pthread_mutex_unlock(&e->qp->srq->lock);
+		} else {
+			e->qp->rq_tail++;
+		}
 		e->qp->c.recv_cqes_polled++;
 	} else {
 		e->qp->tail = e->seq + 1;
@@ -827,6 +871,34 @@ static int sim_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	if (err)
 		*bad_wr = wr;
 	pthread_mutex_unlock(&qp->lock);
+	return err;
+}
+
+/* As mlx5's post_srq_recv: the SRQ full is ENOMEM, too many SGEs EINVAL;
+ * *bad_wr is the WR refused. */
+static int sim_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad_wr)
+{
+	struct sim_srq *q = to_ssrq(ibsrq);
+	int err = 0;
+
+	pthread_mutex_lock(&q->lock);
+	for (; wr; wr = wr->next) {
+		if (q->head - q->tail >= q->max) {
+			err = ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > q->max_gs) {
+			err = EINVAL;
+			break;
+		}
+		q->ids[q->head & q->mask] = wr->wr_id;
+		q->head++;
+		q->posted++;
+	}
+	if (err)
+		*bad_wr = wr;
+	pthread_mutex_unlock(&q->lock);
 	return err;
 }
 
@@ -1125,6 +1197,7 @@ struct ibv_context *sqsim_open_device(const struct sqsim_config *cfg)
 	ctx->ibctx.ops.req_notify_cq = sim_req_notify_cq;
 	ctx->ibctx.ops.post_send = sim_post_send;
 	ctx->ibctx.ops.post_recv = sim_post_recv;
+	ctx->ibctx.ops.post_srq_recv = sim_post_srq_recv;
 	return &ctx->ibctx;
 }
 
@@ -1303,9 +1376,11 @@ int sqsim_destroy_cq(struct ibv_cq *ibcq)
 
 	if (!cq)
 		return EINVAL;
-	if (cq->nqps)
+	if (cq->nqps || cq->nrqps)
 		return EBUSY;
 	pthread_mutex_destroy(&cq->lock);
+	free(cq->qps);
+	free(cq->rqps);
 	free(cq->ring);
 	free(cq);
 	return 0;
@@ -1361,6 +1436,32 @@ void sqsim_limits(struct ibv_context *ctx, int qp_type, uint64_t ops, int with_o
 }
 
 
+/* cq_add appends qp to a CQ's list of QPs, growing it; 0 without memory. */
+static int cq_add(struct sim_qp ***list, int *n, int *cap, struct sim_qp *qp)
+{
+	if (*n == *cap) {
+		int ncap = *cap ? *cap * 2 : 8;
+		struct sim_qp **l = realloc(*list, (size_t)ncap * sizeof(*l));
+
+		if (!l)
+			return 0;
+		*list = l;
+		*cap = ncap;
+	}
+	(*list)[(*n)++] = qp;
+	return 1;
+}
+
+static void free_qp(struct sim_qp *qp)
+{
+	pthread_mutex_destroy(&qp->lock);
+	free(qp->wrs);
+	free(qp->wqe_buf);
+	free(qp->rq_ids);
+	free(qp->rcv);
+	free(qp);
+}
+
 static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_attr_ex *attr)
 {
 	struct sim_ctx *ctx = to_sctx(ibctx);
@@ -1380,10 +1481,6 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 	    attr->cap.max_recv_sge > ctx->cfg.max_sge ||
 	    (with_ops && (attr->send_ops_flags & ~(uint64_t)SIM_SEND_OPS))) {
 		errno = EINVAL;
-		return NULL;
-	}
-	if (to_scq(attr->send_cq)->nqps >= MAX_CQ_QPS) {
-		errno = ENOMEM;
 		return NULL;
 	}
 
@@ -1427,6 +1524,13 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 	qp->rq_max_gs = attr->cap.max_recv_sge;
 	qp->rq_state_max_gs = -1;
 	qp->rq_mask = qp->rq_max ? qp->rq_max - 1 : 0;
+	if (attr->srq) {
+		/* no RQ of its own: its receives come from the SRQ, any of
+		 * whose receives it may hold completed at once */
+		qp->srq = to_ssrq(attr->srq);
+		qp->rq_max = 0;
+		qp->rq_mask = qp->srq->mask;
+	}
 	qp->rq_ids = calloc(qp->rq_mask + 1, sizeof(*qp->rq_ids));
 	qp->rcv = calloc(qp->rq_mask + 1, sizeof(*qp->rcv));
 	qp->rnr_retry = 7;
@@ -1496,20 +1600,29 @@ static struct ibv_qp *create_qp(struct ibv_context *ibctx, struct ibv_qp_init_at
 
 	{
 		struct sim_cq *scq = to_scq(attr->send_cq);
+		int ok;
 
 		pthread_mutex_lock(&scq->lock);
-		scq->qps[scq->nqps++] = qp;
+		ok = cq_add(&scq->qps, &scq->nqps, &scq->qps_cap, qp);
 		pthread_mutex_unlock(&scq->lock);
+		if (!ok) {
+			free_qp(qp);
+			errno = ENOMEM;
+			return NULL;
+		}
 	}
-	if (qp->rq_max) {
+	if (qp->rq_max || qp->srq) {
 		struct sim_cq *rcq = to_scq(attr->recv_cq);
 
 		pthread_mutex_lock(&rcq->lock);
-		if (rcq->nrqps < MAX_CQ_QPS)
-			rcq->rqps[rcq->nrqps++] = qp;
-		else
+		if (!cq_add(&rcq->rqps, &rcq->nrqps, &rcq->rqps_cap, qp))
 			qp->rq_max = 0; /* no room to complete its receives: none taken */
 		pthread_mutex_unlock(&rcq->lock);
+	}
+	if (qp->srq) {
+		pthread_mutex_lock(&qp->srq->lock);
+		qp->srq->nqps++;
+		pthread_mutex_unlock(&qp->srq->lock);
 	}
 	return b;
 }
@@ -1644,12 +1757,79 @@ int sqsim_destroy_qp(struct ibv_qp *ibqp)
 		qp->peer->peer = NULL;
 		pthread_mutex_unlock(&qp->peer->lock);
 	}
-	pthread_mutex_destroy(&qp->lock);
-	free(qp->wrs);
-	free(qp->wqe_buf);
-	free(qp->rq_ids);
-	free(qp->rcv);
-	free(qp);
+	if (qp->srq) {
+		pthread_mutex_lock(&qp->srq->lock);
+		qp->srq->nqps--;
+		pthread_mutex_unlock(&qp->srq->lock);
+	}
+	free_qp(qp);
+	return 0;
+}
+
+struct ibv_srq *sqsim_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr)
+{
+	struct sim_ctx *ctx;
+	struct sim_srq *q;
+
+	if (!pd || !attr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ctx = to_sctx(pd->context);
+	if (attr->attr.max_wr == 0 || attr->attr.max_wr > ctx->cfg.max_qp_wr ||
+	    attr->attr.max_sge == 0 || attr->attr.max_sge > ctx->cfg.max_sge) {
+		errno = EINVAL;
+		return NULL;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* mlx5: max_wr + 1 rounded up to a power of two, one kept empty */
+	q->mask = roundup_pow2((uint64_t)attr->attr.max_wr + 1) - 1;
+	q->max = (uint32_t)q->mask;
+	q->max_gs = attr->attr.max_sge;
+	q->ids = calloc(q->mask + 1, sizeof(*q->ids));
+	if (!q->ids) {
+		free(q);
+		errno = ENOMEM;
+		return NULL;
+	}
+	pthread_mutex_init(&q->lock, NULL);
+	q->ibsrq.context = pd->context;
+	q->ibsrq.pd = pd;
+	q->ibsrq.srq_context = attr->srq_context;
+	pthread_mutex_init(&q->ibsrq.mutex, NULL);
+	pthread_cond_init(&q->ibsrq.cond, NULL);
+	attr->attr.max_wr = q->max;
+	return &q->ibsrq;
+}
+
+int sqsim_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct sim_srq *q = to_ssrq(ibsrq);
+
+	if (!q)
+		return EINVAL;
+	if (q->nqps)
+		return EBUSY;
+	pthread_mutex_destroy(&q->lock);
+	free(q->ids);
+	free(q);
+	return 0;
+}
+
+int sqsim_srq_posted(struct ibv_srq *ibsrq, uint64_t *posted, uint64_t *outstanding)
+{
+	struct sim_srq *q = to_ssrq(ibsrq);
+
+	if (!q)
+		return EINVAL;
+	pthread_mutex_lock(&q->lock);
+	*posted = q->posted;
+	*outstanding = q->head - q->tail;
+	pthread_mutex_unlock(&q->lock);
 	return 0;
 }
 

@@ -70,15 +70,20 @@ type Sim struct {
 	pd    *C.struct_ibv_pd
 	model NICModel
 	eps   []*simEndpoint
+	// shared CQs and SRQs (sim_shared.go), freed after the endpoints
+	cqs  []*CQ
+	srqs []*SRQ
 }
 
 type simEndpoint struct {
-	ep  *Endpoint
-	qp  *C.struct_ibv_qp
-	cq  *C.struct_ibv_cq
-	mr  *C.struct_ibv_mr
-	ah  *C.struct_ibv_ah
-	buf unsafe.Pointer
+	ep *Endpoint
+	qp *C.struct_ibv_qp
+	cq *C.struct_ibv_cq
+	// sharedCQ: cq is a CQ of the device's (NewCQ), not the endpoint's own
+	sharedCQ bool
+	mr       *C.struct_ibv_mr
+	ah       *C.struct_ibv_ah
+	buf      unsafe.Pointer
 	// peer is the receiving end of the connection (QPConfig.Receiver)
 	peer *simPeer
 }
@@ -159,7 +164,10 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 	}
 	var cq *C.struct_ibv_cq
 	var cqx *C.struct_ibv_cq_ex
-	if cfg.CQEx {
+	if cfg.SendCQ != nil {
+		cq, cqx = cfg.SendCQ.c, cfg.SendCQ.cqx
+		se.sharedCQ = true
+	} else if cfg.CQEx {
 		var ca C.struct_ibv_cq_init_attr_ex
 		ca.cqe = C.uint32_t(cqDepth)
 		cqx, err = C.sqsim_create_cq_ex(s.ctx, &ca)
@@ -287,7 +295,7 @@ func (s *Sim) freeEndpoint(se *simEndpoint) {
 	if se.qp != nil {
 		C.sqsim_destroy_qp(se.qp)
 	}
-	if se.cq != nil {
+	if se.cq != nil && !se.sharedCQ {
 		C.sqsim_destroy_cq(se.cq)
 	}
 	if se.mr != nil {
@@ -387,8 +395,15 @@ func (s *Sim) CQCounters(e *Endpoint) (CQCounters, bool) {
 	if se == nil {
 		return CQCounters{}, false
 	}
+	return cqCounters(se.cq)
+}
+
+// CQAddr is the address of the endpoint's send CQ, as a tracer names it.
+func (e *Endpoint) CQAddr() uint64 { return uint64(uintptr(unsafe.Pointer(e.c.cq))) }
+
+func cqCounters(cq *C.struct_ibv_cq) (CQCounters, bool) {
 	var c C.struct_sqsim_cq_counters
-	if C.sqsim_cq_counters(se.cq, &c) != 0 {
+	if C.sqsim_cq_counters(cq, &c) != 0 {
 		return CQCounters{}, false
 	}
 	return CQCounters{Polls: uint64(c.polls), EmptyPolls: uint64(c.empty_polls), CQEs: uint64(c.cqes),
@@ -466,6 +481,7 @@ func (s *Sim) Close() error {
 		s.freeEndpoint(se)
 	}
 	s.eps = nil
+	s.freeShared()
 	C.sqsim_dealloc_pd(s.pd)
 	C.sqsim_close_device(s.ctx)
 	s.ctx = nil

@@ -125,6 +125,14 @@ int sqsim_destroy_qp(struct ibv_qp *qp);
  * each one's SENDs taking the other's receives. */
 int sqsim_connect(struct ibv_qp *a, struct ibv_qp *b);
 
+/* A shared receive queue (sqsim_create_srq plays ibv_create_srq, hooked
+ * as it; ibv_post_srq_recv goes through the context's ops table): the QPs
+ * created with it take its receives in order. sqsim_srq_posted is its
+ * ground truth: receives accepted, and those not yet completed and polled. */
+struct ibv_srq *sqsim_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
+int sqsim_destroy_srq(struct ibv_srq *srq);
+int sqsim_srq_posted(struct ibv_srq *srq, uint64_t *posted, uint64_t *outstanding);
+
 int sqsim_qp_counters(struct ibv_qp *qp, struct sqsim_counters *out);
 int sqsim_cq_counters(struct ibv_cq *cq, struct sqsim_cq_counters *out);
 

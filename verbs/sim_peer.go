@@ -63,30 +63,19 @@ func (s *Sim) addPeer(se *simEndpoint, c *C.struct_sq_endpoint, cfg QPConfig) er
 	}
 	p := &simPeer{}
 	se.peer = p
-	rcq, err := C.sqsim_create_cq(s.ctx, C.int(cfg.MaxRecvWR+16))
-	if rcq == nil {
-		return fmt.Errorf("creating the receiver's CQ on sim: %w", err)
-	}
-	p.rcq = rcq
-	recvSize := C.uint32_t(max(cfg.BufSize, 64))
-	rq := C.uint32_t(cfg.MaxRecvWR)
-	p.rbuf = C.calloc(C.size_t(rq), C.size_t(recvSize))
-	if p.rbuf == nil {
-		return fmt.Errorf("allocating the receive buffer: %w", syscall.ENOMEM)
-	}
-	mr, err := C.sqsim_reg_mr(s.pd, p.rbuf, C.size_t(rq)*C.size_t(recvSize), C.IBV_ACCESS_LOCAL_WRITE)
-	if mr == nil {
-		return fmt.Errorf("registering the receive buffer on sim: %w", err)
-	}
-	p.mr = mr
 	var attr C.struct_ibv_qp_init_attr
-	attr.send_cq = rcq
-	attr.recv_cq = rcq
 	attr.qp_type = C.IBV_QPT_RC
 	attr.cap.max_send_wr = 1
 	attr.cap.max_send_sge = 1
-	attr.cap.max_recv_wr = rq
 	attr.cap.max_recv_sge = 1
+	if q := cfg.SRQ; q != nil {
+		// its receives come from the SRQ and complete on the SRQ's CQ
+		attr.send_cq, attr.recv_cq, attr.srq = q.rcq, q.rcq, q.srq
+	} else {
+		if err := p.ownRQ(s, cfg, &attr); err != nil {
+			return err
+		}
+	}
 	qp, err := C.sqsim_create_qp(s.pd, &attr)
 	if qp == nil {
 		return fmt.Errorf("creating the receiving QP on sim: %w", err)
@@ -108,15 +97,44 @@ func (s *Sim) addPeer(se *simEndpoint, c *C.struct_sq_endpoint, cfg QPConfig) er
 		}
 	}
 	c.peer_qp = qp
-	c.peer_rcq = rcq
+	if cfg.SRQ != nil {
+		cfg.SRQ.fill(c)
+		return nil
+	}
+	recvSize := C.uint32_t(max(cfg.BufSize, 64))
+	c.peer_rcq = p.rcq
 	c.rbuf = p.rbuf
-	c.rbuf_len = C.size_t(rq) * C.size_t(recvSize)
-	c.rlkey = mr.lkey
+	c.rbuf_len = C.size_t(cfg.MaxRecvWR) * C.size_t(recvSize)
+	c.rlkey = p.mr.lkey
 	c.rq_depth = attr.cap.max_recv_wr
 	c.recv_size = recvSize
 	if rc := C.post_receives(c); rc != 0 {
 		return fmt.Errorf("posting the receiver's %d receives: %w", c.rq_depth, syscall.Errno(rc))
 	}
+	return nil
+}
+
+// ownRQ gives the peer QP an RQ of cfg.MaxRecvWR receives, its own CQ and
+// receive buffer.
+func (p *simPeer) ownRQ(s *Sim, cfg QPConfig, attr *C.struct_ibv_qp_init_attr) error {
+	rcq, err := C.sqsim_create_cq(s.ctx, C.int(cfg.MaxRecvWR+16))
+	if rcq == nil {
+		return fmt.Errorf("creating the receiver's CQ on sim: %w", err)
+	}
+	p.rcq = rcq
+	recvSize := C.uint32_t(max(cfg.BufSize, 64))
+	rq := C.uint32_t(cfg.MaxRecvWR)
+	p.rbuf = C.calloc(C.size_t(rq), C.size_t(recvSize))
+	if p.rbuf == nil {
+		return fmt.Errorf("allocating the receive buffer: %w", syscall.ENOMEM)
+	}
+	mr, err := C.sqsim_reg_mr(s.pd, p.rbuf, C.size_t(rq)*C.size_t(recvSize), C.IBV_ACCESS_LOCAL_WRITE)
+	if mr == nil {
+		return fmt.Errorf("registering the receive buffer on sim: %w", err)
+	}
+	p.mr = mr
+	attr.send_cq, attr.recv_cq = rcq, rcq
+	attr.cap.max_recv_wr = rq
 	return nil
 }
 

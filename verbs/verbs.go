@@ -92,6 +92,12 @@ type QPConfig struct {
 	Receiver bool
 	RNRRetry uint8
 	BufSize  int // payload buffer bytes
+	// SendCQ, when set, is the send CQ the QP shares with others
+	// (SharedDevice.NewCQ); CQEx and CQDepth are then the CQ's.
+	SendCQ *CQ
+	// SRQ, when set with Receiver, is the SRQ the receiving peer takes its
+	// receives from (SharedDevice.NewSRQ), completing them on the SRQ's CQ.
+	SRQ *SRQ
 }
 
 // Caps are what the QP reports after creation; always use these, not the

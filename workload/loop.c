@@ -48,10 +48,19 @@ static void replenish(struct sq_endpoint *ep, struct wl_result *r, int starve)
 		wr.wr_id = wc[i].wr_id;
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
-		if (ibv_post_recv(ep->peer_qp, &wr, &bad) == 0)
+		if (ep->peer_srq ? ibv_post_srq_recv(ep->peer_srq, &wr, &bad) == 0 :
+				   ibv_post_recv(ep->peer_qp, &wr, &bad) == 0)
 			r->recvs_posted++;
 	}
 }
+
+/* A thread's QPs: each lane is one QP with its parameters, results and
+ * state; the thread posts to its lanes in turn, and polls after each post
+ * the lane's CQ, which may be one CQ shared by every lane (the CQEs then
+ * go to their lane by the lane index in the high bits of their wr_id, as
+ * applications name a WR's context by its wr_id). */
+#define LANE_SHIFT 40
+#define SEQ_MASK ((1ull << LANE_SHIFT) - 1)
 
 struct state {
 	uint64_t retired;        /* WRs the application knows are done */
@@ -62,6 +71,26 @@ struct state {
 	 * retires. */
 	uint64_t *sig_id, *sig_wrs, sig_head, sig_tail, sig_mask;
 	uint64_t retired_wrs;    /* posted WRs retired */
+};
+
+struct lane {
+	struct sq_endpoint *ep;
+	const struct wl_params *p;
+	struct wl_result *r;
+	uint64_t *stamps;
+	struct state st;
+	uint64_t tag;            /* lane index << LANE_SHIFT: in every wr_id */
+	int fault;               /* the fault active now */
+	int timed, done;
+	uint64_t deadline, held_since, last_now;
+	uint64_t wait_until;     /* rate cap: nothing due before this */
+};
+
+struct group {
+	struct lane *lanes;
+	int n;
+	int shared_cq;           /* every lane's send CQ is the same CQ */
+	struct ibv_wc *wc;
 };
 
 /* retire notes a CQE for wr_id: it retires its WR and every one before. */
@@ -101,26 +130,41 @@ static int poll_ex(struct ibv_cq_ex *cq, int max, int mode, struct ibv_wc *wc)
 	return n;
 }
 
-static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,
-		     struct state *st, uint64_t *stamps, struct ibv_wc *wc, int starve)
+/* poll_once polls lane l's CQ once (the group's, when shared) and gives
+ * each completion to its lane; the poll itself is counted on l. */
+static int poll_once(struct group *g, struct lane *l)
 {
-	int n, i;
+	struct sq_endpoint *ep = l->ep;
+	const struct wl_params *p = l->p;
+	struct ibv_wc *wc = g->wc;
+	int n, i, starve = l->fault == WL_FAULT_RQ_STARVE;
 	uint64_t now = 0;
 
 	if (ep->cqx)
 		n = poll_ex(ep->cqx, (int)p->poll_batch, ep->cqx_mode, wc);
 	else
 		n = ibv_poll_cq(ep->cq, p->poll_batch, wc);
-	r->polls++;
+	l->r->polls++;
 	if (n <= 0) {
 		if (n == 0)
-			r->empty_polls++;
-		replenish(ep, r, starve);
+			l->r->empty_polls++;
+		replenish(ep, l->r, starve);
 		return n;
 	}
-	if (stamps)
-		now = wl_now_ns();
+	now = wl_now_ns();
 	for (i = 0; i < n; i++) {
+		uint64_t li = wc[i].wr_id >> LANE_SHIFT;
+		struct lane *o = l;
+		struct wl_result *r;
+		struct state *st;
+		uint64_t *stamps;
+
+		if (g->shared_cq && li < (uint64_t)g->n)
+			o = &g->lanes[li];
+		r = o->r;
+		st = &o->st;
+		stamps = o->stamps;
+		wc[i].wr_id &= SEQ_MASK;
 		r->cqes++;
 		if (wc[i].status != IBV_WC_SUCCESS)
 			r->cqe_errors++;
@@ -129,7 +173,7 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 			st->retired = wc[i].wr_id + 1;
 		retire(st, wc[i].wr_id);
 		if (stamps && wc[i].status == IBV_WC_SUCCESS) {
-			uint64_t d = now - stamps[wc[i].wr_id & p->stamp_mask];
+			uint64_t d = now - stamps[wc[i].wr_id & o->p->stamp_mask];
 
 			r->lat_sum_ns += d;
 			r->lat_n++;
@@ -137,7 +181,7 @@ static int poll_once(struct sq_endpoint *ep, const struct wl_params *p, struct w
 				r->lat_max_ns = d;
 		}
 	}
-	replenish(ep, r, starve);
+	replenish(ep, l->r, starve);
 	return n;
 }
 
@@ -161,7 +205,7 @@ static int opcode_of(const struct wl_params *p, uint64_t id)
 }
 
 static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_t num_sge,
-		      int api_wr, uint64_t first, uint32_t k, const unsigned int *flags,
+		      int api_wr, uint64_t tag, uint64_t first, uint32_t k, const unsigned int *flags,
 		      uint32_t size, int bad_opcode, uint32_t *accepted)
 {
 	uint32_t i;
@@ -175,7 +219,7 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 			int opcode = bad_opcode ? bad_opcode : opcode_of(p, first + i);
 			uint32_t len = sq_wr_local_len(opcode, size);
 
-			qpx->wr_id = first + i;
+			qpx->wr_id = tag | (first + i);
 			/* rxe reads IBV_SEND_INLINE from wr_flags; mlx5 ignores it there */
 			qpx->wr_flags = flags[i];
 			if (sq_wr_begin(ep, opcode))
@@ -224,7 +268,7 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 					n = MAX_SGE;
 			}
 			memset(w, 0, sizeof(*w));
-			w->wr_id = first + i;
+			w->wr_id = tag | (first + i);
 			w->send_flags = flags[i];
 			w->sg_list = sg;
 			w->num_sge = (int)n;
@@ -242,17 +286,160 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 	}
 }
 
-int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,
-	   uint64_t *stamps)
+/* lane_step posts the lane's next call (or waits on its own limits) and
+ * polls after it, as a perftest loop does; 1 when the lane is done. */
+static int lane_step(struct group *g, struct lane *l)
 {
 	static __thread unsigned int flags[MAX_LIST];
-	static __thread struct ibv_wc wc[MAX_POLL];
-	struct state st = { .sig_mask = p->stamp_mask };
-	uint64_t deadline = 0, idle_since, held_since = 0;
-	int timed = p->duration_ns != 0;
-	int fault = WL_FAULT_NONE;
-	uint64_t last_now;
+	const struct wl_params *p = l->p;
+	struct wl_result *r = l->r;
+	struct state *st = &l->st;
+	uint64_t remaining, out;
+	uint32_t k, i, acc = 0;
+	uint64_t t0, t1;
+	int ret, bad_opcode = 0, use_inline = p->use_inline;
+	uint32_t len = p->size, num_sge = p->num_sge;
 
+	if (p->fault && l->fault == WL_FAULT_NONE && l->last_now - r->start_ns >= p->fault_after_ns) {
+		l->fault = p->fault;
+		r->fault_start_ns = l->last_now;
+		r->fault_attempt = r->attempts;
+	}
+	if (l->fault) {
+		len = p->f_size;
+		use_inline = p->f_inline;
+		num_sge = p->f_num_sge;
+		if (l->fault == WL_FAULT_BAD_OPCODE)
+			bad_opcode = 0x7f;
+	}
+
+	if (l->timed) {
+		l->last_now = wl_now_ns();
+		if (l->last_now >= l->deadline)
+			return 1;
+		remaining = p->post_list;
+	} else {
+		if (r->attempts >= p->iters)
+			return 1;
+		remaining = p->iters - r->attempts;
+	}
+	k = remaining < p->post_list ? (uint32_t)remaining : p->post_list;
+
+	/* The application's own flow control: never more than tx_depth
+	 * outstanding. Fault modes that overflow the SQ skip it, as the
+	 * buggy applications they reproduce do. */
+	if (p->tx_depth && l->fault != WL_FAULT_NEVER_SIGNAL && l->fault != WL_FAULT_LAZY_POLL &&
+	    l->fault != WL_FAULT_RQ_STARVE) {
+		out = r->wrs - st->retired_wrs;
+		if (out + k > p->tx_depth) {
+			uint64_t now;
+
+			/* None of them signaled (a failed list dropped its
+			 * signaled WR): no CQE will ever make room, as an
+			 * application waiting here hangs. */
+			if (st->retired >= st->last_signaled) {
+				r->stalled_unsignaled = out;
+				r->stalled = 1;
+				return 1;
+			}
+			if (poll_once(g, l) > 0 || !l->held_since) {
+				l->held_since = wl_now_ns();
+				return 0;
+			}
+			/* completions stopped coming (an overrun CQ writes no
+			 * more): give up as the drain does */
+			now = wl_now_ns();
+			l->last_now = now;
+			if (now - l->held_since > p->drain_ns) {
+				r->stalled = 1;
+				return 1;
+			}
+			return 0;
+		}
+		l->held_since = 0;
+	}
+	if (p->rate) {
+		uint64_t due = r->start_ns + r->attempts * 1000000000ull / p->rate;
+		uint64_t now = wl_now_ns();
+
+		l->last_now = now;
+		if (due > now) {
+			l->wait_until = due;
+			return 0;
+		}
+	}
+	for (i = 0; i < k; i++) {
+		uint64_t id = r->attempts + i;
+		unsigned int f = 0;
+
+		/* only what sends its payload may send it inline */
+		if (use_inline && (bad_opcode || carries_payload(opcode_of(p, id))))
+			f |= IBV_SEND_INLINE;
+		if (l->fault != WL_FAULT_NEVER_SIGNAL &&
+		    ((id + 1) % p->cq_mod == 0 || (!l->timed && id + 1 == p->iters)))
+			f |= IBV_SEND_SIGNALED;
+		flags[i] = f;
+	}
+	/* in a timed run the last batch before the deadline is signaled */
+	if (l->timed && l->fault != WL_FAULT_NEVER_SIGNAL && wl_now_ns() + 1000 >= l->deadline)
+		flags[k - 1] |= IBV_SEND_SIGNALED;
+
+	t0 = wl_now_ns();
+	ret = post_batch(l->ep, p, num_sge, p->api_wr, l->tag, r->attempts, k, flags, len, bad_opcode, &acc);
+	t1 = wl_now_ns();
+	l->last_now = t1;
+	r->post_ns += t1 - t0;
+	r->post_calls++;
+	if (acc) {
+		r->doorbells++;
+		for (i = 0; i < acc; i++) {
+			if (flags[i] & IBV_SEND_INLINE)
+				r->inline_wrs++;
+			if (flags[i] & IBV_SEND_SIGNALED) {
+				r->signaled++;
+				st->last_signaled = r->attempts + i + 1;
+				/* at most the SQ's depth of them are outstanding */
+				st->sig_id[st->sig_head & st->sig_mask] = r->attempts + i;
+				st->sig_wrs[st->sig_head & st->sig_mask] = r->wrs + i + 1;
+				st->sig_head++;
+				if (l->stamps)
+					l->stamps[(r->attempts + i) & p->stamp_mask] = t1;
+			}
+		}
+		r->wrs += acc;
+	}
+	if (ret) {
+		if (!r->first_errno) {
+			r->first_errno = ret;
+			r->first_error_at = r->attempts + acc;
+		}
+		if (ret == ENOMEM)
+			r->enomem++;
+		else if (ret == EINVAL)
+			r->einval++;
+		else
+			r->other_errors++;
+	}
+	/* WRs of a failed list past *bad_wr are dropped, not retried */
+	r->attempts += k;
+	out = r->wrs - st->retired_wrs;
+	if (out > r->peak_outstanding)
+		r->peak_outstanding = out;
+
+	if (l->fault == WL_FAULT_LAZY_POLL && p->lazy_poll > 1) {
+		if (r->post_calls % p->lazy_poll == 0)
+			poll_once(g, l);
+	} else if (l->fault == WL_FAULT_CQ_OVERRUN) {
+		/* reaped only when the flow control above holds */
+	} else {
+		poll_once(g, l);
+	}
+	return 0;
+}
+
+static int lane_init(struct lane *l, struct sq_endpoint *ep, const struct wl_params *p,
+		     struct wl_result *r, uint64_t *stamps, uint64_t tag)
+{
 	if (p->n_opcodes == 0 || p->n_opcodes > sizeof(p->opcodes) / sizeof(p->opcodes[0]) ||
 	    p->post_list == 0 || p->post_list > MAX_LIST || p->poll_batch == 0 ||
 	    p->poll_batch > MAX_POLL || p->cq_mod == 0 || p->num_sge > MAX_SGE ||
@@ -260,172 +447,142 @@ int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *
 		return EINVAL;
 	if (p->api_wr && !ep->qpx)
 		return EOPNOTSUPP;
-	st.sig_id = calloc(p->stamp_mask + 1, sizeof(*st.sig_id));
-	st.sig_wrs = calloc(p->stamp_mask + 1, sizeof(*st.sig_wrs));
-	if (!st.sig_id || !st.sig_wrs) {
-		free(st.sig_id);
-		free(st.sig_wrs);
+	memset(l, 0, sizeof(*l));
+	l->ep = ep;
+	l->p = p;
+	l->r = r;
+	l->stamps = stamps;
+	l->tag = tag;
+	l->st.sig_mask = p->stamp_mask;
+	l->st.sig_id = calloc(p->stamp_mask + 1, sizeof(*l->st.sig_id));
+	l->st.sig_wrs = calloc(p->stamp_mask + 1, sizeof(*l->st.sig_wrs));
+	if (!l->st.sig_id || !l->st.sig_wrs)
 		return ENOMEM;
-	}
 	memset(r, 0, sizeof(*r));
-	r->start_ns = wl_now_ns();
-	last_now = r->start_ns;
-	if (timed)
-		deadline = r->start_ns + p->duration_ns;
+	l->timed = p->duration_ns != 0;
+	return 0;
+}
 
-	while (!stop_requested) {
-		uint64_t remaining, out;
-		uint32_t k, i, acc = 0;
-		uint64_t t0, t1;
-		int ret, bad_opcode = 0, use_inline = p->use_inline;
-		uint32_t len = p->size, num_sge = p->num_sge;
+static void lane_start(struct lane *l)
+{
+	l->r->start_ns = wl_now_ns();
+	l->last_now = l->r->start_ns;
+	if (l->timed)
+		l->deadline = l->r->start_ns + l->p->duration_ns;
+}
 
-		if (p->fault && fault == WL_FAULT_NONE &&
-		    last_now - r->start_ns >= p->fault_after_ns) {
-			fault = p->fault;
-			r->fault_start_ns = last_now;
-			r->fault_attempt = r->attempts;
-		}
-		if (fault) {
-			len = p->f_size;
-			use_inline = p->f_inline;
-			num_sge = p->f_num_sge;
-			if (fault == WL_FAULT_BAD_OPCODE)
-				bad_opcode = 0x7f;
-		}
+static int undrained(const struct lane *l)
+{
+	return !l->r->stalled && l->st.retired < l->st.last_signaled;
+}
 
-		if (timed) {
-			last_now = wl_now_ns();
-			if (last_now >= deadline)
-				break;
-			remaining = p->post_list;
-		} else {
-			if (r->attempts >= p->iters)
-				break;
-			remaining = p->iters - r->attempts;
-		}
-		k = remaining < p->post_list ? (uint32_t)remaining : p->post_list;
+/* drain waits for the CQE of each lane's last signaled WR, up to drain_ns
+ * with no completion coming. */
+static void drain(struct group *g)
+{
+	uint64_t idle_since = wl_now_ns(), drain_ns = g->lanes[0].p->drain_ns;
+	int i;
 
-		/* The application's own flow control: never more than tx_depth
-		 * outstanding. Fault modes that overflow the SQ skip it, as the
-		 * buggy applications they reproduce do. */
-		if (p->tx_depth && fault != WL_FAULT_NEVER_SIGNAL && fault != WL_FAULT_LAZY_POLL &&
-		    fault != WL_FAULT_RQ_STARVE) {
-			out = r->wrs - st.retired_wrs;
-			if (out + k > p->tx_depth) {
-				uint64_t now;
+	for (;;) {
+		int waiting = 0, got = 0, failed = 0;
 
-				if (poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE) > 0 || !held_since) {
-					held_since = wl_now_ns();
-					continue;
-				}
-				/* completions stopped coming (an overrun CQ writes no
-				 * more): give up as the drain does */
-				now = wl_now_ns();
-				last_now = now;
-				if (now - held_since > p->drain_ns) {
-					r->stalled = 1;
-					break;
-				}
+		for (i = 0; i < g->n; i++) {
+			struct lane *l = &g->lanes[i];
+			int n;
+
+			if (!undrained(l))
+				continue;
+			if (g->shared_cq && waiting) {
+				/* one poll of the shared CQ serves every lane; the
+				 * others' receivers still get their receives back */
+				replenish(l->ep, l->r, l->fault == WL_FAULT_RQ_STARVE);
 				continue;
 			}
-			held_since = 0;
+			waiting = 1;
+			n = poll_once(g, l);
+			if (n > 0)
+				got = 1;
+			else if (n < 0)
+				failed = 1;
 		}
-		if (p->rate) {
-			uint64_t due = r->start_ns + r->attempts * 1000000000ull / p->rate;
-			uint64_t now = wl_now_ns();
-
-			last_now = now;
-			if (due > now) {
-				if (due - now > 50000) {
-					struct timespec ts = { 0, (long)(due - now) };
-					nanosleep(&ts, NULL);
-				}
-				continue;
-			}
-		}
-		for (i = 0; i < k; i++) {
-			uint64_t id = r->attempts + i;
-			unsigned int f = 0;
-
-			/* only what sends its payload may send it inline */
-			if (use_inline && (bad_opcode || carries_payload(opcode_of(p, id))))
-				f |= IBV_SEND_INLINE;
-			if (fault != WL_FAULT_NEVER_SIGNAL &&
-			    ((id + 1) % p->cq_mod == 0 || (!timed && id + 1 == p->iters)))
-				f |= IBV_SEND_SIGNALED;
-			flags[i] = f;
-		}
-		/* in a timed run the last batch before the deadline is signaled */
-		if (timed && fault != WL_FAULT_NEVER_SIGNAL && wl_now_ns() + 1000 >= deadline)
-			flags[k - 1] |= IBV_SEND_SIGNALED;
-
-		t0 = wl_now_ns();
-		ret = post_batch(ep, p, num_sge, p->api_wr, r->attempts, k, flags, len, bad_opcode, &acc);
-		t1 = wl_now_ns();
-		last_now = t1;
-		r->post_ns += t1 - t0;
-		r->post_calls++;
-		if (acc) {
-			r->doorbells++;
-			for (i = 0; i < acc; i++) {
-				if (flags[i] & IBV_SEND_INLINE)
-					r->inline_wrs++;
-				if (flags[i] & IBV_SEND_SIGNALED) {
-					r->signaled++;
-					st.last_signaled = r->attempts + i + 1;
-					/* at most the SQ's depth of them are outstanding */
-					st.sig_id[st.sig_head & st.sig_mask] = r->attempts + i;
-					st.sig_wrs[st.sig_head & st.sig_mask] = r->wrs + i + 1;
-					st.sig_head++;
-					if (stamps)
-						stamps[(r->attempts + i) & p->stamp_mask] = t1;
-				}
-			}
-			r->wrs += acc;
-		}
-		if (ret) {
-			if (!r->first_errno) {
-				r->first_errno = ret;
-				r->first_error_at = r->attempts + acc;
-			}
-			if (ret == ENOMEM)
-				r->enomem++;
-			else if (ret == EINVAL)
-				r->einval++;
-			else
-				r->other_errors++;
-		}
-		/* WRs of a failed list past *bad_wr are dropped, not retried */
-		r->attempts += k;
-		out = r->wrs - st.retired_wrs;
-		if (out > r->peak_outstanding)
-			r->peak_outstanding = out;
-
-		if (fault == WL_FAULT_LAZY_POLL && p->lazy_poll > 1) {
-			if (r->post_calls % p->lazy_poll == 0)
-				poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE);
-		} else if (fault == WL_FAULT_CQ_OVERRUN) {
-			/* reaped only when the flow control above holds */
-		} else {
-			poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE);
-		}
-	}
-
-	/* Drain: wait for the CQE of the last signaled WR. */
-	idle_since = wl_now_ns();
-	while (!r->stalled && st.retired < st.last_signaled) {
-		int n = poll_once(ep, p, r, &st, stamps, wc, fault == WL_FAULT_RQ_STARVE);
-
-		if (n > 0)
+		if (!waiting)
+			break;
+		if (got)
 			idle_since = wl_now_ns();
-		else if (n < 0 || wl_now_ns() - idle_since > p->drain_ns)
+		else if (failed || wl_now_ns() - idle_since > drain_ns)
 			break;
 	}
-	if (st.retired < st.last_signaled)
-		r->undrained = st.last_signaled - st.retired;
-	r->end_ns = wl_now_ns();
-	free(st.sig_id);
-	free(st.sig_wrs);
-	return 0;
+	for (i = 0; i < g->n; i++) {
+		struct lane *l = &g->lanes[i];
+
+		if (l->st.retired < l->st.last_signaled)
+			l->r->undrained = l->st.last_signaled - l->st.retired;
+		l->r->end_ns = wl_now_ns();
+	}
+}
+
+int wl_run_group(int n, struct sq_endpoint *const *eps, const struct wl_params *ps,
+		 struct wl_result *rs, uint64_t *const *stamps, int shared_cq)
+{
+	static __thread struct ibv_wc wc[MAX_POLL];
+	struct group g = { .n = n, .shared_cq = shared_cq, .wc = wc };
+	int i, ret = 0, active;
+
+	if (n < 1 || (uint64_t)n > (1ull << (64 - LANE_SHIFT)))
+		return EINVAL;
+	g.lanes = calloc((size_t)n, sizeof(*g.lanes));
+	if (!g.lanes)
+		return ENOMEM;
+	for (i = 0; i < n && !ret; i++)
+		ret = lane_init(&g.lanes[i], eps[i], &ps[i], &rs[i], stamps[i],
+				n > 1 ? (uint64_t)i << LANE_SHIFT : 0);
+	if (ret)
+		goto out;
+	for (i = 0; i < n; i++)
+		lane_start(&g.lanes[i]);
+	active = n;
+	while (active > 0 && !stop_requested) {
+		uint64_t wake = 0;
+		int posted = 0;
+
+		for (i = 0; i < n; i++) {
+			struct lane *l = &g.lanes[i];
+			uint64_t calls;
+
+			if (l->done)
+				continue;
+			if (l->wait_until) {
+				if (l->wait_until > wl_now_ns()) {
+					if (!wake || l->wait_until < wake)
+						wake = l->wait_until;
+					continue;
+				}
+				l->wait_until = 0;
+			}
+			calls = l->r->post_calls;
+			if (lane_step(&g, l)) {
+				l->done = 1;
+				active--;
+			}
+			posted |= l->r->post_calls != calls || l->held_since;
+		}
+		/* every lane waits on its rate cap: sleep until the first is due */
+		if (!posted && wake) {
+			uint64_t now = wl_now_ns();
+
+			if (wake > now + 50000) {
+				struct timespec ts = { (time_t)((wake - now) / 1000000000ull),
+						       (long)((wake - now) % 1000000000ull) };
+				nanosleep(&ts, NULL);
+			}
+		}
+	}
+	drain(&g);
+out:
+	for (i = 0; i < n; i++) {
+		free(g.lanes[i].st.sig_id);
+		free(g.lanes[i].st.sig_wrs);
+	}
+	free(g.lanes);
+	return ret;
 }

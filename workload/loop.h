@@ -69,13 +69,19 @@ struct wl_result {
 	uint64_t recv_cqes;
 	uint64_t start_ns, end_ns;
 	uint64_t undrained;    /* signaled WRs whose CQE never came */
+	uint64_t stalled_unsignaled; /* WRs outstanding, none signaled, when the flow control stalled */
 	uint64_t fault_start_ns; /* when the fault became active (0: never) */
 	uint64_t fault_attempt;  /* WRs attempted before it did */
 	int stalled;             /* held by tx_depth with no CQE for drain_ns: stopped */
 };
 
-int wl_run(struct sq_endpoint *ep, const struct wl_params *p, struct wl_result *r,
-	   uint64_t *stamps);
+/* wl_run_group runs one thread's n QPs: eps[i] posted with ps[i], its
+ * results in rs[i], post times in stamps[i] (a ring of stamp_mask + 1, or
+ * NULL). The thread posts to each QP in turn and polls after each post;
+ * with shared_cq every QP's send CQ is one CQ, whose completions go to
+ * their QP by their wr_id. */
+int wl_run_group(int n, struct sq_endpoint *const *eps, const struct wl_params *ps,
+		 struct wl_result *rs, uint64_t *const *stamps, int shared_cq);
 void wl_request_stop(void);
 void wl_reset_stop(void);
 uint64_t wl_now_ns(void);

@@ -41,6 +41,12 @@ func (q QPResult) MarshalJSON() ([]byte, error) {
 	if q.Receiver != nil {
 		m["receiver"] = q.Receiver
 	}
+	if q.CQ != nil {
+		m["cq"] = q.CQ
+	}
+	if q.SRQ != nil {
+		m["srq"] = q.SRQ
+	}
 	return json.Marshal(m)
 }
 
@@ -121,9 +127,18 @@ func (r *Result) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "   HCA: doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; DMA writes: responses %d (%d B), CQEs %d\n",
 				k.Doorbells, k.BFWrites, k.WQEBBs, k.DMAReadsWQE, k.DMAReadsPayload, k.DMAWritesResponse, k.DMABytesResponse, k.CQEWrites)
 		}
-		if r := q.Receiver; r != nil {
+		if r := q.Receiver; r != nil && q.SRQ != nil {
+			fmt.Fprintf(w, "   receiver QP %#x: receives of SRQ %#x taken by SENDs %d, completions polled %d; SENDs that met an empty SRQ %d (RNR retries exhausted %d)\n",
+				r.QPNum, q.SRQ.Addr, r.RecvsConsumed, r.RecvCQEsPolled, k.RNRWaits, k.RNRRetryExc)
+		} else if r != nil {
 			fmt.Fprintf(w, "   receiver QP %#x: receives posted %d, taken by SENDs %d, completions polled %d; SENDs that met an empty RQ %d (RNR retries exhausted %d)\n",
 				r.QPNum, r.PostRecvs, r.RecvsConsumed, r.RecvCQEsPolled, k.RNRWaits, k.RNRRetryExc)
+		}
+		if cq := q.CQ; cq != nil && c.SharedCQ {
+			fmt.Fprintf(w, "   send CQ %#x (shared by the thread's QPs): polls %d (empty %d), completions %d\n", cq.Addr, cq.Polls, cq.EmptyPolls, cq.CQEs)
+		}
+		if s := q.SRQ; s != nil {
+			fmt.Fprintf(w, "   SRQ %#x (shared by the thread's receivers): receives posted %d, %d of them not yet completed and polled\n", s.Addr, s.Posted, s.Outstanding)
 		}
 		for _, s := range q.diagnosis(c) {
 			fmt.Fprintf(w, "   %s\n", s)
@@ -142,7 +157,11 @@ func (q QPResult) diagnosis(c Config) []string {
 	if k.CQOverrunErrs > 0 {
 		out = append(out, "CQ OVERRUN: a completion was due on the full send CQ: the CQ went to error and the QP to the error state (fault cq-overrun)")
 	}
-	if a.Stalled {
+	switch {
+	case a.StalledUnsignaled > 0:
+		out = append(out, fmt.Sprintf("STALLED after %d of the WRs: %d WRs outstanding and none signaled (a failed list dropped its signaled WR), so no CQE can free room for a list of %d under -t %d: an application waiting for room hangs here",
+			a.Attempts, a.StalledUnsignaled, c.PostList, c.TxDepth))
+	case a.Stalled:
 		out = append(out, "STALLED: no completion came for the drain timeout while the application's own limit held it: the run stopped")
 	}
 	if failed == 0 {

@@ -19,14 +19,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/bits"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/verbs"
@@ -111,8 +108,16 @@ type Config struct {
 	// ibv_start_poll, ibv_next_poll and ibv_end_poll (--cq-ex).
 	CQEx bool
 	// CQDepth is the entries asked for each send CQ (--cq-depth); 0 gives
-	// room for every WR the SQ holds.
+	// room for every WR the SQ holds (every SQ of a shared CQ).
 	CQDepth uint32
+	// Threads spreads the QPs over this many threads, each posting to its
+	// QPs in turn (--threads; 0: one thread per QP). SharedCQ gives each
+	// thread one send CQ shared by its QPs (--shared-cq); SRQ gives the
+	// receiving peers of each thread's QPs one shared receive queue
+	// (--srq, with SENDs; it implies Receiver).
+	Threads  int
+	SharedCQ bool
+	SRQ      bool
 	// Receiver gives each QP on the simulator a receiving peer whose
 	// receives its SENDs take (--receiver; a device's QPs always have
 	// one); RNRRetry is the sender's rnr_retry (--rnr-retry, 7: forever).
@@ -171,8 +176,10 @@ func (c *Config) Validate(cqModExplicit bool) error {
 		return usagef("-s/--size 0 with -I/--inline_size %d: an inline WR needs a payload", c.InlineSize)
 	case c.Iters == 0 && c.Duration == 0:
 		return usagef("-n/--iters must be at least 1 (or give -D/--duration)")
-	case c.QPs < 1 || c.QPs > 256:
-		return usagef("--qps %d out of range 1..256", c.QPs)
+	case c.QPs < 1 || c.QPs > MaxQPs:
+		return usagef("--qps %d out of range 1..%d", c.QPs, MaxQPs)
+	case c.Threads < 0 || c.Threads > c.QPs:
+		return usagef("--threads %d out of range 1..%d (the QPs, --qps)", c.Threads, c.QPs)
 	case c.PollBatch == 0 || c.PollBatch > 4096:
 		return usagef("--poll-batch %d out of range 1..4096", c.PollBatch)
 	case c.API != "post_send" && c.API != "wr":
@@ -190,6 +197,20 @@ func (c *Config) Validate(cqModExplicit bool) error {
 			return usagef("-Q/--cq-mod %d is larger than -t/--tx-depth %d: the SQ would fill before a CQE is requested", c.CQMod, c.TxDepth)
 		}
 		c.CQMod = c.TxDepth
+	}
+	// The application's flow control (loop.c) posts a list of -l WRs only
+	// when they fit under -t beside those outstanding; the WRs posted
+	// since the last signaled one stay outstanding until a later CQE, up
+	// to Q - gcd(l, Q) of them when a list starts: with more, no list
+	// fits again and the run stalls. perftest makes -Q the post list
+	// size by default, and refuses a post list that is not a multiple
+	// of -Q.
+	if stall := c.CQMod - gcd(c.PostList, c.CQMod); stall+c.PostList > c.TxDepth {
+		if cqModExplicit {
+			return usagef("-Q/--cq-mod %d with -l/--post_list %d leaves up to %d unsignaled WRs outstanding, and a list beside them needs -t/--tx-depth >= %d (or make -l a multiple of -Q, as perftest does)",
+				c.CQMod, c.PostList, stall, stall+c.PostList)
+		}
+		c.CQMod = c.PostList
 	}
 	if c.Fault == FaultLazyPoll && c.LazyPoll < 2 {
 		return usagef("--fault lazy-poll needs N >= 2")
@@ -212,6 +233,12 @@ func (c *Config) Validate(cqModExplicit bool) error {
 		}
 		c.Receiver = true
 	}
+	if c.SRQ {
+		if c.Conn != verbs.RC || !sendsOnly(c.Opcodes) {
+			return usagef("--srq needs RC and --opcode send or send_imm (the opcodes that take the receiver's receives)")
+		}
+		c.Receiver = true
+	}
 	if c.Receiver && c.Conn != verbs.RC {
 		return usagef("--receiver needs --connection RC")
 	}
@@ -225,6 +252,13 @@ func (c *Config) Validate(cqModExplicit bool) error {
 		return usagef("--fault cq-overrun needs --cq-depth N below the signaled WRs -t/-Q allows outstanding (%d)", c.TxDepth/c.CQMod)
 	}
 	return nil
+}
+
+func gcd(a, b uint32) uint32 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // AppCounters is what the application side knows, on any device.
@@ -252,8 +286,11 @@ type AppCounters struct {
 	Seconds         float64 `json:"seconds"`
 	RecvsPosted     uint64  `json:"recvs_posted"`
 	// Stalled: the run stopped early, held by its own limit of
-	// outstanding WRs while no completion came for the drain timeout.
-	Stalled bool `json:"stalled,omitempty"`
+	// outstanding WRs while no completion came for the drain timeout, or
+	// could come: StalledUnsignaled WRs were outstanding and none of them
+	// signaled (a failed list dropped its signaled WR).
+	Stalled           bool   `json:"stalled,omitempty"`
+	StalledUnsignaled uint64 `json:"stalled_unsignaled,omitempty"`
 	// FaultStartSeconds is when the fault became active (0: from the start
 	// or never); FaultStartWR how many WRs were attempted before.
 	FaultStartSeconds float64 `json:"fault_start_s,omitempty"`
@@ -279,6 +316,10 @@ type QPResult struct {
 	NumSGE    uint32
 	// Receiver is the simulated receiving peer's ground truth, when it has one.
 	Receiver *verbs.Counters
+	// CQ is the simulated send CQ's ground truth (shared by the QPs of a
+	// thread with --shared-cq); SRQ the receiving peers' SRQ's, with --srq.
+	CQ  *CQTruth
+	SRQ *SRQTruth
 }
 
 // Result is a whole run.
@@ -335,13 +376,19 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Fault == FaultInlineTooBig && cfg.InlineSize == 0 {
 		qcfg.MaxInline = 64
 	}
+	threads := cfg.threadsOf()
+	shared, err := newShared(cfg, dev, threads)
+	if err != nil {
+		return nil, err
+	}
 	eps := make([]*verbs.Endpoint, cfg.QPs)
 	for i := range eps {
 		qc := qcfg
 		qc.StopAtRTR = cfg.Fault == FaultPostBeforeRTS && (cfg.FaultQP < 0 || cfg.FaultQP == i)
+		qc.SendCQ, qc.SRQ = shared.of(threadOf(i, cfg.QPs, threads))
 		ep, err := dev.NewEndpoint(qc)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("QP %d of %d: %w", i+1, cfg.QPs, err)
 		}
 		eps[i] = ep
 	}
@@ -402,13 +449,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	res := &Result{Config: cfg, Device: dev.Name(), QPs: make([]QPResult, len(eps))}
 	var wg sync.WaitGroup
-	errs := make([]error, len(eps))
-	for i, ep := range eps {
+	errs := make([]error, threads)
+	for t := range threads {
+		first, end := threadQPs(t, cfg.QPs, threads)
 		wg.Add(1)
-		go func(i int, ep *verbs.Endpoint) {
+		go func() {
 			defer wg.Done()
-			res.QPs[i], errs[i] = runQP(cfg, dev, ep, i, healthy, shapes[i])
-		}(i, ep)
+			errs[t] = runThread(cfg, dev, eps, shapes, healthy, first, end, shared, res.QPs)
+		}()
 	}
 	wg.Wait()
 	close(stopWatch)
@@ -443,93 +491,6 @@ type shape struct {
 	size   uint32
 	inline bool
 	sge    uint32
-}
-
-func runQP(cfg Config, dev verbs.Device, ep *verbs.Endpoint, idx int, healthy, faulty shape) (QPResult, error) {
-	fault := cfg.Fault
-	if cfg.FaultQP >= 0 && cfg.FaultQP != idx {
-		fault = FaultNone
-	}
-	// what the application posts in the end: the fault shape when the
-	// fault runs from the start
-	size, inline, nsge := healthy.size, healthy.inline, healthy.sge
-	if fault != FaultNone && cfg.FaultAfter == 0 {
-		size, inline, nsge = faulty.size, faulty.inline, faulty.sge
-	}
-	var p C.struct_wl_params
-	p.api_wr = boolInt(cfg.API == "wr")
-	for i, op := range cfg.Opcodes {
-		p.opcodes[i] = C.int(op)
-	}
-	p.n_opcodes = C.uint32_t(len(cfg.Opcodes))
-	p.size = C.uint32_t(healthy.size)
-	p.use_inline = boolInt(healthy.inline)
-	p.num_sge = C.uint32_t(healthy.sge)
-	p.f_size = C.uint32_t(faulty.size)
-	p.f_inline = boolInt(faulty.inline)
-	p.f_num_sge = C.uint32_t(faulty.sge)
-	p.fault_after_ns = C.uint64_t(cfg.FaultAfter.Nanoseconds())
-	p.cq_mod = C.uint32_t(cfg.CQMod)
-	p.post_list = C.uint32_t(cfg.PostList)
-	p.iters = C.uint64_t(cfg.Iters)
-	p.duration_ns = C.uint64_t(cfg.Duration.Nanoseconds())
-	p.poll_batch = C.uint32_t(cfg.PollBatch)
-	p.rate = C.uint64_t(cfg.Rate)
-	p.fault = C.int(fault)
-	p.lazy_poll = C.uint32_t(cfg.LazyPoll)
-	p.drain_ns = C.uint64_t(cfg.DrainTimeout.Nanoseconds())
-	// never-signal and lazy-poll drop this limit while active: the buggy
-	// application trusts its SQ to never fill
-	p.tx_depth = C.uint32_t(min(cfg.TxDepth, ep.Caps.MaxSendWR))
-	ring := uint64(1) << bits.Len64(uint64(ep.Caps.MaxSendWR)+uint64(cfg.PostList))
-	p.stamp_mask = C.uint64_t(ring - 1)
-	stamps := (*C.uint64_t)(C.calloc(C.size_t(ring), 8))
-	if stamps == nil {
-		return QPResult{}, syscall.ENOMEM
-	}
-	defer C.free(unsafe.Pointer(stamps))
-
-	var r C.struct_wl_result
-	if rc := C.wl_run((*C.struct_sq_endpoint)(ep.Ptr()), &p, &r, stamps); rc != 0 {
-		return QPResult{}, fmt.Errorf("QP %#x traffic loop: %w", ep.QPNum, syscall.Errno(rc))
-	}
-	app := AppCounters{
-		Attempts: uint64(r.attempts), WRs: uint64(r.wrs), PostCalls: uint64(r.post_calls),
-		Doorbells: uint64(r.doorbells), Inline: uint64(r.inline_wrs), Signaled: uint64(r.signaled),
-		CQEsPolled: uint64(r.cqes), CQEErrors: uint64(r.cqe_errors), Polls: uint64(r.polls),
-		EmptyPolls: uint64(r.empty_polls), ENOMEM: uint64(r.enomem), EINVAL: uint64(r.einval),
-		OtherErrors: uint64(r.other_errors), FirstErrno: int(r.first_errno), FirstErrorAt: uint64(r.first_error_at),
-		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained),
-		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted),
-		Seconds: float64(r.end_ns-r.start_ns) / 1e9, Stalled: r.stalled != 0,
-	}
-	if r.fault_start_ns != 0 {
-		app.FaultStartSeconds = float64(r.fault_start_ns-r.start_ns) / 1e9
-		app.FaultStartWR = uint64(r.fault_attempt)
-	}
-	if r.post_calls > 0 {
-		app.AvgPostNS = float64(r.post_ns) / float64(r.post_calls)
-	}
-	if r.lat_n > 0 {
-		app.AvgLatencyNS = float64(r.lat_sum_ns) / float64(r.lat_n)
-	}
-	if fault != FaultNone {
-		app.Fault = fault.String()
-	}
-	q := QPResult{Index: idx, Caps: ep.Caps, Type: ep.Type, App: app, WRSize: size, InlineOn: inline, NumSGE: nsge}
-	q.WRSize, q.SizesVary = localSize(cfg.Opcodes, size)
-	if c, ok := dev.Counters(ep); ok {
-		q.Counters = c
-		q.HCATruth = true
-		if s, ok := dev.(*verbs.Sim); ok {
-			if p, ok := s.PeerCounters(ep); ok {
-				q.Receiver = &p
-			}
-		}
-	} else {
-		q.Counters = appSideCounters(ep, app, fault, size, nsge)
-	}
-	return q, nil
 }
 
 // appSideCounters fills the shared counter names with what an application

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/verbs"
 )
 
@@ -41,6 +42,11 @@ func TestValidate(t *testing.T) {
 		{"explicit -Q larger than depth", func(c *Config) { c.CQMod = 256 }, true, false},
 		{"default -Q larger than depth is capped", func(c *Config) { c.TxDepth = 64 }, false, true},
 		{"post list over depth", func(c *Config) { c.PostList = 256 }, false, false},
+		// flow control that can never post again: 6 unsignaled + 11 > 16
+		{"-Q 7 -l 11 -t 16 stalls", func(c *Config) { c.CQMod, c.PostList, c.TxDepth = 7, 11, 16 }, true, false},
+		{"-Q 7 -l 11 -t 17", func(c *Config) { c.CQMod, c.PostList, c.TxDepth = 7, 11, 17 }, true, true},
+		{"-l a multiple of -Q", func(c *Config) { c.CQMod, c.PostList, c.TxDepth = 4, 8, 8 }, true, true},
+		{"default -Q with a post list not dividing the depth", func(c *Config) { c.PostList, c.TxDepth = 8, 100 }, false, true},
 		{"UD write", func(c *Config) { c.Conn = verbs.UD; c.Opcodes = []int{verbs.OpRDMAWrite} }, false, false},
 		{"bad api", func(c *Config) { c.API = "verbs" }, false, false},
 		{"no iters no duration", func(c *Config) { c.Iters = 0 }, false, false},
@@ -59,6 +65,9 @@ func TestValidate(t *testing.T) {
 			}
 			if tc.ok && c.CQMod > c.TxDepth {
 				t.Fatalf("cq_mod %d not capped to depth %d", c.CQMod, c.TxDepth)
+			}
+			if tc.ok && c.CQMod-gcd(c.PostList, c.CQMod)+c.PostList > c.TxDepth {
+				t.Fatalf("-Q %d -l %d -t %d accepted: the flow control stalls", c.CQMod, c.PostList, c.TxDepth)
 			}
 		})
 	}
@@ -176,6 +185,15 @@ func TestFaults(t *testing.T) {
 				t.Fatalf("%+v", k)
 			}
 		}},
+		{"a failed list drops its signaled WR: the flow control stalls, the run ends", func(c *Config) {
+			c.Fault, c.TxDepth, c.CQMod, c.PostList, c.Iters = FaultTooManySGE, 4, 4, 2, 938
+			// a bind takes no SGE: it is posted, the WR after it refused
+			c.Opcodes = []int{verbs.OpRDMAWrite, ibv.WRRDMARead, ibv.WRBindMW}
+		}, func(t *testing.T, q QPResult) {
+			if !q.App.Stalled || q.App.StalledUnsignaled != 3 || q.Counters.WRs != 3 || q.App.Attempts != 16 || q.Counters.Signaled != 0 {
+				t.Fatalf("stalled %v with %d outstanding after %d attempts, %+v", q.App.Stalled, q.App.StalledUnsignaled, q.App.Attempts, q.Counters)
+			}
+		}},
 		{"UD", func(c *Config) { c.Conn = verbs.UD; c.Iters = 1000; c.InlineSize = 64 }, func(t *testing.T, q QPResult) {
 			if q.Counters.WRs != 1000 || q.Counters.Inline != 1000 {
 				t.Fatalf("%+v", q.Counters)
@@ -242,5 +260,75 @@ func TestFaultAfterOnOneQP(t *testing.T) {
 	// before the fault it signaled every 16th WR
 	if bad.Counters.Signaled < bad.App.FaultStartWR/16-1 {
 		t.Fatalf("signaled %d before WR %d", bad.Counters.Signaled, bad.App.FaultStartWR)
+	}
+}
+
+// QPs spread over threads: every QP posts all its WRs and gets every
+// completion back, each thread's shared CQ counts exactly its QPs' polls
+// and completions, and each SRQ's receives are refilled as SENDs take them.
+func TestThreadsSharedCQAndSRQ(t *testing.T) {
+	tests := []struct {
+		name          string
+		qps, threads  int
+		sharedCQ, srq bool
+		list          uint32
+	}{
+		{"threads", 6, 2, false, false, 1},
+		{"shared CQ", 8, 2, true, false, 1},
+		{"shared CQ lists", 8, 3, true, false, 8},
+		{"SRQ", 6, 2, false, true, 1},
+		{"shared CQ and SRQ", 12, 4, true, true, 4},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Defaults()
+			c.Sim.Deterministic = true
+			c.QPs, c.Threads, c.SharedCQ, c.SRQ, c.PostList = tc.qps, tc.threads, tc.sharedCQ, tc.srq, tc.list
+			c.Iters, c.CQMod = 2000, 16
+			if err := c.Validate(true); err != nil {
+				t.Fatal(err)
+			}
+			r := run(t, c)
+			type cqSum struct{ polls, cqes uint64 }
+			cqs := map[uint64]*cqSum{}
+			srqRecvs := map[uint64]uint64{}
+			for _, q := range r.QPs {
+				k := q.Counters
+				if k.WRs != 2000 || k.CQEsPolled != k.Signaled || k.Outstanding != 0 || q.App.CQEsPolled != k.CQEsPolled || q.CQ == nil {
+					t.Fatalf("QP %#x %+v %+v", k.QPNum, k, q.App)
+				}
+				s := cqs[q.CQ.Addr]
+				if s == nil {
+					s = &cqSum{}
+					cqs[q.CQ.Addr] = s
+				}
+				s.polls += q.App.Polls
+				s.cqes += k.CQEsPolled
+				if tc.srq != (q.SRQ != nil) || (q.Receiver != nil) != tc.srq {
+					t.Fatalf("QP %#x SRQ %v receiver %v", k.QPNum, q.SRQ, q.Receiver)
+				}
+				if q.SRQ != nil {
+					srqRecvs[q.SRQ.Addr] += q.Receiver.RecvCQEsPolled
+				}
+			}
+			wantCQs := tc.qps
+			if tc.sharedCQ {
+				wantCQs = tc.threads
+			}
+			if len(cqs) != wantCQs {
+				t.Fatalf("%d send CQs, want %d", len(cqs), wantCQs)
+			}
+			for _, q := range r.QPs {
+				s := cqs[q.CQ.Addr]
+				if q.CQ.Polls != s.polls || q.CQ.CQEs != s.cqes {
+					t.Fatalf("CQ %#x polls %d CQEs %d; its QPs polled %d times and took %d", q.CQ.Addr, q.CQ.Polls, q.CQ.CQEs, s.polls, s.cqes)
+				}
+				// the SRQ was filled, then refilled once per receive
+				// completion its peers polled
+				if q.SRQ != nil && q.SRQ.Posted != q.SRQ.Outstanding+srqRecvs[q.SRQ.Addr] {
+					t.Fatalf("SRQ %#x posted %d, outstanding %d, completions polled %d", q.SRQ.Addr, q.SRQ.Posted, q.SRQ.Outstanding, srqRecvs[q.SRQ.Addr])
+				}
+			}
+		})
 	}
 }

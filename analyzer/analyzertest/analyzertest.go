@@ -3,6 +3,8 @@
 package analyzertest
 
 import (
+	"testing"
+
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
@@ -12,16 +14,30 @@ import (
 // from 0x100, depth 256), each posting rounds lists of 16 inline 64-byte
 // SENDs, 1 µs apart, whose last WR is signaled and whose CQE is polled right
 // after the post: a healthy load that leaves every SQ empty.
-func Steady(qps, rounds int) *analyzer.Analyzer {
+func Steady(qps, rounds int) *analyzer.Analyzer { return SteadyEvery(qps, rounds, 1000) }
+
+// SteadyEvery is Steady with the rounds gapNS apart: a gap of a history
+// step or more fills every QP's occupancy history. The events are fed a
+// round at a time, so many rounds of many QPs fit in memory.
+func SteadyEvery(qps, rounds int, gapNS uint64) *analyzer.Analyzer {
 	a := analyzer.New(analyzer.Options{})
+	SteadyEvents(qps, rounds, gapNS, a.IngestAll)
+	return a
+}
+
+// SteadyEvents makes the events of SteadyEvery and hands them to fn, the
+// creates first, then a round at a time (fn may not keep the slice).
+func SteadyEvents(qps, rounds int, gapNS uint64, fn func([]trace.Event)) {
 	var evs []trace.Event
 	now := uint64(1e9)
 	for q := uint32(0); q < uint32(qps); q++ {
 		evs = append(evs, &trace.QPCreate{Header: trace.Header{TimeNS: now, PID: 1}, QP: uint64(q + 1), QPNum: 0x100 + q,
 			Type: trace.QPTypeRC, SendCQ: uint64(0x1000 + q), Caps: trace.Caps{MaxSendWR: 256, MaxInlineData: 124, MaxSendSGE: 1}})
 	}
+	fn(evs)
 	for i := range rounds {
-		now += 1000
+		evs = evs[:0]
+		now += gapNS
 		for q := uint32(0); q < uint32(qps); q++ {
 			wrs := make([]trace.WR, 16)
 			for j := range wrs {
@@ -32,7 +48,33 @@ func Steady(qps, rounds int) *analyzer.Analyzer {
 				&trace.Poll{Header: trace.Header{TimeNS: now + 500, PID: 1}, CQ: uint64(0x1000 + q), Max: 16, Ret: 1,
 					WCs: []trace.WC{{ID: uint64(i*16 + 15), QPNum: 0x100 + q}}})
 		}
+		fn(evs)
 	}
-	a.IngestAll(evs)
-	return a
+}
+
+// Check fails t with every invariant the snapshot breaks
+// (analyzer.Snapshot.Check): every test that makes a report runs it.
+func Check(t testing.TB, s analyzer.Snapshot) {
+	t.Helper()
+	for _, err := range s.Check() {
+		t.Errorf("report invariant: %v", err)
+	}
+}
+
+// Snapshot is a's snapshot, checked.
+func Snapshot(t testing.TB, a *analyzer.Analyzer) analyzer.Snapshot {
+	t.Helper()
+	s := a.Snapshot()
+	Check(t, s)
+	return s
+}
+
+// CheckModes fails t with every field a counters-mode snapshot and an
+// events-mode snapshot of the same deterministic run disagree on
+// (analyzer.CheckModes).
+func CheckModes(t testing.TB, events, counters analyzer.Snapshot) {
+	t.Helper()
+	for _, err := range analyzer.CheckModes(events, counters) {
+		t.Errorf("events and counters mode: %v", err)
+	}
 }

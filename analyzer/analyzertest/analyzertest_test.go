@@ -3,7 +3,7 @@ package analyzertest
 import "testing"
 
 func TestSteady(t *testing.T) {
-	s := Steady(3, 10).Snapshot()
+	s := Snapshot(t, Steady(3, 10))
 	if len(s.QPs) != 3 || s.Events != 3+3*10*2 {
 		t.Fatalf("%d QPs, %d events; want 3 QPs, 63 events", len(s.QPs), s.Events)
 	}

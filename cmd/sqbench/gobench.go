@@ -76,8 +76,28 @@ var goBenches = []goBench{
 		{"BenchmarkAttachRunning", "scan-ms", "-p on a process with 1 GiB of heap: memory scan time", "ms"},
 		{"BenchmarkAttachRunning", "stop-ms", "-p on a process with 1 GiB of heap: target stopped while probes are placed", "ms"},
 	}},
-	{pkg: "./tui/", pattern: "BenchmarkTUICPU", benchtime: "1x", count: 1, metrics: []goMetric{
-		{"BenchmarkTUICPU", "%cpu@10Hz/64QPs", "TUI CPU at 10 Hz, 64 QPs (target < 5)", "% of a core"},
+	{pkg: "./analyzer/", pattern: "BenchmarkSnapshot4096", benchtime: "20x", count: 3, metrics: []goMetric{
+		{"BenchmarkSnapshot4096/view-reused", "cpu-ms/snapshot", snapshot4096, "CPU-ms"},
+		{"BenchmarkSnapshot4096/view", "cpu-ms/snapshot", "analyzer snapshot of 4,096 QPs, into fresh memory", "CPU-ms"},
+		{"BenchmarkSnapshot4096/whole", "cpu-ms/snapshot", "analyzer snapshot of 4,096 QPs with every occupancy history (reports)", "CPU-ms"},
+	}},
+	{pkg: "./analyzer/", pattern: "BenchmarkMemory4096", benchtime: "1x", count: 3, metrics: []goMetric{
+		{"BenchmarkMemory4096", "MiB", "analyzer heap with 4,096 QPs after 70 s of traffic (histories at their budget)", "MiB"},
+		{"BenchmarkMemory4096", "B/QP", "analyzer heap per QP, 4,096 QPs", "bytes"},
+	}},
+	{pkg: "./tui/", pattern: "BenchmarkTUICPU", benchtime: "1x", count: 3, metrics: []goMetric{
+		{"BenchmarkTUICPU/qps=64", "%cpu@10Hz", "TUI CPU at 10 Hz, 64 QPs (target < 5)", "% of a core"},
+		{"BenchmarkTUICPU/qps=4096", "%cpu@10Hz", tuiCPU4096, "% of a core"},
+	}},
+	{pkg: "./cmd/sqscope/", pattern: "BenchmarkScale", benchtime: "1x", count: 3, metrics: []goMetric{
+		{"BenchmarkScale/qps=64", "top-%cpu@10Hz", topCPU64, "% of a core"},
+		{"BenchmarkScale/qps=4096", "top-%cpu@10Hz", topCPU4096, "% of a core"},
+		{"BenchmarkScale/qps=4096", "top-rss-MiB", topRSS4096, "MiB"},
+		{"BenchmarkScale/qps=4096", "report-rss-MiB", reportRSS4096, "MiB"},
+	}},
+	{pkg: "./tui/", pattern: "BenchmarkTick", benchtime: "100x", count: 3, metrics: []goMetric{
+		{"BenchmarkTick/qps=64", "cpu-ms/tick", "TUI refresh (snapshot, rows, draw on a 200×60 screen), 64 QPs", "CPU-ms"},
+		{"BenchmarkTick/qps=4096", "cpu-ms/tick", "TUI refresh (snapshot, rows, draw on a 200×60 screen), 4,096 QPs", "CPU-ms"},
 	}},
 }
 

@@ -19,6 +19,7 @@ type lossRow struct {
 	Case      string
 	RingMiB   int
 	QPs       int
+	Threads   int // the workload's threads (--threads), QPs spread over them
 	List      int
 	Stall     time.Duration // the reader was stopped this long
 	WRsPerS   float64
@@ -37,7 +38,7 @@ func (l lossRow) cells() []string {
 	if l.Stall > 0 {
 		stall = l.Stall.String()
 	}
-	return []string{l.Case, fmt.Sprintf("%d MiB", l.RingMiB), fmt.Sprint(l.QPs), fmt.Sprint(l.List), stall,
+	return []string{l.Case, fmt.Sprintf("%d MiB", l.RingMiB), fmt.Sprint(l.QPs), fmt.Sprint(l.Threads), fmt.Sprint(l.List), stall,
 		fmtNum(l.WRsPerS), fmtNum(l.CallsPerS), fmt.Sprint(l.Lost), fmt.Sprint(l.Unseen),
 		fmt.Sprintf("%.0f%%", 100*l.Cores), fmt.Sprintf("%.0f", l.NSPerEvent)}
 }
@@ -47,8 +48,10 @@ var summaryLine = regexp.MustCompile(`(?m)^sqscope: \d+ events over .*$`)
 // loss runs the built-in workload as fast as it goes under the tracer
 // (events mode), with one QP per core and one and 16 WRs per call: the
 // highest post rate a traced workload reaches here, and whether the reader
-// keeps up with the default ring. Then it stalls the reader (SIGSTOP for a
-// second) to show what sqscope reports when records are lost.
+// keeps up with the default ring; then applications' shapes, 256 QPs over
+// 8 threads and 1,024 over 16, each thread polling one CQ its QPs share.
+// Then it stalls the reader (SIGSTOP for a second) to show what sqscope
+// reports when records are lost.
 func loss(ctx context.Context, c *config, r *report) error {
 	dir, err := os.MkdirTemp("", "sqbench")
 	if err != nil {
@@ -56,23 +59,27 @@ func loss(ctx context.Context, c *config, r *report) error {
 	}
 	defer os.RemoveAll(dir)
 	type lc struct {
-		name  string
-		ring  int
-		qps   int
-		list  int
-		stall time.Duration
+		name         string
+		ring         int
+		qps, threads int
+		list         int
+		stall        time.Duration
 	}
 	cases := []lc{
-		{"full speed", 8, 1, 1, 0},
-		{"full speed", 8, 1, 16, 0},
-		{"full speed", 8, 2, 1, 0},
-		{"full speed", 8, 2, 16, 0},
-		{"reader stalled", 8, 1, 1, time.Second},
-		{"reader stalled", 1, 1, 1, time.Second},
+		{"full speed", 8, 1, 1, 1, 0},
+		{"full speed", 8, 1, 1, 16, 0},
+		{"full speed", 8, 2, 2, 1, 0},
+		{"full speed", 8, 2, 2, 16, 0},
+		{"full speed, shared CQs", 8, 256, 8, 1, 0},
+		{"full speed, shared CQs", 8, 256, 8, 16, 0},
+		{"full speed, shared CQs", 8, 1024, 16, 1, 0},
+		{"full speed, shared CQs", 8, 1024, 16, 16, 0},
+		{"reader stalled", 8, 1, 1, 1, time.Second},
+		{"reader stalled", 1, 1, 1, 1, time.Second},
 	}
 	for _, k := range cases {
-		fmt.Fprintf(c.log, "loss: %s, ring %d MiB, %d QP(s), post_list %d\n", k.name, k.ring, k.qps, k.list)
-		row, err := lossRun(ctx, c, dir, k.ring, k.qps, k.list, k.stall)
+		fmt.Fprintf(c.log, "loss: %s, ring %d MiB, %d QP(s) over %d thread(s), post_list %d\n", k.name, k.ring, k.qps, k.threads, k.list)
+		row, err := lossRun(ctx, c, dir, k.ring, k.qps, k.threads, k.list, k.stall)
 		if err != nil {
 			return err
 		}
@@ -82,10 +89,13 @@ func loss(ctx context.Context, c *config, r *report) error {
 	return nil
 }
 
-func lossRun(ctx context.Context, c *config, dir string, ring, qps, list int, stall time.Duration) (lossRow, error) {
-	row := lossRow{RingMiB: ring, QPs: qps, List: list, Stall: stall}
+func lossRun(ctx context.Context, c *config, dir string, ring, qps, threads, list int, stall time.Duration) (lossRow, error) {
+	row := lossRow{RingMiB: ring, QPs: qps, Threads: threads, List: list, Stall: stall}
 	js := filepath.Join(dir, "wl.json")
 	wl := []string{"-s", "64", "-I", "64", "-Q", "16", "-l", strconv.Itoa(list), "--qps", strconv.Itoa(qps), "-D", "3", "--sim-deterministic"}
+	if threads < qps {
+		wl = append(wl, "--threads", strconv.Itoa(threads), "--shared-cq")
+	}
 	args := append([]string{"trace", "--json", "--ring-mib", strconv.Itoa(ring), "--workload", "--"}, wl...)
 	row.Command = fmt.Sprintf("%s %s --json-out F", c.show(), strings.Join(args, " "))
 	if stall > 0 {

@@ -5,7 +5,9 @@
 //
 // Comparisons alternate their variants inside each round, rotating the
 // order from round to round, and report the median of the rounds with the
-// minimum and maximum; ratios are taken within a round, then summarised.
+// minimum and maximum; ratios are taken within a round, then summarised
+// with the 95% confidence interval of their median, rounds being added
+// until it is within ±3% (ci.go).
 package main
 
 import (
@@ -35,6 +37,7 @@ type config struct {
 	sqscope  string // the sqscope executable under test
 	bpftrace string
 	runs     int
+	maxRuns  int    // rounds may be added up to this many (ci.go)
 	out      string // BENCHMARKS.md
 	iters1   uint64 // -n of the post_list 1 overhead runs
 	iters16  uint64 // -n of the post_list 16 overhead runs
@@ -50,7 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.sqscope, "sqscope", "./sqscope", "the sqscope executable to measure")
 	fs.StringVar(&c.bpftrace, "bpftrace", "bpftrace", "the bpftrace executable (0.17)")
-	fs.IntVar(&c.runs, "runs", 7, "rounds of each comparison (at least 5 for the published table)")
+	fs.IntVar(&c.runs, "runs", 7, "rounds of each comparison at least (at least 6 for the ratios' confidence intervals)")
+	fs.IntVar(&c.maxRuns, "max-runs", 60, "rounds of the overhead comparison at most: rounds are added until every ratio's 95% interval is within ±3%")
 	fs.StringVar(&c.out, "o", "BENCHMARKS.md", "write the report here (empty: do not write)")
 	fs.Uint64Var(&c.iters1, "n1", 300000, "WRs per overhead run at post_list 1")
 	fs.Uint64Var(&c.iters16, "n16", 800000, "WRs per overhead run at post_list 16")
@@ -69,6 +73,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if c.runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", c.runs)
+	}
+	if c.maxRuns < c.runs {
+		return fmt.Errorf("-max-runs %d is below -runs %d", c.maxRuns, c.runs)
 	}
 	abs, err := filepath.Abs(c.sqscope)
 	if err != nil {

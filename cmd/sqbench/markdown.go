@@ -32,7 +32,7 @@ func (r *report) summaryTable() *table {
 			}
 			t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: time per post call", list, name), fmtNS(o.NS), "ns"})
 			if name != "floor" && name != "untraced" {
-				t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: ratio to the floor", list, name), fmtRatio(o.Ratio), "×"})
+				t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: ratio to the floor", list, name), fmtRatioCI(o), "×"})
 			}
 		}
 	}
@@ -43,7 +43,7 @@ func (r *report) summaryTable() *table {
 		}
 	}
 	if best != nil {
-		t.rows = append(t.rows, []string{fmt.Sprintf("highest traced post rate with 0 lost events (8 MiB ring, %d QP, post_list %d)", best.QPs, best.List),
+		t.rows = append(t.rows, []string{fmt.Sprintf("highest traced post rate with 0 lost events (8 MiB ring, %d QP(s) over %d thread(s), post_list %d)", best.QPs, best.Threads, best.List),
 			fmtNum(best.WRsPerS), "WR/s"})
 	}
 	for _, l := range r.loss {
@@ -66,11 +66,11 @@ func (r *report) verdicts() []string {
 		bt, ok3 := r.row(list, "bpftrace")
 		if ok1 {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: full events ≤ %.2f× the floor", list, targetEvents), ev.Ratio.Med <= targetEvents,
-				fmt.Sprintf("%.3f×", ev.Ratio.Med)))
+				fmt.Sprintf("%.3f×, 95%% CI %s", ev.Ratio.Med, fmtCI(ev.Ratio))))
 		}
 		if ok2 {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: counters mode ≤ %.2f× the floor", list, targetCounters), ct.Ratio.Med <= targetCounters,
-				fmt.Sprintf("%.3f×", ct.Ratio.Med)))
+				fmt.Sprintf("%.3f×, 95%% CI %s", ct.Ratio.Med, fmtCI(ct.Ratio))))
 		}
 		for _, l := range []struct {
 			name, what, mode string
@@ -98,11 +98,11 @@ func (r *report) verdicts() []string {
 	}
 	for _, l := range r.loss {
 		if l.Stall == 0 {
-			out = append(out, verdict(fmt.Sprintf("0 lost events at full speed, %d QP(s), post_list %d (%s WR/s)", l.QPs, l.List, fmtNum(l.WRsPerS)),
+			out = append(out, verdict(fmt.Sprintf("0 lost events at full speed, %d QP(s) over %d thread(s), post_list %d (%s WR/s)", l.QPs, l.Threads, l.List, fmtNum(l.WRsPerS)),
 				l.Lost == 0 && l.Unseen == 0, fmt.Sprintf("%d lost", l.Lost)))
 		}
 	}
-	return append(out, r.exportVerdicts()...)
+	return append(append(out, r.exportVerdicts()...), r.scaleVerdicts()...)
 }
 
 func verdict(what string, ok bool, got string) string {
@@ -245,7 +245,10 @@ order rotated from round to round. The time per post call is the workload's own 
 traffic loop (` + "`app.seconds`" + ` of ` + "`--json-out`" + `, which excludes start-up and attaching) divided by its post
 calls: the post, its poll and the loop, as the application sees them. "ns inside post" is the
 workload's ` + "`app.avg_post_ns`" + ` (time inside the post call only). The ratio to the floor is taken
-within each round, then summarised; "ns above floor" likewise. "all WRs seen" checks that the trace
+within each round, then summarised with the 95% confidence interval of its median (the order
+statistics the binomial distribution gives, whatever the rounds' distribution); rounds are added
+until every ratio's interval is within ±3% of its median, so that a change of 5% shows, up to
+` + "`-max-runs`" + ` (the rows say when that was reached first); "ns above floor" likewise. "all WRs seen" checks that the trace
 holds every WR the simulated HCA counted (the exactness the tests require).
 `
 
@@ -256,7 +259,9 @@ empty programs show that cost, so "sum above floor" is the programs' own work.
 `
 
 const lossMethod = `The workload runs for 3 s as fast as it can under ` + "`sqscope trace`" + ` (events mode, the default
-8 MiB ring): one and two QPs (one thread each, on 2 cores) with 1 and 16 WRs per call. The traced
+8 MiB ring): one and two QPs (one thread each, on 2 cores), then 256 QPs over 8 threads and 1,024
+over 16 (each thread posting to its QPs in turn and polling one CQ they share), with 1 and 16 WRs
+per call. The traced
 workload cannot post faster than the probes let it, so its full speed is the highest post rate a
 traced workload reaches here; the table shows whether any record was lost at it. Then the reader is
 stopped (SIGSTOP to sqscope) for a second while the workload runs, with the default and a 1 MiB

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -21,10 +22,15 @@ var perWRScript = func() string {
 	return string(b)
 }()
 
-// summary is the median, minimum and maximum of a set of runs.
+// summary is the median, minimum and maximum of a set of runs, and for
+// the overhead ratios the median's confidence interval (ci.go).
 type summary struct {
 	Med, Min, Max float64
 	N             int
+	// CILo and CIHi bound the median with probability CICoverage; HasCI
+	// is false when there are too few runs for one
+	CILo, CIHi, CICoverage float64
+	HasCI                  bool
 }
 
 func summarize(xs []float64) summary {
@@ -51,6 +57,9 @@ type ovRow struct {
 	Lost    uint64  // summed over the rounds
 	Exact   bool    // every traced run saw every WR
 	Traced  bool
+	// Capped: the rounds reached -max-runs with the ratio's interval
+	// still wider than ±ciTarget
+	Capped bool
 }
 
 // flags is the overhead workload for post_list list, at the length
@@ -92,11 +101,23 @@ func overhead(ctx context.Context, c *config, r *report) error {
 	for _, list := range []int{1, 16} {
 		wl := c.flags(list)
 		runs := make([][]wlRun, len(variants))
-		for round := 0; round < c.runs; round++ {
+		var wideAtEnd []int
+		for round := 0; ; round++ {
+			// at least -runs rounds, then more until every ratio's
+			// interval is within ±ciTarget, up to -max-runs
+			if round >= c.runs {
+				wideAtEnd = wide(roundRatios(runs, 1), 1)
+				if len(wideAtEnd) == 0 || round >= c.maxRuns {
+					break
+				}
+				if round == c.runs {
+					fmt.Fprintf(c.log, "overhead post_list=%d: %d ratios wider than ±%.0f%%: more rounds\n", list, len(wideAtEnd), 100*ciTarget)
+				}
+			}
 			for k := range variants {
 				i := (k + round) % len(variants)
 				v := variants[i]
-				fmt.Fprintf(c.log, "overhead post_list=%d round %d/%d: %s\n", list, round+1, c.runs, v.name)
+				fmt.Fprintf(c.log, "overhead post_list=%d round %d (at least %d, at most %d): %s\n", list, round+1, c.runs, c.maxRuns, v.name)
 				rd, err := os.MkdirTemp(dir, "run")
 				if err != nil {
 					return err
@@ -110,6 +131,10 @@ func overhead(ctx context.Context, c *config, r *report) error {
 				}
 				runs[i] = append(runs[i], w)
 			}
+		}
+		for _, i := range wideAtEnd {
+			r.notes = append(r.notes, fmt.Sprintf("post_list %d, %s: the ratio's interval is still wider than ±%.0f%% after %d rounds (-max-runs)",
+				list, variants[i].name, 100*ciTarget, c.maxRuns))
 		}
 		floor := runs[1]
 		for i, v := range variants {
@@ -128,7 +153,8 @@ func overhead(ctx context.Context, c *config, r *report) error {
 					}
 				}
 			}
-			row.NS, row.PostNS, row.Ratio, row.Above = summarize(ns), summarize(post), summarize(ratio), summarize(above)
+			row.NS, row.PostNS, row.Ratio, row.Above = summarize(ns), summarize(post), withCI(ratio), summarize(above)
+			row.Capped = slices.Contains(wideAtEnd, i)
 			r.overhead = append(r.overhead, row)
 		}
 		for _, v := range variants {

@@ -39,6 +39,16 @@ func fmtRatio(s summary) string {
 	return fmt.Sprintf("%.3f [%.3f–%.3f]", s.Med, s.Min, s.Max)
 }
 
+// fmtRatioCI is a ratio's median and range, then its median's 95%
+// interval, saying when the rounds ran out before it was within ±3%.
+func fmtRatioCI(o ovRow) string {
+	capped := ""
+	if o.Capped {
+		capped = ", -max-runs reached"
+	}
+	return fmtRatio(o.Ratio) + "; 95% CI " + fmtCI(o.Ratio) + capped
+}
+
 // fmtNum prints a figure with a precision that suits its size.
 func fmtNum(v float64) string {
 	switch {
@@ -107,21 +117,21 @@ func (t *table) markdown() string {
 }
 
 func (r *report) overheadTable() *table {
-	t := &table{head: []string{"post_list", "variant", "ns/post call", "ratio to floor", "ns above floor", "ns inside post", "lost", "all WRs seen"}}
+	t := &table{head: []string{"post_list", "variant", "ns/post call", "ratio to floor [min–max]; 95% CI of the median", "ns above floor", "ns inside post", "lost", "all WRs seen"}}
 	for _, o := range r.overhead {
 		lost, exact := "", ""
 		if o.Traced {
 			lost = fmt.Sprint(o.Lost)
 			exact = map[bool]string{true: "yes", false: "NO"}[o.Exact]
 		}
-		t.rows = append(t.rows, []string{fmt.Sprint(o.List), o.Variant.name, fmtNS(o.NS), fmtRatio(o.Ratio),
+		t.rows = append(t.rows, []string{fmt.Sprint(o.List), o.Variant.name, fmtNS(o.NS), fmtRatioCI(o),
 			fmtNS(o.Above), fmtNS(o.PostNS), lost, exact})
 	}
 	return t
 }
 
 func (r *report) lossTable() *table {
-	t := &table{head: []string{"case", "ring", "QPs", "post_list", "reader stopped", "WR/s", "post calls/s", "lost records (reported)", "WRs missing from the trace",
+	t := &table{head: []string{"case", "ring", "QPs", "threads", "post_list", "reader stopped", "WR/s", "post calls/s", "lost records (reported)", "WRs missing from the trace",
 		"sqscope's CPU (a core)", "sqscope's CPU per event, ns"}}
 	for _, l := range r.loss {
 		t.rows = append(t.rows, l.cells())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -37,7 +36,7 @@ func TestTraceCountersModeMeasuredOnly(t *testing.T) {
 	truthFile := filepath.Join(t.TempDir(), "truth.json")
 	out := run(truthFile, "--json")
 	var tr traceOut
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
+	if err := decodeReport(t, []byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
 		t.Fatal(err)
 	}
 	if len(tr.QPs) != 1 || tr.QPs[0]["counters_only"] != true {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -68,7 +67,7 @@ func TestEveryEndingIsWritten(t *testing.T) {
 			Ended        string `json:"ended"`
 			EndedOnError bool   `json:"ended_on_error"`
 		}
-		if err := json.Unmarshal([]byte(stdout), &r); code != 1 || err != nil || !strings.Contains(r.Ended, "has not loaded") || r.EndedOnError {
+		if err := decodeReport(t, []byte(stdout), &r); code != 1 || err != nil || !strings.Contains(r.Ended, "has not loaded") || r.EndedOnError {
 			t.Fatalf("exit %d, JSON %+v (%v)", code, r, err)
 		}
 	})

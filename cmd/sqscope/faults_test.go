@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -54,7 +53,7 @@ func diagnosisLines(t *testing.T, reportJSON []byte) string {
 			Count                        uint64
 		} `json:"diagnoses"`
 	}
-	if err := json.Unmarshal(reportJSON, &r); err != nil {
+	if err := decodeReport(t, reportJSON, &r); err != nil {
 		t.Fatalf("report JSON: %v", err)
 	}
 	var b strings.Builder

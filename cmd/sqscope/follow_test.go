@@ -172,7 +172,7 @@ func checkFollowed(t *testing.T, out followOut, files *strings.Replacer, truths,
 // started later, exact against their own results, one with a libibverbs
 // file of its own; all stay listed after their exit.
 func TestTraceAll(t *testing.T) {
-	bpftest.Require(t, probe.Preflight)
+	bpftest.RequireHost(t, probe.Preflight)
 	bin := sqscopeBin(t)
 	dir := t.TempDir()
 	ready, before, after := filepath.Join(dir, "ready"), filepath.Join(dir, "before.json"), filepath.Join(dir, "after.json")
@@ -276,7 +276,7 @@ func copyLibibverbs(t *testing.T, dir string) {
 
 // top with no target watches the whole host, as -a.
 func TestTopWithoutTarget(t *testing.T) {
-	bpftest.Require(t, probe.Preflight)
+	bpftest.RequireHost(t, probe.Preflight)
 	code, stdout, stderr := runBin(t, 0, "top", "--no-tui", "-i", "0.5", "-D", "1s")
 	if code != 0 || !strings.Contains(stderr, "tracing every process that uses verbs") || !strings.Contains(stdout, "trace ended: the time limit was reached") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)

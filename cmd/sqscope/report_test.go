@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -168,7 +167,7 @@ func reportJSON(t *testing.T, path string) (reportOut, string, int) {
 	out, errs, code, err := sqscope("report", path, "--json")
 	var r reportOut
 	if code == 0 {
-		if jerr := json.Unmarshal([]byte(out), &r); jerr != nil {
+		if jerr := decodeReport(t, []byte(out), &r); jerr != nil {
 			t.Fatalf("report --json: %v\n%s", jerr, out)
 		}
 	}

@@ -487,7 +487,7 @@ func TestServeChurn(t *testing.T) {
 // TestServeHostWide: `serve -a` serves the QPs of a workload started after
 // it, by the workload's pid, equal to its ground truth.
 func TestServeHostWide(t *testing.T) {
-	bpftest.Require(t, probe.Preflight)
+	bpftest.RequireHost(t, probe.Preflight)
 	s := &served{lines: make(chan string, 100)}
 	s.cmd = exec.Command(sqscopeBin(t), "serve", "-a", "--listen", "127.0.0.1:0")
 	stderr, _ := s.cmd.StderrPipe()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +44,7 @@ func TestTraceStreams(t *testing.T) {
 
 	out, errs := run("trace", "--json", "--workload", "--", "-n", "20000")
 	var d doc
-	if err := json.Unmarshal([]byte(out), &d); err != nil || len(d.QPs) != 1 || d.QPs[0].WRs != 20000 {
+	if err := decodeReport(t, []byte(out), &d); err != nil || len(d.QPs) != 1 || d.QPs[0].WRs != 20000 {
 		t.Fatalf("stdout is not the one JSON summary (%v, %+v):\n%.300s", err, d, out)
 	}
 	if !strings.Contains(errs, "sqscope workload: device sim") {
@@ -60,7 +59,7 @@ func TestTraceStreams(t *testing.T) {
 	var wrs, events uint64 // the intervals' deltas, summed
 	for sc.Scan() {
 		last = doc{}
-		if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
+		if err := decodeReport(t, sc.Bytes(), &last); err != nil {
 			t.Fatalf("line %d is not a JSON object: %v: %.200q", lines+1, err, sc.Text())
 		}
 		lines++

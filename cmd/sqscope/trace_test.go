@@ -82,8 +82,10 @@ type traceOut struct {
 		Cores             float64 `json:"cores"`
 		NSPerEvent        float64 `json:"cpu_ns_per_event"`
 	} `json:"sqscope_cpu"`
-	QPs    []map[string]any `json:"qps"`
-	Probes []struct {
+	QPs      []map[string]any `json:"qps"`
+	CQs      []map[string]any `json:"cqs"`
+	SRQRecvs float64          `json:"srq_recvs"`
+	Probes   []struct {
 		Func, Path, How, Err string
 	} `json:"probes"`
 }
@@ -106,7 +108,7 @@ func traceWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
 	// to stderr)
 	out := stdout.String()
 	var tr traceOut
-	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+	if err := decodeReport(t, []byte(out), &tr); err != nil {
 		t.Fatalf("trace JSON: %v\n%s", err, out)
 	}
 	// what sqscope itself used: some CPU to start, some after, at most
@@ -163,6 +165,52 @@ func compareQPs(t *testing.T, what string, got, truth []map[string]any) {
 	}
 }
 
+// cqFields are a CQ's counts the trace must rebuild exactly.
+var cqFields = []string{"polls", "empty_polls", "cqes"}
+
+// compareCQs requires every send CQ the workload's QPs completed on (one
+// per QP, or one a thread's QPs share) to be in the trace, its polls and
+// completions equal to the truth, and the receives posted to the SRQs to
+// equal theirs.
+func compareCQs(t *testing.T, what string, out traceOut, truth []map[string]any) {
+	t.Helper()
+	byAddr := map[float64]map[string]any{}
+	for _, c := range out.CQs {
+		byAddr[c["cq"].(float64)] = c
+	}
+	seen := map[float64]bool{}
+	var srqPosted float64
+	srqs := map[float64]bool{}
+	for _, q := range truth {
+		if s, ok := q["srq"].(map[string]any); ok && !srqs[s["addr"].(float64)] {
+			srqs[s["addr"].(float64)] = true
+			srqPosted += s["posted"].(float64)
+		}
+		want, ok := q["cq"].(map[string]any)
+		if !ok {
+			t.Fatalf("%s: QP %v has no CQ ground truth", what, q["qp_num"])
+		}
+		addr := want["addr"].(float64)
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		got, ok := byAddr[addr]
+		if !ok {
+			t.Errorf("%s: CQ %#x missing", what, uint64(addr))
+			continue
+		}
+		for _, f := range cqFields {
+			if got[f] != want[f] {
+				t.Errorf("%s: CQ %#x %s = %v, ground truth %v", what, uint64(addr), f, got[f], want[f])
+			}
+		}
+	}
+	if out.SRQRecvs != srqPosted {
+		t.Errorf("%s: %v receives posted to SRQs, ground truth %v", what, out.SRQRecvs, srqPosted)
+	}
+}
+
 // recordWorkload records the workload to a file and reads it back with
 // `sqscope report --json`.
 func recordWorkload(t *testing.T, flags string) (traceOut, []map[string]any) {
@@ -194,7 +242,7 @@ func reportInto(t *testing.T, rec string, v any) {
 	if err != nil {
 		t.Fatalf("report: %v\n%s", err, stderr.String())
 	}
-	if err := json.Unmarshal(out, v); err != nil {
+	if err := decodeReport(t, out, v); err != nil {
 		t.Fatalf("report JSON: %v\n%s", err, out)
 	}
 }
@@ -255,6 +303,16 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 		{"cq-overrun", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000", nil},
 		{"receiver", "-s 64 -Q 16 --receiver -n 5000", nil},
 		{"rq-starve", "-t 64 -Q 8 --fault rq-starve -n 500", nil},
+		// applications' shapes: QPs spread over threads, each thread
+		// polling one CQ its QPs share, SENDs taking the receives of
+		// one SRQ per thread
+		{"8 QPs over 2 threads", "-s 64 -I 64 -Q 16 --qps 8 --threads 2 -n 4000", nil},
+		{"shared CQ", "-s 64 -I 64 -Q 16 --qps 8 --threads 2 --shared-cq -n 4000", nil},
+		{"shared CQ lists wr api", "-s 64 -Q 8 -l 16 --qps 6 --threads 2 --shared-cq --api wr -n 4000", nil},
+		{"shared cq-ex", "-s 64 -I 64 -Q 16 --qps 8 --threads 2 --shared-cq --cq-ex -n 4000", nil},
+		{"shared CQ receiver", "-s 64 -Q 16 --qps 8 --threads 2 --shared-cq --receiver -n 4000", nil},
+		{"srq", "-s 64 -Q 16 --qps 8 --threads 2 --srq -n 4000", nil},
+		{"shared CQ and srq lists", "-s 64 -I 64 -Q 16 -l 16 --qps 16 --threads 4 --shared-cq --srq -n 4000", nil},
 	}
 	for _, tc := range matrix {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,11 +321,13 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 				t.Fatalf("%d events lost", tr.Lost)
 			}
 			compareQPs(t, "trace", tr.QPs, truth)
+			compareCQs(t, "trace", tr, truth)
 			rec, truth := recordWorkload(t, tc.flags)
 			if rec.Lost != 0 {
 				t.Fatalf("%d events lost in the recording", rec.Lost)
 			}
 			compareQPs(t, "report --json of a recording", rec.QPs, truth)
+			compareCQs(t, "report --json of a recording", rec, truth)
 			if r := tc.reads; r != nil {
 				for _, out := range []traceOut{tr, rec} {
 					q := out.QPs[0]
@@ -297,6 +357,56 @@ func TestTraceMatchesGroundTruth(t *testing.T) {
 	}
 }
 
+// Thousands of QPs driven by a few threads are traced whole: 1,024 QPs
+// over 16 threads at full speed (each thread polling one CQ its QPs
+// share), 0 events lost with the default ring, every QP and CQ equal to
+// the simulated HCA's counts.
+func TestTraceManyQPsLosesNothing(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	for _, list := range []string{"1", "16"} {
+		t.Run("post list "+list, func(t *testing.T) {
+			tr, truth := traceWorkload(t, "-s 64 -I 64 -Q 16 --qps 1024 --threads 16 --shared-cq -n 64 -l "+list)
+			if tr.Lost != 0 {
+				t.Fatalf("%d events lost", tr.Lost)
+			}
+			compareQPs(t, "trace", tr.QPs, truth)
+			compareCQs(t, "trace", tr, truth)
+		})
+	}
+	// counters mode keeps a total per QP and per CQ in the kernel: 4,096
+	// QPs, each with its own CQ, all counted
+	t.Run("counters mode 4096 QPs", func(t *testing.T) {
+		truthFile := filepath.Join(t.TempDir(), "truth.json")
+		cmd := exec.Command(sqscopeBin(t), "trace", "--json", "--mode", "counters", "--workload", "--",
+			"-s", "64", "-I", "64", "-Q", "16", "--qps", "4096", "--threads", "16", "-n", "32", "--sim-deterministic", "--json-out", truthFile)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v\n%s", err, stderr.String())
+		}
+		var tr traceOut
+		if err := json.Unmarshal(stdout.Bytes(), &tr); err != nil {
+			t.Fatal(err)
+		}
+		truth := readTruth(t, truthFile)
+		byNum := map[float64]map[string]any{}
+		for _, q := range tr.QPs {
+			byNum[q["qp_num"].(float64)] = q
+		}
+		if tr.Lost != 0 || len(tr.QPs) != len(truth) {
+			t.Fatalf("%d QPs (truth %d), %d lost", len(tr.QPs), len(truth), tr.Lost)
+		}
+		for _, want := range truth {
+			got := byNum[want["qp_num"].(float64)]
+			for _, f := range []string{"wrs", "post_calls", "inline", "signaled", "doorbells"} {
+				if got == nil || got[f] != want[f] {
+					t.Fatalf("QP %v %s: counters mode %v, truth %v", want["qp_num"], f, got, want[f])
+				}
+			}
+		}
+	})
+}
+
 // The traced workload's own results equal the untraced ones (deterministic
 // simulated NIC), only slower.
 func TestTracingDoesNotChangeResults(t *testing.T) {
@@ -312,7 +422,7 @@ func TestTracingDoesNotChangeResults(t *testing.T) {
 	if err := json.Unmarshal(plain, &untraced); err != nil {
 		t.Fatal(err)
 	}
-	skip := map[string]bool{"app": true, "qp_num": true}
+	skip := map[string]bool{"app": true, "qp_num": true, "cq": true}
 	for k, v := range untraced[0] {
 		if skip[k] {
 			continue
@@ -320,6 +430,13 @@ func TestTracingDoesNotChangeResults(t *testing.T) {
 		if traced[0][k] != v {
 			t.Errorf("%s: traced %v, untraced %v", k, traced[0][k], v)
 		}
+	}
+	// the send CQ's counts too; its address is the run's own
+	tcq, ucq := traced[0]["cq"].(map[string]any), untraced[0]["cq"].(map[string]any)
+	delete(tcq, "addr")
+	delete(ucq, "addr")
+	if !reflect.DeepEqual(tcq, ucq) {
+		t.Errorf("send CQ: traced %v, untraced %v", tcq, ucq)
 	}
 }
 
@@ -356,7 +473,7 @@ func TestTraceRunningProcess(t *testing.T) {
 		t.Fatalf("trace: %v\n%s", err, stderr.String())
 	}
 	var out traceOut
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+	if err := decodeReport(t, stdout.Bytes(), &out); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
 	truth := readTruth(t, truthFile)
@@ -506,36 +623,57 @@ func TestTraceCountersMode(t *testing.T) {
 			}
 			out := stdout.String()
 			var tr traceOut
-			if err := json.Unmarshal([]byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
+			if err := decodeReport(t, []byte(out[strings.Index(out, "\n{")+1:]), &tr); err != nil {
 				t.Fatal(err)
 			}
 			truth := readTruth(t, truthFile)
 			if len(tr.QPs) != 1 || tr.QPs[0]["counters_only"] != true || tr.Lost != 0 {
 				t.Fatalf("QPs %v, %d lost", tr.QPs, tr.Lost)
 			}
-			got, want := tr.QPs[0], truth[0]
-			for _, f := range []string{"wrs", "post_calls", "inline", "inline_bytes", "signaled", "doorbells", "einval",
-				"dma_reads_payload", "dma_bytes_payload"} {
-				if got[f] != want[f] {
-					t.Errorf("%s: counters mode %v, truth %v", f, got[f], want[f])
-				}
-			}
-			// what needs each WR's opcode is not measured: absent
-			for _, f := range []string{"opcodes", "dma_writes_response", "dma_bytes_response"} {
-				if v, ok := got[f]; ok {
-					t.Errorf("%s = %v in counters mode: not measured there, want it absent", f, v)
-				}
-			}
-			// the kernel counts ENOMEM; which of the three causes is the
-			// analyzer's to tell, from events
-			enomem := want["enomem_sq_full"].(float64) + want["enomem_inline"].(float64) + want["enomem_sge"].(float64)
-			if got["enomem_unknown"] != enomem {
-				t.Errorf("ENOMEM: counters mode %v, truth %v", got["enomem_unknown"], enomem)
-			}
-			app := want["app"].(map[string]any)
-			if got["polls"] != app["polls"] || got["empty_polls"] != app["empty_polls"] {
-				t.Errorf("polls %v/%v empty, truth %v/%v", got["polls"], got["empty_polls"], app["polls"], app["empty_polls"])
-			}
+			compareCounted(t, "counters mode", tr.QPs, truth)
 		})
+	}
+}
+
+// countedFields are the fields counters mode counts in the kernel, which
+// must equal the ground truth.
+var countedFields = []string{"wrs", "post_calls", "inline", "inline_bytes", "signaled", "doorbells", "einval",
+	"dma_reads_payload", "dma_bytes_payload"}
+
+// compareCounted requires what counters mode counts of every QP to equal
+// the truth: its counted fields, ENOMEM (whose cause is for the events
+// mode to tell), and its send CQ's polls.
+func compareCounted(t *testing.T, what string, got, truth []map[string]any) {
+	t.Helper()
+	if len(got) != len(truth) {
+		t.Fatalf("%s saw %d QPs, the workload had %d", what, len(got), len(truth))
+	}
+	byNum := map[float64]map[string]any{}
+	for _, q := range got {
+		byNum[q["qp_num"].(float64)] = q
+	}
+	for _, want := range truth {
+		got, ok := byNum[want["qp_num"].(float64)]
+		if !ok {
+			t.Fatalf("%s: QP %v missing", what, want["qp_num"])
+		}
+		for _, f := range countedFields {
+			if got[f] != want[f] {
+				t.Errorf("%s: QP %v %s = %v, truth %v", what, want["qp_num"], f, got[f], want[f])
+			}
+		}
+		// what needs each WR's opcode is not measured: absent
+		for _, f := range []string{"opcodes", "dma_writes_response", "dma_bytes_response"} {
+			if v, ok := got[f]; ok {
+				t.Errorf("%s: QP %v %s = %v in counters mode: not measured there, want it absent", what, want["qp_num"], f, v)
+			}
+		}
+		app := want["app"].(map[string]any)
+		if got["enomem"] != app["enomem"] { // what the posts returned, whatever the cause
+			t.Errorf("%s: QP %v ENOMEM %v, truth %v", what, want["qp_num"], got["enomem"], app["enomem"])
+		}
+		if got["polls"] != app["polls"] || got["empty_polls"] != app["empty_polls"] {
+			t.Errorf("%s: QP %v polls %v/%v empty, truth %v/%v", what, want["qp_num"], got["polls"], got["empty_polls"], app["polls"], app["empty_polls"])
+		}
 	}
 }

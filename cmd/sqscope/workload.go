@@ -38,6 +38,8 @@ EXAMPLES
         four healthy QPs; after 10 s QP index 2 stops signaling and overflows
   sqscope workload -t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000
         a send CQ smaller than the signaled WRs outstanding overruns
+  sqscope workload --qps 1024 --threads 16 --shared-cq --srq -s 64 -I 64 -Q 16 -n 2000
+        1,024 QPs driven by 16 threads, each polling one CQ and refilling one SRQ
   sqscope workload -d rxe0 -x 1 -s 32 -I 32 -Q 16
         the same traffic on a Soft-RoCE device, RoCE v2 GID index 1
 `
@@ -71,8 +73,11 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	both("n", "iters", func(n string) { fs.Uint64Var(&c.Iters, n, c.Iters, "WRs per QP") })
 	both("D", "duration", func(n string) { fs.Float64Var(&f.duration, n, 0, "run for this many seconds instead of -n") })
 	for _, n := range []string{"q", "qp", "qps"} { // perftest's -q/--qp
-		fs.IntVar(&c.QPs, n, c.QPs, "QPs, one thread each")
+		fs.IntVar(&c.QPs, n, c.QPs, "QPs, one thread each unless --threads")
 	}
+	fs.IntVar(&c.Threads, "threads", 0, "spread the QPs over N threads, each posting to its QPs in turn (0: one per QP)")
+	fs.BoolVar(&c.SharedCQ, "shared-cq", false, "one send CQ per thread, shared by its QPs (--cq-depth sets its entries)")
+	fs.BoolVar(&c.SRQ, "srq", false, "SENDs to receivers that take their receives from one shared receive queue per thread (implies --receiver)")
 	both("c", "connection", func(n string) { fs.StringVar(&f.conn, n, "RC", "RC or UD") })
 	fs.StringVar(&f.opcode, "opcode", "send", strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
 	fs.BoolVar(&c.CQEx, "cq-ex", false, "create the CQ with ibv_create_cq_ex and poll it with ibv_start_poll/ibv_next_poll")
@@ -128,9 +133,6 @@ func parseWorkload(args []string, help io.Writer) (*workloadFlags, error) {
 		if err != nil {
 			return nil, cli.UsageErr("workload: %v", err)
 		}
-	}
-	if f.faultAfter < 0 {
-		return nil, cli.UsageErr("workload: --fault-after must be positive")
 	}
 	c.FaultAfter = time.Duration(f.faultAfter * float64(time.Second))
 	if f.duration < 0 {

@@ -18,6 +18,7 @@ func TestWorkloadBadFlags(t *testing.T) {
 		{"size 0 with inline", "-s 0 -I 64", "an inline WR needs a payload"},
 		{"depth 0", "-t 0", "-t/--tx-depth must be at least 1"},
 		{"-Q larger than depth", "-Q 256 -t 128", "larger than -t/--tx-depth"},
+		{"a post list the flow control stalls on", "-Q 7 -l 11 -t 16", "needs -t/--tx-depth >= 17"},
 		{"unknown device", "-d mlx5_9", `no RDMA device "mlx5_9"`},
 		{"unknown fault", "--fault explode", `unknown fault "explode"`},
 		{"lazy-poll without N", "--fault lazy-poll", "lazy-poll=N"},
@@ -27,6 +28,11 @@ func TestWorkloadBadFlags(t *testing.T) {
 		{"not a number", "-s lots", "want a non-negative integer"},
 		{"unknown flag", "--turbo", "flag provided but not defined"},
 		{"stray argument", "now", `unexpected argument "now"`},
+		{"too many QPs", "--qps 4097", "--qps 4097 out of range 1..4096"},
+		{"more threads than QPs", "--qps 4 --threads 5", "--threads 5 out of range 1..4"},
+		{"srq with writes", "--srq --opcode write", "--srq needs RC and --opcode send"},
+		{"srq on UD", "--srq --connection UD", "--srq needs RC"},
+		{"negative fault-after", "--fault never-signal --fault-after -1", "--fault-after must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

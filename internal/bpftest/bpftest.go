@@ -13,6 +13,13 @@ import (
 // skips or fails the test accordingly.
 func Require(t testing.TB, preflight func() error) {
 	t.Helper()
+	check(t, preflight)
+	hold(t, false)
+}
+
+// check skips or fails the test when preflight says BPF cannot be used.
+func check(t testing.TB, preflight func() error) {
+	t.Helper()
 	err := preflight()
 	if err == nil {
 		return

@@ -1,0 +1,118 @@
+package analyzer
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// climb is QP qpn posting one unsignaled WR per 1,000 ns window for
+// windows windows, from the stream's time: its occupancy at the end of
+// window k is k+1.
+func (s *stream) climb(qpn uint32, windows int) {
+	for range windows {
+		s.send(qpn, 1, 0, 0)
+		s.wait(900)
+	}
+}
+
+func TestHistLenFor(t *testing.T) {
+	tests := []struct {
+		name   string
+		budget uint64
+		qps    int
+		most   uint64
+		want   uint64
+	}{
+		{"one QP keeps the most", 16 << 20, 1, 6000, 6000},
+		{"one QP within the budget", 16 * 1000, 1, 6000, 1000},
+		{"two QPs share it", 16 * 1000, 2, 6000, 500},
+		{"three round up to four", 16 * 2048, 3, 6000, 512},
+		{"never below the floor", 16 * 1000, 64, 6000, histMinLen},
+		{"nor above the length asked", 16 * 1000, 64, 4, 4},
+		{"4,096 QPs of the default", DefaultHistoryBytes, 4096, DefaultHistoryLen, DefaultHistoryBytes / 16 / 4096},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := histLenFor(tc.budget, tc.qps, tc.most); got != tc.want {
+				t.Fatalf("histLenFor(%d, %d, %d) = %d, want %d", tc.budget, tc.qps, tc.most, got, tc.want)
+			}
+		})
+	}
+}
+
+// A history grows past its first ring as windows close, and shrinks to
+// the newest windows when more QPs come to share the budget.
+func TestHistoryBudget(t *testing.T) {
+	tests := []struct {
+		name    string
+		windows int // windows QP 1 climbs through before QP 2..qps come
+		qps     int
+		budget  int // bytes
+		wantLen int // QP 1's samples at the end
+	}{
+		{"grows past the first ring", 200, 1, 16 * 1000, 201},
+		{"capped by the budget", 1500, 1, 16 * 1000, 1000},
+		{"halved by a second QP", 900, 2, 16 * 1000, 500},
+		{"at the floor with many QPs", 900, 40, 16 * 1000, histMinLen},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStream()
+			s.climb(1, tc.windows)
+			dt := s.dt
+			s.dt = 1 // the creates within the window
+			for q := 2; q <= tc.qps; q++ {
+				s.create(uint32(q), trace.QPTypeRC, rcCaps(64, 0, 1), false)
+			}
+			s.dt = dt
+			s.send(1, 1, 0, 0) // one more window of QP 1
+			snap := s.run(t, Options{HistoryStepNS: 1000, HistoryLen: 6000, HistoryBytes: tc.budget})
+			h := snap.QPs[0].History
+			if len(h) != tc.wantLen {
+				t.Fatalf("%d samples, want %d", len(h), tc.wantLen)
+			}
+			// oldest first, each window one WR more than the one before
+			last := h[len(h)-1].Max
+			for i, smp := range h {
+				if want := last - uint32(len(h)-1-i); smp.Max != want {
+					t.Fatalf("sample %d of %d: max %d, want %d (last %d)", i, len(h), smp.Max, want, last)
+				}
+			}
+			if want := uint32(tc.windows + 1); last != want {
+				t.Fatalf("newest sample %d, want %d", last, want)
+			}
+			if want := snap.LastNS/1000*1000 - uint64(len(h)-1)*1000; snap.QPs[0].HistoryStartNS != want {
+				t.Fatalf("history from %d, want %d", snap.QPs[0].HistoryStartNS, want)
+			}
+		})
+	}
+}
+
+// A snapshot written into the QPs of an older one is the snapshot made
+// afresh: nothing of the older one stays.
+func TestSnapshotReusing(t *testing.T) {
+	s := newStream()
+	s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
+	s.create(2, trace.QPTypeRC, rcCaps(64, 60, 1), false)
+	s.send(1, 4, 0, 0)
+	a := New(Options{HistoryStepNS: 1000})
+	a.IngestAll(s.evs)
+	old := a.Snapshot().QPs
+	for i := range old { // make the old QPs differ from anything true
+		old[i].SendCQGen, old[i].History, old[i].SignalIntervalLongest, old[i].Rates.PollsPerSec = 9, []OccSample{{Max: 9}}, 9, 9
+	}
+	old = append(old, QP{QPNum: 99})
+	keep := func(pid, qpNum uint32) bool { return qpNum == 1 }
+	got, want := a.SnapshotReusing(keep, old), a.SnapshotHistory(keep)
+	if &got.QPs[0] != &old[0] {
+		t.Fatal("the buffer was not reused")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("reused snapshot\n%+v\nwant\n%+v", got.QPs, want.QPs)
+	}
+	if small := a.SnapshotReusing(keep, old[:0:1]); &small.QPs[0] == &old[0] || !reflect.DeepEqual(small, want) {
+		t.Fatal("a buffer too small was used, or the snapshot differs")
+	}
+}

@@ -1,0 +1,192 @@
+package analyzer
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Snapshot returns a copy of the current state; it costs O(QPs) (the
+// history and the diagnoses kept per QP are bounded).
+func (a *Analyzer) Snapshot() Snapshot { return a.SnapshotHistory(nil) }
+
+// SnapshotHistory is Snapshot with the occupancy history and histogram
+// copied only for the QPs keep accepts (all when keep is nil): a view
+// refreshing many times a second draws them for one QP, not for every QP.
+func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
+	return a.SnapshotReusing(keep, nil)
+}
+
+// SnapshotReusing is SnapshotHistory writing the QPs into buf when it is
+// large enough: a view refreshing thousands of QPs hands back the QPs of a
+// snapshot it no longer holds, instead of the heap taking megabytes of
+// fresh memory each refresh. The snapshot owns buf from then on.
+func (a *Analyzer) SnapshotReusing(keep func(pid, qpNum uint32) bool, buf []QP) Snapshot {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.snap
+	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
+	s.Scans = append([]trace.Scan(nil), a.snap.Scans...)
+	order := a.qpOrder()
+	if cap(buf) >= len(order) {
+		s.QPs = buf[:len(order)]
+		clear(s.QPs) // fields are set only where they apply
+	} else {
+		s.QPs = make([]QP, len(order))
+	}
+	modeled := false // some QP follows the mlx5 model
+	for i, q := range order {
+		p := &s.QPs[i] // filled in place: a QP is about a kilobyte
+		k := q.key
+		detail := keep == nil || keep(k.pid, k.qpNum)
+		c := &p.Counters
+		q.countersTo(c)
+		a.resolveProvider(q)
+		model := q.prov.model()
+		p.PCIe, p.Occupancy = savings(c), q.occupancy(detail)
+		if model == "" {
+			hideMlx5(c)
+			p.PCIe = Savings{absent: true}
+			p.Occupancy.Depth = 0 // no model of what bounds the WRs outstanding
+		} else {
+			modeled = true
+		}
+		r := &p.Rates
+		switch {
+		case q.countersOnly:
+			r.SpanNS = countedSpan(q.createdNS, s.FirstNS, q.lastNS)
+			r.countersOnly, s.Total.CountersOnly = true, true
+		case q.c.PostCalls > 0:
+			r.SpanNS = q.lastNS - min(q.firstPost, q.lastNS)
+		}
+		r.WRsPerSec = perSec(c.WRs, r.SpanNS)
+		r.PostsPerSec = perSec(c.PostCalls, r.SpanNS)
+		r.CQEsPerSec = perSec(c.CQEsPolled, r.SpanNS)
+		r.WRsPerDoorbell = ratio(c.WRs, c.Doorbells)
+		if cs := q.cq; cs != nil { // the send CQ's lifetime only
+			c.Polls, c.EmptyPolls = cs.polls, cs.empty
+			if q.countersOnly { // the CQ's times are those of its flushes
+				r.PollsPerSec = perSec(cs.polls, r.SpanNS)
+			} else {
+				r.PollsPerSec = perSec(cs.polls, cs.lastNS-cs.firstNS)
+			}
+			r.PollsPerCQE = ratio(cs.polls, cs.cqes)
+			p.SendCQGen = cs.gen
+		}
+		if detail {
+			p.History, p.HistoryStartNS = q.hist.copyOut()
+		}
+		if c.Signaled > 0 {
+			p.SignalIntervalLongest = q.runLongest + 1
+		}
+		p.PID, p.Comm, p.QPNum, p.Type = k.pid, a.procs.comm(k.pid), k.qpNum, q.typ.String()
+		p.MaxSendWR, p.MaxInline, p.MaxSendSGE = q.caps.MaxSendWR, q.caps.MaxInlineData, q.caps.MaxSendSGE
+		p.SigAll, p.Gen, p.CapsKnown, p.CapsInferred = q.sigAll, q.gen, q.capsKnown, q.sendCapsInferred
+		p.Destroyed, p.CountersOnly, p.SendCQ = q.destroyed, q.countersOnly, q.sendCQ
+		p.Provider, p.ProviderLib, p.Model = q.prov.String(), q.provLib, model
+		p.Outstanding, p.SignalInterval = q.outstanding(), q.typicalInterval()
+		p.Found, p.StateFound = q.found, q.stateFound
+		p.OutstandingLowerBound = q.lowerBound() && !a.completionsNotTraced()
+		p.ExactSinceNS = q.exactSinceNS()
+		p.ExactSinceS = exactSince(a.clock(), p.ExactSinceNS)
+		p.WRIDsRepeat, p.CompletionsNotTraced = q.syncGuessed, a.completionsNotTraced()
+		p.PreAttachCQEs, p.RetiredUnseen = q.preCQEs, q.retiredUnseen
+		p.Recv = a.recvSnapshot(q)
+		addCounters(&s.Total.Counters, c)
+	}
+	// polls belong to CQs, which QPs may share: count each CQ once
+	s.Total.Polls, s.Total.EmptyPolls = 0, 0
+	var cqes uint64
+	for _, cs := range a.allCQs {
+		s.Total.Polls += cs.polls
+		s.Total.EmptyPolls += cs.empty
+		cqes += cs.cqes
+	}
+	t := &s.TotalRates
+	t.SpanNS = s.LastNS - s.FirstNS
+	t.WRsPerSec = perSec(s.Total.WRs, t.SpanNS)
+	t.PostsPerSec = perSec(s.Total.PostCalls, t.SpanNS)
+	t.PollsPerSec = perSec(s.Total.Polls, t.SpanNS)
+	t.CQEsPerSec = perSec(s.Total.CQEsPolled, t.SpanNS)
+	t.PollsPerCQE = ratio(s.Total.Polls, cqes)
+	t.WRsPerDoorbell = ratio(s.Total.WRs, s.Total.Doorbells)
+	t.countersOnly = s.Total.CountersOnly
+	s.TotalPCIe = savings(&s.Total.Counters)
+	if s.Total.NoModel = len(s.QPs) > 0 && !modeled; s.Total.NoModel {
+		s.TotalPCIe = Savings{absent: true}
+	}
+	s.Diagnoses = a.diagnoses()
+	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
+	a.snapshotRecv(&s)
+	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
+	s.Processes = a.procs.snapshot()
+	return s
+}
+
+// qpOrder is every QP lifetime by pid and QP number, generations in the
+// order first seen; it is sorted again only when QPs came since.
+func (a *Analyzer) qpOrder() []*sq {
+	if len(a.ordered) != len(a.all) {
+		a.ordered = append(a.ordered[:0], a.all...)
+		slices.SortStableFunc(a.ordered, func(x, y *sq) int {
+			if c := cmp.Compare(x.key.pid, y.key.pid); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.key.qpNum, y.key.qpNum)
+		})
+	}
+	return a.ordered
+}
+
+func addCounters(t, c *Counters) {
+	t.WRs += c.WRs
+	t.PostCalls += c.PostCalls
+	t.Inline += c.Inline
+	t.Signaled += c.Signaled
+	t.Doorbells += c.Doorbells
+	t.BFWrites += c.BFWrites
+	t.WQEBBs += c.WQEBBs
+	t.DMAReadsWQE += c.DMAReadsWQE
+	t.DMAReadsPayload += c.DMAReadsPayload
+	t.CQEWrites += c.CQEWrites
+	t.ENOMEMSQFull += c.ENOMEMSQFull
+	t.ENOMEMInline += c.ENOMEMInline
+	t.ENOMEMSGE += c.ENOMEMSGE
+	t.EINVAL += c.EINVAL
+	if c.PeakOutstanding > t.PeakOutstanding {
+		t.PeakOutstanding = c.PeakOutstanding
+	}
+	t.CQEsPolled += c.CQEsPolled
+	t.ENOMEMUnknown += c.ENOMEMUnknown
+	t.ENOMEM += c.ENOMEM
+	t.OtherErrors += c.OtherErrors
+	t.CQEErrors += c.CQEErrors
+	t.FlushedUnsignaled += c.FlushedUnsignaled
+	t.UnmatchedCQEs += c.UnmatchedCQEs
+	t.Truncated += c.Truncated
+	t.WRAPICalls += c.WRAPICalls
+	t.Aborted += c.Aborted
+	if c.LongestUnsignaledRun > t.LongestUnsignaledRun {
+		t.LongestUnsignaledRun = c.LongestUnsignaledRun
+	}
+	t.MMIOBytes += c.MMIOBytes
+	t.DMABytesWQE += c.DMABytesWQE
+	t.DMABytesPayload += c.DMABytesPayload
+	t.InlineBytes += c.InlineBytes
+	t.Polls += c.Polls
+	t.EmptyPolls += c.EmptyPolls
+	t.PostRecvs += c.PostRecvs
+	t.RecvCQEs += c.RecvCQEs
+	t.NotRTS += c.NotRTS
+	t.EmptyWRBatches += c.EmptyWRBatches
+	t.InlineSGEs += c.InlineSGEs
+	t.BaselineWQEBytes += c.BaselineWQEBytes
+	t.BeyondModel += c.BeyondModel
+	t.DMAWritesResponse += c.DMAWritesResponse
+	t.DMABytesResponse += c.DMABytesResponse
+	for i, n := range c.Opcodes {
+		t.Opcodes[i] += n
+	}
+	t.Cuts.add(&c.Cuts)
+}

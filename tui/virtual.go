@@ -1,0 +1,173 @@
+package tui
+
+import (
+	"slices"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/rivo/tview"
+)
+
+// tableContent is the QP table as tview reads it: the header, then
+// UI.lines. Its cells are made only for the lines drawn, when drawn, so a
+// refresh of thousands of QPs formats the few dozen on screen.
+type tableContent struct {
+	tview.TableContentReadOnly
+	u *UI
+}
+
+func (t *tableContent) GetRowCount() int    { return len(t.u.lines) + 1 }
+func (t *tableContent) GetColumnCount() int { return len(t.u.shown) }
+
+func (t *tableContent) GetCell(r, c int) *tview.TableCell {
+	u := t.u
+	if r < 0 || r > len(u.lines) || c < 0 || c >= len(u.shown) {
+		return nil
+	}
+	col := u.shown[c]
+	texts := u.lineTexts(r)
+	for len(u.cells) <= r {
+		u.cells = append(u.cells, nil)
+	}
+	if u.cells[r] == nil {
+		u.cells[r] = make([]*tview.TableCell, len(columns))
+	}
+	cell := u.cells[r][col]
+	if cell == nil {
+		cell = tview.NewTableCell("")
+		u.cells[r][col] = cell
+	}
+	tx := &texts[col]
+	cell.SetText(tx.s).SetTextColor(tx.fg)
+	header := r == 0 || u.lines[r-1].row < 0
+	cell.SetSelectable(!header)
+	attr := tcell.AttrNone
+	if r > 0 && header {
+		attr = tcell.AttrBold
+	}
+	cell.SetAttributes(attr)
+	return cell
+}
+
+// lineTexts are the texts of every column of table line r (0: the
+// header), made once per refresh.
+func (u *UI) lineTexts(r int) []text {
+	for len(u.texts) <= r {
+		u.texts = append(u.texts, nil)
+		u.textGen = append(u.textGen, 0)
+	}
+	if u.texts[r] != nil && u.textGen[r] == u.gen {
+		return u.texts[r]
+	}
+	if u.texts[r] == nil {
+		u.texts[r] = make([]text, len(columns))
+	}
+	u.textGen[r] = u.gen
+	if r == 0 {
+		for c, col := range columns {
+			name := col.name
+			if c == u.sortCol {
+				name += map[bool]string{false: "▲", true: "▼"}[u.sortDesc]
+			}
+			setText(u.texts[r], c, name, tcell.ColorYellow)
+		}
+		return u.texts[r]
+	}
+	rw := u.lineRow(r - 1)
+	for c, col := range columns {
+		s, fg := col.cell(rw)
+		setText(u.texts[r], c, s, fg)
+	}
+	return u.texts[r]
+}
+
+// lineRow is the row a line draws: a QP's, or its group's totals.
+func (u *UI) lineRow(i int) *row {
+	if e := u.lines[i]; e.row >= 0 {
+		return &u.rows[e.row]
+	} else {
+		return &u.groups[e.group].total
+	}
+}
+
+// text is a cell's text, its colour and the cells it takes.
+type text struct {
+	s     string
+	fg    tcell.Color
+	width int
+}
+
+// setText sets a text, measuring its width again only when it changed.
+func setText(texts []text, c int, s string, fg tcell.Color) {
+	t := &texts[c]
+	if t.s != s || t.width == 0 {
+		t.s, t.width = s, tview.TaggedStringWidth(s)
+	}
+	t.fg = fg
+}
+
+// windowWidths are the cells each column needs for the header and the
+// lines on screen: height-1 lines below the header from the table's
+// offset.
+func (u *UI) windowWidths(offset, height int) []int {
+	u.widths = u.widths[:0]
+	for _, t := range u.lineTexts(0) {
+		u.widths = append(u.widths, t.width)
+	}
+	for r := offset + 1; r <= min(len(u.lines), offset+height-1); r++ {
+		for c, t := range u.lineTexts(r) {
+			u.widths[c] = max(u.widths[c], t.width)
+		}
+	}
+	return u.widths
+}
+
+// qpTable is the QP table; it fits its columns to its width, as the lines
+// on screen need them, when drawn.
+type qpTable struct {
+	*tview.Table
+	u *UI
+}
+
+func (t *qpTable) Draw(screen tcell.Screen) {
+	_, _, w, h := t.GetInnerRect()
+	off, _ := t.GetOffset()
+	if shown := fitColumns(w, t.u.windowWidths(off, h)); !slices.Equal(shown, t.u.shown) {
+		t.u.shown = shown
+	}
+	t.Table.Draw(screen)
+}
+
+// renderTable starts a refresh of the table's texts and selects the
+// selected QP (the first line when none is).
+func (u *UI) renderTable() {
+	u.gen++
+	sel := -1
+	for i, e := range u.lines {
+		if e.row >= 0 {
+			if sel < 0 && !u.hasSel {
+				sel = i
+			}
+			if u.hasSel && u.rows[e.row].key == u.selected {
+				sel = i
+				break
+			}
+		}
+	}
+	if sel < 0 {
+		for i, e := range u.lines { // the selected QP is filtered out
+			if e.row >= 0 {
+				sel = i
+				break
+			}
+		}
+	}
+	if sel < 0 {
+		return
+	}
+	if !u.hasSel {
+		u.mu.Lock()
+		u.selected, u.hasSel = u.rows[u.lines[sel].row].key, true
+		u.mu.Unlock()
+	}
+	u.table.Select(sel+1, 0)
+}

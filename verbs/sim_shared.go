@@ -1,0 +1,200 @@
+package verbs
+
+/*
+#include <stdlib.h>
+#include "sim.h"
+#include "endpoint.h"
+
+// post_srq_receives fills an SRQ through ibv_post_srq_recv (the ops
+// table's post_srq_recv), 64 receives per call.
+static int post_srq_receives(struct ibv_srq *srq, void *rbuf, uint32_t lkey, uint32_t depth,
+			     uint32_t recv_size)
+{
+	struct ibv_recv_wr wr[64], *bad;
+	struct ibv_sge sge[64];
+	uint32_t i = 0, n, k;
+	int ret;
+
+	while (i < depth) {
+		n = depth - i < 64 ? depth - i : 64;
+		for (k = 0; k < n; k++) {
+			sge[k].addr = (uintptr_t)rbuf + (uint64_t)(i + k) * recv_size;
+			sge[k].length = recv_size;
+			sge[k].lkey = lkey;
+			wr[k].wr_id = i + k;
+			wr[k].sg_list = &sge[k];
+			wr[k].num_sge = 1;
+			wr[k].next = k + 1 < n ? &wr[k + 1] : NULL;
+		}
+		if ((ret = ibv_post_srq_recv(srq, wr, &bad)))
+			return ret;
+		i += n;
+	}
+	return 0;
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"unsafe"
+)
+
+// CQ is a send CQ several endpoints share (QPConfig.SendCQ): each CQE
+// carries its QP's number, and one poll may return completions of many
+// QPs.
+type CQ struct {
+	c   *C.struct_ibv_cq
+	cqx *C.struct_ibv_cq_ex
+	// Addr is the CQ's address in the process, as a tracer names it.
+	Addr uint64
+}
+
+// SRQ is a shared receive queue the receiving peers of several endpoints
+// take their receives from (QPConfig.SRQ), with the one CQ those
+// receives complete on and their registered buffer.
+type SRQ struct {
+	srq      *C.struct_ibv_srq
+	rcq      *C.struct_ibv_cq
+	mr       *C.struct_ibv_mr
+	rbuf     unsafe.Pointer
+	depth    uint32
+	recvSize uint32
+	// Addr is the SRQ's address in the process, as a tracer names it.
+	Addr uint64
+}
+
+// SRQCounters is an SRQ's ground truth.
+type SRQCounters struct {
+	Posted      uint64 `json:"posted"`      // receives ibv_post_srq_recv accepted
+	Outstanding uint64 `json:"outstanding"` // posted and not yet completed and polled
+}
+
+// SharedDevice is a device whose endpoints can share a send CQ and whose
+// receiving peers can share an SRQ.
+type SharedDevice interface {
+	Device
+	NewCQ(depth uint32, ex bool) (*CQ, error)
+	NewSRQ(depth uint32, bufSize int) (*SRQ, error)
+}
+
+// NewCQ creates a send CQ of depth entries to share between endpoints,
+// extended (polled with ibv_start_poll..ibv_end_poll) when ex.
+func (s *Sim) NewCQ(depth uint32, ex bool) (*CQ, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		return nil, errors.New("simulated HCA is closed")
+	}
+	cq := &CQ{}
+	var err error
+	if ex {
+		var ca C.struct_ibv_cq_init_attr_ex
+		ca.cqe = C.uint32_t(depth)
+		cq.cqx, err = C.sqsim_create_cq_ex(s.ctx, &ca)
+		cq.c = (*C.struct_ibv_cq)(unsafe.Pointer(cq.cqx))
+	} else {
+		cq.c, err = C.sqsim_create_cq(s.ctx, C.int(depth))
+	}
+	if cq.c == nil {
+		return nil, fmt.Errorf("creating a shared CQ of %d entries on sim: %w", depth, err)
+	}
+	cq.Addr = uint64(uintptr(unsafe.Pointer(cq.c)))
+	s.cqs = append(s.cqs, cq)
+	return cq, nil
+}
+
+// NewSRQ creates a shared receive queue of depth receives, each of
+// bufSize bytes (at least 64), its CQ, and fills it.
+func (s *Sim) NewSRQ(depth uint32, bufSize int) (*SRQ, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		return nil, errors.New("simulated HCA is closed")
+	}
+	q := &SRQ{recvSize: uint32(max(bufSize, 64))}
+	s.srqs = append(s.srqs, q)
+	var attr C.struct_ibv_srq_init_attr
+	attr.attr.max_wr = C.uint32_t(depth)
+	attr.attr.max_sge = 1
+	srq, err := C.sqsim_create_srq(s.pd, &attr)
+	if srq == nil {
+		return nil, fmt.Errorf("creating an SRQ of %d receives on sim: %w", depth, err)
+	}
+	q.srq = srq
+	q.depth = uint32(attr.attr.max_wr)
+	q.Addr = uint64(uintptr(unsafe.Pointer(srq)))
+	rcq, err := C.sqsim_create_cq(s.ctx, C.int(q.depth+16))
+	if rcq == nil {
+		return nil, fmt.Errorf("creating the SRQ's CQ on sim: %w", err)
+	}
+	q.rcq = rcq
+	size := C.size_t(q.depth) * C.size_t(q.recvSize)
+	q.rbuf = C.calloc(1, size)
+	if q.rbuf == nil {
+		return nil, fmt.Errorf("allocating the SRQ's receive buffer: %w", syscall.ENOMEM)
+	}
+	mr, err := C.sqsim_reg_mr(s.pd, q.rbuf, size, C.IBV_ACCESS_LOCAL_WRITE)
+	if mr == nil {
+		return nil, fmt.Errorf("registering the SRQ's receive buffer on sim: %w", err)
+	}
+	q.mr = mr
+	if rc := C.post_srq_receives(srq, q.rbuf, mr.lkey, C.uint32_t(q.depth), C.uint32_t(q.recvSize)); rc != 0 {
+		return nil, fmt.Errorf("posting the SRQ's %d receives: %w", q.depth, syscall.Errno(rc))
+	}
+	return q, nil
+}
+
+// SharedCQCounters returns a shared CQ's poll counters.
+func (s *Sim) SharedCQCounters(cq *CQ) (CQCounters, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cqCounters(cq.c)
+}
+
+// SRQCounters returns an SRQ's ground truth.
+func (s *Sim) SRQCounters(q *SRQ) (SRQCounters, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var posted, out C.uint64_t
+	if q.srq == nil || C.sqsim_srq_posted(q.srq, &posted, &out) != 0 {
+		return SRQCounters{}, false
+	}
+	return SRQCounters{Posted: uint64(posted), Outstanding: uint64(out)}, true
+}
+
+// fill makes the peer QP's receives come from q: the endpoint's
+// traffic loop reposts to the SRQ and reaps the SRQ's CQ.
+func (q *SRQ) fill(c *C.struct_sq_endpoint) {
+	c.peer_srq = q.srq
+	c.peer_rcq = q.rcq
+	c.rbuf = q.rbuf
+	c.rbuf_len = C.size_t(q.depth) * C.size_t(q.recvSize)
+	c.rlkey = q.mr.lkey
+	c.rq_depth = C.uint32_t(q.depth)
+	c.recv_size = C.uint32_t(q.recvSize)
+}
+
+// freeShared destroys the shared CQs and SRQs (after every endpoint).
+func (s *Sim) freeShared() {
+	for _, q := range s.srqs {
+		if q.srq != nil {
+			C.sqsim_destroy_srq(q.srq)
+		}
+		if q.rcq != nil {
+			C.sqsim_destroy_cq(q.rcq)
+		}
+		if q.mr != nil {
+			C.sqsim_dereg_mr(q.mr)
+		}
+		if q.rbuf != nil {
+			C.free(q.rbuf)
+		}
+	}
+	for _, cq := range s.cqs {
+		C.sqsim_destroy_cq(cq.c)
+	}
+	s.srqs, s.cqs = nil, nil
+}
