@@ -38,7 +38,7 @@ func commands() []command {
 		{"replay", "show a recording in the live view, with pause, speed and seek", runReplay},
 		{"report", "summarize a recording: send queues, PCIe savings, diagnoses (text or JSON)", runReport},
 		{"advise", "replay a recording under other inline, signaling, batching and depth settings; print the best", runAdvise},
-		{"export", "convert a recording to Chrome trace-event JSON for Perfetto", runExport},
+		{"export", "convert a recording to a timeline: Perfetto protobuf or Chrome trace-event JSON", runExport},
 		{"completion", "print a shell completion script: completion bash|zsh|fish", func(_ context.Context, args []string, stdout, _ io.Writer) error {
 			var names []string
 			for _, c := range commands() {
