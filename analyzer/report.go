@@ -107,7 +107,7 @@ func writeText(w io.Writer, s Snapshot) {
 			who += " " + q.Comm
 		}
 		fmt.Fprintf(w, "QP %#x (pid %s, %s%s, %s): %s, %s, %s%s; %s\n",
-			q.QPNum, who, q.Type, life, foundText(&q), capText("max_send_wr", q.MaxSendWR, q.CapsKnown || q.CapsInferred),
+			q.QPNum, who, typeText(q.Type), life, foundText(&q), capText("max_send_wr", q.MaxSendWR, q.CapsKnown || q.CapsInferred),
 			capText("max_inline_data", q.MaxInline, q.CapsKnown), capText("max_send_sge", q.MaxSendSGE, q.CapsKnown),
 			map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 		switch {
@@ -161,6 +161,14 @@ func writeText(w io.Writer, s Snapshot) {
 			break
 		}
 	}
+}
+
+// typeText writes a QP's type, saying what "unknown" is of.
+func typeText(t string) string {
+	if t == "unknown" {
+		return "type unknown"
+	}
+	return t
 }
 
 // capText writes a cap of the QP, "unknown" rather than 0 when the trace

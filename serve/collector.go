@@ -148,10 +148,7 @@ func (c *Collector) visitSnapshot(snap analyzer.Snapshot, emit emitFunc) {
 		if j, ok := newest[[2]uint32{q.PID, q.QPNum}]; !ok || j != i {
 			continue
 		}
-		typ := q.Type
-		if typ == "?" { // created before tracing: its create was not seen
-			typ = "unknown"
-		}
+		typ := q.Type // "unknown" for a QP whose create was not seen
 		c.order = append(c.order, exported{i: i, pid: strconv.FormatUint(uint64(q.PID), 10), comm: c.ch.procs[q.PID].comm,
 			qpn: strconv.FormatUint(uint64(q.QPNum), 10), typ: typ})
 	}

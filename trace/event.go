@@ -87,8 +87,8 @@ func (t QPType) String() string {
 	switch t {
 	case QPTypeRC, QPTypeUC, QPTypeUD, QPTypeRawPkt, QPTypeXRCSend:
 		return ibv.QPTypeName(uint8(t))
-	case 0:
-		return "?"
+	case 0: // its create was not seen
+		return "unknown"
 	}
 	return fmt.Sprintf("type%d", uint8(t))
 }
