@@ -136,7 +136,7 @@ type UI struct {
 	dirty        bool
 	textsChanged bool
 	drawn        tableWindow
-	alertLog  []Alert
+	alertLog     []Alert
 	// alerts older than this trace time were cleared by a reset
 	alertsFrom uint64
 	eventsPS   float64
