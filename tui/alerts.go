@@ -38,9 +38,9 @@ func (u *UI) renderAlerts() {
 	if b.Len() == 0 {
 		b.WriteString("no alerts")
 	} else {
-		u.alerts.SetTitle(" alerts (a: go to newest) ")
+		u.setTitle(u.alerts, " alerts (a: go to newest) ")
 	}
-	u.alerts.SetText(b.String())
+	u.setText(u.alerts, b.String())
 }
 
 // since is how far into the trace a trace time is, in seconds.

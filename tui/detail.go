@@ -52,7 +52,7 @@ func (u *UI) selectedRow() (row, bool) {
 func (u *UI) renderDetail() {
 	r, ok := u.selectedRow()
 	if !ok {
-		u.detail.SetText("no QP selected")
+		u.setText(u.detail, "no QP selected")
 		return
 	}
 	q := r.qp
@@ -82,7 +82,7 @@ func (u *UI) renderDetail() {
 	if cut := r.c.Cuts.String(); cut != "" {
 		b.WriteString("\n[orange]" + cut + "[-]")
 	}
-	u.detail.SetText(b.String())
+	u.setText(u.detail, b.String())
 }
 
 // writeEventsDetail writes what the per-call events of a QP show.

@@ -60,7 +60,9 @@ type Info struct {
 
 // runner is the part of *tview.Application the UI uses.
 type runner interface {
-	QueueUpdateDraw(f func()) *tview.Application
+	QueueUpdate(f func()) *tview.Application
+	// ForceDraw draws now; only on the UI goroutine
+	ForceDraw() *tview.Application
 	SetRoot(root tview.Primitive, fullscreen bool) *tview.Application
 	SetInputCapture(capture func(event *tcell.EventKey) *tcell.EventKey) *tview.Application
 	SetFocus(p tview.Primitive) *tview.Application
@@ -129,7 +131,12 @@ type UI struct {
 	widths    []int                // the cells each column needs on screen
 	shown     []int                // the columns shown, by index in columns
 	cells     [][]*tview.TableCell // the table's cells by line, reused
-	alertLog  []Alert
+	// what the screen shows changed in this refresh (redraw.go): a text,
+	// the footer, the table's window
+	dirty        bool
+	textsChanged bool
+	drawn        tableWindow
+	alertLog     []Alert
 	// alerts older than this trace time were cleared by a reset
 	alertsFrom uint64
 	eventsPS   float64
@@ -226,7 +233,11 @@ func (u *UI) Tick() {
 	paused := u.paused
 	u.mu.Unlock()
 	if paused {
-		u.app.QueueUpdateDraw(func() { u.renderHeader() })
+		u.app.QueueUpdate(func() {
+			u.dirty = false
+			u.renderHeader()
+			u.drawIfDirty()
+		})
 		return
 	}
 	u.mu.Lock()
@@ -240,10 +251,19 @@ func (u *UI) Tick() {
 	if u.info.SelfCPU != nil {
 		cpu = u.info.SelfCPU()
 	}
-	u.app.QueueUpdateDraw(func() {
+	u.app.QueueUpdate(func() {
 		u.noteCPU(cpu, at)
+		u.dirty = false
 		u.Apply(s, at)
+		u.drawIfDirty()
 	})
+}
+
+// drawIfDirty draws the screen when the refresh changed what it shows.
+func (u *UI) drawIfDirty() {
+	if u.dirty {
+		u.app.ForceDraw()
+	}
 }
 
 // sameQPs reports whether a and b share their memory.
@@ -379,7 +399,7 @@ func (u *UI) renderHeader() {
 	if u.info.PID > 0 {
 		target += fmt.Sprintf(" (pid %d)", u.info.PID)
 	}
-	u.header.SetText(h + " | " + tview.Escape(target))
+	u.setText(u.header, h+" | "+tview.Escape(target))
 }
 
 func (u *UI) renderFooter() {
@@ -397,7 +417,11 @@ func (u *UI) renderFooter() {
 	if u.grouping != groupNone {
 		lead = append(lead, "by "+u.grouping.String())
 	}
-	u.footer.lead, u.footer.keys = strings.Join(lead, " · "), keys
+	l := strings.Join(lead, " · ")
+	if l != u.footer.lead || !slices.Equal(keys, u.footer.keys) {
+		u.footer.lead, u.footer.keys = l, keys
+		u.dirty = true
+	}
 }
 
 // footerView is the footer line; it fits the keys to its width when drawn.

@@ -18,9 +18,14 @@ type fakeApp struct {
 	capture func(*tcell.EventKey) *tcell.EventKey
 	focus   tview.Primitive
 	stopped bool
+	draws   int // ForceDraw calls
 }
 
-func (f *fakeApp) QueueUpdateDraw(fn func()) *tview.Application { fn(); return nil }
+func (f *fakeApp) QueueUpdate(fn func()) *tview.Application { fn(); return nil }
+func (f *fakeApp) ForceDraw() *tview.Application {
+	f.draws++
+	return nil
+}
 func (f *fakeApp) SetRoot(r tview.Primitive, _ bool) *tview.Application {
 	f.root = r
 	return nil

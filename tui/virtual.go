@@ -60,6 +60,7 @@ func (u *UI) lineTexts(r int) []text {
 	}
 	if u.texts[r] == nil {
 		u.texts[r] = make([]text, len(columns))
+		u.textsChanged = true
 	}
 	u.textGen[r] = u.gen
 	if r == 0 {
@@ -68,14 +69,14 @@ func (u *UI) lineTexts(r int) []text {
 			if c == u.sortCol {
 				name += map[bool]string{false: "▲", true: "▼"}[u.sortDesc]
 			}
-			setText(u.texts[r], c, name, tcell.ColorYellow)
+			u.textsChanged = setText(u.texts[r], c, name, tcell.ColorYellow) || u.textsChanged
 		}
 		return u.texts[r]
 	}
 	rw := u.lineRow(r - 1)
 	for c, col := range columns {
 		s, fg := col.cell(rw)
-		setText(u.texts[r], c, s, fg)
+		u.textsChanged = setText(u.texts[r], c, s, fg) || u.textsChanged
 	}
 	return u.texts[r]
 }
@@ -96,13 +97,16 @@ type text struct {
 	width int
 }
 
-// setText sets a text, measuring its width again only when it changed.
-func setText(texts []text, c int, s string, fg tcell.Color) {
+// setText sets a text, measuring its width again only when it changed,
+// and reports whether the text or its colour changed.
+func setText(texts []text, c int, s string, fg tcell.Color) bool {
 	t := &texts[c]
+	changed := t.s != s || t.fg != fg
 	if t.s != s || t.width == 0 {
 		t.s, t.width = s, tview.TaggedStringWidth(s)
 	}
 	t.fg = fg
+	return changed
 }
 
 // windowWidths are the cells each column needs for the header and the
@@ -162,6 +166,7 @@ func (u *UI) renderTable() {
 		}
 	}
 	if sel < 0 {
+		u.dirty = u.tableChanged() || u.dirty
 		return
 	}
 	if !u.hasSel {
@@ -170,4 +175,5 @@ func (u *UI) renderTable() {
 		u.mu.Unlock()
 	}
 	u.table.Select(sel+1, 0)
+	u.dirty = u.tableChanged() || u.dirty
 }
