@@ -159,7 +159,11 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 }
 
 // resume continues stopped processes once their records are drained (or
-// after stopGrace, so a busy other process cannot keep one stopped).
+// after stopGrace, so a busy other process cannot keep one stopped). Each
+// is in t.stopped only once the record that stopped it was handled, and
+// handling it placed the probes it revealed (or recorded why not). A
+// process someone else continued meanwhile ran without those probes: that
+// is said as a warning.
 func (t *Tracer) resume(force bool) {
 	if !t.haveStopped.Load() {
 		return
@@ -167,12 +171,16 @@ func (t *Tracer) resume(force bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer func() { t.haveStopped.Store(len(t.stopped) > 0) }()
-	for pid, since := range t.stopped {
-		if !force && time.Since(since) < stopGrace {
+	for pid, h := range t.stopped {
+		if !force && time.Since(h.since) < stopGrace {
 			waitGroupStopped(pid, 20*time.Millisecond)
 			if t.rd.AvailableBytes() > 0 {
 				continue // read what the other threads wrote first
 			}
+		}
+		if !heldUntilNow(pid, h.tid) && !t.contByOther[pid] {
+			t.contByOther[pid] = true
+			t.warnings = append(t.warnings, fmt.Sprintf("process %d was continued by another process (another tracer?) while stopped until its new probes were placed: the calls it made meanwhile through the functions its QP or CQ revealed are missing", pid))
 		}
 		syscall.Kill(pid, syscall.SIGCONT)
 		t.objs.StoppedPids.Delete(uint32(pid))
@@ -194,13 +202,14 @@ func (t *Tracer) continueStopped() {
 	}
 }
 
-// markStopped notes that pid was stopped for the record just handled.
-func (t *Tracer) markStopped(pid int) {
+// markStopped notes that pid was stopped, by its thread tid, for the
+// record just handled.
+func (t *Tracer) markStopped(pid, tid int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stops++
 	if _, ok := t.stopped[pid]; !ok {
-		t.stopped[pid] = time.Now()
+		t.stopped[pid] = stopHold{since: time.Now(), tid: tid}
 		t.haveStopped.Store(true)
 	}
 }
@@ -256,7 +265,7 @@ func (t *Tracer) Close() error {
 	for pid := range t.stopped {
 		syscall.Kill(pid, syscall.SIGCONT)
 	}
-	t.stopped = map[int]time.Time{}
+	t.stopped = map[int]stopHold{}
 	t.mu.Unlock()
 	t.continueStopped()
 	if t.rd != nil {
