@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sqscope/sqscope/bpf"
 )
 
 // A SIGSTOP the programs send holds a process only until anyone sends it
@@ -20,21 +22,53 @@ import (
 const stopMask = uint64(1) << (syscall.SIGSTOP - 1)
 
 // heldUntilNow reports whether thread tid of pid, which stopped its
-// process for a record, has run no code since: it is stopped, its SIGSTOP
-// is still pending (not yet acted on), or it is gone. A SIGCONT from
-// anyone else clears a pending SIGSTOP and ends a stop, so false means the
-// thread was continued before the probes its record revealed were placed.
-// A thread stopped again by someone else after running is not caught.
+// process for a record, has run no code since: it is stopped, or its
+// SIGSTOP is still pending (not yet acted on). A SIGCONT from anyone else
+// clears a pending SIGSTOP and ends a stop, so false means the thread was
+// continued before the probes its record revealed were placed (or the
+// process is gone: a stopped one ends only when killed, one continued
+// may have run to its end). A thread stopped again by someone else after
+// running is not caught here (see ranWhileHeld).
 func heldUntilNow(pid, tid int) bool {
 	st, err := statState(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
-	if err != nil || st == 'T' || st == 't' || st == 'Z' || st == 'X' {
-		return true // gone (nothing to lose), or stopped
+	if err != nil || st == 'Z' || st == 'X' {
+		return false
+	}
+	if st == 'T' || st == 't' {
+		return true
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
 	if err != nil {
-		return true // gone between the two reads
+		return false
 	}
 	return pendingMask(string(b), "ShdPnd:")&stopMask != 0 || pendingMask(string(b), "SigPnd:")&stopMask != 0
+}
+
+// ranWhileHeld looks at a record before it is handled: one of a thread
+// that stopped its process, read after the record that stopped it and
+// before this tracer continued it, was made after that stop, so the
+// process ran meanwhile (continued, then maybe stopped again, by someone
+// else). Records are read in the order each thread submits them.
+func (t *Tracer) ranWhileHeld(raw []byte) {
+	if len(raw) < hdrSize {
+		return // handle says why
+	}
+	var h bpf.VerbsSqHdr
+	decodeInto(&h, raw[:hdrSize])
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.stopped[int(h.Pid)]; ok && s.tid == int(h.Tid) {
+		t.heldBroken(int(h.Pid))
+	}
+}
+
+// heldBroken says, once per process, that pid ran while held; t.mu held.
+func (t *Tracer) heldBroken(pid int) {
+	if t.contByOther[pid] {
+		return
+	}
+	t.contByOther[pid] = true
+	t.warnings = append(t.warnings, fmt.Sprintf("process %d ran on (continued by another process: another tracer?) or ended while stopped until the probes its new QP or CQ revealed were placed: the calls it made meanwhile through those functions may be missing", pid))
 }
 
 // pendingMask is the hexadecimal signal mask on the status line named key

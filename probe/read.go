@@ -81,6 +81,9 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 		}
 		switch {
 		case err == nil:
+			if t.haveStopped.Load() {
+				t.ranWhileHeld(t.rec.RawSample)
+			}
 			if err := t.handle(t.rec.RawSample, fn); err != nil {
 				return err
 			}
@@ -178,9 +181,8 @@ func (t *Tracer) resume(force bool) {
 				continue // read what the other threads wrote first
 			}
 		}
-		if !heldUntilNow(pid, h.tid) && !t.contByOther[pid] {
-			t.contByOther[pid] = true
-			t.warnings = append(t.warnings, fmt.Sprintf("process %d was continued by another process (another tracer?) while stopped until its new probes were placed: the calls it made meanwhile through the functions its QP or CQ revealed are missing", pid))
+		if !heldUntilNow(pid, h.tid) {
+			t.heldBroken(pid)
 		}
 		syscall.Kill(pid, syscall.SIGCONT)
 		t.objs.StoppedPids.Delete(uint32(pid))
