@@ -130,7 +130,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 func (t *Tracer) revealed(h *bpf.VerbsSqHdr, fns []uint64, stopped bool) {
 	t.learn(h.Pid, fns)
 	if stopped {
-		t.markStopped(int(h.Pid), int(h.Tid))
+		t.markStopped(int(h.Pid), int(h.Tid), h.Ts)
 	}
 }
 

@@ -185,6 +185,7 @@ func (t *Tracer) resume(force bool) {
 			t.heldBroken(pid)
 		}
 		syscall.Kill(pid, syscall.SIGCONT)
+		t.lastCont[pid] = trace.MonotonicNS()
 		t.objs.StoppedPids.Delete(uint32(pid))
 		delete(t.stopped, pid)
 	}
@@ -205,11 +206,17 @@ func (t *Tracer) continueStopped() {
 }
 
 // markStopped notes that pid was stopped, by its thread tid, for the
-// record just handled.
-func (t *Tracer) markStopped(pid, tid int) {
+// record just handled, made at ts. A record made before this tracer last
+// continued pid (another thread's, read after stopGrace had run out) came
+// too late: pid ran without the probes it revealed, and that is said.
+func (t *Tracer) markStopped(pid, tid int, ts uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stops++
+	if ts < t.lastCont[pid] {
+		t.warnings = append(t.warnings, fmt.Sprintf("process %d was continued (after the %v bound on a stop) while a record that stopped it was still unread: it may have called the functions that record revealed before their probes were placed",
+			pid, stopGrace))
+	}
 	if _, ok := t.stopped[pid]; !ok {
 		t.stopped[pid] = stopHold{since: time.Now(), tid: tid}
 		t.haveStopped.Store(true)

@@ -166,7 +166,8 @@ type Tracer struct {
 	// contByOther: processes said to have been continued by someone
 	// else during a stop; guarded by mu
 	contByOther map[int]bool
-	proc        *procWatch // the end of Options.PID; nil when tracing every process
+	lastCont    map[int]uint64 // when this tracer last continued each process (trace.MonotonicNS); guarded by mu
+	proc        *procWatch     // the end of Options.PID; nil when tracing every process
 	exitSeen    bool
 	stops       int // control-path records that stopped their process
 	syncing     atomic.Int32
@@ -269,6 +270,7 @@ func Open(opts Options) (*Tracer, error) {
 		fnFile:      map[pidAddr]string{},
 		stopped:     map[int]stopHold{},
 		contByOther: map[int]bool{},
+		lastCont:    map[int]uint64{},
 		emptySeen:   map[cqGenKey]uint64{},
 		countsSeen:  map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
 		qpFinals:    map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
