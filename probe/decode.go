@@ -39,7 +39,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		}
 		decodeInto(&t.qpRec, raw)
 		r := &t.qpRec
-		t.revealed(r.Hdr.Pid, r.Fns[:], r.Stopped != 0)
+		t.revealed(&r.Hdr, r.Fns[:], r.Stopped != 0)
 		if ev := qpEvent(r); ev != nil {
 			if c, ok := ev.(*trace.QPCreate); ok {
 				c.Lib = t.fnFile[pidAddr{r.Hdr.Pid, r.Fns[bpf.VerbsSqFnSQ_FN_POST_SEND]}]
@@ -86,7 +86,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		}
 		decodeInto(&t.cqRec, raw)
 		r := &t.cqRec
-		t.revealed(r.Hdr.Pid, r.Fns[:], r.Stopped != 0)
+		t.revealed(&r.Hdr, r.Fns[:], r.Stopped != 0)
 		fn(cqEvent(r))
 	case bpf.VerbsSqRecKindSQ_REC_EXIT:
 		if len(raw) != exitRecSize {
@@ -127,10 +127,10 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 
 // revealed attaches to the functions a control-path record revealed and
 // notes whether its process was stopped until they are attached.
-func (t *Tracer) revealed(pid uint32, fns []uint64, stopped bool) {
-	t.learn(pid, fns)
+func (t *Tracer) revealed(h *bpf.VerbsSqHdr, fns []uint64, stopped bool) {
+	t.learn(h.Pid, fns)
 	if stopped {
-		t.markStopped(int(pid))
+		t.markStopped(int(h.Pid), int(h.Tid), h.Ts)
 	}
 }
 

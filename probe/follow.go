@@ -76,7 +76,7 @@ func (t *Tracer) procRecord(raw []byte, fn func(trace.Event)) error {
 		return fmt.Errorf("process record of unknown op %d", r.Op)
 	}
 	if r.Stopped != 0 {
-		t.markStopped(int(pid))
+		t.markStopped(int(pid), int(r.Hdr.Tid), r.Hdr.Ts)
 	}
 	fn(ev)
 	return nil

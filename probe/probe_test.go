@@ -279,6 +279,9 @@ func traceCmd(t *testing.T, opts Options, cmd *exec.Cmd) ([]byte, []trace.Event,
 	if ctx.Err() != nil {
 		t.Fatalf("Run did not end with the target: %v", ctx.Err())
 	}
+	for _, w := range tr.Warnings() {
+		t.Logf("tracer warning: %s", w)
+	}
 	return stdout.Bytes(), evs, tr
 }
 

@@ -81,6 +81,9 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 		}
 		switch {
 		case err == nil:
+			if t.haveStopped.Load() {
+				t.ranWhileHeld(t.rec.RawSample)
+			}
 			if err := t.handle(t.rec.RawSample, fn); err != nil {
 				return err
 			}
@@ -159,7 +162,11 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 }
 
 // resume continues stopped processes once their records are drained (or
-// after stopGrace, so a busy other process cannot keep one stopped).
+// after stopGrace, so a busy other process cannot keep one stopped). Each
+// is in t.stopped only once the record that stopped it was handled, and
+// handling it placed the probes it revealed (or recorded why not). A
+// process someone else continued meanwhile ran without those probes: that
+// is said as a warning.
 func (t *Tracer) resume(force bool) {
 	if !t.haveStopped.Load() {
 		return
@@ -167,14 +174,18 @@ func (t *Tracer) resume(force bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer func() { t.haveStopped.Store(len(t.stopped) > 0) }()
-	for pid, since := range t.stopped {
-		if !force && time.Since(since) < stopGrace {
+	for pid, h := range t.stopped {
+		if !force && time.Since(h.since) < stopGrace {
 			waitGroupStopped(pid, 20*time.Millisecond)
 			if t.rd.AvailableBytes() > 0 {
 				continue // read what the other threads wrote first
 			}
 		}
+		if !heldUntilNow(pid, h.tid) {
+			t.heldBroken(pid)
+		}
 		syscall.Kill(pid, syscall.SIGCONT)
+		t.lastCont[pid] = trace.MonotonicNS()
 		t.objs.StoppedPids.Delete(uint32(pid))
 		delete(t.stopped, pid)
 	}
@@ -194,13 +205,20 @@ func (t *Tracer) continueStopped() {
 	}
 }
 
-// markStopped notes that pid was stopped for the record just handled.
-func (t *Tracer) markStopped(pid int) {
+// markStopped notes that pid was stopped, by its thread tid, for the
+// record just handled, made at ts. A record made before this tracer last
+// continued pid (another thread's, read after stopGrace had run out) came
+// too late: pid ran without the probes it revealed, and that is said.
+func (t *Tracer) markStopped(pid, tid int, ts uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stops++
+	if ts < t.lastCont[pid] {
+		t.warnings = append(t.warnings, fmt.Sprintf("process %d was continued (after the %v bound on a stop) while a record that stopped it was still unread: it may have called the functions that record revealed before their probes were placed",
+			pid, stopGrace))
+	}
 	if _, ok := t.stopped[pid]; !ok {
-		t.stopped[pid] = time.Now()
+		t.stopped[pid] = stopHold{since: time.Now(), tid: tid}
 		t.haveStopped.Store(true)
 	}
 }
@@ -256,7 +274,7 @@ func (t *Tracer) Close() error {
 	for pid := range t.stopped {
 		syscall.Kill(pid, syscall.SIGCONT)
 	}
-	t.stopped = map[int]time.Time{}
+	t.stopped = map[int]stopHold{}
 	t.mu.Unlock()
 	t.continueStopped()
 	if t.rd != nil {

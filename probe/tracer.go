@@ -161,21 +161,25 @@ type Tracer struct {
 	known map[pidAddr]bool
 	// fnFile is the file each revealed function is in: a QP's provider is
 	// the file of its post_send (trace.QPCreate field Lib)
-	fnFile     map[pidAddr]string
-	stopped    map[int]time.Time // processes waiting for SIGCONT, since; guarded by mu
-	proc       *procWatch        // the end of Options.PID; nil when tracing every process
-	exitSeen   bool
-	stops      int // control-path records that stopped their process
-	syncing    atomic.Int32
-	syncDone   chan struct{}
-	stopping   atomic.Bool
-	emptySeen  map[cqGenKey]uint64
-	lostSeen   uint64
-	countsSeen map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters
-	qpFinals   map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters // totals of destroyed QPs
-	cqSeen     map[cqGenKey]bpf.VerbsSqCqStats
-	cqFinals   map[cqGenKey]bpf.VerbsSqCqStats // counts replaced CQs ended with
-	ibvHooked  map[fileID]bool                 // libibverbs files with discovery probes
+	fnFile  map[pidAddr]string
+	stopped map[int]stopHold // processes waiting for SIGCONT; guarded by mu
+	// contByOther: processes said to have been continued by someone
+	// else during a stop; guarded by mu
+	contByOther map[int]bool
+	lastCont    map[int]uint64 // when this tracer last continued each process (trace.MonotonicNS); guarded by mu
+	proc        *procWatch     // the end of Options.PID; nil when tracing every process
+	exitSeen    bool
+	stops       int // control-path records that stopped their process
+	syncing     atomic.Int32
+	syncDone    chan struct{}
+	stopping    atomic.Bool
+	emptySeen   map[cqGenKey]uint64
+	lostSeen    uint64
+	countsSeen  map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters
+	qpFinals    map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters // totals of destroyed QPs
+	cqSeen      map[cqGenKey]bpf.VerbsSqCqStats
+	cqFinals    map[cqGenKey]bpf.VerbsSqCqStats // counts replaced CQs ended with
+	ibvHooked   map[fileID]bool                 // libibverbs files with discovery probes
 	// the memory scan of a process traced after it started, its error,
 	// and the events the scans made (delivered by Run before any record of
 	// their process); guarded by mu
@@ -259,23 +263,25 @@ func Open(opts Options) (*Tracer, error) {
 	}
 
 	t := &Tracer{
-		opts:       opts,
-		proc:       proc,
-		attached:   map[attachKey]bool{},
-		known:      map[pidAddr]bool{},
-		fnFile:     map[pidAddr]string{},
-		stopped:    map[int]time.Time{},
-		emptySeen:  map[cqGenKey]uint64{},
-		countsSeen: map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
-		qpFinals:   map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
-		cqSeen:     map[cqGenKey]bpf.VerbsSqCqStats{},
-		cqFinals:   map[cqGenKey]bpf.VerbsSqCqStats{},
-		ibvHooked:  map[fileID]bool{},
-		exeHooked:  map[fileID]bool{},
-		members:    map[uint32]bool{},
-		hostSeen:   map[int]bool{},
-		simExe:     map[fileID]bool{},
-		syncDone:   make(chan struct{}),
+		opts:        opts,
+		proc:        proc,
+		attached:    map[attachKey]bool{},
+		known:       map[pidAddr]bool{},
+		fnFile:      map[pidAddr]string{},
+		stopped:     map[int]stopHold{},
+		contByOther: map[int]bool{},
+		lastCont:    map[int]uint64{},
+		emptySeen:   map[cqGenKey]uint64{},
+		countsSeen:  map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
+		qpFinals:    map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
+		cqSeen:      map[cqGenKey]bpf.VerbsSqCqStats{},
+		cqFinals:    map[cqGenKey]bpf.VerbsSqCqStats{},
+		ibvHooked:   map[fileID]bool{},
+		exeHooked:   map[fileID]bool{},
+		members:     map[uint32]bool{},
+		hostSeen:    map[int]bool{},
+		simExe:      map[fileID]bool{},
+		syncDone:    make(chan struct{}),
 	}
 	if err := t.load(); err != nil {
 		proc.close()
