@@ -167,13 +167,8 @@ func (s *Sim) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 	if cfg.SendCQ != nil {
 		cq, cqx = cfg.SendCQ.c, cfg.SendCQ.cqx
 		se.sharedCQ = true
-	} else if cfg.CQEx {
-		var ca C.struct_ibv_cq_init_attr_ex
-		ca.cqe = C.uint32_t(cqDepth)
-		cqx, err = C.sqsim_create_cq_ex(s.ctx, &ca)
-		cq = (*C.struct_ibv_cq)(unsafe.Pointer(cqx))
 	} else {
-		cq, err = C.sqsim_create_cq(s.ctx, C.int(cqDepth))
+		cq, cqx, err = s.createCQ(uint32(cqDepth), cfg.CQEx)
 	}
 	if cq == nil {
 		return nil, fmt.Errorf("creating CQ on sim: %w", err)

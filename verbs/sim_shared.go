@@ -80,6 +80,19 @@ type SharedDevice interface {
 	NewSRQ(depth uint32, bufSize int) (*SRQ, error)
 }
 
+// createCQ creates a CQ of depth entries on the simulated HCA, extended
+// (cqx set, and cq its ibv_cq) when ex; cq is nil on failure.
+func (s *Sim) createCQ(depth uint32, ex bool) (cq *C.struct_ibv_cq, cqx *C.struct_ibv_cq_ex, err error) {
+	if ex {
+		var ca C.struct_ibv_cq_init_attr_ex
+		ca.cqe = C.uint32_t(depth)
+		cqx, err = C.sqsim_create_cq_ex(s.ctx, &ca)
+		return (*C.struct_ibv_cq)(unsafe.Pointer(cqx)), cqx, err
+	}
+	cq, err = C.sqsim_create_cq(s.ctx, C.int(depth))
+	return cq, nil, err
+}
+
 // NewCQ creates a send CQ of depth entries to share between endpoints,
 // extended (polled with ibv_start_poll..ibv_end_poll) when ex.
 func (s *Sim) NewCQ(depth uint32, ex bool) (*CQ, error) {
@@ -90,14 +103,7 @@ func (s *Sim) NewCQ(depth uint32, ex bool) (*CQ, error) {
 	}
 	cq := &CQ{}
 	var err error
-	if ex {
-		var ca C.struct_ibv_cq_init_attr_ex
-		ca.cqe = C.uint32_t(depth)
-		cq.cqx, err = C.sqsim_create_cq_ex(s.ctx, &ca)
-		cq.c = (*C.struct_ibv_cq)(unsafe.Pointer(cq.cqx))
-	} else {
-		cq.c, err = C.sqsim_create_cq(s.ctx, C.int(depth))
-	}
+	cq.c, cq.cqx, err = s.createCQ(depth, ex)
 	if cq.c == nil {
 		return nil, fmt.Errorf("creating a shared CQ of %d entries on sim: %w", depth, err)
 	}
