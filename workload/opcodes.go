@@ -147,10 +147,3 @@ func atomics(ops []int) bool {
 	}
 	return false
 }
-
-// carriesPayload reports whether an opcode sends the WR's payload (and may
-// send it inline).
-func carriesPayload(op int) bool {
-	o, _ := opcodeOf(op)
-	return o.payload
-}
