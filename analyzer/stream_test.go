@@ -140,6 +140,32 @@ func diagKinds(s Snapshot) []string {
 	return out
 }
 
+// checkEvidence fails t unless snap has a diagnosis of kind with count
+// occurrences and exactly the evidence want.
+func checkEvidence(t *testing.T, snap Snapshot, kind string, count uint64, want map[string]uint64) {
+	t.Helper()
+	var d *Diagnosis
+	for i := range snap.Diagnoses {
+		if snap.Diagnoses[i].Kind == kind {
+			d = &snap.Diagnoses[i]
+		}
+	}
+	if d == nil {
+		t.Fatalf("no %s diagnosis in %q", kind, diagKinds(snap))
+	}
+	if d.Count != count {
+		t.Errorf("count %d, want %d", d.Count, count)
+	}
+	for k, v := range want {
+		if got, ok := d.Evidence[k]; !ok || got != v {
+			t.Errorf("evidence %s = %d (present %v), want %d", k, got, ok, v)
+		}
+	}
+	if len(d.Evidence) != len(want) {
+		t.Errorf("evidence %v, want exactly %v", d.Evidence, want)
+	}
+}
+
 // diagGolden is the text and the JSON of the diagnoses.
 func diagGolden(t *testing.T, s Snapshot) []byte {
 	t.Helper()
