@@ -1,7 +1,6 @@
 package analyzer
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -149,15 +148,7 @@ func TestStateDiagnoses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
-			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
-				t.Fatalf("diagnoses %q, want %q", got, tc.want)
-			}
-			if tc.golden != "" {
-				golden(t, "diag_"+tc.golden+".golden", diagGolden(t, snap))
-			}
+			checkDiagnoses(t, tc.build, tc.want, tc.golden)
 		})
 	}
 }

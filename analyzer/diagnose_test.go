@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,13 +163,7 @@ func TestDiagnoses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
-			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
-				t.Fatalf("diagnoses %q, want %q", got, tc.want)
-			}
-			golden(t, "diag_"+tc.name+".golden", diagGolden(t, snap))
+			checkDiagnoses(t, tc.build, tc.want, tc.name)
 		})
 	}
 }

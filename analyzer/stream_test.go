@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -138,6 +139,22 @@ func diagKinds(s Snapshot) []string {
 		out = append(out, d.Kind)
 	}
 	return out
+}
+
+// checkDiagnoses runs the stream build writes and fails t unless its
+// diagnoses are of the kinds want, newest first; with a name, their text
+// and JSON must match testdata/diag_NAME.golden.
+func checkDiagnoses(t *testing.T, build func(s *stream), want []string, name string) {
+	t.Helper()
+	s := newStream()
+	build(s)
+	snap := s.run(t, Options{BF: DefaultBF})
+	if got := diagKinds(snap); !slices.Equal(got, want) {
+		t.Fatalf("diagnoses %q, want %q", got, want)
+	}
+	if name != "" {
+		golden(t, "diag_"+name+".golden", diagGolden(t, snap))
+	}
 }
 
 // checkEvidence fails t unless snap has a diagnosis of kind with count
