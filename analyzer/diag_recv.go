@@ -18,7 +18,6 @@ import (
 // qpRecvTrack is the receive side of a QP, and the receive-taking WRs it
 // posted as a sender.
 type qpRecvTrack struct {
-	recvCQEs    uint64 // receive completions of it polled
 	sendsPosted uint64 // WRs posted that take a receive at the responder
 	rnrExc      uint64 // IBV_WC_RNR_RETRY_EXC_ERR completions
 	// starved: diagnosed waiting on an empty RQ, and no completion since
@@ -47,14 +46,13 @@ func (q *sq) noteSends(p *trace.Post, n int) {
 // holds none (a receive consumed but not yet polled still counts as held,
 // so an empty RQ is certain, never guessed).
 func (q *sq) rqEmpty() bool {
-	return q.c.PostRecvs > 0 && q.recvCQEs >= q.c.PostRecvs
+	return q.c.PostRecvs > 0 && q.c.RecvCQEs >= q.c.PostRecvs
 }
 
 // noteRecvWC applies a receive completion to its QP.
 func (a *Analyzer) noteRecvWC(pid uint32, wc *trace.WC, now uint64) {
 	q := a.wcQP(pid, wc.QPNum, now)
 	was := q.rqEmpty()
-	q.recvCQEs++
 	q.c.RecvCQEs++
 	q.lastNS = max(q.lastNS, now)
 	a.noteRQ(q, was)
@@ -106,7 +104,7 @@ func (a *Analyzer) checkStarved(q *sq, now uint64) bool {
 		depth = uint64(r.caps.MaxRecvWR)
 	}
 	a.record(q, DiagRQStarved, now, evidence{q.outstanding(), q.depth(), uint64(r.key.qpNum), r.c.PostRecvs,
-		r.recvCQEs, depth, empty, traced})
+		r.c.RecvCQEs, depth, empty, traced})
 	q.starved = true
 	return true
 }
@@ -117,7 +115,7 @@ func (a *Analyzer) rnrExceeded(q *sq, now uint64) {
 	r, empty, traced := a.starvedReceiver(q)
 	rn, posted, done := noValue, noValue, noValue
 	if r != nil {
-		rn, posted, done = uint64(r.key.qpNum), r.c.PostRecvs, r.recvCQEs
+		rn, posted, done = uint64(r.key.qpNum), r.c.PostRecvs, r.c.RecvCQEs
 	}
 	a.record(q, DiagRNRRetryExceeded, now, evidence{q.rnrExc, rn, posted, done, empty, traced})
 }

@@ -2,7 +2,6 @@ package analyzer
 
 import (
 	"maps"
-	"slices"
 	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -96,15 +95,7 @@ func TestRecvDiagnoses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
-			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
-				t.Fatalf("diagnoses %q, want %q", got, tc.want)
-			}
-			if tc.golden != "" {
-				golden(t, "diag_"+tc.golden+".golden", diagGolden(t, snap))
-			}
+			checkDiagnoses(t, tc.build, tc.want, tc.golden)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package analyzer
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -149,15 +148,7 @@ func TestStateDiagnoses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
-			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
-				t.Fatalf("diagnoses %q, want %q", got, tc.want)
-			}
-			if tc.golden != "" {
-				golden(t, "diag_"+tc.golden+".golden", diagGolden(t, snap))
-			}
+			checkDiagnoses(t, tc.build, tc.want, tc.golden)
 		})
 	}
 }
@@ -201,26 +192,7 @@ func TestStateEvidence(t *testing.T) {
 			s := newStream()
 			tc.build(s)
 			snap := s.run(t, Options{BF: DefaultBF})
-			var d *Diagnosis
-			for i := range snap.Diagnoses {
-				if snap.Diagnoses[i].Kind == tc.kind {
-					d = &snap.Diagnoses[i]
-				}
-			}
-			if d == nil {
-				t.Fatalf("no %s diagnosis in %q", tc.kind, diagKinds(snap))
-			}
-			if d.Count != tc.count {
-				t.Errorf("count %d, want %d", d.Count, tc.count)
-			}
-			for k, v := range tc.want {
-				if got, ok := d.Evidence[k]; !ok || got != v {
-					t.Errorf("evidence %s = %d (present %v), want %d", k, got, ok, v)
-				}
-			}
-			if len(d.Evidence) != len(tc.want) {
-				t.Errorf("evidence %v, want exactly %v", d.Evidence, tc.want)
-			}
+			checkEvidence(t, snap, tc.kind, tc.count, tc.want)
 			q := snap.QPs[0].Counters
 			if got := (Counters{NotRTS: q.NotRTS, ENOMEMSGE: q.ENOMEMSGE, EINVAL: q.EINVAL}); got != tc.qp {
 				t.Errorf("QP counters not_rts %d, enomem_sge %d, einval %d; want %d, %d, %d",

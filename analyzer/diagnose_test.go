@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -164,13 +163,7 @@ func TestDiagnoses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
-			if got := diagKinds(snap); !slices.Equal(got, tc.want) {
-				t.Fatalf("diagnoses %q, want %q", got, tc.want)
-			}
-			golden(t, "diag_"+tc.name+".golden", diagGolden(t, snap))
+			checkDiagnoses(t, tc.build, tc.want, tc.name)
 		})
 	}
 }
@@ -214,26 +207,7 @@ func TestDiagnosisEvidence(t *testing.T) {
 			s := newStream()
 			tc.build(s)
 			snap := s.run(t, Options{BF: DefaultBF})
-			var d *Diagnosis
-			for i := range snap.Diagnoses {
-				if snap.Diagnoses[i].Kind == tc.kind {
-					d = &snap.Diagnoses[i]
-				}
-			}
-			if d == nil {
-				t.Fatalf("no %s diagnosis in %q", tc.kind, diagKinds(snap))
-			}
-			if d.Count != tc.count {
-				t.Errorf("count %d, want %d", d.Count, tc.count)
-			}
-			for k, v := range tc.want {
-				if got, ok := d.Evidence[k]; !ok || got != v {
-					t.Errorf("evidence %s = %d (present %v), want %d", k, got, ok, v)
-				}
-			}
-			if len(d.Evidence) != len(tc.want) {
-				t.Errorf("evidence %v, want exactly %v", d.Evidence, tc.want)
-			}
+			checkEvidence(t, snap, tc.kind, tc.count, tc.want)
 		})
 	}
 }

@@ -107,10 +107,7 @@ func TestProviders(t *testing.T) {
 			if q.Provider != tc.provider || q.Model != tc.model {
 				t.Errorf("provider %q model %q, want %q %q", q.Provider, q.Model, tc.provider, tc.model)
 			}
-			var kinds []string
-			for _, d := range snap.Diagnoses {
-				kinds = append(kinds, d.Kind)
-			}
+			kinds := diagKinds(snap)
 			if !slices.Equal(kinds, tc.diags) {
 				t.Errorf("diagnoses %v, want %v", kinds, tc.diags)
 			}

@@ -15,7 +15,7 @@ import (
 // completion there is counted on its CQ only (excq.go).
 
 // rqState is one QP lifetime's receive queue; the receives posted are
-// Counters.PostRecvs, those consumed qpRecvTrack.recvCQEs (diag_recv.go).
+// Counters.PostRecvs, those consumed Counters.RecvCQEs.
 type rqState struct {
 	calls, failedCalls uint64
 	errors             uint64 // receive CQEs with an error status
@@ -33,10 +33,10 @@ type rqState struct {
 // the posts (a QP of an SRQ is given completions of receives posted to
 // the SRQ).
 func (q *sq) rqOutstanding() (uint64, bool) {
-	if !q.capsKnown || q.recvCQEs > q.c.PostRecvs {
+	if !q.capsKnown || q.c.RecvCQEs > q.c.PostRecvs {
 		return 0, false
 	}
-	return q.c.PostRecvs - q.recvCQEs, true
+	return q.c.PostRecvs - q.c.RecvCQEs, true
 }
 
 // RecvQueue is a QP's receive queue in a snapshot; nil when receives are
@@ -187,8 +187,8 @@ func (a *Analyzer) postRecv(e *trace.PostRecv) {
 	if e.Ret != 0 {
 		r.failedCalls++
 	}
-	if q.c.PostRecvs > q.recvCQEs {
-		r.peak = max(r.peak, q.c.PostRecvs-q.recvCQEs)
+	if q.c.PostRecvs > q.c.RecvCQEs {
+		r.peak = max(r.peak, q.c.PostRecvs-q.c.RecvCQEs)
 	}
 	q.lastNS = max(q.lastNS, e.TimeNS)
 }
@@ -229,7 +229,7 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 	}
 	r := &q.rq
 	out := &RecvQueue{RecvCQ: r.recvCQ, PostCalls: r.calls, FailedCalls: r.failedCalls, Posted: q.c.PostRecvs,
-		Consumed: q.recvCQEs, CQEErrors: r.errors}
+		Consumed: q.c.RecvCQEs, CQEErrors: r.errors}
 	if r.rcq != nil {
 		out.RecvCQGen = r.rcq.gen
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -138,6 +139,48 @@ func diagKinds(s Snapshot) []string {
 		out = append(out, d.Kind)
 	}
 	return out
+}
+
+// checkDiagnoses runs the stream build writes and fails t unless its
+// diagnoses are of the kinds want, newest first; with a name, their text
+// and JSON must match testdata/diag_NAME.golden.
+func checkDiagnoses(t *testing.T, build func(s *stream), want []string, name string) {
+	t.Helper()
+	s := newStream()
+	build(s)
+	snap := s.run(t, Options{BF: DefaultBF})
+	if got := diagKinds(snap); !slices.Equal(got, want) {
+		t.Fatalf("diagnoses %q, want %q", got, want)
+	}
+	if name != "" {
+		golden(t, "diag_"+name+".golden", diagGolden(t, snap))
+	}
+}
+
+// checkEvidence fails t unless snap has a diagnosis of kind with count
+// occurrences and exactly the evidence want.
+func checkEvidence(t *testing.T, snap Snapshot, kind string, count uint64, want map[string]uint64) {
+	t.Helper()
+	var d *Diagnosis
+	for i := range snap.Diagnoses {
+		if snap.Diagnoses[i].Kind == kind {
+			d = &snap.Diagnoses[i]
+		}
+	}
+	if d == nil {
+		t.Fatalf("no %s diagnosis in %q", kind, diagKinds(snap))
+	}
+	if d.Count != count {
+		t.Errorf("count %d, want %d", d.Count, count)
+	}
+	for k, v := range want {
+		if got, ok := d.Evidence[k]; !ok || got != v {
+			t.Errorf("evidence %s = %d (present %v), want %d", k, got, ok, v)
+		}
+	}
+	if len(d.Evidence) != len(want) {
+		t.Errorf("evidence %v, want exactly %v", d.Evidence, want)
+	}
 }
 
 // diagGolden is the text and the JSON of the diagnoses.
