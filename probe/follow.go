@@ -122,14 +122,10 @@ func (t *Tracer) hookProcess(pid int) {
 // will find (its LD_LIBRARY_PATH, its executable's RUNPATH, the standard
 // directories), and a path this process can open it by.
 func libibverbsOf(pid int) (path, open string) {
-	root := ProcDir(pid) + "/root"
-	if maps, err := readMaps(pid); err == nil {
-		for _, m := range maps {
-			if isLibibverbs(m.Path) {
-				return m.Path, root + m.Path
-			}
-		}
+	if path, open := libibverbsMapped(pid); path != "" {
+		return path, open
 	}
+	root := ProcDir(pid) + "/root"
 	var dirs []string
 	if b, err := os.ReadFile(ProcDir(pid) + "/environ"); err == nil {
 		for _, e := range strings.Split(string(b), "\x00") {

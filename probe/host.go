@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sqscope/sqscope/trace"
@@ -107,20 +108,13 @@ func (t *Tracer) hookFound(how string) []int {
 		}
 		comm, _ := os.ReadFile(ProcDir(pid) + "/comm")
 		t.announce(trace.Proc{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid), TID: uint32(pid)},
-			How: how, Comm: trimNL(string(comm))})
+			How: how, Comm: strings.TrimSuffix(string(comm), "\n")})
 		t.hookProcess(pid)
 	}
 	for _, rs := range t.scanHost(pids) {
 		t.placeRunning(rs)
 	}
 	return pids
-}
-
-func trimNL(s string) string {
-	if n := len(s); n > 0 && s[n-1] == '\n' {
-		return s[:n-1]
-	}
-	return s
 }
 
 // announce queues a process's event for Run to deliver, before the

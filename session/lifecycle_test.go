@@ -21,33 +21,41 @@ import (
 	"github.com/sqscope/sqscope/trace"
 )
 
+// simProgram is a C program in testdata/ built on the simulated HCA once
+// per test run.
+type simProgram struct {
+	name string
+	once sync.Once
+	bin  string
+	err  error
+}
+
 var (
-	lifeOnce sync.Once
-	lifeBin  string
-	lifeErr  error
+	lifecycleProg = &simProgram{name: "lifecycle"}
+	recvsideProg  = &simProgram{name: "recvside"}
 )
 
-// lifecycleBin builds testdata/lifecycle.c on the simulated HCA once per
-// test run.
-func lifecycleBin(t *testing.T) string {
+// path builds the program on first use and returns its binary.
+func (p *simProgram) path(t *testing.T) string {
 	t.Helper()
-	lifeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sqscope-lifecycle-")
+	p.once.Do(func() {
+		dir, err := os.MkdirTemp("", "sqscope-"+p.name+"-")
 		if err != nil {
-			lifeErr = err
+			p.err = err
 			return
 		}
-		lifeBin = filepath.Join(dir, "lifecycle")
-		out, err := exec.Command("cc", "-O2", "-g", "-Wall", "-pthread", "-I../verbs", "-o", lifeBin,
-			"testdata/lifecycle.c", "../verbs/sim.c", "-libverbs").CombinedOutput()
+		p.bin = filepath.Join(dir, p.name)
+		src := "testdata/" + p.name + ".c"
+		out, err := exec.Command("cc", "-O2", "-g", "-Wall", "-pthread", "-I../verbs", "-o", p.bin,
+			src, "../verbs/sim.c", "-libverbs").CombinedOutput()
 		if err != nil {
-			lifeErr = fmt.Errorf("building testdata/lifecycle.c: %v\n%s", err, out)
+			p.err = fmt.Errorf("building %s: %v\n%s", src, err, out)
 		}
 	})
-	if lifeErr != nil {
-		t.Fatal(lifeErr)
+	if p.err != nil {
+		t.Fatal(p.err)
 	}
-	return lifeBin
+	return p.bin
 }
 
 // simTruth is one line testdata/lifecycle.c prints: what the simulated
@@ -85,7 +93,7 @@ func traceLifecycle(t *testing.T, mode string, timeout time.Duration, args ...st
 	t.Helper()
 	var out, warnings bytes.Buffer
 	r := lifeRun{file: filepath.Join(t.TempDir(), "run.sqscope")}
-	s, err := Start(Config{Argv: append([]string{lifecycleBin(t)}, args...), Mode: mode, VerbsTimeout: timeout,
+	s, err := Start(Config{Argv: append([]string{lifecycleProg.path(t)}, args...), Mode: mode, VerbsTimeout: timeout,
 		ChildOut: &out, Warnings: &warnings, RecordTo: r.file, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +351,7 @@ func TestErrorEndingKeepsTheTrace(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	var out, warnings bytes.Buffer
 	r := lifeRun{file: filepath.Join(t.TempDir(), "run.sqscope")}
-	s, err := Start(Config{Argv: []string{lifecycleBin(t), "churn", "1000"}, ChildOut: &out, Warnings: &warnings,
+	s, err := Start(Config{Argv: []string{lifecycleProg.path(t), "churn", "1000"}, ChildOut: &out, Warnings: &warnings,
 		RecordTo: r.file, Version: "test"})
 	if err != nil {
 		t.Fatal(err)

@@ -5,12 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,35 +14,6 @@ import (
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
 )
-
-var (
-	recvOnce sync.Once
-	recvBin  string
-	recvErr  error
-)
-
-// recvsideBin builds testdata/recvside.c on the simulated HCA once per
-// test run.
-func recvsideBin(t *testing.T) string {
-	t.Helper()
-	recvOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sqscope-recvside-")
-		if err != nil {
-			recvErr = err
-			return
-		}
-		recvBin = filepath.Join(dir, "recvside")
-		out, err := exec.Command("cc", "-O2", "-g", "-Wall", "-pthread", "-I../verbs", "-o", recvBin,
-			"testdata/recvside.c", "../verbs/sim.c", "-libverbs").CombinedOutput()
-		if err != nil {
-			recvErr = fmt.Errorf("building testdata/recvside.c: %v\n%s", err, out)
-		}
-	})
-	if recvErr != nil {
-		t.Fatal(recvErr)
-	}
-	return recvBin
-}
 
 // recvTruth is what testdata/recvside.c prints: what it posted, and what
 // the simulator counted per CQ and per QP.
@@ -92,7 +59,7 @@ func TestReceiveSideMatchesSimulator(t *testing.T) {
 	for _, mode := range []string{ModeEvents, ModeCounters} {
 		t.Run(mode, func(t *testing.T) {
 			var out, warnings bytes.Buffer
-			s, err := Start(Config{Argv: []string{recvsideBin(t), fmt.Sprint(senders), fmt.Sprint(rounds), fmt.Sprint(recvs)},
+			s, err := Start(Config{Argv: []string{recvsideProg.path(t), fmt.Sprint(senders), fmt.Sprint(rounds), fmt.Sprint(recvs)},
 				Mode: mode, VerbsTimeout: 10 * time.Second, ChildOut: &out, Warnings: &warnings, Version: "test"})
 			if err != nil {
 				t.Fatal(err)
