@@ -139,11 +139,3 @@ func alreadyStopped(pid int) bool {
 	st, err := statState(ProcDir(pid) + "/stat")
 	return err == nil && (st == 'T' || st == 't')
 }
-
-// Scan returns what the memory scan of a process traced after it
-// started read and found, and why it failed; nil when there was none.
-func (t *Tracer) Scan() (*ScanResult, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.scan, t.scanErr
-}
