@@ -53,6 +53,7 @@ int BPF_KRETPROBE(post_recv_ret, int ret)
 	struct call_args *a;
 	struct rwalk w = {};
 	struct sq_recv_rec r = {};
+	__u32 accepted;
 
 	if (!wanted(id >> 32))
 		return 0;
@@ -66,8 +67,9 @@ int BPF_KRETPROBE(post_recv_ret, int ret)
 	if (ret)
 		w.bad = read_u64(a->a2);
 	bpf_loop(SQ_MAX_RECV_WALK, walk_recv, &w, 0);
+	accepted = ret ? (w.found_bad ? w.accepted : 0) : w.i;
 	if (targ_mode == SQ_MODE_COUNTERS) {
-		count_recv(id >> 32, a->a0, ret, ret ? (w.found_bad ? w.accepted : 0) : w.i);
+		count_recv(id >> 32, a->a0, ret, accepted);
 		return 0;
 	}
 	if (bpf_get_attach_cookie(ctx) == SQ_REC_SRQ_RECV) {
@@ -80,7 +82,7 @@ int BPF_KRETPROBE(post_recv_ret, int ret)
 	r.qp = a->a0;
 	r.n = w.i;
 	r.ret = ret;
-	r.accepted = ret ? (w.found_bad ? w.accepted : 0) : w.i;
+	r.accepted = accepted;
 	output(&r, sizeof(r));
 	return 0;
 }

@@ -34,8 +34,8 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 	}
 	switch kind := bpf.VerbsSqRecKind(raw[hdrKindOff]); kind {
 	case bpf.VerbsSqRecKindSQ_REC_QP:
-		if len(raw) != qpRecSize {
-			return fmt.Errorf("QP record of %d bytes, want %d", len(raw), qpRecSize)
+		if err := checkSize("QP", len(raw), qpRecSize); err != nil {
+			return err
 		}
 		decodeInto(&t.qpRec, raw)
 		r := &t.qpRec
@@ -73,24 +73,24 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		}
 		fn(p)
 	case bpf.VerbsSqRecKindSQ_REC_RECV, bpf.VerbsSqRecKindSQ_REC_SRQ_RECV:
-		if len(raw) != recvRecSize {
-			return fmt.Errorf("post_recv record of %d bytes, want %d", len(raw), recvRecSize)
+		if err := checkSize("post_recv", len(raw), recvRecSize); err != nil {
+			return err
 		}
 		decodeInto(&t.recvRec, raw)
 		r := &t.recvRec
 		fn(&trace.PostRecv{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, NumWRs: r.N, Ret: r.Ret, Accepted: r.Accepted,
 			SRQ: kind == bpf.VerbsSqRecKindSQ_REC_SRQ_RECV})
 	case bpf.VerbsSqRecKindSQ_REC_CQ:
-		if len(raw) != cqRecSize {
-			return fmt.Errorf("CQ record of %d bytes, want %d", len(raw), cqRecSize)
+		if err := checkSize("CQ", len(raw), cqRecSize); err != nil {
+			return err
 		}
 		decodeInto(&t.cqRec, raw)
 		r := &t.cqRec
 		t.revealed(&r.Hdr, r.Fns[:], r.Stopped != 0)
 		fn(cqEvent(r))
 	case bpf.VerbsSqRecKindSQ_REC_EXIT:
-		if len(raw) != exitRecSize {
-			return fmt.Errorf("exit record of %d bytes, want %d", len(raw), exitRecSize)
+		if err := checkSize("exit", len(raw), exitRecSize); err != nil {
+			return err
 		}
 		decodeInto(&t.exitRec, raw)
 		r := &t.exitRec

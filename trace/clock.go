@@ -40,8 +40,5 @@ func (a WallAnchor) At(ns uint64) (time.Time, bool) {
 	if a.Wall.IsZero() || a.MonoNS == 0 {
 		return time.Time{}, false
 	}
-	if ns >= a.MonoNS {
-		return a.Wall.Add(time.Duration(ns - a.MonoNS)), true
-	}
-	return a.Wall.Add(-time.Duration(a.MonoNS - ns)), true
+	return a.Wall.Add(time.Duration(int64(ns - a.MonoNS))), true // negative before the anchor
 }
