@@ -199,6 +199,8 @@ type Snapshot struct {
 	Diagnoses        []Diagnosis `json:"diagnoses"`
 	DiagnosesDropped uint64      `json:"diagnoses_dropped,omitempty"`
 	HistoryStepNS    uint64      `json:"-"`
+	// Version is the analyzer's when it was taken (version.go).
+	Version Version `json:"-"`
 }
 
 type qpKey struct {
@@ -295,6 +297,7 @@ type Analyzer struct {
 	// probes placed on the data path's post and poll functions
 	// (lateattach.go: completionsNotTraced)
 	postProbed, pollProbed bool
+	version                Version // version.go
 }
 
 // New returns an empty analyzer.
@@ -314,6 +317,7 @@ func New(opts Options) *Analyzer {
 	a := &Analyzer{opts: opts, qps: map[qpKey]*sq{}, qpGens: map[objKey]*sq{},
 		cqs: map[cqKey]*cqState{}, cqGens: map[objKey]*cqState{}}
 	a.snap.HistoryStepNS = opts.HistoryStepNS
+	a.version.analyzer = analyzers.Add(1)
 	return a
 }
 
@@ -321,6 +325,7 @@ func New(opts Options) *Analyzer {
 func (a *Analyzer) Ingest(ev trace.Event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.changed()
 	a.ingest(ev)
 }
 
@@ -328,6 +333,7 @@ func (a *Analyzer) Ingest(ev trace.Event) {
 func (a *Analyzer) IngestAll(evs []trace.Event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.changed()
 	for _, ev := range evs {
 		a.ingest(ev)
 	}

@@ -17,6 +17,7 @@ package analyzer
 func (a *Analyzer) Forget(qp func(pid, qpNum uint32, gen uint64) bool, proc func(pid uint32) bool) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.changed()
 	dropped := map[*sq]bool{}
 	kept := a.all[:0]
 	for _, q := range a.all {

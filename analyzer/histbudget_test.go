@@ -91,8 +91,9 @@ func TestHistoryBudget(t *testing.T) {
 }
 
 // A snapshot written into the QPs of an older one is the snapshot made
-// afresh: nothing of the older one stays.
-func TestSnapshotReusing(t *testing.T) {
+// afresh: nothing of the older one stays. None is taken at the version of
+// the last, and a snapshot taken again at one version is the same.
+func TestSnapshotSince(t *testing.T) {
 	s := newStream()
 	s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
 	s.create(2, trace.QPTypeRC, rcCaps(64, 60, 1), false)
@@ -105,14 +106,27 @@ func TestSnapshotReusing(t *testing.T) {
 	}
 	old = append(old, QP{QPNum: 99})
 	keep := func(pid, qpNum uint32) bool { return qpNum == 1 }
-	got, want := a.SnapshotReusing(keep, old), a.SnapshotHistory(keep)
-	if &got.QPs[0] != &old[0] {
+	got, ok := a.SnapshotSince(Version{}, keep, old)
+	want := a.SnapshotHistory(keep)
+	if !ok || &got.QPs[0] != &old[0] {
 		t.Fatal("the buffer was not reused")
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("reused snapshot\n%+v\nwant\n%+v", got.QPs, want.QPs)
 	}
-	if small := a.SnapshotReusing(keep, old[:0:1]); &small.QPs[0] == &old[0] || !reflect.DeepEqual(small, want) {
+	if small, _ := a.SnapshotSince(Version{}, keep, old[:0:1]); &small.QPs[0] == &old[0] || !reflect.DeepEqual(small, want) {
 		t.Fatal("a buffer too small was used, or the snapshot differs")
+	}
+	if none, ok := a.SnapshotSince(want.Version, keep, old); ok || none.QPs != nil || old[0].QPNum != 1 {
+		t.Fatalf("a snapshot was taken at the version of the last (%v), or the buffer touched", ok)
+	}
+	b := New(Options{HistoryStepNS: 1000})
+	b.IngestAll(s.evs)
+	if _, ok := b.SnapshotSince(want.Version, keep, nil); !ok {
+		t.Fatal("another analyzer's version was taken for this one's")
+	}
+	a.Ingest(&trace.Proc{Header: trace.Header{TimeNS: want.LastNS, PID: 1}, How: trace.ProcFork, Comm: "x"})
+	if after, ok := a.SnapshotSince(want.Version, keep, nil); !ok || after.Version == want.Version {
+		t.Fatalf("no snapshot after an event (%v)", ok)
 	}
 }

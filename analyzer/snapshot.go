@@ -15,17 +15,19 @@ func (a *Analyzer) Snapshot() Snapshot { return a.SnapshotHistory(nil) }
 // copied only for the QPs keep accepts (all when keep is nil): a view
 // refreshing many times a second draws them for one QP, not for every QP.
 func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
-	return a.SnapshotReusing(keep, nil)
-}
-
-// SnapshotReusing is SnapshotHistory writing the QPs into buf when it is
-// large enough: a view refreshing thousands of QPs hands back the QPs of a
-// snapshot it no longer holds, instead of the heap taking megabytes of
-// fresh memory each refresh. The snapshot owns buf from then on.
-func (a *Analyzer) SnapshotReusing(keep func(pid, qpNum uint32) bool, buf []QP) Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.snapshot(keep, nil)
+}
+
+// snapshot is SnapshotHistory, under the lock, writing the QPs into buf
+// when it is large enough: a view refreshing thousands of QPs hands back
+// the QPs of a snapshot it no longer holds, instead of the heap taking
+// megabytes of fresh memory each refresh (SnapshotSince). The snapshot
+// owns buf from then on.
+func (a *Analyzer) snapshot(keep func(pid, qpNum uint32) bool, buf []QP) Snapshot {
 	s := a.snap
+	s.Version = a.version
 	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
 	s.Scans = append([]trace.Scan(nil), a.snap.Scans...)
 	order := a.qpOrder()

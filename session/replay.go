@@ -140,9 +140,10 @@ func (r *Replay) advanceTo(pos uint64) {
 }
 
 // Snapshot advances by the wall time since the last call times the speed;
-// the QPs go into reuse when it is large enough
-// (analyzer.Analyzer.SnapshotReusing).
-func (r *Replay) Snapshot(keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) analyzer.Snapshot {
+// the QPs go into reuse when it is large enough, and nothing is taken
+// when the replay is still at version since
+// (analyzer.Analyzer.SnapshotSince).
+func (r *Replay) Snapshot(since analyzer.Version, keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -151,7 +152,7 @@ func (r *Replay) Snapshot(keep func(pid, qpNum uint32) bool, reuse []analyzer.QP
 		r.advanceTo(r.pos + step)
 	}
 	r.last = now
-	return r.an.SnapshotReusing(keep, reuse)
+	return r.an.SnapshotSince(since, keep, reuse)
 }
 
 // SetPaused stops or resumes the clock of the replay.

@@ -116,7 +116,7 @@ type played struct {
 }
 
 func snap(r *Replay) played {
-	s := r.Snapshot(nil, nil)
+	s, _ := r.Snapshot(analyzer.Version{}, nil, nil)
 	return played{s.Events, s.Total.PostCalls, s.Total.WRs}
 }
 
@@ -188,6 +188,34 @@ func TestReplayPaceSpeedPauseSeek(t *testing.T) {
 	}
 }
 
+// A view asking again at the version it holds gets no snapshot while the
+// replay stands still, and one when it moves: played on, or read again
+// from the start.
+func TestReplaySnapshotSince(t *testing.T) {
+	rec := writeRecording(t)
+	r, clk := newFakeReplay(t, &opener{data: always(rec.data)})
+	clk.advance(2 * time.Second)
+	first, ok := r.Snapshot(analyzer.Version{}, nil, nil)
+	if !ok {
+		t.Fatal("no first snapshot")
+	}
+	r.SetPaused(true)
+	clk.advance(time.Second)
+	if _, ok := r.Snapshot(first.Version, nil, nil); ok {
+		t.Fatal("a paused replay took a snapshot at the version held")
+	}
+	r.SetPaused(false)
+	clk.advance(time.Second)
+	played, ok := r.Snapshot(first.Version, nil, nil)
+	if !ok || played.Total.PostCalls <= first.Total.PostCalls {
+		t.Fatalf("after a second played: %v, %d post calls (were %d)", ok, played.Total.PostCalls, first.Total.PostCalls)
+	}
+	r.Seek(-time.Hour)
+	if again, ok := r.Snapshot(played.Version, nil, nil); !ok || again.Total.PostCalls != 0 {
+		t.Fatalf("after a seek to the start: %v, %d post calls", ok, again.Total.PostCalls)
+	}
+}
+
 func TestReplaySpeedBounds(t *testing.T) {
 	rec := writeRecording(t)
 	for _, c := range []struct {
@@ -213,7 +241,7 @@ func TestReplaySpeedBounds(t *testing.T) {
 			}
 			wall := 10 * time.Millisecond
 			clk.advance(wall)
-			r.Snapshot(nil, nil)
+			r.Snapshot(analyzer.Version{}, nil, nil)
 			if pos, _ := r.Position(); pos != min(time.Duration(float64(wall)*c.want), 10*time.Second) {
 				t.Errorf("after %v of wall time at x%v: position %v", wall, c.want, pos)
 			}

@@ -1,9 +1,12 @@
 package tui
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/analyzer/analyzertest"
+	"github.com/sqscope/sqscope/trace"
 )
 
 // TestTickDrawsOnlyChanges: a refresh that changes nothing on screen does
@@ -53,4 +56,52 @@ func TestTickDrawsOnlyChanges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingSource is a live source that counts the snapshots it took.
+type countingSource struct {
+	Live
+	taken int
+}
+
+func (c *countingSource) Snapshot(since analyzer.Version, keep func(uint32, uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool) {
+	s, ok := c.Live.Snapshot(since, keep, reuse)
+	if ok {
+		c.taken++
+	}
+	return s, ok
+}
+
+// While nothing comes in, the view takes one snapshot more (whose rates
+// are zero) and then none; an event or a new selection takes one again.
+func TestTickSkipsUnchangedSnapshots(t *testing.T) {
+	var rounds [][]trace.Event
+	analyzertest.SteadyEvents(2, 3, 1_000_000, func(evs []trace.Event) { rounds = append(rounds, slices.Clone(evs)) })
+	a := analyzer.New(analyzer.Options{})
+	a.IngestAll(rounds[0])
+	a.IngestAll(rounds[1])
+	src := &countingSource{Live: Live{A: a}}
+	u := New(src, Info{Target: "t"}, &fakeApp{})
+	tick := func(want int, rate bool) {
+		t.Helper()
+		u.Tick()
+		if src.taken != want {
+			t.Fatalf("%d snapshots taken, want %d", src.taken, want)
+		}
+		if got := u.rows[0].wrsPS > 0; got != rate {
+			t.Fatalf("WR rate %g shown, want a rate: %v", u.rows[0].wrsPS, rate)
+		}
+	}
+	tick(1, false)
+	a.IngestAll(rounds[2])
+	tick(2, true)
+	tick(3, false) // the rates end
+	tick(3, false)
+	tick(3, false)
+	a.IngestAll(rounds[3])
+	tick(4, true)
+	tick(5, false)
+	u.selected, u.hasSel = u.rows[1].key, true
+	tick(6, false)
+	tick(6, false)
 }

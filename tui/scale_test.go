@@ -191,11 +191,11 @@ type recordingSource struct {
 	given [][]analyzer.QP
 }
 
-func (r *recordingSource) Snapshot(_ func(uint32, uint32) bool, reuse []analyzer.QP) analyzer.Snapshot {
+func (r *recordingSource) Snapshot(_ analyzer.Version, _ func(uint32, uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool) {
 	r.given = append(r.given, reuse)
 	s := r.s
 	s.QPs = append(reuse[:0], r.s.QPs...)
-	return s
+	return s, true
 }
 
 // The view gives the source back the QPs of the snapshot it let go, and

@@ -20,17 +20,18 @@ import (
 
 // Source is where snapshots come from: a live analyzer or a replay. The
 // occupancy history is wanted only for the QPs keep accepts; reuse holds
-// the QPs of a snapshot the view no longer holds, for the new one's QPs
-// (analyzer.Analyzer.SnapshotReusing).
+// the QPs of a snapshot the view no longer holds, for the new one's QPs;
+// a source still at version since returns false and no snapshot
+// (analyzer.Analyzer.SnapshotSince).
 type Source interface {
-	Snapshot(keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) analyzer.Snapshot
+	Snapshot(since analyzer.Version, keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool)
 }
 
 // Live is a Source over a running analyzer.
 type Live struct{ A *analyzer.Analyzer }
 
-func (l Live) Snapshot(keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) analyzer.Snapshot {
-	return l.A.SnapshotReusing(keep, reuse)
+func (l Live) Snapshot(since analyzer.Version, keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool) {
+	return l.A.SnapshotSince(since, keep, reuse)
 }
 
 // Player is a Source that can be paused, sped up and seeked (replay).
@@ -97,6 +98,12 @@ type UI struct {
 
 	mu         sync.Mutex
 	spare      []analyzer.QP // QPs of a snapshot let go, for the next (under mu)
+	// the version of the snapshot shown and the selection it was taken
+	// for; settled when it is the version of the one before (under mu)
+	shownVer analyzer.Version
+	shownSel qpKey
+	shownHas bool
+	settled  bool
 	paused     bool
 	sortCol    int
 	sortDesc   bool
@@ -227,25 +234,33 @@ func (u *UI) Run(ctx context.Context, interval time.Duration) error {
 	return err
 }
 
-// Tick reads a snapshot and applies it on the UI goroutine.
+// Tick reads a snapshot and applies it on the UI goroutine. While the
+// source stays at one version it takes none: the first refresh at a
+// version shows the rates of the change, the second their end (no change,
+// zero rates), and those after it only the header.
 func (u *UI) Tick() {
 	u.mu.Lock()
 	paused := u.paused
-	u.mu.Unlock()
-	if paused {
-		u.app.QueueUpdate(func() {
-			u.dirty = false
-			u.renderHeader()
-			u.drawIfDirty()
-		})
-		return
-	}
-	u.mu.Lock()
 	sel, has := u.selected, u.hasSel
+	since := analyzer.Version{}
+	if u.settled && has == u.shownHas && sel == u.shownSel {
+		since = u.shownVer
+	}
 	spare := u.spare
 	u.spare = nil
 	u.mu.Unlock()
-	s := u.src.Snapshot(func(pid, qpNum uint32) bool { return has && sel.pid == pid && sel.qpNum == qpNum }, spare)
+	var s analyzer.Snapshot
+	fresh := false
+	if !paused {
+		s, fresh = u.src.Snapshot(since, func(pid, qpNum uint32) bool { return has && sel.pid == pid && sel.qpNum == qpNum }, spare)
+	}
+	if !fresh {
+		u.mu.Lock()
+		if u.spare == nil {
+			u.spare = spare
+		}
+		u.mu.Unlock()
+	}
 	at := u.now()
 	var cpu time.Duration
 	if u.info.SelfCPU != nil {
@@ -254,7 +269,15 @@ func (u *UI) Tick() {
 	u.app.QueueUpdate(func() {
 		u.noteCPU(cpu, at)
 		u.dirty = false
-		u.Apply(s, at)
+		if fresh {
+			u.mu.Lock()
+			u.settled = s.Version == u.shownVer
+			u.shownVer, u.shownSel, u.shownHas = s.Version, sel, has
+			u.mu.Unlock()
+			u.Apply(s, at)
+		} else {
+			u.renderHeader()
+		}
 		u.drawIfDirty()
 	})
 }

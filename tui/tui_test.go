@@ -60,8 +60,8 @@ func (f *fakeApp) key(k tcell.Key, r rune) {
 
 type staticSource struct{ s analyzer.Snapshot }
 
-func (s *staticSource) Snapshot(func(uint32, uint32) bool, []analyzer.QP) analyzer.Snapshot {
-	return s.s
+func (s *staticSource) Snapshot(analyzer.Version, func(uint32, uint32) bool, []analyzer.QP) (analyzer.Snapshot, bool) {
+	return s.s, true
 }
 
 func qp(num uint32, depth uint32, out uint64, c analyzer.Counters) analyzer.QP {
