@@ -23,6 +23,16 @@ uint64_t wl_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* thread_cpu_ns is the calling thread's CPU time: what the run cost its
+ * thread, probes included, however busy the other CPUs are. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Keep the peer's receive queue full for SEND on a connection; a starved
  * receiver (starve) reaps its completions but posts no new receive. */
 static void replenish(struct sq_endpoint *ep, struct wl_result *r, int starve)
@@ -84,6 +94,7 @@ struct lane {
 	int timed, done;
 	uint64_t deadline, held_since, last_now;
 	uint64_t wait_until;     /* rate cap: nothing due before this */
+	uint64_t cpu_start;      /* the thread's CPU time at start_ns */
 };
 
 struct group {
@@ -465,6 +476,7 @@ static int lane_init(struct lane *l, struct sq_endpoint *ep, const struct wl_par
 
 static void lane_start(struct lane *l)
 {
+	l->cpu_start = thread_cpu_ns();
 	l->r->start_ns = wl_now_ns();
 	l->last_now = l->r->start_ns;
 	if (l->timed)
@@ -518,6 +530,7 @@ static void drain(struct group *g)
 		if (l->st.retired < l->st.last_signaled)
 			l->r->undrained = l->st.last_signaled - l->st.retired;
 		l->r->end_ns = wl_now_ns();
+		l->r->cpu_ns = thread_cpu_ns() - l->cpu_start;
 	}
 }
 

@@ -68,6 +68,7 @@ struct wl_result {
 	uint64_t recvs_posted;
 	uint64_t recv_cqes;
 	uint64_t start_ns, end_ns;
+	uint64_t cpu_ns;       /* the thread's CPU time from start_ns to end_ns */
 	uint64_t undrained;    /* signaled WRs whose CQE never came */
 	uint64_t stalled_unsignaled; /* WRs outstanding, none signaled, when the flow control stalled */
 	uint64_t fault_start_ns; /* when the fault became active (0: never) */

@@ -218,7 +218,7 @@ func laneResult(cfg Config, dev verbs.Device, ep *verbs.Endpoint, l *lane, r *C.
 		OtherErrors: uint64(r.other_errors), FirstErrno: int(r.first_errno), FirstErrorAt: uint64(r.first_error_at),
 		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained), StalledUnsignaled: uint64(r.stalled_unsignaled),
 		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted),
-		Seconds: float64(r.end_ns-r.start_ns) / 1e9, Stalled: r.stalled != 0,
+		Seconds: float64(r.end_ns-r.start_ns) / 1e9, CPUSeconds: float64(r.cpu_ns) / 1e9, Stalled: r.stalled != 0,
 	}
 	if r.fault_start_ns != 0 {
 		app.FaultStartSeconds = float64(r.fault_start_ns-r.start_ns) / 1e9

@@ -284,7 +284,10 @@ type AppCounters struct {
 	AvgLatencyNS    float64 `json:"avg_latency_ns"`
 	MaxLatencyNS    uint64  `json:"max_latency_ns"`
 	Seconds         float64 `json:"seconds"`
-	RecvsPosted     uint64  `json:"recvs_posted"`
+	// CPUSeconds is the CPU time the QP's thread used over Seconds: its
+	// whole run when it drives several QPs, the probes' work included.
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	RecvsPosted uint64  `json:"recvs_posted"`
 	// Stalled: the run stopped early, held by its own limit of
 	// outstanding WRs while no completion came for the drain timeout, or
 	// could come: StalledUnsignaled WRs were outstanding and none of them

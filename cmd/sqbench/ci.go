@@ -11,7 +11,7 @@ import (
 // statistics x(l) and x(n-l+1), l the largest with P(B <= l-1) <= (1-ciLevel)/2
 // for B ~ Binomial(n, 1/2) (each round falls below the true median with
 // probability 1/2, whatever the distribution). Rounds are added until every
-// ratio's interval is within ±ciTarget of its median, up to -max-runs.
+// tracer's interval is within ±ciTarget of its median, up to -max-runs.
 const (
 	ciLevel  = 0.95
 	ciTarget = 0.03
@@ -94,12 +94,13 @@ func roundRatios(runs [][]wlRun, floorIdx int) [][]float64 {
 	return out
 }
 
-// wide lists the variants (but the floor) whose ratio's interval is wider
-// than ±ciTarget.
-func wide(ratios [][]float64, floorIdx int) []int {
+// wide lists the tracers whose ratio's interval is wider than ±ciTarget:
+// every variant but the floor and the untraced run, whose ratio, a
+// twentieth of the floor's time, is no overhead (±3% of it is a few ns).
+func wide(ratios [][]float64, floorIdx, untracedIdx int) []int {
 	var out []int
 	for i, xs := range ratios {
-		if i != floorIdx && withCI(xs).halfWidth() > ciTarget {
+		if i != floorIdx && i != untracedIdx && withCI(xs).halfWidth() > ciTarget {
 			out = append(out, i)
 		}
 	}

@@ -46,10 +46,10 @@ func TestMedianCI(t *testing.T) {
 	}
 }
 
-// Rounds are wanted while a variant's ratio (the floor's aside) has an
-// interval wider than ±3%.
+// Rounds are wanted while a tracer's ratio (the floor's and the untraced
+// run's aside) has an interval wider than ±3%.
 func TestWide(t *testing.T) {
-	run := func(ns float64) wlRun { return wlRun{PostCalls: 1000, Seconds: ns * 1000 / 1e9} }
+	run := func(ns float64) wlRun { return wlRun{PostCalls: 1000, CPUSeconds: ns * 1000 / 1e9} }
 	rounds := func(ns ...float64) []wlRun {
 		var out []wlRun
 		for _, v := range ns {
@@ -65,10 +65,11 @@ func TestWide(t *testing.T) {
 	}{
 		{"tight", [][]wlRun{rounds(90, 91, 90, 89, 90, 90, 91), floor, rounds(120, 121, 119, 120, 122, 120, 121)}, nil},
 		{"one spread", [][]wlRun{rounds(90, 91, 90, 89, 90, 90, 91), floor, rounds(86, 133, 120, 100, 125, 110, 120)}, []int{2}},
-		{"too few rounds", [][]wlRun{rounds(90, 90, 90), floor[:3], rounds(120, 120, 120)}, []int{0, 2}},
+		{"the untraced run spread", [][]wlRun{rounds(5, 9, 3, 8, 4, 5, 7), floor, rounds(120, 121, 119, 120, 122, 120, 121)}, nil},
+		{"too few rounds", [][]wlRun{rounds(90, 90, 90), floor[:3], rounds(120, 120, 120)}, []int{2}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := wide(roundRatios(c.runs, 1), 1); !slices.Equal(got, c.want) {
+			if got := wide(roundRatios(c.runs, 1), 1, 0); !slices.Equal(got, c.want) {
 				t.Fatalf("wide = %v, want %v", got, c.want)
 			}
 		})

@@ -6,10 +6,13 @@ import (
 	"time"
 )
 
-// targets are the goals the probe overhead is held to.
+// targets are the goals the probe overhead is held to; lists of 16, as
+// applications driving many QPs post them, have their own.
 const (
-	targetEvents   = 1.15
-	targetCounters = 1.05
+	targetEvents     = 1.15
+	targetCounters   = 1.05
+	targetEvents16   = 1.25
+	targetCounters16 = 1.10
 )
 
 func (r *report) row(list int, name string) (ovRow, bool) {
@@ -30,7 +33,7 @@ func (r *report) summaryTable() *table {
 			if !ok {
 				continue
 			}
-			t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: time per post call", list, name), fmtNS(o.NS), "ns"})
+			t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: thread CPU time per post call", list, name), fmtNS(o.NS), "ns"})
 			if name != "floor" && name != "untraced" {
 				t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: ratio to the floor", list, name), fmtRatioCI(o), "×"})
 			}
@@ -90,6 +93,14 @@ func (r *report) verdicts() []string {
 				}
 				out = append(out, line)
 			}
+		}
+		if list == 16 && ok1 {
+			out = append(out, verdict(fmt.Sprintf("post_list 16: full events ≤ %.2f× the floor (lists of many-QP applications)", targetEvents16), ev.Ratio.Med <= targetEvents16,
+				fmt.Sprintf("%.3f×, 95%% CI %s", ev.Ratio.Med, fmtCI(ev.Ratio))))
+		}
+		if list == 16 && ok2 {
+			out = append(out, verdict(fmt.Sprintf("post_list 16: counters mode ≤ %.2f× the floor (lists of many-QP applications)", targetCounters16), ct.Ratio.Med <= targetCounters16,
+				fmt.Sprintf("%.3f×, 95%% CI %s", ct.Ratio.Med, fmtCI(ct.Ratio))))
 		}
 		if ok1 && ok3 {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: full events cheaper than bpftrace", list), ev.NS.Med < bt.NS.Med,
@@ -241,14 +252,16 @@ func (r *report) markdown(c *config) string {
 const overheadMethod = `The workload is the built-in one on the simulated HCA: 64 B inline SENDs,
 a CQE every 16th WR (` + "`-s 64 -I 64 -Q 16 --sim-deterministic`" + `), one QP, one post call and one
 poll per loop iteration, with 1 or 16 WRs per post call. Each round runs every variant once, in an
-order rotated from round to round. The time per post call is the workload's own wall time of its
-traffic loop (` + "`app.seconds`" + ` of ` + "`--json-out`" + `, which excludes start-up and attaching) divided by its post
-calls: the post, its poll and the loop, as the application sees them. "ns inside post" is the
-workload's ` + "`app.avg_post_ns`" + ` (time inside the post call only). The ratio to the floor is taken
+order rotated from round to round. The time per post call is the CPU time the workload's traffic
+thread used over its traffic loop (` + "`app.cpu_seconds`" + ` of ` + "`--json-out`" + `, CLOCK_THREAD_CPUTIME_ID over the loop,
+which excludes start-up and attaching) divided by its post calls: the post, its poll, the probes they
+hit (a uprobe runs in the thread that hits it) and the loop. Other processes' load does not inflate
+it as it does the wall time, also given ("wall ns/post call", ` + "`app.seconds`" + `). "ns inside post" is the
+workload's ` + "`app.avg_post_ns`" + ` (wall time inside the post call only). The ratio to the floor is taken
 within each round, then summarised with the 95% confidence interval of its median (the order
 statistics the binomial distribution gives, whatever the rounds' distribution); rounds are added
-until every ratio's interval is within ±3% of its median, so that a change of 5% shows, up to
-` + "`-max-runs`" + ` (the rows say when that was reached first); "ns above floor" likewise. "all WRs seen" checks that the trace
+until every tracer's ratio has its interval within ±3% of its median, so that a change of 5% shows, up to
+` + "`-max-runs`" + ` (the rows say when that was reached first); "CPU ns above floor" likewise. "all WRs seen" checks that the trace
 holds every WR the simulated HCA counted (the exactness the tests require).
 `
 

@@ -50,7 +50,8 @@ func summarize(xs []float64) summary {
 type ovRow struct {
 	List    int
 	Variant variant
-	NS      summary // ns per post call (post + poll + loop)
+	NS      summary // thread CPU ns per post call (post + poll + loop)
+	Wall    summary // wall ns per post call
 	PostNS  summary // ns inside the post call
 	Ratio   summary // NS / floor NS of the same round
 	Above   summary // NS - floor NS of the same round
@@ -106,7 +107,7 @@ func overhead(ctx context.Context, c *config, r *report) error {
 			// at least -runs rounds, then more until every ratio's
 			// interval is within ±ciTarget, up to -max-runs
 			if round >= c.runs {
-				wideAtEnd = wide(roundRatios(runs, 1), 1)
+				wideAtEnd = wide(roundRatios(runs, 1), 1, 0)
 				if len(wideAtEnd) == 0 || round >= c.maxRuns {
 					break
 				}
@@ -139,9 +140,10 @@ func overhead(ctx context.Context, c *config, r *report) error {
 		floor := runs[1]
 		for i, v := range variants {
 			row := ovRow{List: list, Variant: v, Exact: true}
-			var ns, post, ratio, above []float64
+			var ns, wall, post, ratio, above []float64
 			for k, w := range runs[i] {
 				ns = append(ns, w.nsPerCall())
+				wall = append(wall, w.wallNSPerCall())
 				post = append(post, w.PostNS)
 				ratio = append(ratio, w.nsPerCall()/floor[k].nsPerCall())
 				above = append(above, w.nsPerCall()-floor[k].nsPerCall())
@@ -153,7 +155,7 @@ func overhead(ctx context.Context, c *config, r *report) error {
 					}
 				}
 			}
-			row.NS, row.PostNS, row.Ratio, row.Above = summarize(ns), summarize(post), withCI(ratio), summarize(above)
+			row.NS, row.Wall, row.PostNS, row.Ratio, row.Above = summarize(ns), summarize(wall), summarize(post), withCI(ratio), summarize(above)
 			row.Capped = slices.Contains(wideAtEnd, i)
 			r.overhead = append(r.overhead, row)
 		}

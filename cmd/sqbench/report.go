@@ -117,7 +117,7 @@ func (t *table) markdown() string {
 }
 
 func (r *report) overheadTable() *table {
-	t := &table{head: []string{"post_list", "variant", "ns/post call", "ratio to floor [min–max]; 95% CI of the median", "ns above floor", "ns inside post", "lost", "all WRs seen"}}
+	t := &table{head: []string{"post_list", "variant", "CPU ns/post call", "ratio to floor [min–max]; 95% CI of the median", "CPU ns above floor", "wall ns/post call", "ns inside post", "lost", "all WRs seen"}}
 	for _, o := range r.overhead {
 		lost, exact := "", ""
 		if o.Traced {
@@ -125,7 +125,7 @@ func (r *report) overheadTable() *table {
 			exact = map[bool]string{true: "yes", false: "NO"}[o.Exact]
 		}
 		t.rows = append(t.rows, []string{fmt.Sprint(o.List), o.Variant.name, fmtNS(o.NS), fmtRatioCI(o),
-			fmtNS(o.Above), fmtNS(o.PostNS), lost, exact})
+			fmtNS(o.Above), fmtNS(o.Wall), fmtNS(o.PostNS), lost, exact})
 	}
 	return t
 }

@@ -28,6 +28,9 @@ type wlApp struct {
 	Polls     uint64  `json:"polls"`
 	AvgPostNS float64 `json:"avg_post_ns"`
 	Seconds   float64 `json:"seconds"`
+	// CPUSeconds is the thread's CPU time over Seconds; absent (0) from
+	// builds before it was reported
+	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
 type wlQP struct {
@@ -39,6 +42,7 @@ type wlQP struct {
 type wlRun struct {
 	WRs, PostCalls, Polls uint64
 	Seconds               float64 // the longest QP's traffic time
+	CPUSeconds            float64 // the CPU time of that QP's thread
 	PostNS                float64 // mean time inside one post call
 	// traced runs
 	Lost     uint64
@@ -46,10 +50,20 @@ type wlRun struct {
 	Traced   bool
 }
 
-// nsPerCall is the traffic loop's wall time per post call (one QP): the
-// post, its poll and the application's own work, as the application sees
-// it.
+// nsPerCall is the CPU time the traffic loop's thread took per post call
+// (one QP): the post, its poll, the probes they hit and the application's
+// own work. Unlike the wall time, other processes' load does not inflate
+// it: a round preempted by another process costs the thread nothing.
 func (w wlRun) nsPerCall() float64 {
+	if w.PostCalls == 0 {
+		return 0
+	}
+	return w.CPUSeconds * 1e9 / float64(w.PostCalls)
+}
+
+// wallNSPerCall is the traffic loop's wall time per post call, as the
+// application sees it.
+func (w wlRun) wallNSPerCall() float64 {
 	if w.PostCalls == 0 {
 		return 0
 	}
@@ -74,11 +88,16 @@ func readWorkloadJSON(path string) (wlRun, error) {
 		r.WRs += q.App.WRs
 		r.PostCalls += q.App.PostCalls
 		r.Polls += q.App.Polls
-		r.Seconds = max(r.Seconds, q.App.Seconds)
+		if q.App.Seconds >= r.Seconds {
+			r.Seconds, r.CPUSeconds = q.App.Seconds, q.App.CPUSeconds
+		}
 		postNS += q.App.AvgPostNS * float64(q.App.PostCalls)
 	}
 	if r.PostCalls > 0 {
 		r.PostNS = postNS / float64(r.PostCalls)
+	}
+	if r.CPUSeconds <= 0 {
+		return wlRun{}, errors.New("workload JSON: no cpu_seconds (a workload built before it reported its thread's CPU time)")
 	}
 	return r, nil
 }
