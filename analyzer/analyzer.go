@@ -201,6 +201,8 @@ type Snapshot struct {
 	HistoryStepNS    uint64      `json:"-"`
 	// Version is the analyzer's when it was taken (version.go).
 	Version Version `json:"-"`
+	// Partial: the snapshot holds some QPs only (SnapshotOptions.QPs).
+	Partial bool `json:"-"`
 }
 
 type qpKey struct {
@@ -298,6 +300,7 @@ type Analyzer struct {
 	// (lateattach.go: completionsNotTraced)
 	postProbed, pollProbed bool
 	version                Version // version.go
+	picked                 []*sq   // the QPs a partial snapshot copies (reused)
 }
 
 // New returns an empty analyzer.

@@ -92,12 +92,15 @@ func TestHistoryBudget(t *testing.T) {
 
 // A snapshot written into the QPs of an older one is the snapshot made
 // afresh: nothing of the older one stays. None is taken at the version of
-// the last, and a snapshot taken again at one version is the same.
-func TestSnapshotSince(t *testing.T) {
+// the last, and a snapshot taken again at one version is the same. A
+// snapshot of some QPs holds them as the whole one does, with their
+// totals.
+func TestSnapshotWith(t *testing.T) {
 	s := newStream()
 	s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
 	s.create(2, trace.QPTypeRC, rcCaps(64, 60, 1), false)
 	s.send(1, 4, 0, 0)
+	s.send(2, 3, 0, 0)
 	a := New(Options{HistoryStepNS: 1000})
 	a.IngestAll(s.evs)
 	old := a.Snapshot().QPs
@@ -106,7 +109,7 @@ func TestSnapshotSince(t *testing.T) {
 	}
 	old = append(old, QP{QPNum: 99})
 	keep := func(pid, qpNum uint32) bool { return qpNum == 1 }
-	got, ok := a.SnapshotSince(Version{}, keep, old)
+	got, ok := a.SnapshotWith(SnapshotOptions{History: keep, Reuse: old})
 	want := a.SnapshotHistory(keep)
 	if !ok || &got.QPs[0] != &old[0] {
 		t.Fatal("the buffer was not reused")
@@ -114,19 +117,30 @@ func TestSnapshotSince(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("reused snapshot\n%+v\nwant\n%+v", got.QPs, want.QPs)
 	}
-	if small, _ := a.SnapshotSince(Version{}, keep, old[:0:1]); &small.QPs[0] == &old[0] || !reflect.DeepEqual(small, want) {
+	if small, _ := a.SnapshotWith(SnapshotOptions{History: keep, Reuse: old[:0:1]}); &small.QPs[0] == &old[0] || !reflect.DeepEqual(small, want) {
 		t.Fatal("a buffer too small was used, or the snapshot differs")
 	}
-	if none, ok := a.SnapshotSince(want.Version, keep, old); ok || none.QPs != nil || old[0].QPNum != 1 {
+	if none, ok := a.SnapshotWith(SnapshotOptions{Since: want.Version, History: keep, Reuse: old}); ok || none.QPs != nil || old[0].QPNum != 1 {
 		t.Fatalf("a snapshot was taken at the version of the last (%v), or the buffer touched", ok)
+	}
+	whole := a.Snapshot()
+	part, _ := a.SnapshotWith(SnapshotOptions{QPs: func(_, qpNum uint32) bool { return qpNum == 2 }})
+	if !part.Partial || whole.Partial || len(part.QPs) != 1 || !reflect.DeepEqual(part.QPs[0], whole.QPs[1]) {
+		t.Fatalf("partial snapshot %+v, want QP 2 of %+v", part.QPs, whole.QPs)
+	}
+	if part.Total.WRs != 3 || whole.QPs[1].WRs != 3 || part.CQs != nil || whole.CQs == nil {
+		t.Fatalf("partial totals %d WRs (QP 2 posted %d), CQs %v", part.Total.WRs, whole.QPs[1].WRs, part.CQs)
+	}
+	for _, err := range part.Check() {
+		t.Errorf("partial snapshot: %v", err)
 	}
 	b := New(Options{HistoryStepNS: 1000})
 	b.IngestAll(s.evs)
-	if _, ok := b.SnapshotSince(want.Version, keep, nil); !ok {
+	if _, ok := b.SnapshotWith(SnapshotOptions{Since: want.Version}); !ok {
 		t.Fatal("another analyzer's version was taken for this one's")
 	}
 	a.Ingest(&trace.Proc{Header: trace.Header{TimeNS: want.LastNS, PID: 1}, How: trace.ProcFork, Comm: "x"})
-	if after, ok := a.SnapshotSince(want.Version, keep, nil); !ok || after.Version == want.Version {
+	if after, ok := a.SnapshotWith(SnapshotOptions{Since: want.Version, History: keep}); !ok || after.Version == want.Version {
 		t.Fatalf("no snapshot after an event (%v)", ok)
 	}
 }

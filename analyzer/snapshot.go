@@ -17,20 +17,28 @@ func (a *Analyzer) Snapshot() Snapshot { return a.SnapshotHistory(nil) }
 func (a *Analyzer) SnapshotHistory(keep func(pid, qpNum uint32) bool) Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.snapshot(keep, nil)
+	return a.snapshot(SnapshotOptions{History: keep})
 }
 
-// snapshot is SnapshotHistory, under the lock, writing the QPs into buf
-// when it is large enough: a view refreshing thousands of QPs hands back
-// the QPs of a snapshot it no longer holds, instead of the heap taking
-// megabytes of fresh memory each refresh (SnapshotSince). The snapshot
-// owns buf from then on.
-func (a *Analyzer) snapshot(keep func(pid, qpNum uint32) bool, buf []QP) Snapshot {
+// snapshot is the snapshot o asks for (SnapshotWith), under the lock.
+func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 	s := a.snap
 	s.Version = a.version
-	s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
-	s.Scans = append([]trace.Scan(nil), a.snap.Scans...)
+	keep, buf := o.History, o.Reuse
 	order := a.qpOrder()
+	if s.Partial = o.QPs != nil; s.Partial {
+		a.picked = a.picked[:0]
+		for _, q := range order {
+			if o.QPs(q.key.pid, q.key.qpNum) {
+				a.picked = append(a.picked, q)
+			}
+		}
+		order = a.picked
+		s.Attach, s.Scans = nil, nil
+	} else {
+		s.Attach = append([]trace.Attach(nil), a.snap.Attach...)
+		s.Scans = append([]trace.Scan(nil), a.snap.Scans...)
+	}
 	if cap(buf) >= len(order) {
 		s.QPs = buf[:len(order)]
 		clear(s.QPs) // fields are set only where they apply
@@ -119,8 +127,12 @@ func (a *Analyzer) snapshot(keep func(pid, qpNum uint32) bool, buf []QP) Snapsho
 		s.TotalPCIe = Savings{absent: true}
 	}
 	s.Diagnoses = a.diagnoses()
-	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
 	a.snapshotRecv(&s)
+	if s.Partial {
+		s.Cut = nil
+		return s
+	}
+	s.CQs, s.SRQs = a.cqSnapshot(), a.srqSnapshot()
 	s.Cut = cutSnapshot(a.snap.Cut, s.QPs)
 	s.Processes = a.procs.snapshot()
 	return s

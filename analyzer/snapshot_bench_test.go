@@ -49,7 +49,7 @@ func BenchmarkSnapshot4096(b *testing.B) {
 				if tc.reuse {
 					buf = held[i%2]
 				}
-				s, _ := a.SnapshotSince(analyzer.Version{}, tc.keep, buf)
+				s, _ := a.SnapshotWith(analyzer.SnapshotOptions{History: tc.keep, Reuse: buf})
 				if len(s.QPs) != 4096 {
 					b.Fatalf("%d QPs", len(s.QPs))
 				}

@@ -15,15 +15,32 @@ var analyzers atomic.Uint64
 // under the lock.
 func (a *Analyzer) changed() { a.version.changes++ }
 
-// SnapshotSince is SnapshotHistory writing the QPs into buf when it is
-// large enough (the snapshot owns buf from then on), unless the analyzer
-// is still at version since: then it takes nothing, leaves buf alone and
-// returns false.
-func (a *Analyzer) SnapshotSince(since Version, keep func(pid, qpNum uint32) bool, buf []QP) (Snapshot, bool) {
+// SnapshotOptions shape a snapshot for a view that refreshes often.
+type SnapshotOptions struct {
+	// Since: while the analyzer is still at this version, no snapshot is
+	// taken (SnapshotWith returns false and leaves Reuse alone).
+	Since Version
+	// History selects the QPs whose occupancy history and histogram are
+	// copied; nil copies them all.
+	History func(pid, qpNum uint32) bool
+	// QPs selects the QPs copied; nil copies them all. A snapshot of some
+	// QPs is Partial: its totals are those of its QPs, and it leaves out
+	// the CQs, SRQs, processes, memory scans, probes and cut, which a
+	// view of a few QPs does not show.
+	QPs func(pid, qpNum uint32) bool
+	// Reuse receives the QPs when it is large enough: a view refreshing
+	// thousands of QPs hands back those of a snapshot it no longer holds.
+	// The snapshot owns it from then on.
+	Reuse []QP
+}
+
+// SnapshotWith is a snapshot shaped by o, or none (false) while the
+// analyzer is at version o.Since.
+func (a *Analyzer) SnapshotWith(o SnapshotOptions) (Snapshot, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if since == a.version {
+	if o.Since == a.version {
 		return Snapshot{}, false
 	}
-	return a.snapshot(keep, buf), true
+	return a.snapshot(o), true
 }

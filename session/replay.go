@@ -139,11 +139,9 @@ func (r *Replay) advanceTo(pos uint64) {
 	r.pos = min(pos, r.length)
 }
 
-// Snapshot advances by the wall time since the last call times the speed;
-// the QPs go into reuse when it is large enough, and nothing is taken
-// when the replay is still at version since
-// (analyzer.Analyzer.SnapshotSince).
-func (r *Replay) Snapshot(since analyzer.Version, keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool) {
+// Snapshot advances by the wall time since the last call times the speed,
+// then takes the snapshot o asks for (analyzer.Analyzer.SnapshotWith).
+func (r *Replay) Snapshot(o analyzer.SnapshotOptions) (analyzer.Snapshot, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -152,7 +150,7 @@ func (r *Replay) Snapshot(since analyzer.Version, keep func(pid, qpNum uint32) b
 		r.advanceTo(r.pos + step)
 	}
 	r.last = now
-	return r.an.SnapshotSince(since, keep, reuse)
+	return r.an.SnapshotWith(o)
 }
 
 // SetPaused stops or resumes the clock of the replay.

@@ -116,7 +116,7 @@ type played struct {
 }
 
 func snap(r *Replay) played {
-	s, _ := r.Snapshot(analyzer.Version{}, nil, nil)
+	s, _ := r.Snapshot(analyzer.SnapshotOptions{})
 	return played{s.Events, s.Total.PostCalls, s.Total.WRs}
 }
 
@@ -195,23 +195,23 @@ func TestReplaySnapshotSince(t *testing.T) {
 	rec := writeRecording(t)
 	r, clk := newFakeReplay(t, &opener{data: always(rec.data)})
 	clk.advance(2 * time.Second)
-	first, ok := r.Snapshot(analyzer.Version{}, nil, nil)
+	first, ok := r.Snapshot(analyzer.SnapshotOptions{})
 	if !ok {
 		t.Fatal("no first snapshot")
 	}
 	r.SetPaused(true)
 	clk.advance(time.Second)
-	if _, ok := r.Snapshot(first.Version, nil, nil); ok {
+	if _, ok := r.Snapshot(analyzer.SnapshotOptions{Since: first.Version}); ok {
 		t.Fatal("a paused replay took a snapshot at the version held")
 	}
 	r.SetPaused(false)
 	clk.advance(time.Second)
-	played, ok := r.Snapshot(first.Version, nil, nil)
+	played, ok := r.Snapshot(analyzer.SnapshotOptions{Since: first.Version})
 	if !ok || played.Total.PostCalls <= first.Total.PostCalls {
 		t.Fatalf("after a second played: %v, %d post calls (were %d)", ok, played.Total.PostCalls, first.Total.PostCalls)
 	}
 	r.Seek(-time.Hour)
-	if again, ok := r.Snapshot(played.Version, nil, nil); !ok || again.Total.PostCalls != 0 {
+	if again, ok := r.Snapshot(analyzer.SnapshotOptions{Since: played.Version}); !ok || again.Total.PostCalls != 0 {
 		t.Fatalf("after a seek to the start: %v, %d post calls", ok, again.Total.PostCalls)
 	}
 }
@@ -241,7 +241,7 @@ func TestReplaySpeedBounds(t *testing.T) {
 			}
 			wall := 10 * time.Millisecond
 			clk.advance(wall)
-			r.Snapshot(analyzer.Version{}, nil, nil)
+			r.Snapshot(analyzer.SnapshotOptions{})
 			if pos, _ := r.Position(); pos != min(time.Duration(float64(wall)*c.want), 10*time.Second) {
 				t.Errorf("after %v of wall time at x%v: position %v", wall, c.want, pos)
 			}

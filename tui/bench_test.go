@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/rivo/tview"
 
 	"github.com/sqscope/sqscope/analyzer/analyzertest"
+	"github.com/sqscope/sqscope/trace"
 )
 
 func cpuTime() time.Duration {
@@ -53,28 +55,64 @@ func BenchmarkTUICPU(b *testing.B) {
 
 // BenchmarkTick is one refresh of the view of 64 and 4,096 QPs: the
 // analyzer's snapshot, its rows, and the draw on a simulated 200×60
-// screen. cpu-ms/tick is the process's CPU time per refresh; at 10 Hz it
-// is also the share of a core in percent.
+// screen when the refresh asks for one. cpu-ms/tick is the process's CPU time per refresh; at 10 Hz it
+// is also the share of a core in percent. "traffic" feeds every QP a
+// round of posts and polls before each refresh (not counted), as a live
+// trace does; "still" feeds nothing, as a finished or idle trace. The
+// view's clock moves 100 ms a refresh, as at 10 Hz.
 func BenchmarkTick(b *testing.B) {
 	for _, n := range []int{64, 4096} {
-		b.Run(fmt.Sprintf("qps=%d", n), func(b *testing.B) {
-			a := analyzertest.SteadyEvery(n, 50, 10_000_000)
-			app := &fakeApp{}
-			u := New(Live{A: a}, Info{Target: "bench", Mode: "events"}, app)
-			scr := tcell.NewSimulationScreen("UTF-8")
-			if err := scr.Init(); err != nil {
-				b.Fatal(err)
+		for _, traffic := range []bool{true, false} {
+			name := fmt.Sprintf("qps=%d/still", n)
+			if traffic {
+				name = fmt.Sprintf("qps=%d/traffic", n)
 			}
-			scr.SetSize(200, 60)
-			u.Root().SetRect(0, 0, 200, 60)
-			b.ReportAllocs()
-			before := cpuTime()
-			for b.Loop() {
-				u.Tick()
-				u.Root().Draw(scr)
-				scr.Show()
-			}
-			b.ReportMetric(float64(cpuTime()-before)/1e6/float64(b.N), "cpu-ms/tick")
-		})
+			b.Run(name, func(b *testing.B) {
+				a := analyzertest.SteadyEvery(n, 50, 10_000_000)
+				var rounds [][]trace.Event
+				if traffic {
+					analyzertest.SteadyEvents(n, 8, 100_000_000, func(evs []trace.Event) { rounds = append(rounds, slices.Clone(evs)) })
+					rounds = rounds[1:] // the creates
+				}
+				app := &fakeApp{}
+				u := New(Live{A: a}, Info{Target: "bench", Mode: "events"}, app)
+				clock := time.Unix(1000, 0) // 10 Hz: a whole snapshot every 10th refresh
+				u.now = func() time.Time { return clock }
+				scr := tcell.NewSimulationScreen("UTF-8")
+				if err := scr.Init(); err != nil {
+					b.Fatal(err)
+				}
+				scr.SetSize(200, 60)
+				u.Root().SetRect(0, 0, 200, 60)
+				b.ReportAllocs()
+				var cpu time.Duration
+				for i := 0; b.Loop(); i++ {
+					if traffic {
+						b.StopTimer()
+						shiftRound(rounds[i%len(rounds)], uint64(i+1)*1_000_000_000)
+						a.IngestAll(rounds[i%len(rounds)])
+						b.StartTimer()
+					}
+					clock = clock.Add(100 * time.Millisecond)
+					before := cpuTime()
+					draws := app.draws
+					u.Tick()
+					if app.draws > draws { // as the application draws
+						u.Root().Draw(scr)
+						scr.Show()
+					}
+					cpu += cpuTime() - before
+				}
+				b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/tick")
+			})
+		}
+	}
+}
+
+// shiftRound moves a round's events to start at 1 s past the first one's
+// times plus at: each refresh of the benchmark sees newer events.
+func shiftRound(evs []trace.Event, at uint64) {
+	for _, ev := range evs {
+		ev.Hdr().TimeNS = ev.Hdr().TimeNS%1_000_000_000 + at + 10_000_000_000
 	}
 }

@@ -89,12 +89,7 @@ func (u *UI) handleKey(ev *tcell.EventKey) *tcell.EventKey {
 		u.renderHeader()
 		return nil
 	case 'r':
-		for _, r := range u.rows {
-			u.base[r.key] = r.qp.Counters
-		}
-		u.alertsFrom = u.snap.LastNS + 1
-		u.message = "counters reset"
-		u.Apply(u.snap, u.now())
+		u.reset()
 		return nil
 	case 's':
 		u.message = u.save()

@@ -64,8 +64,8 @@ type countingSource struct {
 	taken int
 }
 
-func (c *countingSource) Snapshot(since analyzer.Version, keep func(uint32, uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool) {
-	s, ok := c.Live.Snapshot(since, keep, reuse)
+func (c *countingSource) Snapshot(o analyzer.SnapshotOptions) (analyzer.Snapshot, bool) {
+	s, ok := c.Live.Snapshot(o)
 	if ok {
 		c.taken++
 	}

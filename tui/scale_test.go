@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/gdamore/tcell/v2"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/analyzer/analyzertest"
+	"github.com/sqscope/sqscope/trace"
 )
 
 // scaleQPs is the snapshot of 4,096 QPs: 4 processes (pids 100..103) of
@@ -191,15 +194,15 @@ type recordingSource struct {
 	given [][]analyzer.QP
 }
 
-func (r *recordingSource) Snapshot(_ analyzer.Version, _ func(uint32, uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool) {
-	r.given = append(r.given, reuse)
+func (r *recordingSource) Snapshot(o analyzer.SnapshotOptions) (analyzer.Snapshot, bool) {
+	r.given = append(r.given, o.Reuse)
 	s := r.s
-	s.QPs = append(reuse[:0], r.s.QPs...)
+	s.QPs = append(o.Reuse[:0], r.s.QPs...)
 	return s, true
 }
 
-// The view gives the source back the QPs of the snapshot it let go, and
-// never those it still shows or compares with.
+// The view gives the source back the QPs of the whole snapshot it let go,
+// and never those it still shows.
 func TestSnapshotsReused(t *testing.T) {
 	src := &recordingSource{s: healthy()}
 	app := &fakeApp{}
@@ -209,17 +212,96 @@ func TestSnapshotsReused(t *testing.T) {
 		u.Tick()
 		made = append(made, u.snap.QPs)
 	}
-	if src.given[0] != nil || src.given[1] != nil || src.given[2] != nil {
-		t.Fatalf("QPs given back before a snapshot was let go: %v", src.given[:3])
+	if src.given[0] != nil || src.given[1] != nil {
+		t.Fatalf("QPs given back before a snapshot was let go: %v", src.given[:2])
 	}
-	if !sameQPs(src.given[3], made[0]) {
-		t.Fatal("the fourth snapshot did not get the first one's QPs")
+	if !sameQPs(src.given[2], made[0]) || !sameQPs(src.given[3], made[1]) {
+		t.Fatal("a snapshot did not get the QPs of the one before the last")
 	}
-	// a reset applies the snapshot shown again: it is held twice, and what
-	// it let go is the one to give back
+	// the same snapshot applied again lets nothing go
 	u.Apply(u.snap, time.Unix(0, 0))
 	u.Apply(u.snap, time.Unix(0, 0))
-	if sameQPs(u.spare, u.snap.QPs) || sameQPs(u.spare, u.prev.QPs) {
+	if sameQPs(u.spare, u.snap.QPs) {
 		t.Fatal("QPs still shown were given back")
+	}
+}
+
+// optionsSource is a live source that records the options of each
+// snapshot it took.
+type optionsSource struct {
+	Live
+	partial []bool
+	sizes   []int
+}
+
+func (o *optionsSource) Snapshot(opts analyzer.SnapshotOptions) (analyzer.Snapshot, bool) {
+	s, ok := o.Live.Snapshot(opts)
+	if ok {
+		o.partial = append(o.partial, s.Partial)
+		o.sizes = append(o.sizes, len(s.QPs))
+	}
+	return s, ok
+}
+
+// Past partialAbove QPs, a refresh takes the QPs on screen and the
+// selected one, and a whole snapshot once every wholeEvery: the rows on
+// screen are fresh at every refresh, the others at every whole one.
+func TestPartialRefreshes(t *testing.T) {
+	const n = 300
+	var rounds [][]trace.Event
+	analyzertest.SteadyEvents(n, 4, 100_000_000, func(evs []trace.Event) { rounds = append(rounds, slices.Clone(evs)) })
+	a := analyzer.New(analyzer.Options{})
+	a.IngestAll(rounds[0])
+	a.IngestAll(rounds[1])
+	src := &optionsSource{Live: Live{A: a}}
+	u := New(src, Info{Target: "t"}, &fakeApp{})
+	clock := time.Unix(1000, 0)
+	u.now = func() time.Time { return clock }
+	scr := tcell.NewSimulationScreen("UTF-8")
+	if err := scr.Init(); err != nil {
+		t.Fatal(err)
+	}
+	scr.SetSize(200, 60)
+	tick := func() {
+		t.Helper()
+		u.Tick()
+		u.Root().SetRect(0, 0, 200, 60)
+		u.Root().Draw(scr)
+	}
+	tick()
+	if len(src.partial) != 1 || src.partial[0] || src.sizes[0] != n {
+		t.Fatalf("first refresh: partial %v, sizes %v; want one whole snapshot of %d QPs", src.partial, src.sizes, n)
+	}
+	last := len(u.rows) - 1 // below the screen
+	a.IngestAll(rounds[2])
+	clock = clock.Add(100 * time.Millisecond)
+	tick()
+	if !src.partial[1] || src.sizes[1] == 0 || src.sizes[1] > 60 {
+		t.Fatalf("second refresh: partial %v, sizes %v; want a partial snapshot of the QPs on screen", src.partial, src.sizes)
+	}
+	if u.rows[0].wrsPS == 0 || u.rows[0].qp.WRs != 2*16 {
+		t.Fatalf("the first row on screen: %g WR/s, %d WRs; want its new round", u.rows[0].wrsPS, u.rows[0].qp.WRs)
+	}
+	if u.rows[last].qp.WRs != 16 {
+		t.Fatalf("the last row, off screen: %d WRs; want those of the whole snapshot (%d)", u.rows[last].qp.WRs, 16)
+	}
+	a.IngestAll(rounds[3])
+	clock = clock.Add(wholeEvery)
+	tick()
+	if src.partial[2] || src.sizes[2] != n || u.rows[last].qp.WRs != 3*16 || u.rows[last].wrsPS == 0 {
+		t.Fatalf("after %v: partial %v, sizes %v, last row %d WRs at %g WR/s; want a whole snapshot",
+			wholeEvery, src.partial, src.sizes, u.rows[last].qp.WRs, u.rows[last].wrsPS)
+	}
+	// nothing more comes: a partial snapshot ends the rates on screen, a
+	// whole one those off it, then none is taken
+	for range 4 {
+		clock = clock.Add(100 * time.Millisecond)
+		tick()
+	}
+	if len(src.partial) != 5 || !src.partial[3] || src.partial[4] {
+		t.Fatalf("idle: partial %v; want a partial snapshot, a whole one, then none", src.partial)
+	}
+	if u.rows[0].wrsPS != 0 || u.rows[last].wrsPS != 0 {
+		t.Fatalf("idle rates %g and %g WR/s", u.rows[0].wrsPS, u.rows[last].wrsPS)
 	}
 }

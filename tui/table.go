@@ -22,6 +22,11 @@ type row struct {
 	cqeSaved  float64 // CQE writes saved per second
 	status    string
 	occupancy uint64
+	// the last sample of the QP's figures, at trace time sampleNS, for
+	// the rates (apply.go)
+	sampleNS         uint64
+	sWRs, sDMA, sCQE uint64
+	since            *analyzer.Counters // the counters since the reset, when there was one
 }
 
 // column is one column of the QP table, defined once: rendering, sorting

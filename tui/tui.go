@@ -18,20 +18,18 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 )
 
-// Source is where snapshots come from: a live analyzer or a replay. The
-// occupancy history is wanted only for the QPs keep accepts; reuse holds
-// the QPs of a snapshot the view no longer holds, for the new one's QPs;
-// a source still at version since returns false and no snapshot
-// (analyzer.Analyzer.SnapshotSince).
+// Source is where snapshots come from: a live analyzer or a replay. It
+// takes the snapshot o asks for, or none (false) while it is at version
+// o.Since (analyzer.Analyzer.SnapshotWith).
 type Source interface {
-	Snapshot(since analyzer.Version, keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool)
+	Snapshot(o analyzer.SnapshotOptions) (analyzer.Snapshot, bool)
 }
 
 // Live is a Source over a running analyzer.
 type Live struct{ A *analyzer.Analyzer }
 
-func (l Live) Snapshot(since analyzer.Version, keep func(pid, qpNum uint32) bool, reuse []analyzer.QP) (analyzer.Snapshot, bool) {
-	return l.A.SnapshotSince(since, keep, reuse)
+func (l Live) Snapshot(o analyzer.SnapshotOptions) (analyzer.Snapshot, bool) {
+	return l.A.SnapshotWith(o)
 }
 
 // Player is a Source that can be paused, sped up and seeked (replay).
@@ -91,19 +89,26 @@ type UI struct {
 	alerts  *tview.TextView
 	footer  *footerView
 	filterF *tview.InputField
-	pages   *tview.Pages
+	pages   *stack
 	body    *tview.Flex
 	lower   *tview.Flex
 	root    *tview.Flex
 
-	mu         sync.Mutex
-	spare      []analyzer.QP // QPs of a snapshot let go, for the next (under mu)
+	mu    sync.Mutex
+	spare []analyzer.QP // QPs of a snapshot let go, for the next (under mu)
 	// the version of the snapshot shown and the selection it was taken
-	// for; settled when it is the version of the one before (under mu)
-	shownVer analyzer.Version
-	shownSel qpKey
-	shownHas bool
-	settled  bool
+	// for; settled when a whole snapshot came at the version of the one
+	// before, wantWhole when a partial one did (under mu; apply.go)
+	shownVer  analyzer.Version
+	shownSel  qpKey
+	shownHas  bool
+	settled   bool
+	wantWhole bool
+	// the QPs of the lines on screen, how many rows there are and when the
+	// last whole snapshot came (under mu; apply.go)
+	onScreen   []qpKey
+	nrows      int
+	wholeAt    time.Time
 	paused     bool
 	sortCol    int
 	sortDesc   bool
@@ -116,13 +121,17 @@ type UI struct {
 	now        func() time.Time
 	saveDir    string
 
-	snap       analyzer.Snapshot
-	prev       analyzer.Snapshot
-	havePrev   bool
-	base       map[qpKey]analyzer.Counters
-	sinceReset []analyzer.Counters // the counters since the reset, of the QPs in base
-	prevIdx    map[qpKey]int       // the previous snapshot's QPs, by key
-	rows       []row               // every QP of the snapshot, in its order
+	snap analyzer.Snapshot // the last applied, whole or partial
+	// the QPs of the last whole snapshot, which the rows point into
+	wholeQPs []analyzer.QP
+	applied  bool // a snapshot was applied (lastEvents and lastNS hold)
+	// its events and last event time, for the events' rate
+	lastEvents, lastNS uint64
+	base               map[qpKey]analyzer.Counters
+	rows               []row           // every QP of the last whole snapshot, in its order
+	oldRows            []row           // the rows before it, reused
+	rowIdx             map[qpKey]int32 // rows by key
+	oldIdx             map[qpKey]int32 // oldRows by key
 	// the table (view.go, virtual.go): the lines shown, in groups when
 	// grouping, made of indices into rows; the group totals; texts made
 	// only for the lines drawn, again when gen moves on
@@ -159,7 +168,7 @@ type UI struct {
 func New(src Source, info Info, app runner) *UI {
 	u := &UI{
 		src: src, info: info, app: app,
-		base: map[qpKey]analyzer.Counters{}, prevIdx: map[qpKey]int{},
+		base: map[qpKey]analyzer.Counters{}, rowIdx: map[qpKey]int32{}, oldIdx: map[qpKey]int32{},
 		now: time.Now, sortCol: 0, saveDir: ".",
 	}
 	u.start = u.now()
@@ -198,7 +207,7 @@ func New(src Source, info Info, app runner) *UI {
 		AddItem(u.header, 1, 0, false).
 		AddItem(u.body, 0, 1, true).
 		AddItem(u.footer, 1, 0, false)
-	u.pages = tview.NewPages().AddPage("main", u.root, true, true)
+	u.pages = &stack{tview.NewPages().AddPage("main", u.root, true, true)}
 	u.pages.AddPage("help", helpModal(), true, false)
 	app.SetRoot(u.pages, true)
 	app.SetInputCapture(u.handleKey)
@@ -234,64 +243,11 @@ func (u *UI) Run(ctx context.Context, interval time.Duration) error {
 	return err
 }
 
-// Tick reads a snapshot and applies it on the UI goroutine. While the
-// source stays at one version it takes none: the first refresh at a
-// version shows the rates of the change, the second their end (no change,
-// zero rates), and those after it only the header.
-func (u *UI) Tick() {
-	u.mu.Lock()
-	paused := u.paused
-	sel, has := u.selected, u.hasSel
-	since := analyzer.Version{}
-	if u.settled && has == u.shownHas && sel == u.shownSel {
-		since = u.shownVer
-	}
-	spare := u.spare
-	u.spare = nil
-	u.mu.Unlock()
-	var s analyzer.Snapshot
-	fresh := false
-	if !paused {
-		s, fresh = u.src.Snapshot(since, func(pid, qpNum uint32) bool { return has && sel.pid == pid && sel.qpNum == qpNum }, spare)
-	}
-	if !fresh {
-		u.mu.Lock()
-		if u.spare == nil {
-			u.spare = spare
-		}
-		u.mu.Unlock()
-	}
-	at := u.now()
-	var cpu time.Duration
-	if u.info.SelfCPU != nil {
-		cpu = u.info.SelfCPU()
-	}
-	u.app.QueueUpdate(func() {
-		u.noteCPU(cpu, at)
-		u.dirty = false
-		if fresh {
-			u.mu.Lock()
-			u.settled = s.Version == u.shownVer
-			u.shownVer, u.shownSel, u.shownHas = s.Version, sel, has
-			u.mu.Unlock()
-			u.Apply(s, at)
-		} else {
-			u.renderHeader()
-		}
-		u.drawIfDirty()
-	})
-}
-
 // drawIfDirty draws the screen when the refresh changed what it shows.
 func (u *UI) drawIfDirty() {
 	if u.dirty {
 		u.app.ForceDraw()
 	}
-}
-
-// sameQPs reports whether a and b share their memory.
-func sameQPs(a, b []analyzer.QP) bool {
-	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
 }
 
 // noteCPU takes a reading of sqscope's CPU time made at at.
@@ -304,88 +260,6 @@ func (u *UI) noteCPU(cpu time.Duration, at time.Time) {
 		u.cpuKnown = true
 	}
 	u.cpu, u.cpuAt = cpu, at
-}
-
-// Apply takes a snapshot into the view. It runs on the UI goroutine (or in
-// tests, directly).
-func (u *UI) Apply(s analyzer.Snapshot, at time.Time) {
-	old := u.prev.QPs
-	u.prev, u.snap = u.snap, s
-	// the QPs of the snapshot let go serve the next one, unless still
-	// held (a reset applies the same snapshot again)
-	if cap(old) > 0 && !sameQPs(old, u.prev.QPs) && !sameQPs(old, u.snap.QPs) {
-		u.mu.Lock()
-		u.spare = old
-		u.mu.Unlock()
-	}
-	dt := 0.0
-	if u.havePrev && s.LastNS > u.prev.LastNS {
-		dt = float64(s.LastNS-u.prev.LastNS) / 1e9
-	}
-	if dt > 0 {
-		u.eventsPS = float64(analyzer.Growth(s.Events, u.prev.Events)) / dt
-	} else if u.havePrev {
-		u.eventsPS = 0
-	}
-	// the previous snapshot's QPs, for the rates: most often the same QPs
-	// in the same places; by key (a map made when first needed) otherwise
-	clear(u.prevIdx)
-	mapped := false
-	prevOf := func(i int, k qpKey) *analyzer.QP {
-		if !u.havePrev {
-			return nil
-		}
-		if i < len(u.prev.QPs) {
-			if p := &u.prev.QPs[i]; p.PID == k.pid && p.QPNum == k.qpNum && p.Gen == k.gen {
-				return p
-			}
-		}
-		if !mapped {
-			for j := range u.prev.QPs {
-				p := &u.prev.QPs[j]
-				u.prevIdx[qpKey{p.PID, p.QPNum, p.Gen}] = j
-			}
-			mapped = true
-		}
-		if j, ok := u.prevIdx[k]; ok {
-			return &u.prev.QPs[j]
-		}
-		return nil
-	}
-	u.rows = u.rows[:0]
-	u.sinceReset = u.sinceReset[:0]
-	for i := range s.QPs {
-		q := &s.QPs[i]
-		k := qpKey{q.PID, q.QPNum, q.Gen}
-		r := row{key: k, qp: q, c: &q.Counters, occupancy: q.Outstanding}
-		if b, ok := u.base[k]; ok {
-			u.sinceReset = append(u.sinceReset, q.Counters.Sub(b))
-		}
-		if p := prevOf(i, k); p != nil && dt > 0 {
-			r.wrsPS = float64(analyzer.Growth(q.WRs, p.WRs)) / dt
-			r.dmaSaved = float64(analyzer.Growth(q.PCIe.DMAReadsSaved(), p.PCIe.DMAReadsSaved())) / dt
-			r.cqeSaved = float64(analyzer.Growth(q.PCIe.CQEWritesSaved, p.PCIe.CQEWritesSaved)) / dt
-		}
-		u.rows = append(u.rows, r)
-	}
-	// the counters since the reset, once u.sinceReset no longer grows
-	n := 0
-	for i := range u.rows {
-		r := &u.rows[i]
-		if _, ok := u.base[r.key]; ok {
-			r.c = &u.sinceReset[n]
-			n++
-		}
-		r.status = status(r.qp, r.c)
-	}
-	u.alertLog = u.alertLog[:0]
-	for _, d := range s.Diagnoses {
-		if d.LastNS >= u.alertsFrom {
-			u.alertLog = append(u.alertLog, d)
-		}
-	}
-	u.havePrev = true
-	u.render()
 }
 
 func (u *UI) renderHeader() {
@@ -483,7 +357,7 @@ func (u *UI) save() string {
 	if err != nil {
 		return fmt.Sprintf("[red]saving snapshot: %v[-]", err)
 	}
-	err = analyzer.WriteText(f, u.snap)
+	err = analyzer.WriteText(f, u.wholeSnapshot())
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -60,7 +60,7 @@ func (f *fakeApp) key(k tcell.Key, r rune) {
 
 type staticSource struct{ s analyzer.Snapshot }
 
-func (s *staticSource) Snapshot(analyzer.Version, func(uint32, uint32) bool, []analyzer.QP) (analyzer.Snapshot, bool) {
+func (s *staticSource) Snapshot(analyzer.SnapshotOptions) (analyzer.Snapshot, bool) {
 	return s.s, true
 }
 

@@ -212,8 +212,14 @@ func statusRank(s string) int {
 }
 
 func (u *UI) render() {
-	u.renderHeader()
 	u.arrange()
+	u.renderPartial()
+}
+
+// renderPartial is render but for the order, the filter and the groups,
+// which follow whole snapshots (apply.go).
+func (u *UI) renderPartial() {
+	u.renderHeader()
 	u.renderTable()
 	u.renderDetail()
 	u.renderAlerts()

@@ -2,9 +2,11 @@ package tui
 
 import (
 	"slices"
+	"unicode/utf8"
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
+	"github.com/rivo/uniseg"
 )
 
 // tableContent is the QP table as tview reads it: the header, then
@@ -103,7 +105,7 @@ func setText(texts []text, c int, s string, fg tcell.Color) bool {
 	t := &texts[c]
 	changed := t.s != s || t.fg != fg
 	if t.s != s || t.width == 0 {
-		t.s, t.width = s, tview.TaggedStringWidth(s)
+		t.s, t.width = s, uniseg.StringWidth(s)
 	}
 	t.fg = fg
 	return changed
@@ -125,20 +127,107 @@ func (u *UI) windowWidths(offset, height int) []int {
 	return u.widths
 }
 
-// qpTable is the QP table; it fits its columns to its width, as the lines
-// on screen need them, when drawn.
+// qpTable is the QP table. tview.Table keeps its selection and moves it
+// on keys; the table draws itself: the header and the lines on screen,
+// each cell once, its columns fitted to its width as those lines need
+// them (tview.Table's own draw measures every cell's graphemes again on
+// every frame, which at 10 Hz costs more than the rest of a refresh).
 type qpTable struct {
 	*tview.Table
 	u *UI
 }
 
 func (t *qpTable) Draw(screen tcell.Screen) {
-	_, _, w, h := t.GetInnerRect()
-	off, _ := t.GetOffset()
-	if shown := fitColumns(w, t.u.windowWidths(off, h)); !slices.Equal(shown, t.u.shown) {
-		t.u.shown = shown
+	t.Box.DrawForSubclass(screen, t)
+	x, y, w, h := t.GetInnerRect()
+	if w <= 0 || h <= 0 {
+		return
 	}
-	t.Table.Draw(screen)
+	u := t.u
+	off := t.offset(h)
+	widths := u.windowWidths(off, h)
+	if shown := fitColumns(w, widths); !slices.Equal(shown, u.shown) {
+		u.shown = shown
+	}
+	sel, _ := t.GetSelection()
+	u.mu.Lock()
+	u.onScreen = u.onScreen[:0]
+	for r := off + 1; r <= min(len(u.lines), off+h-1); r++ {
+		if e := u.lines[r-1]; e.row >= 0 {
+			u.onScreen = append(u.onScreen, u.rows[e.row].key)
+		}
+	}
+	u.mu.Unlock()
+	for i := 0; i < h; i++ {
+		r := i // the header, then the lines from the offset
+		if i > 0 {
+			r = off + i
+		}
+		if r > len(u.lines) {
+			break
+		}
+		texts := u.lineTexts(r)
+		cx := x
+		for k, c := range u.shown {
+			tx := &texts[c]
+			style := tcell.StyleDefault.Foreground(tx.fg)
+			if r > 0 && u.lines[r-1].row < 0 {
+				style = style.Bold(true) // a group's line
+			}
+			if r == sel && r > 0 {
+				style = tcell.StyleDefault.Foreground(tview.Styles.PrimitiveBackgroundColor).Background(tx.fg)
+			}
+			if k > 0 { // the separator
+				screen.SetContent(cx, y+i, ' ', nil, style)
+				if cx++; cx >= x+w {
+					break
+				}
+			}
+			printCell(screen, cx, y+i, min(widths[c], x+w-cx), tx.s, style)
+			cx += widths[c]
+			if cx >= x+w {
+				break
+			}
+		}
+	}
+}
+
+// offset is the first line shown below the header in a table h cells
+// high, moved so that the selection is on screen (as tview.Table does),
+// and set as the table's offset.
+func (t *qpTable) offset(h int) int {
+	off, _ := t.GetOffset()
+	sel, _ := t.GetSelection()
+	body := max(h-1, 1)
+	if sel >= 1 {
+		off = min(off, sel-1)
+		off = max(off, sel-body)
+	}
+	off = max(min(off, len(t.u.lines)-body), 0)
+	t.SetOffset(off, 0)
+	return off
+}
+
+// printCell writes s from column x of line y in at most w cells, padded
+// with blanks to w.
+func printCell(screen tcell.Screen, x, y, w int, s string, style tcell.Style) {
+	end := x + w
+	for s != "" && x < end {
+		if s[0] < utf8.RuneSelf {
+			screen.Put(x, y, s[:1], style)
+			s, x = s[1:], x+1
+			continue
+		}
+		g, rest, cw, _ := uniseg.FirstGraphemeClusterInString(s, -1)
+		if cw == 0 || x+cw > end {
+			break
+		}
+		screen.Put(x, y, g, style)
+		s, x = rest, x+cw
+	}
+	for ; x < end; x++ {
+		screen.Put(x, y, " ", style)
+	}
 }
 
 // renderTable starts a refresh of the table's texts and selects the
