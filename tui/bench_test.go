@@ -83,6 +83,7 @@ func BenchmarkTick(b *testing.B) {
 					b.Fatal(err)
 				}
 				scr.SetSize(200, 60)
+				fs := newFrameScreen(scr)
 				u.Root().SetRect(0, 0, 200, 60)
 				b.ReportAllocs()
 				var cpu time.Duration
@@ -98,8 +99,9 @@ func BenchmarkTick(b *testing.B) {
 					draws := app.draws
 					u.Tick()
 					if app.draws > draws { // as the application draws
-						u.Root().Draw(scr)
-						scr.Show()
+						fs.Clear()
+						u.Root().Draw(fs)
+						fs.Show()
 					}
 					cpu += cpuTime() - before
 				}

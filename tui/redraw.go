@@ -2,7 +2,6 @@ package tui
 
 import (
 	"slices"
-	"unicode/utf8"
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
@@ -57,7 +56,6 @@ type tableWindow struct {
 type stack struct{ *tview.Pages }
 
 func (s *stack) Draw(screen tcell.Screen) {
-	screen = asciiScreen{screen}
 	x, y, w, h := s.GetRect()
 	names := s.GetPageNames(true) // front to back
 	for i := len(names) - 1; i >= 0; i-- {
@@ -65,25 +63,4 @@ func (s *stack) Draw(screen tcell.Screen) {
 		p.SetRect(x, y, w, h)
 		p.Draw(screen)
 	}
-}
-
-// asciiScreen writes what tview sets one rune at a time without making a
-// string of each: tcell's SetContent makes one per cell, and tview clears
-// every pane cell by cell on every frame.
-type asciiScreen struct{ tcell.Screen }
-
-// ascii are the strings of the ASCII characters.
-var ascii = func() (s [utf8.RuneSelf]string) {
-	for i := range s {
-		s[i] = string(rune(i))
-	}
-	return s
-}()
-
-func (s asciiScreen) SetContent(x, y int, r rune, comb []rune, style tcell.Style) {
-	if len(comb) == 0 && r >= 0 && r < utf8.RuneSelf {
-		s.Put(x, y, ascii[r], style)
-		return
-	}
-	s.Screen.SetContent(x, y, r, comb, style)
 }

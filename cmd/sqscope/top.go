@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rivo/tview"
 	"golang.org/x/term"
 
 	"github.com/sqscope/sqscope/analyzer"
@@ -129,7 +128,11 @@ func watch(ctx context.Context, tf *cli.Target, rest []string, o watchOpts, stdo
 	defer cancel()
 	runErr := make(chan error, 1)
 	go func() { runErr <- s.Run(ctx) }()
-	app := tview.NewApplication()
+	app, err := tui.NewApplication()
+	if err != nil {
+		cancel()
+		return errors.Join(<-runErr, fmt.Errorf("terminal UI: %w", err))
+	}
 	u := tui.New(tui.Live{A: s.Analyzer()}, tui.Info{Target: s.Target(), PID: s.PID(), Mode: s.Mode(), SelfCPU: session.SelfCPU}, app)
 	uiErr := u.Run(ctx, time.Duration(o.interval*float64(time.Second)))
 	cancel() // the user quit: stop (and stop the target we started)
@@ -173,7 +176,10 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer rp.Close()
 	rp.Speed(speed)
-	app := tview.NewApplication()
+	app, err := tui.NewApplication()
+	if err != nil {
+		return fmt.Errorf("terminal UI: %w", err)
+	}
 	u := tui.New(rp, tui.Info{Target: info.Target, PID: int(info.TargetPID), Mode: "replay of " + path, Warning: rp.Warning()}, app)
 	if err := u.Run(ctx, time.Duration(interval*float64(time.Second))); err != nil {
 		return fmt.Errorf("terminal UI: %w", err)
