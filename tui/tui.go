@@ -5,12 +5,17 @@ package tui
 
 import (
 	"context"
+	"runtime"
+	"unsafe"
+
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
@@ -220,9 +225,12 @@ func (u *UI) Root() tview.Primitive { return u.pages }
 
 // Run ticks every interval until ctx is done or the user quits. The
 // terminal is restored on every path (tview does it on Stop and on panic).
+// The ticker and the application run on threads of their own, named
+// ViewThread, so that what the view costs can be read from /proc.
 func (u *UI) Run(ctx context.Context, interval time.Duration) error {
 	done := make(chan struct{})
 	go func() {
+		viewThread() // ended with the goroutine
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		u.Tick()
@@ -238,10 +246,28 @@ func (u *UI) Run(ctx context.Context, interval time.Duration) error {
 			}
 		}
 	}()
-	err := u.app.Run()
+	ran := make(chan error, 1)
+	go func() {
+		viewThread()
+		ran <- u.app.Run()
+	}()
+	err := <-ran
 	close(done)
 	return err
 }
+
+// ViewThread is the name of the threads the view runs on
+// (/proc/PID/task/TID/comm).
+const ViewThread = "sqscope-view"
+
+// viewThread keeps the calling goroutine on its thread, which ends with
+// it, and names the thread ViewThread.
+func viewThread() {
+	runtime.LockOSThread()
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&viewThreadName[0])), 0, 0, 0)
+}
+
+var viewThreadName = append([]byte(ViewThread), 0)
 
 // drawIfDirty draws the screen when the refresh changed what it shows.
 func (u *UI) drawIfDirty() {

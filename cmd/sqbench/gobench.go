@@ -95,9 +95,14 @@ var goBenches = []goBench{
 		{"BenchmarkScale/qps=4096", "top-rss-MiB", topRSS4096, "MiB"},
 		{"BenchmarkScale/qps=4096", "report-rss-MiB", reportRSS4096, "MiB"},
 	}},
+	{pkg: "./cmd/sqscope/", pattern: "BenchmarkLiveView", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
+		{"BenchmarkLiveView", "view-%cpu@10Hz", liveView4096, "% of a core"},
+		{"BenchmarkLiveView", "process-%cpu", liveProc4096, "% of a core"},
+	}},
 	{pkg: "./tui/", pattern: "BenchmarkTick", benchtime: "100x", count: 3, metrics: []goMetric{
-		{"BenchmarkTick/qps=64", "cpu-ms/tick", "TUI refresh (snapshot, rows, draw on a 200×60 screen), 64 QPs", "CPU-ms"},
-		{"BenchmarkTick/qps=4096", "cpu-ms/tick", "TUI refresh (snapshot, rows, draw on a 200×60 screen), 4,096 QPs", "CPU-ms"},
+		{"BenchmarkTick/qps=64/traffic", "cpu-ms/tick", "TUI refresh (snapshot, rows, draw on a 200×60 screen), 64 QPs with traffic", "CPU-ms"},
+		{"BenchmarkTick/qps=4096/traffic", "cpu-ms/tick", "TUI refresh (snapshot, rows, draw on a 200×60 screen), 4,096 QPs with traffic", "CPU-ms"},
+		{"BenchmarkTick/qps=4096/still", "cpu-ms/tick", "TUI refresh, 4,096 QPs, nothing new (no snapshot taken)", "CPU-ms"},
 	}},
 }
 

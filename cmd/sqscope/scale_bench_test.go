@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +13,10 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/analyzer/analyzertest"
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/trace"
+	"github.com/sqscope/sqscope/tui"
 )
 
 // scaleRecording writes a recording of qps QPs posting and polling once
@@ -121,5 +125,80 @@ func benchScale(b *testing.B, qps int) {
 		}
 		b.ReportMetric(100*(cpu1-cpu0).Seconds()/wall.Seconds(), "top-%cpu@10Hz")
 		b.ReportMetric(float64(hwm)/1024, "top-rss-MiB")
+	}
+}
+
+// viewCPU is the CPU time of the threads a process's live view runs on
+// (named tui.ViewThread).
+func viewCPU(pid int) (time.Duration, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var cpu time.Duration
+	for _, t := range tasks {
+		dir := fmt.Sprintf("/proc/%d/task/%s", pid, t.Name())
+		if comm, err := os.ReadFile(dir + "/comm"); err != nil || strings.TrimSpace(string(comm)) != tui.ViewThread {
+			continue
+		}
+		stat, err := os.ReadFile(dir + "/stat")
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		ut, _ := strconv.ParseUint(f[11], 10, 64)
+		st, _ := strconv.ParseUint(f[12], 10, 64)
+		cpu += time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	}
+	return cpu, nil
+}
+
+// BenchmarkLiveView measures `sqscope top` in a real terminal (tmux,
+// 200×60) at 10 Hz on a live workload of 4,096 QPs over 16 threads, each
+// QP posting 20 WRs a second: the CPU of the view's own threads (its
+// ticker and the terminal application: snapshots, rows, drawing,
+// writing to the terminal) and of the whole process, over 10 s.
+func BenchmarkLiveView(b *testing.B) {
+	bpftest.Require(b, probe.Preflight)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		b.Skipf("no tmux for the live view: %v", err)
+	}
+	bin := sqscopeBin(b)
+	for b.Loop() {
+		name := fmt.Sprintf("sqlive%d", os.Getpid())
+		tm := func(args ...string) string {
+			out, err := exec.Command("tmux", append([]string{"-L", name}, args...)...).CombinedOutput()
+			if err != nil {
+				b.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		tm("new-session", "-d", "-s", name, "-x", "200", "-y", "60",
+			"exec "+bin+" top --workload -- --qps 4096 --threads 16 -s 64 -I 64 -Q 16 --rate 20 -D 40")
+		pid, err := strconv.Atoi(tm("list-panes", "-t", name, "-F", "#{pane_pid}"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(12 * time.Second) // the QPs are made and posting
+		if screen := tm("capture-pane", "-p", "-t", name); !strings.Contains(screen, "send queues") {
+			tm("kill-server")
+			b.Fatalf("the live view is not up:\n%s", screen)
+		}
+		view0, err := viewCPU(pid)
+		cpu0, _, err2 := procStat(pid)
+		start := time.Now()
+		time.Sleep(10 * time.Second)
+		view1, err3 := viewCPU(pid)
+		cpu1, _, err4 := procStat(pid)
+		wall := time.Since(start)
+		tm("kill-server")
+		if err := errors.Join(err, err2, err3, err4); err != nil {
+			b.Fatal(err)
+		}
+		if view1 <= view0 {
+			b.Fatal("no CPU time on the view's threads: are they named?")
+		}
+		b.ReportMetric(100*(view1-view0).Seconds()/wall.Seconds(), "view-%cpu@10Hz")
+		b.ReportMetric(100*(cpu1-cpu0).Seconds()/wall.Seconds(), "process-%cpu")
 	}
 }
