@@ -60,6 +60,11 @@ var guestCmds = []guestCmd{
 	// write; ibv_post_send's walk is the same for every opcode, and the
 	// simulated HCA's tests take it through all of them).
 	tracedWorkload("every-opcode-Q7-l7-wr-cq-ex", viaTrace, "--opcode "+rxeOpcodes+" -s 64 -Q 7 -l 7 -n 700 --api wr --cq-ex"),
+	// 16 QPs over 2 threads, each thread's QPs sharing one send CQ; the
+	// SENDs' peers taking their receives from one SRQ per thread: every
+	// QP, send CQ and SRQ as the workload counted it.
+	tracedShared("shared-cq-srq-send-Q4-l1", viaTrace, "--opcode send -s 64 -Q 4 -l 1 -n 400 --qps 16 --threads 2 --shared-cq --srq", 2),
+	tracedShared("shared-cq-write-Q4-l1", viaRecord, "--opcode write -s 64 -Q 4 -l 1 -n 400 --qps 16 --threads 2 --shared-cq", 2),
 	// rxe retires unsignaled WRs without CQEs: no overflow (untraced).
 	workload("fault-never-signal", "--opcode send -s 64 -t 128 -l 1 -n 1000 --fault never-signal"),
 	// An overflow rxe does have, diagnosed with rxe's cause; the same lazy
@@ -315,6 +320,9 @@ func parseWorkloadArgs(args string) (wlArgs, error) {
 		case "qps":
 			var q uint64
 			err, a.qps = num(&q), int(q)
+		case "threads":
+			var n uint64
+			err = num(&n)
 		case "fault", "opcode", "api", "connection", "d", "ib-dev", "x", "gid-index":
 			if !hasVal {
 				if i+1 >= len(f) {
@@ -326,7 +334,7 @@ func parseWorkloadArgs(args string) (wlArgs, error) {
 			if name == "fault" {
 				a.fault = val
 			}
-		case "json", "sig-all", "cq-ex":
+		case "json", "sig-all", "cq-ex", "shared-cq", "srq":
 		default:
 			return a, fmt.Errorf("checks do not know flag %s", f[i])
 		}

@@ -285,6 +285,9 @@ type AppCounters struct {
 	MaxLatencyNS    uint64  `json:"max_latency_ns"`
 	Seconds         float64 `json:"seconds"`
 	RecvsPosted     uint64  `json:"recvs_posted"`
+	// RecvCQEs: completions of the peer's receives polled (its own CQ's,
+	// or those of its SRQ's CQ this QP's turns polled)
+	RecvCQEs uint64 `json:"recv_cqes"`
 	// Stalled: the run stopped early, held by its own limit of
 	// outstanding WRs while no completion came for the drain timeout, or
 	// could come: StalledUnsignaled WRs were outstanding and none of them
@@ -377,6 +380,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		qcfg.MaxInline = 64
 	}
 	threads := cfg.threadsOf()
+	if err := checkLimits(cfg, dev, threads); err != nil {
+		return nil, err
+	}
 	shared, err := newShared(cfg, dev, threads)
 	if err != nil {
 		return nil, err
