@@ -67,9 +67,11 @@ type traceQueues struct {
 		EmptyPolls uint64   `json:"empty_polls"`
 		CQEs       uint64   `json:"cqes"`
 		SendQPs    []uint32 `json:"send_qps"`
+		Destroyed  bool     `json:"destroyed"`
 	} `json:"cqs"`
 	SRQs []struct {
-		SRQ  uint64 `json:"srq"`
+		SRQ       uint64 `json:"srq"`
+		Destroyed bool   `json:"destroyed"`
 		Recv *struct {
 			Posted uint64 `json:"posted"`
 		} `json:"recv"`
@@ -86,6 +88,7 @@ func compareQueues(t *testing.T, sh string, s *snapshot, truthJSON []byte, threa
 	var raws []map[string]any
 	json.Unmarshal(truthJSON, &raws)
 	tq := s.traceQueues
+	checkDestroyed(t, s)
 	cqQPs := map[uint64][]uint32{}
 	for i, q := range truth {
 		if q.CQ == nil {
@@ -170,5 +173,63 @@ func compareQueues(t *testing.T, sh string, s *snapshot, truthJSON []byte, threa
 	}
 	if tq.SRQRecvs == nil || *tq.SRQRecvs != sum {
 		t.Errorf("the trace's srq_recvs %v, the workload's SRQs were posted %d", tq.SRQRecvs, sum)
+	}
+}
+
+// checkDestroyed requires every CQ and SRQ the trace saw to have been
+// destroyed: ibv_destroy_cq and ibv_destroy_srq returned 0, which they do
+// only once no QP uses the CQ or SRQ.
+func checkDestroyed(t *testing.T, s *snapshot) {
+	t.Helper()
+	for _, c := range s.CQs {
+		if !c.Destroyed {
+			t.Errorf("CQ %#x was not destroyed", c.CQ)
+		}
+	}
+	for _, q := range s.SRQs {
+		if !q.Destroyed {
+			t.Errorf("SRQ %#x was not destroyed", q.SRQ)
+		}
+	}
+	t.Logf("%d CQs and %d SRQs created and destroyed", len(s.CQs), len(s.SRQs))
+}
+
+// sharedCreateFails traces a workload whose first QP cannot be created
+// (rxe takes no such max_inline_data) once each thread's shared CQ and SRQ
+// exist: the run fails with one line naming the cap, and every CQ and SRQ
+// it made is destroyed.
+func sharedCreateFails(name string) guestCmd {
+	args := "-d rxe0 -x 1 --opcode send -s 64 -I 100000 -n 10 --qps 4 --threads 2 --shared-cq --srq"
+	sh := "sqscope trace --json --workload -- " + args
+	return guestCmd{
+		name:    name,
+		sh:      sh,
+		timeout: 30 * time.Second,
+		check: func(t *testing.T, r cmdResult) {
+			if r.status == 0 {
+				t.Fatalf("exit status 0, want the workload's failure\nstderr:\n%s", tail(r.stderr, 20))
+			}
+			var lines []string
+			for l := range strings.Lines(r.stderr) {
+				if strings.Contains(l, "max_inline_data 100000") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) != 1 || !strings.Contains(lines[0], "creating QP on rxe0") {
+				t.Errorf("want one error line creating the QP, naming max_inline_data 100000; stderr:\n%s", tail(r.stderr, 20))
+			} else {
+				t.Logf("status %d: %s", r.status, strings.TrimSpace(lines[0]))
+			}
+			s, err := parseSnapshot(r.stdout)
+			if err != nil {
+				t.Fatalf("tracer JSON: %v\nstdout:\n%s", err, tail(r.stdout, 40))
+			}
+			// two shared send CQs, two SRQs and their CQs, and the
+			// failed endpoint's own peer send CQ
+			if len(s.SRQs) != 2 || len(s.CQs) < 4 {
+				t.Errorf("%d SRQs and %d CQs in the trace, want 2 and at least 4", len(s.SRQs), len(s.CQs))
+			}
+			checkDestroyed(t, s)
+		},
 	}
 }

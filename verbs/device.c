@@ -37,6 +37,15 @@ static int ret_errno(int ret)
 	return errno ? errno : EIO;
 }
 
+/* destroyed notes in err (when given) the first destroy or release that
+ * failed: what, and its errno. A teardown goes on past a failure. */
+static void destroyed(struct sqd_err *err, int ret, const char *what)
+{
+	if (!ret || !err || err->op[0])
+		return;
+	fail(err, ret_errno(ret), what, NULL);
+}
+
 int sqd_device_names(char *buf, size_t len)
 {
 	struct ibv_device **list;
@@ -108,7 +117,7 @@ struct sqd_device *sqd_open(const char *name, int *found, struct sqd_err *err)
 	ret = ibv_query_device(ctx, &d->dattr);
 	if (ret) {
 		fail(err, ret_errno(ret), "querying device", NULL);
-		sqd_close(d);
+		sqd_close(d, NULL);
 		return NULL;
 	}
 	return d;
@@ -129,15 +138,18 @@ int sqd_use_port(struct sqd_device *d, int port, struct sqd_err *err)
 	return 0;
 }
 
-void sqd_close(struct sqd_device *d)
+int sqd_close(struct sqd_device *d, struct sqd_err *err)
 {
 	if (!d)
-		return;
+		return 0;
+	errno = 0;
 	if (d->shared_pd)
-		ibv_dealloc_pd(d->shared_pd);
+		destroyed(err, ibv_dealloc_pd(d->shared_pd), "deallocating the SRQs' protection domain");
+	errno = 0;
 	if (d->ctx)
-		ibv_close_device(d->ctx);
+		destroyed(err, ibv_close_device(d->ctx), "closing device");
 	free(d);
+	return err && err->op[0] ? -1 : 0;
 }
 
 int sqd_gid_table(struct sqd_device *d, struct ibv_gid_entry *out, int max)
@@ -670,7 +682,7 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	return e;
 
 out:
-	sqd_endpoint_destroy(e);
+	sqd_endpoint_destroy(e, NULL);
 	return NULL;
 }
 
@@ -702,12 +714,14 @@ struct sqd_cq *sqd_cq_create(struct sqd_device *d, uint32_t depth, int ex,
 	return c;
 }
 
-void sqd_cq_destroy(struct sqd_cq *c)
+int sqd_cq_destroy(struct sqd_cq *c, struct sqd_err *err)
 {
 	if (!c)
-		return;
-	ibv_destroy_cq(c->cq);
+		return 0;
+	errno = 0;
+	destroyed(err, ibv_destroy_cq(c->cq), "destroying shared send CQ");
 	free(c);
+	return err && err->op[0] ? -1 : 0;
 }
 
 struct sqd_srq *sqd_srq_create(struct sqd_device *d, uint32_t depth,
@@ -771,22 +785,26 @@ struct sqd_srq *sqd_srq_create(struct sqd_device *d, uint32_t depth,
 	return q;
 
 out:
-	sqd_srq_destroy(q);
+	sqd_srq_destroy(q, NULL);
 	return NULL;
 }
 
-void sqd_srq_destroy(struct sqd_srq *q)
+int sqd_srq_destroy(struct sqd_srq *q, struct sqd_err *err)
 {
 	if (!q)
-		return;
+		return 0;
+	errno = 0;
 	if (q->srq)
-		ibv_destroy_srq(q->srq);
+		destroyed(err, ibv_destroy_srq(q->srq), "destroying SRQ");
+	errno = 0;
 	if (q->rcq)
-		ibv_destroy_cq(q->rcq);
+		destroyed(err, ibv_destroy_cq(q->rcq), "destroying the SRQ's CQ");
+	errno = 0;
 	if (q->mr)
-		ibv_dereg_mr(q->mr);
+		destroyed(err, ibv_dereg_mr(q->mr), "deregistering the SRQ's receive buffer");
 	free(q->rbuf);
 	free(q);
+	return err && err->op[0] ? -1 : 0;
 }
 
 int sqd_endpoint_set_error(struct sqd_endpoint *e)
@@ -801,35 +819,45 @@ int sqd_endpoint_set_error(struct sqd_endpoint *e)
 	return ret ? ret_errno(ret) : 0;
 }
 
-void sqd_endpoint_destroy(struct sqd_endpoint *e)
+int sqd_endpoint_destroy(struct sqd_endpoint *e, struct sqd_err *err)
 {
 	struct sq_endpoint *ep;
 
 	if (!e)
-		return;
+		return 0;
 	ep = &e->ep;
 	/* QPs before the CQs they complete into; everything before the PD.
 	 * A shared CQ, an SRQ, its CQ and the shared PD outlive the
 	 * endpoint: the device destroys them after its endpoints. */
+	errno = 0;
 	if (ep->qp)
-		ibv_destroy_qp(ep->qp);
+		destroyed(err, ibv_destroy_qp(ep->qp), "destroying QP");
+	errno = 0;
 	if (ep->peer_qp)
-		ibv_destroy_qp(ep->peer_qp);
+		destroyed(err, ibv_destroy_qp(ep->peer_qp), "destroying peer QP");
+	errno = 0;
 	if (ep->ah)
-		ibv_destroy_ah(ep->ah);
+		destroyed(err, ibv_destroy_ah(ep->ah), "destroying address handle");
+	errno = 0;
 	if (e->own_cq)
-		ibv_destroy_cq(e->own_cq);
+		destroyed(err, ibv_destroy_cq(e->own_cq), "destroying send CQ");
+	errno = 0;
 	if (e->peer_scq)
-		ibv_destroy_cq(e->peer_scq);
+		destroyed(err, ibv_destroy_cq(e->peer_scq), "destroying peer send CQ");
+	errno = 0;
 	if (e->own_rcq)
-		ibv_destroy_cq(e->own_rcq);
+		destroyed(err, ibv_destroy_cq(e->own_rcq), "destroying peer receive CQ");
+	errno = 0;
 	if (e->mr)
-		ibv_dereg_mr(e->mr);
+		destroyed(err, ibv_dereg_mr(e->mr), "deregistering buffer");
+	errno = 0;
 	if (e->rmr)
-		ibv_dereg_mr(e->rmr);
+		destroyed(err, ibv_dereg_mr(e->rmr), "deregistering receive buffer");
+	errno = 0;
 	if (e->pd && e->own_pd)
-		ibv_dealloc_pd(e->pd);
+		destroyed(err, ibv_dealloc_pd(e->pd), "deallocating protection domain");
 	free(ep->buf);
 	free(e->tbuf);
 	free(e);
+	return err && err->op[0] ? -1 : 0;
 }

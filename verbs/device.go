@@ -78,7 +78,7 @@ func OpenDevice(name string, opts DeviceOptions) (Device, error) {
 	}
 	d := &device{c: c, name: name}
 	if err := d.setup(port, opts.GIDIndex); err != nil {
-		C.sqd_close(c)
+		C.sqd_close(c, nil)
 		return nil, err
 	}
 	return d, nil
@@ -483,26 +483,31 @@ func (d *device) SetError(e *Endpoint) error {
 }
 
 // Close destroys every endpoint, newest first, then the SRQs and shared
-// CQs they used, and closes the device.
+// CQs they used, and closes the device. It goes on past a failure and
+// returns the first: a QP, CQ or SRQ the provider would not destroy.
 func (d *device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.c == nil {
 		return nil
 	}
+	var cerr C.struct_sqd_err
 	for i := len(d.eps) - 1; i >= 0; i-- {
-		C.sqd_endpoint_destroy(d.eps[i])
+		C.sqd_endpoint_destroy(d.eps[i], &cerr)
 	}
 	d.eps = nil
 	for i := len(d.srqs) - 1; i >= 0; i-- {
-		C.sqd_srq_destroy(d.srqs[i].dev)
+		C.sqd_srq_destroy(d.srqs[i].dev, &cerr)
 	}
 	for i := len(d.cqs) - 1; i >= 0; i-- {
-		C.sqd_cq_destroy(d.cqs[i].dev)
+		C.sqd_cq_destroy(d.cqs[i].dev, &cerr)
 	}
 	d.srqs, d.cqs = nil, nil
-	C.sqd_close(d.c)
+	C.sqd_close(d.c, &cerr)
 	d.c = nil
+	if cerr.op[0] != 0 {
+		return cError(d.name, &cerr)
+	}
 	return nil
 }
 

@@ -94,7 +94,10 @@ int sqd_device_names(char *buf, size_t len);
 struct sqd_device *sqd_open(const char *name, int *found, struct sqd_err *err);
 /* Queries port and records it as the one endpoints are built on. */
 int sqd_use_port(struct sqd_device *d, int port, struct sqd_err *err);
-void sqd_close(struct sqd_device *d);
+/* Releases the device: after every endpoint, CQ and SRQ. Returns -1 with
+ * the first failure in err (when given) if a release failed, else 0. The
+ * *_destroy functions below do the same, and each frees its object. */
+int sqd_close(struct sqd_device *d, struct sqd_err *err);
 
 /* Copies the port's valid GID table entries into out; returns how many. */
 int sqd_gid_table(struct sqd_device *d, struct ibv_gid_entry *out, int max);
@@ -108,13 +111,13 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 struct sqd_cq *sqd_cq_create(struct sqd_device *d, uint32_t depth, int ex,
 			     struct sqd_err *err);
 /* After every endpoint that completes on it. */
-void sqd_cq_destroy(struct sqd_cq *c);
+int sqd_cq_destroy(struct sqd_cq *c, struct sqd_err *err);
 /* An SRQ of depth receives of recv_size bytes, its CQ and buffer, on the
  * device's shared PD, filled. */
 struct sqd_srq *sqd_srq_create(struct sqd_device *d, uint32_t depth,
 			       uint32_t recv_size, struct sqd_err *err);
 /* After every endpoint whose peer uses it. */
-void sqd_srq_destroy(struct sqd_srq *q);
+int sqd_srq_destroy(struct sqd_srq *q, struct sqd_err *err);
 /* Posts depth receives to srq, slot i of rbuf as wr_id i, 64 per
  * ibv_post_srq_recv; returns 0 or the error of the call that failed. */
 int sqd_fill_srq(struct ibv_srq *srq, void *rbuf, uint32_t lkey, uint32_t depth,
@@ -122,6 +125,6 @@ int sqd_fill_srq(struct ibv_srq *srq, void *rbuf, uint32_t lkey, uint32_t depth,
 
 /* Moves the sending QP to IBV_QPS_ERR; returns 0 or an errno. */
 int sqd_endpoint_set_error(struct sqd_endpoint *e);
-void sqd_endpoint_destroy(struct sqd_endpoint *e);
+int sqd_endpoint_destroy(struct sqd_endpoint *e, struct sqd_err *err);
 
 #endif

@@ -338,8 +338,9 @@ var runMu sync.Mutex
 
 // Run opens the device, creates the QPs, optionally announces readiness and
 // waits for SIGUSR1, then runs one traffic thread per QP until each has
-// attempted Iters WRs (or Duration passed, or ctx is done).
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+// attempted Iters WRs (or Duration passed, or ctx is done), and destroys
+// what it created.
+func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	runMu.Lock()
 	defer runMu.Unlock()
 
@@ -347,7 +348,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer dev.Close()
+	// everything is destroyed, on success and on error; a provider that
+	// refuses (a QP still on a CQ or SRQ) fails the run
+	defer func() {
+		if cerr := dev.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("releasing %s: %w", dev.Name(), cerr)
+		}
+	}()
 
 	inline := cfg.InlineSize > 0 && cfg.Size <= cfg.InlineSize
 	qcfg := verbs.QPConfig{
