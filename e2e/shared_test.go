@@ -72,7 +72,7 @@ type traceQueues struct {
 	SRQs []struct {
 		SRQ       uint64 `json:"srq"`
 		Destroyed bool   `json:"destroyed"`
-		Recv *struct {
+		Recv      *struct {
 			Posted uint64 `json:"posted"`
 		} `json:"recv"`
 	} `json:"srqs"`
