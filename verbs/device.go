@@ -35,6 +35,11 @@ const (
 	udSendOps      = C.IBV_QP_EX_WITH_SEND | C.IBV_QP_EX_WITH_SEND_WITH_IMM
 )
 
+var (
+	_ SharedDevice  = (*device)(nil)
+	_ LimitedDevice = (*device)(nil)
+)
+
 // device is a libibverbs device opened on one port.
 type device struct {
 	mu   sync.Mutex

@@ -319,8 +319,9 @@ type QPResult struct {
 	NumSGE    uint32
 	// Receiver is the simulated receiving peer's ground truth, when it has one.
 	Receiver *verbs.Counters
-	// CQ is the simulated send CQ's ground truth (shared by the QPs of a
-	// thread with --shared-cq); SRQ the receiving peers' SRQ's, with --srq.
+	// CQ is the send CQ's ground truth (shared by the QPs of a thread
+	// with --shared-cq); SRQ the receiving peers' SRQ's, with --srq: the
+	// simulated HCA's, or on a device the application's own counts.
 	CQ  *CQTruth
 	SRQ *SRQTruth
 }
