@@ -65,6 +65,7 @@ var guestCmds = []guestCmd{
 	// QP, send CQ and SRQ as the workload counted it.
 	tracedShared("shared-cq-srq-send-Q4-l1", viaTrace, "--opcode send -s 64 -Q 4 -l 1 -n 400 --qps 16 --threads 2 --shared-cq --srq", 2),
 	tracedShared("shared-cq-write-Q4-l1", viaRecord, "--opcode write -s 64 -Q 4 -l 1 -n 400 --qps 16 --threads 2 --shared-cq", 2),
+	tracedShared("shared-cq-ex-write-Q4-l4-wr", viaTrace, "--opcode write -s 64 -Q 4 -l 4 -n 400 --qps 8 --threads 2 --shared-cq --cq-ex --api wr", 2),
 	sharedCreateFails("shared-cq-srq-create-fails"),
 	// rxe retires unsignaled WRs without CQEs: no overflow (untraced).
 	workload("fault-never-signal", "--opcode send -s 64 -t 128 -l 1 -n 1000 --fault never-signal"),
