@@ -3,7 +3,8 @@
 // against the rxe0 device: sqscope traces its own device workload and must
 // rebuild exactly what the workload's application side counted, with 0
 // lost events and the stripped provider's data path found through its ops
-// table; it records unmodified perftest clients and its report must state
+// table, per QP and, where threads share send CQs and SRQs, per CQ and
+// SRQ (shared_test.go); it records unmodified perftest clients and its report must state
 // the flags they ran with; and it diagnoses a send-queue overflow rxe
 // really has. Every command runs in one boot: booting under TCG costs more
 // than a command.
