@@ -3,7 +3,8 @@
 // against the rxe0 device: sqscope traces its own device workload and must
 // rebuild exactly what the workload's application side counted, with 0
 // lost events and the stripped provider's data path found through its ops
-// table; it records unmodified perftest clients and its report must state
+// table, per QP and, where threads share send CQs and SRQs, per CQ and
+// SRQ (shared_test.go); it records unmodified perftest clients and its report must state
 // the flags they ran with; and it diagnoses a send-queue overflow rxe
 // really has. Every command runs in one boot: booting under TCG costs more
 // than a command.
@@ -60,6 +61,13 @@ var guestCmds = []guestCmd{
 	// write; ibv_post_send's walk is the same for every opcode, and the
 	// simulated HCA's tests take it through all of them).
 	tracedWorkload("every-opcode-Q7-l7-wr-cq-ex", viaTrace, "--opcode "+rxeOpcodes+" -s 64 -Q 7 -l 7 -n 700 --api wr --cq-ex"),
+	// 16 QPs over 2 threads, each thread's QPs sharing one send CQ; the
+	// SENDs' peers taking their receives from one SRQ per thread: every
+	// QP, send CQ and SRQ as the workload counted it.
+	tracedShared("shared-cq-srq-send-Q4-l1", viaTrace, "--opcode send -s 64 -Q 4 -l 1 -n 400 --qps 16 --threads 2 --shared-cq --srq", 2),
+	tracedShared("shared-cq-write-Q4-l1", viaRecord, "--opcode write -s 64 -Q 4 -l 1 -n 400 --qps 16 --threads 2 --shared-cq", 2),
+	tracedShared("shared-cq-ex-write-Q4-l4-wr", viaTrace, "--opcode write -s 64 -Q 4 -l 4 -n 400 --qps 8 --threads 2 --shared-cq --cq-ex --api wr", 2),
+	sharedCreateFails("shared-cq-srq-create-fails"),
 	// rxe retires unsignaled WRs without CQEs: no overflow (untraced).
 	workload("fault-never-signal", "--opcode send -s 64 -t 128 -l 1 -n 1000 --fault never-signal"),
 	// An overflow rxe does have, diagnosed with rxe's cause; the same lazy
@@ -315,6 +323,9 @@ func parseWorkloadArgs(args string) (wlArgs, error) {
 		case "qps":
 			var q uint64
 			err, a.qps = num(&q), int(q)
+		case "threads":
+			var n uint64
+			err = num(&n)
 		case "fault", "opcode", "api", "connection", "d", "ib-dev", "x", "gid-index":
 			if !hasVal {
 				if i+1 >= len(f) {
@@ -326,7 +337,7 @@ func parseWorkloadArgs(args string) (wlArgs, error) {
 			if name == "fault" {
 				a.fault = val
 			}
-		case "json", "sig-all", "cq-ex":
+		case "json", "sig-all", "cq-ex", "shared-cq", "srq":
 		default:
 			return a, fmt.Errorf("checks do not know flag %s", f[i])
 		}

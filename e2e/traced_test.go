@@ -62,6 +62,7 @@ type snapshot struct {
 		Message  string            `json:"message"`
 		Fix      string            `json:"fix"`
 	} `json:"diagnoses"`
+	traceQueues
 }
 
 type probeJSON struct {

@@ -37,6 +37,15 @@ static int ret_errno(int ret)
 	return errno ? errno : EIO;
 }
 
+/* destroyed notes in err (when given) the first destroy or release that
+ * failed: what, and its errno. A teardown goes on past a failure. */
+static void destroyed(struct sqd_err *err, int ret, const char *what)
+{
+	if (!ret || !err || err->op[0])
+		return;
+	fail(err, ret_errno(ret), what, NULL);
+}
+
 int sqd_device_names(char *buf, size_t len)
 {
 	struct ibv_device **list;
@@ -108,7 +117,7 @@ struct sqd_device *sqd_open(const char *name, int *found, struct sqd_err *err)
 	ret = ibv_query_device(ctx, &d->dattr);
 	if (ret) {
 		fail(err, ret_errno(ret), "querying device", NULL);
-		sqd_close(d);
+		sqd_close(d, NULL);
 		return NULL;
 	}
 	return d;
@@ -129,13 +138,18 @@ int sqd_use_port(struct sqd_device *d, int port, struct sqd_err *err)
 	return 0;
 }
 
-void sqd_close(struct sqd_device *d)
+int sqd_close(struct sqd_device *d, struct sqd_err *err)
 {
 	if (!d)
-		return;
+		return 0;
+	errno = 0;
+	if (d->shared_pd)
+		destroyed(err, ibv_dealloc_pd(d->shared_pd), "deallocating the SRQs' protection domain");
+	errno = 0;
 	if (d->ctx)
-		ibv_close_device(d->ctx);
+		destroyed(err, ibv_close_device(d->ctx), "closing device");
 	free(d);
+	return err && err->op[0] ? -1 : 0;
 }
 
 int sqd_gid_table(struct sqd_device *d, struct ibv_gid_entry *out, int max)
@@ -294,6 +308,33 @@ static int post_receives(struct sq_endpoint *ep)
 	return 0;
 }
 
+int sqd_fill_srq(struct ibv_srq *srq, void *rbuf, uint32_t lkey, uint32_t depth,
+		 uint32_t recv_size)
+{
+	struct ibv_recv_wr wr[64], *bad;
+	struct ibv_sge sge[64];
+	uint32_t i = 0, n, k;
+	int ret;
+
+	while (i < depth) {
+		n = min_u32(64, depth - i);
+		for (k = 0; k < n; k++) {
+			sge[k].addr = (uintptr_t)rbuf + (uint64_t)(i + k) * recv_size;
+			sge[k].length = recv_size;
+			sge[k].lkey = lkey;
+			wr[k].wr_id = i + k;
+			wr[k].sg_list = &sge[k];
+			wr[k].num_sge = 1;
+			wr[k].next = k + 1 < n ? &wr[k + 1] : NULL;
+		}
+		errno = 0;
+		if ((ret = ibv_post_srq_recv(srq, wr, &bad)))
+			return ret_errno(ret);
+		i += n;
+	}
+	return 0;
+}
+
 static void *alloc_buf(size_t len)
 {
 	void *p = NULL;
@@ -446,6 +487,10 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 		     "it reports atomic_cap IBV_ATOMIC_NONE");
 		return NULL;
 	}
+	if (cfg->srq && (cfg->qp_type != IBV_QPT_RC || !d->shared_pd)) {
+		fail(err, EINVAL, "creating peer QP", "an SRQ serves RC peers only");
+		return NULL;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		fail(err, ENOMEM, "allocating endpoint", NULL);
@@ -453,11 +498,17 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	}
 	ep = &e->ep;
 
-	errno = 0;
-	e->pd = ibv_alloc_pd(d->ctx);
-	if (!e->pd) {
-		fail(err, errno, "allocating protection domain", NULL);
-		goto out;
+	if (cfg->srq) {
+		/* the peer QP, its SRQ and the receive buffers share one PD */
+		e->pd = d->shared_pd;
+	} else {
+		errno = 0;
+		e->pd = ibv_alloc_pd(d->ctx);
+		if (!e->pd) {
+			fail(err, errno, "allocating protection domain", NULL);
+			goto out;
+		}
+		e->own_pd = 1;
 	}
 
 	ep->buf_len = (cfg->buf_size + align - 1) / align * align;
@@ -476,40 +527,60 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 
 	/* The peer's ring of receive slots doubles as the RDMA WRITE target,
 	 * so an RC slot holds a whole buffer; a UD message is at most one MTU
-	 * and lands after the GRH. */
-	ep->rq_depth = cfg->rq_depth;
-	if (cfg->qp_type == IBV_QPT_UD)
-		ep->recv_size = SQD_GRH_LEN + (128u << d->pattr.active_mtu);
-	else
-		ep->recv_size = (uint32_t)ep->buf_len;
-	ep->rbuf_len = (size_t)ep->rq_depth * ep->recv_size;
-	if (ep->rbuf_len < ep->buf_len)
-		ep->rbuf_len = ep->buf_len;
-	ep->rbuf_len = (ep->rbuf_len + align - 1) / align * align;
-	ep->rbuf = alloc_buf(ep->rbuf_len);
-	if (!ep->rbuf) {
+	 * and lands after the GRH. A peer of an SRQ takes its receives from
+	 * the SRQ's slots: the target is then one buffer. */
+	if (cfg->srq) {
+		ep->rq_depth = cfg->srq->depth;
+		ep->recv_size = cfg->srq->recv_size;
+		e->tbuf_len = ep->buf_len;
+	} else {
+		ep->rq_depth = cfg->rq_depth;
+		if (cfg->qp_type == IBV_QPT_UD)
+			ep->recv_size = SQD_GRH_LEN + (128u << d->pattr.active_mtu);
+		else
+			ep->recv_size = (uint32_t)ep->buf_len;
+		e->tbuf_len = (size_t)ep->rq_depth * ep->recv_size;
+		if (e->tbuf_len < ep->buf_len)
+			e->tbuf_len = ep->buf_len;
+	}
+	e->tbuf_len = (e->tbuf_len + align - 1) / align * align;
+	e->tbuf = alloc_buf(e->tbuf_len);
+	if (!e->tbuf) {
 		fail(err, ENOMEM, "allocating receive buffer", "%zu bytes",
-		     ep->rbuf_len);
+		     e->tbuf_len);
 		goto out;
 	}
 	errno = 0;
-	e->rmr = ibv_reg_mr(e->pd, ep->rbuf, ep->rbuf_len,
+	e->rmr = ibv_reg_mr(e->pd, e->tbuf, e->tbuf_len,
 			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 			    IBV_ACCESS_REMOTE_READ | (cfg->atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0));
 	if (!e->rmr) {
 		fail(err, errno, "registering receive buffer", "%zu bytes",
-		     ep->rbuf_len);
+		     e->tbuf_len);
 		goto out;
 	}
-	ep->rlkey = e->rmr->lkey;
 	ep->rkey = e->rmr->rkey;
-	ep->raddr = (uintptr_t)ep->rbuf;
+	ep->raddr = (uintptr_t)e->tbuf;
+	if (cfg->srq) {
+		ep->peer_srq = cfg->srq->srq;
+		ep->rbuf = cfg->srq->rbuf;
+		ep->rbuf_len = cfg->srq->rbuf_len;
+		ep->rlkey = cfg->srq->mr->lkey;
+	} else {
+		ep->rbuf = e->tbuf;
+		ep->rbuf_len = e->tbuf_len;
+		ep->rlkey = e->rmr->lkey;
+	}
 
 	/* Room for every WR the provider may round max_send_wr up to, all
 	 * signaled or all flushed, unless the caller asked for a depth. */
 	cqe = cfg->cq_depth ? cfg->cq_depth : 2 * (uint64_t)cfg->max_send_wr + 16;
 	errno = 0;
-	if (cfg->cq_ex) {
+	if (cfg->send_cq) {
+		ep->cq = cfg->send_cq->cq;
+		ep->cqx = cfg->send_cq->cqx;
+		ep->cqx_mode = cfg->send_cq->cqx_mode;
+	} else if (cfg->cq_ex) {
 		struct ibv_cq_init_attr_ex ca = {
 			.cqe = (uint32_t)cq_size(d, cqe),
 		};
@@ -526,19 +597,26 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 		     (unsigned long long)cqe);
 		goto out;
 	}
+	if (!cfg->send_cq)
+		e->own_cq = ep->cq;
 	errno = 0;
 	e->peer_scq = ibv_create_cq(d->ctx, 16, NULL, NULL, 0);
 	if (!e->peer_scq) {
 		fail(err, errno, "creating peer send CQ", NULL);
 		goto out;
 	}
-	errno = 0;
-	ep->peer_rcq = ibv_create_cq(d->ctx, cq_size(d, (uint64_t)ep->rq_depth + 16),
-				     NULL, NULL, 0);
-	if (!ep->peer_rcq) {
-		fail(err, errno, "creating peer receive CQ", "%u entries",
-		     ep->rq_depth + 16);
-		goto out;
+	if (cfg->srq) {
+		ep->peer_rcq = cfg->srq->rcq;
+	} else {
+		errno = 0;
+		ep->peer_rcq = ibv_create_cq(d->ctx, cq_size(d, (uint64_t)ep->rq_depth + 16),
+					     NULL, NULL, 0);
+		if (!ep->peer_rcq) {
+			fail(err, errno, "creating peer receive CQ", "%u entries",
+			     ep->rq_depth + 16);
+			goto out;
+		}
+		e->own_rcq = ep->peer_rcq;
 	}
 
 	ep->qp = create_send_qp(d, e, cfg, err);
@@ -550,15 +628,22 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	pa.recv_cq = ep->peer_rcq;
 	pa.qp_type = cfg->qp_type;
 	pa.cap.max_send_wr = 1;
-	pa.cap.max_recv_wr = ep->rq_depth;
 	pa.cap.max_send_sge = 1;
-	pa.cap.max_recv_sge = 1;
+	if (cfg->srq) {
+		pa.srq = cfg->srq->srq; /* no RQ of its own */
+	} else {
+		pa.cap.max_recv_wr = ep->rq_depth;
+		pa.cap.max_recv_sge = 1;
+	}
 	errno = 0;
 	ep->peer_qp = ibv_create_qp(e->pd, &pa);
 	if (!ep->peer_qp) {
-		fail(err, errno, "creating peer QP",
-		     "%s, max_recv_wr %u; device max_qp_wr %d",
-		     type_name(cfg->qp_type), ep->rq_depth, d->dattr.max_qp_wr);
+		if (cfg->srq)
+			fail(err, errno, "creating peer QP", "RC, on an SRQ");
+		else
+			fail(err, errno, "creating peer QP",
+			     "%s, max_recv_wr %u; device max_qp_wr %d",
+			     type_name(cfg->qp_type), ep->rq_depth, d->dattr.max_qp_wr);
 		goto out;
 	}
 
@@ -587,7 +672,8 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 		}
 	}
 
-	ret = post_receives(ep);
+	/* an SRQ was filled when created */
+	ret = cfg->srq ? 0 : post_receives(ep);
 	if (ret) {
 		fail(err, ret, "posting receives", "%u on the peer QP",
 		     ep->rq_depth);
@@ -596,8 +682,129 @@ struct sqd_endpoint *sqd_endpoint_create(struct sqd_device *d,
 	return e;
 
 out:
-	sqd_endpoint_destroy(e);
+	sqd_endpoint_destroy(e, NULL);
 	return NULL;
+}
+
+struct sqd_cq *sqd_cq_create(struct sqd_device *d, uint32_t depth, int ex,
+			     struct sqd_err *err)
+{
+	struct sqd_cq *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		fail(err, ENOMEM, "creating shared send CQ", NULL);
+		return NULL;
+	}
+	errno = 0;
+	if (ex) {
+		struct ibv_cq_init_attr_ex ca = { .cqe = depth };
+
+		c->cqx = ibv_create_cq_ex(d->ctx, &ca);
+		c->cq = c->cqx ? ibv_cq_ex_to_cq(c->cqx) : NULL;
+		c->cqx_mode = cqx_mode(d);
+	} else {
+		c->cq = ibv_create_cq(d->ctx, (int)depth, NULL, NULL, 0);
+	}
+	if (!c->cq) {
+		fail(err, errno, "creating shared send CQ", "%u entries; device max_cqe %d",
+		     depth, d->dattr.max_cqe);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+int sqd_cq_destroy(struct sqd_cq *c, struct sqd_err *err)
+{
+	if (!c)
+		return 0;
+	errno = 0;
+	destroyed(err, ibv_destroy_cq(c->cq), "destroying shared send CQ");
+	free(c);
+	return err && err->op[0] ? -1 : 0;
+}
+
+struct sqd_srq *sqd_srq_create(struct sqd_device *d, uint32_t depth,
+			       uint32_t recv_size, struct sqd_err *err)
+{
+	struct ibv_srq_init_attr attr;
+	struct sqd_srq *q;
+	long page = sysconf(_SC_PAGESIZE);
+	size_t align = page > 0 ? (size_t)page : 4096;
+	int ret;
+
+	if (!d->shared_pd) {
+		errno = 0;
+		d->shared_pd = ibv_alloc_pd(d->ctx);
+		if (!d->shared_pd) {
+			fail(err, errno, "allocating protection domain", "for SRQs");
+			return NULL;
+		}
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		fail(err, ENOMEM, "creating SRQ", NULL);
+		return NULL;
+	}
+	memset(&attr, 0, sizeof(attr));
+	attr.attr.max_wr = depth;
+	attr.attr.max_sge = 1;
+	errno = 0;
+	q->srq = ibv_create_srq(d->shared_pd, &attr);
+	if (!q->srq) {
+		fail(err, errno, "creating SRQ", "max_wr %u; device max_srq_wr %d",
+		     depth, d->dattr.max_srq_wr);
+		goto out;
+	}
+	/* the provider may give more than asked: fill what was asked */
+	q->depth = min_u32(depth, attr.attr.max_wr);
+	q->recv_size = recv_size;
+	errno = 0;
+	q->rcq = ibv_create_cq(d->ctx, cq_size(d, (uint64_t)q->depth + 16), NULL, NULL, 0);
+	if (!q->rcq) {
+		fail(err, errno, "creating the SRQ's CQ", "%u entries", q->depth + 16);
+		goto out;
+	}
+	q->rbuf_len = ((size_t)q->depth * recv_size + align - 1) / align * align;
+	q->rbuf = alloc_buf(q->rbuf_len);
+	if (!q->rbuf) {
+		fail(err, ENOMEM, "allocating the SRQ's receive buffer", "%zu bytes", q->rbuf_len);
+		goto out;
+	}
+	errno = 0;
+	q->mr = ibv_reg_mr(d->shared_pd, q->rbuf, q->rbuf_len, IBV_ACCESS_LOCAL_WRITE);
+	if (!q->mr) {
+		fail(err, errno, "registering the SRQ's receive buffer", "%zu bytes", q->rbuf_len);
+		goto out;
+	}
+	ret = sqd_fill_srq(q->srq, q->rbuf, q->mr->lkey, q->depth, recv_size);
+	if (ret) {
+		fail(err, ret, "posting receives", "%u to the SRQ", q->depth);
+		goto out;
+	}
+	return q;
+
+out:
+	sqd_srq_destroy(q, NULL);
+	return NULL;
+}
+
+int sqd_srq_destroy(struct sqd_srq *q, struct sqd_err *err)
+{
+	if (!q)
+		return 0;
+	errno = 0;
+	if (q->srq)
+		destroyed(err, ibv_destroy_srq(q->srq), "destroying SRQ");
+	errno = 0;
+	if (q->rcq)
+		destroyed(err, ibv_destroy_cq(q->rcq), "destroying the SRQ's CQ");
+	errno = 0;
+	if (q->mr)
+		destroyed(err, ibv_dereg_mr(q->mr), "deregistering the SRQ's receive buffer");
+	free(q->rbuf);
+	free(q);
+	return err && err->op[0] ? -1 : 0;
 }
 
 int sqd_endpoint_set_error(struct sqd_endpoint *e)
@@ -612,33 +819,45 @@ int sqd_endpoint_set_error(struct sqd_endpoint *e)
 	return ret ? ret_errno(ret) : 0;
 }
 
-void sqd_endpoint_destroy(struct sqd_endpoint *e)
+int sqd_endpoint_destroy(struct sqd_endpoint *e, struct sqd_err *err)
 {
 	struct sq_endpoint *ep;
 
 	if (!e)
-		return;
+		return 0;
 	ep = &e->ep;
-	/* QPs before the CQs they complete into; everything before the PD */
+	/* QPs before the CQs they complete into; everything before the PD.
+	 * A shared CQ, an SRQ, its CQ and the shared PD outlive the
+	 * endpoint: the device destroys them after its endpoints. */
+	errno = 0;
 	if (ep->qp)
-		ibv_destroy_qp(ep->qp);
+		destroyed(err, ibv_destroy_qp(ep->qp), "destroying QP");
+	errno = 0;
 	if (ep->peer_qp)
-		ibv_destroy_qp(ep->peer_qp);
+		destroyed(err, ibv_destroy_qp(ep->peer_qp), "destroying peer QP");
+	errno = 0;
 	if (ep->ah)
-		ibv_destroy_ah(ep->ah);
-	if (ep->cq)
-		ibv_destroy_cq(ep->cq);
+		destroyed(err, ibv_destroy_ah(ep->ah), "destroying address handle");
+	errno = 0;
+	if (e->own_cq)
+		destroyed(err, ibv_destroy_cq(e->own_cq), "destroying send CQ");
+	errno = 0;
 	if (e->peer_scq)
-		ibv_destroy_cq(e->peer_scq);
-	if (ep->peer_rcq)
-		ibv_destroy_cq(ep->peer_rcq);
+		destroyed(err, ibv_destroy_cq(e->peer_scq), "destroying peer send CQ");
+	errno = 0;
+	if (e->own_rcq)
+		destroyed(err, ibv_destroy_cq(e->own_rcq), "destroying peer receive CQ");
+	errno = 0;
 	if (e->mr)
-		ibv_dereg_mr(e->mr);
+		destroyed(err, ibv_dereg_mr(e->mr), "deregistering buffer");
+	errno = 0;
 	if (e->rmr)
-		ibv_dereg_mr(e->rmr);
-	if (e->pd)
-		ibv_dealloc_pd(e->pd);
+		destroyed(err, ibv_dereg_mr(e->rmr), "deregistering receive buffer");
+	errno = 0;
+	if (e->pd && e->own_pd)
+		destroyed(err, ibv_dealloc_pd(e->pd), "deallocating protection domain");
 	free(ep->buf);
-	free(ep->rbuf);
+	free(e->tbuf);
 	free(e);
+	return err && err->op[0] ? -1 : 0;
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,6 +35,11 @@ const (
 	udSendOps      = C.IBV_QP_EX_WITH_SEND | C.IBV_QP_EX_WITH_SEND_WITH_IMM
 )
 
+var (
+	_ SharedDevice  = (*device)(nil)
+	_ LimitedDevice = (*device)(nil)
+)
+
 // device is a libibverbs device opened on one port.
 type device struct {
 	mu   sync.Mutex
@@ -41,6 +47,8 @@ type device struct {
 	name string
 	desc string
 	eps  []*C.struct_sqd_endpoint
+	cqs  []*CQ  // shared send CQs, destroyed after the endpoints
+	srqs []*SRQ // SRQs, likewise
 }
 
 // OpenDevice opens the libibverbs device name (as ibv_devices lists it) on
@@ -75,7 +83,7 @@ func OpenDevice(name string, opts DeviceOptions) (Device, error) {
 	}
 	d := &device{c: c, name: name}
 	if err := d.setup(port, opts.GIDIndex); err != nil {
-		C.sqd_close(c)
+		C.sqd_close(c, nil)
 		return nil, err
 	}
 	return d, nil
@@ -392,6 +400,9 @@ func (d *device) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := d.sharedOK(cfg); err != nil {
+		return nil, err
+	}
 	cc := C.struct_sqd_qp_config{
 		qp_type:      C.int(ec.Type),
 		max_send_wr:  C.uint32_t(ec.MaxSendWR),
@@ -406,6 +417,12 @@ func (d *device) NewEndpoint(cfg QPConfig) (*Endpoint, error) {
 		atomics:      cbool(ec.RemoteAtomic),
 		cq_depth:     C.uint32_t(ec.CQDepth),
 		stop_at_rtr:  cbool(ec.StopAtRTR),
+	}
+	if cfg.SendCQ != nil {
+		cc.send_cq = cfg.SendCQ.dev
+	}
+	if cfg.SRQ != nil {
+		cc.srq = cfg.SRQ.dev
 	}
 	var cerr C.struct_sqd_err
 	e := C.sqd_endpoint_create(d.c, &cc, &cerr)
@@ -470,18 +487,104 @@ func (d *device) SetError(e *Endpoint) error {
 	return nil
 }
 
-// Close destroys every endpoint, newest first, and closes the device.
+// Close destroys every endpoint, newest first, then the SRQs and shared
+// CQs they used, and closes the device. It goes on past a failure and
+// returns the first: a QP, CQ or SRQ the provider would not destroy.
 func (d *device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.c == nil {
 		return nil
 	}
+	var cerr C.struct_sqd_err
 	for i := len(d.eps) - 1; i >= 0; i-- {
-		C.sqd_endpoint_destroy(d.eps[i])
+		C.sqd_endpoint_destroy(d.eps[i], &cerr)
 	}
 	d.eps = nil
-	C.sqd_close(d.c)
+	for i := len(d.srqs) - 1; i >= 0; i-- {
+		C.sqd_srq_destroy(d.srqs[i].dev, &cerr)
+	}
+	for i := len(d.cqs) - 1; i >= 0; i-- {
+		C.sqd_cq_destroy(d.cqs[i].dev, &cerr)
+	}
+	d.srqs, d.cqs = nil, nil
+	C.sqd_close(d.c, &cerr)
 	d.c = nil
+	if cerr.op[0] != 0 {
+		return cError(d.name, &cerr)
+	}
+	return nil
+}
+
+// Limits are the device's limits on the objects a run creates.
+func (d *device) Limits() Limits {
+	a := &d.c.dattr
+	return Limits{MaxQP: int(a.max_qp), MaxCQ: int(a.max_cq), MaxCQE: int(a.max_cqe),
+		MaxSRQ: int(a.max_srq), MaxSRQWR: int(a.max_srq_wr)}
+}
+
+// NewCQ creates a send CQ of depth entries for endpoints to share
+// (QPConfig.SendCQ), extended (polled with ibv_start_poll..ibv_end_poll)
+// when ex.
+func (d *device) NewCQ(depth uint32, ex bool) (*CQ, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.c == nil {
+		return nil, fmt.Errorf("device %s is closed", d.name)
+	}
+	if lim := d.c.dattr.max_cqe; depth == 0 || (lim > 0 && int64(depth) > int64(lim)) {
+		return nil, fmt.Errorf("a shared CQ of %d entries: %s takes 1 to max_cqe %d", depth, d.name, lim)
+	}
+	var cerr C.struct_sqd_err
+	c := C.sqd_cq_create(d.c, C.uint32_t(depth), cbool(ex), &cerr)
+	if c == nil {
+		return nil, cError(d.name, &cerr)
+	}
+	cq := &CQ{c: c.cq, cqx: c.cqx, dev: c, Addr: uint64(uintptr(unsafe.Pointer(c.cq)))}
+	d.cqs = append(d.cqs, cq)
+	return cq, nil
+}
+
+// NewSRQ creates a shared receive queue of depth receives, each of
+// bufSize bytes, its CQ, and fills it. The peers that take their
+// receives from it share one protection domain with it.
+func (d *device) NewSRQ(depth uint32, bufSize int) (*SRQ, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.c == nil {
+		return nil, fmt.Errorf("device %s is closed", d.name)
+	}
+	if lim := d.c.dattr.max_srq_wr; depth == 0 || (lim > 0 && int64(depth) > int64(lim)) {
+		return nil, fmt.Errorf("an SRQ of %d receives: %s takes 1 to max_srq_wr %d", depth, d.name, lim)
+	}
+	if bufSize < 64 || bufSize > maxBufSize || uint64(depth)*uint64(bufSize) > maxRecvRing {
+		return nil, fmt.Errorf("an SRQ of %d receives of %d bytes: want 64 to %d bytes each, %d MiB in all",
+			depth, bufSize, maxBufSize, maxRecvRing>>20)
+	}
+	var cerr C.struct_sqd_err
+	c := C.sqd_srq_create(d.c, C.uint32_t(depth), C.uint32_t(bufSize), &cerr)
+	if c == nil {
+		return nil, cError(d.name, &cerr)
+	}
+	q := &SRQ{srq: c.srq, rcq: c.rcq, mr: c.mr, rbuf: c.rbuf, depth: uint32(c.depth),
+		recvSize: uint32(c.recv_size), dev: c, Addr: uint64(uintptr(unsafe.Pointer(c.srq)))}
+	d.srqs = append(d.srqs, q)
+	return q, nil
+}
+
+// sharedOK checks that the shared CQ and SRQ cfg names are this device's,
+// and that an SRQ serves an RC QP.
+func (d *device) sharedOK(cfg QPConfig) error {
+	if cq := cfg.SendCQ; cq != nil && !slices.Contains(d.cqs, cq) {
+		return fmt.Errorf("the shared send CQ is not one of %s's", d.name)
+	}
+	if q := cfg.SRQ; q != nil {
+		if !slices.Contains(d.srqs, q) {
+			return fmt.Errorf("the SRQ is not one of %s's", d.name)
+		}
+		if cfg.Type != RC {
+			return fmt.Errorf("an SRQ on %s serves RC QPs only, not %v", d.name, cfg.Type)
+		}
+	}
 	return nil
 }

@@ -186,6 +186,12 @@ func TestClosedDevice(t *testing.T) {
 	if _, err := d.NewEndpoint(QPConfig{Type: RC, MaxSendWR: 1}); err == nil || err.Error() != "device rxe0 is closed" {
 		t.Errorf("NewEndpoint on a closed device: %v", err)
 	}
+	if _, err := d.NewCQ(64, false); err == nil || err.Error() != "device rxe0 is closed" {
+		t.Errorf("NewCQ on a closed device: %v", err)
+	}
+	if _, err := d.NewSRQ(64, 4096); err == nil || err.Error() != "device rxe0 is closed" {
+		t.Errorf("NewSRQ on a closed device: %v", err)
+	}
 	if err := d.SetError(nil); err == nil || err.Error() != "device rxe0 is closed" {
 		t.Errorf("SetError on a closed device: %v", err)
 	}

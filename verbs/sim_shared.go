@@ -3,35 +3,7 @@ package verbs
 /*
 #include <stdlib.h>
 #include "sim.h"
-#include "endpoint.h"
-
-// post_srq_receives fills an SRQ through ibv_post_srq_recv (the ops
-// table's post_srq_recv), 64 receives per call.
-static int post_srq_receives(struct ibv_srq *srq, void *rbuf, uint32_t lkey, uint32_t depth,
-			     uint32_t recv_size)
-{
-	struct ibv_recv_wr wr[64], *bad;
-	struct ibv_sge sge[64];
-	uint32_t i = 0, n, k;
-	int ret;
-
-	while (i < depth) {
-		n = depth - i < 64 ? depth - i : 64;
-		for (k = 0; k < n; k++) {
-			sge[k].addr = (uintptr_t)rbuf + (uint64_t)(i + k) * recv_size;
-			sge[k].length = recv_size;
-			sge[k].lkey = lkey;
-			wr[k].wr_id = i + k;
-			wr[k].sg_list = &sge[k];
-			wr[k].num_sge = 1;
-			wr[k].next = k + 1 < n ? &wr[k + 1] : NULL;
-		}
-		if ((ret = ibv_post_srq_recv(srq, wr, &bad)))
-			return ret;
-		i += n;
-	}
-	return 0;
-}
+#include "device.h"
 */
 import "C"
 
@@ -41,44 +13,6 @@ import (
 	"syscall"
 	"unsafe"
 )
-
-// CQ is a send CQ several endpoints share (QPConfig.SendCQ): each CQE
-// carries its QP's number, and one poll may return completions of many
-// QPs.
-type CQ struct {
-	c   *C.struct_ibv_cq
-	cqx *C.struct_ibv_cq_ex
-	// Addr is the CQ's address in the process, as a tracer names it.
-	Addr uint64
-}
-
-// SRQ is a shared receive queue the receiving peers of several endpoints
-// take their receives from (QPConfig.SRQ), with the one CQ those
-// receives complete on and their registered buffer.
-type SRQ struct {
-	srq      *C.struct_ibv_srq
-	rcq      *C.struct_ibv_cq
-	mr       *C.struct_ibv_mr
-	rbuf     unsafe.Pointer
-	depth    uint32
-	recvSize uint32
-	// Addr is the SRQ's address in the process, as a tracer names it.
-	Addr uint64
-}
-
-// SRQCounters is an SRQ's ground truth.
-type SRQCounters struct {
-	Posted      uint64 `json:"posted"`      // receives ibv_post_srq_recv accepted
-	Outstanding uint64 `json:"outstanding"` // posted and not yet completed and polled
-}
-
-// SharedDevice is a device whose endpoints can share a send CQ and whose
-// receiving peers can share an SRQ.
-type SharedDevice interface {
-	Device
-	NewCQ(depth uint32, ex bool) (*CQ, error)
-	NewSRQ(depth uint32, bufSize int) (*SRQ, error)
-}
 
 // createCQ creates a CQ of depth entries on the simulated HCA, extended
 // (cqx set, and cq its ibv_cq) when ex; cq is nil on failure.
@@ -147,7 +81,7 @@ func (s *Sim) NewSRQ(depth uint32, bufSize int) (*SRQ, error) {
 		return nil, fmt.Errorf("registering the SRQ's receive buffer on sim: %w", err)
 	}
 	q.mr = mr
-	if rc := C.post_srq_receives(srq, q.rbuf, mr.lkey, C.uint32_t(q.depth), C.uint32_t(q.recvSize)); rc != 0 {
+	if rc := C.sqd_fill_srq(srq, q.rbuf, mr.lkey, C.uint32_t(q.depth), C.uint32_t(q.recvSize)); rc != 0 {
 		return nil, fmt.Errorf("posting the SRQ's %d receives: %w", q.depth, syscall.Errno(rc))
 	}
 	return q, nil

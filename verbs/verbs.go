@@ -95,7 +95,8 @@ type QPConfig struct {
 	// SendCQ, when set, is the send CQ the QP shares with others
 	// (SharedDevice.NewCQ); CQEx and CQDepth are then the CQ's.
 	SendCQ *CQ
-	// SRQ, when set with Receiver, is the SRQ the receiving peer takes its
+	// SRQ, when set (with Receiver on the simulator; a device's peer
+	// always receives, on RC), is the SRQ the receiving peer takes its
 	// receives from (SharedDevice.NewSRQ), completing them on the SRQ's CQ.
 	SRQ *SRQ
 }

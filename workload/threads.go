@@ -8,6 +8,7 @@ package workload
 import "C"
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/bits"
 	"syscall"
@@ -24,12 +25,56 @@ const MaxQPs = 4096
 type CQTruth struct {
 	Addr uint64 `json:"addr"`
 	verbs.CQCounters
+	// App: the application's own counts (a real device): its polls,
+	// empty polls, completions and the depth the provider gave; what
+	// only the HCA knows is left out of the JSON rather than shown as 0.
+	App bool `json:"-"`
+}
+
+// cqHCAOnly are the CQ counters only the simulated HCA can know.
+var cqHCAOnly = []string{"modifies", "resizes", "mod_count", "mod_period_us", "overruns"}
+
+// MarshalJSON writes the counters and whose truth they are.
+func (c CQTruth) MarshalJSON() ([]byte, error) {
+	type plain CQTruth
+	return truthJSON(plain(c), c.App, cqHCAOnly)
 }
 
 // SRQTruth is a shared receive queue's ground truth.
 type SRQTruth struct {
 	Addr uint64 `json:"addr"`
+	// Filled is the receives posted to it when it was created.
+	Filled uint64 `json:"filled"`
 	verbs.SRQCounters
+	// App: the application's own counts (a real device).
+	App bool `json:"-"`
+}
+
+// MarshalJSON writes the counters and whose truth they are.
+func (s SRQTruth) MarshalJSON() ([]byte, error) {
+	type plain SRQTruth
+	return truthJSON(plain(s), s.App, nil)
+}
+
+// truthJSON is v's JSON object with "truth" set to whose it is; an
+// application's leaves out the keys of hcaOnly.
+func truthJSON(v any, app bool, hcaOnly []string) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["truth"] = "hca"
+	if app {
+		m["truth"] = "application"
+		for _, k := range hcaOnly {
+			delete(m, k)
+		}
+	}
+	return json.Marshal(m)
 }
 
 // threadsOf is the threads the run uses: one per QP unless --threads.
@@ -70,28 +115,20 @@ func newShared(cfg Config, dev verbs.Device, threads int) (*sharedObjs, error) {
 	}
 	sd, ok := dev.(verbs.SharedDevice)
 	if !ok {
-		return nil, fmt.Errorf("--shared-cq and --srq are supported on the simulated HCA only; the %s backend creates a CQ and an RQ per QP", dev.Name())
+		return nil, fmt.Errorf("--shared-cq and --srq are not supported on %s", dev.Name())
 	}
 	s.dev = sd
 	for t := range threads {
 		first, end := threadQPs(t, cfg.QPs, threads)
-		n := uint64(end - first)
 		if cfg.SharedCQ {
-			// room for every WR each SQ holds, as a CQ of its own has
-			depth := uint64(cfg.CQDepth)
-			if depth == 0 {
-				depth = min(n*(uint64(cfg.TxDepth)*4+16), 4194304)
-			}
-			cq, err := sd.NewCQ(uint32(depth), cfg.CQEx)
+			cq, err := sd.NewCQ(sharedCQDepth(cfg, dev, end-first), cfg.CQEx)
 			if err != nil {
 				return nil, err
 			}
 			s.cqs = append(s.cqs, cq)
 		}
 		if cfg.SRQ {
-			// a receive for every SEND the thread's SQs hold, within
-			// the HCA's limit
-			srq, err := sd.NewSRQ(uint32(min(n*uint64(cfg.TxDepth), 16383)), int(cfg.Size)*4+4096)
+			srq, err := sd.NewSRQ(srqDepth(cfg, dev, end-first), int(cfg.Size)*4+4096)
 			if err != nil {
 				return nil, err
 			}
@@ -99,6 +136,78 @@ func newShared(cfg Config, dev verbs.Device, threads int) (*sharedObjs, error) {
 		}
 	}
 	return s, nil
+}
+
+// sharedCQDepth is the entries asked for the send CQ n QPs share: room
+// for every WR each SQ holds, as a CQ of its own has (--cq-depth sets it).
+func sharedCQDepth(cfg Config, dev verbs.Device, n int) uint32 {
+	if cfg.CQDepth != 0 {
+		return cfg.CQDepth
+	}
+	if !dev.Simulated() {
+		// device.c's CQ of one QP: every WR a max_send_wr rounded up
+		// holds, all signaled or all flushed
+		return uint32(min(uint64(n)*(2*uint64(cfg.TxDepth)+16), 4194304))
+	}
+	return uint32(min(uint64(n)*(uint64(cfg.TxDepth)*4+16), 4194304))
+}
+
+// srqDepth is the receives of the SRQ the peers of n QPs share: one for
+// every SEND their SQs hold, within the HCA's limits (fewer make SENDs
+// wait on RNR retries, which the peers' senders repeat forever).
+func srqDepth(cfg Config, dev verbs.Device, n int) uint32 {
+	depth := uint64(n) * uint64(cfg.TxDepth)
+	if ld, ok := dev.(verbs.LimitedDevice); ok {
+		// the SRQ's CQ holds every receive, with 16 to spare
+		lim := ld.Limits()
+		return uint32(max(min(depth, uint64(lim.MaxSRQWR), uint64(max(lim.MaxCQE-16, 1))), 1))
+	}
+	return uint32(min(depth, 16383))
+}
+
+// checkLimits refuses, before anything is created, a run a real device
+// cannot hold: one line naming the limit. Each QP has a peer QP, its send
+// CQ (or the thread's), the peer's send CQ, and the peer's receive CQ (or
+// the thread's SRQ's).
+func checkLimits(cfg Config, dev verbs.Device, threads int) error {
+	ld, ok := dev.(verbs.LimitedDevice)
+	if !ok {
+		return nil
+	}
+	lim, name := ld.Limits(), dev.Name()
+	if qps := 2 * cfg.QPs; qps > lim.MaxQP {
+		return fmt.Errorf("--qps %d needs %d QPs on %s (each QP and its receiving peer), over its max_qp %d", cfg.QPs, qps, name, lim.MaxQP)
+	}
+	sendCQs, recvCQs := cfg.QPs, cfg.QPs
+	if cfg.SharedCQ {
+		sendCQs = threads
+	}
+	if cfg.SRQ {
+		recvCQs = threads
+	}
+	if cqs := sendCQs + cfg.QPs + recvCQs; cqs > lim.MaxCQ {
+		return fmt.Errorf("--qps %d needs %d CQs on %s (send CQs %d, the peers' send CQs %d, their receive CQs %d), over its max_cq %d",
+			cfg.QPs, cqs, name, sendCQs, cfg.QPs, recvCQs, lim.MaxCQ)
+	}
+	if cfg.SharedCQ {
+		first, end := threadQPs(0, cfg.QPs, threads) // the first thread has the fewest
+		for t := range threads {
+			if f, e := threadQPs(t, cfg.QPs, threads); e-f > end-first {
+				first, end = f, e
+			}
+		}
+		if depth := sharedCQDepth(cfg, dev, end-first); int64(depth) > int64(lim.MaxCQE) {
+			if cfg.CQDepth != 0 {
+				return fmt.Errorf("--cq-depth %d is over %s's max_cqe %d", depth, name, lim.MaxCQE)
+			}
+			return fmt.Errorf("a send CQ shared by %d QPs of -t %d needs %d entries, over %s's max_cqe %d: use more --threads, a smaller -t or --cq-depth",
+				end-first, cfg.TxDepth, depth, name, lim.MaxCQE)
+		}
+	}
+	if cfg.SRQ && threads > lim.MaxSRQ {
+		return fmt.Errorf("--srq needs %d SRQs on %s (one per thread), over its max_srq %d", threads, name, lim.MaxSRQ)
+	}
+	return nil
 }
 
 // of is thread t's shared CQ and SRQ (nil when not shared).
@@ -205,7 +314,66 @@ func runThread(cfg Config, dev verbs.Device, eps []*verbs.Endpoint, shapes []sha
 	for i := range n {
 		out[first+i] = laneResult(cfg, dev, eps[first+i], &lanes[i], &cRes[i], shared)
 	}
+	if !dev.Simulated() {
+		cq, srq := shared.of(threadOf(first, cfg.QPs, cfg.threadsOf()))
+		appQueueTruth(eps[first:end], out[first:end], cq, srq)
+	}
 	return nil
+}
+
+// appQueueTruth gives a device run's QPs the truth of their send CQ and
+// SRQ from the application's own counts: every call on a thread's CQs
+// and SRQ is its loop's.
+func appQueueTruth(eps []*verbs.Endpoint, out []QPResult, cq *verbs.CQ, srq *verbs.SRQ) {
+	cqs := appCQCounts(out, cq != nil)
+	var sc verbs.SRQCounters
+	if srq != nil {
+		sc = appSRQCounts(out, srq.Filled())
+	}
+	for i := range out {
+		c := CQTruth{Addr: eps[i].CQAddr(), CQCounters: cqs[i], App: true}
+		c.Depth = eps[i].CQDepth()
+		out[i].CQ = &c
+		if srq != nil {
+			out[i].SRQ = &SRQTruth{Addr: srq.Addr, Filled: uint64(srq.Filled()), SRQCounters: sc, App: true}
+		}
+	}
+}
+
+// appCQCounts are the polls, empty polls and completions of each QP's
+// send CQ as the application counted them, the QPs being one thread's:
+// a CQ of its own is polled only for its QP; a CQ they share (shared)
+// was polled the times it was polled for each, and returned the
+// completions each was given.
+func appCQCounts(out []QPResult, shared bool) []verbs.CQCounters {
+	cqs := make([]verbs.CQCounters, len(out))
+	var sum verbs.CQCounters
+	for i := range out {
+		a := &out[i].App
+		cqs[i] = verbs.CQCounters{Polls: a.Polls, EmptyPolls: a.EmptyPolls, CQEs: a.CQEsPolled}
+		sum.Polls += a.Polls
+		sum.EmptyPolls += a.EmptyPolls
+		sum.CQEs += a.CQEsPolled
+	}
+	if shared {
+		for i := range cqs {
+			cqs[i] = sum
+		}
+	}
+	return cqs
+}
+
+// appSRQCounts is the SRQ one thread's QPs' peers share as the
+// application counted it: the filled receives it was created with and
+// those reposted as their completions were polled, less the completions
+// polled.
+func appSRQCounts(out []QPResult, filled uint32) verbs.SRQCounters {
+	posted, polled := uint64(filled), uint64(0)
+	for i := range out {
+		posted += out[i].App.RecvsPosted
+		polled += out[i].App.RecvCQEs
+	}
+	return verbs.SRQCounters{Posted: posted, Outstanding: posted - polled}
 }
 
 // laneResult is a QP's outcome from its loop's counts and the device's.
@@ -217,7 +385,7 @@ func laneResult(cfg Config, dev verbs.Device, ep *verbs.Endpoint, l *lane, r *C.
 		EmptyPolls: uint64(r.empty_polls), ENOMEM: uint64(r.enomem), EINVAL: uint64(r.einval),
 		OtherErrors: uint64(r.other_errors), FirstErrno: int(r.first_errno), FirstErrorAt: uint64(r.first_error_at),
 		PeakOutstanding: uint64(r.peak_outstanding), Undrained: uint64(r.undrained), StalledUnsignaled: uint64(r.stalled_unsignaled),
-		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted),
+		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted), RecvCQEs: uint64(r.recv_cqes),
 		Seconds: float64(r.end_ns-r.start_ns) / 1e9, CPUSeconds: float64(r.cpu_ns) / 1e9, Stalled: r.stalled != 0,
 	}
 	if r.fault_start_ns != 0 {
@@ -254,7 +422,7 @@ func laneResult(cfg Config, dev verbs.Device, ep *verbs.Endpoint, l *lane, r *C.
 	}
 	if _, srq := shared.of(threadOf(l.idx, cfg.QPs, cfg.threadsOf())); srq != nil {
 		if sc, ok := s.SRQCounters(srq); ok {
-			q.SRQ = &SRQTruth{Addr: srq.Addr, SRQCounters: sc}
+			q.SRQ = &SRQTruth{Addr: srq.Addr, Filled: uint64(srq.Filled()), SRQCounters: sc}
 		}
 	}
 	return q

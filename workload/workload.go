@@ -288,6 +288,9 @@ type AppCounters struct {
 	// whole run when it drives several QPs, the probes' work included.
 	CPUSeconds  float64 `json:"cpu_seconds"`
 	RecvsPosted uint64  `json:"recvs_posted"`
+	// RecvCQEs: completions of the peer's receives polled (its own CQ's,
+	// or those of its SRQ's CQ this QP's turns polled)
+	RecvCQEs uint64 `json:"recv_cqes"`
 	// Stalled: the run stopped early, held by its own limit of
 	// outstanding WRs while no completion came for the drain timeout, or
 	// could come: StalledUnsignaled WRs were outstanding and none of them
@@ -319,8 +322,9 @@ type QPResult struct {
 	NumSGE    uint32
 	// Receiver is the simulated receiving peer's ground truth, when it has one.
 	Receiver *verbs.Counters
-	// CQ is the simulated send CQ's ground truth (shared by the QPs of a
-	// thread with --shared-cq); SRQ the receiving peers' SRQ's, with --srq.
+	// CQ is the send CQ's ground truth (shared by the QPs of a thread
+	// with --shared-cq); SRQ the receiving peers' SRQ's, with --srq: the
+	// simulated HCA's, or on a device the application's own counts.
 	CQ  *CQTruth
 	SRQ *SRQTruth
 }
@@ -338,8 +342,9 @@ var runMu sync.Mutex
 
 // Run opens the device, creates the QPs, optionally announces readiness and
 // waits for SIGUSR1, then runs one traffic thread per QP until each has
-// attempted Iters WRs (or Duration passed, or ctx is done).
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+// attempted Iters WRs (or Duration passed, or ctx is done), and destroys
+// what it created.
+func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	runMu.Lock()
 	defer runMu.Unlock()
 
@@ -347,7 +352,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer dev.Close()
+	// everything is destroyed, on success and on error; a provider that
+	// refuses (a QP still on a CQ or SRQ) fails the run
+	defer func() {
+		if cerr := dev.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("releasing %s: %w", dev.Name(), cerr)
+		}
+	}()
 
 	inline := cfg.InlineSize > 0 && cfg.Size <= cfg.InlineSize
 	qcfg := verbs.QPConfig{
@@ -380,6 +391,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		qcfg.MaxInline = 64
 	}
 	threads := cfg.threadsOf()
+	if err := checkLimits(cfg, dev, threads); err != nil {
+		return nil, err
+	}
 	shared, err := newShared(cfg, dev, threads)
 	if err != nil {
 		return nil, err

@@ -329,6 +329,24 @@ func TestThreadsSharedCQAndSRQ(t *testing.T) {
 					t.Fatalf("SRQ %#x posted %d, outstanding %d, completions polled %d", q.SRQ.Addr, q.SRQ.Posted, q.SRQ.Outstanding, srqRecvs[q.SRQ.Addr])
 				}
 			}
+			// what a device run reports from the application's counts
+			// is the simulated HCA's truth
+			for th := range tc.threads {
+				first, end := threadQPs(th, tc.qps, tc.threads)
+				qs := r.QPs[first:end]
+				cqs := appCQCounts(qs, tc.sharedCQ)
+				for i, q := range qs {
+					got, want := cqs[i], q.CQ.CQCounters
+					if got.Polls != want.Polls || got.EmptyPolls != want.EmptyPolls || got.CQEs != want.CQEs {
+						t.Errorf("thread %d QP %#x: application's CQ counts %+v, the HCA's %+v", th, q.Counters.QPNum, got, want)
+					}
+				}
+				if tc.srq {
+					if got, want := appSRQCounts(qs, uint32(qs[0].SRQ.Filled)), qs[0].SRQ.SRQCounters; got != want {
+						t.Errorf("thread %d: application's SRQ counts %+v, the HCA's %+v", th, got, want)
+					}
+				}
+			}
 		})
 	}
 }

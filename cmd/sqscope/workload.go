@@ -42,6 +42,8 @@ EXAMPLES
         1,024 QPs driven by 16 threads, each polling one CQ and refilling one SRQ
   sqscope workload -d rxe0 -x 1 -s 32 -I 32 -Q 16
         the same traffic on a Soft-RoCE device, RoCE v2 GID index 1
+  sqscope workload -d rxe0 -x 1 --qps 16 --threads 2 --shared-cq --srq -Q 4 -n 400
+        two threads on a device, each polling one send CQ and refilling one SRQ
 `
 
 func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
@@ -76,8 +78,8 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 		fs.IntVar(&c.QPs, n, c.QPs, "QPs, one thread each unless --threads")
 	}
 	fs.IntVar(&c.Threads, "threads", 0, "spread the QPs over N threads, each posting to its QPs in turn (0: one per QP)")
-	fs.BoolVar(&c.SharedCQ, "shared-cq", false, "one send CQ per thread, shared by its QPs (--cq-depth sets its entries)")
-	fs.BoolVar(&c.SRQ, "srq", false, "SENDs to receivers that take their receives from one shared receive queue per thread (implies --receiver)")
+	fs.BoolVar(&c.SharedCQ, "shared-cq", false, "one send CQ per thread, shared by its QPs (--cq-depth sets its entries), on the simulated HCA or a device (within its max_cqe)")
+	fs.BoolVar(&c.SRQ, "srq", false, "SENDs to receivers that take their receives from one shared receive queue per thread (implies --receiver; on a device the peers of the thread's QPs share it)")
 	both("c", "connection", func(n string) { fs.StringVar(&f.conn, n, "RC", "RC or UD") })
 	fs.StringVar(&f.opcode, "opcode", "send", strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
 	fs.BoolVar(&c.CQEx, "cq-ex", false, "create the CQ with ibv_create_cq_ex and poll it with ibv_start_poll/ibv_next_poll")
