@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"fmt"
-	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -11,8 +10,8 @@ import (
 	"github.com/gdamore/tcell/v2"
 	"github.com/rivo/tview"
 
+	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/analyzer/analyzertest"
-	"github.com/sqscope/sqscope/trace"
 )
 
 func cpuTime() time.Duration {
@@ -68,12 +67,10 @@ func BenchmarkTick(b *testing.B) {
 				name = fmt.Sprintf("qps=%d/traffic", n)
 			}
 			b.Run(name, func(b *testing.B) {
-				a := analyzertest.SteadyEvery(n, 50, 10_000_000)
-				var rounds [][]trace.Event
-				if traffic {
-					analyzertest.SteadyEvents(n, 8, 100_000_000, func(evs []trace.Event) { rounds = append(rounds, slices.Clone(evs)) })
-					rounds = rounds[1:] // the creates
-				}
+				a := analyzer.New(analyzer.Options{})
+				feed := analyzertest.NewTraffic(n, 8, 100_000_000)
+				feed.Feed(a) // the creates
+				feed.Feed(a)
 				app := &fakeApp{}
 				u := New(Live{A: a}, Info{Target: "bench", Mode: "events"}, app)
 				clock := time.Unix(1000, 0) // 10 Hz: a whole snapshot every 10th refresh
@@ -90,8 +87,7 @@ func BenchmarkTick(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
 					if traffic {
 						b.StopTimer()
-						shiftRound(rounds[i%len(rounds)], uint64(i+1)*1_000_000_000)
-						a.IngestAll(rounds[i%len(rounds)])
+						feed.Feed(a)
 						b.StartTimer()
 					}
 					clock = clock.Add(100 * time.Millisecond)
@@ -108,13 +104,5 @@ func BenchmarkTick(b *testing.B) {
 				b.ReportMetric(float64(cpu)/1e6/float64(b.N), "cpu-ms/tick")
 			})
 		}
-	}
-}
-
-// shiftRound moves a round's events to start at 1 s past the first one's
-// times plus at: each refresh of the benchmark sees newer events.
-func shiftRound(evs []trace.Event, at uint64) {
-	for _, ev := range evs {
-		ev.Hdr().TimeNS = ev.Hdr().TimeNS%1_000_000_000 + at + 10_000_000_000
 	}
 }

@@ -1,12 +1,10 @@
 package tui
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/analyzer/analyzertest"
-	"github.com/sqscope/sqscope/trace"
 )
 
 // TestTickDrawsOnlyChanges: a refresh that changes nothing on screen does
@@ -75,11 +73,10 @@ func (c *countingSource) Snapshot(o analyzer.SnapshotOptions) (analyzer.Snapshot
 // While nothing comes in, the view takes one snapshot more (whose rates
 // are zero) and then none; an event or a new selection takes one again.
 func TestTickSkipsUnchangedSnapshots(t *testing.T) {
-	var rounds [][]trace.Event
-	analyzertest.SteadyEvents(2, 3, 1_000_000, func(evs []trace.Event) { rounds = append(rounds, slices.Clone(evs)) })
+	traffic := analyzertest.NewTraffic(2, 3, 1_000_000)
 	a := analyzer.New(analyzer.Options{})
-	a.IngestAll(rounds[0])
-	a.IngestAll(rounds[1])
+	traffic.Feed(a) // the creates
+	traffic.Feed(a)
 	src := &countingSource{Live: Live{A: a}}
 	u := New(src, Info{Target: "t"}, &fakeApp{})
 	tick := func(want int, rate bool) {
@@ -93,12 +90,12 @@ func TestTickSkipsUnchangedSnapshots(t *testing.T) {
 		}
 	}
 	tick(1, false)
-	a.IngestAll(rounds[2])
+	traffic.Feed(a)
 	tick(2, true)
 	tick(3, false) // the rates end
 	tick(3, false)
 	tick(3, false)
-	a.IngestAll(rounds[3])
+	traffic.Feed(a)
 	tick(4, true)
 	tick(5, false)
 	u.selected, u.hasSel = u.rows[1].key, true

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/analyzer/analyzertest"
-	"github.com/sqscope/sqscope/trace"
 )
 
 // scaleQPs is the snapshot of 4,096 QPs: 4 processes (pids 100..103) of
@@ -248,11 +246,10 @@ func (o *optionsSource) Snapshot(opts analyzer.SnapshotOptions) (analyzer.Snapsh
 // screen are fresh at every refresh, the others at every whole one.
 func TestPartialRefreshes(t *testing.T) {
 	const n = 300
-	var rounds [][]trace.Event
-	analyzertest.SteadyEvents(n, 4, 100_000_000, func(evs []trace.Event) { rounds = append(rounds, slices.Clone(evs)) })
+	traffic := analyzertest.NewTraffic(n, 4, 100_000_000)
 	a := analyzer.New(analyzer.Options{})
-	a.IngestAll(rounds[0])
-	a.IngestAll(rounds[1])
+	traffic.Feed(a) // the creates
+	traffic.Feed(a)
 	src := &optionsSource{Live: Live{A: a}}
 	u := New(src, Info{Target: "t"}, &fakeApp{})
 	clock := time.Unix(1000, 0)
@@ -273,7 +270,7 @@ func TestPartialRefreshes(t *testing.T) {
 		t.Fatalf("first refresh: partial %v, sizes %v; want one whole snapshot of %d QPs", src.partial, src.sizes, n)
 	}
 	last := len(u.rows) - 1 // below the screen
-	a.IngestAll(rounds[2])
+	traffic.Feed(a)
 	clock = clock.Add(100 * time.Millisecond)
 	tick()
 	if !src.partial[1] || src.sizes[1] == 0 || src.sizes[1] > 60 {
@@ -285,7 +282,7 @@ func TestPartialRefreshes(t *testing.T) {
 	if u.rows[last].qp.WRs != 16 {
 		t.Fatalf("the last row, off screen: %d WRs; want those of the whole snapshot (%d)", u.rows[last].qp.WRs, 16)
 	}
-	a.IngestAll(rounds[3])
+	traffic.Feed(a)
 	clock = clock.Add(wholeEvery)
 	tick()
 	if src.partial[2] || src.sizes[2] != n || u.rows[last].qp.WRs != 3*16 || u.rows[last].wrsPS == 0 {

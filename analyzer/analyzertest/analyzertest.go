@@ -78,3 +78,37 @@ func CheckModes(t testing.TB, events, counters analyzer.Snapshot) {
 		t.Errorf("events and counters mode: %v", err)
 	}
 }
+
+// Traffic hands the events of SteadyEvents to analyzers one slice at a
+// time: the creates, then a round per call; past the last round it plays
+// the rounds again, later by the time they span, for as long as asked.
+type Traffic struct {
+	slices [][]trace.Event
+	next   int
+	shift  uint64
+}
+
+// NewTraffic is the traffic of SteadyEvents(qps, rounds, gapNS).
+func NewTraffic(qps, rounds int, gapNS uint64) *Traffic {
+	t := &Traffic{}
+	SteadyEvents(qps, rounds, gapNS, func(evs []trace.Event) {
+		t.slices = append(t.slices, append([]trace.Event(nil), evs...))
+	})
+	return t
+}
+
+// Feed ingests the next slice into a.
+func (t *Traffic) Feed(a *analyzer.Analyzer) {
+	if t.next == len(t.slices) {
+		first, last := t.slices[1][0].Hdr().TimeNS, t.slices[len(t.slices)-1][0].Hdr().TimeNS
+		span := last - first + (t.slices[2][0].Hdr().TimeNS - first) // to one gap past the last
+		for _, evs := range t.slices[1:] {
+			for _, ev := range evs {
+				ev.Hdr().TimeNS += span
+			}
+		}
+		t.next = 1
+	}
+	a.IngestAll(t.slices[t.next])
+	t.next++
+}

@@ -1,6 +1,10 @@
 package analyzertest
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sqscope/sqscope/analyzer"
+)
 
 func TestSteady(t *testing.T) {
 	s := Snapshot(t, Steady(3, 10))
@@ -20,5 +24,22 @@ func TestSteady(t *testing.T) {
 	}
 	if len(s.Diagnoses) != 0 {
 		t.Errorf("diagnoses of a healthy load: %+v", s.Diagnoses)
+	}
+}
+
+// Traffic fed past its last round plays its rounds again, later: the
+// counts go on growing and the snapshot keeps its invariants.
+func TestTrafficPlaysOn(t *testing.T) {
+	a := analyzer.New(analyzer.Options{})
+	tr := NewTraffic(2, 3, 1000)
+	for range 1 + 7 { // the creates, then 7 rounds of 3 played
+		tr.Feed(a)
+	}
+	s := Snapshot(t, a)
+	if s.Total.WRs != 2*7*16 || s.Total.CQEsPolled != 2*7 || len(s.Diagnoses) != 0 {
+		t.Fatalf("%d WRs, %d CQEs, diagnoses %+v; want %d, %d, none", s.Total.WRs, s.Total.CQEsPolled, s.Diagnoses, 2*7*16, 2*7)
+	}
+	if want := uint64(1e9) + 7*1000 + 500; s.LastNS != want {
+		t.Fatalf("last event at %d, want %d", s.LastNS, want)
 	}
 }
