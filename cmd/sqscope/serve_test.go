@@ -389,14 +389,26 @@ func TestServeBadInput(t *testing.T) {
 func TestServeSIGTERM(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	s := startServe(t, "counters", "-D 60 --rate 2000")
-	resp, err := http.Get("http://" + s.addr + "/healthz")
-	if err != nil {
-		t.Fatal(err)
+	// serving starts before the probes are placed: 503 until they are
+	var status string
+	var body []byte
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + s.addr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		status = resp.Status
+		if resp.StatusCode == 200 || time.Now().After(deadline) {
+			break
+		}
+		if resp.StatusCode != 503 || string(body) != "attaching the probes\n" {
+			t.Fatalf("/healthz %s %q before tracing", status, body)
+		}
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "tracing sqscope workload") {
-		t.Errorf("/healthz %s %q while tracing", resp.Status, body)
+	if !strings.HasPrefix(status, "200") || !strings.HasPrefix(string(body), "tracing sqscope workload") {
+		t.Errorf("/healthz %s %q while tracing", status, body)
 	}
 	metrics, _ := s.scrape(t, "")
 	if v, ok := value(series(t, metrics), "sqscope_tracing", nil); !ok || v != 1 {
