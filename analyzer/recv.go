@@ -228,14 +228,21 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 		return nil
 	}
 	r := &q.rq
-	out := &RecvQueue{RecvCQ: r.recvCQ, PostCalls: r.calls, FailedCalls: r.failedCalls, Posted: q.c.PostRecvs,
-		Consumed: q.c.RecvCQEs, CQEErrors: r.errors}
+	// one allocation for the queue and the figures it points at: a
+	// snapshot of thousands of QPs makes one per QP
+	m := &struct {
+		RecvQueue
+		depth     uint32
+		out, peak uint64
+	}{RecvQueue: RecvQueue{RecvCQ: r.recvCQ, PostCalls: r.calls, FailedCalls: r.failedCalls, Posted: q.c.PostRecvs,
+		Consumed: q.c.RecvCQEs, CQEErrors: r.errors}}
+	out := &m.RecvQueue
 	if r.rcq != nil {
 		out.RecvCQGen = r.rcq.gen
 	}
 	if q.capsKnown {
-		d := q.caps.MaxRecvWR
-		out.Depth = &d
+		m.depth = q.caps.MaxRecvWR
+		out.Depth = &m.depth
 	}
 	switch n, ok := q.rqOutstanding(); {
 	case !known.completions:
@@ -245,8 +252,8 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 			out.OutstandingUnknown = whyRecvNoPoll
 		}
 	case ok:
-		peak := max(r.peak, n)
-		out.Outstanding, out.Peak = &n, &peak
+		m.out, m.peak = n, max(r.peak, n)
+		out.Outstanding, out.Peak = &m.out, &m.peak
 	case !q.capsKnown:
 		out.OutstandingUnknown = whyRecvNoCreate
 	default:
@@ -261,6 +268,29 @@ func (a *Analyzer) cqUsers(cqs []CQ) {
 	idx := make(map[*cqState]int, len(a.allCQs))
 	for i, c := range a.allCQs {
 		idx[c] = i
+	}
+	// the lists share one array, each given its room first: a snapshot
+	// of thousands of CQs makes one allocation, not one per CQ
+	sends, recvs := make([]int, len(cqs)), make([]int, len(cqs))
+	total := 0
+	for _, q := range a.all {
+		if i, ok := idx[q.cq]; ok && q.cq != nil {
+			sends[i]++
+			total++
+		}
+		if i, ok := idx[q.rq.rcq]; ok && q.rq.rcq != nil {
+			recvs[i]++
+			total++
+		}
+	}
+	room := make([]uint32, total)
+	for i := range cqs {
+		if n := sends[i]; n > 0 {
+			cqs[i].SendQPs, room = room[:0:n], room[n:]
+		}
+		if n := recvs[i]; n > 0 {
+			cqs[i].RecvQPs, room = room[:0:n], room[n:]
+		}
 	}
 	for _, q := range a.all {
 		if i, ok := idx[q.cq]; ok && q.cq != nil {
