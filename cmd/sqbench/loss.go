@@ -38,7 +38,7 @@ func (l lossRow) cells() []string {
 	if l.Stall > 0 {
 		stall = l.Stall.String()
 	}
-	return []string{l.Case, fmt.Sprintf("%d MiB", l.RingMiB), fmt.Sprint(l.QPs), fmt.Sprint(l.Threads), fmt.Sprint(l.List), stall,
+	return []string{l.Case, l.ring(), fmt.Sprint(l.QPs), fmt.Sprint(l.Threads), fmt.Sprint(l.List), stall,
 		fmtNum(l.WRsPerS), fmtNum(l.CallsPerS), fmt.Sprint(l.Lost), fmt.Sprint(l.Unseen),
 		fmt.Sprintf("%.0f%%", 100*l.Cores), fmt.Sprintf("%.0f", l.NSPerEvent)}
 }
@@ -66,19 +66,19 @@ func loss(ctx context.Context, c *config, r *report) error {
 		stall        time.Duration
 	}
 	cases := []lc{
-		{"full speed", 8, 1, 1, 1, 0},
-		{"full speed", 8, 1, 1, 16, 0},
-		{"full speed", 8, 2, 2, 1, 0},
-		{"full speed", 8, 2, 2, 16, 0},
-		{"full speed, shared CQs", 8, 256, 8, 1, 0},
-		{"full speed, shared CQs", 8, 256, 8, 16, 0},
-		{"full speed, shared CQs", 8, 1024, 16, 1, 0},
-		{"full speed, shared CQs", 8, 1024, 16, 16, 0},
-		{"reader stalled", 8, 1, 1, 1, time.Second},
+		{"full speed", 0, 1, 1, 1, 0},
+		{"full speed", 0, 1, 1, 16, 0},
+		{"full speed", 0, 2, 2, 1, 0},
+		{"full speed", 0, 2, 2, 16, 0},
+		{"full speed, shared CQs", 0, 256, 8, 1, 0},
+		{"full speed, shared CQs", 0, 256, 8, 16, 0},
+		{"full speed, shared CQs", 0, 1024, 16, 1, 0},
+		{"full speed, shared CQs", 0, 1024, 16, 16, 0},
+		{"reader stalled", 0, 1, 1, 1, time.Second},
 		{"reader stalled", 1, 1, 1, 1, time.Second},
 	}
 	for _, k := range cases {
-		fmt.Fprintf(c.log, "loss: %s, ring %d MiB, %d QP(s) over %d thread(s), post_list %d\n", k.name, k.ring, k.qps, k.threads, k.list)
+		fmt.Fprintf(c.log, "loss: %s, ring %s, %d QP(s) over %d thread(s), post_list %d\n", k.name, lossRow{RingMiB: k.ring}.ring(), k.qps, k.threads, k.list)
 		row, err := lossRun(ctx, c, dir, k.ring, k.qps, k.threads, k.list, k.stall)
 		if err != nil {
 			return err
@@ -96,7 +96,11 @@ func lossRun(ctx context.Context, c *config, dir string, ring, qps, threads, lis
 	if threads < qps {
 		wl = append(wl, "--threads", strconv.Itoa(threads), "--shared-cq")
 	}
-	args := append([]string{"trace", "--json", "--ring-mib", strconv.Itoa(ring), "--workload", "--"}, wl...)
+	args := []string{"trace", "--json"}
+	if ring > 0 { // else the size sqscope picks
+		args = append(args, "--ring-mib", strconv.Itoa(ring))
+	}
+	args = append(append(args, "--workload", "--"), wl...)
 	row.Command = fmt.Sprintf("%s %s --json-out F", c.show(), strings.Join(args, " "))
 	if stall > 0 {
 		row.Command += fmt.Sprintf("; after 1 s: kill -STOP <sqscope>; %s later: kill -CONT", stall)
@@ -141,4 +145,16 @@ func lossRun(ctx context.Context, c *config, dir string, ring, qps, threads, lis
 		row.Message = string(m)
 	}
 	return row, nil
+}
+
+// defaultRingMiB is the ring sqscope picks in events mode (probe.Options
+// field RingBytes).
+const defaultRingMiB = 32
+
+// ring is the row's ring size, as the table shows it.
+func (l lossRow) ring() string {
+	if l.RingMiB == 0 {
+		return fmt.Sprintf("%d MiB (default)", defaultRingMiB)
+	}
+	return fmt.Sprintf("%d MiB", l.RingMiB)
 }

@@ -46,12 +46,12 @@ func (r *report) summaryTable() *table {
 		}
 	}
 	if best != nil {
-		t.rows = append(t.rows, []string{fmt.Sprintf("highest traced post rate with 0 lost events (8 MiB ring, %d QP(s) over %d thread(s), post_list %d)", best.QPs, best.Threads, best.List),
+		t.rows = append(t.rows, []string{fmt.Sprintf("highest traced post rate with 0 lost events (%s ring, %d QP(s) over %d thread(s), post_list %d)", best.ring(), best.QPs, best.Threads, best.List),
 			fmtNum(best.WRsPerS), "WR/s"})
 	}
 	for _, l := range r.loss {
 		if l.Stall > 0 {
-			t.rows = append(t.rows, []string{fmt.Sprintf("reader stopped %s, %d MiB ring: lost records reported", l.Stall, l.RingMiB), fmt.Sprint(l.Lost), "records"})
+			t.rows = append(t.rows, []string{fmt.Sprintf("reader stopped %s, %s ring: lost records reported", l.Stall, l.ring()), fmt.Sprint(l.Lost), "records"})
 		}
 	}
 	for _, o := range r.other {
@@ -224,7 +224,7 @@ func (r *report) markdown(c *config) string {
 		b.WriteString(r.lossTable().markdown())
 		for _, l := range r.loss {
 			if l.Stall > 0 && l.Message != "" {
-				fmt.Fprintf(&b, "\nWhat sqscope printed with the reader stopped (%d MiB ring):\n\n```\n%s\n```\n", l.RingMiB, l.Message)
+				fmt.Fprintf(&b, "\nWhat sqscope printed with the reader stopped (%s ring):\n\n```\n%s\n```\n", l.ring(), l.Message)
 			}
 		}
 	}
@@ -271,8 +271,8 @@ descriptors) and from the floor's. The statistics add two clock reads to every r
 empty programs show that cost, so "sum above floor" is the programs' own work.
 `
 
-const lossMethod = `The workload runs for 3 s as fast as it can under ` + "`sqscope trace`" + ` (events mode, the default
-8 MiB ring): one and two QPs (one thread each, on 2 cores), then 256 QPs over 8 threads and 1,024
+const lossMethod = `The workload runs for 3 s as fast as it can under ` + "`sqscope trace`" + ` (events mode, the ring
+sqscope picks, 32 MiB): one and two QPs (one thread each, on 2 cores), then 256 QPs over 8 threads and 1,024
 over 16 (each thread posting to its QPs in turn and polling one CQ they share), with 1 and 16 WRs
 per call. The traced
 workload cannot post faster than the probes let it, so its full speed is the highest post rate a

@@ -65,7 +65,7 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 	}
 	fs.DurationVar(&tf.Timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
 	fs.StringVar(&tf.FailOn, "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
-	fs.IntVar(&tf.RingMiB, "ring-mib", 8, "ring buffer size in MiB (a power of two)")
+	fs.IntVar(&tf.RingMiB, "ring-mib", 0, "ring buffer size in MiB, a power of two (default 32 in events mode, 8 in counters mode)")
 	tf.Attach.Register(fs)
 }
 
@@ -87,7 +87,7 @@ func (tf *Target) Check(rest []string) error {
 		return fmt.Errorf("--mode %q: want events or counters", tf.Mode)
 	case tf.CallTime && tf.Mode != "events":
 		return errors.New("--call-times needs --mode events")
-	case tf.RingMiB <= 0 || tf.RingMiB&(tf.RingMiB-1) != 0 || tf.RingMiB > 1024:
+	case tf.RingMiB < 0 || tf.RingMiB&(tf.RingMiB-1) != 0 || tf.RingMiB > 1024:
 		return fmt.Errorf("--ring-mib %d: want a power of two up to 1024", tf.RingMiB)
 	case severityRank[tf.FailOn] == 0 && tf.FailOn != "":
 		return fmt.Errorf("--fail-on %q: want error, warning or prediction", tf.FailOn)
