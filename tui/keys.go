@@ -33,12 +33,15 @@ func helpModal() tview.Primitive {
 		"SAVED/s     DMA reads and CQE writes saved per second",
 		"STATUS      OK, NEAR FULL (75% of depth), OVERFLOW",
 		"alerts      first seen, how often, last seen (+s of trace)",
+		"",
+		"past 256 QPs the lines on screen are fresh at every refresh;",
+		"the order, filter, group totals and new QPs once a second",
 	}, "\n"))
 	t.SetBorder(true).SetTitle(" keys (any key closes) ")
 	return tview.NewFlex().
 		AddItem(nil, 0, 1, false).
 		AddItem(tview.NewFlex().SetDirection(tview.FlexRow).
-			AddItem(nil, 0, 1, false).AddItem(t, 25, 0, true).AddItem(nil, 0, 1, false), 64, 0, true).
+			AddItem(nil, 0, 1, false).AddItem(t, 28, 0, true).AddItem(nil, 0, 1, false), 64, 0, true).
 		AddItem(nil, 0, 1, false)
 }
 
