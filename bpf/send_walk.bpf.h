@@ -99,12 +99,10 @@ static __always_inline __u32 sum_sges(__u64 sg_list, __s32 num_sge, __u8 *over, 
 /* note_wr puts one walked WR in the record (events) or in the totals of
  * the accepted WRs (counters), and moves on. The totals are branch-free:
  * a branch per WR multiplies the states the verifier walks. */
-static __always_inline void note_wr(struct walk *w, __u32 idx, struct wr_head *h, __u32 bytes,
-				    __u32 nonempty, __u8 over)
+static __always_inline void note_wr(struct walk *w, struct sq_post_rec *r, __u32 idx, struct wr_head *h,
+				    __u32 bytes, __u32 nonempty, __u8 over)
 {
 	if (targ_mode == SQ_MODE_EVENTS) {
-		struct sq_post_rec *r = scratch_buf();
-
 		if (r && idx < SQ_MAX_WRS) {
 			struct sq_wr *o = &r->wrs[wr_index(idx)];
 
@@ -142,6 +140,9 @@ static __always_inline void note_wr(struct walk *w, __u32 idx, struct wr_head *h
 
 static __noinline void walk_fast(struct walk *w, struct windows *ws)
 {
+	/* the record, looked up once for the loop (events mode) */
+	struct sq_post_rec *r = targ_mode == SQ_MODE_EVENTS ? scratch_buf() : 0;
+
 	for (__u32 i = 0; i < SQ_FAST_WRS; i++) {
 		struct wr_head h;
 		__u32 bytes = 0;
@@ -186,7 +187,7 @@ static __noinline void walk_fast(struct walk *w, struct windows *ws)
 			if (off >= 0)
 				bytes = *(__u32 *)(win_ptr(&ws->sge, off) + IBV_SGE_LENGTH);
 		}
-		note_wr(w, i, &h, bytes, nonzero(bytes), 0);
+		note_wr(w, r, i, &h, bytes, nonzero(bytes), 0);
 	}
 }
 
@@ -228,7 +229,7 @@ static long walk_wr(__u32 idx, void *unused)
 		return 0;
 	}
 	bytes = sges_from(&ws->sge, &w->sge, h.sg_list, h.num_sge, &over, &nonempty);
-	note_wr(w, idx, &h, bytes, nonempty, over);
+	note_wr(w, targ_mode == SQ_MODE_EVENTS ? scratch_buf() : 0, idx, &h, bytes, nonempty, over);
 	return 0;
 }
 
