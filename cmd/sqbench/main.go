@@ -58,9 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.out, "o", "BENCHMARKS.md", "write the report here (empty: do not write)")
 	fs.Uint64Var(&c.iters1, "n1", 300000, "WRs per overhead run at post_list 1")
 	fs.Uint64Var(&c.iters16, "n16", 800000, "WRs per overhead run at post_list 16")
-	fs.StringVar(&c.only, "only", "", "run one section: overhead (with breakdown), breakdown, loss or go")
+	fs.StringVar(&c.only, "only", "", "run one section: overhead (with breakdown), breakdown, qpcache, loss or go")
 	fs.StringVar(&c.goBin, "go", "go", "the go command (for the go test benchmarks)")
-	fs.StringVar(&c.baseline, "baseline", "", "another sqscope build: its events and counters modes join the overhead rounds")
+	fs.StringVar(&c.baseline, "baseline", "", "another sqscope build: its events and counters modes join the overhead and qpcache rounds")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sqbench [flags]   (as root; `make bench` runs it)")
 		fs.PrintDefaults()
@@ -107,6 +107,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if err := helperCosts(ctx, &c, r); err != nil {
 			return fmt.Errorf("helper costs: %w", err)
+		}
+	}
+	if c.only == "" || c.only == "qpcache" {
+		if err := qpCache(ctx, &c, r); err != nil {
+			return fmt.Errorf("QP number cache: %w", err)
 		}
 	}
 	if c.only == "" || c.only == "loss" {
