@@ -1,6 +1,6 @@
 /* Part of verbs.bpf.c: the calling thread's data-path state (a slot of
  * thread_slots, else task storage or the hash by thread id), a call's
- * arguments from entry to return, and the thread's cached qp_num. */
+ * arguments from entry to return, and the thread's cached QP numbers. */
 #ifndef SQSCOPE_THREAD_BPF_H
 #define SQSCOPE_THREAD_BPF_H
 
@@ -84,17 +84,19 @@ static __always_inline struct call_args *leave(struct call_args *c, __u8 op)
 }
 
 /* qp_num_of reads a QP's number, or takes it from the thread's cache: a
- * thread usually posts to the same QP again and again. */
+ * thread posts to the same few QPs again and again. */
 static __always_inline __u32 qp_num_of(struct thread_state *st, __u64 qp)
 {
 	__u32 gen = qp_gen;
+	struct qpn_way *s = qpn_set(st->qpns, qp, SQ_QPN_SET_BITS);
+	struct qpn_way *w = qpn_find(s, qp, gen);
+	__u32 qpn;
 
-	if (st->qpn_qp != qp || st->qpn_gen != gen) {
-		st->qpn = read_u32(qp + IBV_QP_QP_NUM);
-		st->qpn_qp = qp;
-		st->qpn_gen = gen;
-	}
-	return st->qpn;
+	if (w)
+		return w->qpn;
+	qpn = read_u32(qp + IBV_QP_QP_NUM);
+	qpn_put(s, qp, gen, qpn);
+	return qpn;
 }
 
 #endif

@@ -357,13 +357,16 @@ type VerbsSqWr struct {
 }
 
 type VerbsThreadState struct {
-	_                 structs.HostLayout
-	Owner             uint64
-	Post              VerbsCallArgs
-	Poll              VerbsCallArgs
-	QpnQp             uint64
-	Qpn               uint32
-	QpnGen            uint32
+	_     structs.HostLayout
+	Owner uint64
+	Post  VerbsCallArgs
+	Poll  VerbsCallArgs
+	Qpns  [16]struct {
+		_   structs.HostLayout
+		Qp  uint64
+		Qpn uint32
+		Gen uint32
+	}
 	PendCq            uint64
 	PendEmpty         uint32
 	PendPolls         uint32
