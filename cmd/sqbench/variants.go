@@ -227,6 +227,10 @@ func parseTraceJSON(out []byte) (traceJSON, error) {
 func startWaiting(ctx context.Context, c *config, wl []string, dir string) (*exec.Cmd, string, error) {
 	js := filepath.Join(dir, "wl.json")
 	ready := filepath.Join(dir, "ready")
+	// a former run's: the signal must wait for this run's
+	if err := os.Remove(ready); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, "", err
+	}
 	args := append(append([]string{"workload"}, wl...), "--wait-signal", "--ready-file", ready, "--json-out", js)
 	cmd := exec.CommandContext(ctx, c.sqscope, args...)
 	var out bytes.Buffer
