@@ -5,7 +5,7 @@
  * thread, in caches of every shape at once and counts hits and misses per
  * shape: the one entry of the QP last posted to (what sqscope kept
  * before), sets of two ways as sqscope keeps them (qpn_set, qpn_find,
- * qpn_put) from 4 to 64 entries, and direct-mapped ones of the same sizes
+ * qpn_put) from 4 to 128 entries, and direct-mapped ones of the same sizes
  * with the same hash. It reads no user memory: the hit rate depends on
  * the QP addresses alone (no QP is created while the workload posts, so
  * the generation stays 0).
@@ -21,16 +21,16 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* The shapes, in the order of qpc_counts: see qpcache.go. */
 #define QPC_ONE      0
-#define QPC_TWO_WAY  1 /* 1..5: two ways, 2 << i entries */
-#define QPC_DIRECT   6 /* 6..10: direct-mapped, 2 << (i - 5) entries */
-#define QPC_SHAPES   11
+#define QPC_TWO_WAY  1 /* 1..6: two ways, 2 << i entries */
+#define QPC_DIRECT   7 /* 7..12: direct-mapped, 2 << (i - 6) entries */
+#define QPC_SHAPES   13
 #define QPC_SLOTS    256
 
 struct qpc_slot {
 	__u64 owner;
 	__u64 last; /* the QP last posted to */
-	struct qpn_way w1[2 << 1], w2[2 << 2], w3[2 << 3], w4[2 << 4], w5[2 << 5];
-	struct qpn_way d1[2 << 1], d2[2 << 2], d3[2 << 3], d4[2 << 4], d5[2 << 5];
+	struct qpn_way w1[2 << 1], w2[2 << 2], w3[2 << 3], w4[2 << 4], w5[2 << 5], w6[2 << 6];
+	struct qpn_way d1[2 << 1], d2[2 << 2], d3[2 << 3], d4[2 << 4], d5[2 << 5], d6[2 << 6];
 };
 
 struct {
@@ -109,10 +109,12 @@ int BPF_KPROBE(qpcache_entry, void *qp_ptr)
 	count(QPC_TWO_WAY + 2, two_way(s->w3, qp, 3));
 	count(QPC_TWO_WAY + 3, two_way(s->w4, qp, 4));
 	count(QPC_TWO_WAY + 4, two_way(s->w5, qp, 5));
+	count(QPC_TWO_WAY + 5, two_way(s->w6, qp, 6));
 	count(QPC_DIRECT + 0, direct(s->d1, qp, 2));
 	count(QPC_DIRECT + 1, direct(s->d2, qp, 3));
 	count(QPC_DIRECT + 2, direct(s->d3, qp, 4));
 	count(QPC_DIRECT + 3, direct(s->d4, qp, 5));
 	count(QPC_DIRECT + 4, direct(s->d5, qp, 6));
+	count(QPC_DIRECT + 5, direct(s->d6, qp, 7));
 	return 0;
 }

@@ -53,6 +53,12 @@ type QPCacheQpcSlot struct {
 		Qpn uint32
 		Gen uint32
 	}
+	W6 [128]struct {
+		_   structs.HostLayout
+		Qp  uint64
+		Qpn uint32
+		Gen uint32
+	}
 	D1 [4]struct {
 		_   structs.HostLayout
 		Qp  uint64
@@ -78,6 +84,12 @@ type QPCacheQpcSlot struct {
 		Gen uint32
 	}
 	D5 [64]struct {
+		_   structs.HostLayout
+		Qp  uint64
+		Qpn uint32
+		Gen uint32
+	}
+	D6 [128]struct {
 		_   structs.HostLayout
 		Qp  uint64
 		Qpn uint32

@@ -12,6 +12,9 @@ import (
 	"github.com/sqscope/sqscope/bpf/bench"
 )
 
+// build is an sqscope executable and the name the report gives it.
+type build struct{ name, bin string }
+
 // qpcThreads is the workload's threads in the cache measurements; each
 // posts to its share of the QPs in turn.
 const qpcThreads = 4
@@ -24,8 +27,8 @@ var qpcPerThread = []int{1, 4, 16, 64}
 // entries (bpf/qpn_cache.bpf.h).
 var qpcShapes = []string{
 	"1 entry (the QP last posted to)",
-	"2-way, 4 entries", "2-way, 8 entries", "2-way, 16 entries", "2-way, 32 entries", "2-way, 64 entries",
-	"direct-mapped, 4 entries", "direct-mapped, 8 entries", "direct-mapped, 16 entries", "direct-mapped, 32 entries", "direct-mapped, 64 entries",
+	"2-way, 4 entries", "2-way, 8 entries", "2-way, 16 entries", "2-way, 32 entries", "2-way, 64 entries", "2-way, 128 entries",
+	"direct-mapped, 4 entries", "direct-mapped, 8 entries", "direct-mapped, 16 entries", "direct-mapped, 32 entries", "direct-mapped, 64 entries", "direct-mapped, 128 entries",
 }
 
 // qpcHitRow is the hit rate of every cache shape at one number of QPs per
@@ -44,6 +47,7 @@ type qpcTimeRow struct {
 	Prog      string
 	PerThread int
 	NS        summary
+	Ratio     summary // to the baseline build in the same round (N 0: none)
 }
 
 // qpcFlags is the workload of the cache measurements: qpcThreads threads
@@ -63,8 +67,8 @@ func qpcShown(n string) string {
 // qpCache measures the per-thread cache of QP numbers: the hit rate of
 // each shape (bpf/bench/qpcache.bpf.c), then the run time per hit of the
 // programs that look the number up (post_send's return in the events
-// mode, its entry in the counters mode) in this build and, with
-// -baseline, in the other, rounds alternating them.
+// mode, its entry in the counters mode) in this build and in those of
+// -baseline and -build, rounds alternating them.
 func qpCache(ctx context.Context, c *config, r *report) error {
 	dir, err := os.MkdirTemp("", "sqbench")
 	if err != nil {
@@ -88,11 +92,11 @@ func qpCache(ctx context.Context, c *config, r *report) error {
 		return fmt.Errorf("enabling BPF run-time statistics: %w", err)
 	}
 	defer st.Close()
-	type build struct{ name, bin string }
 	builds := []build{{"this build", c.sqscope}}
 	if c.baseline != "" {
 		builds = append(builds, build{"baseline", c.baseline})
 	}
+	builds = append(builds, c.builds...)
 	type variant struct {
 		b         build
 		mode      string
@@ -124,9 +128,20 @@ func qpCache(ctx context.Context, c *config, r *report) error {
 		}
 	}
 	for i, v := range vs {
-		r.qpcTimes = append(r.qpcTimes, qpcTimeRow{Build: v.b.name, Mode: v.mode, Prog: v.prog, PerThread: v.perThread, NS: summarize(ns[i])})
+		row := qpcTimeRow{Build: v.b.name, Mode: v.mode, Prog: v.prog, PerThread: v.perThread, NS: summarize(ns[i])}
+		// the ratio to the baseline's run of the same round
+		for j, b := range vs {
+			if b.b.name == "baseline" && b.mode == v.mode && b.perThread == v.perThread && j != i {
+				ratios := make([]float64, len(ns[i]))
+				for k := range ratios {
+					ratios[k] = ns[i][k] / ns[j][k]
+				}
+				row.Ratio = summarize(ratios)
+			}
+		}
+		r.qpcTimes = append(r.qpcTimes, row)
 	}
-	r.commands = append(r.commands, fmt.Sprintf("%s trace --mode M --workload -- %s --json-out F (M events and counters, K in [1 64], N = 200000/K), BPF_ENABLE_STATS on, rounds alternating this build and the -baseline one",
+	r.commands = append(r.commands, fmt.Sprintf("%s trace --mode M --workload -- %s --json-out F (M events and counters, K in [1 64], N = 200000/K), BPF_ENABLE_STATS on, rounds alternating this build, the -baseline one and each -build",
 		c.show(), qpcShown("200000/K")))
 	return nil
 }
@@ -191,9 +206,13 @@ func (r *report) qpcHitTable() *table {
 }
 
 func (r *report) qpcTimeTable() *table {
-	t := &table{head: []string{"QPs per thread", "mode", "program", "build", "ns per hit, median [min–max]"}}
+	t := &table{head: []string{"QPs per thread", "mode", "program", "build", "ns per hit, median [min–max]", "ratio to baseline in the round, median [min–max]"}}
 	for _, q := range r.qpcTimes {
-		t.rows = append(t.rows, []string{fmt.Sprint(q.PerThread), q.Mode, q.Prog, q.Build, fmtNS(q.NS)})
+		ratio := "-"
+		if q.Ratio.N > 0 {
+			ratio = fmtRatio(q.Ratio)
+		}
+		t.rows = append(t.rows, []string{fmt.Sprint(q.PerThread), q.Mode, q.Prog, q.Build, fmtNS(q.NS), ratio})
 	}
 	return t
 }
