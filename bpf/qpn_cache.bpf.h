@@ -13,16 +13,23 @@ struct qpn_way {
 	__u32 gen; /* qp_gen when it was read */
 };
 
-/* Sets of the thread's cache (a power of two), two ways each. */
-#define SQ_QPN_SET_BITS 3
+/* Sets of the thread's cache (a power of two), two ways each: 128 QP
+ * numbers, 2 KiB. `make bench` (sqbench -only qpcache) measured the hit
+ * rate by size: two ways of N entries held every QP of a thread posting
+ * to up to N/2 in turn, and 128 entries are what 64 QPs per thread need. */
+#define SQ_QPN_SET_BITS 6
 #define SQ_QPN_SETS     (1 << SQ_QPN_SET_BITS)
 
 /* qpn_hash is the set of 1 << bits (1 <= bits <= 16) QP address qp maps
- * to. A multiplicative hash: QPs are heap objects, 16-byte aligned and
- * often a fixed stride apart, which the multiplier spreads over the sets. */
+ * to. QPs are heap objects, 16-byte aligned and often a fixed stride
+ * apart: the multiplier spreads a stride over the high bits, the fold
+ * brings them down, so that no stride sends every QP to one set (the
+ * multiplier's high bits alone did for some). */
 static __always_inline __u32 qpn_hash(__u64 qp, unsigned int bits)
 {
-	return (__u32)((qp * 0x9E3779B97F4A7C15ull) >> (64 - bits)) & ((1u << bits) - 1);
+	__u64 x = (qp >> 4) * 0x9E3779B97F4A7C15ull;
+
+	return (__u32)(x ^ (x >> 32)) & ((1u << bits) - 1);
 }
 
 /* qpn_set is the first way of the set qp maps to in cache c of 1 << bits

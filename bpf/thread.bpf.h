@@ -51,10 +51,12 @@ static __always_inline struct thread_state *thread_state(__u64 id, int create)
 	if (slot && !slot->owner && __sync_val_compare_and_swap(&slot->owner, 0, (__u64)tid) == 0) {
 		struct thread_state *init = bpf_map_lookup_elem(&thread_zero, &zero);
 
-		/* a former owner's leftovers, all but the owner field */
+		/* a former owner's leftovers, all but the owner field; by a
+		 * helper, since clang copies at most about 1 KiB inline and
+		 * the state with its QP number cache is larger */
 		if (init)
-			__builtin_memcpy((void *)slot + sizeof(slot->owner), (void *)init + sizeof(init->owner),
-					 sizeof(*slot) - sizeof(slot->owner));
+			bpf_probe_read_kernel((void *)slot + sizeof(slot->owner), sizeof(*slot) - sizeof(slot->owner),
+					      (void *)init + sizeof(init->owner));
 		return slot;
 	}
 	return fallback_state(bpf_get_current_task_btf(), tid, 1);

@@ -357,16 +357,10 @@ type VerbsSqWr struct {
 }
 
 type VerbsThreadState struct {
-	_     structs.HostLayout
-	Owner uint64
-	Post  VerbsCallArgs
-	Poll  VerbsCallArgs
-	Qpns  [16]struct {
-		_   structs.HostLayout
-		Qp  uint64
-		Qpn uint32
-		Gen uint32
-	}
+	_                 structs.HostLayout
+	Owner             uint64
+	Post              VerbsCallArgs
+	Poll              VerbsCallArgs
 	PendCq            uint64
 	PendEmpty         uint32
 	PendPolls         uint32
@@ -407,6 +401,12 @@ type VerbsThreadState struct {
 	PendEpoch         uint32
 	PendCqSeq         uint32
 	Pad5              uint32
+	Qpns              [128]struct {
+		_   structs.HostLayout
+		Qp  uint64
+		Qpn uint32
+		Gen uint32
+	}
 }
 
 type VerbsWalk struct {
