@@ -125,6 +125,7 @@ func qpCache(ctx context.Context, c *config, r *report) error {
 				return fmt.Errorf("%s %s: no runs of %s", v.b.name, v.mode, v.prog)
 			}
 			ns[i] = append(ns[i], row.NS[v.prog])
+			fmt.Fprintf(c.log, "qpcache: %s %.0f ns per hit\n", v.prog, row.NS[v.prog])
 		}
 	}
 	for i, v := range vs {
