@@ -115,10 +115,6 @@ struct thread_state {
 	__u64 owner; /* in thread_slots: the thread id the slot is for (0: free) */
 	struct call_args post; /* post_send (op 0), post_recv (1), wr_complete (2) */
 	struct call_args poll;
-	/* qp_num of the QP this thread last posted to, while qp_gen is unchanged */
-	__u64 qpn_qp;
-	__u32 qpn;
-	__u32 qpn_gen;
 	/* Counts of this thread not yet added to the shared per-CQ and (counters
 	 * mode) per-QP maps: a map lookup per call costs more than the rest of
 	 * an empty poll's probe. Added when the thread moves to another CQ or
@@ -178,6 +174,9 @@ struct thread_state {
 	 * that address since then is not the one they are of */
 	__u32 pend_cq_seq;
 	__u32 pad5;
+	/* qp_num of the QPs this thread posted to last (qpn_cache.bpf.h):
+	 * last, so that it keeps the fields above on few cache lines */
+	struct qpn_way qpns[2 * SQ_QPN_SETS];
 };
 
 /* thread_state.call_counted: the post in progress was counted at its

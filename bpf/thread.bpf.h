@@ -1,6 +1,6 @@
 /* Part of verbs.bpf.c: the calling thread's data-path state (a slot of
  * thread_slots, else task storage or the hash by thread id), a call's
- * arguments from entry to return, and the thread's cached qp_num. */
+ * arguments from entry to return, and the thread's cached QP numbers. */
 #ifndef SQSCOPE_THREAD_BPF_H
 #define SQSCOPE_THREAD_BPF_H
 
@@ -51,10 +51,12 @@ static __always_inline struct thread_state *thread_state(__u64 id, int create)
 	if (slot && !slot->owner && __sync_val_compare_and_swap(&slot->owner, 0, (__u64)tid) == 0) {
 		struct thread_state *init = bpf_map_lookup_elem(&thread_zero, &zero);
 
-		/* a former owner's leftovers, all but the owner field */
+		/* a former owner's leftovers, all but the owner field; by a
+		 * helper, since clang copies at most about 1 KiB inline and
+		 * the state with its QP number cache is larger */
 		if (init)
-			__builtin_memcpy((void *)slot + sizeof(slot->owner), (void *)init + sizeof(init->owner),
-					 sizeof(*slot) - sizeof(slot->owner));
+			bpf_probe_read_kernel((void *)slot + sizeof(slot->owner), sizeof(*slot) - sizeof(slot->owner),
+					      (void *)init + sizeof(init->owner));
 		return slot;
 	}
 	return fallback_state(bpf_get_current_task_btf(), tid, 1);
@@ -84,17 +86,19 @@ static __always_inline struct call_args *leave(struct call_args *c, __u8 op)
 }
 
 /* qp_num_of reads a QP's number, or takes it from the thread's cache: a
- * thread usually posts to the same QP again and again. */
+ * thread posts to the same few QPs again and again. */
 static __always_inline __u32 qp_num_of(struct thread_state *st, __u64 qp)
 {
 	__u32 gen = qp_gen;
+	struct qpn_way *s = qpn_set(st->qpns, qp, SQ_QPN_SET_BITS);
+	struct qpn_way *w = qpn_find(s, qp, gen);
+	__u32 qpn;
 
-	if (st->qpn_qp != qp || st->qpn_gen != gen) {
-		st->qpn = read_u32(qp + IBV_QP_QP_NUM);
-		st->qpn_qp = qp;
-		st->qpn_gen = gen;
-	}
-	return st->qpn;
+	if (w)
+		return w->qpn;
+	qpn = read_u32(qp + IBV_QP_QP_NUM);
+	qpn_put(s, qp, gen, qpn);
+	return qpn;
 }
 
 #endif

@@ -18,6 +18,7 @@
  * (one bpf2go API, LoadVerbs). The headers below hold its parts by role,
  * each included after what it uses:
  *
+ *   qpn_cache.bpf.h  a thread's cache of QP numbers
  *   maps.bpf.h       knobs set before load, maps, the per-thread state
  *   output.bpf.h     record sizes and headers, ring-buffer output
  *   user_mem.bpf.h   user-memory reads and windows, hand-copied verbs structs
@@ -50,6 +51,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define ENOMEM 12
 #define EINVAL 22
 
+#include "qpn_cache.bpf.h"
 #include "maps.bpf.h"
 #include "output.bpf.h"
 #include "user_mem.bpf.h"

@@ -361,9 +361,6 @@ type VerbsThreadState struct {
 	Owner             uint64
 	Post              VerbsCallArgs
 	Poll              VerbsCallArgs
-	QpnQp             uint64
-	Qpn               uint32
-	QpnGen            uint32
 	PendCq            uint64
 	PendEmpty         uint32
 	PendPolls         uint32
@@ -404,6 +401,12 @@ type VerbsThreadState struct {
 	PendEpoch         uint32
 	PendCqSeq         uint32
 	Pad5              uint32
+	Qpns              [128]struct {
+		_   structs.HostLayout
+		Qp  uint64
+		Qpn uint32
+		Gen uint32
+	}
 }
 
 type VerbsWalk struct {

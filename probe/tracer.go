@@ -364,14 +364,24 @@ func (t *Tracer) load() error {
 	// uprobe programs may use on recent kernels only; elsewhere they keep
 	// it in a hash by thread id (a few tens of ns more per call). The
 	// error reported is the first one.
+	// The hash by thread id holds no state while task storage does: it
+	// gets its room (16,384 threads' state, megabytes) only with the
+	// fallback.
+	byTID := spec.Maps["threads_by_tid"]
+	if byTID == nil {
+		return errors.New("BPF object has no map threads_by_tid")
+	}
+	tidEntries := byTID.MaxEntries
 	if t.opts.noTaskStorage {
-		if err := hashThreadState(spec); err != nil {
+		if err := hashThreadState(spec, tidEntries); err != nil {
 			return err
 		}
+	} else {
+		byTID.MaxEntries = 1
 	}
 	err = loadAll()
 	if err != nil && !t.opts.noTaskStorage {
-		if herr := hashThreadState(spec); herr != nil {
+		if herr := hashThreadState(spec, tidEntries); herr != nil {
 			return herr
 		}
 		if loadAll() == nil {
@@ -399,8 +409,8 @@ func (t *Tracer) load() error {
 }
 
 // hashThreadState switches the programs' per-thread state from task
-// storage to the hash by thread id.
-func hashThreadState(spec *ebpf.CollectionSpec) error {
+// storage to the hash by thread id, of tidEntries threads.
+func hashThreadState(spec *ebpf.CollectionSpec, tidEntries uint32) error {
 	vs, ok := spec.Variables["have_task_storage"]
 	if !ok {
 		return errors.New("BPF object has no knob have_task_storage")
@@ -408,6 +418,7 @@ func hashThreadState(spec *ebpf.CollectionSpec) error {
 	if err := vs.Set(uint8(0)); err != nil {
 		return fmt.Errorf("setting BPF knob have_task_storage: %w", err)
 	}
+	spec.Maps["threads_by_tid"].MaxEntries = tidEntries
 	// unused now, but a map the kernel may not know must not fail the load
 	m := spec.Maps["threads"]
 	m.Type, m.Flags, m.MaxEntries = ebpf.Hash, 0, 1

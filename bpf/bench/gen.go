@@ -2,11 +2,13 @@
 // measures sqscope's programs against; sqscope itself never loads them.
 // floor.bpf.c has empty programs (the unavoidable cost of a uprobe),
 // least.bpf.c only what a full-event or a counting tracer cannot do
-// without, and cost.bpf.c one operation each (what the building blocks of
-// a probe cost). As in package bpf, the generated .go and .o files are
+// without, cost.bpf.c one operation each (what the building blocks of
+// a probe cost), and qpcache.bpf.c the hit rate of a thread's cache of QP
+// numbers, by the cache's shape. As in package bpf, the generated .go and .o files are
 // committed; `make generate` rebuilds them.
 package bench
 
 //go:generate go tool bpf2go -target amd64 Floor floor.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
 //go:generate go tool bpf2go -target amd64 Cost cost.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
 //go:generate go tool bpf2go -target amd64 Least least.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
+//go:generate go tool bpf2go -target amd64 -type qpc_count QPCache qpcache.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror

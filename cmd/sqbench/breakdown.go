@@ -104,10 +104,16 @@ func floorStats(ctx context.Context, c *config, wl []string, dir string) (bdRow,
 }
 
 func tracedStats(ctx context.Context, c *config, mode string, wl []string, dir string) (bdRow, error) {
-	row := bdRow{Variant: "sqscope " + mode, NS: map[string]float64{}, Runs: map[string]uint64{}}
+	return tracedStatsOf(ctx, c.sqscope, "sqscope "+mode, mode, wl, dir)
+}
+
+// tracedStatsOf runs the sqscope executable bin in mode over the workload
+// wl and reads its data-path programs' run time per hit.
+func tracedStatsOf(ctx context.Context, bin, variant, mode string, wl []string, dir string) (bdRow, error) {
+	row := bdRow{Variant: variant, NS: map[string]float64{}, Runs: map[string]uint64{}}
 	js := filepath.Join(dir, "wl.json")
 	args := append(append([]string{"trace", "--mode", mode, "--workload", "--"}, wl...), "--json-out", js)
-	cmd := exec.CommandContext(ctx, c.sqscope, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	if err := cmd.Start(); err != nil {
 		return row, err
 	}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -43,7 +44,8 @@ type config struct {
 	iters16  uint64 // -n of the post_list 16 overhead runs
 	only     string // run one section (tests and quick looks)
 	goBin    string
-	baseline string // another sqscope build to compare with
+	baseline string  // another sqscope build to compare with
+	builds   []build // more builds for the qpcache rounds (-build)
 	log      io.Writer
 }
 
@@ -58,9 +60,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.out, "o", "BENCHMARKS.md", "write the report here (empty: do not write)")
 	fs.Uint64Var(&c.iters1, "n1", 300000, "WRs per overhead run at post_list 1")
 	fs.Uint64Var(&c.iters16, "n16", 800000, "WRs per overhead run at post_list 16")
-	fs.StringVar(&c.only, "only", "", "run one section: overhead (with breakdown), breakdown, loss or go")
+	fs.StringVar(&c.only, "only", "", "run one section: overhead (with breakdown), breakdown, qpcache, loss or go")
 	fs.StringVar(&c.goBin, "go", "go", "the go command (for the go test benchmarks)")
-	fs.StringVar(&c.baseline, "baseline", "", "another sqscope build: its events and counters modes join the overhead rounds")
+	fs.StringVar(&c.baseline, "baseline", "", "another sqscope build: its events and counters modes join the overhead and qpcache rounds")
+	fs.Func("build", "NAME=PATH: one more sqscope build whose run time joins the qpcache rounds (repeatable)", func(v string) error {
+		name, path, ok := strings.Cut(v, "=")
+		if !ok || name == "" || path == "" {
+			return fmt.Errorf("want NAME=PATH, got %q", v)
+		}
+		c.builds = append(c.builds, build{name, path})
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sqbench [flags]   (as root; `make bench` runs it)")
 		fs.PrintDefaults()
@@ -107,6 +117,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		if err := helperCosts(ctx, &c, r); err != nil {
 			return fmt.Errorf("helper costs: %w", err)
+		}
+	}
+	if c.only == "" || c.only == "qpcache" {
+		if err := qpCache(ctx, &c, r); err != nil {
+			return fmt.Errorf("QP number cache: %w", err)
 		}
 	}
 	if c.only == "" || c.only == "loss" {

@@ -138,6 +138,14 @@ func (r *report) text() string {
 		b.WriteString("\n== BPF run time per hit, ns (kernel statistics; they add their own cost, which the floor's empty programs show)\n")
 		b.WriteString(r.breakdownTable().text())
 	}
+	if len(r.qpcHits) > 0 {
+		b.WriteString("\n== QP number cache: share of the posts that found their QP's number\n")
+		b.WriteString(r.qpcHitTable().text())
+	}
+	if len(r.qpcTimes) > 0 {
+		fmt.Fprintf(&b, "\n== QP number cache: BPF run time per hit, ns (median [min–max] of %d rounds)\n", r.qpcTimes[0].NS.N)
+		b.WriteString(r.qpcTimeTable().text())
+	}
 	if len(r.loss) > 0 {
 		b.WriteString("\n== loss under load (events mode)\n")
 		b.WriteString(r.lossTable().text())
@@ -216,6 +224,18 @@ func (r *report) markdown(c *config) string {
 		b.WriteString("\n")
 		b.WriteString(r.costTable().markdown())
 		b.WriteString("\n" + r.costVerdict() + "\n")
+	}
+	if len(r.qpcHits)+len(r.qpcTimes) > 0 {
+		b.WriteString("\n## The per-thread cache of QP numbers\n\n")
+		b.WriteString(qpcMethod)
+		if len(r.qpcHits) > 0 {
+			b.WriteString("\nShare of the posts that found their QP's number, by the cache's shape:\n\n")
+			b.WriteString(r.qpcHitTable().markdown())
+		}
+		if len(r.qpcTimes) > 0 {
+			fmt.Fprintf(&b, "\nBPF run time per hit, ns, median [min–max] of %d rounds:\n\n", r.qpcTimes[0].NS.N)
+			b.WriteString(r.qpcTimeTable().markdown())
+		}
 	}
 	if len(r.loss) > 0 {
 		b.WriteString("\n## Loss under load\n\n")

@@ -14,6 +14,8 @@ type report struct {
 	loss      []lossRow
 	breakdown []bdRow
 	costs     []costRow
+	qpcHits   []qpcHitRow
+	qpcTimes  []qpcTimeRow
 	costEmpty float64
 	other     []otherRow
 	commands  []string

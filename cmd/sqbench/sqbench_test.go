@@ -74,6 +74,7 @@ func TestBenchProgramsLoad(t *testing.T) {
 		{"floor", bench.LoadFloor, &bench.FloorObjects{}},
 		{"least", bench.LoadLeast, &bench.LeastObjects{}},
 		{"cost", bench.LoadCost, &bench.CostObjects{}},
+		{"qpcache", bench.LoadQPCache, &bench.QPCacheObjects{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			spec, err := c.load()

@@ -246,6 +246,10 @@ func parseTraceJSON(out []byte) (traceJSON, error) {
 func startWaiting(ctx context.Context, c *config, wl []string, dir string) (*exec.Cmd, string, error) {
 	js := filepath.Join(dir, "wl.json")
 	ready := filepath.Join(dir, "ready")
+	// a former run's: the signal must wait for this run's
+	if err := os.Remove(ready); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, "", err
+	}
 	args := append(append([]string{"workload"}, wl...), "--wait-signal", "--ready-file", ready, "--json-out", js)
 	cmd := exec.CommandContext(ctx, c.sqscope, args...)
 	var out bytes.Buffer
@@ -384,8 +388,8 @@ func loadForUprobes(spec *ebpf.CollectionSpec, objs any) (*probe.Uprobes, error)
 }
 
 // runAttached starts the workload held, attaches probes (sim_post_send
-// entry and return, then sim_poll_cq entry and return) to it with up, and
-// runs it.
+// entry and return, then sim_poll_cq entry and return; nil ones are left
+// out) to it with up, and runs it.
 func runAttached(ctx context.Context, c *config, wl []string, dir string, up *probe.Uprobes, probes [4]*ebpf.Program) (wlRun, error) {
 	cmd, js, err := startWaiting(ctx, c, wl, dir)
 	if err != nil {
@@ -417,6 +421,9 @@ func runAttached(ctx context.Context, c *config, wl []string, dir string, up *pr
 			prog *ebpf.Program
 			ret  bool
 		}{{probes[2*f+1], true}, {probes[2*f], false}} {
+			if p.prog == nil {
+				continue
+			}
 			l, err := up.Attach(ex, p.prog, sym.Offset, 0, pid, p.ret)
 			if err != nil {
 				return fail(fmt.Errorf("attaching to %s: %w", fn, err))

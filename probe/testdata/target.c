@@ -21,6 +21,10 @@
  *        target entry             every ibv_wr_* builder and setter, an
  *                                 extended CQ polled with ibv_start_poll,
  *                                 the CQ calls, ibv_post_srq_recv
+ *        target turns Q R         one thread posting to Q QPs in turn, R
+ *                                 rounds; then the first QP destroyed, a
+ *                                 new one made (at its address, as malloc
+ *                                 gives it back) and R rounds more
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -1269,6 +1273,59 @@ static int idle(long n)
 	return 0;
 }
 
+#define TURNS_MAX 256
+
+/* turns: Q QPs posted to in turn by one thread, R rounds of one unsignaled
+ * WR each, twice, the first QP replaced by a new one between the two; it
+ * prints each half's QPs as [address, number] pairs. */
+static int turns(int q, int rounds)
+{
+	struct ibv_context *ctx = fake_open();
+	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
+	struct fcq *cq = fake_create_cq(ctx);
+	struct ibv_qp *qps[TURNS_MAX];
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sg = { (uintptr_t)payload, 8, 1 };
+	struct ibv_qp_init_attr a;
+
+	if (q < 1 || q > TURNS_MAX || rounds < 1)
+		return 2;
+	memset(&a, 0, sizeof(a));
+	a.send_cq = a.recv_cq = &cq->cq;
+	a.qp_type = IBV_QPT_RC;
+	a.cap.max_send_wr = 16;
+	a.cap.max_send_sge = 1;
+	for (int i = 0; i < q; i++) {
+		qps[i] = sqsim_create_qp(pd, &a);
+		to_rts(qps[i]);
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_SEND;
+	wr.sg_list = &sg;
+	wr.num_sge = 1;
+	printf("{\"halves\":[");
+	for (int half = 0; half < 2; half++) {
+		if (half) {
+			sqsim_destroy_qp(qps[0]);
+			qps[0] = sqsim_create_qp(pd, &a);
+			to_rts(qps[0]);
+		}
+		for (int r = 0; r < rounds; r++)
+			for (int i = 0; i < q; i++) {
+				wr.wr_id = (uint64_t)r * q + i;
+				if (ibv_post_send(qps[i], &wr, &bad))
+					return 3;
+			}
+		printf("%s[", half ? "," : "");
+		for (int i = 0; i < q; i++)
+			printf("%s[%lu,%u]", i ? "," : "", (unsigned long)(uintptr_t)qps[i], qps[i]->qp_num);
+		printf("]");
+	}
+	printf("]}\n");
+	fflush(stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "run"))
@@ -1285,6 +1342,8 @@ int main(int argc, char **argv)
 		return cut_fail();
 	if (argc >= 2 && !strcmp(argv[1], "entry"))
 		return entry();
-	fprintf(stderr, "usage: target run|late|bench N|idle N|cut|cut-fail|entry\n");
+	if (argc >= 4 && !strcmp(argv[1], "turns"))
+		return turns(atoi(argv[2]), atoi(argv[3]));
+	fprintf(stderr, "usage: target run|late|bench N|idle N|cut|cut-fail|entry|turns Q R\n");
 	return 2;
 }
