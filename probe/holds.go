@@ -170,6 +170,22 @@ func holdEntries(m *ebpf.Map) []holdEntry {
 	return out
 }
 
+// settle waits, until deadline at most, for the thread that stopped pid
+// (tid) to be stopped. Every tracer's probe at the call that stopped it has
+// then run, and so every tracer's hold is in: a thread preempted between
+// two tracers' programs would otherwise let the first tracer find no other
+// hold. Usually it is stopped long before and this is one read.
+func settle(pid, tid int, deadline time.Time) {
+	path := fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid)
+	for {
+		st, err := statState(path)
+		if err != nil || st == 'T' || st == 't' || st == 'Z' || st == 'X' || !time.Now().Before(deadline) {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 // releaseHold ends this tracer's hold on pid and continues pid unless
 // another tracer's valid hold is left (dropping the stale ones it finds).
 // It reports whether pid was continued.

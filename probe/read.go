@@ -182,6 +182,9 @@ func (t *Tracer) resume(force bool) {
 				continue // read what the other threads wrote first
 			}
 		}
+		if t.holdsPrivate == nil {
+			settle(pid, h.tid, h.since.Add(stopGrace))
+		}
 		if !heldUntilNow(pid, h.tid) {
 			t.heldBroken(pid)
 		}
