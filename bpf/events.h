@@ -517,6 +517,22 @@ struct sq_qp_final_rec {
 	struct sq_qp_counters c;
 };
 
+/* A hold on a stopped process, an entry of the map sq_holds_v1 that every
+ * sqscope of the host shares (pinned under bpffs). Each tracer that stops
+ * a process adds its own before the SIGSTOP; the last one whose probes are
+ * placed continues it. The layout is fixed for the map's name: a change
+ * takes a new name (_v2). */
+struct sq_hold_key {
+	__u32 pid;      /* the process held */
+	__u32 holder;   /* the holding tracer's process (tgid) */
+	__u64 tracer;   /* which tracer of that process (several may run in one) */
+};
+
+struct sq_hold {
+	__u64 holder_start; /* the holder's start time (clock ticks after boot, /proc/PID/stat): a reused pid is not it */
+	__u64 ts;           /* when the hold was taken (bpf_ktime_get_ns) */
+};
+
 /* SQ_MODE_* is the const volatile targ_mode. */
 #define SQ_MODE_EVENTS   0
 #define SQ_MODE_COUNTERS 1

@@ -25,6 +25,10 @@ const volatile __u32 slot_mask = 4095;     /* thread_slots index mask (tests: 0,
  * about as much as the rest of an entry probe, and under a uprobe the
  * interval measures mostly the probe itself, so it is asked for. */
 const volatile __u8 call_times = 0;
+/* this tracer in the shared holds (sq_holds_v1): its id within its process
+ * and its process's start time */
+const volatile __u64 hold_tracer = 0;
+const volatile __u64 self_start = 0;
 
 /* ---- the cut ------------------------------------------------------------ */
 
@@ -80,6 +84,16 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } stopped_pids SEC(".maps");
+
+/* The holds of every sqscope on the host (struct sq_hold_key): user space
+ * pins it by name so that all of them load the same map; unpinned (no
+ * bpffs) it holds this tracer's own only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct sq_hold_key);
+	__type(value, struct sq_hold);
+} sq_holds_v1 SEC(".maps");
 
 /* Follow mode: the processes descended from targ_tgid (not targ_tgid
  * itself), added at their fork, removed at their exit. */

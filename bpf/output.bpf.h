@@ -32,13 +32,20 @@ static __always_inline __u32 nonzero(__u32 v)
 }
 
 /* stop_self sends SIGSTOP to the calling process and notes it in
- * stopped_pids; 1 when sent. */
+ * stopped_pids; 1 when sent. The hold is taken first: another tracer
+ * that stopped the process at the same call continues it only when no
+ * hold but its own is left, and this one's must be there by then. */
 static __always_inline int stop_self(__u32 tgid)
 {
+	struct sq_hold_key k = { .pid = tgid, .holder = self_tgid, .tracer = hold_tracer };
+	struct sq_hold h = { .holder_start = self_start, .ts = bpf_ktime_get_ns() };
 	__u8 one = 1;
 
-	if (bpf_send_signal(SIGSTOP))
+	bpf_map_update_elem(&sq_holds_v1, &k, &h, BPF_ANY);
+	if (bpf_send_signal(SIGSTOP)) {
+		bpf_map_delete_elem(&sq_holds_v1, &k);
 		return 0;
+	}
 	bpf_map_update_elem(&stopped_pids, &tgid, &one, BPF_ANY);
 	return 1;
 }

@@ -154,6 +154,19 @@ type VerbsSqHdr struct {
 	Pad     [7]uint8
 }
 
+type VerbsSqHold struct {
+	_           structs.HostLayout
+	HolderStart uint64
+	Ts          uint64
+}
+
+type VerbsSqHoldKey struct {
+	_      structs.HostLayout
+	Pid    uint32
+	Holder uint32
+	Tracer uint64
+}
+
 type VerbsSqKey struct {
 	_    structs.HostLayout
 	Pid  uint32
@@ -473,6 +486,7 @@ const (
 	VerbsMapProcs                = "procs"
 	VerbsMapQpCounters           = "qp_counters"
 	VerbsMapScratch              = "scratch"
+	VerbsMapSqHoldsV1            = "sq_holds_v1"
 	VerbsMapStoppedPids          = "stopped_pids"
 	VerbsMapThreadSlots          = "thread_slots"
 	VerbsMapThreadZero           = "thread_zero"
@@ -536,12 +550,14 @@ const (
 	VerbsVarCut                  = "cut"
 	VerbsVarFollow               = "follow"
 	VerbsVarHaveTaskStorage      = "have_task_storage"
+	VerbsVarHoldTracer           = "hold_tracer"
 	VerbsVarMaxSges              = "max_sges"
 	VerbsVarMaxWalk              = "max_walk"
 	VerbsVarMaxWcs               = "max_wcs"
 	VerbsVarMaxWrs               = "max_wrs"
 	VerbsVarObjSeq               = "obj_seq"
 	VerbsVarQpGen                = "qp_gen"
+	VerbsVarSelfStart            = "self_start"
 	VerbsVarSelfTgid             = "self_tgid"
 	VerbsVarSlotMask             = "slot_mask"
 	VerbsVarStopOnNew            = "stop_on_new"
@@ -675,6 +691,7 @@ type VerbsMapSpecs struct {
 	Procs        *ebpf.MapSpec `ebpf:"procs"`
 	QpCounters   *ebpf.MapSpec `ebpf:"qp_counters"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	SqHoldsV1    *ebpf.MapSpec `ebpf:"sq_holds_v1"`
 	StoppedPids  *ebpf.MapSpec `ebpf:"stopped_pids"`
 	ThreadSlots  *ebpf.MapSpec `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.MapSpec `ebpf:"thread_zero"`
@@ -695,12 +712,14 @@ type VerbsVariableSpecs struct {
 	Cut             *ebpf.VariableSpec `ebpf:"cut"`
 	Follow          *ebpf.VariableSpec `ebpf:"follow"`
 	HaveTaskStorage *ebpf.VariableSpec `ebpf:"have_task_storage"`
+	HoldTracer      *ebpf.VariableSpec `ebpf:"hold_tracer"`
 	MaxSges         *ebpf.VariableSpec `ebpf:"max_sges"`
 	MaxWalk         *ebpf.VariableSpec `ebpf:"max_walk"`
 	MaxWcs          *ebpf.VariableSpec `ebpf:"max_wcs"`
 	MaxWrs          *ebpf.VariableSpec `ebpf:"max_wrs"`
 	ObjSeq          *ebpf.VariableSpec `ebpf:"obj_seq"`
 	QpGen           *ebpf.VariableSpec `ebpf:"qp_gen"`
+	SelfStart       *ebpf.VariableSpec `ebpf:"self_start"`
 	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SlotMask        *ebpf.VariableSpec `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.VariableSpec `ebpf:"stop_on_new"`
@@ -757,6 +776,7 @@ type VerbsMaps struct {
 	Procs        *ebpf.Map `ebpf:"procs"`
 	QpCounters   *ebpf.Map `ebpf:"qp_counters"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
+	SqHoldsV1    *ebpf.Map `ebpf:"sq_holds_v1"`
 	StoppedPids  *ebpf.Map `ebpf:"stopped_pids"`
 	ThreadSlots  *ebpf.Map `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.Map `ebpf:"thread_zero"`
@@ -781,6 +801,7 @@ func (m *VerbsMaps) Close() error {
 		m.Procs,
 		m.QpCounters,
 		m.Scratch,
+		m.SqHoldsV1,
 		m.StoppedPids,
 		m.ThreadSlots,
 		m.ThreadZero,
@@ -802,12 +823,14 @@ type VerbsVariables struct {
 	Cut             *ebpf.Variable `ebpf:"cut"`
 	Follow          *ebpf.Variable `ebpf:"follow"`
 	HaveTaskStorage *ebpf.Variable `ebpf:"have_task_storage"`
+	HoldTracer      *ebpf.Variable `ebpf:"hold_tracer"`
 	MaxSges         *ebpf.Variable `ebpf:"max_sges"`
 	MaxWalk         *ebpf.Variable `ebpf:"max_walk"`
 	MaxWcs          *ebpf.Variable `ebpf:"max_wcs"`
 	MaxWrs          *ebpf.Variable `ebpf:"max_wrs"`
 	ObjSeq          *ebpf.Variable `ebpf:"obj_seq"`
 	QpGen           *ebpf.Variable `ebpf:"qp_gen"`
+	SelfStart       *ebpf.Variable `ebpf:"self_start"`
 	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
 	SlotMask        *ebpf.Variable `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.Variable `ebpf:"stop_on_new"`

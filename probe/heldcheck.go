@@ -12,11 +12,14 @@ import (
 )
 
 // A SIGSTOP the programs send holds a process only until anyone sends it
-// SIGCONT: another tracer of the host (a second sqscope with -a, or one
-// following a tree the process is in) that stopped it for its own probes
-// continues it once those are placed, maybe before this one's are. Nothing
-// here can refuse that SIGCONT; heldUntilNow says whether it came, so that
-// the calls lost to it are said, never silently missing.
+// SIGCONT. The tracers of a host share their holds (holds.go), so another
+// sqscope continues a process only once this one's probes are placed too;
+// where they cannot be shared (no bpffs), another tracer of the host (a
+// second sqscope with -a, or one following a tree the process is in) that
+// stopped it for its own probes continues it once those are placed, maybe
+// before this one's are, and so does anything else that sends SIGCONT.
+// Nothing here can refuse that SIGCONT; heldUntilNow says whether it came,
+// so that the calls lost to it are said, never silently missing.
 
 // stopMask is SIGSTOP's bit in the pending masks of /proc/PID/status.
 const stopMask = uint64(1) << (syscall.SIGSTOP - 1)
@@ -68,7 +71,11 @@ func (t *Tracer) heldBroken(pid int) {
 		return
 	}
 	t.contByOther[pid] = true
-	t.warnings = append(t.warnings, fmt.Sprintf("process %d ran on (continued by another process: another tracer?) or ended while stopped until the probes its new QP or CQ revealed were placed: the calls it made meanwhile through those functions may be missing", pid))
+	why := ""
+	if t.holdsPrivate != nil {
+		why = fmt.Sprintf(" (the holds of the tracers of this host are not shared: %v)", t.holdsPrivate)
+	}
+	t.warnings = append(t.warnings, fmt.Sprintf("process %d ran on (continued by another process: another tracer?) or ended while stopped until the probes its new QP or CQ revealed were placed: the calls it made meanwhile through those functions may be missing%s", pid, why))
 }
 
 // pendingMask is the hexadecimal signal mask on the status line named key

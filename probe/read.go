@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -92,6 +91,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 			if n%256 == 0 && time.Now().After(next) {
 				t.flush(fn)
 				next = time.Now().Add(t.opts.FlushInterval)
+				t.sweepHolds()
 			}
 			if t.exitSeen && t.rd.AvailableBytes() == 0 {
 				// The exit record is sent by the thread that found no
@@ -117,6 +117,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 			ended := t.proc != nil && t.proc.ended()
 			t.flush(fn)
 			next = time.Now().Add(t.opts.FlushInterval)
+			t.sweepHolds()
 			if ended && t.rd.AvailableBytes() == 0 {
 				return nil
 			}
@@ -181,10 +182,13 @@ func (t *Tracer) resume(force bool) {
 				continue // read what the other threads wrote first
 			}
 		}
+		if t.holdsPrivate == nil {
+			settle(pid, h.tid, h.since.Add(stopGrace))
+		}
 		if !heldUntilNow(pid, h.tid) {
 			t.heldBroken(pid)
 		}
-		syscall.Kill(pid, syscall.SIGCONT)
+		t.releaseHold(pid) // continues it unless another tracer still holds it
 		t.lastCont[pid] = trace.MonotonicNS()
 		t.objs.StoppedPids.Delete(uint32(pid))
 		delete(t.stopped, pid)
@@ -201,8 +205,9 @@ func (t *Tracer) continueStopped() {
 	var v uint8
 	it := t.objs.StoppedPids.Iterate()
 	for it.Next(&pid, &v) {
-		syscall.Kill(int(pid), syscall.SIGCONT)
+		t.releaseHold(int(pid))
 	}
+	t.releaseAllHolds()
 }
 
 // markStopped notes that pid was stopped, by its thread tid, for the
@@ -272,7 +277,7 @@ func (t *Tracer) Close() error {
 	errs := t.detach()
 	t.mu.Lock()
 	for pid := range t.stopped {
-		syscall.Kill(pid, syscall.SIGCONT)
+		t.releaseHold(pid)
 	}
 	t.stopped = map[int]stopHold{}
 	t.mu.Unlock()

@@ -121,6 +121,9 @@ type Options struct {
 	// oneThreadSlot leaves a single slot for all threads: the first takes
 	// it, the others keep their state elsewhere (tests).
 	oneThreadSlot bool
+	// privateHolds keeps this tracer's holds to itself, as where bpffs is
+	// missing (tests).
+	privateHolds bool
 }
 
 const (
@@ -166,6 +169,10 @@ type Tracer struct {
 	// the file of its post_send (trace.QPCreate field Lib)
 	fnFile  map[pidAddr]string
 	stopped map[int]stopHold // processes waiting for SIGCONT; guarded by mu
+	hold    holdID           // this tracer in the holds map shared by every sqscope (holds.go)
+	// holdsPrivate says why the holds map is not shared with the other
+	// tracers of the host (nil: it is)
+	holdsPrivate error
 	// contByOther: processes said to have been continued by someone
 	// else during a stop; guarded by mu
 	contByOther map[int]bool
@@ -288,11 +295,13 @@ func Open(opts Options) (*Tracer, error) {
 		hostSeen:    map[int]bool{},
 		simExe:      map[fileID]bool{},
 		syncDone:    make(chan struct{}),
+		hold:        newHoldID(),
 	}
 	if err := t.load(); err != nil {
 		proc.close()
 		return nil, err
 	}
+	t.sweepHolds()
 	if err := t.attachAll(); err != nil {
 		t.Close()
 		return nil, err
@@ -344,6 +353,8 @@ func (t *Tracer) load() error {
 		{"max_sges", bound(t.opts.MaxSGEs, bpf.MaxSGEs)},
 		{"max_wcs", bound(t.opts.MaxWCs, bpf.MaxWCs)},
 		{"wakeup_bytes", uint64(t.opts.RingBytes / 4)},
+		{"hold_tracer", t.hold.tracer},
+		{"self_start", t.hold.start},
 	} {
 		if err := set(kv.name, kv.v); err != nil {
 			return err
@@ -356,9 +367,22 @@ func (t *Tracer) load() error {
 	}
 	spec.Maps["events"].MaxEntries = uint32(t.opts.RingBytes)
 
+	// the holds map every sqscope shares (holds.go), or this one's own
+	var copts *ebpf.CollectionOptions
+	if stop && t.opts.privateHolds {
+		t.holdsPrivate = errors.New("private holds asked for")
+	} else if stop {
+		shared, err := openSharedHolds(spec.Maps[bpf.VerbsMapSqHoldsV1])
+		if err != nil {
+			t.holdsPrivate = err
+		} else {
+			defer shared.Close() // the collection holds a clone
+			copts = &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{bpf.VerbsMapSqHoldsV1: shared}}
+		}
+	}
 	t.uprobes.perfEvent = t.opts.perfEventUprobes
 	loadAll := func() error {
-		return t.uprobes.Load(spec, func() error { return spec.LoadAndAssign(&t.objs, nil) })
+		return t.uprobes.Load(spec, func() error { return spec.LoadAndAssign(&t.objs, copts) })
 	}
 	// The data-path probes keep per-thread state in task storage, which
 	// uprobe programs may use on recent kernels only; elsewhere they keep
