@@ -186,6 +186,27 @@ func settle(pid, tid int, deadline time.Time) {
 	}
 }
 
+// takeHold adds this tracer's hold on pid before it stops pid itself (the
+// memory scan of a running process), so that another tracer's release does
+// not continue pid while this one's probes are being placed; dropHold
+// takes it back when the stop was not sent.
+func (t *Tracer) takeHold(pid int) {
+	if m := t.objs.SqHoldsV1; m != nil {
+		m.Put(t.holdKey(pid), bpf.VerbsSqHold{HolderStart: t.hold.start, Ts: trace.MonotonicNS()})
+	}
+}
+
+func (t *Tracer) dropHold(pid int) {
+	if m := t.objs.SqHoldsV1; m != nil {
+		m.Delete(t.holdKey(pid))
+	}
+}
+
+// holdKey is this tracer's hold on pid.
+func (t *Tracer) holdKey(pid int) bpf.VerbsSqHoldKey {
+	return bpf.VerbsSqHoldKey{Pid: uint32(pid), Holder: t.hold.tgid, Tracer: t.hold.tracer}
+}
+
 // releaseHold ends this tracer's hold on pid and continues pid unless
 // another tracer's valid hold is left (dropping the stale ones it finds).
 // It reports whether pid was continued.
@@ -195,7 +216,7 @@ func (t *Tracer) releaseHold(pid int) bool {
 		syscall.Kill(pid, syscall.SIGCONT)
 		return true
 	}
-	m.Delete(bpf.VerbsSqHoldKey{Pid: uint32(pid), Holder: t.hold.tgid, Tracer: t.hold.tracer})
+	m.Delete(t.holdKey(pid))
 	if t.heldByOther(m, pid) {
 		return false
 	}

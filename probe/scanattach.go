@@ -90,9 +90,12 @@ func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
 	var stopAt time.Time
 	if !t.opts.NoStop && !alreadyStopped(pid) {
 		stopAt = time.Now()
+		t.takeHold(pid) // shared with other tracers (holds.go)
 		if syscall.Kill(pid, syscall.SIGSTOP) == nil {
 			stopped = true
 			waitGroupStopped(pid, 100*time.Millisecond)
+		} else {
+			t.dropHold(pid)
 		}
 	}
 	bySym = t.attachBySymbol(pid, rs.hits)
@@ -119,7 +122,7 @@ func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
 		}
 	}
 	if stopped {
-		syscall.Kill(pid, syscall.SIGCONT)
+		t.releaseHold(pid) // continues pid unless another tracer still holds it
 		sc.StopNS = uint64(time.Since(stopAt))
 	}
 	return bySym, byMem
