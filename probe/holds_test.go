@@ -232,3 +232,47 @@ func inState(pid int, st byte) bool {
 	}
 	return false
 }
+
+// TestUserStopHolds: a stop sent from user space (the memory scan's) takes
+// a hold like the programs' stops, so that another tracer's release leaves
+// the process stopped until this one releases it too.
+func TestUserStopHolds(t *testing.T) {
+	requireBPF(t)
+	spec, err := bpf.LoadVerbs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := openSharedHolds(spec.Maps[bpf.VerbsMapSqHoldsV1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	pid := sleeper.Process.Pid
+	scan, other := &Tracer{hold: newHoldID()}, &Tracer{hold: newHoldID()}
+	scan.objs.SqHoldsV1, other.objs.SqHoldsV1 = m, m
+	defer scan.dropHold(pid)
+	defer other.dropHold(pid)
+	scan.takeHold(pid)
+	other.takeHold(pid)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if !inState(pid, 'T') {
+		t.Fatalf("process %d did not stop", pid)
+	}
+	if other.releaseHold(pid) || !inState(pid, 'T') {
+		t.Fatal("another tracer's release continued a process the scan still holds")
+	}
+	if !scan.releaseHold(pid) || !inState(pid, 'S') {
+		t.Fatal("the scan's release, the last hold, did not continue the process")
+	}
+	var v bpf.VerbsSqHold
+	if m.Lookup(scan.holdKey(pid), &v) == nil || m.Lookup(other.holdKey(pid), &v) == nil {
+		t.Fatal("a released hold is still in the map")
+	}
+}
