@@ -38,9 +38,19 @@ type served struct {
 // tracing the built-in workload with flags, and waits for its address.
 func startServe(t *testing.T, mode, flags string) *served {
 	t.Helper()
-	s := &served{truth: filepath.Join(t.TempDir(), "truth.json"), lines: make(chan string, 100)}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--mode", mode, "--workload", "--"}, strings.Fields(flags)...)
-	s.cmd = exec.Command(sqscopeBin(t), append(args, "--sim-deterministic", "--json-out", s.truth)...)
+	truth := filepath.Join(t.TempDir(), "truth.json")
+	args := append([]string{"--mode", mode, "--workload", "--"}, strings.Fields(flags)...)
+	s := serveWith(t, append(args, "--sim-deterministic", "--json-out", truth)...)
+	s.truth = truth
+	return s
+}
+
+// serveWith starts `sqscope serve --listen 127.0.0.1:0 ARGS`, reads its
+// stderr line by line and waits for its address.
+func serveWith(t *testing.T, args ...string) *served {
+	t.Helper()
+	s := &served{lines: make(chan string, 100)}
+	s.cmd = exec.Command(sqscopeBin(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	stderr, _ := s.cmd.StderrPipe()
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -439,22 +449,7 @@ func TestServeChurn(t *testing.T) {
 		t.Fatalf("building the lifecycle target: %v\n%s", err, out)
 	}
 	const rounds = 20000
-	s := &served{lines: make(chan string, 100)}
-	s.cmd = exec.Command(sqscopeBin(t), "serve", "--listen", "127.0.0.1:0", "--grace", "1s", "--mode", "events",
-		"-c", fmt.Sprintf("%s churn %d", life, rounds))
-	stderr, _ := s.cmd.StderrPipe()
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait() })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			s.lines <- sc.Text()
-		}
-		close(s.lines)
-	}()
-	s.addr = s.waitFor(t, regexp.MustCompile(`serving http://(\S+)/metrics`))[1]
+	s := serveWith(t, "--grace", "1s", "--mode", "events", "-c", fmt.Sprintf("%s churn %d", life, rounds))
 	ended := make(chan bool)
 	go func() { s.waitFor(t, regexp.MustCompile(`the trace ended`)); close(ended) }()
 	var peakQPs, peakRSS, scrapes float64
@@ -500,21 +495,7 @@ func TestServeChurn(t *testing.T) {
 // it, by the workload's pid, equal to its ground truth.
 func TestServeHostWide(t *testing.T) {
 	bpftest.RequireHost(t, probe.Preflight)
-	s := &served{lines: make(chan string, 100)}
-	s.cmd = exec.Command(sqscopeBin(t), "serve", "-a", "--listen", "127.0.0.1:0")
-	stderr, _ := s.cmd.StderrPipe()
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.cmd.Process.Kill(); s.cmd.Wait() })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			s.lines <- sc.Text()
-		}
-		close(s.lines)
-	}()
-	s.addr = s.waitFor(t, regexp.MustCompile(`serving http://(\S+)/metrics`))[1]
+	s := serveWith(t, "-a")
 	truth := filepath.Join(t.TempDir(), "truth.json")
 	w := exec.Command(sqscopeBin(t), "workload", "--qps", "2", "-n", "20000", "--sim-deterministic", "--json-out", truth)
 	if out, err := w.CombinedOutput(); err != nil {
