@@ -44,17 +44,40 @@ func scaleRecording(b *testing.B, qps int) string {
 	return path
 }
 
-// procStat is a process's CPU time and its peak resident memory, from
-// /proc.
-func procStat(pid int) (cpu time.Duration, hwmKiB int, err error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// statCPU is the CPU time (user and system) a /proc stat file gives.
+func statCPU(path string) (time.Duration, error) {
+	stat, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
 	ut, _ := strconv.ParseUint(f[11], 10, 64) // utime, field 14
 	st, _ := strconv.ParseUint(f[12], 10, 64)
-	cpu = time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ
+}
+
+// tmuxRun runs cmd in a detached 200×60 tmux session on a tmux server of
+// its own, and returns the pane's process id (kill-server ends it).
+func tmuxRun(b *testing.B, name, cmd string) (int, tmux) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		b.Skipf("no tmux for the live view: %v", err)
+	}
+	m := tmux{b, name}
+	m.run("new-session", "-d", "-s", name, "-x", "200", "-y", "60", cmd)
+	pid, err := strconv.Atoi(strings.TrimSpace(m.run("list-panes", "-t", name, "-F", "#{pane_pid}")))
+	if err != nil {
+		m.run("kill-server")
+		b.Fatal(err)
+	}
+	return pid, m
+}
+
+// procStat is a process's CPU time and its peak resident memory, from
+// /proc.
+func procStat(pid int) (cpu time.Duration, hwmKiB int, err error) {
+	if cpu, err = statCPU(fmt.Sprintf("/proc/%d/stat", pid)); err != nil {
+		return 0, 0, err
+	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, err
@@ -90,25 +113,10 @@ func benchScale(b *testing.B, qps int) {
 		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		b.ReportMetric(float64(ru.Maxrss)/1024, "report-rss-MiB")
 
-		if _, err := exec.LookPath("tmux"); err != nil {
-			b.Skipf("no tmux for the live view: %v", err)
-		}
-		name := fmt.Sprintf("sqscale%d", os.Getpid())
-		tm := func(args ...string) string {
-			out, err := exec.Command("tmux", append([]string{"-L", name}, args...)...).CombinedOutput()
-			if err != nil {
-				b.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			return strings.TrimSpace(string(out))
-		}
-		tm("new-session", "-d", "-s", name, "-x", "200", "-y", "60", "exec "+bin+" replay --speed 1000 "+rec)
-		pid, err := strconv.Atoi(tm("list-panes", "-t", name, "-F", "#{pane_pid}"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		pid, m := tmuxRun(b, fmt.Sprintf("sqscale%d", os.Getpid()), "exec "+bin+" replay --speed 1000 "+rec)
 		// the 70 s recording is in after 0.07 s at this speed; give it 3 s
 		time.Sleep(3 * time.Second)
-		if screen := tm("capture-pane", "-p", "-t", name); !strings.Contains(screen, "0x100 ") {
+		if screen := m.capture(); !strings.Contains(screen, "0x100 ") {
 			b.Fatalf("the live view does not show the QPs:\n%s", screen)
 		}
 		cpu0, _, err := procStat(pid)
@@ -119,7 +127,7 @@ func benchScale(b *testing.B, qps int) {
 		time.Sleep(10 * time.Second)
 		cpu1, hwm, err := procStat(pid)
 		wall := time.Since(start)
-		tm("kill-server")
+		m.run("kill-server")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -141,14 +149,9 @@ func viewCPU(pid int) (time.Duration, error) {
 		if comm, err := os.ReadFile(dir + "/comm"); err != nil || strings.TrimSpace(string(comm)) != tui.ViewThread {
 			continue
 		}
-		stat, err := os.ReadFile(dir + "/stat")
-		if err != nil {
-			continue // the thread ended
+		if c, err := statCPU(dir + "/stat"); err == nil { // else the thread ended
+			cpu += c
 		}
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-		ut, _ := strconv.ParseUint(f[11], 10, 64)
-		st, _ := strconv.ParseUint(f[12], 10, 64)
-		cpu += time.Duration(ut+st) * time.Second / 100 // USER_HZ
 	}
 	return cpu, nil
 }
@@ -160,28 +163,13 @@ func viewCPU(pid int) (time.Duration, error) {
 // writing to the terminal) and of the whole process, over 10 s.
 func BenchmarkLiveView(b *testing.B) {
 	bpftest.Require(b, probe.Preflight)
-	if _, err := exec.LookPath("tmux"); err != nil {
-		b.Skipf("no tmux for the live view: %v", err)
-	}
 	bin := sqscopeBin(b)
 	for b.Loop() {
-		name := fmt.Sprintf("sqlive%d", os.Getpid())
-		tm := func(args ...string) string {
-			out, err := exec.Command("tmux", append([]string{"-L", name}, args...)...).CombinedOutput()
-			if err != nil {
-				b.Fatalf("tmux %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			return strings.TrimSpace(string(out))
-		}
-		tm("new-session", "-d", "-s", name, "-x", "200", "-y", "60",
+		pid, m := tmuxRun(b, fmt.Sprintf("sqlive%d", os.Getpid()),
 			"exec "+bin+" top --workload -- --qps 4096 --threads 16 -s 64 -I 64 -Q 16 --rate 20 -D 40")
-		pid, err := strconv.Atoi(tm("list-panes", "-t", name, "-F", "#{pane_pid}"))
-		if err != nil {
-			b.Fatal(err)
-		}
 		time.Sleep(12 * time.Second) // the QPs are made and posting
-		if screen := tm("capture-pane", "-p", "-t", name); !strings.Contains(screen, "send queues") {
-			tm("kill-server")
+		if screen := m.capture(); !strings.Contains(screen, "send queues") {
+			m.run("kill-server")
 			b.Fatalf("the live view is not up:\n%s", screen)
 		}
 		view0, err := viewCPU(pid)
@@ -191,7 +179,7 @@ func BenchmarkLiveView(b *testing.B) {
 		view1, err3 := viewCPU(pid)
 		cpu1, _, err4 := procStat(pid)
 		wall := time.Since(start)
-		tm("kill-server")
+		m.run("kill-server")
 		if err := errors.Join(err, err2, err3, err4); err != nil {
 			b.Fatal(err)
 		}

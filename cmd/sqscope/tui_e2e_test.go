@@ -14,7 +14,7 @@ import (
 
 // tmux drives the real binary in a real terminal.
 type tmux struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 }
 
