@@ -161,15 +161,7 @@ func TestTwoTracersShareHolds(t *testing.T) {
 // and so does the stop of a process it holds.
 func TestStaleHoldReleased(t *testing.T) {
 	requireBPF(t)
-	spec, err := bpf.LoadVerbs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := openSharedHolds(spec.Maps[bpf.VerbsMapSqHoldsV1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := sharedHolds(t)
 	gone := exec.Command("true")
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
@@ -221,6 +213,21 @@ func TestStaleHoldReleased(t *testing.T) {
 	}
 }
 
+// sharedHolds opens the pinned holds map, closed when t ends.
+func sharedHolds(t *testing.T) *ebpf.Map {
+	t.Helper()
+	spec, err := bpf.LoadVerbs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := openSharedHolds(spec.Maps[bpf.VerbsMapSqHoldsV1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
 // inState waits up to half a second for pid to be in state st.
 func inState(pid int, st byte) bool {
 	for range 100 {
@@ -238,15 +245,7 @@ func inState(pid int, st byte) bool {
 // the process stopped until this one releases it too.
 func TestUserStopHolds(t *testing.T) {
 	requireBPF(t)
-	spec, err := bpf.LoadVerbs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := openSharedHolds(spec.Maps[bpf.VerbsMapSqHoldsV1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := sharedHolds(t)
 	sleeper := exec.Command("sleep", "30")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
