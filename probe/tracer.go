@@ -127,7 +127,9 @@ type Options struct {
 }
 
 const (
-	defaultRingBytes         = 32 << 20
+	// DefaultRingBytes is the ring of events mode when Options leave it
+	// out (RingBytes).
+	DefaultRingBytes         = 32 << 20
 	defaultCountersRingBytes = 8 << 20
 	defaultFlush             = time.Second
 	// stopGrace bounds how long a stopped process waits for records of
@@ -230,7 +232,7 @@ func Open(opts Options) (*Tracer, error) {
 		}
 	}
 	if opts.RingBytes == 0 {
-		opts.RingBytes = defaultRingBytes
+		opts.RingBytes = DefaultRingBytes
 		if opts.Mode == ModeCounters {
 			opts.RingBytes = defaultCountersRingBytes
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sqscope/sqscope/probe"
 )
 
 // lossRow is one traced run at full speed.
@@ -147,14 +149,10 @@ func lossRun(ctx context.Context, c *config, dir string, ring, qps, threads, lis
 	return row, nil
 }
 
-// defaultRingMiB is the ring sqscope picks in events mode (probe.Options
-// field RingBytes).
-const defaultRingMiB = 32
-
 // ring is the row's ring size, as the table shows it.
 func (l lossRow) ring() string {
 	if l.RingMiB == 0 {
-		return fmt.Sprintf("%d MiB (default)", defaultRingMiB)
+		return fmt.Sprintf("%d MiB (default)", probe.DefaultRingBytes>>20)
 	}
 	return fmt.Sprintf("%d MiB", l.RingMiB)
 }
