@@ -313,6 +313,15 @@ struct {
 	__type(value, __u64);
 } cpu_owner SEC(".maps");
 
+/* records this CPU put in the ring: wake_flags asks the ring how much is
+ * unread at every SQ_WAKE_EVERY-th */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} wake_ticks SEC(".maps");
+
 /* Let bpf2go see the record types that only user space decodes. */
 const struct sq_qp_rec *unused_qp __attribute__((unused));
 const struct sq_recv_rec *unused_recv __attribute__((unused));

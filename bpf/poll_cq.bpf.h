@@ -93,6 +93,38 @@ static __always_inline int count_poll(struct thread_state *st, __u32 tgid, __u64
 	return 1;
 }
 
+/* poll_one records a poll that returned one completion straight into the
+ * ring, as post_one does a one-WR post: no per-CPU slot to claim, no copy.
+ * -1 when the ring had no room (counted). */
+static __always_inline int poll_one(struct thread_state *st, struct call_args *a, __u64 id, int ret)
+{
+	struct sq_poll_rec *r;
+	struct wc_head h = {};
+
+	/* read before the reservation: a fault handled while a record is
+	 * reserved would keep the reader waiting on it */
+	bpf_probe_read_user(&h, sizeof(h), (void *)a->a1); /* zeroed if unreadable */
+	r = bpf_ringbuf_reserve(&events, one_rec_size(struct sq_poll_rec, wcs), 0);
+	if (!r) {
+		count_lost();
+		return -1;
+	}
+	__builtin_memset(r, 0, one_rec_size(struct sq_poll_rec, wcs));
+	fill_hdr(&r->hdr, SQ_REC_POLL, id, a->ts);
+	r->cq = a->a0;
+	r->max = (__s32)a->a3;
+	r->ret = ret;
+	r->n = 1;
+	r->empty_before = st->pend_empty;
+	r->wcs[0].wr_id = h.wr_id;
+	r->wcs[0].byte_len = h.byte_len;
+	r->wcs[0].qp_num = h.qp_num;
+	r->wcs[0].status = h.status;
+	r->wcs[0].opcode = h.opcode;
+	bpf_ringbuf_submit(r, wake_flags());
+	return 0;
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(poll_cq_ret, int ret)
 {
@@ -116,6 +148,11 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 	 * here, carried by the next record or flushed by user space. */
 	if (count_poll(st, tgid, a->a0, ret == 0, ret > 0 ? (__u32)ret : 0))
 		return 0;
+	if (ret == 1 && max_wcs) {
+		if (!poll_one(st, a, id, ret))
+			st->pend_empty = 0; /* reported; else they stay pending */
+		return 0;
+	}
 	claim_cpu(id);
 	r = scratch_buf();
 	ws = bpf_map_lookup_elem(&windows, &zero);
@@ -146,7 +183,7 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 		if (i >= n)
 			break;
 		o = &r->wcs[i];
-		__builtin_memcpy(&h, &ws->sge.b[i * IBV_WC_SIZE], sizeof(h));
+		h = *(struct wc_head *)&ws->sge.b[i * IBV_WC_SIZE];
 		o->wr_id = h.wr_id;
 		o->byte_len = h.byte_len;
 		o->qp_num = h.qp_num;

@@ -168,7 +168,7 @@ static __noinline void walk_fast(struct walk *w, struct windows *ws)
 				w->ended = 1;
 				return;
 			}
-			__builtin_memcpy(&h, win_ptr(&ws->wr, off), sizeof(h));
+			h = *(struct wr_head *)win_ptr(&ws->wr, off);
 		}
 		if (h.num_sge > 1 || h.num_sge < 0)
 			return;
@@ -221,7 +221,7 @@ static long walk_wr(__u32 idx, void *unused)
 		w->ended = 1;
 		return 1;
 	}
-	__builtin_memcpy(&h, win_ptr(&ws->wr, off), sizeof(h));
+	h = *(struct wr_head *)win_ptr(&ws->wr, off);
 	if (targ_mode == SQ_MODE_EVENTS && idx >= max_wrs) {
 		/* past the record bound: only count it */
 		w->cur = h.next;

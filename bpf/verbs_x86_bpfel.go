@@ -493,6 +493,7 @@ const (
 	VerbsMapThreads              = "threads"
 	VerbsMapThreadsByTid         = "threads_by_tid"
 	VerbsMapTree                 = "tree"
+	VerbsMapWakeTicks            = "wake_ticks"
 	VerbsMapWalks                = "walks"
 	VerbsMapWindows              = "windows"
 	VerbsMapWrBatches            = "wr_batches"
@@ -698,6 +699,7 @@ type VerbsMapSpecs struct {
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
 	ThreadsByTid *ebpf.MapSpec `ebpf:"threads_by_tid"`
 	Tree         *ebpf.MapSpec `ebpf:"tree"`
+	WakeTicks    *ebpf.MapSpec `ebpf:"wake_ticks"`
 	Walks        *ebpf.MapSpec `ebpf:"walks"`
 	Windows      *ebpf.MapSpec `ebpf:"windows"`
 	WrBatches    *ebpf.MapSpec `ebpf:"wr_batches"`
@@ -783,6 +785,7 @@ type VerbsMaps struct {
 	Threads      *ebpf.Map `ebpf:"threads"`
 	ThreadsByTid *ebpf.Map `ebpf:"threads_by_tid"`
 	Tree         *ebpf.Map `ebpf:"tree"`
+	WakeTicks    *ebpf.Map `ebpf:"wake_ticks"`
 	Walks        *ebpf.Map `ebpf:"walks"`
 	Windows      *ebpf.Map `ebpf:"windows"`
 	WrBatches    *ebpf.Map `ebpf:"wr_batches"`
@@ -808,6 +811,7 @@ func (m *VerbsMaps) Close() error {
 		m.Threads,
 		m.ThreadsByTid,
 		m.Tree,
+		m.WakeTicks,
 		m.Walks,
 		m.Windows,
 		m.WrBatches,
