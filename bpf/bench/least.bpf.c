@@ -3,14 +3,19 @@
 /* Less than a tracer must do at sqscope's probes, in each of its modes.
  *
  * Full events (least_post_*, least_poll_*): per-thread
- * state at post_send and poll_cq (entry and return), the header and SGE of
- * a post's first WR, and one timestamped ring-buffer record per post and
- * per poll that returned a completion (an empty poll is counted in the
- * thread's state). It reads no further WRs and handles no errors or slot
- * collisions.
+ * state at post_send and poll_cq (entry and return), every WR of a post's
+ * list (up to LEAST_WRS) with the length of its first SGE, and one
+ * timestamped ring-buffer record per post and per poll that returned a
+ * completion (an empty poll is counted in the thread's state). A one-WR
+ * list is two small reads; a longer one is one read of the WRs and one of
+ * the span their SGEs lie in, which is all it takes when the list and the
+ * SGEs are arrays (as the benchmark's are: it reads no WR outside the first
+ * read). It handles no errors, no lists past LEAST_WRS and no slot
+ * collisions, and builds a long list's record in a reservation of
+ * LEAST_WRS entries, wasting ring space.
  *
  * Counters (least_cpost_*, least_cpoll_*): per-thread state at three of
- * the four probes and the same two reads at post_send's entry, adding to
+ * the four probes and the same reads at post_send's entry, adding to
  * per-thread totals; post_send's return does nothing.
  *
  * `make bench` runs them beside sqscope: what no tracer of either kind can
@@ -29,6 +34,7 @@ struct least_slot {
 	__u64 owner;
 	__u64 a0, a1;
 	__u64 empty;
+	__u64 last_n; /* WRs in the thread's last list */
 	/* counters */
 	__u64 calls, wrs, inline_wrs, signaled, bytes, polls, cqes;
 };
@@ -54,6 +60,25 @@ struct least_post {
 	__u64 ts, qp, wr_id;
 	__u32 tid, flags, bytes, opcode;
 };
+
+#define LEAST_WRS 16
+
+/* a list's post: each WR's id, flags, first SGE's length and opcode */
+struct least_list_wr {
+	__u64 wr_id;
+	__u32 flags, bytes, opcode, pad;
+};
+
+struct least_list {
+	__u64 ts, qp;
+	__u32 tid, n;
+	struct least_list_wr wrs[LEAST_WRS];
+};
+
+/* sqbench tells the records apart by their sizes (leastPostSize, leastListSize) */
+_Static_assert(sizeof(struct least_post) == 40, "struct least_post is not sqbench's leastPostSize");
+_Static_assert(sizeof(struct least_list) == 408, "struct least_list is not sqbench's leastListSize");
+_Static_assert(__builtin_offsetof(struct least_list, n) == 20, "struct least_list.n is not where sqbench reads it");
 
 struct least_poll {
 	__u64 ts, cq, wr_id, empty;
@@ -123,6 +148,58 @@ pin_field(struct least_wc, byte_len, IBV_WC_BYTE_LEN);
 pin_field(struct least_wc, qp_num, IBV_WC_QP_NUM);
 _Static_assert(sizeof(struct least_wc) <= IBV_WC_SIZE, "struct least_wc is longer than struct ibv_wc");
 
+/* A list's WRs and SGEs, read in bulk: per CPU, too large for the stack. */
+#define LEAST_SPAN (LEAST_WRS * IBV_SEND_WR_SIZE)
+
+struct least_buf {
+	__u8 wrs[LEAST_SPAN];
+	__u8 sges[LEAST_SPAN + IBV_SGE_SIZE];
+	__u64 sg; /* the user address of sges[0] */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct least_buf);
+} least_bufs SEC(".maps");
+
+/* read_list reads the list at head, when it is longer than one WR, into b:
+ * its WRs in one read and the span from the first WR's SGEs to the last's
+ * in another (an array, in order, as the benchmark's). Returns the WRs
+ * read, 0 if none. */
+static __always_inline __u32 read_list(struct least_buf *b, __u64 head)
+{
+	__u32 n = LEAST_WRS;
+	__u64 span;
+
+	if (bpf_probe_read_user(b->wrs, sizeof(b->wrs), (void *)head))
+		return 0;
+	for (__u32 i = 0; i < LEAST_WRS; i++) {
+		struct least_wr *h = (struct least_wr *)&b->wrs[i * IBV_SEND_WR_SIZE];
+
+		if (h->next != head + (i + 1) * IBV_SEND_WR_SIZE) {
+			n = i + 1;
+			break;
+		}
+	}
+	b->sg = ((struct least_wr *)b->wrs)->sg_list;
+	span = ((struct least_wr *)&b->wrs[((n - 1) & (LEAST_WRS - 1)) * IBV_SEND_WR_SIZE])->sg_list - b->sg +
+	       IBV_SGE_SIZE;
+	if (span > LEAST_SPAN)
+		span = LEAST_SPAN;
+	bpf_probe_read_user(b->sges, span, (void *)b->sg);
+	return n;
+}
+
+/* sge_len is the length of the first SGE of the WR at h, out of b. */
+static __always_inline __u32 sge_len(struct least_buf *b, struct least_wr *h)
+{
+	__u64 off = (h->sg_list - b->sg) & (LEAST_SPAN - 1);
+
+	return ((struct least_sge *)&b->sges[off])->length;
+}
+
 /* read_wr reads a list's first WR and the length of its first SGE. */
 static __always_inline int read_wr(__u64 wr, struct least_wr *h, __u32 *len)
 {
@@ -142,6 +219,42 @@ int BPF_KPROBE(least_post_entry, void *qp, void *wr)
 	return 0;
 }
 
+/* list_post records a list of more than one WR; 0 when it was one. */
+static __always_inline int list_post(struct least_slot *s)
+{
+	__u32 zero = 0;
+	struct least_buf *b = bpf_map_lookup_elem(&least_bufs, &zero);
+	struct least_list *r;
+	__u32 n;
+
+	if (!b || !(n = read_list(b, s->a1)) || n == 1) {
+		s->last_n = 1;
+		return 0;
+	}
+	s->last_n = n;
+	r = bpf_ringbuf_reserve(&least_ring, sizeof(*r), 0);
+	if (!r) {
+		least_lost++;
+		return 1;
+	}
+	r->ts = bpf_ktime_get_ns();
+	r->qp = s->a0;
+	r->tid = s->owner;
+	r->n = n;
+	for (__u32 i = 0; i < LEAST_WRS; i++) {
+		struct least_wr *h = (struct least_wr *)&b->wrs[i * IBV_SEND_WR_SIZE];
+
+		if (i >= n)
+			break;
+		r->wrs[i].wr_id = h->wr_id;
+		r->wrs[i].flags = h->send_flags;
+		r->wrs[i].bytes = sge_len(b, h);
+		r->wrs[i].opcode = h->opcode;
+	}
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	return 1;
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(least_post_ret, int ret)
 {
@@ -150,8 +263,13 @@ int BPF_KRETPROBE(least_post_ret, int ret)
 	struct least_post r = {};
 	__u32 len;
 
-	if (!s || read_wr(s->a1, &h, &len))
+	if (!s || (s->last_n > 1 && list_post(s)) || read_wr(s->a1, &h, &len))
 		return 0;
+	if (h.next) { /* longer than last time: read in bulk from now on */
+		s->last_n = 2;
+		list_post(s);
+		return 0;
+	}
 	r.ts = bpf_ktime_get_ns();
 	r.qp = s->a0;
 	r.wr_id = h.wr_id;
@@ -199,6 +317,32 @@ int BPF_KRETPROBE(least_poll_ret, int ret)
 	return 0;
 }
 
+/* list_count adds up a list of more than one WR; 0 when it was one. */
+static __always_inline int list_count(struct least_slot *s, __u64 head)
+{
+	__u32 zero = 0;
+	struct least_buf *b = bpf_map_lookup_elem(&least_bufs, &zero);
+	__u32 n;
+
+	if (!b || !(n = read_list(b, head)) || n == 1) {
+		s->last_n = 1;
+		return 0;
+	}
+	s->last_n = n;
+	s->calls++;
+	for (__u32 i = 0; i < LEAST_WRS; i++) {
+		struct least_wr *h = (struct least_wr *)&b->wrs[i * IBV_SEND_WR_SIZE];
+
+		if (i >= n)
+			break;
+		s->wrs++;
+		s->inline_wrs += (h->send_flags / SQ_IBV_SEND_INLINE) & 1;
+		s->signaled += (h->send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+		s->bytes += sge_len(b, h);
+	}
+	return 1;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(least_cpost_entry, void *qp, void *wr)
 {
@@ -206,8 +350,13 @@ int BPF_KPROBE(least_cpost_entry, void *qp, void *wr)
 	struct least_wr h;
 	__u32 len;
 
-	if (!s || read_wr((__u64)wr, &h, &len))
+	if (!s || (s->last_n > 1 && list_count(s, (__u64)wr)) || read_wr((__u64)wr, &h, &len))
 		return 0;
+	if (h.next) { /* longer than last time: read in bulk from now on */
+		s->last_n = 2;
+		list_count(s, (__u64)wr);
+		return 0;
+	}
 	s->calls++;
 	s->wrs++;
 	s->inline_wrs += (h.send_flags / SQ_IBV_SEND_INLINE) & 1;

@@ -13,12 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type LeastLeastBuf struct {
+	_    structs.HostLayout
+	Wrs  [2048]uint8
+	Sges [2064]uint8
+	Sg   uint64
+}
+
 type LeastLeastSlot struct {
 	_         structs.HostLayout
 	Owner     uint64
 	A0        uint64
 	A1        uint64
 	Empty     uint64
+	LastN     uint64
 	Calls     uint64
 	Wrs       uint64
 	InlineWrs uint64
@@ -32,6 +40,7 @@ type LeastLeastSlot struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	LeastMapLeastBufs        = "least_bufs"
 	LeastMapLeastRing        = "least_ring"
 	LeastMapLeastSlots       = "least_slots"
 	LeastProgLeastCpollEntry = "least_cpoll_entry"
@@ -101,6 +110,7 @@ type LeastProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LeastMapSpecs struct {
+	LeastBufs  *ebpf.MapSpec `ebpf:"least_bufs"`
 	LeastRing  *ebpf.MapSpec `ebpf:"least_ring"`
 	LeastSlots *ebpf.MapSpec `ebpf:"least_slots"`
 }
@@ -132,12 +142,14 @@ func (o *LeastObjects) Close() error {
 //
 // It can be passed to LoadLeastObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LeastMaps struct {
+	LeastBufs  *ebpf.Map `ebpf:"least_bufs"`
 	LeastRing  *ebpf.Map `ebpf:"least_ring"`
 	LeastSlots *ebpf.Map `ebpf:"least_slots"`
 }
 
 func (m *LeastMaps) Close() error {
 	return _LeastClose(
+		m.LeastBufs,
 		m.LeastRing,
 		m.LeastSlots,
 	)

@@ -60,6 +60,16 @@ func (r *report) summaryTable() *table {
 	return t
 }
 
+// leastTarget is the target the least programs are held against at a
+// post list length: at 16, the looser one for the lists of many-QP
+// applications (what cannot reach it cannot reach the other either).
+func leastTarget(list int, target, target16 float64) float64 {
+	if list == 16 {
+		return target16
+	}
+	return target
+}
+
 // verdicts says, for each target, whether it is met.
 func (r *report) verdicts() []string {
 	var out []string
@@ -80,7 +90,8 @@ func (r *report) verdicts() []string {
 			target           float64
 			sq               ovRow
 			ok               bool
-		}{{"least events", "a full-event tracer", "events", targetEvents, ev, ok1}, {"least counters", "a counting tracer", "counters", targetCounters, ct, ok2}} {
+		}{{"least events", "a full-event tracer", "events", leastTarget(list, targetEvents, targetEvents16), ev, ok1},
+			{"least counters", "a counting tracer", "counters", leastTarget(list, targetCounters, targetCounters16), ct, ok2}} {
 			if least, ok := r.row(list, l.name); ok && l.ok {
 				reach := "so none can reach"
 				if least.Ratio.Med <= l.target {
@@ -89,7 +100,7 @@ func (r *report) verdicts() []string {
 				line := fmt.Sprintf("post_list %d: less than %s must do (%s, bpf/bench/least.bpf.c) costs %.3f× the floor, %s %.2f× here; sqscope %s costs %.3f× as much as it",
 					list, l.what, l.name, least.Ratio.Med, reach, l.target, l.mode, l.sq.NS.Med/least.NS.Med)
 				if list > 1 {
-					line += fmt.Sprintf(" (it reads one WR of the %d: far below what a tracer of the whole list must do)", list)
+					line += fmt.Sprintf(" (it reads all %d WRs of the list and their SGEs, in one read each)", list)
 				}
 				out = append(out, line)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -298,7 +299,7 @@ func runFloorWith(ctx context.Context, c *config, wl []string, dir string, after
 
 var leastEvents = variant{
 	name: "least events",
-	desc: "less than a full-event tracer must do (bpf/bench/least.bpf.c): per-thread state, the first WR and its SGE read, a timestamped record per post and per completion, a reader draining the ring every 10 ms",
+	desc: "less than a full-event tracer must do (bpf/bench/least.bpf.c): per-thread state, every WR of the list and its first SGE read (a one-WR list in two small reads, a longer one in one read of the WRs and one of their SGEs), a timestamped record per post and per completion, a reader draining the ring every 10 ms",
 	command: func(c *config, wl []string) string {
 		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_post_* and least_poll_* of bpf/bench/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID and their ring read every 10 ms, then SIGUSR1",
 			c.show(), strings.Join(wl, " "))
@@ -310,7 +311,7 @@ var leastEvents = variant{
 
 var leastCounters = variant{
 	name: "least counters",
-	desc: "less than a counting tracer must do (bpf/bench/least.bpf.c): per-thread state at three probes, the first WR and its SGE read, per-thread totals",
+	desc: "less than a counting tracer must do (bpf/bench/least.bpf.c): per-thread state at three probes, every WR of the list and its first SGE read as the events one does, per-thread totals",
 	command: func(c *config, wl []string) string {
 		return fmt.Sprintf("%s workload %s --wait-signal --ready-file R --json-out F; least_cpost_* and least_cpoll_* of bpf/bench/least.bpf.c attached to sim_post_send and sim_poll_cq (entry, return) of that PID, then SIGUSR1",
 			c.show(), strings.Join(wl, " "))
@@ -345,13 +346,15 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 	defer rd.Close()
 	done := make(chan struct{})
 	drained := make(chan struct{})
-	go func() { // as sqscope's reader: poll every 10 ms
+	var seen uint64 // WRs in the records
+	go func() {     // as sqscope's reader: poll every 10 ms
 		defer close(drained)
 		var rec ringbuf.Record
 		for {
 			rd.SetDeadline(time.Now().Add(10 * time.Millisecond))
 			err := rd.ReadInto(&rec)
 			if err == nil {
+				seen += leastWRs(rec.RawSample)
 				continue
 			}
 			select {
@@ -377,7 +380,25 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 	if lost != 0 {
 		return w, fmt.Errorf("the least programs lost %d records: the reader did not keep up", lost)
 	}
+	w.Traced, w.TracedWR = true, seen
 	return w, nil
+}
+
+// The sizes of the least programs' records (bpf/bench/least.bpf.c).
+const (
+	leastPostSize = 40  // struct least_post: one WR
+	leastListSize = 408 // struct least_list: n WRs, n at byte 20
+)
+
+// leastWRs is the number of WRs a record of the least programs holds.
+func leastWRs(rec []byte) uint64 {
+	switch len(rec) {
+	case leastPostSize:
+		return 1
+	case leastListSize:
+		return uint64(binary.LittleEndian.Uint32(rec[20:]))
+	}
+	return 0
 }
 
 // loadForUprobes loads spec into objs for the uprobe links sqscope uses on
