@@ -60,6 +60,15 @@ func breakdown(ctx context.Context, c *config, r *report) error {
 		fl.List = list
 		r.breakdown = append(r.breakdown, fl)
 		for _, mode := range []string{"events", "counters"} {
+			fmt.Fprintf(c.log, "breakdown post_list=%d: least %s\n", list, mode)
+			lr, err := leastStats(ctx, c, mode, wl, dir)
+			if err != nil {
+				return err
+			}
+			lr.List = list
+			r.breakdown = append(r.breakdown, lr)
+		}
+		for _, mode := range []string{"events", "counters"} {
 			fmt.Fprintf(c.log, "breakdown post_list=%d: sqscope %s\n", list, mode)
 			row, err := tracedStats(ctx, c, mode, wl, dir)
 			if err != nil {
@@ -98,6 +107,33 @@ func floorStats(ctx context.Context, c *config, wl []string, dir string) (bdRow,
 		for _, n := range names {
 			row.NS[n] = ns
 			row.Runs[n] = s.RunCount / 2
+		}
+	}
+	return row, nil
+}
+
+// leastStats runs the least programs of mode (bpf/bench/least.bpf.c) and
+// reads their run time per hit.
+func leastStats(ctx context.Context, c *config, mode string, wl []string, dir string) (bdRow, error) {
+	row := bdRow{Variant: "least " + mode, NS: map[string]float64{}, Runs: map[string]uint64{}}
+	var stats [4]*ebpf.ProgramStats
+	w, err := runLeast(ctx, c, wl, dir, mode == "events", func(progs [4]*ebpf.Program) {
+		for i, p := range progs {
+			stats[i], _ = p.Stats()
+		}
+	})
+	if err != nil {
+		return row, err
+	}
+	row.Calls = w.PostCalls
+	for i, name := range dataPathProgs {
+		s := stats[i]
+		if s == nil {
+			return row, fmt.Errorf("no run-time statistics for the least %s programs", mode)
+		}
+		if s.RunCount > 0 {
+			row.NS[name] = float64(s.Runtime.Nanoseconds()) / float64(s.RunCount)
+			row.Runs[name] = s.RunCount
 		}
 	}
 	return row, nil

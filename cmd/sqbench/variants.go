@@ -305,7 +305,7 @@ var leastEvents = variant{
 			c.show(), strings.Join(wl, " "))
 	},
 	run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
-		return runLeast(ctx, c, wl, dir, true)
+		return runLeast(ctx, c, wl, dir, true, nil)
 	},
 }
 
@@ -317,13 +317,15 @@ var leastCounters = variant{
 			c.show(), strings.Join(wl, " "))
 	},
 	run: func(ctx context.Context, c *config, wl []string, dir string) (wlRun, error) {
-		return runLeast(ctx, c, wl, dir, false)
+		return runLeast(ctx, c, wl, dir, false, nil)
 	},
 }
 
 // runLeast runs the programs of bpf/bench/least.bpf.c for full events (with a
-// reader draining their ring) or for counters.
-func runLeast(ctx context.Context, c *config, wl []string, dir string, events bool) (wlRun, error) {
+// reader draining their ring) or for counters; after, if not nil, is given
+// the four programs (post_send entry and return, poll_cq entry and return)
+// once the workload has run.
+func runLeast(ctx context.Context, c *config, wl []string, dir string, events bool, after func([4]*ebpf.Program)) (wlRun, error) {
 	spec, err := bench.LoadLeast()
 	if err != nil {
 		return wlRun{}, err
@@ -336,7 +338,11 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 	defer objs.Close()
 	probes := [4]*ebpf.Program{objs.LeastCpostEntry, objs.LeastCpostRet, objs.LeastCpollEntry, objs.LeastCpollRet}
 	if !events {
-		return runAttached(ctx, c, wl, dir, up, probes)
+		w, err := runAttached(ctx, c, wl, dir, up, probes)
+		if err == nil && after != nil {
+			after(probes)
+		}
+		return w, err
 	}
 	probes = [4]*ebpf.Program{objs.LeastPostEntry, objs.LeastPostRet, objs.LeastPollEntry, objs.LeastPollRet}
 	rd, err := ringbuf.NewReader(objs.LeastRing)
@@ -372,6 +378,9 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 	<-drained
 	if err != nil {
 		return w, err
+	}
+	if after != nil {
+		after(probes)
 	}
 	var lost uint64
 	if err := objs.LeastLost.Get(&lost); err != nil {
