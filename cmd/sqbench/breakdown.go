@@ -29,6 +29,15 @@ type bdRow struct {
 	Calls   uint64 // post calls of the workload, to check the runs against
 }
 
+// put takes a program's run time per hit from its statistics, if it ran.
+func (b bdRow) put(name string, s *ebpf.ProgramStats) {
+	if s.RunCount == 0 {
+		return
+	}
+	b.NS[name] = float64(s.Runtime.Nanoseconds()) / float64(s.RunCount)
+	b.Runs[name] = s.RunCount
+}
+
 func (b bdRow) sum() float64 {
 	var s float64
 	for _, p := range dataPathProgs {
@@ -59,23 +68,19 @@ func breakdown(ctx context.Context, c *config, r *report) error {
 		}
 		fl.List = list
 		r.breakdown = append(r.breakdown, fl)
-		for _, mode := range []string{"events", "counters"} {
-			fmt.Fprintf(c.log, "breakdown post_list=%d: least %s\n", list, mode)
-			lr, err := leastStats(ctx, c, mode, wl, dir)
-			if err != nil {
-				return err
+		for _, v := range []struct {
+			name  string
+			stats func(ctx context.Context, c *config, mode string, wl []string, dir string) (bdRow, error)
+		}{{"least", leastStats}, {"sqscope", tracedStats}} {
+			for _, mode := range []string{"events", "counters"} {
+				fmt.Fprintf(c.log, "breakdown post_list=%d: %s %s\n", list, v.name, mode)
+				row, err := v.stats(ctx, c, mode, wl, dir)
+				if err != nil {
+					return err
+				}
+				row.List = list
+				r.breakdown = append(r.breakdown, row)
 			}
-			lr.List = list
-			r.breakdown = append(r.breakdown, lr)
-		}
-		for _, mode := range []string{"events", "counters"} {
-			fmt.Fprintf(c.log, "breakdown post_list=%d: sqscope %s\n", list, mode)
-			row, err := tracedStats(ctx, c, mode, wl, dir)
-			if err != nil {
-				return err
-			}
-			row.List = list
-			r.breakdown = append(r.breakdown, row)
 		}
 	}
 	r.commands = append(r.commands, "per-program run time: the same runs with BPF_ENABLE_STATS (run_time_ns / run_cnt of each program, read through its ID)")
@@ -99,14 +104,9 @@ func floorStats(ctx context.Context, c *config, wl []string, dir string) (bdRow,
 	// One program each for entry and return, at both functions: split
 	// evenly (both run once per post and once per poll).
 	for i, names := range [][2]string{{"post_send_entry", "poll_cq_entry"}, {"post_send_ret", "poll_cq_ret"}} {
-		s := stats[i]
-		if s.RunCount == 0 {
-			continue
-		}
-		ns := float64(s.Runtime.Nanoseconds()) / float64(s.RunCount)
 		for _, n := range names {
-			row.NS[n] = ns
-			row.Runs[n] = s.RunCount / 2
+			row.put(n, stats[i])
+			row.Runs[n] /= 2
 		}
 	}
 	return row, nil
@@ -127,14 +127,10 @@ func leastStats(ctx context.Context, c *config, mode string, wl []string, dir st
 	}
 	row.Calls = w.PostCalls
 	for i, name := range dataPathProgs {
-		s := stats[i]
-		if s == nil {
+		if stats[i] == nil {
 			return row, fmt.Errorf("no run-time statistics for the least %s programs", mode)
 		}
-		if s.RunCount > 0 {
-			row.NS[name] = float64(s.Runtime.Nanoseconds()) / float64(s.RunCount)
-			row.Runs[name] = s.RunCount
-		}
+		row.put(name, stats[i])
 	}
 	return row, nil
 }
@@ -186,12 +182,9 @@ func tracedStatsOf(ctx context.Context, bin, variant, mode string, wl []string, 
 	}
 	row.Calls = w.PostCalls
 	for name, p := range progs {
-		s, err := p.Stats()
-		if err != nil || s.RunCount == 0 {
-			continue
+		if s, err := p.Stats(); err == nil {
+			row.put(name, s)
 		}
-		row.NS[name] = float64(s.Runtime.Nanoseconds()) / float64(s.RunCount)
-		row.Runs[name] = s.RunCount
 	}
 	return row, nil
 }
