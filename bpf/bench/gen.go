@@ -10,5 +10,5 @@ package bench
 
 //go:generate go tool bpf2go -target amd64 Floor floor.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
 //go:generate go tool bpf2go -target amd64 Cost cost.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
-//go:generate go tool bpf2go -target amd64 Least least.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
+//go:generate go tool bpf2go -target amd64 -type least_post -type least_list -type least_poll Least least.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
 //go:generate go tool bpf2go -target amd64 -type qpc_count QPCache qpcache.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror

@@ -75,15 +75,15 @@ struct least_list {
 	struct least_list_wr wrs[LEAST_WRS];
 };
 
-/* sqbench tells the records apart by their sizes (leastPostSize, leastListSize) */
-_Static_assert(sizeof(struct least_post) == 40, "struct least_post is not sqbench's leastPostSize");
-_Static_assert(sizeof(struct least_list) == 408, "struct least_list is not sqbench's leastListSize");
-_Static_assert(__builtin_offsetof(struct least_list, n) == 20, "struct least_list.n is not where sqbench reads it");
-
 struct least_poll {
 	__u64 ts, cq, wr_id, empty;
 	__u32 tid, qp_num, status, pad;
 };
+
+/* Let bpf2go see the records, which sqbench tells apart by their sizes. */
+const struct least_post *unused_post __attribute__((unused));
+const struct least_list *unused_list __attribute__((unused));
+const struct least_poll *unused_poll __attribute__((unused));
 
 static __always_inline struct least_slot *slot(void)
 {
@@ -219,19 +219,27 @@ int BPF_KPROBE(least_post_entry, void *qp, void *wr)
 	return 0;
 }
 
-/* list_post records a list of more than one WR; 0 when it was one. */
-static __always_inline int list_post(struct least_slot *s)
+/* list_of reads the list at head into this CPU's buffer and notes its
+ * length in s; NULL when it is one WR (or unreadable). */
+static __always_inline struct least_buf *list_of(struct least_slot *s, __u64 head, __u32 *n)
 {
 	__u32 zero = 0;
 	struct least_buf *b = bpf_map_lookup_elem(&least_bufs, &zero);
+
+	*n = b ? read_list(b, head) : 0;
+	s->last_n = *n > 1 ? *n : 1;
+	return *n > 1 ? b : 0;
+}
+
+/* list_post records a list of more than one WR; 0 when it was one. */
+static __always_inline int list_post(struct least_slot *s)
+{
 	struct least_list *r;
+	struct least_buf *b;
 	__u32 n;
 
-	if (!b || !(n = read_list(b, s->a1)) || n == 1) {
-		s->last_n = 1;
+	if (!(b = list_of(s, s->a1, &n)))
 		return 0;
-	}
-	s->last_n = n;
 	r = bpf_ringbuf_reserve(&least_ring, sizeof(*r), 0);
 	if (!r) {
 		least_lost++;
@@ -266,7 +274,6 @@ int BPF_KRETPROBE(least_post_ret, int ret)
 	if (!s || (s->last_n > 1 && list_post(s)) || read_wr(s->a1, &h, &len))
 		return 0;
 	if (h.next) { /* longer than last time: read in bulk from now on */
-		s->last_n = 2;
 		list_post(s);
 		return 0;
 	}
@@ -320,15 +327,11 @@ int BPF_KRETPROBE(least_poll_ret, int ret)
 /* list_count adds up a list of more than one WR; 0 when it was one. */
 static __always_inline int list_count(struct least_slot *s, __u64 head)
 {
-	__u32 zero = 0;
-	struct least_buf *b = bpf_map_lookup_elem(&least_bufs, &zero);
+	struct least_buf *b;
 	__u32 n;
 
-	if (!b || !(n = read_list(b, head)) || n == 1) {
-		s->last_n = 1;
+	if (!(b = list_of(s, head, &n)))
 		return 0;
-	}
-	s->last_n = n;
 	s->calls++;
 	for (__u32 i = 0; i < LEAST_WRS; i++) {
 		struct least_wr *h = (struct least_wr *)&b->wrs[i * IBV_SEND_WR_SIZE];
@@ -353,7 +356,6 @@ int BPF_KPROBE(least_cpost_entry, void *qp, void *wr)
 	if (!s || (s->last_n > 1 && list_count(s, (__u64)wr)) || read_wr((__u64)wr, &h, &len))
 		return 0;
 	if (h.next) { /* longer than last time: read in bulk from now on */
-		s->last_n = 2;
 		list_count(s, (__u64)wr);
 		return 0;
 	}

@@ -20,6 +20,45 @@ type LeastLeastBuf struct {
 	Sg   uint64
 }
 
+type LeastLeastList struct {
+	_   structs.HostLayout
+	Ts  uint64
+	Qp  uint64
+	Tid uint32
+	N   uint32
+	Wrs [16]struct {
+		_      structs.HostLayout
+		WrId   uint64
+		Flags  uint32
+		Bytes  uint32
+		Opcode uint32
+		Pad    uint32
+	}
+}
+
+type LeastLeastPoll struct {
+	_      structs.HostLayout
+	Ts     uint64
+	Cq     uint64
+	WrId   uint64
+	Empty  uint64
+	Tid    uint32
+	QpNum  uint32
+	Status uint32
+	Pad    uint32
+}
+
+type LeastLeastPost struct {
+	_      structs.HostLayout
+	Ts     uint64
+	Qp     uint64
+	WrId   uint64
+	Tid    uint32
+	Flags  uint32
+	Bytes  uint32
+	Opcode uint32
+}
+
 type LeastLeastSlot struct {
 	_         structs.HostLayout
 	Owner     uint64
@@ -52,6 +91,9 @@ const (
 	LeastProgLeastPostEntry  = "least_post_entry"
 	LeastProgLeastPostRet    = "least_post_ret"
 	LeastVarLeastLost        = "least_lost"
+	LeastVarUnusedList       = "unused_list"
+	LeastVarUnusedPoll       = "unused_poll"
+	LeastVarUnusedPost       = "unused_post"
 )
 
 // LoadLeast returns the embedded CollectionSpec for Least.
@@ -119,7 +161,10 @@ type LeastMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type LeastVariableSpecs struct {
-	LeastLost *ebpf.VariableSpec `ebpf:"least_lost"`
+	LeastLost  *ebpf.VariableSpec `ebpf:"least_lost"`
+	UnusedList *ebpf.VariableSpec `ebpf:"unused_list"`
+	UnusedPoll *ebpf.VariableSpec `ebpf:"unused_poll"`
+	UnusedPost *ebpf.VariableSpec `ebpf:"unused_post"`
 }
 
 // LeastObjects contains all objects after they have been loaded into the kernel.
@@ -159,7 +204,10 @@ func (m *LeastMaps) Close() error {
 //
 // It can be passed to LoadLeastObjects or ebpf.CollectionSpec.LoadAndAssign.
 type LeastVariables struct {
-	LeastLost *ebpf.Variable `ebpf:"least_lost"`
+	LeastLost  *ebpf.Variable `ebpf:"least_lost"`
+	UnusedList *ebpf.Variable `ebpf:"unused_list"`
+	UnusedPoll *ebpf.Variable `ebpf:"unused_poll"`
+	UnusedPost *ebpf.Variable `ebpf:"unused_post"`
 }
 
 // LeastPrograms contains all programs after they have been loaded into the kernel.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -130,5 +132,27 @@ func TestParseTraceJSON(t *testing.T) {
 				t.Fatalf("parseTraceJSON = %+v, %v", tr, err)
 			}
 		})
+	}
+}
+
+// leastWRs tells the least programs' records apart by their sizes: a
+// post holds one WR, a list its N, a poll none.
+func TestLeastWRs(t *testing.T) {
+	var list bytes.Buffer
+	if err := binary.Write(&list, binary.LittleEndian, bench.LeastLeastList{N: 7}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		rec  []byte
+		want uint64
+	}{
+		{"post", make([]byte, binary.Size(bench.LeastLeastPost{})), 1},
+		{"list of 7", list.Bytes(), 7},
+		{"poll", make([]byte, binary.Size(bench.LeastLeastPoll{})), 0},
+	} {
+		if got := leastWRs(c.rec); got != c.want {
+			t.Errorf("leastWRs(%s record of %d bytes) = %d, want %d", c.name, len(c.rec), got, c.want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -393,10 +394,11 @@ func runLeast(ctx context.Context, c *config, wl []string, dir string, events bo
 	return w, nil
 }
 
-// The sizes of the least programs' records (bpf/bench/least.bpf.c).
-const (
-	leastPostSize = 40  // struct least_post: one WR
-	leastListSize = 408 // struct least_list: n WRs, n at byte 20
+// The least programs' records (bpf/bench/least.bpf.c) told apart by size.
+var (
+	leastPostSize = int(unsafe.Sizeof(bench.LeastLeastPost{})) // one WR
+	leastListSize = int(unsafe.Sizeof(bench.LeastLeastList{})) // N WRs
+	leastListN    = int(unsafe.Offsetof(bench.LeastLeastList{}.N))
 )
 
 // leastWRs is the number of WRs a record of the least programs holds.
@@ -405,7 +407,7 @@ func leastWRs(rec []byte) uint64 {
 	case leastPostSize:
 		return 1
 	case leastListSize:
-		return uint64(binary.LittleEndian.Uint32(rec[20:]))
+		return uint64(binary.LittleEndian.Uint32(rec[leastListN:]))
 	}
 	return 0
 }
