@@ -108,9 +108,9 @@ static __always_inline void fill_hdr(struct sq_hdr *h, __u8 kind, __u64 pid_tgid
  * task wakeup) costs more than the probe itself. Past wakeup_bytes of
  * unread data the reader is woken so that it drains before the ring fills.
  * The ring is asked how much is unread at every SQ_WAKE_EVERY-th record of
- * a CPU only: the question costs about 25 ns, and the records between two
+ * a CPU only: the question is a helper call, and the records between two
  * questions (at most SQ_WAKE_EVERY * sizeof(struct sq_post_rec) bytes per
- * CPU) are far below the ring's free quarter. */
+ * CPU) are far below a quarter of the default rings. */
 #define SQ_WAKE_EVERY 16
 
 static __always_inline __u64 wake_flags(void)

@@ -300,8 +300,7 @@ const breakdownMethod = `The same workloads once more with the kernel's BPF stat
 mean run time of each program per hit, read from sqscope's own programs (found through its file
 descriptors) and from the floor's and the least programs'. The statistics add two clock reads to every run: the floor's
 empty programs show that cost, so "sum above floor" is the programs' own work. They point at where the
-time goes; the ratios above, from the thread's CPU time, are what counts (a 32 MiB ring showed as about
-190 ns more per post record at post_list 16 than an 8 MiB one here, with no difference in the thread's CPU time).
+time goes; the ratios above, from the thread's CPU time, are what counts.
 `
 
 const lossMethod = `The workload runs for 3 s as fast as it can under ` + "`sqscope trace`" + ` (events mode, the ring
