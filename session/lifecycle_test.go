@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +85,10 @@ type lifeRun struct {
 	err    error // what Run returned
 	check  string
 	file   string
-	events int64 // written to the recording
+	events int64         // written to the recording
+	ran    time.Duration // from Run's call to its return
+	exitAt time.Duration // from Run's call to the target's exit record (0: none)
+	ready  time.Duration // exit-at: how long the target took to be ready to exit
 }
 
 // traceLifecycle traces testdata/lifecycle.c with args in mode, recording
@@ -100,9 +104,20 @@ func traceLifecycle(t *testing.T, mode string, timeout time.Duration, args ...st
 	}
 	defer s.Close()
 	rec := s.Recorder()
+	var exitNS uint64
+	s.AddSink(func(ev trace.Event) {
+		if e, ok := ev.(*trace.Exit); ok && exitNS == 0 {
+			exitNS = e.TimeNS
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	began, beganNS := time.Now(), trace.MonotonicNS()
 	r.err = s.Run(ctx)
+	r.ran = time.Since(began)
+	if exitNS > beganNS {
+		r.exitAt = time.Duration(exitNS - beganNS)
+	}
 	r.check = s.checked
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
@@ -112,6 +127,13 @@ func traceLifecycle(t *testing.T, mode string, timeout time.Duration, args ...st
 	for sc.Scan() {
 		var l simTruth
 		if strings.HasPrefix(sc.Text(), "{\"qps\"") {
+			var ready struct {
+				MS int64 `json:"ready_ms"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &ready); err != nil {
+				t.Fatalf("target line %q: %v", sc.Text(), err)
+			}
+			r.ready = time.Duration(ready.MS) * time.Millisecond
 			continue
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
@@ -300,48 +322,115 @@ func TestMainThreadExitsFirst(t *testing.T) {
 // across its exit: the trace is always kept, whole, and ends with the
 // target's exit, never with a verdict that it has no verbs library,
 // whether its 1,000 QPs were seen or nothing of verbs was. (Its exit
-// takes a while: it unmaps 128 MiB it touched, and /proc/PID/maps is
+// takes a while: it unmaps the memory it touched, and /proc/PID/maps is
 // empty from the start of that. Checks that fall there are counted.)
+// Where the exit falls after Run's start depends on the machine (how long
+// the target takes to start and touch its memory under its probes, how
+// long its exit takes), so nothing is placed by a fixed window: a first
+// run measures how long the target needs to be ready, the exit is set
+// past that, and every check is placed from the exits measured so
+// far (each run's exit record, on the clock of Run's start).
 func TestExitAtTheVerbsCheck(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
-	const exitMS = 400
 	for _, tc := range []struct {
 		name string
 		qps  int
 	}{{"1000 QPs", 1000}, {"no QP", 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			found := map[string]int{}
-			for off := -16; off <= 36; off += 4 {
-				timeout := time.Duration(exitMS+off) * time.Millisecond
-				r := traceLifecycle(t, ModeEvents, timeout, "exit-at", fmt.Sprint(exitMS), fmt.Sprint(tc.qps), "128")
-				s := r.snap
-				check := r.check
-				if strings.HasPrefix(check, "unknown") {
-					check = "exiting"
-				} else if check == "" {
-					check = "ended before the check"
+			x := exitCheck{t: t, qps: tc.qps, mib: 128, found: map[string]int{}}
+			// never checked: it ends by the exit, and says how long the
+			// target took to be ready to exit
+			first := x.run(400, time.Minute)
+			x.exitMS = int(first.ready*3/2/time.Millisecond) + 200
+			if tc.qps > 0 {
+				// the checks find the QPs' verbs whenever they fall: swept
+				// across the exit for the trace to stay whole around it
+				exit := x.run(x.exitMS, time.Minute).exitAt
+				for off := -40 * time.Millisecond; off <= 10*time.Millisecond; off += 5 * time.Millisecond {
+					x.run(x.exitMS, exit+off)
 				}
-				found[check]++
-				desc := fmt.Sprintf("check at %v found %q: %d events, %d QPs, ended %q", timeout, r.check, s.Events, len(s.QPs), s.Ended)
-				var wrs uint64
-				for _, q := range s.QPs {
-					wrs += q.WRs
-				}
-				if r.err != nil || !s.Exited || s.ExitCode != 0 || !strings.Contains(s.Ended, "the target exited with status 0") ||
-					len(s.QPs) != tc.qps || wrs != uint64(tc.qps) || s.Lost != 0 {
-					t.Fatalf("%s: Run said %v, %d WRs, %d lost", desc, r.err, wrs, s.Lost)
-				}
-				back, last := r.readBack(t)
-				if end, ok := last.(*trace.End); !ok || end.Reason != s.Ended || len(back.QPs) != tc.qps {
-					t.Fatalf("%s: the recording ends with %#v and holds %d QPs", desc, last, len(back.QPs))
-				}
+				t.Logf("exit at %v after Run's start; what the checks found: %v", exit, x.found)
+				return
 			}
-			t.Logf("what the checks found: %v", found)
-			if tc.qps == 0 && found["exiting"]+found["target ended"] == 0 {
-				t.Errorf("no check fell on the target's exit (%v): the sweep missed it", found)
+			if !x.search() {
+				t.Errorf("no check fell on the target's exit: %s", x.tried)
 			}
+			t.Logf("what the checks found: %v (%s)", x.found, x.tried)
 		})
 	}
+}
+
+// exitCheck runs the exit-at target of testdata/lifecycle.c with the
+// verbs check at chosen moments and holds each trace to being whole.
+type exitCheck struct {
+	t      *testing.T
+	qps    int
+	mib    int // the target touches this much, so its exit takes a while
+	exitMS int
+	found  map[string]int // what the checks found
+	tried  string         // the moments tried and what each found
+}
+
+// run traces one target that exits exitMS after its start, with the
+// check at timeout.
+func (x *exitCheck) run(exitMS int, timeout time.Duration) lifeRun {
+	t := x.t
+	t.Helper()
+	r := traceLifecycle(t, ModeEvents, timeout, "exit-at", fmt.Sprint(exitMS), fmt.Sprint(x.qps), fmt.Sprint(x.mib))
+	s := r.snap
+	check := r.check
+	if strings.HasPrefix(check, "unknown") {
+		check = "exiting"
+	} else if check == "" {
+		check = "ended before the check"
+	}
+	x.found[check]++
+	x.tried += fmt.Sprintf(" check %v, exit %v, end %v: %s;", timeout.Round(100*time.Microsecond),
+		r.exitAt.Round(100*time.Microsecond), r.ran.Round(100*time.Microsecond), check)
+	desc := fmt.Sprintf("check at %v found %q: %d events, %d QPs, ended %q", timeout, r.check, s.Events, len(s.QPs), s.Ended)
+	var wrs uint64
+	for _, q := range s.QPs {
+		wrs += q.WRs
+	}
+	if r.err != nil || !s.Exited || s.ExitCode != 0 || !strings.Contains(s.Ended, "the target exited with status 0") ||
+		len(s.QPs) != x.qps || wrs != uint64(x.qps) || s.Lost != 0 || r.exitAt == 0 {
+		t.Fatalf("%s: Run said %v, %d WRs, %d lost, exit record at %v", desc, r.err, wrs, s.Lost, r.exitAt)
+	}
+	back, last := r.readBack(t)
+	if end, ok := last.(*trace.End); !ok || end.Reason != s.Ended || len(back.QPs) != x.qps {
+		t.Fatalf("%s: the recording ends with %#v and holds %d QPs", desc, last, len(back.QPs))
+	}
+	return r
+}
+
+// search places checks until one falls on the target's exit: between its
+// exit record and the end of the trace, where the target has unmapped its
+// memory, or is gone and not yet reaped. Each check is placed a third
+// into that span as the runs so far measured it, from the median of their
+// exits, so what varies from run to run (the target's start under its
+// probes) moves the next check with it. It reports whether one fell there.
+func (x *exitCheck) search() bool {
+	var exits, spans []time.Duration
+	r := x.run(x.exitMS, time.Minute)
+	exits, spans = append(exits, r.exitAt), append(spans, r.ran-r.exitAt)
+	for try := 0; try < 24; try++ {
+		at := median(exits) + median(spans)/3
+		r := x.run(x.exitMS, at)
+		if x.found["exiting"]+x.found["target ended"] > 0 {
+			return true
+		}
+		exits = append(exits, r.exitAt)
+		if r.check == "" { // the check did not run: the span is as measured
+			spans = append(spans, r.ran-r.exitAt)
+		}
+	}
+	return false
+}
+
+// median of ds, which it sorts.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // A trace that ends on an error of sqscope's (here a sink that panics)

@@ -46,6 +46,7 @@ type config struct {
 	goBin    string
 	baseline string  // another sqscope build to compare with
 	builds   []build // more builds for the qpcache rounds (-build)
+	slow     time.Duration
 	log      io.Writer
 }
 
@@ -63,6 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.only, "only", "", "run one section: overhead (with breakdown), breakdown, qpcache, loss or go")
 	fs.StringVar(&c.goBin, "go", "go", "the go command (for the go test benchmarks)")
 	fs.StringVar(&c.baseline, "baseline", "", "another sqscope build: its events and counters modes join the overhead and qpcache rounds")
+	fs.DurationVar(&c.slow, "slow-traps", 0, "only make every uprobe trap of the host this much dearer, until interrupted (to check tests as on a slower host)")
 	fs.Func("build", "NAME=PATH: one more sqscope build whose run time joins the qpcache rounds (repeatable)", func(v string) error {
 		name, path, ok := strings.Cut(v, "=")
 		if !ok || name == "" || path == "" {
@@ -80,6 +82,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		return err
+	}
+	if c.slow != 0 {
+		if os.Geteuid() != 0 {
+			return errors.New("-slow-traps loads eBPF: run as root")
+		}
+		return slowTraps(ctx, c.slow, stdout, stderr)
 	}
 	if c.runs < 1 {
 		return fmt.Errorf("-runs %d: want at least 1", c.runs)

@@ -17,8 +17,9 @@
  *            line per QP.
  *        lifecycle exit-at MS QPS MIB
  *            create QPS QPs (and CQs), post one WR on each, touch MIB MiB
- *            (so that the exit takes a while), print the total and exit
- *            MS ms after the start, QPs and all.
+ *            (so that the exit takes a while), print the total and how
+ *            long that took (ready_ms), and exit MS ms after the start,
+ *            QPs and all.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -271,7 +272,8 @@ static int exit_at(uint64_t start, int ms, int qps, int mib)
 		die("malloc");
 	for (size_t off = 0; off < (size_t)mib << 20; off += 4096)
 		mem[off] = 1;
-	printf("{\"qps\":%d,\"wrs\":%lu}\n", qps, (unsigned long)wrs);
+	printf("{\"qps\":%d,\"wrs\":%lu,\"ready_ms\":%lu}\n", qps, (unsigned long)wrs,
+	       (unsigned long)(now_ms() - start));
 	fflush(stdout);
 	while (now_ms() < start + (uint64_t)ms)
 		usleep(200);
