@@ -94,10 +94,14 @@ type QP struct {
 	// unknown), ProviderLib the file of its post_send when its create
 	// was seen, and Model the model its HCA figures and ENOMEM causes come
 	// from ("mlx5 model"; empty when none applies, and those figures are
-	// then left out: provider.go).
+	// then left out: provider.go, ProviderNotes).
 	Provider    string `json:"provider"`
 	ProviderLib string `json:"provider_lib,omitempty"`
 	Model       string `json:"model,omitempty"`
+	// CauseBasis says what its ENOMEM causes rest on where not on the
+	// provider's own checks: CauseInferred, the caps the QP reports
+	// (provider_generic.go); empty otherwise.
+	CauseBasis  string `json:"cause_basis,omitempty"`
 	Outstanding uint64 `json:"outstanding"`
 	// Found says how the QP became known (FoundCreate, FoundMemory,
 	// FoundPost, ...); StateFound is its state when the memory scan found
@@ -283,10 +287,12 @@ type Analyzer struct {
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
 	// pidProv is the provider of each process's data path (provider.go)
-	pidProv map[uint32]Provider
-	diags   []diagRec
-	procs   procs
-	snap    Snapshot
+	pidProv map[uint32]*Provider
+	// snapModels are the distinct models of a snapshot's QPs (reused)
+	snapModels []ProviderModel
+	diags      []diagRec
+	procs      procs
+	snap       Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq

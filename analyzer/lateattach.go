@@ -93,8 +93,9 @@ func (q *sq) exactSinceNS() uint64 {
 func (q *sq) boundByDepth() {
 	d := q.depth()
 	// rxe frees a slot when its WR completes, and holds more than it
-	// reports: only the mlx5 model bounds the outstanding WRs by the depth
-	if d == 0 || q.outstanding() <= d || !q.prov.mlx5Model() {
+	// reports: only where a CQE frees a slot (mlx5) does the depth bound
+	// the outstanding WRs
+	if d == 0 || q.outstanding() <= d || q.slotRule() != SlotFreedByCQE {
 		return
 	}
 	n := q.outstanding() - d

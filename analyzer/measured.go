@@ -114,27 +114,25 @@ func (q QP) MarshalJSON() ([]byte, error) {
 type Totals struct {
 	Counters
 	CountersOnly bool `json:"-"`
-	// NoModel: no QP follows the mlx5 model, whose figures are then left
-	// out of JSON
-	NoModel      bool `json:"-"`
+	// notGiven: what the model of no QP gives (provider.go), left out of
+	// JSON
+	notGiven     map[string]bool
 	recvUntraced bool // receives not traced: no receive count
 }
 
 // MarshalJSON writes the counters, without the unmeasured ones of counters
-// mode, the mlx5 model's where no QP follows it, and the receive count
-// where receives are not traced.
+// mode, those the model of no QP gives, and the receive count where
+// receives are not traced.
 func (t Totals) MarshalJSON() ([]byte, error) {
 	b, err := marshal(t.Counters)
-	if err != nil || (!t.CountersOnly && !t.NoModel && !t.recvUntraced) {
+	if err != nil || (!t.CountersOnly && len(t.notGiven) == 0 && !t.recvUntraced) {
 		return b, err
 	}
 	var drop map[string]bool
 	if t.CountersOnly {
 		drop = unmeasuredCounters
 	}
-	if t.NoModel {
-		drop = union(drop, mlx5Counters)
-	}
+	drop = union(drop, t.notGiven)
 	if t.recvUntraced {
 		drop = union(drop, recvDrop)
 	}

@@ -36,7 +36,8 @@ func (s *stream) lazyPoll(qpn uint32, n int, op uint8) {
 // Each provider gets its own model: mlx5 and the simulator the mlx5 model
 // (labelled so), rxe what is true there (no mlx5-only figure, its own
 // overflow cause, more outstanding than it reports said so), a provider
-// sqscope has no model of the application's side only.
+// sqscope has no model of the generic one: the application's side and the
+// causes its caps show, marked inferred.
 func TestProviders(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -83,10 +84,11 @@ func TestProviders(t *testing.T) {
 			s.createOn(1, rcCaps(64, 64, 1), otherLib)
 			s.lazyPoll(1, 70, ibv.WRSend)
 			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
-		}, "unknown", "", nil,
-			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM cause unknown 1", "the provider holds more than it reports"},
-			append(mlx5Figures, "SQ full"),
-			[]string{"bf_writes", "wqebbs", "enomem_sq_full", "pcie"}},
+		}, "unknown", "", []string{"sq_overflow_inferred"},
+			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM SQ full 1, causes INFERRED FROM CAPS",
+				"cause INFERRED FROM CAPS", "the provider holds more than it reports"},
+			append(mlx5Figures, "ENOMEM cause unknown"),
+			[]string{"bf_writes", "wqebbs", "pcie"}},
 		{"late_attach_rxe", func(s *stream) {
 			// the QP was created before the trace: the provider is the
 			// library its process's post_send was attached in
@@ -153,7 +155,9 @@ func TestReported(t *testing.T) {
 		{"mlx5 model, counters mode: doorbells saved", QP{Model: Mlx5Model, CountersOnly: true}, "doorbells_saved", true},
 		{"unknown provider: WRs", QP{Provider: "unknown"}, "wrs", true},
 		{"unknown provider: BlueFlame", QP{Provider: "unknown"}, "bf_writes", false},
-		{"unknown provider: SQ-full cause", QP{Provider: "unknown"}, "enomem_sq_full", false},
+		{"unknown provider: SQ-full cause, inferred from caps", QP{Provider: "unknown"}, "enomem_sq_full", true},
+		{"unknown provider: inline cause, inferred from caps", QP{Provider: "unknown"}, "enomem_inline", true},
+		{"rxe: inline cause (EINVAL there)", QP{Provider: "rxe"}, "enomem_inline", false},
 		{"unknown provider: doorbells saved", QP{Provider: "unknown"}, "doorbells_saved", false},
 		{"rxe: SQ-full cause", QP{Provider: "rxe"}, "enomem_sq_full", true},
 		{"rxe: PCIe savings", QP{Provider: "rxe"}, "cqe_writes_saved_unsignaled", false},
