@@ -202,3 +202,10 @@ func (r *diagRec) exportState(d *Diagnosis) {
 		d.Fix = "Create the CQ with more entries than the signaled WRs its QPs can have outstanding together (their max_send_wr over their signal interval), or poll it before that many are pending; then destroy and recreate the QPs and the CQ."
 	}
 }
+
+// onQPModify applies an ibv_modify_qp to its QP's state.
+func (a *Analyzer) onQPModify(e *trace.QPModify) {
+	q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+	q.noteFound(FoundModify)
+	q.stateModified(e)
+}

@@ -123,3 +123,12 @@ func (a *Analyzer) noteProbe(e *trace.Attach) {
 // retire a WR, so what the model holds outstanding is not a bound of any
 // kind.
 func (a *Analyzer) completionsNotTraced() bool { return a.postProbed && !a.pollProbed }
+
+// onAttach keeps a probe's placement and learns from it what the trace
+// sees: receives, the process's provider, the data path probed.
+func (a *Analyzer) onAttach(e *trace.Attach) {
+	a.snap.Attach = append(a.snap.Attach, *e)
+	a.recvAttach(e)
+	a.noteAttach(e)
+	a.noteProbe(e)
+}

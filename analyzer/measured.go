@@ -3,6 +3,8 @@ package analyzer
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/sqscope/sqscope/trace"
 )
 
 // What counters mode (--mode counters) does not measure: the kernel keeps
@@ -211,4 +213,36 @@ func dropKeys(b []byte, drop map[string]bool) ([]byte, error) {
 	}
 	out.WriteByte('}')
 	return out.Bytes(), nil
+}
+
+// onQPCounters applies a QP's totals kept in the kernel (counters mode):
+// totals since attach, they replace, not add.
+func (a *Analyzer) onQPCounters(e *trace.QPCounters) {
+	q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
+	q.noteFound(FoundCounters)
+	q.countersOnly = true
+	a.countedRecvs(q, e)
+	q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
+	if q.sigAll { // the kernel counts IBV_SEND_SIGNALED; sq_sig_all signals every WR
+		q.c.Signaled = e.WRs
+	}
+	q.c.Doorbells, q.c.EINVAL, q.c.ENOMEM = e.Doorbells, e.EINVAL, e.ENOMEM
+	q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
+	q.c.InlineBytes, q.c.DMABytesPayload, q.c.DMAReadsPayload = e.InlineBytes, e.PayloadBytes, e.PayloadSGEs
+	q.c.Cuts = Cuts{SGECutWRs: e.SGECutWRs, SGEsNotSummed: e.SGEsNotSummed, WalkCappedPosts: e.WalkCappedPosts}
+	if e.TimeNS > q.lastNS {
+		q.lastNS = e.TimeNS
+	}
+}
+
+// onCQCounters applies a CQ's totals kept in the kernel (counters mode):
+// totals since attach, they replace, not add.
+func (a *Analyzer) onCQCounters(e *trace.CQCounters) {
+	c := a.cqOfGen(e.PID, e.CQ, e.Gen)
+	if e.Polls > c.polls {
+		c.notePolls(e.Polls-c.polls, e.TimeNS)
+	}
+	c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
+	c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
+	a.recv.kernel = true
 }

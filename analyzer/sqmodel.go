@@ -594,3 +594,19 @@ func (q *sq) complete(wc *trace.WC, now uint64) {
 	q.tail = seq + 1
 	q.sigOldest()
 }
+
+// onPost applies a post call to its QP's model and looks for what it
+// revealed.
+func (a *Analyzer) onPost(e *trace.Post) {
+	q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+	q.noteFound(FoundPost)
+	if !q.capsKnown {
+		a.snap.UnknownQPPosts++
+	}
+	a.resolveProvider(q)
+	cause, n := q.post(e, a.opts.BF)
+	q.noteCuts(e, n)
+	q.lastPost = e.TimeNS
+	q.lastNS = max(q.lastNS, e.TimeNS)
+	a.afterPost(q, e, cause, n)
+}
