@@ -1,9 +1,7 @@
 package analyzer
 
 import (
-	"bytes"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -55,11 +53,7 @@ func TestProviderExample(t *testing.T) {
 	// the queue is full and the WR has too many SGEs: the generic and
 	// mlx5 models blame the room, this provider checks the SGEs first
 	s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 2, 64, 0), ibv.ENOMEM, 0)
-	snap := s.run(t, Options{BF: DefaultBF})
-	if len(snap.QPs) != 1 {
-		t.Fatalf("%d QPs, want 1", len(snap.QPs))
-	}
-	q := snap.QPs[0]
+	snap, q := oneQP(t, s)
 	if q.Provider != "bnxt_re" || q.Model != "" || q.CauseBasis != "" {
 		t.Errorf("provider %q model %q basis %q, want bnxt_re with no HCA model and its own causes", q.Provider, q.Model, q.CauseBasis)
 	}
@@ -72,14 +66,6 @@ func TestProviderExample(t *testing.T) {
 	if q.Reported("bf_writes") || !q.Reported("enomem_sge") {
 		t.Errorf("Reported: bf_writes %v, enomem_sge %v; want the generic figures it borrows", q.Reported("bf_writes"), q.Reported("enomem_sge"))
 	}
-	var text bytes.Buffer
-	WriteText(&text, snap)
-	for _, want := range []string{"provider bnxt_re (example model)", "ENOMEM too many SGEs 1"} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("the text report lacks %q:\n%s", want, text.String())
-		}
-	}
-	if strings.Contains(text.String(), "INFERRED") {
-		t.Errorf("its own checks are marked inferred:\n%s", text.String())
-	}
+	// its own checks: nothing marked inferred
+	checkText(t, snap, []string{"provider bnxt_re (example model)", "ENOMEM too many SGEs 1"}, []string{"INFERRED"})
 }

@@ -3,7 +3,6 @@ package analyzer
 import (
 	"bytes"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
@@ -75,11 +74,7 @@ func TestGenericModel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
-			if len(snap.QPs) != 1 {
-				t.Fatalf("%d QPs, want 1", len(snap.QPs))
-			}
-			q := snap.QPs[0]
+			snap, q := oneQP(t, s)
 			if q.Provider != "unknown" || q.Model != "" {
 				t.Errorf("provider %q model %q, want unknown and none", q.Provider, q.Model)
 			}
@@ -94,18 +89,7 @@ func TestGenericModel(t *testing.T) {
 			if got != tc.counters {
 				t.Errorf("counters %+v, want %+v", got, tc.counters)
 			}
-			var text bytes.Buffer
-			WriteText(&text, snap)
-			for _, want := range tc.text {
-				if !strings.Contains(text.String(), want) {
-					t.Errorf("the text report lacks %q:\n%s", want, text.String())
-				}
-			}
-			for _, no := range tc.notText {
-				if strings.Contains(text.String(), no) {
-					t.Errorf("the text report says %q:\n%s", no, text.String())
-				}
-			}
+			checkText(t, snap, tc.text, tc.notText)
 			qj, err := q.MarshalJSON()
 			if err != nil {
 				t.Fatal(err)

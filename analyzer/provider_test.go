@@ -101,11 +101,7 @@ func TestProviders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
-			if len(snap.QPs) != 1 {
-				t.Fatalf("%d QPs, want 1", len(snap.QPs))
-			}
-			q := snap.QPs[0]
+			snap, q := oneQP(t, s)
 			if q.Provider != tc.provider || q.Model != tc.model {
 				t.Errorf("provider %q model %q, want %q %q", q.Provider, q.Model, tc.provider, tc.model)
 			}
@@ -113,20 +109,10 @@ func TestProviders(t *testing.T) {
 			if !slices.Equal(kinds, tc.diags) {
 				t.Errorf("diagnoses %v, want %v", kinds, tc.diags)
 			}
-			var text, js bytes.Buffer
-			WriteText(&text, snap)
+			text := checkText(t, snap, tc.text, tc.notText)
+			var js bytes.Buffer
 			if err := WriteJSON(&js, snap); err != nil {
 				t.Fatal(err)
-			}
-			for _, want := range tc.text {
-				if !strings.Contains(text.String(), want) {
-					t.Errorf("the text report lacks %q:\n%s", want, text.String())
-				}
-			}
-			for _, no := range tc.notText {
-				if strings.Contains(text.String(), no) {
-					t.Errorf("the text report says %q:\n%s", no, text.String())
-				}
 			}
 			qj, err := q.MarshalJSON()
 			if err != nil {
@@ -137,9 +123,39 @@ func TestProviders(t *testing.T) {
 					t.Errorf("QP JSON has %q: %s", k, qj)
 				}
 			}
-			golden(t, "provider_"+tc.name+".golden", append(text.Bytes(), js.Bytes()...))
+			golden(t, "provider_"+tc.name+".golden", append([]byte(text), js.Bytes()...))
 		})
 	}
+}
+
+// oneQP runs the stream and returns its snapshot and its one QP.
+func oneQP(t *testing.T, s *stream) (Snapshot, QP) {
+	t.Helper()
+	snap := s.run(t, Options{BF: DefaultBF})
+	if len(snap.QPs) != 1 {
+		t.Fatalf("%d QPs, want 1", len(snap.QPs))
+	}
+	return snap, snap.QPs[0]
+}
+
+// checkText writes the snapshot's text report and fails t unless it holds
+// every string of want and none of no.
+func checkText(t *testing.T, snap Snapshot, want, no []string) string {
+	t.Helper()
+	var b bytes.Buffer
+	WriteText(&b, snap)
+	text := b.String()
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("the text report lacks %q:\n%s", w, text)
+		}
+	}
+	for _, n := range no {
+		if strings.Contains(text, n) {
+			t.Errorf("the text report says %q:\n%s", n, text)
+		}
+	}
+	return text
 }
 
 func TestReported(t *testing.T) {

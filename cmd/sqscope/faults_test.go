@@ -96,21 +96,28 @@ func TestFaultRecordingDiagnoses(t *testing.T) {
 			if err != nil {
 				t.Fatalf("report %s: %v\n%s", rec, err, stderr.String())
 			}
-			got := diagnosisLines(t, out)
-			if *updateFaults {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (go test ./cmd/sqscope -run TestFaultRecordingDiagnoses -update-faults, as root)", err)
-			}
-			if got != string(want) {
-				t.Fatalf("diagnoses of %s changed:\n--- got\n%s--- want\n%s", rec, got, want)
-			}
+			faultGolden(t, golden, diagnosisLines(t, out), *updateFaults,
+				"go test ./cmd/sqscope -run TestFaultRecordingDiagnoses -update-faults, as root")
 		})
+	}
+}
+
+// faultGolden compares the diagnoses of a recording with its golden file,
+// or rewrites it when update is set; how says how to make it.
+func faultGolden(t *testing.T, golden, got string, update bool, how string) {
+	t.Helper()
+	if update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (%s)", err, how)
+	}
+	if got != string(want) {
+		t.Fatalf("diagnoses changed from %s:\n--- got\n%s--- want\n%s", golden, got, want)
 	}
 }
 
@@ -219,20 +226,8 @@ func TestFaultRecordingsGeneric(t *testing.T) {
 				}
 			}
 			golden := filepath.Join("testdata", "faults", fr.name+".generic.golden")
-			got := diagnosisLines(t, genericJSON)
-			if *updateGeneric {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (go test ./cmd/sqscope -run TestFaultRecordingsGeneric -update-generic)", err)
-			}
-			if got != string(want) {
-				t.Fatalf("diagnoses of %s read as an unknown provider changed:\n--- got\n%s--- want\n%s", rec, got, want)
-			}
+			faultGolden(t, golden, diagnosisLines(t, genericJSON), *updateGeneric,
+				"go test ./cmd/sqscope -run TestFaultRecordingsGeneric -args -update-generic")
 		})
 	}
 }
