@@ -3,7 +3,6 @@ package analyzer
 import (
 	"sync"
 
-	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -94,10 +93,14 @@ type QP struct {
 	// unknown), ProviderLib the file of its post_send when its create
 	// was seen, and Model the model its HCA figures and ENOMEM causes come
 	// from ("mlx5 model"; empty when none applies, and those figures are
-	// then left out: provider.go).
+	// then left out: provider.go, ProviderNotes).
 	Provider    string `json:"provider"`
 	ProviderLib string `json:"provider_lib,omitempty"`
 	Model       string `json:"model,omitempty"`
+	// CauseBasis says what its ENOMEM causes rest on where not on the
+	// provider's own checks: CauseInferred, the caps the QP reports
+	// (provider_generic.go); empty otherwise.
+	CauseBasis  string `json:"cause_basis,omitempty"`
 	Outstanding uint64 `json:"outstanding"`
 	// Found says how the QP became known (FoundCreate, FoundMemory,
 	// FoundPost, ...); StateFound is its state when the memory scan found
@@ -283,10 +286,12 @@ type Analyzer struct {
 	// CQ is learned (the QPs of a CQ may have changed: excq.go).
 	qpEpoch uint64
 	// pidProv is the provider of each process's data path (provider.go)
-	pidProv map[uint32]Provider
-	diags   []diagRec
-	procs   procs
-	snap    Snapshot
+	pidProv map[uint32]*Provider
+	// snapModels are the distinct models of a snapshot's QPs (reused)
+	snapModels []ProviderModel
+	diags      []diagRec
+	procs      procs
+	snap       Snapshot
 	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
 	lastWCKey qpKey
 	lastWCQ   *sq
@@ -369,160 +374,47 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	}
 	switch e := ev.(type) {
 	case *trace.QPCreate:
-		q := a.qpCreated(e)
-		q.qp = e.QP
-		q.typ = e.Type
-		q.caps = e.Caps
-		q.capsKnown = e.Via != trace.ViaMemory // a QP in memory: caps unknown
-		q.late = !q.capsKnown
-		q.found = FoundCreate
-		if q.late {
-			q.found, q.stateFound = FoundMemory, ibv.QPStateName(e.State)
-		}
-		q.sendCapsInferred = false
-		q.createdNS = e.TimeNS
-		q.sigAll = e.SigAll
-		q.stateCreated()
-		q.sendCQ = e.SendCQ
-		q.cq = nil
-		if e.SendCQ != 0 {
-			q.cq = a.cq(e.PID, e.SendCQ)
-		}
-		a.qpRecvCreated(q, e)
-		a.qpCreateProvider(q, e)
-		a.qpEpoch++
-		a.checkPeakOverCaps(q, e.TimeNS)
+		a.onQPCreate(e) // lifecycle.go
 	case *trace.QPDestroy:
-		a.qpDestroyed(e)
-	case *trace.CQChange:
-		a.cqChange(e)
+		a.qpDestroyed(e) // lifecycle.go
 	case *trace.QPModify:
-		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
-		q.noteFound(FoundModify)
-		q.stateModified(e)
+		a.onQPModify(e) // diag_state.go
 	case *trace.Post:
-		q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
-		q.noteFound(FoundPost)
-		if !q.capsKnown {
-			a.snap.UnknownQPPosts++
-		}
-		a.resolveProvider(q)
-		cause, n := q.post(e, a.opts.BF)
-		q.noteCuts(e, n)
-		q.lastPost = e.TimeNS
-		q.lastNS = max(q.lastNS, e.TimeNS)
-		a.afterPost(q, e, cause, n)
+		a.onPost(e) // sqmodel.go
 	case *trace.Poll:
-		c := a.cq(e.PID, e.CQ)
-		c.notePolls(1+e.EmptyBefore, e.TimeNS)
-		c.empty += e.EmptyBefore
-		if e.Ret > 0 {
-			c.cqes += uint64(e.Ret)
-		} else if e.Ret == 0 {
-			c.empty++
-		}
-		if e.Ret == 0 || e.EmptyBefore > 0 {
-			a.cqEmpty(c, e.TimeNS)
-		}
-		var last *sq
-		// a poll returns Ret completions: WCs past them (a damaged
-		// record) are none
-		for i := range min(len(e.WCs), max(int(e.Ret), 0)) {
-			wc := &e.WCs[i]
-			var q *sq
-			if e.Ex {
-				// no QP number or opcode: found by the wr_id
-				if q = a.exWCQP(c, wc); q == nil {
-					continue
-				}
-			} else {
-				if ibv.IsRecvWC(wc.Opcode) {
-					a.recvWC(e.PID, c, wc, e.TimeNS)
-					continue
-				}
-				q = a.wcQP(e.PID, wc.QPNum, e.TimeNS)
-			}
-			if q.sendCQ == 0 {
-				q.sendCQ, q.cq = e.CQ, c // attached late: learn the send CQ from its CQEs
-				a.qpEpoch++
-			}
-			q.noteFound(FoundCompletion)
-			q.complete(wc, e.TimeNS)
-			a.notePending(q, e.TimeNS)
-			if wc.Status == ibv.WCRNRRetryExcErr {
-				a.rnrExceeded(q, e.TimeNS)
-			} else if wc.Status == 0 {
-				q.starved = false
-			}
-			if q.c.UnmatchedCQEs != q.notTracedNoted[0] {
-				a.checkNotTraced(q, e.TimeNS)
-			}
-			q.lastPoll = e.TimeNS
-			q.lastNS = max(q.lastNS, e.TimeNS)
-			q.hist.note(e.TimeNS, q.outstanding(), 0, 1)
-			if last != nil && last != q {
-				a.checkTrend(last, e.TimeNS)
-			}
-			last = q
-		}
-		if last != nil {
-			a.checkTrend(last, e.TimeNS)
-		}
+		a.onPoll(e) // poll.go
 	case *trace.EmptyPolls:
-		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
-		c.notePolls(e.Count, e.TimeNS)
-		c.empty += e.Count
-		a.cqEmpty(c, e.TimeNS)
-	case *trace.CQCounters:
-		// totals since attach (counters mode): they replace, not add
-		c := a.cqOfGen(e.PID, e.CQ, e.Gen)
-		if e.Polls > c.polls {
-			c.notePolls(e.Polls-c.polls, e.TimeNS)
-		}
-		c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
-		c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
-		a.recv.kernel = true
+		a.onEmptyPolls(e) // poll.go
 	case *trace.PostRecv:
-		a.postRecv(e)
+		a.postRecv(e) // recv.go
 	case *trace.QPCounters:
-		// totals since attach, kept in the kernel: they replace, not add
-		q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
-		q.noteFound(FoundCounters)
-		q.countersOnly = true
-		a.countedRecvs(q, e)
-		q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
-		if q.sigAll { // the kernel counts IBV_SEND_SIGNALED; sq_sig_all signals every WR
-			q.c.Signaled = e.WRs
-		}
-		q.c.Doorbells, q.c.EINVAL, q.c.ENOMEM = e.Doorbells, e.EINVAL, e.ENOMEM
-		q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
-		q.c.InlineBytes, q.c.DMABytesPayload, q.c.DMAReadsPayload = e.InlineBytes, e.PayloadBytes, e.PayloadSGEs
-		q.c.Cuts = Cuts{SGECutWRs: e.SGECutWRs, SGEsNotSummed: e.SGEsNotSummed, WalkCappedPosts: e.WalkCappedPosts}
-		if e.TimeNS > q.lastNS {
-			q.lastNS = e.TimeNS
-		}
-	case *trace.Lost:
-		a.snap.Lost += e.Count
-	case *trace.Exit:
-		if a.procs.exit(e) {
-			a.snap.Exited = true
-			a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
-		}
-	case *trace.Proc:
-		a.procs.proc(e)
-	case *trace.Attach:
-		a.snap.Attach = append(a.snap.Attach, *e)
-		a.recvAttach(e)
-		a.noteAttach(e)
-		a.noteProbe(e)
-	case *trace.Scan:
-		a.snap.Scans = append(a.snap.Scans, *e)
+		a.onQPCounters(e) // measured.go
+	case *trace.CQCounters:
+		a.onCQCounters(e) // measured.go
 	case *trace.CQCreate:
-		a.cqCreated(e)
+		a.cqCreated(e) // lifecycle.go
+	case *trace.CQChange:
+		a.cqChange(e) // excq.go
 	case *trace.SRQCreate, *trace.SRQDestroy:
-		a.srqEvent(ev)
+		a.srqEvent(ev) // lifecycle.go
+	case *trace.Attach:
+		a.onAttach(e) // lateattach.go
+	case *trace.Scan:
+		a.onScan(e)
+	case *trace.Lost:
+		a.onLost(e)
+	case *trace.Exit:
+		a.onExit(e) // procs.go
+	case *trace.Proc:
+		a.procs.proc(e) // procs.go
 	}
 }
+
+// onScan keeps what a memory scan read and found.
+func (a *Analyzer) onScan(e *trace.Scan) { a.snap.Scans = append(a.snap.Scans, *e) }
+
+// onLost counts the records the ring lost.
+func (a *Analyzer) onLost(e *trace.Lost) { a.snap.Lost += e.Count }
 
 // countedSpan is the span of totals kept in the kernel (counters mode), of
 // a QP or CQ, up to lastNS: they began at its create, when the trace saw

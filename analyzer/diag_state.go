@@ -61,7 +61,7 @@ func (q *sq) notRTS(p *trace.Post) bool {
 }
 
 // recordNotRTS records a post refused because the QP is not in RTS.
-func (a *Analyzer) recordNotRTS(q *sq, p *trace.Post, n int) {
+func (a *Analyzer) recordNotRTS(q *sq, p *trace.Post, n int, inferred bool) {
 	numSGE := noValue
 	if n < len(p.WRs) {
 		numSGE = uint64(p.WRs[n].NumSGE)
@@ -70,8 +70,8 @@ func (a *Analyzer) recordNotRTS(q *sq, p *trace.Post, n int) {
 	if q.stateKnown {
 		state = uint64(q.state)
 	}
-	a.record(q, DiagQPNotRTS, p.TimeNS, evidence{state, uint64(p.Ret), uint64(p.API), uint64(n), numSGE,
-		uint64(q.caps.MaxSendSGE), q.c.NotRTS})
+	a.recordAs(q, DiagQPNotRTS, p.TimeNS, evidence{state, uint64(p.Ret), uint64(p.API), uint64(n), numSGE,
+		uint64(q.caps.MaxSendSGE), q.c.NotRTS}, inferred)
 }
 
 // cqPending counts, per CQ lifetime, the signaled WRs its QPs posted and
@@ -201,4 +201,11 @@ func (r *diagRec) exportState(d *Diagnosis) {
 			e[2], e[1], e[0], e[5], e[3], e[6])
 		d.Fix = "Create the CQ with more entries than the signaled WRs its QPs can have outstanding together (their max_send_wr over their signal interval), or poll it before that many are pending; then destroy and recreate the QPs and the CQ."
 	}
+}
+
+// onQPModify applies an ibv_modify_qp to its QP's state.
+func (a *Analyzer) onQPModify(e *trace.QPModify) {
+	q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+	q.noteFound(FoundModify)
+	q.stateModified(e)
 }

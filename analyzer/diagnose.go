@@ -43,6 +43,10 @@ const (
 	// SQ overflow on rxe (rxe.go), by root cause.
 	DiagOverflowRNR
 	DiagOverflowNotCompleting
+	// Of a provider with no model of its own (provider_generic.go): an
+	// SQ-full ENOMEM inferred from caps, an ENOMEM nothing explains.
+	DiagOverflowInferred
+	DiagENOMEMUnexplained
 
 	numDiagKinds
 )
@@ -110,6 +114,10 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"outstanding", "max_send_wr", "sends_posted", "wrs_posted"}},
 	DiagOverflowNotCompleting: {"sq_overflow_not_completing", SevError,
 		[]string{"outstanding", "max_send_wr", "wrs_posted"}},
+	DiagOverflowInferred: {"sq_overflow_inferred", SevError,
+		[]string{"outstanding", "max_send_wr", "signaled_outstanding", "wrs_posted", "signaled", "unsignaled_run"}},
+	DiagENOMEMUnexplained: {"enomem_cause_unknown", SevError,
+		[]string{"wr_index", "outstanding", "max_send_wr", "num_sge", "max_send_sge", "inline_bytes", "max_inline_data", "caps_known"}},
 }
 
 func (k DiagKind) String() string {
@@ -141,6 +149,9 @@ type Diagnosis struct {
 	Evidence map[string]uint64 `json:"evidence"`
 	Message  string            `json:"message"`
 	Fix      string            `json:"fix"`
+	// CauseBasis says what the cause rests on where it is not the
+	// provider's own checks: CauseInferred (the generic model).
+	CauseBasis string `json:"cause_basis,omitempty"`
 }
 
 type evidence [maxEvidence]uint64
@@ -153,10 +164,16 @@ type diagRec struct {
 	first, last uint64
 	count       uint64
 	ev          evidence
+	inferred    bool // the cause inferred from caps (provider_generic.go)
 }
 
 // record folds one occurrence into the QP's diagnosis of that kind.
 func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
+	a.recordAs(q, kind, now, ev, false)
+}
+
+// recordAs is record of a cause inferred from caps, or not.
+func (a *Analyzer) recordAs(q *sq, kind DiagKind, now uint64, ev evidence, inferred bool) {
 	if i := q.diags[kind]; i >= 0 {
 		r := &a.diags[i]
 		r.count++
@@ -169,7 +186,7 @@ func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
 		return
 	}
 	a.diags = append(a.diags, diagRec{kind: kind, pid: q.key.pid, qpNum: q.key.qpNum,
-		first: now, last: now, count: 1, ev: ev})
+		first: now, last: now, count: 1, ev: ev, inferred: inferred})
 	q.diags[kind] = int32(len(a.diags) - 1)
 	if a.opts.OnDiagnosis != nil {
 		a.opts.OnDiagnosis(a.diags[len(a.diags)-1].export(a.clock()))
@@ -184,6 +201,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 		f = q.failWR
 	}
 	q.noteSends(p, n)
+	inferred := q.model().causeBasis() == CauseInferred
 	switch cause {
 	case causeSQFull:
 		a.diagnoseOverflow(q, now)
@@ -195,14 +213,16 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 		if q.caps.MaxInlineData == 0 {
 			q.inlineNever++
 			q.inlineNeverNoted = q.inlineNever
-			a.record(q, DiagInlineUnsupported, now, evidence{uint64(f), bytes, 0, q.inlineNever})
+			a.recordAs(q, DiagInlineUnsupported, now, evidence{uint64(f), bytes, 0, q.inlineNever}, inferred)
 		} else {
-			a.record(q, DiagInlineTooBig, now, evidence{uint64(f), bytes, uint64(q.caps.MaxInlineData)})
+			a.recordAs(q, DiagInlineTooBig, now, evidence{uint64(f), bytes, uint64(q.caps.MaxInlineData)}, inferred)
 		}
 	case causeSGE:
-		a.record(q, DiagTooManySGE, now, evidence{uint64(f), uint64(p.WRs[f].NumSGE), uint64(q.caps.MaxSendSGE)})
+		a.recordAs(q, DiagTooManySGE, now, evidence{uint64(f), uint64(p.WRs[f].NumSGE), uint64(q.caps.MaxSendSGE)}, inferred)
 	case causeNotRTS:
-		a.recordNotRTS(q, p, n)
+		a.recordNotRTS(q, p, n, inferred)
+	case causeUnknownENOMEM:
+		q.model().unexplained(a, q, p, f)
 	case causeEINVAL:
 		op := noValue
 		if f < len(p.WRs) {
@@ -222,7 +242,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	}
 	a.checkNotTraced(q, now)
 	a.notePending(q, now)
-	if q.runWarnPending && q.prov.mlx5Model() { // slots freed by CQEs: mlx5's rule
+	if q.runWarnPending && q.slotRule() == SlotFreedByCQE { // the run alone fills the SQ
 		q.runWarnPending = false
 		d := q.depth()
 		a.record(q, DiagRunNearDepth, now, evidence{q.curRun, d, 100 * q.curRun / d, q.outstanding()})
@@ -237,7 +257,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 	// the depth bound retired WRs whose completions the trace missed
 	// (lateattach.go): the trace alone would have had overSeen outstanding
-	over := q.prov.mlx5Model() && q.capsKnown && !q.sendCapsInferred && q.overSeen > 0
+	over := q.slotRule() == SlotFreedByCQE && q.capsKnown && !q.sendCapsInferred && q.overSeen > 0
 	seen := q.overSeen
 	q.overSeen = 0
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
@@ -272,7 +292,7 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 	if !q.hist.closed {
 		return
 	}
-	if !q.prov.mlx5Model() { // occupancy fills the SQ by mlx5's rule only
+	if q.slotRule() != SlotFreedByCQE { // the WRs outstanding are the occupancy only where a CQE frees a slot
 		q.hist.closed = false
 		return
 	}
@@ -290,53 +310,13 @@ func (a *Analyzer) checkTrend(q *sq, now uint64) {
 	a.record(q, DiagTrendingFull, now, evidence{from, to, d, span / 1e6, (to - from) * 1e9 / span, eta / 1e6})
 }
 
-// diagnoseOverflow finds why the SQ was full, from the state the failing
-// call left: the WRs outstanding can only be retired by a CQE of a signaled
-// WR among them, and that CQE only by a poll of the send CQ after it was
-// posted.
+// diagnoseOverflow finds why the SQ was full: a starved receiver, else
+// what the QP's provider model says.
 func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
 	if a.checkStarved(q, now) {
 		return // the SENDs wait for receives: not a completion-side cause
 	}
-	if q.prov == ProviderRxe {
-		a.diagnoseRxeOverflow(q, now)
-		return
-	}
-	out, d := q.outstanding(), q.depth()
-	sigOut := q.sigOutstanding()
-	if sigOut == 0 {
-		if q.c.Signaled == 0 {
-			a.record(q, DiagOverflowNeverSignaled, now, evidence{out, d, q.c.WRs})
-			return
-		}
-		a.record(q, DiagOverflowUnsignaledRun, now, evidence{out, d, q.curRun, q.typicalInterval(), q.c.Signaled})
-		return
-	}
-	oldest, _ := q.sigOldest()
-	var postRate uint64
-	if now > q.firstPost {
-		postRate = q.c.WRs * 1e9 / (now - q.firstPost)
-	}
-	cs := q.cq
-	if cs == nil || cs.polls == oldest.polls || cs.polls == 0 {
-		lastPoll, polls := noValue, uint64(0)
-		if cs != nil && cs.polls > 0 {
-			lastPoll, polls = cs.lastNS, cs.polls
-		}
-		a.record(q, DiagOverflowCQNotPolled, now, evidence{out, d, sigOut, oldest.ns, q.sendCQ, lastPoll, polls})
-		return
-	}
-	if since := cs.polls - oldest.polls; cs.empty-oldest.empty == since {
-		// every poll since came back empty: the CQE was not there yet
-		a.record(q, DiagOverflowCompletionsSlow, now, evidence{out, d, q.sendCQ, oldest.ns, since, postRate})
-		return
-	}
-	var perPoll, pollRate uint64
-	perPoll = (q.c.WRs + cs.polls/2) / cs.polls
-	if cs.lastNS > cs.firstNS {
-		pollRate = cs.polls * 1e9 / (cs.lastNS - cs.firstNS)
-	}
-	a.record(q, DiagOverflowPollsTooRare, now, evidence{out, d, q.sendCQ, q.c.WRs, cs.polls, perPoll, postRate, pollRate})
+	q.model().overflow(a, q, now)
 }
 
 // opcodeName names the opcodes the model knows; others are shown as numbers.
@@ -480,15 +460,25 @@ func (r *diagRec) export(c traceClock) Diagnosis {
 		d.Message = "the trace misses calls on this QP: " + strings.Join(what, "; ")
 		d.Fix = "Look at the probes the report lists as NOT ATTACHED or not traced: the counts of this QP leave out the calls made through them."
 	case DiagQPNotRTS, DiagCQOverrunRisk, DiagCQOverrun:
+		if r.inferred && r.kind == DiagQPNotRTS {
+			exportNotRTSInferred(r, &d)
+			break
+		}
 		r.exportState(&d)
 	case DiagRQStarved, DiagRNRRetryExceeded:
 		r.exportRecv(&d)
 	case DiagOverflowRNR, DiagOverflowNotCompleting:
 		exportRxe(r, &d)
+	case DiagOverflowInferred, DiagENOMEMUnexplained:
+		exportGeneric(r, &d)
 	case DiagTrendingFull:
 		d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
 			e[0], e[1], e[2], e[3], e[4], e[5])
 		d.Fix = "Poll the send CQ more often, or signal more WRs, so completions keep up with posting."
+	}
+	if r.inferred {
+		d.CauseBasis = CauseInferred
+		d.Message += inferredNote
 	}
 	return d
 }

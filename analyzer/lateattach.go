@@ -93,8 +93,9 @@ func (q *sq) exactSinceNS() uint64 {
 func (q *sq) boundByDepth() {
 	d := q.depth()
 	// rxe frees a slot when its WR completes, and holds more than it
-	// reports: only the mlx5 model bounds the outstanding WRs by the depth
-	if d == 0 || q.outstanding() <= d || !q.prov.mlx5Model() {
+	// reports: only where a CQE frees a slot (mlx5) does the depth bound
+	// the outstanding WRs
+	if d == 0 || q.outstanding() <= d || q.slotRule() != SlotFreedByCQE {
 		return
 	}
 	n := q.outstanding() - d
@@ -122,3 +123,12 @@ func (a *Analyzer) noteProbe(e *trace.Attach) {
 // retire a WR, so what the model holds outstanding is not a bound of any
 // kind.
 func (a *Analyzer) completionsNotTraced() bool { return a.postProbed && !a.pollProbed }
+
+// onAttach keeps a probe's placement and learns from it what the trace
+// sees: receives, the process's provider, the data path probed.
+func (a *Analyzer) onAttach(e *trace.Attach) {
+	a.snap.Attach = append(a.snap.Attach, *e)
+	a.recvAttach(e)
+	a.noteAttach(e)
+	a.noteProbe(e)
+}

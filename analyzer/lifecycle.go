@@ -1,6 +1,9 @@
 package analyzer
 
-import "github.com/sqscope/sqscope/trace"
+import (
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/trace"
+)
 
 // Object lifetimes. A QP, CQ or SRQ is one object from its create to its
 // destroy (a CQ: until another CQ is created at its address). A new
@@ -253,4 +256,32 @@ func (a *Analyzer) srqSnapshot() []SRQ {
 		out = append(out, v)
 	}
 	return out
+}
+
+// onQPCreate starts a QP's life at its create (or its listing by the
+// memory scan, caps unknown).
+func (a *Analyzer) onQPCreate(e *trace.QPCreate) {
+	q := a.qpCreated(e)
+	q.qp = e.QP
+	q.typ = e.Type
+	q.caps = e.Caps
+	q.capsKnown = e.Via != trace.ViaMemory // a QP in memory: caps unknown
+	q.late = !q.capsKnown
+	q.found = FoundCreate
+	if q.late {
+		q.found, q.stateFound = FoundMemory, ibv.QPStateName(e.State)
+	}
+	q.sendCapsInferred = false
+	q.createdNS = e.TimeNS
+	q.sigAll = e.SigAll
+	q.stateCreated()
+	q.sendCQ = e.SendCQ
+	q.cq = nil
+	if e.SendCQ != 0 {
+		q.cq = a.cq(e.PID, e.SendCQ)
+	}
+	a.qpRecvCreated(q, e)
+	a.qpCreateProvider(q, e)
+	a.qpEpoch++
+	a.checkPeakOverCaps(q, e.TimeNS)
 }

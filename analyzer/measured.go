@@ -3,6 +3,8 @@ package analyzer
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/sqscope/sqscope/trace"
 )
 
 // What counters mode (--mode counters) does not measure: the kernel keeps
@@ -114,27 +116,25 @@ func (q QP) MarshalJSON() ([]byte, error) {
 type Totals struct {
 	Counters
 	CountersOnly bool `json:"-"`
-	// NoModel: no QP follows the mlx5 model, whose figures are then left
-	// out of JSON
-	NoModel      bool `json:"-"`
+	// notGiven: what the model of no QP gives (provider.go), left out of
+	// JSON
+	notGiven     map[string]bool
 	recvUntraced bool // receives not traced: no receive count
 }
 
 // MarshalJSON writes the counters, without the unmeasured ones of counters
-// mode, the mlx5 model's where no QP follows it, and the receive count
-// where receives are not traced.
+// mode, those the model of no QP gives, and the receive count where
+// receives are not traced.
 func (t Totals) MarshalJSON() ([]byte, error) {
 	b, err := marshal(t.Counters)
-	if err != nil || (!t.CountersOnly && !t.NoModel && !t.recvUntraced) {
+	if err != nil || (!t.CountersOnly && len(t.notGiven) == 0 && !t.recvUntraced) {
 		return b, err
 	}
 	var drop map[string]bool
 	if t.CountersOnly {
 		drop = unmeasuredCounters
 	}
-	if t.NoModel {
-		drop = union(drop, mlx5Counters)
-	}
+	drop = union(drop, t.notGiven)
 	if t.recvUntraced {
 		drop = union(drop, recvDrop)
 	}
@@ -213,4 +213,36 @@ func dropKeys(b []byte, drop map[string]bool) ([]byte, error) {
 	}
 	out.WriteByte('}')
 	return out.Bytes(), nil
+}
+
+// onQPCounters applies a QP's totals kept in the kernel (counters mode):
+// totals since attach, they replace, not add.
+func (a *Analyzer) onQPCounters(e *trace.QPCounters) {
+	q := a.qpOfGen(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
+	q.noteFound(FoundCounters)
+	q.countersOnly = true
+	a.countedRecvs(q, e)
+	q.c.PostCalls, q.c.WRs, q.c.Inline, q.c.Signaled = e.PostCalls, e.WRs, e.Inline, e.Signaled
+	if q.sigAll { // the kernel counts IBV_SEND_SIGNALED; sq_sig_all signals every WR
+		q.c.Signaled = e.WRs
+	}
+	q.c.Doorbells, q.c.EINVAL, q.c.ENOMEM = e.Doorbells, e.EINVAL, e.ENOMEM
+	q.c.OtherErrors = e.Errors - min(e.Errors, e.ENOMEM+e.EINVAL)
+	q.c.InlineBytes, q.c.DMABytesPayload, q.c.DMAReadsPayload = e.InlineBytes, e.PayloadBytes, e.PayloadSGEs
+	q.c.Cuts = Cuts{SGECutWRs: e.SGECutWRs, SGEsNotSummed: e.SGEsNotSummed, WalkCappedPosts: e.WalkCappedPosts}
+	if e.TimeNS > q.lastNS {
+		q.lastNS = e.TimeNS
+	}
+}
+
+// onCQCounters applies a CQ's totals kept in the kernel (counters mode):
+// totals since attach, they replace, not add.
+func (a *Analyzer) onCQCounters(e *trace.CQCounters) {
+	c := a.cqOfGen(e.PID, e.CQ, e.Gen)
+	if e.Polls > c.polls {
+		c.notePolls(e.Polls-c.polls, e.TimeNS)
+	}
+	c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
+	c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
+	a.recv.kernel = true
 }

@@ -146,3 +146,11 @@ func writeProcs(w io.Writer, ps []Process) {
 		fmt.Fprintf(w, "    pid %d (%s): %s, %s\n", p.PID, name, how, state)
 	}
 }
+
+// onExit notes a process's exit; the named target's is the trace's.
+func (a *Analyzer) onExit(e *trace.Exit) {
+	if a.procs.exit(e) {
+		a.snap.Exited = true
+		a.snap.ExitCode, a.snap.ExitSignal = e.Code, e.Signal
+	}
+}

@@ -8,66 +8,156 @@ import (
 	"github.com/sqscope/sqscope/trace"
 )
 
-// Provider is the verbs provider a QP runs on: which rules the model
-// applies to it. The mlx5 send-queue model (WQEs, doorbells, BlueFlame,
-// PCIe, the three ENOMEM causes, slots freed by CQEs) is mlx5's and the
-// simulated HCA's, which is built to it; rxe's rules are in rxe.go; of a
-// provider sqscope has no model of, only what the application did is
-// reported.
-type Provider uint8
-
-const (
-	ProviderUnknown Provider = iota
-	ProviderMlx5
-	ProviderSim // the simulated mlx5-like HCA (verbs/sim.c)
-	ProviderRxe
-)
-
-var providerNames = [...]string{"unknown", "mlx5", "sim", "rxe"}
-
-func (p Provider) String() string {
-	if int(p) < len(providerNames) {
-		return providerNames[p]
-	}
-	return "unknown"
+// ProviderModel is a verbs provider's rules, as the analyzer core asks
+// for them: the core keeps what the application did (WRs, calls, the
+// WRs whose completions were not polled, signals, polls) and asks the
+// model of the QP's provider what that means on its queue. Each model is
+// one file of this package (provider_mlx5.go, provider_rxe.go,
+// provider_generic.go) and a Provider entry in providers, registered by
+// name and by the library files that identify it; a provider no entry
+// names gets the generic model. Its methods are unexported: a model reads
+// the QP's state (sq), so the models live here, one file each.
+//
+// Room left for the sentinel mode: where a provider's error paths can be
+// probed, and which of its queue state is readable in the target's
+// memory, belong to its model too (more methods here, answered by each
+// file); nothing calls for them yet.
+type ProviderModel interface {
+	// label names the model in snapshots (QP.Model), "" when it gives no
+	// HCA figures: then what a post costs (doorbells rung by MMIO,
+	// BlueFlame, WQE basic blocks, DMA, CQE writes, PCIe: sqmodel.go and
+	// pcie.go) is not given, and notGiven says so key by key.
+	label() string
+	// slotFree says when a send-queue slot frees: what the WRs counted
+	// outstanding mean for the queue, and which predictions stand.
+	slotFree() SlotRule
+	// cause classifies a post that failed at WR index i of its list, by
+	// the checks the provider makes and in their order; it sets q.failWR
+	// to the WR it blames.
+	cause(q *sq, p *trace.Post, i int) errCause
+	// causeBasis says what the causes rest on: "" for the provider's own
+	// checks, CauseInferred for the QP's reported caps alone.
+	causeBasis() string
+	// overflow records the diagnosis of an SQ-full ENOMEM.
+	overflow(a *Analyzer, q *sq, now uint64)
+	// unexplained records what the model says of an ENOMEM it found no
+	// cause for, at WR index i of the list (nothing, where the report's
+	// count of causes unknown says it all).
+	unexplained(a *Analyzer, q *sq, p *trace.Post, i int)
+	// notGiven are the JSON keys of a QP's figures (its counters, and
+	// "pcie" for its savings) the model cannot give: left out of its JSON
+	// and text, zeroed in the totals (QP.Reported).
+	notGiven() map[string]bool
+	// notes are the lines the report gives of the QP's provider: what it
+	// did in the model's terms, what is true there, what the model
+	// cannot know (QP.ProviderNotes).
+	notes(q *QP) []string
 }
 
-// Mlx5Model is the label of every figure and cause the mlx5 model gives.
-const Mlx5Model = "mlx5 model"
+// SlotRule is when a provider frees a send-queue slot.
+type SlotRule uint8
 
-// mlx5Model reports whether the mlx5 model applies.
-func (p Provider) mlx5Model() bool { return p == ProviderMlx5 || p == ProviderSim }
+const (
+	// SlotFreeUnknown: the model does not know; the WRs counted
+	// outstanding (posted, completion not polled) bound nothing, so no
+	// prediction rests on them.
+	SlotFreeUnknown SlotRule = iota
+	// SlotFreedByCQE: at the poll of the CQE that retires the WR and every
+	// earlier unsignaled one (mlx5): the WRs counted outstanding are the
+	// queue's occupancy, bounded by its depth.
+	SlotFreedByCQE
+	// SlotFreedOnExecution: when the WR executes, signaled or not, before
+	// its completion is polled (rxe): the queue holds at most the WRs
+	// counted outstanding, maybe fewer.
+	SlotFreedOnExecution
+)
 
-// model is the label of the model the provider's figures come from, empty
-// when none applies.
-func (p Provider) model() string {
-	if p.mlx5Model() {
-		return Mlx5Model
+// CauseInferred is the basis of a cause the generic model infers from the
+// caps a QP reports (QP.CauseBasis, Diagnosis.CauseBasis).
+const CauseInferred = "inferred from caps"
+
+// Provider is a verbs provider sqscope knows: its name in snapshots, the
+// prefixes of the library file names that identify it (rdma-core installs
+// them as libmlx5.so.1, libmlx5-rdmav34.so, librxe-rdmav34.so), and the
+// model its QPs follow.
+type Provider struct {
+	Name  string
+	Files []string
+	Model ProviderModel
+}
+
+// simName is the simulated mlx5-like HCA (verbs/sim.c), known by its
+// calls (sqsim_*) and symbols rather than by a library: it follows the
+// mlx5 model, which it is built to.
+const simName = "sim"
+
+// unknownName names, in snapshots, a provider no entry knows.
+const unknownName = "unknown"
+
+// providers are the registered providers (registerProvider), looked up
+// by name and by library file.
+var providers []*Provider
+
+// registerProvider adds a provider; each model's file registers its own.
+// Names and file prefixes are unique (TestProviderRegistry).
+func registerProvider(p *Provider) { providers = append(providers, p) }
+
+// providerNamed returns the registered provider of that name, nil when
+// none is.
+func providerNamed(name string) *Provider {
+	for _, p := range providers {
+		if p.Name == name {
+			return p
+		}
 	}
-	return ""
+	return nil
 }
 
 // providerOf names the provider of a QP from its create: the simulated
 // HCA's calls, or the library its post_send is in.
-func providerOf(via, lib string) Provider {
+func providerOf(via, lib string) *Provider {
 	if strings.HasPrefix(via, "sqsim_") {
-		return ProviderSim
+		return providerNamed(simName)
 	}
 	return providerOfFile(lib)
 }
 
-// providerOfFile names the provider whose library a file is (rdma-core
-// installs them as libmlx5.so.1, libmlx5-rdmav34.so, librxe-rdmav34.so).
-func providerOfFile(file string) Provider {
+// providerOfFile names the provider whose library a file is, nil when no
+// registered one is.
+func providerOfFile(file string) *Provider {
 	base := path.Base(file)
-	switch {
-	case strings.HasPrefix(base, "libmlx5"):
-		return ProviderMlx5
-	case strings.HasPrefix(base, "librxe"):
-		return ProviderRxe
+	for _, p := range providers {
+		for _, f := range p.Files {
+			if strings.HasPrefix(base, f) {
+				return p
+			}
+		}
 	}
-	return ProviderUnknown
+	return nil
 }
+
+// modelOf is the model a provider's QPs follow: the generic one for a
+// provider sqscope does not know (nil).
+func modelOf(p *Provider) ProviderModel {
+	if p == nil {
+		return genericModel{}
+	}
+	return p.Model
+}
+
+// nameOf is a provider's name in snapshots.
+func nameOf(p *Provider) string {
+	if p == nil {
+		return unknownName
+	}
+	return p.Name
+}
+
+// model is the model q follows.
+func (q *sq) model() ProviderModel { return modelOf(q.prov) }
+
+// slotRule is when q's provider frees a slot.
+func (q *sq) slotRule() SlotRule { return q.model().slotFree() }
 
 // dataPathFuncs are the probes whose file tells the provider of the QPs
 // posted through them.
@@ -81,22 +171,22 @@ func (a *Analyzer) noteAttach(e *trace.Attach) {
 	}
 	p := providerOfFile(e.Path)
 	if e.How == trace.HowSimSymbol {
-		p = ProviderSim
+		p = providerNamed(simName)
 	}
 	a.notePIDProvider(e.PID, p)
 }
 
 // notePIDProvider keeps the provider of a process's data path; a process
-// seen on two is left to each QP's own create.
-func (a *Analyzer) notePIDProvider(pid uint32, p Provider) {
-	if p == ProviderUnknown {
+// seen on two is left to each QP's own create (nil: unknown).
+func (a *Analyzer) notePIDProvider(pid uint32, p *Provider) {
+	if p == nil {
 		return
 	}
 	if a.pidProv == nil {
-		a.pidProv = map[uint32]Provider{}
+		a.pidProv = map[uint32]*Provider{}
 	}
 	if old, ok := a.pidProv[pid]; ok && old != p {
-		a.pidProv[pid] = ProviderUnknown
+		a.pidProv[pid] = nil
 		return
 	}
 	a.pidProv[pid] = p
@@ -108,34 +198,16 @@ func (a *Analyzer) qpCreateProvider(q *sq, e *trace.QPCreate) {
 	// a QP found in memory names the file its context's ops point into;
 	// where that names no provider, the process's data path may (a
 	// simulated HCA found by symbol)
-	q.provFromCreate = e.Via != trace.ViaMemory || q.prov != ProviderUnknown
+	q.provFromCreate = e.Via != trace.ViaMemory || q.prov != nil
 	a.notePIDProvider(e.PID, q.prov)
 }
 
 // resolveProvider gives a QP whose create was not seen (or named no
 // provider) its process's, once known.
 func (a *Analyzer) resolveProvider(q *sq) {
-	if q.prov == ProviderUnknown && (!q.provFromCreate || q.provLib == "") {
+	if q.prov == nil && (!q.provFromCreate || q.provLib == "") {
 		q.prov = a.pidProv[q.key.pid]
 	}
-}
-
-// providerCause classifies a failed post by the provider's checks where
-// they are not mlx5's (ok false: the mlx5 rules of cause apply).
-func (q *sq) providerCause(p *trace.Post) (errCause, bool) {
-	switch {
-	case q.prov.mlx5Model():
-		return causeNone, false
-	case p.Ret == ibv.EINVAL:
-		return causeEINVAL, true
-	case p.Ret != ibv.ENOMEM:
-		return causeOther, true
-	case q.prov == ProviderRxe:
-		// rxe's post_send returns ENOMEM for a full ring only (too many
-		// SGEs and inline data over the limit are EINVAL there)
-		return causeSQFull, true
-	}
-	return causeUnknownENOMEM, true
 }
 
 // sends is how many of a QP's WRs are SENDs, which consume a receive at
@@ -144,39 +216,48 @@ func (m *OpcodeMix) sends() uint64 {
 	return m[ibv.WRSend] + m[ibv.WRSendWithImm] + m[ibv.WRSendWithInv]
 }
 
-// The snapshot's figures of the mlx5 model, left out for other providers.
-// The payload SGEs and bytes not inline (dma_reads_payload,
-// dma_bytes_payload) stay: every provider reads them from the
-// application's memory.
-var (
-	mlx5Counters = keySet("bf_writes", "wqebbs", "dma_reads_wqe",
-		"cqe_writes", "enomem_inline", "enomem_sge", "mmio_bytes", "dma_bytes_wqe",
-		"inline_sges", "baseline_wqe_bytes", "dma_writes_response", "dma_bytes_response")
-	// of a provider with no model, an ENOMEM's cause is not known either
-	unknownCounters = union(mlx5Counters, keySet("enomem_sq_full"))
-	mlx5QP          = union(mlx5Counters, keySet("pcie"))
-	unknownQP       = union(unknownCounters, keySet("pcie"))
-)
+// The snapshot's figures of what a post costs on an mlx5-like HCA
+// (sqmodel.go, pcie.go), left out where the model gives none. The payload
+// SGEs and bytes not inline (dma_reads_payload, dma_bytes_payload) stay:
+// every provider reads them from the application's memory.
+var costCounters = keySet("bf_writes", "wqebbs", "dma_reads_wqe",
+	"cqe_writes", "mmio_bytes", "dma_bytes_wqe", "inline_sges", "baseline_wqe_bytes",
+	"dma_writes_response", "dma_bytes_response")
 
-// hideMlx5 zeroes, for a QP the mlx5 model does not apply to, the figures
-// the model computed (they are left out of its JSON and text and out of
-// the totals).
-func hideMlx5(c *Counters) {
+// hideCosts zeroes, for a QP whose model prices no post, the figures the
+// mlx5 geometry computed (they are left out of its JSON and text and out
+// of the totals).
+func hideCosts(c *Counters) {
 	c.BFWrites, c.WQEBBs, c.DMAReadsWQE, c.CQEWrites = 0, 0, 0, 0
 	c.MMIOBytes, c.DMABytesWQE, c.InlineSGEs, c.BaselineWQEBytes = 0, 0, 0, 0
 	c.DMAWritesResponse, c.DMABytesResponse = 0, 0
 }
 
-// notModeled is what a QP's JSON leaves out for its provider.
-func (q *QP) notModeled() map[string]bool {
-	switch {
-	case q.Model != "":
-		return nil
-	case q.Provider == ProviderRxe.String():
-		return mlx5QP
+// snapModel is the model of a QP in a snapshot: its provider's by name
+// (the analyzer's snapshot), else the one whose label it carries (a QP a
+// front end built), else the generic one.
+func (q *QP) snapModel() ProviderModel {
+	if p := providerNamed(q.Provider); p != nil {
+		return p.Model
 	}
-	return unknownQP
+	if q.Model != "" {
+		for _, p := range providers {
+			if p.Model.label() == q.Model {
+				return p.Model
+			}
+		}
+	}
+	return genericModel{}
 }
+
+// ProviderNotes are the lines the reports give of the QP's provider, by
+// its model: the mlx5 model's HCA figures and savings, what is true on
+// rxe, what the generic model rests on and cannot know. Made from the
+// QP's own fields, so any front end can give them.
+func (q *QP) ProviderNotes() []string { return q.snapModel().notes(q) }
+
+// notModeled is what a QP's JSON leaves out for its provider.
+func (q *QP) notModeled() map[string]bool { return q.snapModel().notGiven() }
 
 // savingsKeys are the JSON names of a QP's PCIe savings (its "pcie").
 var savingsKeys = keySet("actual", "baseline", "doorbells_saved", "wqe_fetches_saved_batching",
@@ -193,4 +274,33 @@ func (q QP) Reported(key string) bool {
 		return false
 	}
 	return q.Measured(key)
+}
+
+// notGivenByAll is what none of the models of a snapshot's QPs gives:
+// the totals leave it out (nil when there are none).
+func notGivenByAll(models []ProviderModel) map[string]bool {
+	var drop map[string]bool
+	for i, m := range models {
+		ng := m.notGiven()
+		if i == 0 {
+			drop = union(ng)
+			continue
+		}
+		for k := range drop {
+			if !ng[k] {
+				delete(drop, k)
+			}
+		}
+	}
+	return drop
+}
+
+// addModel adds m to the distinct models of a snapshot's QPs.
+func addModel(models []ProviderModel, m ProviderModel) []ProviderModel {
+	for _, o := range models {
+		if o == m {
+			return models
+		}
+	}
+	return append(models, m)
 }

@@ -36,7 +36,8 @@ func (s *stream) lazyPoll(qpn uint32, n int, op uint8) {
 // Each provider gets its own model: mlx5 and the simulator the mlx5 model
 // (labelled so), rxe what is true there (no mlx5-only figure, its own
 // overflow cause, more outstanding than it reports said so), a provider
-// sqscope has no model of the application's side only.
+// sqscope has no model of the generic one: the application's side and the
+// causes its caps show, marked inferred.
 func TestProviders(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -83,10 +84,11 @@ func TestProviders(t *testing.T) {
 			s.createOn(1, rcCaps(64, 64, 1), otherLib)
 			s.lazyPoll(1, 70, ibv.WRSend)
 			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
-		}, "unknown", "", nil,
-			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM cause unknown 1", "the provider holds more than it reports"},
-			append(mlx5Figures, "SQ full"),
-			[]string{"bf_writes", "wqebbs", "enomem_sq_full", "pcie"}},
+		}, "unknown", "", []string{"sq_overflow_inferred"},
+			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM SQ full 1, causes INFERRED FROM CAPS",
+				"cause INFERRED FROM CAPS", "the provider holds more than it reports"},
+			append(mlx5Figures, "ENOMEM cause unknown"),
+			[]string{"bf_writes", "wqebbs", "pcie"}},
 		{"late_attach_rxe", func(s *stream) {
 			// the QP was created before the trace: the provider is the
 			// library its process's post_send was attached in
@@ -99,11 +101,7 @@ func TestProviders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStream()
 			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
-			if len(snap.QPs) != 1 {
-				t.Fatalf("%d QPs, want 1", len(snap.QPs))
-			}
-			q := snap.QPs[0]
+			snap, q := oneQP(t, s)
 			if q.Provider != tc.provider || q.Model != tc.model {
 				t.Errorf("provider %q model %q, want %q %q", q.Provider, q.Model, tc.provider, tc.model)
 			}
@@ -111,20 +109,10 @@ func TestProviders(t *testing.T) {
 			if !slices.Equal(kinds, tc.diags) {
 				t.Errorf("diagnoses %v, want %v", kinds, tc.diags)
 			}
-			var text, js bytes.Buffer
-			WriteText(&text, snap)
+			text := checkText(t, snap, tc.text, tc.notText)
+			var js bytes.Buffer
 			if err := WriteJSON(&js, snap); err != nil {
 				t.Fatal(err)
-			}
-			for _, want := range tc.text {
-				if !strings.Contains(text.String(), want) {
-					t.Errorf("the text report lacks %q:\n%s", want, text.String())
-				}
-			}
-			for _, no := range tc.notText {
-				if strings.Contains(text.String(), no) {
-					t.Errorf("the text report says %q:\n%s", no, text.String())
-				}
 			}
 			qj, err := q.MarshalJSON()
 			if err != nil {
@@ -135,9 +123,39 @@ func TestProviders(t *testing.T) {
 					t.Errorf("QP JSON has %q: %s", k, qj)
 				}
 			}
-			golden(t, "provider_"+tc.name+".golden", append(text.Bytes(), js.Bytes()...))
+			golden(t, "provider_"+tc.name+".golden", append([]byte(text), js.Bytes()...))
 		})
 	}
+}
+
+// oneQP runs the stream and returns its snapshot and its one QP.
+func oneQP(t *testing.T, s *stream) (Snapshot, QP) {
+	t.Helper()
+	snap := s.run(t, Options{BF: DefaultBF})
+	if len(snap.QPs) != 1 {
+		t.Fatalf("%d QPs, want 1", len(snap.QPs))
+	}
+	return snap, snap.QPs[0]
+}
+
+// checkText writes the snapshot's text report and fails t unless it holds
+// every string of want and none of no.
+func checkText(t *testing.T, snap Snapshot, want, no []string) string {
+	t.Helper()
+	var b bytes.Buffer
+	WriteText(&b, snap)
+	text := b.String()
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("the text report lacks %q:\n%s", w, text)
+		}
+	}
+	for _, n := range no {
+		if strings.Contains(text, n) {
+			t.Errorf("the text report says %q:\n%s", n, text)
+		}
+	}
+	return text
 }
 
 func TestReported(t *testing.T) {
@@ -153,7 +171,9 @@ func TestReported(t *testing.T) {
 		{"mlx5 model, counters mode: doorbells saved", QP{Model: Mlx5Model, CountersOnly: true}, "doorbells_saved", true},
 		{"unknown provider: WRs", QP{Provider: "unknown"}, "wrs", true},
 		{"unknown provider: BlueFlame", QP{Provider: "unknown"}, "bf_writes", false},
-		{"unknown provider: SQ-full cause", QP{Provider: "unknown"}, "enomem_sq_full", false},
+		{"unknown provider: SQ-full cause, inferred from caps", QP{Provider: "unknown"}, "enomem_sq_full", true},
+		{"unknown provider: inline cause, inferred from caps", QP{Provider: "unknown"}, "enomem_inline", true},
+		{"rxe: inline cause (EINVAL there)", QP{Provider: "rxe"}, "enomem_inline", false},
 		{"unknown provider: doorbells saved", QP{Provider: "unknown"}, "doorbells_saved", false},
 		{"rxe: SQ-full cause", QP{Provider: "rxe"}, "enomem_sq_full", true},
 		{"rxe: PCIe savings", QP{Provider: "rxe"}, "cqe_writes_saved_unsignaled", false},

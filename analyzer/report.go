@@ -144,6 +144,9 @@ func writeText(w io.Writer, s Snapshot) {
 				errs = append(errs, fmt.Sprintf(e.what, e.n))
 			}
 		}
+		if q.CauseBasis != "" && q.ENOMEMSQFull+q.ENOMEMInline+q.ENOMEMSGE+q.NotRTS > 0 {
+			errs = append(errs, "causes "+strings.ToUpper(q.CauseBasis))
+		}
 		if len(errs) > 0 {
 			fmt.Fprintf(w, "  errors: %s\n", strings.Join(errs, ", "))
 		}
@@ -213,7 +216,15 @@ func writeEventsQP(w io.Writer, q *QP) {
 		writeOccupancy(w, q)
 	}
 	writeRates(w, q)
-	writeProviderQP(w, q)
+	writeProviderNotes(w, q)
+}
+
+// writeProviderNotes writes what the QP's provider model says of it
+// (QP.ProviderNotes).
+func writeProviderNotes(w io.Writer, q *QP) {
+	for _, n := range q.ProviderNotes() {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
 }
 
 // writeCountersQP writes what counters mode measures, and only that (the
@@ -227,13 +238,7 @@ func writeCountersQP(w io.Writer, q *QP) {
 		fmt.Fprintf(w, "; send CQ %#x: %.0f polls/s, %.2f polls per CQE", q.SendCQ, r.PollsPerSec, r.PollsPerCQE)
 	}
 	fmt.Fprintln(w)
-	if q.Model == "" {
-		writeProviderQP(w, q)
-		return
-	}
-	fmt.Fprintf(w, "  HCA: doorbells %d, DMA reads: payload %d; CQE writes %d\n", q.Doorbells, q.DMAReadsPayload, q.CQEWrites)
-	fmt.Fprintf(w, "  saved vs one-WR-per-call, all signaled: doorbells %d, CQE writes %d (unsignaled)\n",
-		q.PCIe.DoorbellsSaved, q.PCIe.CQEWritesSaved)
+	writeProviderNotes(w, q)
 }
 
 // foundText says how a QP became known.

@@ -45,7 +45,7 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 	} else {
 		s.QPs = make([]QP, len(order))
 	}
-	modeled := false // some QP follows the mlx5 model
+	models := a.snapModels[:0] // the distinct models of the QPs
 	for i, q := range order {
 		p := &s.QPs[i] // filled in place: a QP is about a kilobyte
 		k := q.key
@@ -53,14 +53,13 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		c := &p.Counters
 		q.countersTo(c)
 		a.resolveProvider(q)
-		model := q.prov.model()
+		m := q.model()
+		models = addModel(models, m)
 		p.PCIe, p.Occupancy = savings(c), q.occupancy(detail)
-		if model == "" {
-			hideMlx5(c)
+		if m.label() == "" { // the model prices no post
+			hideCosts(c)
 			p.PCIe = Savings{absent: true}
 			p.Occupancy.Depth = 0 // no model of what bounds the WRs outstanding
-		} else {
-			modeled = true
 		}
 		r := &p.Rates
 		switch {
@@ -94,7 +93,10 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.MaxSendWR, p.MaxInline, p.MaxSendSGE = q.caps.MaxSendWR, q.caps.MaxInlineData, q.caps.MaxSendSGE
 		p.SigAll, p.Gen, p.CapsKnown, p.CapsInferred = q.sigAll, q.gen, q.capsKnown, q.sendCapsInferred
 		p.Destroyed, p.CountersOnly, p.SendCQ = q.destroyed, q.countersOnly, q.sendCQ
-		p.Provider, p.ProviderLib, p.Model = q.prov.String(), q.provLib, model
+		p.Provider, p.ProviderLib, p.Model = nameOf(q.prov), q.provLib, m.label()
+		if q.capsKnown { // no cause is inferred from caps not known
+			p.CauseBasis = m.causeBasis()
+		}
 		p.Outstanding, p.SignalInterval = q.outstanding(), q.typicalInterval()
 		p.Found, p.StateFound = q.found, q.stateFound
 		p.OutstandingLowerBound = q.lowerBound() && !a.completionsNotTraced()
@@ -123,7 +125,8 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 	t.WRsPerDoorbell = ratio(s.Total.WRs, s.Total.Doorbells)
 	t.countersOnly = s.Total.CountersOnly
 	s.TotalPCIe = savings(&s.Total.Counters)
-	if s.Total.NoModel = len(s.QPs) > 0 && !modeled; s.Total.NoModel {
+	a.snapModels = models
+	if s.Total.notGiven = notGivenByAll(models); s.Total.notGiven["pcie"] {
 		s.TotalPCIe = Savings{absent: true}
 	}
 	s.Diagnoses = a.diagnoses()

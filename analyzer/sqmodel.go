@@ -82,7 +82,7 @@ type sq struct {
 	countersOnly bool
 	// prov is the provider whose rules apply (provider.go); provLib the
 	// file of its post_send, and provFromCreate whether its create named it
-	prov           Provider
+	prov           *Provider // nil: unknown, the generic model
 	provLib        string
 	provFromCreate bool
 
@@ -378,71 +378,10 @@ func opcodeValid(typ trace.QPType, op uint8) bool {
 }
 
 // cause classifies a failed post at WR index i of the list, by the
-// provider's order of checks.
+// checks of the QP's provider and in their order (its model's cause).
 func (q *sq) cause(p *trace.Post, i int) errCause {
 	q.failWR = i
-	if q.prov.mlx5Model() && q.notRTS(p) { // mlx5's SGE check outside RTS
-		return causeNotRTS
-	}
-	if c, ok := q.providerCause(p); ok {
-		return c
-	}
-	if p.Ret == ibv.EINVAL {
-		if p.API == trace.APIWR { // the batch's first invalid opcode
-			for j := i; j < len(p.WRs); j++ {
-				if !opcodeValid(q.typ, p.WRs[j].Opcode) {
-					q.failWR = j
-					break
-				}
-			}
-		}
-		return causeEINVAL
-	}
-	if p.Ret != ibv.ENOMEM {
-		return causeOther
-	}
-	if i >= len(p.WRs) {
-		// the failing WR is past the tracer's bound
-		if q.capsKnown && q.outstanding()+uint64(i) >= uint64(q.caps.MaxSendWR) {
-			return causeSQFull
-		}
-		return causeUnknownENOMEM
-	}
-	w := &p.WRs[i]
-	if q.capsKnown {
-		if p.API == trace.APIWR {
-			// wr API: the batch fails as a whole at its first WR that
-			// finds the SQ full (when it is begun) or whose data does
-			// not fit (when it is set): not necessarily the first WR
-			for j := i; j < len(p.WRs); j++ {
-				w := &p.WRs[j]
-				q.failWR = j
-				switch {
-				case q.outstanding()+uint64(j) >= uint64(q.caps.MaxSendWR):
-					return causeSQFull
-				case w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData:
-					return causeInline
-				case w.NumSGE > q.caps.MaxSendSGE:
-					return causeSGE
-				}
-			}
-			q.failWR = i
-			return causeUnknownENOMEM
-		}
-		if q.outstanding()+uint64(i) >= uint64(q.caps.MaxSendWR) {
-			return causeSQFull
-		}
-		if w.NumSGE > q.caps.MaxSendSGE {
-			return causeSGE
-		}
-		if w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData {
-			return causeInline
-		}
-		return causeUnknownENOMEM
-	}
-	// caps unknown (attached late): the SQ being full is the only cause
-	// that depends on history; infer the depth from it.
-	return causeSQFull
+	return q.model().cause(q, p, i)
 }
 
 type errCause int
@@ -493,11 +432,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		cause = q.cause(p, n)
 		switch cause {
 		case causeSQFull:
-			q.c.ENOMEMSQFull++
-			if !q.capsKnown && q.prov.mlx5Model() {
-				q.caps.MaxSendWR = uint32(q.outstanding() + uint64(n))
-				q.sendCapsInferred = true
-			}
+			q.c.ENOMEMSQFull++ // caps unknown: the mlx5 model inferred the depth
 		case causeInline:
 			q.c.ENOMEMInline++
 		case causeSGE:
@@ -658,4 +593,20 @@ func (q *sq) complete(wc *trace.WC, now uint64) {
 	}
 	q.tail = seq + 1
 	q.sigOldest()
+}
+
+// onPost applies a post call to its QP's model and looks for what it
+// revealed.
+func (a *Analyzer) onPost(e *trace.Post) {
+	q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)
+	q.noteFound(FoundPost)
+	if !q.capsKnown {
+		a.snap.UnknownQPPosts++
+	}
+	a.resolveProvider(q)
+	cause, n := q.post(e, a.opts.BF)
+	q.noteCuts(e, n)
+	q.lastPost = e.TimeNS
+	q.lastNS = max(q.lastNS, e.TimeNS)
+	a.afterPost(q, e, cause, n)
 }

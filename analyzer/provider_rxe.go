@@ -2,7 +2,9 @@ package analyzer
 
 import (
 	"fmt"
-	"io"
+
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/trace"
 )
 
 // rxe (Soft-RoCE, rdma-core providers/rxe and the kernel's
@@ -27,8 +29,39 @@ import (
 // So on rxe an SQ-full ENOMEM means WRs are not completing: with SENDs
 // among them, because the peer's receives ran out.
 
-// diagnoseRxeOverflow names the cause of an SQ-full ENOMEM on rxe.
-func (a *Analyzer) diagnoseRxeOverflow(q *sq, now uint64) {
+type rxeModel struct{}
+
+func init() {
+	registerProvider(&Provider{Name: "rxe", Files: []string{"librxe"}, Model: rxeModel{}})
+}
+
+func (rxeModel) label() string      { return "" }
+func (rxeModel) slotFree() SlotRule { return SlotFreedOnExecution }
+func (rxeModel) causeBasis() string { return "" }
+
+// every ENOMEM is a full ring on rxe: none is left unexplained
+func (rxeModel) unexplained(*Analyzer, *sq, *trace.Post, int) {}
+
+// rxe gives no figure of what a post costs, and no ENOMEM for too many
+// SGEs or inline data over the limit.
+func (rxeModel) notGiven() map[string]bool { return rxeNotGiven }
+
+var rxeNotGiven = union(costCounters, keySet("enomem_inline", "enomem_sge", "pcie"))
+
+// cause: rxe's post_send returns ENOMEM for a full ring only (too many
+// SGEs and inline data over the limit are EINVAL there).
+func (rxeModel) cause(_ *sq, p *trace.Post, _ int) errCause {
+	switch p.Ret {
+	case ibv.EINVAL:
+		return causeEINVAL
+	case ibv.ENOMEM:
+		return causeSQFull
+	}
+	return causeOther
+}
+
+// overflow names the cause of an SQ-full ENOMEM on rxe.
+func (rxeModel) overflow(a *Analyzer, q *sq, now uint64) {
 	out, d := q.outstanding(), q.depth()
 	if d == 0 { // attached after the QP's create: not known
 		d = noValue
@@ -64,39 +97,16 @@ func exportRxe(r *diagRec, d *Diagnosis) {
 	}
 }
 
-// writeProviderQP writes what a QP's provider did, by its model: the mlx5
-// model's HCA figures and savings, or what is true on rxe, or nothing
-// beyond the application's side for a provider sqscope has no model of.
-func writeProviderQP(w io.Writer, q *QP) {
-	switch {
-	case q.Model != "":
-		fmt.Fprintf(w, "  HCA (%s): doorbells %d (BlueFlame %d), WQEBBs %d, DMA reads: WQE %d, payload %d; CQE writes %d",
-			q.Model, q.Doorbells, q.BFWrites, q.WQEBBs, q.DMAReadsWQE, q.DMAReadsPayload, q.CQEWrites)
-		if q.DMAWritesResponse > 0 {
-			fmt.Fprintf(w, "; DMA writes of READ/atomic responses %d (%d B)", q.DMAWritesResponse, q.DMABytesResponse)
-		}
-		fmt.Fprintln(w)
-		p := q.PCIe
-		fmt.Fprintf(w, "  saved vs one-WR-per-call, not inline, all signaled: doorbells %d, WQE fetches %d (batching) + %d (BlueFlame), payload reads %d (inline), CQE writes %d (unsignaled); PCIe %.1f%% of transactions, ~%.1f%% of bytes\n",
-			p.DoorbellsSaved, p.WQEFetchBatching, p.WQEFetchBF, p.PayloadReadsSaved, p.CQEWritesSaved, p.TransactionsPct, p.BytesPct)
-		if q.DMAWritesResponse > 0 {
-			fmt.Fprintln(w, "    READ and atomic responses are written in the baseline too: no payload to inline, nothing the posting side saves")
-		}
-	case q.PostCalls == 0: // a QP that only receives: nothing of its provider to say
-	case q.Provider == ProviderRxe.String():
-		fmt.Fprintf(w, "  provider rxe (Soft-RoCE, software): %d post calls handed WRs to the kernel (a write() system call each); it has no BlueFlame, no WQEBBs and no PCIe, and the mlx5 model does not apply; a slot frees when its WR completes, signaled or not, so \"outstanding\" counts WRs whose completion was not yet polled\n",
-			q.Doorbells)
-		if q.PeakOutstanding > uint64(q.MaxSendWR) && q.MaxSendWR > 0 {
-			fmt.Fprintf(w, "  %d WRs outstanding at the peak%s\n", q.PeakOutstanding, heldMore(q.PeakOutstanding, uint64(q.MaxSendWR)))
-		}
-	default:
-		lib := ""
-		if q.ProviderLib != "" {
-			lib = " (post_send in " + q.ProviderLib + ")"
-		}
-		fmt.Fprintf(w, "  provider unknown%s: the application's side only; no HCA model applies, so no doorbell, BlueFlame, WQE or PCIe figures and no ENOMEM cause\n", lib)
-		if d := uint64(q.MaxSendWR); d > 0 && q.PeakOutstanding > d {
-			fmt.Fprintf(w, "  %d WRs outstanding at the peak, more than the max_send_wr %d the QP reports: the provider holds more than it reports, or frees slots before their completions are polled\n", q.PeakOutstanding, d)
-		}
+// notes say what is true on rxe: no HCA figure, and the WRs counted
+// outstanding may exceed the depth it reports.
+func (rxeModel) notes(q *QP) []string {
+	if q.PostCalls == 0 { // a QP that only receives: nothing of its provider to say
+		return nil
 	}
+	notes := []string{fmt.Sprintf("provider rxe (Soft-RoCE, software): %d post calls handed WRs to the kernel (a write() system call each); it has no BlueFlame, no WQEBBs and no PCIe, and the mlx5 model does not apply; a slot frees when its WR completes, signaled or not, so \"outstanding\" counts WRs whose completion was not yet polled",
+		q.Doorbells)}
+	if q.PeakOutstanding > uint64(q.MaxSendWR) && q.MaxSendWR > 0 {
+		notes = append(notes, fmt.Sprintf("%d WRs outstanding at the peak%s", q.PeakOutstanding, heldMore(q.PeakOutstanding, uint64(q.MaxSendWR))))
+	}
+	return notes
 }
