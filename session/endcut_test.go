@@ -65,7 +65,8 @@ func (c *cutSink) add(ev trace.Event) {
 	}
 }
 
-// A trace stopped while its target runs on, at many moments, in both modes,
+// A trace stopped while its target runs on, at many moments (past the
+// moment both its QPs have posted), in both modes,
 // through post_send and the wr API, ibv_poll_cq and extended polling, on a
 // command it started (--keep-target) and on a process it attached to (-p):
 // every probe stops at one cut. No post is recorded after the polls
@@ -104,7 +105,7 @@ func TestCutMidRun(t *testing.T) {
 			args := append([]string{bin, "workload", "--qps", "2", "-s", "64", "-I", "64",
 				"-Q", fmt.Sprint(sig), "-t", fmt.Sprint(depth), "-D", "60"}, tc.args...)
 			var childOut, warnings bytes.Buffer
-			cfg := Config{Mode: tc.mode, Duration: tc.after, ChildOut: &childOut, Warnings: &warnings}
+			cfg := Config{Mode: tc.mode, ChildOut: &childOut, Warnings: &warnings}
 			var target *exec.Cmd
 			if tc.attach {
 				ready := filepath.Join(t.TempDir(), "ready")
@@ -134,7 +135,33 @@ func TestCutMidRun(t *testing.T) {
 			}
 			sink := &cutSink{qps: map[uint32]*cutQP{}, cqQP: map[uint64]uint32{}}
 			s.AddSink(sink.add)
-			if err := s.Run(context.Background()); err != nil {
+			// The cut falls tc.after past the moment both QPs have posted,
+			// as a time limit would: how long the workload takes to start
+			// under its probes depends on the machine.
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			posting := map[uint32]bool{}
+			s.AddSink(func(ev trace.Event) {
+				var qpn uint32
+				switch e := ev.(type) {
+				case *trace.Post:
+					qpn = e.QPNum
+				case *trace.QPCounters: // counters mode: a flush of its totals
+					if e.WRs == 0 {
+						return
+					}
+					qpn = e.QPNum
+				default:
+					return
+				}
+				if !posting[qpn] {
+					if posting[qpn] = true; len(posting) == 2 {
+						time.AfterFunc(tc.after, func() { cancel(context.DeadlineExceeded) })
+					}
+				}
+			})
+			time.AfterFunc(50*time.Second, func() { cancel(context.DeadlineExceeded) }) // the workload's 60 s bound it
+			if err := s.Run(ctx); err != nil {
 				t.Fatalf("run: %v (target said %q)", err, childOut.String())
 			}
 			if syscall.Kill(s.PID(), 0) != nil {
