@@ -8,7 +8,7 @@ import (
 
 	"github.com/sqscope/sqscope/advise"
 	"github.com/sqscope/sqscope/analyzer"
-	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/verbs"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/verbs"
 	"github.com/sqscope/sqscope/workload"
