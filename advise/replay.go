@@ -6,13 +6,13 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
-	"github.com/sqscope/sqscope/verbs"
+	"github.com/sqscope/sqscope/verbs/nicmodel"
 )
 
 // Model is what a replay runs on: the simulated HCA's NIC timing and the
 // target's BlueFlame settings.
 type Model struct {
-	NIC verbs.NICModel
+	NIC nicmodel.Model
 	BF  analyzer.BFConfig
 }
 
