@@ -19,7 +19,7 @@ type Provider uint8
 const (
 	ProviderUnknown Provider = iota
 	ProviderMlx5
-	ProviderSim // the simulated mlx5-like HCA (verbs/sim.c)
+	ProviderSim // the simulated mlx5-like HCA (verbs/sim*.c)
 	ProviderRxe
 )
 
