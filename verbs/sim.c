@@ -2,25 +2,19 @@
  * providers/mlx5 (qp.c, cq.c, verbs.c) as docs/design.md states them, a NIC
  * model that executes WQEs in order, and ground-truth counters per QP.
  * See sim.h for the entry points and verbs/nicmodel for the model's
- * parameters. This file is the device: its defaults, its context (the ops
- * table every data path installs itself in), its clock, PDs, MRs and AHs.
- * The rest is by role: sim_post.c (the send data path and the NIC's
- * timing), sim_wr_api.c (the ibv_wr_* API), sim_cq.c (completions and the
- * CQ calls), sim_recv.c (the receive side and SRQs), sim_qp.c (the QP
- * calls); sim_internal.h is what they share. */
+ * parameters. This file is what every other file of the simulator stands
+ * on: the model's defaults, the clock, PDs, MRs and AHs. The rest is by
+ * role: sim_post.c (the send data path and the NIC's timing),
+ * sim_wr_api.c (the ibv_wr_* API), sim_recv.c (the receive side and
+ * SRQs), sim_cq.c (completions and the CQ calls), sim_qp.c (the QP calls)
+ * and, above them all, sim_device.c (the context and its ops table);
+ * sim_internal.h is what they share. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "sim_internal.h"
-
-static struct ibv_device sim_ibdev = {
-	.node_type = IBV_NODE_CA,
-	.transport_type = IBV_TRANSPORT_IB,
-	.name = "sim",
-	.dev_name = "sim",
-};
 
 SIM_HIDDEN uint64_t roundup_pow2(uint64_t v)
 {
@@ -63,49 +57,6 @@ void sqsim_default_config(struct sqsim_config *cfg)
 	cfg->rtt_ns = 1500;
 	cfg->max_qp_wr = 32768;
 	cfg->max_sge = 30;
-}
-
-struct ibv_context *sqsim_open_device(const struct sqsim_config *cfg)
-{
-	struct sim_ctx *ctx = calloc(1, sizeof(*ctx));
-
-	if (!ctx) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	if (cfg)
-		ctx->cfg = *cfg;
-	else
-		sqsim_default_config(&ctx->cfg);
-	if (ctx->cfg.link_gbps <= 0)
-		ctx->cfg.link_gbps = 100.0;
-	if (!ctx->cfg.max_qp_wr)
-		ctx->cfg.max_qp_wr = 32768;
-	if (!ctx->cfg.max_sge)
-		ctx->cfg.max_sge = 30;
-	ctx->ibctx.device = &sim_ibdev;
-	ctx->ibctx.cmd_fd = -1;
-	ctx->ibctx.async_fd = -1;
-	ctx->ibctx.num_comp_vectors = 1;
-	pthread_mutex_init(&ctx->ibctx.mutex, NULL);
-	sim_poll_ops(&ctx->ibctx.ops);
-	sim_send_ops(&ctx->ibctx.ops);
-	sim_recv_ops(&ctx->ibctx.ops);
-	return &ctx->ibctx;
-}
-
-int sqsim_close_device(struct ibv_context *ctx)
-{
-	if (!ctx)
-		return EINVAL;
-	pthread_mutex_destroy(&ctx->mutex);
-	free(ctx);
-	return 0;
-}
-
-void sqsim_set_clock(struct ibv_context *ctx, uint64_t ns)
-{
-	to_sctx(ctx)->manual_clock = ns;
 }
 
 struct ibv_pd *sqsim_alloc_pd(struct ibv_context *ctx)

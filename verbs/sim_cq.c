@@ -1,5 +1,5 @@
 /* The simulated HCA's completions: the NIC writing CQEs for executed WRs
- * (in order, a CQ overrun as the IB spec's CQ error), ibv_poll_cq and
+ * and for the receives SENDs took (in order, a CQ overrun as the IB spec's CQ error), ibv_poll_cq and
  * extended polling (ibv_start_poll .. ibv_end_poll), and the CQ calls
  * (create, create_ex, modify, resize, destroy) with their counters. */
 #include <errno.h>
@@ -15,7 +15,7 @@
  * error state; their WRs never complete, flush errors included, since no
  * CQE can be written. Returns 1 (caller holds cq->lock and the lock of the
  * QP it is advancing). */
-SIM_HIDDEN int cq_overrun(struct sim_cq *cq, uint64_t now)
+static int cq_overrun(struct sim_cq *cq, uint64_t now)
 {
 	int i;
 
@@ -111,6 +111,35 @@ SIM_HIDDEN void advance_qp(struct sim_cq *cq, struct sim_qp *qp, uint64_t now)
 		qp->next_cqe++;
 	}
 	pthread_mutex_unlock(&qp->lock);
+}
+
+/* advance_recv writes the receive completions of r due by now on cq (its
+ * recv CQ; caller holds cq->lock). */
+static void advance_recv(struct sim_cq *cq, struct sim_qp *r, uint64_t now)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->rcv_tail < r->rcv_head) {
+		struct sim_rcv *c = &r->rcv[r->rcv_tail & r->rq_mask];
+		struct sim_cqe *e;
+
+		if (c->done_ns > now)
+			break;
+		if (cq->err || (cq->prod - cq->cons >= cq->cap && cq_overrun(cq, now)))
+			break;
+		e = &cq->ring[cq->prod % cq->cap];
+		memset(&e->wc, 0, sizeof(e->wc));
+		e->wc.wr_id = c->wr_id;
+		e->wc.qp_num = r->qpx.qp_base.qp_num;
+		e->wc.byte_len = c->bytes;
+		e->wc.status = IBV_WC_SUCCESS;
+		e->wc.opcode = IBV_WC_RECV;
+		e->qp = r;
+		e->seq = r->rcv_tail;
+		e->recv = 1;
+		cq->prod++;
+		r->rcv_tail++;
+	}
+	pthread_mutex_unlock(&r->lock);
 }
 
 static void advance_cq(struct sim_cq *cq, uint64_t now)

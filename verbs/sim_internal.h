@@ -162,7 +162,7 @@ static inline struct sim_srq *to_ssrq(struct ibv_srq *s) { return (struct sim_sr
 
 static inline uint32_t align_up(uint32_t v, uint32_t a) { return (v + a - 1) / a * a; }
 
-/* sim.c: the device */
+/* sim.c: the base */
 SIM_HIDDEN uint64_t roundup_pow2(uint64_t v);
 SIM_HIDDEN uint64_t sim_now(struct sim_ctx *ctx);
 
@@ -177,13 +177,11 @@ SIM_HIDDEN void sim_send_ops(struct ibv_context_ops *ops);
 SIM_HIDDEN void sim_wr_ops(struct sim_qp *qp);
 
 /* sim_cq.c: completions and the CQ calls */
-SIM_HIDDEN int cq_overrun(struct sim_cq *cq, uint64_t now);
 SIM_HIDDEN void advance_qp(struct sim_cq *cq, struct sim_qp *qp, uint64_t now);
 SIM_HIDDEN void sim_poll_ops(struct ibv_context_ops *ops);
 
 /* sim_recv.c: the receive side */
 SIM_HIDDEN int take_recv(struct sim_qp *qp, struct sim_wr *w, uint64_t now);
-SIM_HIDDEN void advance_recv(struct sim_cq *cq, struct sim_qp *r, uint64_t now);
 SIM_HIDDEN void sim_recv_ops(struct ibv_context_ops *ops);
 
 #endif

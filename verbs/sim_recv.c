@@ -1,7 +1,8 @@
 /* The simulated HCA's receive side: a SEND takes one of its connected
  * peer's receives (from its RQ or its SRQ) or meets an RNR NAK and
- * retries, receive completions, ibv_post_recv and ibv_post_srq_recv as
- * mlx5's, the simulated wire (sqsim_connect) and the SRQ calls. */
+ * retries (its completion written by sim_cq.c), ibv_post_recv and
+ * ibv_post_srq_recv as mlx5's, the simulated wire (sqsim_connect) and the
+ * SRQ calls. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,35 +88,6 @@ SIM_HIDDEN int take_recv(struct sim_qp *qp, struct sim_wr *w, uint64_t now)
 		x->done_ns = now;
 	}
 	return 1;
-}
-
-/* advance_recv writes the receive completions of r due by now on cq (its
- * recv CQ; caller holds cq->lock). */
-SIM_HIDDEN void advance_recv(struct sim_cq *cq, struct sim_qp *r, uint64_t now)
-{
-	pthread_mutex_lock(&r->lock);
-	while (r->rcv_tail < r->rcv_head) {
-		struct sim_rcv *c = &r->rcv[r->rcv_tail & r->rq_mask];
-		struct sim_cqe *e;
-
-		if (c->done_ns > now)
-			break;
-		if (cq->err || (cq->prod - cq->cons >= cq->cap && cq_overrun(cq, now)))
-			break;
-		e = &cq->ring[cq->prod % cq->cap];
-		memset(&e->wc, 0, sizeof(e->wc));
-		e->wc.wr_id = c->wr_id;
-		e->wc.qp_num = r->qpx.qp_base.qp_num;
-		e->wc.byte_len = c->bytes;
-		e->wc.status = IBV_WC_SUCCESS;
-		e->wc.opcode = IBV_WC_RECV;
-		e->qp = r;
-		e->seq = r->rcv_tail;
-		e->recv = 1;
-		cq->prod++;
-		r->rcv_tail++;
-	}
-	pthread_mutex_unlock(&r->lock);
 }
 
 /* sqsim_connect makes a and b the two ends of one RC connection: each
