@@ -9,7 +9,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
-	"github.com/sqscope/sqscope/verbs"
+	"github.com/sqscope/sqscope/verbs/nicmodel"
 )
 
 func TestCapsFor(t *testing.T) {
@@ -68,7 +68,7 @@ func sends(n int, size uint32) *Stream {
 }
 
 func testModel() Model {
-	return Model{NIC: verbs.NICModel{LinkGbps: 1, WQENS: 10, DMAReadNS: 450, RTTNS: 1500}, BF: analyzer.DefaultBF}
+	return Model{NIC: nicmodel.Model{LinkGbps: 1, WQENS: 10, DMAReadNS: 450, RTTNS: 1500}, BF: analyzer.DefaultBF}
 }
 
 func TestReplay(t *testing.T) {

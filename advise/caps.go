@@ -2,7 +2,7 @@ package advise
 
 import "github.com/sqscope/sqscope/trace"
 
-// The simulated HCA's limits (verbs/sim.c): a WQE of at most 16 basic
+// The simulated HCA's limits (verbs/sim_qp.c): a WQE of at most 16 basic
 // blocks, max_qp_wr 32768.
 const (
 	maxWQEBytes = 1024

@@ -6,13 +6,13 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
-	"github.com/sqscope/sqscope/verbs"
+	"github.com/sqscope/sqscope/verbs/nicmodel"
 )
 
 // Model is what a replay runs on: the simulated HCA's NIC timing and the
 // target's BlueFlame settings.
 type Model struct {
-	NIC verbs.NICModel
+	NIC nicmodel.Model
 	BF  analyzer.BFConfig
 }
 
@@ -72,7 +72,7 @@ type inFlight struct {
 // as an application that posts set.PostList WRs per call, keeps at most
 // set.MaxSendWR outstanding (polling until a completion makes room) and
 // polls once after each post. Each WR completes when the NIC timing model
-// of verbs/sim.c says; the host's own time is taken as nil. The calls it
+// of verbs/sim_post.c says; the host's own time is taken as nil. The calls it
 // makes go through the analyzer's mlx5 model, whose counters are the
 // prediction. The stream's last WR is signaled, so the run drains.
 func replay(s *Stream, set Settings, m Model, limit int) Prediction {
@@ -180,7 +180,7 @@ func replay(s *Stream, set Settings, m Model, limit int) Prediction {
 	return p
 }
 
-// done is when a WR posted at t completes, by verbs/sim.c's formula:
+// done is when a WR posted at t completes, by verbs/sim_post.c's formula (commit):
 // fetch (no BlueFlame) and gather (not inline, with data) latencies,
 // then the engine's time for the WR, one WR at a time, then the ACK's
 // round trip on RC.

@@ -1,8 +1,8 @@
 // Package advise answers, for one recording, which inline threshold,
 // signal interval, post-list length and send-queue depth would have served
 // each QP's traffic best: it replays the recorded WR stream under candidate
-// settings through the simulated HCA's NIC timing model (verbs.NICModel,
-// the formula of verbs/sim.c) and the analyzer's mlx5 model, and keeps the
+// settings through the simulated HCA's NIC timing model (nicmodel.Model,
+// the formula of verbs/sim_post.c) and the analyzer's mlx5 model, and keeps the
 // overflow-free candidates no other beats on both throughput and PCIe
 // bytes.
 package advise

@@ -86,7 +86,7 @@ type Provider struct {
 	Model ProviderModel
 }
 
-// simName is the simulated mlx5-like HCA (verbs/sim.c), known by its
+// simName is the simulated mlx5-like HCA (verbs/sim*.c), known by its
 // calls (sqsim_*) and symbols rather than by a library: it follows the
 // mlx5 model, which it is built to.
 const simName = "sim"

@@ -13,7 +13,7 @@ import (
 // CQE that retires its WR and every earlier unsignaled one; a post checks
 // each WR for a bad opcode (EINVAL), a full SQ, too many SGEs and inline
 // data over the limit (ENOMEM), in that order, and outside RTS its SGE
-// check refuses every WR. The simulated HCA (verbs/sim.c) is built to it.
+// check refuses every WR. The simulated HCA (verbs/sim*.c) is built to it.
 type mlx5Model struct{}
 
 // Mlx5Model is the label of every figure and cause the mlx5 model gives.

@@ -45,7 +45,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildTarget compiles testdata/target.c once per test run.
+// buildTarget compiles testdata/target.c and its fake provider,
+// testdata/target_provider.c, once per test run.
 func buildTarget(t *testing.T) string {
 	t.Helper()
 	targetOnce.Do(func() {
@@ -59,7 +60,8 @@ func buildTarget(t *testing.T) string {
 			return
 		}
 		targetBin = filepath.Join(targetDir, "target")
-		out, err := exec.Command(cc, "-O2", "-g", "-Wall", "-pthread", "-o", targetBin, "testdata/target.c", "-libverbs").CombinedOutput()
+		out, err := exec.Command(cc, "-O2", "-g", "-Wall", "-pthread", "-o", targetBin,
+			"testdata/target.c", "testdata/target_provider.c", "-libverbs").CombinedOutput()
 		if err != nil {
 			targetErr = fmt.Errorf("building testdata/target.c: %v\n%s", err, out)
 		}

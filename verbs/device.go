@@ -285,7 +285,7 @@ type deviceLimits struct {
 	UDMTU   uint32 // bytes one UD message can carry
 }
 
-// epConfig is a QPConfig with defaults applied, as device.c takes it.
+// epConfig is a QPConfig with defaults applied, as device_endpoint.c takes it.
 type epConfig struct {
 	Type       QPType
 	MaxSendWR  uint32
@@ -456,7 +456,7 @@ func cbool(b bool) C.int {
 // sqscope, so the workload counts its own side.
 func (d *device) Counters(e *Endpoint) (Counters, bool) { return Counters{}, false }
 
-// owner returns the device.c endpoint behind e, if this device made it.
+// owner returns the device_endpoint.c endpoint behind e, if this device made it.
 func (d *device) owner(e *Endpoint) *C.struct_sqd_endpoint {
 	if e == nil {
 		return nil

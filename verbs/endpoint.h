@@ -1,6 +1,6 @@
 /* One sending QP and everything a traffic loop needs to post on it and reap
- * its completions. Filled by the simulator (sim.c) or by the libibverbs
- * device backend (device.c); used by the workload's traffic loop. */
+ * its completions. Filled by the simulator (sim*.c) or by the libibverbs
+ * device backend (device*.c); used by the workload's traffic loop. */
 #ifndef SQSCOPE_ENDPOINT_H
 #define SQSCOPE_ENDPOINT_H
 
@@ -20,7 +20,7 @@ struct sq_endpoint {
 	struct ibv_cq *cq;       /* its send CQ */
 	struct ibv_cq_ex *cqx;   /* the same CQ when created extended (polled with
 	                          * ibv_start_poll..ibv_end_poll), else NULL */
-	int cqx_mode;            /* how a session ends: SQ_CQX_* (see device.c) */
+	int cqx_mode;            /* how a session ends: SQ_CQX_* (see cqx_mode, device.c) */
 
 	void *buf;               /* local payload buffer, registered */
 	size_t buf_len;

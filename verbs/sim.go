@@ -13,39 +13,16 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"github.com/sqscope/sqscope/verbs/nicmodel"
 )
 
 // SimName is the device name of the simulated HCA.
 const SimName = "sim"
 
-// NICModel parameterises the simulated NIC. A WR posted at time t completes
-// (its CQE becomes visible, if signaled) at
-//
-//	done = max(t + fetch + gather + occ, engineFree + occ) + rtt
-//
-// where fetch = DMAReadNS unless the doorbell was a BlueFlame write (the WQE
-// came with the MMIO), gather = DMAReadNS unless the WR is inline or empty
-// (the payload came inside the WQE), occ = WQENS + bytes*8/LinkGbps is the
-// engine time the WR occupies (WQEs execute in order, one at a time per QP),
-// and rtt = RTTNS for RC (the responder's ACK) and 0 for UD. Latencies
-// overlap between WRs; engine time does not. So SQ occupancy rises and falls
-// as on hardware, and inline and BlueFlame visibly lower latency.
-//
-// Defaults: LinkGbps 100, WQENS 10, DMAReadNS 450 (a PCIe read round trip),
-// RTTNS 1500, BFBufSize 256, PreferBF from MLX5_POST_SEND_PREFER_BF (default
-// on), ShutUpBF from MLX5_SHUT_UP_BF (default off), device limits
-// max_qp_wr 32768 and max_sge 30. With Deterministic set every CQE is visible
-// at the doorbell and no clock is read: tests use it.
-type NICModel struct {
-	Deterministic bool
-	LinkGbps      float64
-	WQENS         uint32
-	DMAReadNS     uint32
-	RTTNS         uint32
-	BFBufSize     uint32
-	PreferBF      bool
-	ShutUpBF      bool
-}
+// NICModel is the simulated NIC's timing model (nicmodel.Model): the
+// simulator runs it, and advise replays recordings through it without cgo.
+type NICModel = nicmodel.Model
 
 // DefaultNICModel returns the defaults, with the BlueFlame knobs read from
 // the environment as libmlx5 reads them.

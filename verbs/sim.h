@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <infiniband/verbs.h>
 
-/* The NIC model; see the package documentation (sim.go) for the meaning and
+/* The NIC model; see verbs/nicmodel (nicmodel.Model) for the meaning and
  * defaults of each parameter. */
 struct sqsim_config {
 	int deterministic;      /* CQE visible at the doorbell, no clock reads */

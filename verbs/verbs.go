@@ -1,6 +1,6 @@
 // Package verbs holds the two devices sqscope's workload can drive: the
-// simulated mlx5-like HCA ("sim", sim.c) and real libibverbs devices
-// (device.c). Both hand out Endpoints, a sending QP with its CQ and
+// simulated mlx5-like HCA ("sim", sim*.c) and real libibverbs devices
+// (device*.c). Both hand out Endpoints, a sending QP with its CQ and
 // buffers, on which the workload posts through the unmodified static inline
 // ibv_post_send()/ibv_poll_cq()/ibv_wr_*() of <infiniband/verbs.h>. The
 // verbs values Go code needs are in package ibv. Nothing here knows about

@@ -145,7 +145,7 @@ func sharedCQDepth(cfg Config, dev verbs.Device, n int) uint32 {
 		return cfg.CQDepth
 	}
 	if !dev.Simulated() {
-		// device.c's CQ of one QP: every WR a max_send_wr rounded up
+		// device_endpoint.c's CQ of one QP: every WR a max_send_wr rounded up
 		// holds, all signaled or all flushed
 		return uint32(min(uint64(n)*(2*uint64(cfg.TxDepth)+16), 4194304))
 	}

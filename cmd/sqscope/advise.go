@@ -8,9 +8,10 @@ import (
 
 	"github.com/sqscope/sqscope/advise"
 	"github.com/sqscope/sqscope/analyzer"
-	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/verbs"
+	"github.com/sqscope/sqscope/verbs/nicmodel"
 )
 
 func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -24,7 +25,7 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	bf.Register(fs)
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object, every candidate included")
 	fs.Func("nic", "NIC timing to predict WR/s with (default "+o.Model.NIC.String()+")", func(s string) (err error) {
-		o.Model.NIC, err = verbs.ParseNICModel(s, o.Model.NIC)
+		o.Model.NIC, err = nicmodel.Parse(s, o.Model.NIC)
 		return err
 	})
 	pos, err := cli.Positional(fs, "advise", args)

@@ -156,7 +156,8 @@ func buildProbeTarget(t *testing.T) string {
 	}
 	bin := filepath.Join(t.TempDir(), "target")
 	src := filepath.Join("..", "..", "probe", "testdata", "target.c")
-	if out, err := exec.Command(cc, "-O2", "-g", "-Wall", "-pthread", "-o", bin, src, "-libverbs").CombinedOutput(); err != nil {
+	provider := filepath.Join("..", "..", "probe", "testdata", "target_provider.c")
+	if out, err := exec.Command(cc, "-O2", "-g", "-Wall", "-pthread", "-o", bin, src, provider, "-libverbs").CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", src, err, out)
 	}
 	return bin

@@ -7,8 +7,8 @@ import (
 	"io"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/export"
-	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/session"
 )

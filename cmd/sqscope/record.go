@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 )
 
 const recordExamples = `

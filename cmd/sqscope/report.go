@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/sqscope/sqscope/analyzer"
-	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/session"
 )
 

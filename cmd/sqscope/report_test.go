@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/ibv"
-	"github.com/sqscope/sqscope/internal/cli"
 	"github.com/sqscope/sqscope/trace"
 )
 

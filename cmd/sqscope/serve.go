@@ -5,7 +5,7 @@ import (
 	"context"
 	"io"
 
-	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/serve"
 	"github.com/sqscope/sqscope/session"
 )

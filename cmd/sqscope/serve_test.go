@@ -444,8 +444,9 @@ func TestServeChurn(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	dir := t.TempDir()
 	life := filepath.Join(dir, "lifecycle")
-	if out, err := exec.Command("cc", "-O2", "-Wall", "-pthread", "-I../../verbs", "-o", life,
-		"../../session/testdata/lifecycle.c", "../../verbs/sim.c", "-libverbs").CombinedOutput(); err != nil {
+	sim, _ := filepath.Glob("../../verbs/sim*.c") // the simulated HCA
+	args := append([]string{"-O2", "-Wall", "-pthread", "-I../../verbs", "-o", life, "../../session/testdata/lifecycle.c"}, sim...)
+	if out, err := exec.Command("cc", append(args, "-libverbs")...).CombinedOutput(); err != nil {
 		t.Fatalf("building the lifecycle target: %v\n%s", err, out)
 	}
 	const rounds = 20000

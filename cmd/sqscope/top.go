@@ -12,7 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sqscope/sqscope/analyzer"
-	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/tui"

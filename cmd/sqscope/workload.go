@@ -9,9 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sqscope/sqscope/internal/cli"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/verbs"
+	"github.com/sqscope/sqscope/verbs/nicmodel"
 	"github.com/sqscope/sqscope/workload"
 )
 
@@ -103,7 +104,7 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.BoolVar(&c.WaitSignal, "wait-signal", false, "block before traffic until SIGUSR1")
 	fs.BoolVar(&f.deterministic, "sim-deterministic", false, "simulated NIC: CQEs visible at the doorbell")
 	fs.Func("sim-nic", "simulated NIC timing, e.g. link-gbps=0.25,rtt-ns=20000 (default "+c.Sim.String()+")", func(s string) (err error) {
-		c.Sim, err = verbs.ParseNICModel(s, c.Sim)
+		c.Sim, err = nicmodel.Parse(s, c.Sim)
 		return err
 	})
 	return fs, f

@@ -1,5 +1,5 @@
 /* Verbs applications with short-lived objects and awkward endings, on the
- * simulated HCA (verbs/sim.c), for the session tests of object lifetimes
+ * simulated HCA (verbs/sim*.c), for the session tests of object lifetimes
  * and of how a trace ends. Each mode prints what the simulator counted
  * (its ground truth) as JSON lines on stdout.
  *

@@ -1,4 +1,4 @@
-/* The receive side and shared CQs on the simulated HCA (verbs/sim.c), for
+/* The receive side and shared CQs on the simulated HCA (verbs/sim*.c), for
  * the session test of per-CQ polls and per-QP receives. It prints, as one
  * JSON line on stdout, what it posted and what the simulator counted (its
  * ground truth).

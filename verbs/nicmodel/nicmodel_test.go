@@ -1,12 +1,12 @@
-package verbs
+package nicmodel
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestParseNICModel(t *testing.T) {
-	base := NICModel{LinkGbps: 100, WQENS: 10, DMAReadNS: 450, RTTNS: 1500, PreferBF: true}
+func TestParse(t *testing.T) {
+	base := Model{LinkGbps: 100, WQENS: 10, DMAReadNS: 450, RTTNS: 1500, PreferBF: true}
 	for _, tc := range []struct {
 		name, in, want, err string
 	}{
@@ -19,7 +19,7 @@ func TestParseNICModel(t *testing.T) {
 		{"zero link", "link-gbps=0", "", "above 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := ParseNICModel(tc.in, base)
+			m, err := Parse(tc.in, base)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
