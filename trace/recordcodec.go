@@ -155,7 +155,6 @@ func (c *recordCodec) count(n int) int {
 	return n
 }
 
-
 // listWalk walks a list: its length, then each element given the one
 // before it (nil for the first). Decoding carves the list from slab; an
 // empty list decodes as nil.
