@@ -12,13 +12,12 @@ import (
 // decoder turns records back into events. Its state resets at each chunk.
 type decoder struct {
 	state codecState
-	// Posts and polls, the bulk of a recording, and their WRs and CQEs are
-	// carved from slabs: a few allocations per hundred events instead of
-	// two per event. Every event is still its own, never reused.
+	c     recordCodec
+	// Posts and polls, the bulk of a recording, and their WRs and CQEs (in
+	// c) are carved from slabs: a few allocations per hundred events
+	// instead of two per event. Every event is still its own, never reused.
 	posts []Post
 	polls []Poll
-	wrs   []WR
-	wcs   []WC
 }
 
 func (d *decoder) reset() { d.state = codecState{} }
@@ -61,6 +60,14 @@ func take[T any](slab *[]T, n int) []T {
 // the cut.
 var errShortRecord = errors.New("record runs past the end of its chunk")
 
+// Errors of fieldReader that say nothing of the value: made once, as a
+// read past the end of a record without its appended groups fails quietly
+// and must cost no allocation.
+var (
+	errBodyShort = errors.New("record body too short")
+	errBadVarint = errors.New("bad or short varint")
+)
+
 // nextRecord decodes the record at the start of p. It returns the event (nil
 // for a kind this version does not know), the record's length in bytes, and
 // an error for a record that is cut short (errShortRecord) or malformed.
@@ -80,7 +87,9 @@ func (d *decoder) nextRecord(p []byte) (Event, int, error) {
 	if size > len(p) {
 		return nil, 0, errShortRecord
 	}
-	r := fieldReader{b: p[1+w : size]}
+	c := &d.c
+	c.beginDecode(p[1+w : size])
+	r := &c.r
 	var h Header
 	flags := r.byte()
 	if flags&^(hdrSamePID|hdrSameTID) != 0 && r.err == nil {
@@ -97,213 +106,62 @@ func (d *decoder) nextRecord(p []byte) (Event, int, error) {
 	if r.err != nil {
 		return nil, 0, fmt.Errorf("%s record: %w", kind, r.err)
 	}
-	ev := d.decodeFields(&r, h, kind)
-	if r.err != nil {
-		return nil, 0, fmt.Errorf("%s record: %w", kind, r.err)
+	ev := d.newEvent(kind)
+	if ev != nil {
+		*ev.Hdr() = h
+		c.fields(ev)
+		if r.err != nil {
+			return nil, 0, fmt.Errorf("%s record: %w", kind, r.err)
+		}
 	}
 	d.state = codecState{timeNS: h.TimeNS, pid: h.PID, tid: h.TID}
 	return ev, size, nil
 }
 
-func (d *decoder) decodeFields(r *fieldReader, h Header, kind Kind) Event {
+// newEvent returns a new event of kind, nil for a kind this version does
+// not know.
+func (d *decoder) newEvent(kind Kind) Event {
 	switch kind {
 	case KindQPCreate:
-		e := &QPCreate{Header: h}
-		e.QP = r.u64()
-		e.QPNum = r.u32()
-		e.Type = QPType(r.byte())
-		e.SigAll = r.bool()
-		e.SendCQ = r.u64()
-		e.RecvCQ = r.u64()
-		e.Caps.MaxSendWR = r.u32()
-		e.Caps.MaxRecvWR = r.u32()
-		e.Caps.MaxSendSGE = r.u32()
-		e.Caps.MaxRecvSGE = r.u32()
-		e.Caps.MaxInlineData = r.u32()
-		e.Via = r.str()
-		e.Gen = r.gen()
-		if len(r.b) > 0 {
-			e.Lib = r.str()
-		}
-		if len(r.b) > 0 {
-			e.State = r.z32()
-		}
-		return e
+		return new(QPCreate)
 	case KindQPDestroy:
-		e := &QPDestroy{Header: h}
-		e.QP = r.u64()
-		e.QPNum = r.u32()
-		e.Ret = r.z32()
-		e.Gen = r.gen()
-		return e
+		return new(QPDestroy)
 	case KindQPModify:
-		e := &QPModify{Header: h}
-		e.QP = r.u64()
-		e.QPNum = r.u32()
-		e.State = r.z32()
-		e.Ret = r.z32()
-		return e
+		return new(QPModify)
 	case KindPost:
-		e := d.post()
-		e.Header = h
-		e.QP = r.u64()
-		e.QPNum = r.u32()
-		e.API = API(r.byte())
-		e.Aborted = r.bool()
-		e.Truncated = r.u32()
-		e.Ret = r.z32()
-		e.Accepted = r.u32()
-		e.EntryNS = entryTime(h.TimeNS, r.z64())
-		// Every WR takes at least its mask byte, which bounds the allocation.
-		if n := r.count(); n > 0 {
-			e.WRs = take(&d.wrs, n)
-			var prev WR
-			for i := range e.WRs {
-				e.WRs[i] = r.wr(prev)
-				prev = e.WRs[i]
-			}
-		}
-		if len(r.b) > 0 {
-			r.cuts(e)
-		}
-		return e
+		return d.post()
 	case KindPoll:
-		e := d.poll()
-		e.Header = h
-		e.CQ = r.u64()
-		e.Max = r.z32()
-		e.Ret = r.z32()
-		e.Truncated = r.u32()
-		e.EmptyBefore = r.u64()
-		e.EntryNS = entryTime(h.TimeNS, r.z64())
-		if n := r.count(); n > 0 {
-			e.WCs = take(&d.wcs, n)
-			var prev WC
-			for i := range e.WCs {
-				e.WCs[i] = r.wc(prev)
-				prev = e.WCs[i]
-			}
-		}
-		if len(r.b) > 0 {
-			e.Ex = r.bool()
-		}
-		return e
+		return d.poll()
 	case KindEmptyPolls:
-		e := &EmptyPolls{Header: h}
-		e.CQ = r.u64()
-		e.Count = r.u64()
-		e.Gen = r.gen()
-		return e
+		return new(EmptyPolls)
 	case KindPostRecv:
-		e := &PostRecv{Header: h}
-		e.QP = r.u64()
-		e.QPNum = r.u32()
-		e.NumWRs = r.u32()
-		e.Ret = r.z32()
-		e.Accepted = r.u32()
-		if len(r.b) > 0 {
-			e.SRQ = r.bool()
-		}
-		return e
+		return new(PostRecv)
 	case KindLost:
-		return &Lost{Header: h, Count: r.u64()}
+		return new(Lost)
 	case KindExit:
-		e := &Exit{Header: h}
-		e.Code = r.z32()
-		e.Signal = r.z32()
-		return e
+		return new(Exit)
 	case KindAttach:
-		e := &Attach{Header: h}
-		e.Func = r.str()
-		e.Path = r.str()
-		e.Offset = r.u64()
-		e.How = r.str()
-		e.Err = r.str()
-		if len(r.b) > 0 {
-			e.DebugFile = r.str()
-		}
-		return e
+		return new(Attach)
 	case KindQPCounters:
-		e := &QPCounters{Header: h}
-		e.QP = r.u64()
-		e.QPNum = r.u32()
-		for _, p := range [...]*uint64{&e.PostCalls, &e.WRs, &e.Inline, &e.Signaled,
-			&e.Doorbells, &e.Errors, &e.ENOMEM, &e.EINVAL, &e.InlineBytes,
-			&e.PayloadBytes, &e.PayloadSGEs, &e.WRsPerCallMax} {
-			*p = r.u64()
-		}
-		if len(r.b) > 0 {
-			e.WalkCappedPosts = r.u64()
-			e.SGECutWRs = r.u64()
-			e.SGEsNotSummed = r.u64()
-		}
-		e.Gen = r.gen()
-		if len(r.b) > 0 {
-			e.RecvsCounted = true
-			e.RecvCalls = r.u64()
-			e.Recvs = r.u64()
-			e.RecvFailed = r.u64()
-		}
-		return e
+		return new(QPCounters)
 	case KindCQCounters:
-		e := &CQCounters{Header: h}
-		e.CQ = r.u64()
-		e.Polls = r.u64()
-		e.CQEs = r.u64()
-		e.Empty = r.u64()
-		e.Gen = r.gen()
-		return e
+		return new(CQCounters)
 	case KindCQCreate:
-		return &CQCreate{Header: h, CQ: r.u64(), Gen: r.u64(), CQE: r.u32()}
+		return new(CQCreate)
 	case KindSRQCreate:
-		return &SRQCreate{Header: h, SRQ: r.u64(), Gen: r.u64(), MaxWR: r.u32()}
+		return new(SRQCreate)
 	case KindSRQDestroy:
-		return &SRQDestroy{Header: h, SRQ: r.u64(), Gen: r.u64(), Ret: r.z32()}
+		return new(SRQDestroy)
 	case KindEnd:
-		e := &End{Header: h, Reason: r.str(), Err: r.bool()}
-		if len(r.b) > 0 {
-			e.CutNS = r.u64()
-			e.InFlightUnseen = r.u64()
-		}
-		return e
+		return new(End)
 	case KindCQChange:
-		e := &CQChange{Header: h}
-		e.Op = CQOp(r.byte())
-		e.CQ = r.u64()
-		e.CQE = r.z32()
-		e.ModMask = r.u32()
-		e.ModCount = r.u16()
-		e.ModPeriodUS = r.u16()
-		e.Ret = r.z32()
-		e.Via = r.str()
-		return e
+		return new(CQChange)
 	case KindScan:
-		e := &Scan{Header: h}
-		e.Bytes = r.u64()
-		e.Mappings = r.u32()
-		e.DurationNS = r.u64()
-		e.Contexts = r.u32()
-		e.QPs = r.u32()
-		e.StopNS = r.u64()
-		e.Cut = r.str()
-		e.Err = r.str()
-		if len(r.b) > 0 {
-			e.KernelCheck = r.str()
-		}
-		return e
+		return new(Scan)
 	case KindProc:
-		return &Proc{Header: h, How: r.str(), Parent: r.u32(), Comm: r.str()}
+		return new(Proc)
 	}
 	return nil
-}
-
-// gen reads an object's generation where a record may end before it (see
-// appendGen).
-func (r *fieldReader) gen() uint64 {
-	if len(r.b) == 0 {
-		return 0
-	}
-	return r.u64()
 }
 
 // fieldReader reads fields from one record body. The first error sticks and
@@ -312,10 +170,14 @@ func (r *fieldReader) gen() uint64 {
 type fieldReader struct {
 	b   []byte
 	err error
+	// absent: the record ended before an appended group (see
+	// recordCodec.appended), so reads past the end return zero without an
+	// error.
+	absent bool
 }
 
 func (r *fieldReader) fail(err error) {
-	if r.err == nil {
+	if r.err == nil && !r.absent {
 		r.err = err
 	}
 	r.b = nil
@@ -323,7 +185,7 @@ func (r *fieldReader) fail(err error) {
 
 func (r *fieldReader) byte() byte {
 	if len(r.b) == 0 {
-		r.fail(errors.New("record body too short"))
+		r.fail(errBodyShort)
 		return 0
 	}
 	v := r.b[0]
@@ -347,7 +209,7 @@ func (r *fieldReader) u64() uint64 {
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.fail(errors.New("bad or short varint"))
+		r.fail(errBadVarint)
 		return 0
 	}
 	r.b = r.b[n:]
@@ -362,7 +224,7 @@ func (r *fieldReader) z64() int64 {
 	}
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
-		r.fail(errors.New("bad or short varint"))
+		r.fail(errBadVarint)
 		return 0
 	}
 	r.b = r.b[n:]
@@ -416,81 +278,4 @@ func (r *fieldReader) count() int {
 		return 0
 	}
 	return int(n)
-}
-
-func (r *fieldReader) mask() byte {
-	m := r.byte()
-	if m&^elemAllSet != 0 {
-		r.fail(fmt.Errorf("bad element mask %#x", m))
-	}
-	return m
-}
-
-func (r *fieldReader) wr(prev WR) WR {
-	wr := prev
-	wr.ID = prev.ID + 1
-	m := r.mask()
-	if m&elemID != 0 {
-		wr.ID += uint64(r.z64())
-	}
-	if m&wrOpcode != 0 {
-		wr.Opcode = r.byte()
-	}
-	if m&wrFlags != 0 {
-		wr.Flags = r.u32()
-	}
-	if m&wrNumSGE != 0 {
-		wr.NumSGE = r.u32()
-	}
-	if m&wrBytes != 0 {
-		wr.Bytes = r.u32()
-	}
-	return wr
-}
-
-// cuts reads a post's cuts into it (its WRs already read).
-func (r *fieldReader) cuts(p *Post) {
-	p.WalkCapped = r.bool()
-	n := r.count()
-	next := 0
-	for range n {
-		gap := r.u64()
-		v := r.u64()
-		if r.err != nil {
-			return
-		}
-		if gap >= uint64(len(p.WRs)-next) {
-			r.fail(fmt.Errorf("SGE cut past the end of a list of %d WRs", len(p.WRs)))
-			return
-		}
-		if v > math.MaxUint8 {
-			r.fail(fmt.Errorf("SGE cut %d out of range for 8 bits", v))
-			return
-		}
-		i := next + int(gap)
-		p.WRs[i].SGEsNotSummed = uint8(v)
-		next = i + 1
-	}
-}
-
-func (r *fieldReader) wc(prev WC) WC {
-	wc := prev
-	wc.ID = prev.ID + 1
-	m := r.mask()
-	if m&elemID != 0 {
-		wc.ID += uint64(r.z64())
-	}
-	if m&wcStatus != 0 {
-		wc.Status = r.byte()
-	}
-	if m&wcOpcode != 0 {
-		wc.Opcode = r.byte()
-	}
-	if m&wcByteLen != 0 {
-		wc.ByteLen = r.u32()
-	}
-	if m&wcQPNum != 0 {
-		wc.QPNum = r.u32()
-	}
-	return wc
 }

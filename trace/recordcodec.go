@@ -1,0 +1,330 @@
+package trace
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// recordCodec walks the fields of one record body in one direction, so
+// that a single description of a kind's fields (recordCodec.fields in
+// schema.go) both encodes and decodes it. Each method takes a pointer to a
+// field: encoding appends the field's value to out, decoding reads the
+// field from r into it. Decoding errors stick in r and later reads return
+// zero, so a walk reads straight through and is checked once at the end.
+type recordCodec struct {
+	dec bool
+	out []byte      // encoding: the body so far
+	r   fieldReader // decoding: the rest of the body
+
+	// Appended groups (see appended).
+	tail bool // the walk is past the record's first appended group
+	set  bool // encoding: the current group is set
+	keep int  // encoding: the length of out through the last set group
+
+	// The list element being walked (see elemStart).
+	mask   byte
+	bit    uint // the next field's bit in mask
+	maskAt int  // encoding: where the mask byte is in out
+
+	// Decoding: the slabs lists are carved from (see take).
+	wrs []WR
+	wcs []WC
+}
+
+func (c *recordCodec) beginEncode(out []byte) {
+	c.dec, c.out, c.tail, c.set = false, out, false, false
+}
+
+func (c *recordCodec) beginDecode(body []byte) {
+	c.dec, c.r, c.tail = true, fieldReader{b: body}, false
+}
+
+// appended starts a group of fields appended to a kind after its first
+// release; set says whether the event has anything in the group (it
+// matters to encoding only). A record stores its groups up to the last one
+// that is set, so a record with none stored reads as it did before the
+// groups existed; a reader reads the groups there are, and the fields of
+// those that are not there stay zero.
+func (c *recordCodec) appended(set bool) {
+	if c.dec {
+		if len(c.r.b) == 0 {
+			c.r.absent = true
+		}
+		return
+	}
+	if !c.tail || c.set {
+		c.keep = len(c.out)
+	}
+	c.tail, c.set = true, set
+}
+
+// appendedFlag starts an appended group whose presence is the value of *p:
+// a bool stored as the group being there.
+func (c *recordCodec) appendedFlag(p *bool) {
+	c.appended(*p)
+	if c.dec && !c.r.absent {
+		*p = true
+	}
+}
+
+// end finishes a walk: encoding drops the appended groups after the last
+// one that is set.
+func (c *recordCodec) end() {
+	if c.dec || !c.tail {
+		return
+	}
+	if c.set {
+		c.keep = len(c.out)
+	}
+	c.out = c.out[:c.keep]
+}
+
+func (c *recordCodec) u64(p *uint64) {
+	if c.dec {
+		*p = c.r.u64()
+		return
+	}
+	c.out = binary.AppendUvarint(c.out, *p)
+}
+
+func (c *recordCodec) u32(p *uint32) {
+	if c.dec {
+		*p = c.r.u32()
+		return
+	}
+	c.out = binary.AppendUvarint(c.out, uint64(*p))
+}
+
+func (c *recordCodec) u16(p *uint16) {
+	if c.dec {
+		*p = c.r.u16()
+		return
+	}
+	c.out = binary.AppendUvarint(c.out, uint64(*p))
+}
+
+func (c *recordCodec) z32(p *int32) {
+	if c.dec {
+		*p = c.r.z32()
+		return
+	}
+	c.out = binary.AppendVarint(c.out, int64(*p))
+}
+
+func (c *recordCodec) u8(p *uint8) {
+	if c.dec {
+		*p = c.r.byte()
+		return
+	}
+	c.out = append(c.out, *p)
+}
+
+func (c *recordCodec) bool(p *bool) {
+	if c.dec {
+		*p = c.r.bool()
+		return
+	}
+	c.out = appendBool(c.out, *p)
+}
+
+func (c *recordCodec) str(p *string) {
+	if c.dec {
+		*p = c.r.str()
+		return
+	}
+	c.out = appendStr(c.out, *p)
+}
+
+// entry walks an EntryNS field of an event returned at timeNS (see
+// entryDelta).
+func (c *recordCodec) entry(p *uint64, timeNS uint64) {
+	if c.dec {
+		*p = entryTime(timeNS, c.r.z64())
+		return
+	}
+	c.out = binary.AppendVarint(c.out, entryDelta(timeNS, *p))
+}
+
+// count walks a list's length, n when encoding.
+func (c *recordCodec) count(n int) int {
+	if c.dec {
+		return c.r.count()
+	}
+	c.out = binary.AppendUvarint(c.out, uint64(n))
+	return n
+}
+
+// listWalk walks a list: its length, then each element given the one
+// before it (nil for the first). Decoding carves the list from slab; an
+// empty list decodes as nil.
+func listWalk[T any](c *recordCodec, list, slab *[]T, elem func(c *recordCodec, e, prev *T)) {
+	n := c.count(len(*list))
+	if n == 0 {
+		return
+	}
+	if c.dec {
+		// Every element takes at least its mask byte, which bounds n.
+		*list = take(slab, n)
+	}
+	l := *list
+	elem(c, &l[0], nil)
+	for i := 1; i < len(l); i++ {
+		elem(c, &l[i], &l[i-1])
+	}
+}
+
+// elemDefaultIn returns where an element e's default is made: e itself
+// when decoding (the fields stored then overwrite it), scratch when
+// encoding.
+func elemDefaultIn[T any](c *recordCodec, e, scratch *T) *T {
+	if c.dec {
+		return e
+	}
+	return scratch
+}
+
+// elemDefault starts a list element e whose default, what it is when none
+// of its fields is stored, is *def. An element is a mask byte, then the
+// fields that differ from the default, each field's bit in the mask in the
+// order they are walked (elemDelta, elemU8, elemU32), then elemEnd; the
+// fields not stored are the default's. An element equal to its default is
+// its mask 0 alone: elemDefault reports it, and it is walked whole.
+func elemDefault[T comparable](c *recordCodec, e, def *T) bool {
+	if c.dec {
+		if len(c.r.b) > 0 && c.r.b[0] == 0 {
+			c.r.b = c.r.b[1:]
+			return true
+		}
+	} else if *e == *def {
+		c.out = append(c.out, 0)
+		return true
+	}
+	c.elemStart()
+	return false
+}
+
+// elemStart starts the mask of an element that is not its default.
+func (c *recordCodec) elemStart() {
+	c.bit = 1
+	if c.dec {
+		c.mask = c.r.byte()
+		return
+	}
+	c.mask = 0
+	c.maskAt = len(c.out)
+	c.out = append(c.out, 0)
+}
+
+// elemEnd finishes a list element: encoding stores its mask, decoding
+// checks it has no bits past the element's fields.
+func (c *recordCodec) elemEnd() {
+	if c.dec {
+		if uint(c.mask) >= c.bit {
+			c.r.fail(fmt.Errorf("bad element mask %#x", c.mask))
+		}
+		return
+	}
+	c.out[c.maskAt] = c.mask
+}
+
+// elemField takes the next bit of an element's mask and says whether the
+// field it stands for is stored: when decoding, its bit is set; when
+// encoding, it differs from its default.
+func (c *recordCodec) elemField(differs bool) (byte, bool) {
+	bit := c.bit
+	c.bit <<= 1
+	if c.dec {
+		return byte(bit), uint(c.mask)&bit != 0
+	}
+	return byte(bit), differs
+}
+
+// elemDelta walks an element field stored as z its difference from its
+// default (an ID, whose default follows the ID before).
+func (c *recordCodec) elemDelta(p *uint64, def uint64) {
+	if bit, stored := c.elemField(*p != def); stored {
+		if c.dec {
+			*p = def + uint64(c.r.z64())
+			return
+		}
+		c.mask |= bit
+		c.out = binary.AppendVarint(c.out, int64(*p-def))
+	}
+}
+
+func (c *recordCodec) elemU8(p *uint8, def uint8) {
+	if bit, stored := c.elemField(*p != def); stored {
+		c.mask |= bit
+		c.u8(p)
+	}
+}
+
+func (c *recordCodec) elemU32(p *uint32, def uint32) {
+	if bit, stored := c.elemField(*p != def); stored {
+		c.mask |= bit
+		c.u32(p)
+	}
+}
+
+// cutsSet says whether a post's list has cuts to store (encoding only).
+func (c *recordCodec) cutsSet(wrs []WR) bool {
+	if c.dec {
+		return false
+	}
+	for i := range wrs {
+		if wrs[i].SGEsNotSummed > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// cuts walks the SGE cuts of a post's list (its WRs already walked): u
+// count, then for each WR with SGEsNotSummed > 0, in order, u the index gap
+// (its index minus the previous listed index plus one; the first: its
+// index) and u SGEsNotSummed.
+func (c *recordCodec) cuts(wrs []WR) {
+	if !c.dec {
+		if !c.set { // the group is dropped at the end: nothing to count
+			return
+		}
+		n := 0
+		for i := range wrs {
+			if wrs[i].SGEsNotSummed > 0 {
+				n++
+			}
+		}
+		c.out = binary.AppendUvarint(c.out, uint64(n))
+		next := 0 // index the next gap counts from
+		for i := range wrs {
+			if v := wrs[i].SGEsNotSummed; v > 0 {
+				c.out = binary.AppendUvarint(c.out, uint64(i-next))
+				c.out = binary.AppendUvarint(c.out, uint64(v))
+				next = i + 1
+			}
+		}
+		return
+	}
+	r := &c.r
+	n := r.count()
+	next := 0
+	for range n {
+		gap := r.u64()
+		v := r.u64()
+		if r.err != nil {
+			return
+		}
+		if gap >= uint64(len(wrs)-next) {
+			r.fail(fmt.Errorf("SGE cut past the end of a list of %d WRs", len(wrs)))
+			return
+		}
+		if v > math.MaxUint8 {
+			r.fail(fmt.Errorf("SGE cut %d out of range for 8 bits", v))
+			return
+		}
+		i := next + int(gap)
+		wrs[i].SGEsNotSummed = uint8(v)
+		next = i + 1
+	}
+}
