@@ -124,12 +124,10 @@ func testStrippedRunning(t *testing.T, exe, debugDir, how string, flags, fns []s
 	const depth, perPost, sigEvery, qps = 128, 4, 16, 2
 	dir := t.TempDir()
 	ready, truthFile, rec := filepath.Join(dir, "ready"), filepath.Join(dir, "truth.json"), filepath.Join(dir, "run.sqscope")
-	secs := "3"
-	if all {
-		secs = "8" // -a looks through every process first
-	}
+	// The workload runs until it is told to stop (SIGINT), a while after
+	// the trace has begun: however long the attach takes on this host.
 	wl := exec.Command(exe, append([]string{"workload", "-q", fmt.Sprint(qps), "-t", fmt.Sprint(depth), "-l", fmt.Sprint(perPost),
-		"-Q", fmt.Sprint(sigEvery), "--rate", "20000", "-D", secs, "--ready-file", ready, "--json-out", truthFile}, flags...)...)
+		"-Q", fmt.Sprint(sigEvery), "--rate", "20000", "-D", "600", "--ready-file", ready, "--json-out", truthFile}, flags...)...)
 	if err := wl.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,15 +138,14 @@ func testStrippedRunning(t *testing.T, exe, debugDir, how string, flags, fns []s
 	if all {
 		recordAllUntilExit(t, rec, debugDir, wl)
 	} else {
-		// traced up to the workload's exit, where every probe stops at once
-		out, err := exec.Command(sqscopeBin(t), "record", "-o", rec, "-p", fmt.Sprint(pid),
+		// traced for 2 s from the attach, up to one cut, the workload
+		// running on; then it is stopped
+		out, err := exec.Command(sqscopeBin(t), "record", "-o", rec, "-p", fmt.Sprint(pid), "-D", "2s",
 			"--debug-dir", debugDir).CombinedOutput()
 		if err != nil {
 			t.Fatalf("record: %v\n%s", err, out)
 		}
-		if err := wl.Wait(); err != nil {
-			t.Fatalf("workload: %v", err)
-		}
+		stopWorkload(t, wl)
 	}
 	truth := readTruth(t, truthFile)
 	var r attachReport
@@ -221,14 +218,25 @@ func recordAllUntilExit(t *testing.T, rec, debugDir string, wl *exec.Cmd) {
 	if !strings.Contains(stderr.String(), fmt.Sprint(wl.Process.Pid)) {
 		t.Fatalf("the running workload %d is not among those found: %s", wl.Process.Pid, stderr.String())
 	}
-	if err := wl.Wait(); err != nil {
-		t.Fatalf("workload: %v", err)
-	}
+	time.Sleep(2 * time.Second) // traced from the start of this, its QPs found first
+	stopWorkload(t, wl)
 	tr.Process.Signal(syscall.SIGINT)
 	if err := tr.Wait(); err != nil {
 		t.Fatalf("record -a: %v\n%s", err, stderr.String())
 	}
 	t.Logf("record -a: %s", stderr.String())
+}
+
+// stopWorkload ends a running workload as Ctrl-C would; it writes its
+// truth and exits 0.
+func stopWorkload(t *testing.T, wl *exec.Cmd) {
+	t.Helper()
+	if err := wl.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := wl.Wait(); err != nil {
+		t.Fatalf("workload: %v", err)
+	}
 }
 
 // lockedBuffer is a bytes.Buffer a process writes while a test reads it.
