@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -135,18 +133,20 @@ func testStrippedRunning(t *testing.T, exe, debugDir, how string, flags, fns []s
 	waitFile(t, ready)
 	time.Sleep(500 * time.Millisecond) // posting for a while: WRs outstanding at the attach
 	pid := wl.Process.Pid
+	// traced for 2 s from the attach (with -a, from when every process is
+	// traced), up to one cut, the workload running on; then it is stopped
+	target := []string{"-p", fmt.Sprint(pid)}
 	if all {
-		recordAllUntilExit(t, rec, debugDir, wl)
-	} else {
-		// traced for 2 s from the attach, up to one cut, the workload
-		// running on; then it is stopped
-		out, err := exec.Command(sqscopeBin(t), "record", "-o", rec, "-p", fmt.Sprint(pid), "-D", "2s",
-			"--debug-dir", debugDir).CombinedOutput()
-		if err != nil {
-			t.Fatalf("record: %v\n%s", err, out)
-		}
-		stopWorkload(t, wl)
+		target = []string{"-a"}
 	}
+	out, err := exec.Command(sqscopeBin(t), append([]string{"record", "-o", rec, "-D", "2s", "--debug-dir", debugDir}, target...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("record: %v\n%s", err, out)
+	}
+	if _, found, _ := strings.Cut(string(out), "tracing every process that uses verbs"); all && !strings.Contains(found, fmt.Sprint(pid)) {
+		t.Fatalf("the running workload %d is not among those found: %s", pid, out)
+	}
+	stopWorkload(t, wl)
 	truth := readTruth(t, truthFile)
 	var r attachReport
 	reportInto(t, rec, &r)
@@ -203,30 +203,6 @@ func testStrippedRunning(t *testing.T, exe, debugDir, how string, flags, fns []s
 	listedBeforePosts(t, rec, uint32(pid))
 }
 
-// recordAllUntilExit records the whole host (-a) from now until wl
-// exits, then stops the trace (SIGINT).
-func recordAllUntilExit(t *testing.T, rec, debugDir string, wl *exec.Cmd) {
-	t.Helper()
-	tr := exec.Command(sqscopeBin(t), "record", "-o", rec, "-a", "--debug-dir", debugDir)
-	var stderr lockedBuffer
-	tr.Stderr = &stderr
-	if err := tr.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
-	waitFor(t, func() bool { return strings.Contains(stderr.String(), "tracing every process that uses verbs") })
-	if !strings.Contains(stderr.String(), fmt.Sprint(wl.Process.Pid)) {
-		t.Fatalf("the running workload %d is not among those found: %s", wl.Process.Pid, stderr.String())
-	}
-	time.Sleep(2 * time.Second) // traced from the start of this, its QPs found first
-	stopWorkload(t, wl)
-	tr.Process.Signal(syscall.SIGINT)
-	if err := tr.Wait(); err != nil {
-		t.Fatalf("record -a: %v\n%s", err, stderr.String())
-	}
-	t.Logf("record -a: %s", stderr.String())
-}
-
 // stopWorkload ends a running workload as Ctrl-C would; it writes its
 // truth and exits 0.
 func stopWorkload(t *testing.T, wl *exec.Cmd) {
@@ -237,24 +213,6 @@ func stopWorkload(t *testing.T, wl *exec.Cmd) {
 	if err := wl.Wait(); err != nil {
 		t.Fatalf("workload: %v", err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // listedBeforePosts requires every QP of process pid in the recording to
