@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -90,8 +91,27 @@ func TestLibibverbsOfFollowsLDLibraryPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	// Start returns once the child exists, not once it has exec'd: until
+	// then its environ is the test's own. The tracer asks after the exec.
+	waitExeced(t, cmd.Process.Pid, "sleep")
 	path, open := libibverbsOf(cmd.Process.Pid)
 	if path != lib || open != ProcDir(cmd.Process.Pid)+"/root"+lib {
 		t.Errorf("libibverbsOf = %q, %q; want %q", path, open, lib)
+	}
+}
+
+// waitExeced waits until pid's comm is comm, that is until its exec is done.
+func waitExeced(t *testing.T, pid int, comm string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err == nil && strings.TrimSpace(string(b)) == comm {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not exec %s within 10 s", pid, comm)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
