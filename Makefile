@@ -19,11 +19,7 @@ deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; fi; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	if [ -n "$$missing" ]; then scripts/apt-install $$missing; fi
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is needed (go not found on PATH)"; exit 1; }
 
 build: deps
@@ -69,10 +65,7 @@ demo: build
 # uprobes and bpftrace, loss under load, and the go test benchmarks.
 # Comparisons alternate their variants in one run. eBPF needs root.
 bench: build
-	@dpkg-query -W -f='$${Status}' bpftrace 2>/dev/null | grep -q "install ok installed" || { \
-		echo "installing: bpftrace"; \
-		if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; fi; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends bpftrace; }
+	@dpkg-query -W -f='$${Status}' bpftrace 2>/dev/null | grep -q "install ok installed" || scripts/apt-install bpftrace
 	@d=$$(mktemp -d) && $(GO) build -o $$d/sqbench ./cmd/sqbench && { \
 		if [ "$$(id -u)" -ne 0 ]; then echo "the probe benchmarks load eBPF: running sqbench with sudo"; SUDO=sudo; fi; \
 		$$SUDO $$d/sqbench -sqscope ./$(BIN) -go "$$(command -v $(GO))" -o BENCHMARKS.md; rc=$$?; rm -rf $$d; exit $$rc; }
