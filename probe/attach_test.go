@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -51,7 +52,7 @@ func TestAttachRunningProcess(t *testing.T) {
 	}
 
 	var evs []trace.Event
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bpftest.Timeout(t, 30*time.Second))
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(ctx, func(e trace.Event) { evs = append(evs, e) }) }()
@@ -219,7 +220,7 @@ func TestTraceAllProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(bpftest.Timeout(t, 10*time.Second)):
 		t.Fatal("Run did not return after cancel")
 	}
 	var mine []trace.Event
@@ -274,7 +275,7 @@ func TestLostEventsCounted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(bpftest.Timeout(t, 20*time.Second)):
 		t.Fatal("Run did not end")
 	}
 	var delivered, lost uint64
@@ -390,7 +391,7 @@ func TestDetachHandsOverPendingCounts(t *testing.T) {
 			}
 			defer tr.Close()
 			var evs []trace.Event
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), bpftest.Timeout(t, 30*time.Second))
 			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- tr.Run(ctx, func(e trace.Event) { evs = append(evs, e) }) }()

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
 )
 
 func TestCommString(t *testing.T) {
@@ -61,7 +63,7 @@ func TestCloseContinuesEveryStoppedProcess(t *testing.T) {
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(bpftest.Timeout(t, 5*time.Second))
 	for {
 		st, err := statState(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
@@ -103,7 +105,7 @@ func TestLibibverbsOfFollowsLDLibraryPath(t *testing.T) {
 // waitExeced waits until pid's comm is comm, that is until its exec is done.
 func waitExeced(t *testing.T, pid int, comm string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(bpftest.Timeout(t, 10*time.Second))
 	for {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 		if err == nil && strings.TrimSpace(string(b)) == comm {

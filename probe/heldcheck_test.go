@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
 )
 
 func TestPendingMask(t *testing.T) {
@@ -71,7 +73,7 @@ func TestHeldUntilNow(t *testing.T) {
 // waitState waits until pid's state is st.
 func waitState(t *testing.T, pid int, st byte) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(bpftest.Timeout(t, 5*time.Second))
 	for {
 		got, err := statState(fmt.Sprintf("/proc/%d/stat", pid))
 		if err == nil && got == st {

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/sqscope/sqscope/bpf"
+	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -54,7 +55,7 @@ func traceTwice(t *testing.T, private bool, delay time.Duration) (targetStats, [
 		}
 		defer trs[i].Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bpftest.Timeout(t, 60*time.Second))
 	defer cancel()
 	var evs [2][]trace.Event
 	done := make(chan error, 2)

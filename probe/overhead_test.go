@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -58,7 +59,7 @@ func BenchmarkProbeOverhead(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(bpftest.Timeout(b, 30*time.Second)):
 			b.Fatal("Run did not end")
 		}
 		return parseBench(b, stdout.Bytes()), tr.Lost(), n

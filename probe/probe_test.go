@@ -261,7 +261,7 @@ func traceCmd(t *testing.T, opts Options, cmd *exec.Cmd) ([]byte, []trace.Event,
 	})
 	t.Logf("Open took %v", time.Since(t0))
 	var evs []trace.Event
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bpftest.Timeout(t, 60*time.Second))
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- tr.Run(ctx, func(e trace.Event) { evs = append(evs, e) }) }()

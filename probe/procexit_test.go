@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
 )
 
 // A process whose main thread has exited (a zombie, state Z in
@@ -37,7 +39,7 @@ func TestMainThreadExitIsNotTheEnd(t *testing.T) {
 			if how == "proc" {
 				w.close() // as where pidfd_open is missing
 			}
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(bpftest.Timeout(t, 5*time.Second))
 			for {
 				st, err := statState(fmt.Sprintf("/proc/%d/stat", pid))
 				if err == nil && st == 'Z' {

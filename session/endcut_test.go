@@ -301,7 +301,7 @@ func checkCounted(t *testing.T, what string, qps, wrs, signaled, cqes, depth, si
 // waitFile waits for path to exist.
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(bpftest.Timeout(t, 30*time.Second)); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(path); err == nil {
 			return
 		}

@@ -112,7 +112,7 @@ func traceLifecycle(t *testing.T, mode string, timeout time.Duration, args ...st
 			exitNS = e.TimeNS
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bpftest.Timeout(t, time.Minute))
 	defer cancel()
 	began, beganNS := time.Now(), trace.MonotonicNS()
 	r.err = s.Run(ctx)
@@ -456,7 +456,7 @@ func TestErrorEndingKeepsTheTrace(t *testing.T) {
 			panic("a sink's own bug")
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bpftest.Timeout(t, time.Minute))
 	defer cancel()
 	r.err = s.Run(ctx)
 	if err := rec.Close(); err != nil {

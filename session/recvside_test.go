@@ -65,7 +65,7 @@ func TestReceiveSideMatchesSimulator(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), bpftest.Timeout(t, time.Minute))
 			defer cancel()
 			if err := s.Run(ctx); err != nil {
 				t.Fatalf("run: %v (warnings: %s)", err, warnings.String())

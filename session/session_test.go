@@ -115,7 +115,7 @@ func TestSessionRecordsWhatItAnalyzes(t *testing.T) {
 		t.Fatalf("session: started %v pid %d target %q mode %q", s.Started(), s.PID(), s.Target(), s.Mode())
 	}
 	rec := s.Recorder()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bpftest.Timeout(t, time.Minute))
 	defer cancel()
 	if err := s.Run(ctx); err != nil {
 		t.Fatalf("run: %v (target said %q)", err, childOut.String())

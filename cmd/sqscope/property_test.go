@@ -176,7 +176,7 @@ func propRun(t *testing.T, mode string, args []string) (analyzer.Snapshot, []map
 		t.Fatalf("%s: %v", mode, err)
 	}
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bpftest.Timeout(t, 30*time.Second))
 	defer cancel()
 	if err := s.Run(ctx); err != nil {
 		t.Fatalf("%s: %v\n%s%s", mode, err, out.String(), warnings.String())

@@ -72,7 +72,7 @@ func serveWith(t *testing.T, args ...string) *served {
 // waitFor reads stderr until a line matches re.
 func (s *served) waitFor(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
+	deadline := time.After(bpftest.Timeout(t, 60*time.Second))
 	for {
 		select {
 		case l, ok := <-s.lines:
@@ -318,7 +318,7 @@ scrape_configs:
 // waitProm queries until ok accepts the result (30 s at most).
 func waitProm(t *testing.T, query func(*testing.T, string) []promSample, q string, ok func([]promSample) bool) []promSample {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(bpftest.Timeout(t, 30*time.Second))
 	for {
 		r := query(t, q)
 		if ok(r) {
@@ -402,7 +402,7 @@ func TestServeSIGTERM(t *testing.T) {
 	// serving starts before the probes are placed: 503 until they are
 	var status string
 	var body []byte
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(bpftest.Timeout(t, 30*time.Second)); ; time.Sleep(50 * time.Millisecond) {
 		resp, err := http.Get("http://" + s.addr + "/healthz")
 		if err != nil {
 			t.Fatal(err)
@@ -504,7 +504,7 @@ func TestServeHostWide(t *testing.T) {
 	}
 	pid := fmt.Sprint(w.Process.Pid)
 	want := readTruth(t, truth)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(bpftest.Timeout(t, 20*time.Second))
 	for {
 		body, _ := s.scrape(t, "")
 		mfs := series(t, body)

@@ -498,7 +498,7 @@ func waitFile(t *testing.T, path string) {
 
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(bpftest.Timeout(t, 20*time.Second))
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out")

@@ -33,7 +33,7 @@ func (m tmux) capture() string { return m.run("capture-pane", "-p", "-t", m.name
 
 func (m tmux) waitFor(what string, re *regexp.Regexp, d time.Duration) string {
 	m.t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(bpftest.Timeout(m.t, d))
 	for {
 		s := m.capture()
 		if re.MatchString(s) {
