@@ -85,6 +85,16 @@ struct {
 	__type(value, __u8);
 } stopped_pids SEC(".maps");
 
+/* stops_off[0] is set by the tracer's hold watchdog once the tracer has
+ * died: until the kernel has released its probes (seconds, for hundreds)
+ * they stop no process again (probe/holdwatch.go). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} stops_off SEC(".maps");
+
 /* The holds of every sqscope on the host (struct sq_hold_key): user space
  * pins it by name so that all of them load the same map; unpinned (no
  * bpffs) it holds this tracer's own only. */

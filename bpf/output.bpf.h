@@ -39,8 +39,11 @@ static __always_inline int stop_self(__u32 tgid)
 {
 	struct sq_hold_key k = { .pid = tgid, .holder = self_tgid, .tracer = hold_tracer };
 	struct sq_hold h = { .holder_start = self_start, .ts = bpf_ktime_get_ns() };
+	__u32 zero = 0, *off = bpf_map_lookup_elem(&stops_off, &zero);
 	__u8 one = 1;
 
+	if (off && *off)
+		return 0; /* the tracer has died */
 	bpf_map_update_elem(&sq_holds_v1, &k, &h, BPF_ANY);
 	if (bpf_send_signal(SIGSTOP)) {
 		bpf_map_delete_elem(&sq_holds_v1, &k);

@@ -488,6 +488,7 @@ const (
 	VerbsMapScratch              = "scratch"
 	VerbsMapSqHoldsV1            = "sq_holds_v1"
 	VerbsMapStoppedPids          = "stopped_pids"
+	VerbsMapStopsOff             = "stops_off"
 	VerbsMapThreadSlots          = "thread_slots"
 	VerbsMapThreadZero           = "thread_zero"
 	VerbsMapThreads              = "threads"
@@ -694,6 +695,7 @@ type VerbsMapSpecs struct {
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
 	SqHoldsV1    *ebpf.MapSpec `ebpf:"sq_holds_v1"`
 	StoppedPids  *ebpf.MapSpec `ebpf:"stopped_pids"`
+	StopsOff     *ebpf.MapSpec `ebpf:"stops_off"`
 	ThreadSlots  *ebpf.MapSpec `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.MapSpec `ebpf:"thread_zero"`
 	Threads      *ebpf.MapSpec `ebpf:"threads"`
@@ -780,6 +782,7 @@ type VerbsMaps struct {
 	Scratch      *ebpf.Map `ebpf:"scratch"`
 	SqHoldsV1    *ebpf.Map `ebpf:"sq_holds_v1"`
 	StoppedPids  *ebpf.Map `ebpf:"stopped_pids"`
+	StopsOff     *ebpf.Map `ebpf:"stops_off"`
 	ThreadSlots  *ebpf.Map `ebpf:"thread_slots"`
 	ThreadZero   *ebpf.Map `ebpf:"thread_zero"`
 	Threads      *ebpf.Map `ebpf:"threads"`
@@ -806,6 +809,7 @@ func (m *VerbsMaps) Close() error {
 		m.Scratch,
 		m.SqHoldsV1,
 		m.StoppedPids,
+		m.StopsOff,
 		m.ThreadSlots,
 		m.ThreadZero,
 		m.Threads,

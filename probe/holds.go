@@ -217,7 +217,7 @@ func (t *Tracer) releaseHold(pid int) bool {
 		return true
 	}
 	m.Delete(t.holdKey(pid))
-	if t.heldByOther(m, pid) {
+	if heldByOther(m, pid) {
 		return false
 	}
 	syscall.Kill(pid, syscall.SIGCONT)
@@ -226,7 +226,7 @@ func (t *Tracer) releaseHold(pid int) bool {
 
 // heldByOther says whether pid has a valid hold in m; it deletes the
 // stale ones it finds.
-func (t *Tracer) heldByOther(m *ebpf.Map, pid int) bool {
+func heldByOther(m *ebpf.Map, pid int) bool {
 	now := trace.MonotonicNS()
 	held := false
 	for _, e := range holdEntries(m) {
@@ -268,7 +268,7 @@ func (t *Tracer) sweepHolds() {
 		}
 	}
 	for pid := range stale {
-		if !t.heldByOther(m, int(pid)) {
+		if !heldByOther(m, int(pid)) {
 			syscall.Kill(int(pid), syscall.SIGCONT)
 		}
 	}

@@ -282,6 +282,7 @@ func (t *Tracer) Close() error {
 	t.stopped = map[int]stopHold{}
 	t.mu.Unlock()
 	t.continueStopped()
+	t.stopWatchdog()
 	if t.rd != nil {
 		if err := t.rd.Close(); err != nil {
 			errs = append(errs, err)

@@ -143,6 +143,7 @@ const (
 
 // Tracer is an attached set of probes and the reader of their records.
 type Tracer struct {
+	watchdog *watchdog // continues what this tracer holds if it dies (holdwatch.go)
 	// a return value no post_send or poll_cq gives was seen (and said)
 	oddPost, oddPoll bool
 	opts             Options
@@ -304,6 +305,9 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	t.sweepHolds()
+	if err := t.startWatchdog(); err != nil {
+		t.warnings = append(t.warnings, fmt.Sprintf("%v: a process this tracer stops is continued by the next sqscope if this one is killed while it holds it", err))
+	}
 	if err := t.attachAll(); err != nil {
 		t.Close()
 		return nil, err

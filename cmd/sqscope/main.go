@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/workload"
 )
 
@@ -88,6 +89,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func main() {
+	if probe.RunHoldWatchdog() { // started by a tracer of ours to outlive it
+		return
+	}
+	probe.EnableHoldWatchdog()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
