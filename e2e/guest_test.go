@@ -224,6 +224,7 @@ func writeGuestScripts(t *testing.T, share string, cmds []guestCmd) {
 		if to == 0 {
 			to = 30 * time.Second
 		}
+		to = time.Duration(float64(to) * guestSlowness(t))
 		must(os.WriteFile(filepath.Join(dir, id+".sh"), []byte(c.sh+"\n"), 0o644))
 		must(os.WriteFile(filepath.Join(dir, id+".timeout"), []byte(strconv.Itoa(int(to.Seconds()))+"\n"), 0o644))
 	}

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
 )
 
 //go:embed guest/init guest/run.sh
@@ -43,7 +45,10 @@ const (
 	// initramfs before the run falls back to TCG.
 	kvmUserspaceDeadline = 10 * time.Second
 	guestMemory          = "512"
-	markerInitramfs      = "sqscope-e2e: initramfs"
+	// maxSlowness bounds how much longer than on a quiet host the guest's
+	// timeouts may be: 3 × 315 s stays within go test's 20 minutes.
+	maxSlowness     = 3
+	markerInitramfs = "sqscope-e2e: initramfs"
 )
 
 // guestKit is what a guest run needs from the host.
@@ -367,7 +372,7 @@ func prepareBoot(k *guestKit, work string) (bootFiles, []string, error) {
 // initramfs in time.
 func runGuest(t *testing.T, k *guestKit, f bootFiles, share string) guestRun {
 	t.Helper()
-	deadline := time.Now().Add(guestTimeout)
+	deadline := time.Now().Add(time.Duration(float64(guestTimeout) * guestSlowness(t)))
 	if d, ok := t.Deadline(); ok && d.Add(-5*time.Second).Before(deadline) {
 		deadline = d.Add(-5 * time.Second)
 	}
@@ -502,4 +507,23 @@ func readResult(dir string) (cmdResult, error) {
 		}
 	}
 	return r, nil
+}
+
+var (
+	slownessOnce sync.Once
+	slowness     float64
+)
+
+// guestSlowness is how many times longer than on a quiet host of this
+// kind the guest may take: under TCG it runs on the host's CPU, so on a
+// busy host its timeouts, the whole run's and each command's, stretch by
+// the share of a CPU a busy thread gets (measured once, over half a
+// second), up to maxSlowness.
+func guestSlowness(t *testing.T) float64 {
+	slownessOnce.Do(func() {
+		share := bpftest.CPUShare(500 * time.Millisecond)
+		slowness = min(maxSlowness, max(1, 1/share))
+		t.Logf("a busy thread gets %.0f%% of a CPU here: the guest's timeouts ×%.1f", 100*share, slowness)
+	})
+	return slowness
 }

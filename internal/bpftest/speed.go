@@ -79,9 +79,13 @@ func measureSpeed() Speed {
 	return s
 }
 
-// cpuShare spins one locked thread for 30 ms of wall time and returns the
-// share of it the thread was on a CPU.
-func cpuShare() float64 {
+func cpuShare() float64 { return CPUShare(30 * time.Millisecond) }
+
+// CPUShare spins one locked thread for d of wall time and returns the
+// share of it the thread was on a CPU, in [0.05, 1]: on a host busy with
+// other work, what anything CPU-bound the tests start (a QEMU guest under
+// TCG, say) can count on.
+func CPUShare(d time.Duration) float64 {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var c0, c1 unix.Timespec
@@ -89,7 +93,7 @@ func cpuShare() float64 {
 		return 1
 	}
 	start := time.Now()
-	for time.Since(start) < 30*time.Millisecond {
+	for time.Since(start) < d {
 	}
 	wall := time.Since(start)
 	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &c1) != nil {
