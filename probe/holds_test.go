@@ -188,25 +188,29 @@ func TestStaleHoldReleased(t *testing.T) {
 			}
 			defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
 			pid := sleeper.Process.Pid
+			// stopped first, then held: a stale hold on a stopped process
+			// is for any sqscope of the host to drop (another one may
+			// sweep the map meanwhile), and the test's own sweep then
+			// finds it gone and the process running
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			if !inState(t, pid, 'T') {
+				t.Fatalf("process %d did not stop", pid)
+			}
 			k := bpf.VerbsSqHoldKey{Pid: uint32(pid), Holder: uint32(c.holder), Tracer: 1 << 40}
 			v := bpf.VerbsSqHold{HolderStart: c.start, Ts: trace.MonotonicNS() - uint64(c.age)}
 			if err := m.Update(k, v, ebpf.UpdateAny); err != nil {
 				t.Fatal(err)
 			}
 			defer m.Delete(k)
-			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			if !inState(pid, 'T') {
-				t.Fatalf("process %d did not stop", pid)
-			}
 			// another tracer, as it sweeps at its start
 			tr := &Tracer{hold: newHoldID()}
 			tr.objs.SqHoldsV1 = m
 			tr.sweepHolds()
 			var got bpf.VerbsSqHold
 			kept := m.Lookup(k, &got) == nil
-			running := inState(pid, 'S')
+			running := inState(t, pid, 'S')
 			if kept == c.released || running != c.released {
 				t.Errorf("hold kept %v, process running %v; want the hold dropped and the process continued: %v", kept, running, c.released)
 			}
@@ -229,9 +233,10 @@ func sharedHolds(t *testing.T) *ebpf.Map {
 	return m
 }
 
-// inState waits up to half a second for pid to be in state st.
-func inState(pid int, st byte) bool {
-	for range 100 {
+// inState waits up to half a second (scaled to the host) for pid to be in
+// state st.
+func inState(t *testing.T, pid int, st byte) bool {
+	for deadline := time.Now().Add(bpftest.Timeout(t, 500*time.Millisecond)); time.Now().Before(deadline); {
 		s, err := statState(fmt.Sprintf("/proc/%d/stat", pid))
 		if err == nil && s == st {
 			return true
@@ -262,13 +267,13 @@ func TestUserStopHolds(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	if !inState(pid, 'T') {
+	if !inState(t, pid, 'T') {
 		t.Fatalf("process %d did not stop", pid)
 	}
-	if other.releaseHold(pid) || !inState(pid, 'T') {
+	if other.releaseHold(pid) || !inState(t, pid, 'T') {
 		t.Fatal("another tracer's release continued a process the scan still holds")
 	}
-	if !scan.releaseHold(pid) || !inState(pid, 'S') {
+	if !scan.releaseHold(pid) || !inState(t, pid, 'S') {
 		t.Fatal("the scan's release, the last hold, did not continue the process")
 	}
 	var v bpf.VerbsSqHold

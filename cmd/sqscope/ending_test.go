@@ -7,15 +7,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
 )
 
-// runBin runs sqscope with args (and sig sent after a while, if not 0),
-// and returns its exit status, stdout and stderr.
-func runBin(t *testing.T, sig syscall.Signal, args ...string) (int, string, string) {
+// runBin runs sqscope with args (and sig sent once the file ready exists,
+// if sig is not 0), and returns its exit status, stdout and stderr.
+func runBin(t *testing.T, sig syscall.Signal, ready string, args ...string) (int, string, string) {
 	t.Helper()
 	cmd := exec.Command(sqscopeBin(t), args...)
 	var stdout, stderr bytes.Buffer
@@ -24,7 +23,7 @@ func runBin(t *testing.T, sig syscall.Signal, args ...string) (int, string, stri
 		t.Fatal(err)
 	}
 	if sig != 0 {
-		time.Sleep(1500 * time.Millisecond)
+		waitFile(t, ready)
 		cmd.Process.Signal(sig)
 	}
 	err := cmd.Wait()
@@ -43,7 +42,7 @@ func TestEveryEndingIsWritten(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	t.Run("no verbs library: record", func(t *testing.T) {
 		rec := filepath.Join(t.TempDir(), "run.sqscope")
-		code, _, stderr := runBin(t, 0, "record", "-o", rec, "--verbs-timeout", "300ms", "-c", "sleep 3")
+		code, _, stderr := runBin(t, 0, "", "record", "-o", rec, "--verbs-timeout", "300ms", "-c", "sleep 3")
 		lines := strings.Split(strings.TrimSpace(stderr), "\n")
 		if code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "sqscope: recorded ") ||
 			!strings.Contains(lines[0], "has not loaded a verbs library after 300ms") ||
@@ -62,7 +61,7 @@ func TestEveryEndingIsWritten(t *testing.T) {
 		}
 	})
 	t.Run("no verbs library: trace --json", func(t *testing.T) {
-		code, stdout, _ := runBin(t, 0, "trace", "--json", "--verbs-timeout", "300ms", "-c", "sleep 3")
+		code, stdout, _ := runBin(t, 0, "", "trace", "--json", "--verbs-timeout", "300ms", "-c", "sleep 3")
 		var r struct {
 			Ended        string `json:"ended"`
 			EndedOnError bool   `json:"ended_on_error"`
@@ -72,7 +71,9 @@ func TestEveryEndingIsWritten(t *testing.T) {
 		}
 	})
 	t.Run("SIGTERM: trace", func(t *testing.T) {
-		code, stdout, stderr := runBin(t, syscall.SIGTERM, "trace", "--workload", "--", "-D", "30", "--rate", "2000")
+		// signaled once the workload posts, however long the attach took
+		ready := filepath.Join(t.TempDir(), "ready")
+		code, stdout, stderr := runBin(t, syscall.SIGTERM, ready, "trace", "--workload", "--", "-D", "30", "--rate", "2000", "--ready-file", ready)
 		if code != 0 || !strings.Contains(stdout, "trace ended: terminated signal received; the target ") ||
 			!strings.Contains(stdout, "QP 0x") {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)

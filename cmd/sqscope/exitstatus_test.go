@@ -36,7 +36,7 @@ func TestExitStatus(t *testing.T) {
 		{"--fail-on bad", []string{"trace", "--fail-on", "fatal", "--workload"}, 2, `--fail-on "fatal": want error, warning or prediction`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := runBin(t, 0, tc.args...)
+			code, _, stderr := runBin(t, 0, "", tc.args...)
 			lines := strings.Split(strings.TrimSpace(stderr), "\n")
 			last := lines[len(lines)-1]
 			if code != tc.code || (tc.err != "" && !strings.Contains(last, tc.err)) {
@@ -59,7 +59,7 @@ func TestGiveUpStopsTheTarget(t *testing.T) {
 			args = append(args, "--keep-target")
 		}
 		start := time.Now()
-		code, _, stderr := runBin(t, 0, args...)
+		code, _, stderr := runBin(t, 0, "", args...)
 		if code != 1 || !strings.Contains(stderr, "has not loaded a verbs library") || time.Since(start) > 10*time.Second {
 			t.Fatalf("keep %v: exit %d after %s: %s", keep, code, time.Since(start), stderr)
 		}

@@ -277,7 +277,7 @@ func copyLibibverbs(t *testing.T, dir string) {
 // top with no target watches the whole host, as -a.
 func TestTopWithoutTarget(t *testing.T) {
 	bpftest.RequireHost(t, probe.Preflight)
-	code, stdout, stderr := runBin(t, 0, "top", "--no-tui", "-i", "0.5", "-D", "1s")
+	code, stdout, stderr := runBin(t, 0, "", "top", "--no-tui", "-i", "0.5", "-D", "1s")
 	if code != 0 || !strings.Contains(stderr, "tracing every process that uses verbs") || !strings.Contains(stdout, "trace ended: the time limit was reached") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}

@@ -18,7 +18,7 @@ func TestTraceStreams(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	run := func(args ...string) (string, string) {
 		t.Helper()
-		code, out, errb := runBin(t, 0, args...)
+		code, out, errb := runBin(t, 0, "", args...)
 		if code != 0 {
 			t.Fatalf("%q: exit status %d\n%s", args, code, errb)
 		}
