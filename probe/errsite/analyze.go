@@ -139,22 +139,22 @@ const (
 
 // analysis is one function's decoded code and first-phase states.
 type analysis struct {
-	b      *Binary
-	rep    *Report
-	insts  map[uint64]*inst
-	order  []uint64 // addresses of insts, sorted
-	fdes   map[uint64]FDE
-	succ   map[uint64][]succ
-	term   map[uint64]terminal
-	preds  map[uint64][]uint64
-	in     map[uint64]*state
-	nz     map[uint64][]loc // instructions entered by an edge that made a location non-zero
-	m      machine
-	role   Role
+	b     *Binary
+	rep   *Report
+	insts map[uint64]*inst
+	order []uint64 // addresses of insts, sorted
+	fdes  map[uint64]FDE
+	succ  map[uint64][]succ
+	term  map[uint64]terminal
+	preds map[uint64][]uint64
+	in    map[uint64]*state
+	nz    map[uint64][]loc // instructions entered by an edge that made a location non-zero
+	m     machine
+	role  Role
 	// afterStep, when set, changes the state after an instruction (the
 	// second phase's write of the site's value).
 	afterStep func(pc uint64, s *state)
-	vstart uint64
+	vstart    uint64
 }
 
 // Analyze analyses fn in b.
