@@ -11,9 +11,9 @@ type Cause uint8
 const (
 	// CauseUnknown: the compare's operands say nothing this package reads.
 	CauseUnknown Cause = iota
-	// CauseQueueFull: values read from the QP's memory combined (at
-	// least three loads, as head - tail + n against the size, or
-	// (producer + 1) & mask against the consumer) with nothing of the WR.
+	// CauseQueueFull: two or more values read from the QP's memory
+	// compared or combined (head - tail + n against the size, (producer +
+	// 1) & mask against the consumer), with nothing of the WR.
 	CauseQueueFull
 	// CauseTooManySGE: the WR's num_sge against a value of the QP. On
 	// mlx5 since rdma-core v40 that value is -1 outside RTS, so this is
@@ -71,9 +71,10 @@ func classify(fl flagsInfo) Cause {
 		return CauseUnknown
 	}
 	a, b := fl.a, fl.b
-	if !fl.cmp {
+	if !fl.cmp || a == b { // an arithmetic result, or test x,x: one value
 		b = val{}
 	}
+	loads := int(a.loads) + int(b.loads)
 	t := a.tags | b.tags
 	qpSide := func(v val) bool {
 		return v.tags&tQP != 0 && v.tags&tagsWR == 0 || v.k == vPtr && v.base == bQP
@@ -103,15 +104,15 @@ func classify(fl flagsInfo) Cause {
 		return CauseBadWR
 	case t&tOpcode != 0:
 		return CauseOpcode
-	case isArgPtr(a) && (!fl.cmp || b.isZero() || a == b):
+	case isArgPtr(a) && (b.isZero() || b == val{}):
 		return CauseNullArg
 	case t&tagsWR != 0:
 		return CauseBadWR
 	case t&tCall != 0:
 		return CauseCallFailed
-	case t&tQP != 0 && int(a.loads)+int(b.loads) >= 3:
+	case t&tQP != 0 && loads >= 2:
 		return CauseQueueFull
-	case t&tQP != 0 && (b.k == vConst || !fl.cmp || a == b || a.k == vConst):
+	case t&tQP != 0 && (b.k == vConst || b.k == vUnknown && b.tags == 0 || a.k == vConst):
 		return CauseQPState
 	}
 	return CauseUnknown

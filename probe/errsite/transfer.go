@@ -464,13 +464,16 @@ func (m *machine) step(s *state, in *x86asm.Inst, pc uint64) {
 		x86asm.CMOVO, x86asm.CMOVNO, x86asm.CMOVP, x86asm.CMOVNP:
 		// The destination keeps its value where the condition fails (what
 		// the flags then say of it) and takes the source's where it holds.
-		kept := m.read(s, a0, in, next)
-		if l, ok := m.argLoc(s, a0, next); ok && s.fl.hasSubj && s.fl.subj == l {
-			if r, ok := refineBy(kept, implied(cmovJump[in.Op], false, s.fl.cmp), s.fl.width); ok {
-				kept = r
+		kept, moved := m.read(s, a0, in, next), m.read(s, a1, in, next)
+		narrow := func(a x86asm.Arg, v val, taken bool) val {
+			if l, ok := m.argLoc(s, a, next); ok && s.fl.hasSubj && s.fl.subj == l {
+				if r, ok := refineBy(v, implied(cmovJump[in.Op], taken, s.fl.cmp), s.fl.width); ok {
+					return r
+				}
 			}
+			return v
 		}
-		m.write(s, a0, joinVal(kept, m.read(s, a1, in, next)), in, next)
+		m.write(s, a0, joinVal(narrow(a0, kept, false), narrow(a1, moved, true)), in, next)
 		return
 	case x86asm.CQO, x86asm.CDQ, x86asm.CWD:
 		s.set(loc{reg: 2}, unknown, 8)
