@@ -109,13 +109,11 @@ func (s *cfaState) run(b []byte, c *cie, pc uint64) error {
 				return r.err
 			}
 		case cfaAdvanceLoc2:
-			b := r.bytes(2)
-			if b != nil && advance(uint64(b[0])|uint64(b[1])<<8) {
+			if d := r.fixedBytes(2); r.err == nil && advance(d) {
 				return nil
 			}
 		case cfaAdvanceLoc4:
-			b := r.bytes(4)
-			if b != nil && advance(uint64(b[0])|uint64(b[1])<<8|uint64(b[2])<<16|uint64(b[3])<<24) {
+			if d := r.fixedBytes(4); r.err == nil && advance(d) {
 				return nil
 			}
 		case cfaOffsetExtended, cfaValOffset, cfaGNUNegOffsetExtSF:

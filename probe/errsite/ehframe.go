@@ -152,22 +152,20 @@ func (r *reader) pointer(enc byte) uint64 {
 	at := r.addr + uint64(r.i)
 	var v uint64
 	switch enc & 0x0f {
-	case peAbsptr, peUData8:
-		v = binary.LittleEndian.Uint64(r.bytes(8))
+	case peAbsptr, peUData8, peSData8:
+		v = r.fixedBytes(8)
 	case peULEB128:
 		v = r.uleb()
 	case peUData2:
-		v = uint64(binary.LittleEndian.Uint16(r.bytes(2)))
+		v = r.fixedBytes(2)
 	case peUData4:
-		v = uint64(binary.LittleEndian.Uint32(r.bytes(4)))
+		v = r.fixedBytes(4)
 	case peSLEB128:
 		v = uint64(r.sleb())
 	case peSData2:
-		v = uint64(int64(int16(binary.LittleEndian.Uint16(r.bytes(2)))))
+		v = uint64(int64(int16(r.fixedBytes(2))))
 	case peSData4:
-		v = uint64(int64(int32(binary.LittleEndian.Uint32(r.bytes(4)))))
-	case peSData8:
-		v = binary.LittleEndian.Uint64(r.bytes(8))
+		v = uint64(int64(int32(r.fixedBytes(4))))
 	default:
 		r.fail(fmt.Errorf("pointer encoding %#x not known", enc))
 		return 0
@@ -181,6 +179,17 @@ func (r *reader) pointer(enc byte) uint64 {
 		v += at
 	default:
 		r.fail(fmt.Errorf("pointer encoding %#x (relative to a base .eh_frame does not have) not supported", enc))
+	}
+	return v
+}
+
+// fixedBytes reads an n-byte little-endian value (0 past the end, with
+// the error kept).
+func (r *reader) fixedBytes(n int) uint64 {
+	b := r.bytes(n)
+	var v uint64
+	for i := len(b) - 1; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
 	}
 	return v
 }
