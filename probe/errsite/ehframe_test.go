@@ -35,13 +35,13 @@ func syntheticEHFrame(addr uint64) []byte {
 	}
 	fde(0x1000, 0x20, nil)
 	fde(0x1040, 0x40, []byte{
-		0x41,       // advance 1
-		0x0e, 16,   // def_cfa_offset 16
+		0x41,     // advance 1
+		0x0e, 16, // def_cfa_offset 16
 		0x0a,       // remember_state
 		0x44,       // advance 4
 		0x0e, 0x20, // def_cfa_offset 32
-		0x48,       // advance 8
-		0x0b,       // restore_state
+		0x48, // advance 8
+		0x0b, // restore_state
 	})
 	return append(out, 0, 0, 0, 0)
 }
