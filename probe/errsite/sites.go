@@ -221,24 +221,30 @@ func (a *analysis) guards(pc uint64) []Guard {
 // by every instruction whose ways out all lead into the set.
 func (a *analysis) closure(seed func(uint64) bool) map[uint64]bool {
 	in := map[uint64]bool{}
+	left := map[uint64]int{} // ways out not yet known to lead into the set
+	var work []uint64
 	for p := range a.in {
+		left[p] = len(a.succ[p])
 		if seed(p) {
 			in[p] = true
+			work = append(work, p)
 		}
 	}
-	for changed := true; changed; {
-		changed = false
-		for p := range a.in {
+	for len(work) > 0 {
+		q := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, p := range a.preds[q] {
 			if in[p] || a.term[p] != termNone {
 				continue
 			}
-			outs := a.succ[p]
-			all := len(outs) > 0
-			for _, e := range outs {
-				all = all && in[e.to]
+			for _, e := range a.succ[p] {
+				if e.to == q {
+					left[p]--
+				}
 			}
-			if all {
-				in[p], changed = true, true
+			if left[p] <= 0 {
+				in[p] = true
+				work = append(work, p)
 			}
 		}
 	}
