@@ -11,6 +11,7 @@ require (
 	github.com/rivo/tview v0.42.0
 	github.com/rivo/uniseg v0.4.7
 	github.com/ulikunitz/xz v0.5.17
+	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.43.0
 	golang.org/x/term v0.37.0
 	google.golang.org/protobuf v1.36.12
@@ -25,7 +26,6 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
-	golang.org/x/arch v0.33.0 // indirect
 	golang.org/x/text v0.31.0 // indirect
 )
 
