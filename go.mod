@@ -11,6 +11,7 @@ require (
 	github.com/rivo/tview v0.42.0
 	github.com/rivo/uniseg v0.4.7
 	github.com/ulikunitz/xz v0.5.17
+	golang.org/x/arch v0.33.0
 	golang.org/x/sys v0.43.0
 	golang.org/x/term v0.37.0
 	google.golang.org/protobuf v1.36.12

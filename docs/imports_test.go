@@ -73,6 +73,7 @@ func TestImportRules(t *testing.T) {
 		"export/perfetto":  {},
 		"session":          {"analyzer", "probe", "trace", "ibv", "internal/outfile"},
 		"probe":            {"bpf", "trace", "ibv"},
+		"probe/errsite":    {"ibv"},
 		"verbs":            {"ibv", "verbs/nicmodel", "C"},
 		"verbs/nicmodel":   {},
 		"workload":         {"verbs", "ibv", "C"},
