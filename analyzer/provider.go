@@ -218,18 +218,20 @@ func (m *OpcodeMix) sends() uint64 {
 
 // The snapshot's figures of what a post costs on an mlx5-like HCA
 // (sqmodel.go, pcie.go), left out where the model gives none. The payload
-// SGEs and bytes not inline (dma_reads_payload, dma_bytes_payload) stay:
-// every provider reads them from the application's memory.
-var costCounters = keySet("bf_writes", "wqebbs", "dma_reads_wqe",
-	"cqe_writes", "mmio_bytes", "dma_bytes_wqe", "inline_sges", "baseline_wqe_bytes",
+// reads (dma_reads_payload, dma_bytes_payload) are among them: they are
+// the HCA's DMA reads of the SGEs not inline, which rxe (the kernel copies
+// the payload) does not do and another provider's hardware may do in
+// other transactions.
+var costCounters = keySet("bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload",
+	"cqe_writes", "mmio_bytes", "dma_bytes_wqe", "dma_bytes_payload", "inline_sges", "baseline_wqe_bytes",
 	"dma_writes_response", "dma_bytes_response")
 
 // hideCosts zeroes, for a QP whose model prices no post, the figures the
 // mlx5 geometry computed (they are left out of its JSON and text and out
 // of the totals).
 func hideCosts(c *Counters) {
-	c.BFWrites, c.WQEBBs, c.DMAReadsWQE, c.CQEWrites = 0, 0, 0, 0
-	c.MMIOBytes, c.DMABytesWQE, c.InlineSGEs, c.BaselineWQEBytes = 0, 0, 0, 0
+	c.BFWrites, c.WQEBBs, c.DMAReadsWQE, c.DMAReadsPayload, c.CQEWrites = 0, 0, 0, 0, 0
+	c.MMIOBytes, c.DMABytesWQE, c.DMABytesPayload, c.InlineSGEs, c.BaselineWQEBytes = 0, 0, 0, 0, 0
 	c.DMAWritesResponse, c.DMABytesResponse = 0, 0
 }
 

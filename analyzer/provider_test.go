@@ -59,7 +59,7 @@ func TestProviders(t *testing.T) {
 			[]string{"provider rxe", "191 WRs outstanding at the peak (more than the max_send_wr 64 the QP reports: rxe holds more than it reports",
 				"ENOMEM SQ full 1", "receiver-not-ready"},
 			append(mlx5Figures, "never been polled"),
-			[]string{"bf_writes", "wqebbs", "dma_reads_wqe", "mmio_bytes", "pcie", "enomem_inline", "enomem_sge"}},
+			[]string{"bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload", "dma_bytes_payload", "mmio_bytes", "pcie", "enomem_inline", "enomem_sge"}},
 		{"rxe_write_lazy_poll", func(s *stream) {
 			// WRITEs complete without the peer: lazy polling fills nothing
 			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
@@ -67,7 +67,7 @@ func TestProviders(t *testing.T) {
 		}, "rxe", "", nil,
 			[]string{"provider rxe", "500 WRs outstanding at the peak"},
 			mlx5Figures,
-			[]string{"bf_writes", "wqebbs", "pcie"}},
+			[]string{"bf_writes", "wqebbs", "dma_reads_payload", "dma_bytes_payload", "pcie"}},
 		{"rxe_write_not_completing", func(s *stream) {
 			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
 			s.lazyPoll(1, 127, ibv.WRRDMAWrite)
@@ -88,7 +88,7 @@ func TestProviders(t *testing.T) {
 			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM SQ full 1, causes INFERRED FROM CAPS",
 				"cause INFERRED FROM CAPS", "the provider holds more than it reports"},
 			append(mlx5Figures, "ENOMEM cause unknown"),
-			[]string{"bf_writes", "wqebbs", "pcie"}},
+			[]string{"bf_writes", "wqebbs", "dma_reads_payload", "dma_bytes_payload", "pcie"}},
 		{"late_attach_rxe", func(s *stream) {
 			// the QP was created before the trace: the provider is the
 			// library its process's post_send was attached in
@@ -182,6 +182,42 @@ func TestReported(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.q.Reported(tc.key); got != tc.want {
 				t.Errorf("Reported(%q) = %v, want %v", tc.key, got, tc.want)
+			}
+		})
+	}
+}
+
+// The invariant checker holds every front end's snapshot to the rule: a
+// figure the QP's provider model does not give is none, in the QP and in
+// the totals.
+func TestCheckFiguresNotGiven(t *testing.T) {
+	s := newStream()
+	s.createOn(1, rcCaps(64, 64, 1), rxeLib)
+	s.lazyPoll(1, 10, ibv.WRSend)
+	snap, _ := oneQP(t, s)
+	if errs := snap.Check(); len(errs) != 0 {
+		t.Fatalf("invariants of the rxe snapshot: %v", errs)
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(q *QP)
+		want string
+	}{
+		{"payload reads", func(q *QP) { q.DMAReadsPayload, q.DMABytesPayload = 10, 640 }, "dma_reads_payload 10, a figure the model of provider rxe does not give"},
+		{"BlueFlame", func(q *QP) { q.BFWrites = 1 }, "bf_writes 1"},
+		{"savings", func(q *QP) { q.PCIe = Savings{DoorbellsSaved: 3} }, "PCIe savings"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := snap
+			bad.QPs = slices.Clone(snap.QPs)
+			tc.set(&bad.QPs[0])
+			bad.Total.Counters = bad.QPs[0].Counters
+			var got []string
+			for _, err := range bad.Check() {
+				got = append(got, err.Error())
+			}
+			if !strings.Contains(strings.Join(got, "\n"), tc.want) {
+				t.Errorf("invariants %q, want one saying %q", got, tc.want)
 			}
 		})
 	}
