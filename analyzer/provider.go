@@ -2,7 +2,9 @@ package analyzer
 
 import (
 	"path"
+	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
@@ -258,8 +260,29 @@ func (q *QP) snapModel() ProviderModel {
 // QP's own fields, so any front end can give them.
 func (q *QP) ProviderNotes() []string { return q.snapModel().notes(q) }
 
-// notModeled is what a QP's JSON leaves out for its provider.
-func (q *QP) notModeled() map[string]bool { return q.snapModel().notGiven() }
+// notModeled is what a QP's JSON leaves out for its provider: what its
+// model does not give and, where the model infers ENOMEM causes from caps
+// the trace did not see (a QP found in memory), the causes.
+func (q *QP) notModeled() map[string]bool {
+	m := q.snapModel()
+	if q.CapsKnown || q.CountersOnly || m.causeBasis() != CauseInferred {
+		return m.notGiven()
+	}
+	t := reflect.TypeOf(m)
+	if ng, ok := noCausesOf.Load(t); ok {
+		return ng.(map[string]bool)
+	}
+	ng := union(m.notGiven(), causeCounters)
+	noCausesOf.Store(t, ng)
+	return ng
+}
+
+// causeCounters are the ENOMEM causes a model tells apart.
+var causeCounters = keySet("enomem_sq_full", "enomem_inline", "enomem_sge")
+
+// noCausesOf holds, by the type of a model that infers causes from caps,
+// what a QP of it whose caps are unknown leaves out.
+var noCausesOf sync.Map
 
 // savingsKeys are the JSON names of a QP's PCIe savings (its "pcie").
 var savingsKeys = keySet("actual", "baseline", "doorbells_saved", "wqe_fetches_saved_batching",

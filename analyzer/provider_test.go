@@ -96,6 +96,14 @@ func TestProviders(t *testing.T) {
 			s.lazyPoll(1, 10, ibv.WRSend)
 			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
 		}, "rxe", "", []string{"sq_overflow_rnr_retry"}, []string{"provider rxe"}, mlx5Figures, nil},
+		{"late_attach_unknown_provider", func(s *stream) {
+			// created before the trace, on a provider without a model:
+			// its caps are unknown, so no ENOMEM cause can be inferred
+			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: otherLib, How: "ops-table"})
+			s.lazyPoll(1, 10, ibv.WRSend)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		}, "unknown", "", []string{"enomem_cause_unknown"}, []string{"no ENOMEM cause"}, append(mlx5Figures, "INFERRED FROM CAPS"),
+			[]string{"enomem_sq_full", "enomem_inline", "enomem_sge", "cause_basis", "bf_writes", "dma_reads_payload", "pcie"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,11 +179,15 @@ func TestReported(t *testing.T) {
 		{"mlx5 model, counters mode: doorbells saved", QP{Model: Mlx5Model, CountersOnly: true}, "doorbells_saved", true},
 		{"unknown provider: WRs", QP{Provider: "unknown"}, "wrs", true},
 		{"unknown provider: BlueFlame", QP{Provider: "unknown"}, "bf_writes", false},
-		{"unknown provider: SQ-full cause, inferred from caps", QP{Provider: "unknown"}, "enomem_sq_full", true},
-		{"unknown provider: inline cause, inferred from caps", QP{Provider: "unknown"}, "enomem_inline", true},
+		{"unknown provider: SQ-full cause, inferred from caps", QP{Provider: "unknown", CapsKnown: true}, "enomem_sq_full", true},
+		{"unknown provider: inline cause, inferred from caps", QP{Provider: "unknown", CapsKnown: true}, "enomem_inline", true},
+		{"unknown provider, caps unknown: no SQ-full cause", QP{Provider: "unknown"}, "enomem_sq_full", false},
+		{"unknown provider, caps unknown: no SGE cause", QP{Provider: "unknown"}, "enomem_sge", false},
+		{"unknown provider, caps unknown: causes unknown", QP{Provider: "unknown"}, "enomem_unknown", true},
+		{"rxe, caps unknown: SQ-full cause (its own checks)", QP{Provider: "rxe"}, "enomem_sq_full", true},
 		{"rxe: inline cause (EINVAL there)", QP{Provider: "rxe"}, "enomem_inline", false},
 		{"unknown provider: doorbells saved", QP{Provider: "unknown"}, "doorbells_saved", false},
-		{"rxe: SQ-full cause", QP{Provider: "rxe"}, "enomem_sq_full", true},
+		{"rxe: SQ-full cause", QP{Provider: "rxe", CapsKnown: true}, "enomem_sq_full", true},
 		{"rxe: PCIe savings", QP{Provider: "rxe"}, "cqe_writes_saved_unsignaled", false},
 	}
 	for _, tc := range tests {
