@@ -30,7 +30,7 @@ type exposer struct {
 	// labels are: a QP's series of families with the same labels share
 	// them
 	lastNames []string
-	lastVals  [5]string
+	lastVals  [6]string
 	last      row
 }
 

@@ -416,7 +416,7 @@ func TestScrapeFlood(t *testing.T) {
 			if len(promErrs) != 0 || promOK == 0 {
 				t.Errorf("Prometheus: %d scrapes answered, %d not: %v", promOK, len(promErrs), promErrs)
 			}
-			if refused != 0 || answered < 200 {
+			if refused != 0 || failed != 0 || answered == 0 {
 				t.Errorf("the flood: %d scrapes answered, %d refused, %d failed", answered, refused, failed)
 			}
 		})
