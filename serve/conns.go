@@ -4,7 +4,10 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // newGrace is how long a connection that has sent no request yet is kept
@@ -14,8 +17,9 @@ const newGrace = time.Second
 // connLimit is the listener serve accepts on: at most max connections
 // open. At the bound, the next connection takes the place of the one idle
 // longest (between two requests, or connected for newGrace without
-// sending one), which is closed; while every one is in a request, the next
-// waits in the kernel's backlog, in the order they came, until one ends.
+// sending one) with no request waiting to be read, which is closed; while
+// every one is in a request, the next waits in the kernel's backlog, in
+// the order they came, until one ends.
 // So idle keep-alive connections can neither hold sqscope's descriptors
 // nor keep Prometheus out, and a scrape is queued, never refused.
 type connLimit struct {
@@ -114,7 +118,7 @@ func (l *connLimit) longestIdle(now time.Time) *limitedConn {
 	var victim *limitedConn
 	var since time.Time
 	for c, s := range l.idle {
-		if s.fresh && now.Sub(s.at) < newGrace {
+		if s.fresh && now.Sub(s.at) < newGrace || requestWaiting(c.Conn) {
 			continue
 		}
 		if victim == nil || s.at.Before(since) {
@@ -122,6 +126,23 @@ func (l *connLimit) longestIdle(now time.Time) *limitedConn {
 		}
 	}
 	return victim
+}
+
+// requestWaiting says whether bytes wait to be read on c: a request the
+// server has not read yet (a client that reuses a connection sends its
+// next request as soon as it likes), which closing c would lose.
+func requestWaiting(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	return n > 0
 }
 
 // state follows a connection through the server (http.Server's

@@ -322,6 +322,7 @@ func TestFloodProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var answered, refused, failed atomic.Int64
+	var errs sync.Map // the first of each error
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Go(func() {
@@ -332,6 +333,7 @@ func TestFloodProcess(t *testing.T) {
 				switch {
 				case err != nil && ctx.Err() == nil:
 					failed.Add(1)
+					errs.LoadOrStore(err.Error(), true)
 				case code == http.StatusOK:
 					answered.Add(1)
 				case code != 0:
@@ -341,6 +343,10 @@ func TestFloodProcess(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	errs.Range(func(k, _ any) bool {
+		fmt.Println("flood error:", k)
+		return true
+	})
 	fmt.Printf("flood: %d answered, %d refused, %d failed\n", answered.Load(), refused.Load(), failed.Load())
 }
 
@@ -410,6 +416,9 @@ func TestScrapeFlood(t *testing.T) {
 			}
 			t.Logf("%d QPs: RSS %.0f MiB before the flood, %.0f MiB at its peak; the flood %d scrapes answered, %d refused, %d failed; Prometheus %d answered, %d not",
 				tc.qps, base, peak, answered, refused, failed, promOK, len(promErrs))
+			if failed > 0 {
+				t.Logf("the flood's output:\n%s", line)
+			}
 			if peak >= 200 {
 				t.Errorf("resident memory %.0f MiB under the flood, over the README's 200 MiB", peak)
 			}
@@ -420,5 +429,42 @@ func TestScrapeFlood(t *testing.T) {
 				t.Errorf("the flood: %d scrapes answered, %d refused, %d failed", answered, refused, failed)
 			}
 		})
+	}
+}
+
+// A connection whose next request waits to be read is not the one a new
+// connection replaces: closing it would lose the request.
+func TestRequestWaiting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	if requestWaiting(server) {
+		t.Fatal("a request waits on a connection nothing was sent on")
+	}
+	fmt.Fprintf(client, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+	deadline := time.Now().Add(2 * time.Second)
+	for !requestWaiting(server) {
+		if time.Now().After(deadline) {
+			t.Fatal("the request sent is not seen waiting")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	l := newConnLimit(ln, 1)
+	lc := &limitedConn{Conn: server, l: l}
+	l.idle[lc] = idleSince{at: time.Now().Add(-time.Hour)}
+	if v := l.longestIdle(time.Now()); v != nil {
+		t.Error("the connection with a request waiting would be replaced")
 	}
 }
