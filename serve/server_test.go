@@ -373,7 +373,7 @@ func TestScrapeFlood(t *testing.T) {
 			debug.FreeOSMemory()
 			base := rss(t)
 			url := "http://" + s.Addr().String() + "/metrics"
-			const floodFor = 3 * time.Second
+			const floodFor = 2 * time.Second
 			flood := exec.Command(os.Args[0], "-test.run=^TestFloodProcess$")
 			flood.Env = append(os.Environ(), "SQSCOPE_FLOOD_URL="+url, "SQSCOPE_FLOOD_FOR="+floodFor.String())
 			var floodOut bytes.Buffer
