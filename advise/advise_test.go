@@ -2,8 +2,11 @@ package advise
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer"
@@ -183,6 +186,17 @@ func TestChanges(t *testing.T) {
 // record writes evs as a recording and opens it.
 func record(t *testing.T, evs ...trace.Event) *trace.Reader {
 	t.Helper()
+	r, err := trace.Open(recording(t, evs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// recording writes evs as a recording and returns its path.
+func recording(t *testing.T, evs ...trace.Event) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "r.sqscope")
 	w, err := trace.Create(path, trace.FileInfo{Target: "app", TargetPID: 7})
 	if err != nil {
@@ -196,12 +210,7 @@ func record(t *testing.T, evs ...trace.Event) *trace.Reader {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := trace.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
+	return path
 }
 
 func TestLoad(t *testing.T) {
@@ -217,22 +226,40 @@ func TestLoad(t *testing.T) {
 		}
 		return p
 	}
+	rxe2 := rxe
+	rxe2.QP, rxe2.QPNum = 2, 0x20
+	rxePost := post(40, 0, 3)
+	rxePost.QP, rxePost.QPNum = 2, 0x20
 	for _, tc := range []struct {
 		name string
 		evs  []trace.Event
 		err  error
 		cur  Settings
+		not  []NotAdvised
 	}{
 		{"events", []trace.Event{create, post(10, ibv.SendInline, 4), post(20, ibv.SendInline|ibv.SendSignaled, 4), post(30, 0, 2)}, nil,
-			Settings{InlineUpTo: 48, SignalEvery: 0, PostList: 4, MaxSendWR: 128}},
-		{"counters mode", []trace.Event{create, &trace.QPCounters{Header: h(10), QP: 1, QPNum: 0x10, PostCalls: 4, WRs: 4, Doorbells: 4}}, ErrNoDetail, Settings{}},
-		{"no create", []trace.Event{post(10, 0, 1)}, ErrNoCaps, Settings{}},
-		{"rxe", []trace.Event{&rxe, post(10, 0, 1)}, ErrNotMlx5, Settings{}},
+			Settings{InlineUpTo: 48, SignalEvery: 0, PostList: 4, MaxSendWR: 128}, nil},
+		{"counters mode", []trace.Event{create, &trace.QPCounters{Header: h(10), QP: 1, QPNum: 0x10, PostCalls: 4, WRs: 4, Doorbells: 4}}, ErrNoDetail, Settings{},
+			[]NotAdvised{{PID: 7, QPNum: 0x10, Err: ErrNoDetail}}},
+		{"no create", []trace.Event{post(10, 0, 1)}, ErrNoCaps, Settings{}, []NotAdvised{{PID: 7, QPNum: 0x10, Err: ErrNoCaps}}},
+		{"rxe", []trace.Event{&rxe, post(10, 0, 1)}, ErrNotMlx5, Settings{}, []NotAdvised{{PID: 7, QPNum: 0x10, Provider: "rxe", Err: ErrNotMlx5}}},
+		{"mlx5 and rxe: the mlx5 QP advised, the rxe one said", []trace.Event{create, &rxe2, post(10, ibv.SendInline, 4),
+			post(20, ibv.SendInline|ibv.SendSignaled, 4), rxePost, post(30, 0, 2)}, nil,
+			Settings{InlineUpTo: 48, SignalEvery: 0, PostList: 4, MaxSendWR: 128}, []NotAdvised{{PID: 7, QPNum: 0x20, Provider: "rxe", Err: ErrNotMlx5}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ss, _, err := Load(context.Background(), record(t, tc.evs...), analyzer.DefaultBF)
+			ss, not, _, err := Load(context.Background(), record(t, tc.evs...), analyzer.DefaultBF)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("Load: %v, want %v", err, tc.err)
+			}
+			if len(not) != len(tc.not) {
+				t.Fatalf("not advised %+v, want %+v", not, tc.not)
+			}
+			for i, n := range not {
+				w := tc.not[i]
+				if n.PID != w.PID || n.QPNum != w.QPNum || n.Provider != w.Provider || n.Err != w.Err || !strings.Contains(n.Why, w.Err.Error()) {
+					t.Errorf("not advised %+v, want %+v", n, w)
+				}
 			}
 			if err != nil {
 				return
@@ -242,6 +269,85 @@ func TestLoad(t *testing.T) {
 			}
 			if ss[0].Current.InlineUpTo != tc.cur.InlineUpTo || ss[0].Current.PostList != tc.cur.PostList || ss[0].Current.MaxSendWR != tc.cur.MaxSendWR {
 				t.Errorf("current %+v, want %+v", ss[0].Current, tc.cur)
+			}
+		})
+	}
+}
+
+// advise --json writes one JSON document however it ends: the advice, the
+// QPs it cannot advise on and why, and the error that ends it, which Run
+// returns too (exit status 1).
+func TestRunJSON(t *testing.T) {
+	h := func(ns uint64) trace.Header { return trace.Header{TimeNS: ns, PID: 7, TID: 7} }
+	caps := trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}
+	create := func(qp uint64, qpn uint32, lib string) *trace.QPCreate {
+		return &trace.QPCreate{Header: h(1), QP: qp, QPNum: qpn, Type: trace.QPTypeRC, SendCQ: 9, RecvCQ: 9, Caps: caps, Via: "ibv_create_qp", Lib: lib}
+	}
+	post := func(ns, qp uint64, qpn uint32) *trace.Post {
+		p := &trace.Post{Header: h(ns), QP: qp, QPNum: qpn, Accepted: 2}
+		for i := range 2 {
+			p.WRs = append(p.WRs, trace.WR{ID: ns*10 + uint64(i), Opcode: ibv.WRSend, Flags: ibv.SendSignaled, NumSGE: 1, Bytes: 64})
+		}
+		return p
+	}
+	const rxeLib = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"
+	rxeOnly := recording(t, create(1, 0x10, rxeLib), post(10, 1, 0x10), post(20, 1, 0x10))
+	mixed := recording(t, create(1, 0x10, rxeLib), create(2, 0x11, "/usr/lib/libmlx5.so.1"), post(10, 1, 0x10), post(20, 2, 0x11), post(30, 2, 0x11))
+	junk := filepath.Join(t.TempDir(), "junk")
+	if err := os.WriteFile(junk, []byte("not a recording"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Model: Model{NIC: nicmodel.Model{LinkGbps: 100, WQENS: 50, DMAReadNS: 300, RTTNS: 2000}},
+		BF: func(trace.FileInfo) analyzer.BFConfig { return analyzer.DefaultBF }}
+	for _, tc := range []struct {
+		name, path string
+		json       bool
+		errIs      error  // Run's error
+		errText    string // in Run's error and the document's
+		qps        int
+		notAdvised string // the provider of the one QP not advised on
+		text       string // in the text on stdout
+	}{
+		{"rxe only", rxeOnly, true, ErrNotMlx5, "QP 0x10 (pid 7) runs on provider rxe", 0, "rxe", ""},
+		{"rxe and mlx5", mixed, true, nil, "", 1, "rxe", ""},
+		{"not a recording", junk, true, nil, "advise: ", 0, "", ""},
+		{"rxe only, text", rxeOnly, false, ErrNotMlx5, "runs on provider rxe", 0, "", ""},
+		{"rxe and mlx5, text", mixed, false, nil, "", 1, "", "QP 0x10 (pid 7): not advised: it runs on provider rxe: advise replays through the mlx5 model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o.JSON = tc.json
+			var stdout, stderr strings.Builder
+			err := Run(context.Background(), tc.path, o, &stdout, &stderr)
+			if tc.errText == "" && err != nil || tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)) ||
+				tc.errIs != nil && !errors.Is(err, tc.errIs) {
+				t.Fatalf("Run: %v, want an error saying %q", err, tc.errText)
+			}
+			if !tc.json {
+				if tc.text != "" && !strings.Contains(stdout.String(), tc.text) || tc.text == "" && stdout.Len() > 0 {
+					t.Errorf("stdout:\n%s\nwant it to say %q", stdout.String(), tc.text)
+				}
+				return
+			}
+			var rep struct {
+				Error      *string
+				QPs        []map[string]any
+				NotAdvised []NotAdvised `json:"not_advised"`
+				Limits     []string
+			}
+			dec := json.NewDecoder(strings.NewReader(stdout.String()))
+			if err := dec.Decode(&rep); err != nil || dec.More() {
+				t.Fatalf("stdout is not one JSON document: %v\n%s", err, stdout.String())
+			}
+			if tc.errText == "" && rep.Error != nil || tc.errText != "" && (rep.Error == nil || !strings.Contains(*rep.Error, tc.errText)) {
+				t.Errorf("error %v, want %q", rep.Error, tc.errText)
+			}
+			if rep.QPs == nil || len(rep.QPs) != tc.qps || len(rep.Limits) == 0 {
+				t.Errorf("qps %v, want a list of %d; limits %v", rep.QPs, tc.qps, rep.Limits)
+			}
+			if tc.notAdvised == "" && len(rep.NotAdvised) != 0 ||
+				tc.notAdvised != "" && (len(rep.NotAdvised) != 1 || rep.NotAdvised[0].Provider != tc.notAdvised || rep.NotAdvised[0].QPNum != 0x10 ||
+					!strings.Contains(rep.NotAdvised[0].Why, "mlx5 model")) {
+				t.Errorf("not advised %+v, want QP 0x10 on %q", rep.NotAdvised, tc.notAdvised)
 			}
 		})
 	}

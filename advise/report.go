@@ -21,25 +21,32 @@ var Limits = []string{
 
 // Report is the JSON document.
 type Report struct {
-	Model Model `json:"model"`
+	// Error says why advise ended without advice, or on a damaged
+	// recording (what it read before the damage is advised on).
+	Error string `json:"error,omitempty"`
+	Model Model  `json:"model"`
 	// ModelError is the model's error measured against the simulated HCA.
 	ModelError ModelError `json:"model_error"`
 	Limits     []string   `json:"limits"`
 	QPs        []Advice   `json:"qps"`
+	// NotAdvised are the QPs that posted WRs and cannot be replayed, and
+	// why.
+	NotAdvised []NotAdvised `json:"not_advised,omitempty"`
 }
 
-// WriteJSON writes the report, every candidate included.
-func WriteJSON(w io.Writer, m Model, ads []Advice) error {
+// WriteJSON writes the report: every candidate, the QPs not advised on,
+// the error that ended it.
+func WriteJSON(w io.Writer, r Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	return enc.Encode(Report{Model: m, ModelError: MeasuredError, Limits: Limits, QPs: ads})
+	return enc.Encode(r)
 }
 
 // WriteText writes per QP the current settings and what they measured,
-// the best candidates with the changes that give them, the model and its
-// limits.
-func WriteText(w io.Writer, m Model, ads []Advice) error {
+// the best candidates with the changes that give them, the QPs not
+// advised on and why, the model and its limits.
+func WriteText(w io.Writer, m Model, ads []Advice, not []NotAdvised) error {
 	ew := &errWriter{w: w}
 	for _, ad := range ads {
 		c := &ad.Measured
@@ -77,6 +84,12 @@ func WriteText(w io.Writer, m Model, ads []Advice) error {
 				fmt.Fprintf(ew, "       %s\n", x)
 			}
 		}
+		fmt.Fprintln(ew)
+	}
+	for _, n := range not {
+		fmt.Fprintf(ew, "QP %#x (pid %d): not advised: %s\n", n.QPNum, n.PID, n.Why)
+	}
+	if len(not) > 0 {
 		fmt.Fprintln(ew)
 	}
 	fmt.Fprintf(ew, "model: simulated HCA NIC timing %s; BlueFlame prefer_bf=%t shut_up_bf=%t\n", m.NIC, m.BF.PreferBF, m.BF.ShutUpBF)

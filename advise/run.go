@@ -30,30 +30,49 @@ type Options struct {
 	BF func(trace.FileInfo) analyzer.BFConfig
 }
 
-// Run advises on the recording at path.
+// Run advises on the recording at path. With JSON, stdout holds one JSON
+// document however it ends: the advice, the QPs it cannot advise on and
+// why, and the error that ends it ("error"), which Run returns too.
 func Run(ctx context.Context, path string, o Options, stdout, stderr io.Writer) error {
+	m := o.Model
+	rep := Report{Model: m, ModelError: MeasuredError, Limits: Limits, QPs: []Advice{}}
+	fail := func(err error) error {
+		if o.JSON {
+			rep.Error = err.Error()
+			if werr := WriteJSON(stdout, rep); werr != nil {
+				return fmt.Errorf("%w (writing the JSON: %v)", err, werr)
+			}
+		}
+		return err
+	}
 	r, err := session.OpenRecording(path)
 	if err != nil {
-		return fmt.Errorf("advise: %w", err)
+		return fail(fmt.Errorf("advise: %w", err))
 	}
 	defer r.Close()
-	m := o.Model
 	m.BF = o.BF(r.Info())
-	streams, res, err := Load(ctx, r, m.BF)
+	rep.Model = m
+	streams, not, res, err := Load(ctx, r, m.BF)
+	rep.NotAdvised = not
 	if err != nil {
-		return fmt.Errorf("advise: %s: %w", path, err)
+		return fail(fmt.Errorf("advise: %s: %w", path, err))
 	}
 	if w := res.Warning(path); w != "" {
 		fmt.Fprintln(stderr, "sqscope:", w)
 	}
 	ads := Advise(streams, m)
+	damaged := res.Err(path)
 	if o.JSON {
-		err = WriteJSON(stdout, m, ads)
+		rep.QPs = ads
+		if damaged != nil {
+			rep.Error = damaged.Error()
+		}
+		err = WriteJSON(stdout, rep)
 	} else {
-		err = WriteText(stdout, m, ads)
+		err = WriteText(stdout, m, ads, not)
 	}
 	if err != nil {
 		return fmt.Errorf("advise: writing: %w", err)
 	}
-	return res.Err(path)
+	return damaged
 }

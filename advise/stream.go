@@ -88,10 +88,39 @@ var (
 	ErrNotMlx5  = errors.New("advise replays through the mlx5 model (mlx5 and the simulated HCA), which does not apply to it")
 )
 
-// Load reads a recording's QPs. A QP that posted nothing is left out; a
-// recording without per-WR detail or caps is an error saying what is
-// needed.
-func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream, session.ReadResult, error) {
+// NotAdvised is a QP of the recording that posted WRs and cannot be
+// replayed, and why.
+type NotAdvised struct {
+	PID      uint32 `json:"pid"`
+	QPNum    uint32 `json:"qp_num"`
+	Provider string `json:"provider,omitempty"`
+	Why      string `json:"why"`
+	// Err is the reason: ErrNoDetail, ErrNoCaps or ErrNotMlx5.
+	Err error `json:"-"`
+}
+
+// error is n as the error of a recording with nothing else to advise on.
+func (n NotAdvised) error() error {
+	if n.Provider != "" {
+		return fmt.Errorf("QP %#x (pid %d) runs on provider %s: %w", n.QPNum, n.PID, n.Provider, n.Err)
+	}
+	return fmt.Errorf("QP %#x (pid %d): %w", n.QPNum, n.PID, n.Err)
+}
+
+func notAdvised(q *analyzer.QP, err error) NotAdvised {
+	n := NotAdvised{PID: q.PID, QPNum: q.QPNum, Why: err.Error(), Err: err}
+	if errors.Is(err, ErrNotMlx5) {
+		n.Provider = q.Provider
+		n.Why = "it runs on provider " + q.Provider + ": " + err.Error()
+	}
+	return n
+}
+
+// Load reads a recording's QPs: the streams it can replay and the QPs it
+// cannot, with why. A QP that posted nothing is left out. A recording of
+// no QP to replay is an error saying what is needed (the first QP's
+// reason).
+func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream, []NotAdvised, session.ReadResult, error) {
 	a := analyzer.New(analyzer.Options{BF: bf, HistoryLen: -1})
 	type key struct{ pid, qp uint32 }
 	byQP := map[key]*Stream{}
@@ -130,25 +159,30 @@ func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream
 		}
 	})
 	if err != nil {
-		return nil, res, err
+		return nil, nil, res, err
 	}
 	snap := a.Snapshot()
 	var out []*Stream
-	for _, q := range snap.QPs {
+	var not []NotAdvised
+	for i := range snap.QPs {
+		q := &snap.QPs[i]
 		s := byQP[key{q.PID, q.QPNum}]
 		switch {
-		case q.CountersOnly || (counters && s == nil):
-			return nil, res, fmt.Errorf("QP %#x (pid %d): %w", q.QPNum, q.PID, ErrNoDetail)
+		case q.CountersOnly && q.PostCalls > 0:
+			not = append(not, notAdvised(q, ErrNoDetail))
+			continue
 		case s == nil || len(s.WRs) == 0:
 			continue
 		case !q.CapsKnown || q.CapsInferred:
-			return nil, res, fmt.Errorf("QP %#x (pid %d): %w", q.QPNum, q.PID, ErrNoCaps)
+			not = append(not, notAdvised(q, ErrNoCaps))
+			continue
 		case q.Model != analyzer.Mlx5Model:
-			return nil, res, fmt.Errorf("QP %#x (pid %d) runs on provider %s: %w", q.QPNum, q.PID, q.Provider, ErrNotMlx5)
+			not = append(not, notAdvised(q, ErrNotMlx5))
+			continue
 		}
 		c := created[key{q.PID, q.QPNum}]
 		s.via, s.lib = c[0], c[1]
-		s.Measured = q
+		s.Measured = *q
 		s.Caps = trace.Caps{MaxSendWR: q.MaxSendWR, MaxInlineData: q.MaxInline, MaxSendSGE: q.MaxSendSGE}
 		s.Type, s.SigAll = qpType(q.Type), q.SigAll
 		s.Overhead = overhead(s.Type, s.Caps)
@@ -160,11 +194,14 @@ func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream
 		s.Current.MaxSendWR = q.MaxSendWR
 		out = append(out, s)
 	}
-	if counters && len(out) == 0 {
-		return nil, res, ErrNoDetail
-	}
-	if len(out) == 0 {
-		return nil, res, errors.New("the recording holds no posted WR to replay")
+	switch {
+	case len(out) > 0:
+	case len(not) > 0:
+		return nil, not, res, not[0].error()
+	case counters:
+		return nil, nil, res, ErrNoDetail
+	default:
+		return nil, nil, res, errors.New("the recording holds no posted WR to replay")
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].PID != out[j].PID {
@@ -172,7 +209,7 @@ func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream
 		}
 		return out[i].QPNum < out[j].QPNum
 	})
-	return out, res, nil
+	return out, not, res, nil
 }
 
 // typicalList is the most common post-list length (the longer on a tie).

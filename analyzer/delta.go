@@ -26,6 +26,9 @@ type Interval struct {
 type CounterDelta struct {
 	Counters
 	CountersOnly bool `json:"-"`
+	// notGiven: what the QP's provider model (for the total, the model of
+	// no QP) does not give, left out as in the snapshot
+	notGiven map[string]bool
 }
 
 // QPDelta is one QP lifetime's growth over the interval; a lifetime that
@@ -47,9 +50,9 @@ func (d CounterDelta) MarshalJSON() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	drop := levels
+	drop := union(levels, d.notGiven)
 	if d.CountersOnly {
-		drop = union(levels, unmeasuredCounters)
+		drop = union(drop, unmeasuredCounters)
 	}
 	return dropKeys(c, drop)
 }
@@ -102,7 +105,7 @@ func (d *Deltas) Next(cur Snapshot, now time.Time) *Interval {
 	iv.QPs = make([]QPDelta, 0, len(cur.QPs))
 	for i := range cur.QPs {
 		q := &cur.QPs[i]
-		qd := QPDelta{PID: q.PID, QPNum: q.QPNum, Gen: q.Gen, CounterDelta: CounterDelta{q.Counters, q.CountersOnly}}
+		qd := QPDelta{PID: q.PID, QPNum: q.QPNum, Gen: q.Gen, CounterDelta: CounterDelta{q.Counters, q.CountersOnly, q.notModeled()}}
 		if p := prev[key{q.PID, q.QPNum, q.Gen}]; p != nil {
 			subtract(reflect.ValueOf(&qd.Counters).Elem(), reflect.ValueOf(&p.Counters).Elem())
 		}
@@ -110,6 +113,7 @@ func (d *Deltas) Next(cur Snapshot, now time.Time) *Interval {
 		iv.Total.CountersOnly = iv.Total.CountersOnly || q.CountersOnly
 		iv.QPs = append(iv.QPs, qd)
 	}
+	iv.Total.notGiven = cur.Total.notGiven
 	// polls are the CQs', counted once each as the snapshot does
 	iv.Total.Polls = cur.Total.Polls - min(d.prev.Total.Polls, cur.Total.Polls)
 	iv.Total.EmptyPolls = cur.Total.EmptyPolls - min(d.prev.Total.EmptyPolls, cur.Total.EmptyPolls)

@@ -76,6 +76,7 @@ func checkQP(s *Snapshot, q *QP, span uint64, bad func(string, ...any)) {
 		bad("%s: rates over %d ns, longer than the trace's %d ns", id, q.Rates.SpanNS, span)
 	}
 	checkSavings(id, &q.PCIe, bad)
+	checkNotGiven(id, q, bad)
 	if q.CountersOnly {
 		return // what follows needs per-call events
 	}
@@ -105,6 +106,26 @@ func checkQP(s *Snapshot, q *QP, span uint64, bad func(string, ...any)) {
 	checkHist(id, q, bad)
 	if d := uint64(q.MaxSendWR); (q.CapsKnown || q.CapsInferred) && c.PeakOutstanding > d && !hasDiag(s, q, DiagCallsNotTraced) {
 		bad("%s: %d WRs outstanding at the peak of a queue of %d, and no diagnosis says why", id, c.PeakOutstanding, d)
+	}
+}
+
+// checkNotGiven: a figure of the counters the QP's provider model does not
+// give is none (0, left out of its JSON and nothing in the totals), and a
+// model without PCIe figures has no savings.
+func checkNotGiven(id string, q *QP, bad func(string, ...any)) {
+	ng := q.notModeled()
+	if len(ng) == 0 {
+		return
+	}
+	v, t := reflect.ValueOf(q.Counters), reflect.TypeOf(q.Counters)
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if f := v.Field(i); ng[name] && f.Kind() == reflect.Uint64 && f.Uint() != 0 {
+			bad("%s: %s %d, a figure the model of provider %s does not give", id, name, f.Uint(), q.Provider)
+		}
+	}
+	if ng["pcie"] && !q.PCIe.absent && q.PCIe != (Savings{}) {
+		bad("%s: PCIe savings, which the model of provider %s does not give", id, q.Provider)
 	}
 }
 

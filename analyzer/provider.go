@@ -2,7 +2,9 @@ package analyzer
 
 import (
 	"path"
+	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
@@ -218,18 +220,20 @@ func (m *OpcodeMix) sends() uint64 {
 
 // The snapshot's figures of what a post costs on an mlx5-like HCA
 // (sqmodel.go, pcie.go), left out where the model gives none. The payload
-// SGEs and bytes not inline (dma_reads_payload, dma_bytes_payload) stay:
-// every provider reads them from the application's memory.
-var costCounters = keySet("bf_writes", "wqebbs", "dma_reads_wqe",
-	"cqe_writes", "mmio_bytes", "dma_bytes_wqe", "inline_sges", "baseline_wqe_bytes",
+// reads (dma_reads_payload, dma_bytes_payload) are among them: they are
+// the HCA's DMA reads of the SGEs not inline, which rxe (the kernel copies
+// the payload) does not do and another provider's hardware may do in
+// other transactions.
+var costCounters = keySet("bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload",
+	"cqe_writes", "mmio_bytes", "dma_bytes_wqe", "dma_bytes_payload", "inline_sges", "baseline_wqe_bytes",
 	"dma_writes_response", "dma_bytes_response")
 
 // hideCosts zeroes, for a QP whose model prices no post, the figures the
 // mlx5 geometry computed (they are left out of its JSON and text and out
 // of the totals).
 func hideCosts(c *Counters) {
-	c.BFWrites, c.WQEBBs, c.DMAReadsWQE, c.CQEWrites = 0, 0, 0, 0
-	c.MMIOBytes, c.DMABytesWQE, c.InlineSGEs, c.BaselineWQEBytes = 0, 0, 0, 0
+	c.BFWrites, c.WQEBBs, c.DMAReadsWQE, c.DMAReadsPayload, c.CQEWrites = 0, 0, 0, 0, 0
+	c.MMIOBytes, c.DMABytesWQE, c.DMABytesPayload, c.InlineSGEs, c.BaselineWQEBytes = 0, 0, 0, 0, 0
 	c.DMAWritesResponse, c.DMABytesResponse = 0, 0
 }
 
@@ -256,8 +260,29 @@ func (q *QP) snapModel() ProviderModel {
 // QP's own fields, so any front end can give them.
 func (q *QP) ProviderNotes() []string { return q.snapModel().notes(q) }
 
-// notModeled is what a QP's JSON leaves out for its provider.
-func (q *QP) notModeled() map[string]bool { return q.snapModel().notGiven() }
+// notModeled is what a QP's JSON leaves out for its provider: what its
+// model does not give and, where the model infers ENOMEM causes from caps
+// the trace did not see (a QP found in memory), the causes.
+func (q *QP) notModeled() map[string]bool {
+	m := q.snapModel()
+	if q.CapsKnown || q.CountersOnly || m.causeBasis() != CauseInferred {
+		return m.notGiven()
+	}
+	t := reflect.TypeOf(m)
+	if ng, ok := noCausesOf.Load(t); ok {
+		return ng.(map[string]bool)
+	}
+	ng := union(m.notGiven(), causeCounters)
+	noCausesOf.Store(t, ng)
+	return ng
+}
+
+// causeCounters are the ENOMEM causes a model tells apart.
+var causeCounters = keySet("enomem_sq_full", "enomem_inline", "enomem_sge")
+
+// noCausesOf holds, by the type of a model that infers causes from caps,
+// what a QP of it whose caps are unknown leaves out.
+var noCausesOf sync.Map
 
 // savingsKeys are the JSON names of a QP's PCIe savings (its "pcie").
 var savingsKeys = keySet("actual", "baseline", "doorbells_saved", "wqe_fetches_saved_batching",

@@ -59,7 +59,7 @@ func TestProviders(t *testing.T) {
 			[]string{"provider rxe", "191 WRs outstanding at the peak (more than the max_send_wr 64 the QP reports: rxe holds more than it reports",
 				"ENOMEM SQ full 1", "receiver-not-ready"},
 			append(mlx5Figures, "never been polled"),
-			[]string{"bf_writes", "wqebbs", "dma_reads_wqe", "mmio_bytes", "pcie", "enomem_inline", "enomem_sge"}},
+			[]string{"bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload", "dma_bytes_payload", "mmio_bytes", "pcie", "enomem_inline", "enomem_sge"}},
 		{"rxe_write_lazy_poll", func(s *stream) {
 			// WRITEs complete without the peer: lazy polling fills nothing
 			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
@@ -67,7 +67,7 @@ func TestProviders(t *testing.T) {
 		}, "rxe", "", nil,
 			[]string{"provider rxe", "500 WRs outstanding at the peak"},
 			mlx5Figures,
-			[]string{"bf_writes", "wqebbs", "pcie"}},
+			[]string{"bf_writes", "wqebbs", "dma_reads_payload", "dma_bytes_payload", "pcie"}},
 		{"rxe_write_not_completing", func(s *stream) {
 			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
 			s.lazyPoll(1, 127, ibv.WRRDMAWrite)
@@ -88,7 +88,7 @@ func TestProviders(t *testing.T) {
 			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM SQ full 1, causes INFERRED FROM CAPS",
 				"cause INFERRED FROM CAPS", "the provider holds more than it reports"},
 			append(mlx5Figures, "ENOMEM cause unknown"),
-			[]string{"bf_writes", "wqebbs", "pcie"}},
+			[]string{"bf_writes", "wqebbs", "dma_reads_payload", "dma_bytes_payload", "pcie"}},
 		{"late_attach_rxe", func(s *stream) {
 			// the QP was created before the trace: the provider is the
 			// library its process's post_send was attached in
@@ -96,6 +96,14 @@ func TestProviders(t *testing.T) {
 			s.lazyPoll(1, 10, ibv.WRSend)
 			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
 		}, "rxe", "", []string{"sq_overflow_rnr_retry"}, []string{"provider rxe"}, mlx5Figures, nil},
+		{"late_attach_unknown_provider", func(s *stream) {
+			// created before the trace, on a provider without a model:
+			// its caps are unknown, so no ENOMEM cause can be inferred
+			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: otherLib, How: "ops-table"})
+			s.lazyPoll(1, 10, ibv.WRSend)
+			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		}, "unknown", "", []string{"enomem_cause_unknown"}, []string{"no ENOMEM cause"}, append(mlx5Figures, "INFERRED FROM CAPS"),
+			[]string{"enomem_sq_full", "enomem_inline", "enomem_sge", "cause_basis", "bf_writes", "dma_reads_payload", "pcie"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,17 +179,57 @@ func TestReported(t *testing.T) {
 		{"mlx5 model, counters mode: doorbells saved", QP{Model: Mlx5Model, CountersOnly: true}, "doorbells_saved", true},
 		{"unknown provider: WRs", QP{Provider: "unknown"}, "wrs", true},
 		{"unknown provider: BlueFlame", QP{Provider: "unknown"}, "bf_writes", false},
-		{"unknown provider: SQ-full cause, inferred from caps", QP{Provider: "unknown"}, "enomem_sq_full", true},
-		{"unknown provider: inline cause, inferred from caps", QP{Provider: "unknown"}, "enomem_inline", true},
+		{"unknown provider: SQ-full cause, inferred from caps", QP{Provider: "unknown", CapsKnown: true}, "enomem_sq_full", true},
+		{"unknown provider: inline cause, inferred from caps", QP{Provider: "unknown", CapsKnown: true}, "enomem_inline", true},
+		{"unknown provider, caps unknown: no SQ-full cause", QP{Provider: "unknown"}, "enomem_sq_full", false},
+		{"unknown provider, caps unknown: no SGE cause", QP{Provider: "unknown"}, "enomem_sge", false},
+		{"unknown provider, caps unknown: causes unknown", QP{Provider: "unknown"}, "enomem_unknown", true},
+		{"rxe, caps unknown: SQ-full cause (its own checks)", QP{Provider: "rxe"}, "enomem_sq_full", true},
 		{"rxe: inline cause (EINVAL there)", QP{Provider: "rxe"}, "enomem_inline", false},
 		{"unknown provider: doorbells saved", QP{Provider: "unknown"}, "doorbells_saved", false},
-		{"rxe: SQ-full cause", QP{Provider: "rxe"}, "enomem_sq_full", true},
+		{"rxe: SQ-full cause", QP{Provider: "rxe", CapsKnown: true}, "enomem_sq_full", true},
 		{"rxe: PCIe savings", QP{Provider: "rxe"}, "cqe_writes_saved_unsignaled", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.q.Reported(tc.key); got != tc.want {
 				t.Errorf("Reported(%q) = %v, want %v", tc.key, got, tc.want)
+			}
+		})
+	}
+}
+
+// The invariant checker holds every front end's snapshot to the rule: a
+// figure the QP's provider model does not give is none, in the QP and in
+// the totals.
+func TestCheckFiguresNotGiven(t *testing.T) {
+	s := newStream()
+	s.createOn(1, rcCaps(64, 64, 1), rxeLib)
+	s.lazyPoll(1, 10, ibv.WRSend)
+	snap, _ := oneQP(t, s)
+	if errs := snap.Check(); len(errs) != 0 {
+		t.Fatalf("invariants of the rxe snapshot: %v", errs)
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(q *QP)
+		want string
+	}{
+		{"payload reads", func(q *QP) { q.DMAReadsPayload, q.DMABytesPayload = 10, 640 }, "dma_reads_payload 10, a figure the model of provider rxe does not give"},
+		{"BlueFlame", func(q *QP) { q.BFWrites = 1 }, "bf_writes 1"},
+		{"savings", func(q *QP) { q.PCIe = Savings{DoorbellsSaved: 3} }, "PCIe savings"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := snap
+			bad.QPs = slices.Clone(snap.QPs)
+			tc.set(&bad.QPs[0])
+			bad.Total.Counters = bad.QPs[0].Counters
+			var got []string
+			for _, err := range bad.Check() {
+				got = append(got, err.Error())
+			}
+			if !strings.Contains(strings.Join(got, "\n"), tc.want) {
+				t.Errorf("invariants %q, want one saying %q", got, tc.want)
 			}
 		})
 	}

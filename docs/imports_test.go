@@ -76,7 +76,7 @@ func TestImportRules(t *testing.T) {
 		"probe/errsite":    {"ibv"},
 		"verbs":            {"ibv", "verbs/nicmodel", "C"},
 		"verbs/nicmodel":   {},
-		"workload":         {"verbs", "ibv", "C"},
+		"workload":         {"verbs", "ibv", "internal/outfile", "C"},
 		"advise":           {"analyzer", "session", "trace", "verbs/nicmodel", "ibv"},
 		"serve":            {"analyzer", "session", "trace"},
 		"internal/outfile": {},

@@ -15,7 +15,8 @@ var mlx5Text = []string{"HCA (", "(BlueFlame", "), WQEBBs ", "of transactions", 
 	"never been polled", "mlx5 model)"}
 
 // mlx5JSON are the QP fields of the mlx5 model, absent for an rxe QP.
-var mlx5JSON = []string{"model", "bf_writes", "wqebbs", "dma_reads_wqe", "mmio_bytes", "pcie", "enomem_inline", "enomem_sge"}
+var mlx5JSON = []string{"model", "bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload", "dma_bytes_payload", "mmio_bytes",
+	"pcie", "enomem_inline", "enomem_sge"}
 
 // tracedRxe records a workload on rxe0, reports it as JSON and as text,
 // and requires the trace to equal the workload, every QP to be rxe's with

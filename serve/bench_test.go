@@ -58,7 +58,8 @@ func BenchmarkScrape(b *testing.B) {
 			c.Attach(an, 0)
 			own := prometheus.NewRegistry()
 			own.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			h := newMetricsHandler(c, own, http.NotFoundHandler())
+			h := newMetricsHandler(c, own, prometheus.NewRegistry())
+			h.share = 0 // every scrape renders: a render is what is measured
 			size := 0
 			scrape := func(accept, encoding string) {
 				req := httptest.NewRequest("GET", "/metrics", nil)

@@ -45,7 +45,9 @@ type procState struct {
 	retired map[string]float64
 }
 
-func seriesKey(m *qpMetric, s *qpSeries) string { return m.name + "\x00" + s.label }
+func seriesKey(m *qpMetric, s *qpSeries, basis string) string {
+	return m.name + "\x00" + s.label + "\x00" + basis
+}
 
 // churn is the collector's memory of lifetimes; guarded by Collector.mu.
 type churn struct {
@@ -203,7 +205,7 @@ func retire(p *procState, q *analyzer.QP) {
 			if p.retired == nil {
 				p.retired = map[string]float64{}
 			}
-			p.retired[seriesKey(m, s)] += s.value(q)
+			p.retired[seriesKey(m, s, basisOf(m, s, q))] += s.value(q)
 		}
 	}
 }

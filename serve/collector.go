@@ -159,7 +159,7 @@ func (c *Collector) visitSnapshot(snap analyzer.Snapshot, emit emitFunc) {
 	folds := map[uint32]*folded{}
 	live, endedQPs := 0, 0
 	running := map[uint32]bool{}
-	labels := make([]string, 5) // pid, comm, qpn, qp_type and an extra label
+	labels := make([]string, 6) // pid, comm, qpn, qp_type, an extra label and basis
 	for _, o := range c.order {
 		q := &snap.QPs[o.i]
 		p := c.ch.procs[q.PID]
@@ -183,8 +183,9 @@ func (c *Collector) visitSnapshot(snap analyzer.Snapshot, emit emitFunc) {
 				for k := range m.series {
 					s := &m.series[k]
 					if m.fold && q.Reported(s.key) {
-						f.vals[seriesKey(m, s)] += s.value(q)
-						f.measured[seriesKey(m, s)] = true
+						key := seriesKey(m, s, basisOf(m, s, q))
+						f.vals[key] += s.value(q)
+						f.measured[key] = true
 					}
 				}
 			}
@@ -197,12 +198,7 @@ func (c *Collector) visitSnapshot(snap analyzer.Snapshot, emit emitFunc) {
 				if !q.Reported(s.key) {
 					continue
 				}
-				lv := labels[:4]
-				if m.extra != "" {
-					labels[4] = s.label
-					lv = labels
-				}
-				emit(m.fam, s.value(q), lv...)
+				emit(m.fam, s.value(q), qpLabelValues(labels, m, s, basisOf(m, s, q))...)
 			}
 		}
 		if q.MaxSendWR > 0 {
@@ -232,21 +228,18 @@ func (c *Collector) visitFolded(emit emitFunc, folds map[uint32]*folded) {
 		}
 		pidS := strconv.FormatUint(uint64(pid), 10)
 		emit(foldedFam, float64(f.n), pidS, p.comm)
-		labels := []string{pidS, p.comm, foldedLabel, foldedLabel, ""}
+		labels := []string{pidS, p.comm, foldedLabel, foldedLabel, "", ""}
 		for _, m := range qpMetrics {
 			for k := range m.series {
 				s := &m.series[k]
-				key := seriesKey(m, s)
-				r, retired := p.retired[key]
-				if !m.fold || !f.measured[key] && !retired {
-					continue
+				for _, b := range basesOf(m) {
+					key := seriesKey(m, s, b)
+					r, retired := p.retired[key]
+					if !m.fold || !f.measured[key] && !retired {
+						continue
+					}
+					emit(m.fam, f.vals[key]+r, qpLabelValues(labels, m, s, b)...)
 				}
-				lv := labels[:4]
-				if m.extra != "" {
-					labels[4] = s.label
-					lv = labels
-				}
-				emit(m.fam, f.vals[key]+r, lv...)
 			}
 		}
 	}
@@ -280,6 +273,21 @@ func (c *Collector) visitDiagnoses(emit emitFunc, diags []analyzer.Diagnosis, ex
 			emit(diagnosisFam, 1, labels...)
 		}
 	}
+}
+
+// qpLabelValues fills labels (pid, comm, qpn and qp_type set) with the
+// values of m's extra label and basis, and returns those m has.
+func qpLabelValues(labels []string, m *qpMetric, s *qpSeries, basis string) []string {
+	n := 4
+	if m.extra != "" {
+		labels[n] = s.label
+		n++
+	}
+	if m.basis {
+		labels[n] = basis
+		n++
+	}
+	return labels[:n]
 }
 
 func b2f(b bool) float64 {

@@ -142,7 +142,8 @@ func TestCollector(t *testing.T) {
 			{qpSel("sqscope_sq_outstanding_wrs", 7), 10},
 			{qpSel("sqscope_sq_peak_outstanding_wrs", 7), 10},
 			{qpSel("sqscope_sq_depth_wrs", 7), 64},
-			{qpSel("sqscope_post_enomem_total", 7, "cause=sq_full"), 0},
+			{qpSel("sqscope_post_enomem_total", 7, "cause=sq_full", "basis=provider"), 0},
+			{qpSel("sqscope_post_enomem_total", 7, "cause=unknown", "basis=none"), 0},
 			{qpSel("sqscope_pcie_transactions_saved_total", 7, "cause=cqe_unsignaled"), 8},
 			{qpSel("sqscope_pcie_transactions_saved_total", 7, "cause=doorbell_batching"), 9},
 			{"sqscope_qps{state=live}", 1},
@@ -155,8 +156,8 @@ func TestCollector(t *testing.T) {
 		}, nil, []check{
 			{qpSel("sqscope_send_wrs_total", 7), 100},
 			{qpSel("sqscope_signaled_wrs_total", 7), 25},
-			{qpSel("sqscope_post_enomem_total", 7, "cause=unknown"), 3},
-			{qpSel("sqscope_post_enomem_total", 7, "cause=sq_full"), -1},
+			{qpSel("sqscope_post_enomem_total", 7, "cause=unknown", "basis=none"), 3},
+			{qpSel("sqscope_post_enomem_total", 7, "cause=sq_full", "basis=provider"), -1},
 			{qpSel("sqscope_sq_outstanding_wrs", 7), -1},
 			{qpSel("sqscope_sq_peak_outstanding_wrs", 7), -1},
 			{qpSel("sqscope_blueflame_writes_total", 7), -1},
@@ -174,9 +175,22 @@ func TestCollector(t *testing.T) {
 			{qpSel("sqscope_send_wrs_total", 7), 10},
 			{qpSel("sqscope_signaled_wrs_total", 7), 2},
 			{qpSel("sqscope_blueflame_writes_total", 7), -1},
-			{qpSel("sqscope_post_enomem_total", 7, "cause=sq_full"), 0}, // the generic model infers it from caps
+			// the generic model infers the causes from caps, and says so
+			{qpSel("sqscope_post_enomem_total", 7, "cause=sq_full", "basis=inferred"), 0},
+			{qpSel("sqscope_post_enomem_total", 7, "cause=sge", "basis=inferred"), 0},
+			{qpSel("sqscope_post_enomem_total", 7, "cause=sq_full", "basis=provider"), -1},
 			{qpSel("sqscope_pcie_transactions_saved_total", 7, "cause=doorbell_batching"), -1},
 			{qpSel("sqscope_pcie_saved_bytes", 7), -1},
+		}},
+		{"a provider sqscope has no model of, the QP created before the trace: no cause inferred, none exported", testOpts, func(e *events) {
+			e.evs = append(e.evs, &trace.Attach{Header: e.hdr(), Func: "post_send", Path: "/usr/lib/libefa-rdmav34.so", How: "ops-table"})
+			e.post(7, 10, 4, 0)
+			e.post(7, 1, 0, int32(ibv.ENOMEM))
+		}, nil, []check{
+			{fmt.Sprintf("sqscope_post_enomem_total{basis=none,cause=unknown,comm=app,pid=%d,qp_type=unknown,qpn=7}", pid), 1},
+			{fmt.Sprintf("sqscope_post_enomem_total{basis=inferred,cause=sq_full,comm=app,pid=%d,qp_type=unknown,qpn=7}", pid), -1},
+			{fmt.Sprintf("sqscope_post_enomem_total{basis=provider,cause=sq_full,comm=app,pid=%d,qp_type=unknown,qpn=7}", pid), -1},
+			{fmt.Sprintf("sqscope_send_wrs_total{comm=app,pid=%d,qp_type=unknown,qpn=7}", pid), 10},
 		}},
 		{"past --max-qps, QPs fold into their process's series", Options{MaxQPs: 1, Grace: time.Minute, DiagWindow: time.Minute}, func(e *events) {
 			for _, q := range []uint32{1, 2, 3} {
@@ -189,6 +203,8 @@ func TestCollector(t *testing.T) {
 			{qpSel("sqscope_send_wrs_total", "folded"), 5},
 			{qpSel("sqscope_sq_outstanding_wrs", "folded"), 5},
 			{qpSel("sqscope_sq_depth_wrs", "folded"), -1}, // a sum of depths means nothing
+			{qpSel("sqscope_post_enomem_total", "folded", "cause=sq_full", "basis=provider"), 0},
+			{qpSel("sqscope_post_enomem_total", "folded", "cause=sq_full", "basis=inferred"), -1},
 			{fmt.Sprintf("sqscope_folded_qps{comm=app,pid=%d}", pid), 2},
 			{"sqscope_max_qps{}", 1},
 		}},
@@ -244,7 +260,7 @@ func TestCollector(t *testing.T) {
 		}, func(f *fixture) { f.ns += uint64(2 * time.Minute) }, []check{
 			{fmt.Sprintf("sqscope_diagnosis{kind=sq_overflow_never_signaled,pid=%d,qpn=1,severity=error}", pid), -1},
 			{fmt.Sprintf("sqscope_diagnosis_occurrences_total{kind=sq_overflow_never_signaled,pid=%d,qpn=1,severity=error}", pid), 1},
-			{qpSel("sqscope_post_enomem_total", 1, "cause=sq_full"), 1},
+			{qpSel("sqscope_post_enomem_total", 1, "cause=sq_full", "basis=provider"), 1},
 		}},
 		{"a diagnosis within the window is 1", testOpts, func(e *events) {
 			e.create(1, 8)

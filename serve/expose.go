@@ -2,7 +2,6 @@ package serve
 
 import (
 	"bytes"
-	"compress/gzip"
 	"math"
 	"slices"
 	"strconv"
@@ -16,20 +15,22 @@ import (
 // (0.0.4) or OpenMetrics (1.0.0), without building client_golang's
 // metric objects: each series is appended to one arena (its sort key and
 // its rendered labels), sorted within its family and written once. Its
-// buffers are kept from one scrape to the next, so a scrape of thousands
-// of QPs leaves almost no garbage. The output is the one client_golang
+// buffers are kept from one render to the next (but out, which becomes the
+// body scrapes share), so a render of thousands of QPs leaves little
+// garbage. The output is the one client_golang
 // writes for the same series, byte for byte (expose_test.go checks it):
 // families by name, series by label values in label-name order.
 type exposer struct {
 	arena []byte
 	rows  [][]row // by family id
 	out   []byte
-	gz    *gzip.Writer // kept with the buffers, for scrapers asking for gzip
+	// outHint: the size to make out with when a body took the last one
+	outHint int
 	// the last series' label names and values, and where its key and
 	// labels are: a QP's series of families with the same labels share
 	// them
 	lastNames []string
-	lastVals  [5]string
+	lastVals  [6]string
 	last      row
 }
 
@@ -114,6 +115,9 @@ func appendQuoted(b []byte, s string) []byte {
 // (already gathered and sorted by client_golang, e.g. the process
 // collector's), into x.out.
 func (x *exposer) write(om bool, others []*dto.MetricFamily) error {
+	if x.out == nil {
+		x.out = make([]byte, 0, x.outHint)
+	}
 	x.out = x.out[:0]
 	for _, f := range byName {
 		for len(others) > 0 && others[0].GetName() < f.name {

@@ -103,7 +103,7 @@ func TestExposerMatchesClientGolang(t *testing.T) {
 		full := prometheus.NewPedanticRegistry()
 		full.MustRegister(f.c, before, after)
 		ref := promhttp.HandlerFor(full, promhttp.HandlerOpts{EnableOpenMetrics: true})
-		h := newMetricsHandler(f.c, own, ref)
+		h := newMetricsHandler(f.c, own, full)
 		for _, ft := range formats {
 			t.Run(sc.name+"/"+ft.name, func(t *testing.T) {
 				for range 2 { // the second scrape reuses the first's buffers
@@ -133,7 +133,7 @@ func TestMetricsHandlerProtobuf(t *testing.T) {
 	f.an.IngestAll(e.evs)
 	full := prometheus.NewRegistry()
 	full.MustRegister(f.c)
-	h := newMetricsHandler(f.c, prometheus.NewRegistry(), promhttp.HandlerFor(full, promhttp.HandlerOpts{}))
+	h := newMetricsHandler(f.c, prometheus.NewRegistry(), full)
 	code, ctype, body := get(t, h, "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited", "")
 	if code != http.StatusOK || ctype == "" || !bytes.Contains(body, []byte("sqscope_send_wrs_total")) {
 		t.Fatalf("protobuf scrape: status %d, type %q, %d bytes", code, ctype, len(body))

@@ -33,7 +33,10 @@ type qpMetric struct {
 	name, help string
 	typ        prometheus.ValueType
 	extra      string // an extra label (cause), or ""
-	series     []qpSeries
+	// basis: a label "basis" after it says what each value rests on
+	// (basisOf)
+	basis  bool
+	series []qpSeries
 	// fold: summed into the process's folded series; a gauge whose sum
 	// means nothing (a depth, a peak) is not.
 	fold bool
@@ -70,8 +73,8 @@ var qpMetrics = []*qpMetric{
 	{name: "sqscope_cqes_polled_total", typ: prometheus.CounterValue, fold: true,
 		help:   "Send completions polled for the QP (events mode only: counters mode counts polls per CQ).",
 		series: one("cqes_polled", func(q *analyzer.QP) uint64 { return q.CQEsPolled })},
-	{name: "sqscope_post_enomem_total", typ: prometheus.CounterValue, fold: true, extra: "cause",
-		help: "Work requests refused with ENOMEM, by cause: sq_full, inline (inline data over max_inline_data), sge (more SGEs than max_send_sge); unknown in counters mode, which does not see the cause.",
+	{name: "sqscope_post_enomem_total", typ: prometheus.CounterValue, fold: true, extra: "cause", basis: true,
+		help: "Work requests refused with ENOMEM, by cause: sq_full, inline (inline data over max_inline_data), sge (more SGEs than max_send_sge); unknown in counters mode, which does not see the cause. basis: provider (the provider's own checks, as sqscope models mlx5 and rxe), inferred (from the caps the QP reported, on a provider sqscope has no model of), none (cause unknown).",
 		series: []qpSeries{
 			{"sq_full", "enomem_sq_full", u(func(q *analyzer.QP) uint64 { return q.ENOMEMSQFull })},
 			{"inline", "enomem_inline", u(func(q *analyzer.QP) uint64 { return q.ENOMEMInline })},
@@ -118,6 +121,35 @@ var qpMetrics = []*qpMetric{
 		series: one("longest_unsignaled_run", func(q *analyzer.QP) uint64 { return q.LongestUnsignaledRun })},
 }
 
+// The values of the label basis: what an ENOMEM cause rests on.
+const (
+	basisProvider = "provider" // the provider's own checks, as its model has them
+	basisInferred = "inferred" // the caps the QP reported (the generic model)
+	basisNone     = "none"     // no cause: counters mode, or none found
+)
+
+// basesOf are the values m's label basis takes ("" for none: no label).
+func basesOf(m *qpMetric) []string {
+	if !m.basis {
+		return []string{""}
+	}
+	return []string{basisInferred, basisNone, basisProvider}
+}
+
+// basisOf is what q's value of series s of m rests on ("" when m has no
+// label basis).
+func basisOf(m *qpMetric, s *qpSeries, q *analyzer.QP) string {
+	switch {
+	case !m.basis:
+		return ""
+	case s.key == "enomem":
+		return basisNone
+	case q.CauseBasis == analyzer.CauseInferred:
+		return basisInferred
+	}
+	return basisProvider
+}
+
 // depthFam is the send queue's depth, which the QP reports at its create
 // (or the analyzer inferred from the first SQ-full failure): exported only
 // when known.
@@ -157,6 +189,9 @@ func init() {
 		labels := qpLabels
 		if m.extra != "" {
 			labels = append(append([]string(nil), qpLabels...), m.extra)
+		}
+		if m.basis {
+			labels = append(labels, "basis")
 		}
 		m.fam = newFamily(m.name, m.help, m.typ, labels...)
 	}

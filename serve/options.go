@@ -43,12 +43,18 @@ EXAMPLES
 `
 )
 
+// DefaultMaxConnections bounds the connections served at once: Prometheus
+// takes one per server scraping, a person a few more.
+const DefaultMaxConnections = 64
+
 // Options are serve's own flags (the target's are the tracing commands').
 type Options struct {
-	Listen     string
-	MaxQPs     int
-	Grace      time.Duration
-	DiagWindow time.Duration
+	Listen         string
+	MaxQPs         int
+	Grace          time.Duration
+	DiagWindow     time.Duration
+	MaxConnections int
+	idleTimeout    time.Duration // a test's, for idleTimeout
 }
 
 // Register adds serve's flags to fs.
@@ -57,6 +63,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxQPs, "max-qps", 4096, "QPs given series of their own; past it, a QP's counts go to its process's series with qpn=\"folded\"")
 	fs.DurationVar(&o.Grace, "grace", 5*time.Minute, "keep the series of a destroyed QP, or of a process that exited, this long, then drop them")
 	fs.DurationVar(&o.DiagWindow, "diag-window", 5*time.Minute, "sqscope_diagnosis is 1 while the diagnosis occurred within this window")
+	fs.IntVar(&o.MaxConnections, "max-connections", DefaultMaxConnections, "HTTP connections served at once; past it a new one replaces the one idle longest, or waits for one to end")
 }
 
 // Check validates the options: a bad --listen is said before anything
@@ -81,6 +88,8 @@ func (o *Options) Check() error {
 		return errors.New("--grace must be positive")
 	case o.DiagWindow <= 0:
 		return errors.New("--diag-window must be positive")
+	case o.MaxConnections < 1:
+		return errors.New("--max-connections must be 1 or more")
 	}
 	return nil
 }

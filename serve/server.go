@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,18 +16,29 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sqscope/sqscope/session"
 )
 
-// scrapeTimeout bounds the answer to a scrape.
-const scrapeTimeout = 10 * time.Second
+// The bounds of a connection: its request's headers must come within
+// headerTimeout (and be at most maxHeaderBytes), the whole request within
+// readTimeout, the answer be written within scrapeTimeout, and a
+// keep-alive connection idle for idleTimeout is closed. Prometheus
+// scrapes every 15 s or 1 min: it reconnects after a long interval, which
+// costs it nothing.
+const (
+	headerTimeout  = 5 * time.Second
+	readTimeout    = 10 * time.Second
+	scrapeTimeout  = 10 * time.Second
+	idleTimeout    = 30 * time.Second
+	maxHeaderBytes = 16 << 10
+)
 
-// Server is the HTTP side: /metrics, /healthz and an index.
+// Server is the HTTP side: /metrics, /healthz and an index, GET and HEAD
+// only, on at most --max-connections connections.
 type Server struct {
 	C   *Collector
-	ln  net.Listener
+	ln  *connLimit
 	srv *http.Server
 	mu  sync.Mutex
 	// health is what /healthz says, and whether it is healthy
@@ -49,7 +61,7 @@ func Listen(o Options) (*Server, error) {
 		}
 		return nil, fmt.Errorf("serve: --listen %s: %w", o.Listen, err)
 	}
-	s := &Server{C: NewCollector(o), ln: ln, health: "attaching the probes"}
+	s := &Server{C: NewCollector(o), ln: newConnLimit(ln, cmp.Or(o.MaxConnections, DefaultMaxConnections)), health: "attaching the probes"}
 	// the process collector's families join the collector's in every
 	// format; the text formats are written by metricsHandler, protobuf by
 	// client_golang
@@ -58,21 +70,32 @@ func Listen(o Options) (*Server, error) {
 	full := prometheus.NewRegistry()
 	full.MustRegister(s.C, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", newMetricsHandler(s.C, own, promhttp.HandlerFor(full, promhttp.HandlerOpts{
-		EnableOpenMetrics:   true,
-		MaxRequestsInFlight: maxScrapes,
-		Timeout:             scrapeTimeout,
-	})))
+	mux.Handle("/metrics", newMetricsHandler(s.C, own, full))
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "sqscope serve: /metrics (Prometheus text or OpenMetrics), /healthz")
 	})
 	// a scrape written past scrapeTimeout fails rather than holds a
-	// connection (the text formats are written after one snapshot, never
-	// waiting on the trace)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: scrapeTimeout}
-	go s.srv.Serve(ln)
+	// connection (every body is rendered from one snapshot, never waiting
+	// on the trace)
+	s.srv = &http.Server{Handler: readOnly(mux), ReadHeaderTimeout: headerTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: scrapeTimeout, IdleTimeout: cmp.Or(o.idleTimeout, idleTimeout), MaxHeaderBytes: maxHeaderBytes,
+		ConnState: s.ln.state}
+	go s.srv.Serve(s.ln)
 	return s, nil
+}
+
+// readOnly answers GET and HEAD only: every other method is 405, with the
+// methods allowed.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "sqscope serve answers GET and HEAD only", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Addr is the address bound (the port chosen, for :0).

@@ -76,10 +76,13 @@ struct state {
 	uint64_t retired;        /* WRs the application knows are done */
 	uint64_t last_signaled;  /* wr_id + 1 of the last signaled WR posted */
 	/* The signaled WRs posted and not yet completed, oldest first: their
-	 * wr_id and the WRs posted up to them. WR ids count the WRs a failed
-	 * post dropped too, so only this says how many posted WRs a CQE
-	 * retires. */
-	uint64_t *sig_id, *sig_wrs, sig_head, sig_tail, sig_mask;
+	 * wr_id, the WRs posted up to them and when they were posted. WR ids
+	 * count the WRs a failed post dropped too, so only this says how many
+	 * posted WRs a CQE retires. A ring of sig_mask + 1 slots that doubles
+	 * when full: a provider may hold more WRs than the max_send_wr it
+	 * reports (rxe frees a slot when its WR completes, not when its CQE
+	 * is polled), and a ring that wrapped would retire WRs it never saw. */
+	uint64_t *sig_id, *sig_wrs, *sig_t0, sig_head, sig_tail, sig_mask;
 	uint64_t retired_wrs;    /* posted WRs retired */
 };
 
@@ -87,7 +90,6 @@ struct lane {
 	struct sq_endpoint *ep;
 	const struct wl_params *p;
 	struct wl_result *r;
-	uint64_t *stamps;
 	struct state st;
 	uint64_t tag;            /* lane index << LANE_SHIFT: in every wr_id */
 	int fault;               /* the fault active now */
@@ -102,15 +104,69 @@ struct group {
 	int n;
 	int shared_cq;           /* every lane's send CQ is the same CQ */
 	struct ibv_wc *wc;
+	int err;                 /* an errno that stopped the run */
 };
 
-/* retire notes a CQE for wr_id: it retires its WR and every one before. */
-static void retire(struct state *st, uint64_t wr_id)
+static int sig_alloc(struct state *st, uint64_t slots)
 {
+	st->sig_id = calloc(slots, sizeof(*st->sig_id));
+	st->sig_wrs = calloc(slots, sizeof(*st->sig_wrs));
+	st->sig_t0 = calloc(slots, sizeof(*st->sig_t0));
+	st->sig_mask = slots - 1;
+	return st->sig_id && st->sig_wrs && st->sig_t0 ? 0 : ENOMEM;
+}
+
+static void sig_free(struct state *st)
+{
+	free(st->sig_id);
+	free(st->sig_wrs);
+	free(st->sig_t0);
+}
+
+/* sig_push notes a signaled WR posted: its wr_id, the WRs posted up to it
+ * and its post time; the ring doubles rather than wraps. */
+static int sig_push(struct state *st, uint64_t id, uint64_t wrs, uint64_t t0)
+{
+	uint64_t i, m;
+
+	if (st->sig_head - st->sig_tail > st->sig_mask) {
+		struct state grown = *st;
+
+		if (sig_alloc(&grown, 2 * (st->sig_mask + 1))) {
+			sig_free(&grown);
+			return ENOMEM;
+		}
+		for (i = st->sig_tail; i != st->sig_head; i++) {
+			grown.sig_id[i & grown.sig_mask] = st->sig_id[i & st->sig_mask];
+			grown.sig_wrs[i & grown.sig_mask] = st->sig_wrs[i & st->sig_mask];
+			grown.sig_t0[i & grown.sig_mask] = st->sig_t0[i & st->sig_mask];
+		}
+		sig_free(st);
+		*st = grown;
+	}
+	m = st->sig_head & st->sig_mask;
+	st->sig_id[m] = id;
+	st->sig_wrs[m] = wrs;
+	st->sig_t0[m] = t0;
+	st->sig_head++;
+	return 0;
+}
+
+/* retire notes a CQE for wr_id: it retires its WR and every one before.
+ * It returns when its WR was posted, 0 when it is not a signaled WR
+ * outstanding (an unsignaled one flushed with an error). */
+static uint64_t retire(struct state *st, uint64_t wr_id)
+{
+	uint64_t t0 = 0;
+
 	while (st->sig_tail != st->sig_head && st->sig_id[st->sig_tail & st->sig_mask] <= wr_id) {
-		st->retired_wrs = st->sig_wrs[st->sig_tail & st->sig_mask];
+		uint64_t m = st->sig_tail & st->sig_mask;
+
+		st->retired_wrs = st->sig_wrs[m];
+		t0 = st->sig_id[m] == wr_id ? st->sig_t0[m] : 0;
 		st->sig_tail++;
 	}
+	return t0;
 }
 
 /* poll_ex is ibv_poll_cq through one extended poll session: up to max
@@ -168,13 +224,12 @@ static int poll_once(struct group *g, struct lane *l)
 		struct lane *o = l;
 		struct wl_result *r;
 		struct state *st;
-		uint64_t *stamps;
+		uint64_t t0;
 
 		if (g->shared_cq && li < (uint64_t)g->n)
 			o = &g->lanes[li];
 		r = o->r;
 		st = &o->st;
-		stamps = o->stamps;
 		wc[i].wr_id &= SEQ_MASK;
 		r->cqes++;
 		if (wc[i].status != IBV_WC_SUCCESS)
@@ -182,9 +237,9 @@ static int poll_once(struct group *g, struct lane *l)
 		/* RC completes in order: a CQE retires its WR and all before it */
 		if (wc[i].wr_id + 1 > st->retired)
 			st->retired = wc[i].wr_id + 1;
-		retire(st, wc[i].wr_id);
-		if (stamps && wc[i].status == IBV_WC_SUCCESS) {
-			uint64_t d = now - stamps[wc[i].wr_id & o->p->stamp_mask];
+		t0 = retire(st, wc[i].wr_id);
+		if (t0 && wc[i].status == IBV_WC_SUCCESS) {
+			uint64_t d = now - t0;
 
 			r->lat_sum_ns += d;
 			r->lat_n++;
@@ -409,12 +464,10 @@ static int lane_step(struct group *g, struct lane *l)
 			if (flags[i] & IBV_SEND_SIGNALED) {
 				r->signaled++;
 				st->last_signaled = r->attempts + i + 1;
-				/* at most the SQ's depth of them are outstanding */
-				st->sig_id[st->sig_head & st->sig_mask] = r->attempts + i;
-				st->sig_wrs[st->sig_head & st->sig_mask] = r->wrs + i + 1;
-				st->sig_head++;
-				if (l->stamps)
-					l->stamps[(r->attempts + i) & p->stamp_mask] = t1;
+				if (sig_push(st, r->attempts + i, r->wrs + i + 1, t1)) {
+					g->err = ENOMEM;
+					return 1;
+				}
 			}
 		}
 		r->wrs += acc;
@@ -449,12 +502,12 @@ static int lane_step(struct group *g, struct lane *l)
 }
 
 static int lane_init(struct lane *l, struct sq_endpoint *ep, const struct wl_params *p,
-		     struct wl_result *r, uint64_t *stamps, uint64_t tag)
+		     struct wl_result *r, uint64_t tag)
 {
 	if (p->n_opcodes == 0 || p->n_opcodes > sizeof(p->opcodes) / sizeof(p->opcodes[0]) ||
 	    p->post_list == 0 || p->post_list > MAX_LIST || p->poll_batch == 0 ||
 	    p->poll_batch > MAX_POLL || p->cq_mod == 0 || p->num_sge > MAX_SGE ||
-	    p->f_num_sge > MAX_SGE)
+	    p->f_num_sge > MAX_SGE || p->sig_slots == 0 || (p->sig_slots & (p->sig_slots - 1)))
 		return EINVAL;
 	if (p->api_wr && !ep->qpx)
 		return EOPNOTSUPP;
@@ -462,12 +515,8 @@ static int lane_init(struct lane *l, struct sq_endpoint *ep, const struct wl_par
 	l->ep = ep;
 	l->p = p;
 	l->r = r;
-	l->stamps = stamps;
 	l->tag = tag;
-	l->st.sig_mask = p->stamp_mask;
-	l->st.sig_id = calloc(p->stamp_mask + 1, sizeof(*l->st.sig_id));
-	l->st.sig_wrs = calloc(p->stamp_mask + 1, sizeof(*l->st.sig_wrs));
-	if (!l->st.sig_id || !l->st.sig_wrs)
+	if (sig_alloc(&l->st, p->sig_slots))
 		return ENOMEM;
 	memset(r, 0, sizeof(*r));
 	l->timed = p->duration_ns != 0;
@@ -535,7 +584,7 @@ static void drain(struct group *g)
 }
 
 int wl_run_group(int n, struct sq_endpoint *const *eps, const struct wl_params *ps,
-		 struct wl_result *rs, uint64_t *const *stamps, int shared_cq)
+		 struct wl_result *rs, int shared_cq)
 {
 	static __thread struct ibv_wc wc[MAX_POLL];
 	struct group g = { .n = n, .shared_cq = shared_cq, .wc = wc };
@@ -547,14 +596,14 @@ int wl_run_group(int n, struct sq_endpoint *const *eps, const struct wl_params *
 	if (!g.lanes)
 		return ENOMEM;
 	for (i = 0; i < n && !ret; i++)
-		ret = lane_init(&g.lanes[i], eps[i], &ps[i], &rs[i], stamps[i],
+		ret = lane_init(&g.lanes[i], eps[i], &ps[i], &rs[i],
 				n > 1 ? (uint64_t)i << LANE_SHIFT : 0);
 	if (ret)
 		goto out;
 	for (i = 0; i < n; i++)
 		lane_start(&g.lanes[i]);
 	active = n;
-	while (active > 0 && !stop_requested) {
+	while (active > 0 && !stop_requested && !g.err) {
 		uint64_t wake = 0;
 		int posted = 0;
 
@@ -591,11 +640,10 @@ int wl_run_group(int n, struct sq_endpoint *const *eps, const struct wl_params *
 		}
 	}
 	drain(&g);
+	ret = g.err;
 out:
-	for (i = 0; i < n; i++) {
-		free(g.lanes[i].st.sig_id);
-		free(g.lanes[i].st.sig_wrs);
-	}
+	for (i = 0; i < n; i++)
+		sig_free(&g.lanes[i].st);
 	free(g.lanes);
 	return ret;
 }

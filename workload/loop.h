@@ -41,7 +41,7 @@ struct wl_params {
 	int f_inline;
 	uint32_t f_num_sge;
 	uint64_t drain_ns;   /* how long to wait for outstanding CQEs at the end */
-	uint64_t stamp_mask; /* ring size - 1 for post timestamps (pow2 >= max_send_wr) */
+	uint64_t sig_slots;  /* the ring of signaled WRs outstanding, a power of two: it doubles when full */
 };
 
 struct wl_result {
@@ -77,12 +77,11 @@ struct wl_result {
 };
 
 /* wl_run_group runs one thread's n QPs: eps[i] posted with ps[i], its
- * results in rs[i], post times in stamps[i] (a ring of stamp_mask + 1, or
- * NULL). The thread posts to each QP in turn and polls after each post;
- * with shared_cq every QP's send CQ is one CQ, whose completions go to
- * their QP by their wr_id. */
+ * results in rs[i]. The thread posts to each QP in turn and polls after
+ * each post; with shared_cq every QP's send CQ is one CQ, whose completions
+ * go to their QP by their wr_id. */
 int wl_run_group(int n, struct sq_endpoint *const *eps, const struct wl_params *ps,
-		 struct wl_result *rs, uint64_t *const *stamps, int shared_cq);
+		 struct wl_result *rs, int shared_cq);
 void wl_request_stop(void);
 void wl_reset_stop(void);
 uint64_t wl_now_ns(void);

@@ -223,15 +223,20 @@ func (s *sharedObjs) of(t int) (*verbs.CQ, *verbs.SRQ) {
 	return cq, srq
 }
 
+// sigSlots is how many signaled WRs outstanding the traffic loop's ring
+// holds before it grows: a power of two above what mlx5 holds, the depth
+// and a post list; a provider that holds more (rxe) has it grow.
+var sigSlots = func(maxSendWR, postList uint32) uint64 {
+	return uint64(1) << bits.Len64(uint64(maxSendWR)+uint64(postList))
+}
+
 // lane is one QP's part of a thread's run.
 type lane struct {
-	idx          int
-	fault        Fault
-	size, nsge   uint32
-	inline       bool
-	params       C.struct_wl_params
-	stampsLen    uint64
-	stampsMemory unsafe.Pointer
+	idx        int
+	fault      Fault
+	size, nsge uint32
+	inline     bool
+	params     C.struct_wl_params
 }
 
 // newLane sets QP idx's traffic parameters; what the application posts
@@ -270,8 +275,7 @@ func newLane(cfg Config, ep *verbs.Endpoint, idx int, healthy, faulty shape) lan
 	// never-signal and lazy-poll drop this limit while active: the buggy
 	// application trusts its SQ to never fill
 	p.tx_depth = C.uint32_t(min(cfg.TxDepth, ep.Caps.MaxSendWR))
-	l.stampsLen = uint64(1) << bits.Len64(uint64(ep.Caps.MaxSendWR)+uint64(cfg.PostList))
-	p.stamp_mask = C.uint64_t(l.stampsLen - 1)
+	p.sig_slots = C.uint64_t(sigSlots(ep.Caps.MaxSendWR, cfg.PostList))
 	return l
 }
 
@@ -284,17 +288,12 @@ func runThread(cfg Config, dev verbs.Device, eps []*verbs.Endpoint, shapes []sha
 	cEPs := (*[MaxQPs]*C.struct_sq_endpoint)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(uintptr(0)))))
 	cParams := (*[MaxQPs]C.struct_wl_params)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.struct_wl_params{}))))
 	cRes := (*[MaxQPs]C.struct_wl_result)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.struct_wl_result{}))))
-	cStamps := (*[MaxQPs]*C.uint64_t)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(uintptr(0)))))
 	defer func() {
-		for i := range n {
-			C.free(unsafe.Pointer(cStamps[i]))
-		}
 		C.free(unsafe.Pointer(cEPs))
 		C.free(unsafe.Pointer(cParams))
 		C.free(unsafe.Pointer(cRes))
-		C.free(unsafe.Pointer(cStamps))
 	}()
-	if cEPs == nil || cParams == nil || cRes == nil || cStamps == nil {
+	if cEPs == nil || cParams == nil || cRes == nil {
 		return syscall.ENOMEM
 	}
 	for i := range n {
@@ -302,12 +301,8 @@ func runThread(cfg Config, dev verbs.Device, eps []*verbs.Endpoint, shapes []sha
 		lanes[i] = newLane(cfg, eps[idx], idx, healthy, shapes[idx])
 		cEPs[i] = (*C.struct_sq_endpoint)(eps[idx].Ptr())
 		cParams[i] = lanes[i].params
-		cStamps[i] = (*C.uint64_t)(C.calloc(C.size_t(lanes[i].stampsLen), 8))
-		if cStamps[i] == nil {
-			return syscall.ENOMEM
-		}
 	}
-	rc := C.wl_run_group(C.int(n), &cEPs[0], &cParams[0], &cRes[0], &cStamps[0], boolInt(cfg.SharedCQ))
+	rc := C.wl_run_group(C.int(n), &cEPs[0], &cParams[0], &cRes[0], boolInt(cfg.SharedCQ))
 	if rc != 0 {
 		return fmt.Errorf("QPs %d..%d traffic loop: %w", first, end-1, syscall.Errno(rc))
 	}

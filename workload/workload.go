@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/verbs"
 )
 
@@ -543,19 +544,17 @@ func boolInt(b bool) C.int {
 	return 0
 }
 
-// writeReady writes the QP numbers, one per line, atomically.
+// writeReady writes the QP numbers, one per line, whole or not at all and
+// by the rules of every output file (outfile.WriteFile: never through a
+// link, as the workload may run as root under a tracer).
 func writeReady(path string, eps []*verbs.Endpoint) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pid %d\n", os.Getpid())
 	for _, ep := range eps {
 		fmt.Fprintf(&b, "qp %#x %s max_send_wr %d max_inline_data %d\n", ep.QPNum, ep.Type, ep.Caps.MaxSendWR, ep.Caps.MaxInlineData)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("writing ready file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("writing ready file: %w", err)
+	if err := outfile.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("writing --ready-file: %w", err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,6 +219,10 @@ func TestAdviseBadInput(t *testing.T) {
 	writeRecording(t, counters, []trace.Event{create, &trace.QPCounters{Header: h, QP: 1, QPNum: 0x10, PostCalls: 1, WRs: 1, Doorbells: 1}}, 1)
 	nocaps := filepath.Join(dir, "nocaps.sqscope")
 	writeRecording(t, nocaps, []trace.Event{post}, 1)
+	rxeCreate := *create
+	rxeCreate.Lib = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"
+	rxe := filepath.Join(dir, "rxe.sqscope")
+	writeRecording(t, rxe, []trace.Event{&rxeCreate, post}, 1)
 	text := filepath.Join(dir, "text")
 	if err := os.WriteFile(text, []byte("not a recording"), 0o600); err != nil {
 		t.Fatal(err)
@@ -234,11 +239,22 @@ func TestAdviseBadInput(t *testing.T) {
 		{"no caps", []string{"advise", nocaps}, 1, "no QP create, so no caps"},
 		{"not a recording", []string{"advise", text}, 1, "advise: "},
 		{"bad NIC model", []string{"advise", "--nic", "link-gbps=0", counters}, 2, "link rate must be above 0"},
+		{"rxe", []string{"advise", rxe}, 1, "runs on provider rxe"},
+		{"rxe, --json", []string{"advise", "--json", rxe}, 1, "runs on provider rxe"},
+		{"counters mode, --json", []string{"advise", "--json", counters}, 1, "record in events mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, code, err := sqscope(tc.args...)
+			stdout, _, code, err := sqscope(tc.args...)
 			if code != tc.code || err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("exit %d, %v; want exit %d and one line with %q", code, err, tc.code, tc.want)
+			}
+			if !slices.Contains(tc.args, "--json") {
+				return
+			}
+			// the error as JSON on stdout, as every advise --json ends
+			var r advise.Report
+			if err := json.Unmarshal([]byte(stdout), &r); err != nil || !strings.Contains(r.Error, tc.want) || r.QPs == nil {
+				t.Errorf("stdout %q: %v; want one JSON document whose error says %q", stdout, err, tc.want)
 			}
 		})
 	}

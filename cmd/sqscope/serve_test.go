@@ -186,8 +186,8 @@ func TestServe(t *testing.T) {
 				qpn := fmt.Sprint(q["qp_num"])
 				for _, c := range tc.checks {
 					labels := map[string]string{"qpn": qpn}
-					if c.label != "" {
-						labels["cause"] = c.label
+					if c.label != "" { // the simulated HCA's causes are its model's own
+						labels["cause"], labels["basis"] = c.label, "provider"
 					}
 					got, ok := value(mfs, c.metric, labels)
 					if want := q[c.truth].(float64); !ok || got != want {

@@ -106,15 +106,22 @@ func Create(path string, perm fs.FileMode, inputs []string, force, keepMode bool
 		}
 		return &File{File: f, path: path}, nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return nil, err
-	}
 	mode := perm
 	if keepMode {
 		if st, err := os.Stat(path); err == nil {
 			mode = st.Mode().Perm()
 		}
+	}
+	return replacement(path, mode)
+}
+
+// replacement opens a temporary file next to path, with mode, that Commit
+// renames over path. Its name is random and it is created exclusively, so
+// no link planted beside path is ever written through.
+func replacement(path string, mode fs.FileMode) (*File, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, err
 	}
 	if err := f.Chmod(mode); err != nil {
 		f.Close()
@@ -122,6 +129,29 @@ func Create(path string, perm fs.FileMode, inputs []string, force, keepMode bool
 		return nil, err
 	}
 	return &File{File: f, path: path, replace: true}, nil
+}
+
+// WriteFile writes data to path whole or not at all, as a file another
+// process waits for must be: path is checked as Create checks it, data
+// goes to a temporary file next to it (see replacement), which is renamed
+// over path once complete, new file or not, so a reader never sees part of
+// it.
+func WriteFile(path string, data []byte, perm fs.FileMode) error {
+	if path == Stdout {
+		return fmt.Errorf("%s: give a file name", path)
+	}
+	if _, err := Check(path, nil, false); err != nil {
+		return err
+	}
+	f, err := replacement(path, perm)
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	return f.Commit()
 }
 
 // Replaces reports whether the output replaces an existing file.

@@ -183,3 +183,71 @@ func TestCreateReplacesOnlyOnCommit(t *testing.T) {
 		t.Errorf("Discard left %s: %v", gone, err)
 	}
 }
+
+// WriteFile writes a file whole, new or replaced, never through a link:
+// neither one planted at the path nor one at a name beside it that a
+// writer of "PATH.tmp" would have written through.
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	write(t, victim, "keep", 0o600)
+	for _, tc := range []struct {
+		name  string
+		setup func(path string)
+		err   string
+	}{
+		{"new file", func(string) {}, ""},
+		{"replaced", func(p string) { write(t, p, "old", 0o600) }, ""},
+		{"a link beside it named PATH.tmp", func(p string) {
+			if err := os.Symlink(victim, p+".tmp"); err != nil {
+				t.Fatal(err)
+			}
+		}, ""},
+		{"a link at the path", func(p string) {
+			if err := os.Symlink(victim, p); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symbolic link"},
+		{"a dangling link at the path", func(p string) {
+			if err := os.Symlink(filepath.Join(dir, "nowhere"), p); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symbolic link"},
+		{"a directory", func(p string) {
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a directory"},
+		{"standard output", nil, "give a file name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := Stdout
+			if tc.setup != nil {
+				path = filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
+				tc.setup(path)
+			}
+			err := WriteFile(path, []byte("pid 1\n"), 0o644)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("WriteFile: %v, want an error saying %q", err, tc.err)
+				}
+			} else if err != nil {
+				t.Fatalf("WriteFile: %v", err)
+			}
+			if got := content(t, victim); got != "keep" {
+				t.Fatalf("the file a link points to now holds %q", got)
+			}
+			if tc.err != "" {
+				return
+			}
+			st, err := os.Lstat(path)
+			if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o644 || content(t, path) != "pid 1\n" {
+				t.Fatalf("%s: %v, mode %v, %q", path, err, st.Mode(), content(t, path))
+			}
+		})
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, ".*"))
+	if len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
