@@ -54,48 +54,54 @@ const (
 	hdrSameTID = 1 << 1
 )
 
-// codecState is what a record is encoded against: the previous record of the
-// same chunk.
+// codecState is what a record is encoded against: the previous record of
+// the same chunk or block.
 type codecState struct {
 	timeNS   uint64
 	pid, tid uint32
 }
 
-// encoder turns events into records. Its state resets at each chunk.
+// encoder turns events into records of one version's layout. Its state
+// resets at each chunk or block.
 type encoder struct {
 	state codecState
 	c     recordCodec // its out is scratch for the body, so its length can precede it
+	// spoilt: a record was refused after its walk had changed the block's
+	// tables (version 2), which the block's reader would not follow: the
+	// block must end before the next record.
+	spoilt bool
 }
 
-func (e *encoder) reset() { e.state = codecState{} }
+// newEncoder returns an encoder of the given layout version (1 or 2).
+func newEncoder(version uint16) *encoder {
+	e := &encoder{}
+	e.c.version = version
+	if version >= 2 {
+		e.c.blk = newBlockState()
+	}
+	return e
+}
+
+func (e *encoder) reset() {
+	e.state, e.spoilt = codecState{}, false
+	if e.c.blk != nil {
+		e.c.blk.reset()
+	}
+}
 
 // appendRecord appends ev as one record to dst. On error dst is returned
-// unchanged and the state is not advanced.
+// unchanged and the state is not advanced (but see spoilt).
 func (e *encoder) appendRecord(dst []byte, ev Event) ([]byte, error) {
 	h, err := eventHeader(ev)
 	if err != nil {
 		return dst, err
 	}
-	b := e.c.out[:0]
-	flags := byte(0)
-	if h.PID == e.state.pid {
-		flags |= hdrSamePID
-	}
-	if h.TID == e.state.tid {
-		flags |= hdrSameTID
-	}
-	b = append(b, flags)
-	b = binary.AppendVarint(b, int64(h.TimeNS-e.state.timeNS))
-	if flags&hdrSamePID == 0 {
-		b = binary.AppendUvarint(b, uint64(h.PID))
-	}
-	if flags&hdrSameTID == 0 {
-		b = binary.AppendUvarint(b, uint64(h.TID))
-	}
-	e.c.beginEncode(b)
+	e.c.beginEncode(e.c.out[:0])
+	e.c.header(h, &e.state)
 	e.c.fields(ev)
-	b = e.c.out
+	b := e.c.out
 	if len(b) > maxRecordBody {
+		e.spoilt = e.c.blk != nil
 		return dst, fmt.Errorf("%s event too large to record (%d bytes, limit %d)", ev.Kind(), len(b), maxRecordBody)
 	}
 	e.state = codecState{timeNS: h.TimeNS, pid: h.PID, tid: h.TID}

@@ -9,7 +9,8 @@ import (
 
 // Decoding records; the encoding is described in codec.go.
 
-// decoder turns records back into events. Its state resets at each chunk.
+// decoder turns records back into events of one version's layout. Its
+// state resets at each chunk or block.
 type decoder struct {
 	state codecState
 	c     recordCodec
@@ -20,7 +21,22 @@ type decoder struct {
 	polls []Poll
 }
 
-func (d *decoder) reset() { d.state = codecState{} }
+// newDecoder returns a decoder of the given layout version (1 or 2).
+func newDecoder(version uint16) *decoder {
+	d := &decoder{}
+	d.c.version = version
+	if version >= 2 {
+		d.c.blk = newBlockState()
+	}
+	return d
+}
+
+func (d *decoder) reset() {
+	d.state = codecState{}
+	if d.c.blk != nil {
+		d.c.blk.reset()
+	}
+}
 
 const (
 	slabEvents = 64
@@ -91,18 +107,7 @@ func (d *decoder) nextRecord(p []byte) (Event, int, error) {
 	c.beginDecode(p[1+w : size])
 	r := &c.r
 	var h Header
-	flags := r.byte()
-	if flags&^(hdrSamePID|hdrSameTID) != 0 && r.err == nil {
-		r.fail(fmt.Errorf("bad header flags %#x", flags))
-	}
-	h.TimeNS = d.state.timeNS + uint64(r.z64())
-	h.PID, h.TID = d.state.pid, d.state.tid
-	if flags&hdrSamePID == 0 {
-		h.PID = r.u32()
-	}
-	if flags&hdrSameTID == 0 {
-		h.TID = r.u32()
-	}
+	c.header(&h, &d.state)
 	if r.err != nil {
 		return nil, 0, fmt.Errorf("%s record: %w", kind, r.err)
 	}

@@ -14,8 +14,12 @@ import (
 // zero, so a walk reads straight through and is checked once at the end.
 type recordCodec struct {
 	dec bool
-	out []byte      // encoding: the body so far
-	r   fieldReader // decoding: the rest of the body
+	// version is the record layout walked: below 2 version 1's, else
+	// version 2's, which refers to the tables of its block (blk).
+	version uint16
+	out     []byte      // encoding: the body so far
+	r       fieldReader // decoding: the rest of the body
+	blk     *blockState // version 2: what the block's records met so far
 
 	// Appended groups (see appended).
 	tail bool // the walk is past the record's first appended group
@@ -30,6 +34,11 @@ type recordCodec struct {
 	// Decoding: the slabs lists are carved from (see take).
 	wrs []WR
 	wcs []WC
+
+	// Version 2: the wr_id the record's QP or CQ expects next (see qp),
+	// or scratch when the reference to it failed.
+	nextID    *uint64
+	scratchID uint64
 }
 
 func (c *recordCodec) beginEncode(out []byte) {
@@ -78,6 +87,40 @@ func (c *recordCodec) end() {
 		c.keep = len(c.out)
 	}
 	c.out = c.out[:c.keep]
+}
+
+// header walks a record's common header against prev, the previous record
+// of its chunk or block.
+func (c *recordCodec) header(h *Header, prev *codecState) {
+	if c.version >= 2 {
+		c.thread(h, prev, 0)
+		c.delta(&h.TimeNS, prev.timeNS)
+		return
+	}
+	var flags byte
+	if !c.dec {
+		if h.PID == prev.pid {
+			flags |= hdrSamePID
+		}
+		if h.TID == prev.tid {
+			flags |= hdrSameTID
+		}
+	}
+	c.u8(&flags)
+	if flags&^(hdrSamePID|hdrSameTID) != 0 {
+		c.r.fail(fmt.Errorf("bad header flags %#x", flags))
+	}
+	c.delta(&h.TimeNS, prev.timeNS)
+	c.thread(h, prev, flags)
+}
+
+// delta walks a field stored as z its difference from base (mod 2^64).
+func (c *recordCodec) delta(p *uint64, base uint64) {
+	if c.dec {
+		*p = base + uint64(c.r.z64())
+		return
+	}
+	c.out = binary.AppendVarint(c.out, int64(*p-base))
 }
 
 func (c *recordCodec) u64(p *uint64) {
