@@ -84,9 +84,19 @@ func newEncoder(version uint16) *encoder {
 
 func (e *encoder) reset() {
 	e.state, e.spoilt = codecState{}, false
+	e.c.vals = e.c.vals[:0]
 	if e.c.blk != nil {
 		e.c.blk.reset()
 	}
+}
+
+// appendBlock appends to dst a version 2 block's records as they are
+// compressed: u the length of the block's column of varying values, the
+// column, then the records.
+func (e *encoder) appendBlock(dst, records []byte) []byte {
+	dst = appendU(dst, uint64(len(e.c.vals)))
+	dst = append(dst, e.c.vals...)
+	return append(dst, records...)
 }
 
 // appendRecord appends ev as one record to dst. On error dst is returned
@@ -97,10 +107,12 @@ func (e *encoder) appendRecord(dst []byte, ev Event) ([]byte, error) {
 		return dst, err
 	}
 	e.c.beginEncode(e.c.out[:0])
+	vals := len(e.c.vals)
 	e.c.header(h, &e.state)
 	e.c.fields(ev)
 	b := e.c.out
 	if len(b) > maxRecordBody {
+		e.c.vals = e.c.vals[:vals]
 		e.spoilt = e.c.blk != nil
 		return dst, fmt.Errorf("%s event too large to record (%d bytes, limit %d)", ev.Kind(), len(b), maxRecordBody)
 	}

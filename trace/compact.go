@@ -154,13 +154,14 @@ func (c *recordCodec) sameOr(same bool, p *uint32, prev uint32) {
 }
 
 // qp walks the QP of a post or a receive post: its address and number,
-// which version 2 refers to in the block's QPs. It makes that QP the one
-// the record's list is encoded against.
-func (c *recordCodec) qp(addr *uint64, num *uint32) {
+// which version 2 refers to in the block's QPs. It returns what the
+// record's list is encoded against: the wr_id that QP expects (nil in
+// version 1).
+func (c *recordCodec) qp(addr *uint64, num *uint32) *uint64 {
 	if c.version < 2 {
 		c.u64(addr)
 		c.u32(num)
-		return
+		return nil
 	}
 	t := &c.blk.qps
 	i, isNew := tableRef(c, t, qpKey{*addr, *num})
@@ -172,17 +173,17 @@ func (c *recordCodec) qp(addr *uint64, num *uint32) {
 	case i >= 0 && c.dec:
 		*addr, *num = t.keys[i].qp, t.keys[i].num
 	}
-	c.nextID = &c.scratchID
-	if i >= 0 {
-		c.nextID = &t.state[i].nextID
+	if i < 0 {
+		return &c.scratchID
 	}
+	return &t.state[i].nextID
 }
 
 // cq walks the CQ of a poll, as qp does a QP.
-func (c *recordCodec) cq(addr *uint64) {
+func (c *recordCodec) cq(addr *uint64) *uint64 {
 	if c.version < 2 {
 		c.u64(addr)
-		return
+		return nil
 	}
 	t := &c.blk.cqs
 	i, isNew := tableRef(c, t, *addr)
@@ -193,28 +194,28 @@ func (c *recordCodec) cq(addr *uint64) {
 	case i >= 0 && c.dec:
 		*addr = t.keys[i]
 	}
-	c.nextID = &c.scratchID
-	if i >= 0 {
-		c.nextID = &t.state[i].nextID
+	if i < 0 {
+		return &c.scratchID
 	}
+	return &t.state[i].nextID
 }
 
-// wrList walks a post's WRs.
-func (c *recordCodec) wrList(list *[]WR) {
+// wrList walks a post's WRs; next is what its QP expects (see qp).
+func (c *recordCodec) wrList(list *[]WR, next *uint64) {
 	if c.version < 2 {
 		listWalk(c, list, &c.wrs, (*recordCodec).wr)
 		return
 	}
-	shapedWalk(c, list, &c.wrs, &c.blk.wrShapes, (*recordCodec).wr)
+	shapedWalk(c, list, next, &c.wrs, &c.blk.wrShapes, (*recordCodec).wr)
 }
 
-// wcList walks a poll's completions.
-func (c *recordCodec) wcList(list *[]WC) {
+// wcList walks a poll's completions; next is what its CQ expects.
+func (c *recordCodec) wcList(list *[]WC, next *uint64) {
 	if c.version < 2 {
 		listWalk(c, list, &c.wcs, (*recordCodec).wc)
 		return
 	}
-	shapedWalk(c, list, &c.wcs, &c.blk.wcShapes, (*recordCodec).wc)
+	shapedWalk(c, list, next, &c.wcs, &c.blk.wcShapes, (*recordCodec).wc)
 }
 
 // listElem is a list element with a wr_id: a WR or a WC.
@@ -237,7 +238,7 @@ type shapeTable[T any] struct {
 	n     int            // shapes held
 	list  [][]T          // decoding: the shapes held
 	view  []T            // encoding: scratch for a list's shape
-	slab  []T            // decoding: what the shapes are carved from
+	slab  slab[T]        // decoding: what the shapes are carved from
 }
 
 func (t *shapeTable[T]) reset() {
@@ -250,11 +251,11 @@ func (t *shapeTable[T]) reset() {
 // shape i of the block, or the table's length plus one for a shape stored
 // here in full (u its length, then its elements as version 1 stores a
 // list's); then, for a list that is not empty, z its first wr_id minus
-// the one its QP or CQ (c.nextID) expected. The other wr_ids follow from
+// the one its QP or CQ expected (*next). The other wr_ids follow from
 // the shape.
-func shapedWalk[T comparable, P listElem[T]](c *recordCodec, list, slab *[]T, t *shapeTable[T], elem func(c *recordCodec, e, prev *T)) {
+func shapedWalk[T comparable, P listElem[T]](c *recordCodec, list *[]T, next *uint64, slab *slab[T], t *shapeTable[T], elem func(c *recordCodec, e, prev *T)) {
 	if c.dec {
-		shapedDecode[T, P](c, list, slab, t, elem)
+		shapedDecode[T, P](c, list, next, slab, t, elem)
 		return
 	}
 	l := *list
@@ -285,11 +286,12 @@ func shapedWalk[T comparable, P listElem[T]](c *recordCodec, list, slab *[]T, t 
 		}
 		c.out = append(c.out[:at], append(ref, stored...)...)
 	}
-	c.out = appendZ(c.out, int64(first-*c.nextID))
-	*c.nextID = *P(&l[len(l)-1]).id() + 1
+	d := int64(first - *next)
+	c.varying(&d)
+	*next = *P(&l[len(l)-1]).id() + 1
 }
 
-func shapedDecode[T comparable, P listElem[T]](c *recordCodec, list, slab *[]T, t *shapeTable[T], elem func(c *recordCodec, e, prev *T)) {
+func shapedDecode[T comparable, P listElem[T]](c *recordCodec, list *[]T, next *uint64, slab *slab[T], t *shapeTable[T], elem func(c *recordCodec, e, prev *T)) {
 	v := c.r.u64()
 	var shape []T
 	switch {
@@ -310,16 +312,18 @@ func shapedDecode[T comparable, P listElem[T]](c *recordCodec, list, slab *[]T, 
 		c.r.fail(fmt.Errorf("list shape %d past the block's %d", v-1, len(t.list)))
 		return
 	}
-	first := *c.nextID + uint64(c.r.z64())
-	if c.r.err != nil {
+	var d int64
+	c.varying(&d)
+	first := *next + uint64(d)
+	if c.r.err != nil || c.vr.err != nil {
 		return
 	}
-	l := take(slab, len(shape))
+	l := slab.take(len(shape))
 	copy(l, shape)
 	for i := range l {
 		id := P(&l[i]).id()
 		*id = *id + first - 1
 	}
-	*c.nextID = *P(&l[len(l)-1]).id() + 1
+	*next = *P(&l[len(l)-1]).id() + 1
 	*list = l
 }

@@ -17,8 +17,8 @@ type decoder struct {
 	// Posts and polls, the bulk of a recording, and their WRs and CQEs (in
 	// c) are carved from slabs: a few allocations per hundred events
 	// instead of two per event. Every event is still its own, never reused.
-	posts []Post
-	polls []Poll
+	posts slab[Post]
+	polls slab[Poll]
 }
 
 // newDecoder returns a decoder of the given layout version (1 or 2).
@@ -43,32 +43,40 @@ const (
 	slabElems  = 512 // WRs or CQEs; longer lists get their own
 )
 
-func (d *decoder) post() *Post { return one(&d.posts) }
+func (d *decoder) post() *Post { return d.posts.one() }
 
-func (d *decoder) poll() *Poll { return one(&d.polls) }
+func (d *decoder) poll() *Poll { return d.polls.one() }
 
-// one carves one event from slab.
-func one[T any](slab *[]T) *T {
-	if len(*slab) == 0 {
-		*slab = make([]T, slabEvents)
+// slab is what events or list elements are carved from. An index moves
+// through it, so that carving writes no pointer (a write barrier while
+// the collector runs).
+type slab[T any] struct {
+	s []T
+	i int
+}
+
+// one carves one event.
+func (s *slab[T]) one() *T {
+	if s.i == len(s.s) {
+		s.s, s.i = make([]T, slabEvents), 0
 	}
-	e := &(*slab)[0]
-	*slab = (*slab)[1:]
+	e := &s.s[s.i]
+	s.i++
 	return e
 }
 
-// take carves n elements from slab; the result's capacity is n, so that
-// appending to it never writes into its neighbour's.
-func take[T any](slab *[]T, n int) []T {
+// take carves n elements; the result's capacity is n, so that appending
+// to it never writes into its neighbour's.
+func (s *slab[T]) take(n int) []T {
 	if n > slabElems/8 {
 		return make([]T, n)
 	}
-	if len(*slab) < n {
-		*slab = make([]T, slabElems)
+	if len(s.s)-s.i < n {
+		s.s, s.i = make([]T, slabElems), 0
 	}
-	s := (*slab)[:n:n]
-	*slab = (*slab)[n:]
-	return s
+	l := s.s[s.i : s.i+n : s.i+n]
+	s.i += n
+	return l
 }
 
 // errShortRecord says a record's frame runs past the bytes available: in a
@@ -105,22 +113,43 @@ func (d *decoder) nextRecord(p []byte) (Event, int, error) {
 	}
 	c := &d.c
 	c.beginDecode(p[1+w : size])
-	r := &c.r
 	var h Header
 	c.header(&h, &d.state)
-	if r.err != nil {
-		return nil, 0, fmt.Errorf("%s record: %w", kind, r.err)
+	if err := c.err(); err != nil {
+		return nil, 0, fmt.Errorf("%s record: %w", kind, err)
 	}
 	ev := d.newEvent(kind)
 	if ev != nil {
 		*ev.Hdr() = h
 		c.fields(ev)
-		if r.err != nil {
-			return nil, 0, fmt.Errorf("%s record: %w", kind, r.err)
+		if err := c.err(); err != nil {
+			return nil, 0, fmt.Errorf("%s record: %w", kind, err)
 		}
 	}
 	d.state = codecState{timeNS: h.TimeNS, pid: h.PID, tid: h.TID}
 	return ev, size, nil
+}
+
+// beginBlock starts decoding the records of a version 2 block, raw as it
+// decompressed: u the length of its column of varying values, the column,
+// then the records, which it returns.
+func (d *decoder) beginBlock(raw []byte) ([]byte, error) {
+	d.reset()
+	n, w := binary.Uvarint(raw)
+	if w <= 0 || n > uint64(len(raw)-w) {
+		return nil, errors.New("bad length of the block's varying values")
+	}
+	d.c.vr = fieldReader{b: raw[w : w+int(n)]}
+	return raw[w+int(n):], nil
+}
+
+// endBlock checks that the records of a block read every value of its
+// column.
+func (d *decoder) endBlock() error {
+	if n := d.c.vr.left(); n > 0 {
+		return fmt.Errorf("%d bytes of varying values left after the last record of the block", n)
+	}
+	return nil
 }
 
 // newEvent returns a new event of kind, nil for a kind this version does
@@ -171,9 +200,12 @@ func (d *decoder) newEvent(kind Kind) Event {
 
 // fieldReader reads fields from one record body. The first error sticks and
 // every later read returns zero, so decoders read straight through and check
-// once at the end.
+// once at the end. It moves an index through the body rather than the
+// body's slice, which would be a pointer written (and, while the collector
+// runs, a write barrier) at every field.
 type fieldReader struct {
 	b   []byte
+	i   int // where the next field starts in b
 	err error
 	// absent: the record ended before an appended group (see
 	// recordCodec.appended), so reads past the end return zero without an
@@ -181,75 +213,103 @@ type fieldReader struct {
 	absent bool
 }
 
+// rest is what is left of the body.
+func (r *fieldReader) rest() []byte { return r.b[r.i:] }
+
+// left is how many bytes are left of the body.
+func (r *fieldReader) left() int { return len(r.b) - r.i }
+
 func (r *fieldReader) fail(err error) {
 	if r.err == nil && !r.absent {
 		r.err = err
 	}
-	r.b = nil
+	r.i = len(r.b)
 }
 
 func (r *fieldReader) byte() byte {
-	if len(r.b) == 0 {
+	if r.i >= len(r.b) {
 		r.fail(errBodyShort)
 		return 0
 	}
-	v := r.b[0]
-	r.b = r.b[1:]
+	v := r.b[r.i]
+	r.i++
 	return v
 }
 
 func (r *fieldReader) bool() bool {
-	v := r.byte()
-	if v > 1 {
-		r.fail(fmt.Errorf("bad bool value %d", v))
+	if r.i < len(r.b) && r.b[r.i] <= 1 {
+		v := r.b[r.i]
+		r.i++
+		return v == 1
 	}
-	return v == 1
+	return r.badBool()
 }
 
+func (r *fieldReader) badBool() bool {
+	if v := r.byte(); v > 1 {
+		r.fail(fmt.Errorf("bad bool value %d", v))
+	}
+	return false
+}
+
+// u64 reads a u; most values take one byte, which it reads inline.
 func (r *fieldReader) u64() uint64 {
-	if len(r.b) > 0 && r.b[0] < 0x80 { // most values take one byte
-		v := r.b[0]
-		r.b = r.b[1:]
+	if r.i < len(r.b) && r.b[r.i] < 0x80 {
+		v := r.b[r.i]
+		r.i++
 		return uint64(v)
 	}
-	v, n := binary.Uvarint(r.b)
+	return r.u64long()
+}
+
+func (r *fieldReader) u64long() uint64 {
+	v, n := binary.Uvarint(r.rest())
 	if n <= 0 {
 		r.fail(errBadVarint)
 		return 0
 	}
-	r.b = r.b[n:]
+	r.i += n
 	return v
 }
 
+// z64 reads a z, as u64 a u.
 func (r *fieldReader) z64() int64 {
-	if len(r.b) > 0 && r.b[0] < 0x80 { // most values take one byte
-		u := r.b[0]
-		r.b = r.b[1:]
+	if r.i < len(r.b) && r.b[r.i] < 0x80 {
+		u := r.b[r.i]
+		r.i++
 		return int64(u>>1) ^ -int64(u&1)
 	}
-	v, n := binary.Varint(r.b)
+	return r.z64long()
+}
+
+func (r *fieldReader) z64long() int64 {
+	v, n := binary.Varint(r.rest())
 	if n <= 0 {
 		r.fail(errBadVarint)
 		return 0
 	}
-	r.b = r.b[n:]
+	r.i += n
 	return v
 }
 
 func (r *fieldReader) u32() uint32 {
 	v := r.u64()
 	if v > math.MaxUint32 {
-		r.fail(fmt.Errorf("value %d out of range for 32 bits", v))
-		return 0
+		return uint32(r.outOfRange(v, 32))
 	}
 	return uint32(v)
+}
+
+// outOfRange fails the read of v, past a field of bits bits.
+func (r *fieldReader) outOfRange(v any, bits int) int {
+	r.fail(fmt.Errorf("value %d out of range for %d bits", v, bits))
+	return 0
 }
 
 func (r *fieldReader) u16() uint16 {
 	v := r.u64()
 	if v > math.MaxUint16 {
-		r.fail(fmt.Errorf("value %d out of range for 16 bits", v))
-		return 0
+		return uint16(r.outOfRange(v, 16))
 	}
 	return uint16(v)
 }
@@ -257,20 +317,19 @@ func (r *fieldReader) u16() uint16 {
 func (r *fieldReader) z32() int32 {
 	v := r.z64()
 	if v < math.MinInt32 || v > math.MaxInt32 {
-		r.fail(fmt.Errorf("value %d out of range for 32 bits", v))
-		return 0
+		return int32(r.outOfRange(v, 32))
 	}
 	return int32(v)
 }
 
 func (r *fieldReader) str() string {
 	n := r.u64()
-	if n > uint64(len(r.b)) {
+	if n > uint64(r.left()) {
 		r.fail(errors.New("string runs past the end of its record"))
 		return ""
 	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
+	s := string(r.b[r.i : r.i+int(n)])
+	r.i += int(n)
 	return s
 }
 
@@ -278,7 +337,7 @@ func (r *fieldReader) str() string {
 // length past the remaining bytes is malformed (and never allocated).
 func (r *fieldReader) count() int {
 	n := r.u64()
-	if n > uint64(len(r.b)) {
+	if n > uint64(r.left()) {
 		r.fail(fmt.Errorf("list of %d elements runs past the end of its record", n))
 		return 0
 	}

@@ -16,8 +16,11 @@ import (
 // error, and every event it returns must survive the codec unchanged; a
 // recording it reads to io.EOF must read the same once written again.
 func FuzzReader(f *testing.F) {
-	for _, data := range seedCorpus(f) {
-		f.Add(data)
+	v1, v2 := seedCorpus(f)
+	for _, set := range []map[string][]byte{v1, v2} {
+		for _, data := range set {
+			f.Add(data)
+		}
 	}
 	f.Fuzz(checkReader)
 }

@@ -20,6 +20,10 @@ type recordCodec struct {
 	out     []byte      // encoding: the body so far
 	r       fieldReader // decoding: the rest of the body
 	blk     *blockState // version 2: what the block's records met so far
+	// Version 2: the block's values that change from record to record
+	// (see varying), apart from the records.
+	vals []byte      // encoding: the block's so far
+	vr   fieldReader // decoding: the block's not read yet
 
 	// Appended groups (see appended).
 	tail bool // the walk is past the record's first appended group
@@ -31,13 +35,12 @@ type recordCodec struct {
 	bit    uint // the next field's bit in mask
 	maskAt int  // encoding: where the mask byte is in out
 
-	// Decoding: the slabs lists are carved from (see take).
-	wrs []WR
-	wcs []WC
+	// Decoding: the slabs lists are carved from.
+	wrs slab[WR]
+	wcs slab[WC]
 
-	// Version 2: the wr_id the record's QP or CQ expects next (see qp),
-	// or scratch when the reference to it failed.
-	nextID    *uint64
+	// Version 2: where a QP or CQ expects a wr_id when the reference to
+	// it failed (see qp).
 	scratchID uint64
 }
 
@@ -46,7 +49,23 @@ func (c *recordCodec) beginEncode(out []byte) {
 }
 
 func (c *recordCodec) beginDecode(body []byte) {
-	c.dec, c.r, c.tail = true, fieldReader{b: body}, false
+	c.dec, c.tail = true, false
+	c.r.b, c.r.i, c.r.absent = body, 0, false
+	if c.r.err != nil {
+		c.r.err = nil
+	}
+}
+
+// err is the first error of a decoding walk, in the record or in the
+// block's varying values.
+func (c *recordCodec) err() error {
+	if c.r.err != nil {
+		return c.r.err
+	}
+	if c.vr.err != nil {
+		return fmt.Errorf("varying values: %w", c.vr.err)
+	}
+	return nil
 }
 
 // appended starts a group of fields appended to a kind after its first
@@ -57,7 +76,7 @@ func (c *recordCodec) beginDecode(body []byte) {
 // those that are not there stay zero.
 func (c *recordCodec) appended(set bool) {
 	if c.dec {
-		if len(c.r.b) == 0 {
+		if c.r.left() == 0 {
 			c.r.absent = true
 		}
 		return
@@ -114,21 +133,46 @@ func (c *recordCodec) header(h *Header, prev *codecState) {
 	c.thread(h, prev, flags)
 }
 
-// delta walks a field stored as z its difference from base (mod 2^64).
+// delta walks a field stored as z its difference from base (mod 2^64),
+// a varying value.
 func (c *recordCodec) delta(p *uint64, base uint64) {
+	d := int64(*p - base)
+	c.varying(&d)
 	if c.dec {
-		*p = base + uint64(c.r.z64())
+		*p = base + uint64(d)
+	}
+}
+
+// varying walks a z value that changes from record to record, a time or
+// a wr_id where a list starts: version 2 keeps these apart from the
+// records, in the block's column of varying values, so that the records
+// of a steady stream repeat byte for byte and compress to little, and the
+// column to what the values' entropy is. Only the header and the kinds of
+// version 2's first release put values there: a reader that skips a kind
+// does not know what it put, and fields appended to a kind later are
+// dropped with their group, which the column would not follow.
+func (c *recordCodec) varying(p *int64) {
+	r, out := &c.r, &c.out
+	if c.version >= 2 {
+		r, out = &c.vr, &c.vals
+	}
+	if c.dec {
+		*p = r.z64()
 		return
 	}
-	c.out = binary.AppendVarint(c.out, int64(*p-base))
+	*out = binary.AppendVarint(*out, *p)
 }
+
+// The walk of each field is small enough to be inlined into the walk of
+// a kind: decoding reads the usual one-byte value in place, encoding calls
+// out.
 
 func (c *recordCodec) u64(p *uint64) {
 	if c.dec {
 		*p = c.r.u64()
 		return
 	}
-	c.out = binary.AppendUvarint(c.out, *p)
+	c.putU(*p)
 }
 
 func (c *recordCodec) u32(p *uint32) {
@@ -136,7 +180,7 @@ func (c *recordCodec) u32(p *uint32) {
 		*p = c.r.u32()
 		return
 	}
-	c.out = binary.AppendUvarint(c.out, uint64(*p))
+	c.putU(uint64(*p))
 }
 
 func (c *recordCodec) u16(p *uint16) {
@@ -144,7 +188,7 @@ func (c *recordCodec) u16(p *uint16) {
 		*p = c.r.u16()
 		return
 	}
-	c.out = binary.AppendUvarint(c.out, uint64(*p))
+	c.putU(uint64(*p))
 }
 
 func (c *recordCodec) z32(p *int32) {
@@ -152,8 +196,11 @@ func (c *recordCodec) z32(p *int32) {
 		*p = c.r.z32()
 		return
 	}
-	c.out = binary.AppendVarint(c.out, int64(*p))
+	c.putZ(int64(*p))
 }
+
+func (c *recordCodec) putU(v uint64) { c.out = binary.AppendUvarint(c.out, v) }
+func (c *recordCodec) putZ(v int64)  { c.out = binary.AppendVarint(c.out, v) }
 
 func (c *recordCodec) u8(p *uint8) {
 	if c.dec {
@@ -168,8 +215,10 @@ func (c *recordCodec) bool(p *bool) {
 		*p = c.r.bool()
 		return
 	}
-	c.out = appendBool(c.out, *p)
+	c.putBool(*p)
 }
+
+func (c *recordCodec) putBool(v bool) { c.out = appendBool(c.out, v) }
 
 func (c *recordCodec) str(p *string) {
 	if c.dec {
@@ -182,11 +231,11 @@ func (c *recordCodec) str(p *string) {
 // entry walks an EntryNS field of an event returned at timeNS (see
 // entryDelta).
 func (c *recordCodec) entry(p *uint64, timeNS uint64) {
+	d := entryDelta(timeNS, *p)
+	c.varying(&d)
 	if c.dec {
-		*p = entryTime(timeNS, c.r.z64())
-		return
+		*p = entryTime(timeNS, d)
 	}
-	c.out = binary.AppendVarint(c.out, entryDelta(timeNS, *p))
 }
 
 // count walks a list's length, n when encoding.
@@ -201,14 +250,14 @@ func (c *recordCodec) count(n int) int {
 // listWalk walks a list: its length, then each element given the one
 // before it (nil for the first). Decoding carves the list from slab; an
 // empty list decodes as nil.
-func listWalk[T any](c *recordCodec, list, slab *[]T, elem func(c *recordCodec, e, prev *T)) {
+func listWalk[T any](c *recordCodec, list *[]T, slab *slab[T], elem func(c *recordCodec, e, prev *T)) {
 	n := c.count(len(*list))
 	if n == 0 {
 		return
 	}
 	if c.dec {
 		// Every element takes at least its mask byte, which bounds n.
-		*list = take(slab, n)
+		*list = slab.take(n)
 	}
 	l := *list
 	elem(c, &l[0], nil)
@@ -235,8 +284,8 @@ func elemDefaultIn[T any](c *recordCodec, e, scratch *T) *T {
 // its mask 0 alone: elemDefault reports it, and it is walked whole.
 func elemDefault[T comparable](c *recordCodec, e, def *T) bool {
 	if c.dec {
-		if len(c.r.b) > 0 && c.r.b[0] == 0 {
-			c.r.b = c.r.b[1:]
+		if r := &c.r; r.i < len(r.b) && r.b[r.i] == 0 {
+			r.i++
 			return true
 		}
 	} else if *e == *def {
@@ -307,6 +356,61 @@ func (c *recordCodec) elemU32(p *uint32, def uint32) {
 	if bit, stored := c.elemField(*p != def); stored {
 		c.mask |= bit
 		c.u32(p)
+	}
+}
+
+// Optional fields of a record: version 2 stores them as a list element's
+// fields are stored (elemStart), behind a mask byte, each only where it
+// differs from its default; version 1 stores each one.
+
+func (c *recordCodec) optStart() {
+	if c.version >= 2 {
+		c.elemStart()
+	}
+}
+
+func (c *recordCodec) optEnd() {
+	if c.version >= 2 {
+		c.elemEnd()
+	}
+}
+
+// opt says whether an optional field whose value differs from its default
+// (when encoding) is stored; decoding, one that is not gets def.
+func opt[T comparable](c *recordCodec, p *T, def T) bool {
+	if c.version < 2 {
+		return true
+	}
+	bit, stored := c.elemField(*p != def)
+	if stored {
+		c.mask |= bit
+	} else if c.dec {
+		*p = def
+	}
+	return stored
+}
+
+func (c *recordCodec) optU8(p *uint8, def uint8) {
+	if opt(c, p, def) {
+		c.u8(p)
+	}
+}
+
+func (c *recordCodec) optU32(p *uint32, def uint32) {
+	if opt(c, p, def) {
+		c.u32(p)
+	}
+}
+
+func (c *recordCodec) optZ32(p *int32, def int32) {
+	if opt(c, p, def) {
+		c.z32(p)
+	}
+}
+
+func (c *recordCodec) optBool(p *bool) {
+	if opt(c, p, false) {
+		c.bool(p)
 	}
 }
 
