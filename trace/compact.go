@@ -97,6 +97,10 @@ func (t *refTable[K, S]) add(c *recordCodec, key K) int {
 // returns -1.
 func tableRef[K comparable, S any](c *recordCodec, t *refTable[K, S], key K) (i int, isNew bool) {
 	if c.dec {
+		if r := &c.r; r.i < len(r.b) && r.b[r.i] == 0 && t.last >= 0 { // the usual case
+			r.i++
+			return t.last, false
+		}
 		v := c.r.u64()
 		switch {
 		case v == 0 && t.last >= 0:
@@ -218,17 +222,39 @@ func (c *recordCodec) wcList(list *[]WC, next *uint64) {
 	shapedWalk(c, list, next, &c.wcs, &c.blk.wcShapes, (*recordCodec).wc)
 }
 
-// listElem is a list element with a wr_id: a WR or a WC.
+// listElem is a list element with a wr_id: a WR or a WC. Its methods
+// take a whole list, so that a list costs one call through the type
+// parameter, not one an element; the receiver is not used.
 type listElem[T any] interface {
 	*T
-	id() *uint64
-	noCuts() // drops what a list's shape leaves out (a WR's cuts)
+	// shift adds add to each wr_id of l and returns the first and the
+	// last after.
+	shift(l []T, add uint64) (first, last uint64)
+	// noCuts drops what a list's shape leaves out (a WR's cuts).
+	noCuts(l []T)
 }
 
-func (wr *WR) id() *uint64 { return &wr.ID }
-func (wc *WC) id() *uint64 { return &wc.ID }
-func (wr *WR) noCuts()     { wr.SGEsNotSummed = 0 }
-func (wc *WC) noCuts()     {}
+func (*WR) shift(l []WR, add uint64) (first, last uint64) {
+	for i := range l {
+		l[i].ID += add
+	}
+	return l[0].ID, l[len(l)-1].ID
+}
+
+func (*WC) shift(l []WC, add uint64) (first, last uint64) {
+	for i := range l {
+		l[i].ID += add
+	}
+	return l[0].ID, l[len(l)-1].ID
+}
+
+func (*WR) noCuts(l []WR) {
+	for i := range l {
+		l[i].SGEsNotSummed = 0
+	}
+}
+
+func (*WC) noCuts([]WC) {}
 
 // shapeTable holds the list shapes of a block: a list with its wr_ids
 // made relative, the first one 1 (so that each element of the usual list,
@@ -265,11 +291,11 @@ func shapedWalk[T comparable, P listElem[T]](c *recordCodec, list *[]T, next *ui
 	}
 	v := append(t.view[:0], l...)
 	t.view = v
-	first := *P(&l[0]).id()
-	for i := range v {
-		P(&v[i]).noCuts()
-		*P(&v[i]).id() = *P(&v[i]).id() - first + 1
-	}
+	var p P
+	first, _ := p.shift(v, 0)
+	_, last := p.shift(v, 1-first)
+	last += first - 1
+	p.noCuts(v)
 	at := len(c.out)
 	listWalk(c, &v, nil, elem)
 	stored := c.out[at:]
@@ -288,7 +314,7 @@ func shapedWalk[T comparable, P listElem[T]](c *recordCodec, list *[]T, next *ui
 	}
 	d := int64(first - *next)
 	c.varying(&d)
-	*next = *P(&l[len(l)-1]).id() + 1
+	*next = last + 1
 }
 
 func shapedDecode[T comparable, P listElem[T]](c *recordCodec, list *[]T, next *uint64, slab *slab[T], t *shapeTable[T], elem func(c *recordCodec, e, prev *T)) {
@@ -320,10 +346,8 @@ func shapedDecode[T comparable, P listElem[T]](c *recordCodec, list *[]T, next *
 	}
 	l := slab.take(len(shape))
 	copy(l, shape)
-	for i := range l {
-		id := P(&l[i]).id()
-		*id = *id + first - 1
-	}
-	*next = *P(&l[len(l)-1]).id() + 1
+	var p P
+	_, last := p.shift(l, first-1)
+	*next = last + 1
 	*list = l
 }

@@ -100,7 +100,12 @@ func (d *decoder) nextRecord(p []byte) (Event, int, error) {
 		return nil, 0, errShortRecord
 	}
 	kind := Kind(p[0])
-	n, w := binary.Uvarint(p[1:])
+	n, w := uint64(0), 1
+	if len(p) > 1 && p[1] < 0x80 { // most records are shorter than 128 bytes
+		n = uint64(p[1])
+	} else {
+		n, w = binary.Uvarint(p[1:])
+	}
 	if w == 0 {
 		return nil, 0, errShortRecord
 	}
@@ -262,7 +267,13 @@ func (r *fieldReader) u64() uint64 {
 	return r.u64long()
 }
 
+// u64long reads a u that does not take one byte: times and durations
+// take two, read here in place.
 func (r *fieldReader) u64long() uint64 {
+	if i := r.i; i+1 < len(r.b) && r.b[i+1] < 0x80 {
+		r.i = i + 2
+		return uint64(r.b[i]&0x7f) | uint64(r.b[i+1])<<7
+	}
 	v, n := binary.Uvarint(r.rest())
 	if n <= 0 {
 		r.fail(errBadVarint)
@@ -283,41 +294,45 @@ func (r *fieldReader) z64() int64 {
 }
 
 func (r *fieldReader) z64long() int64 {
-	v, n := binary.Varint(r.rest())
-	if n <= 0 {
-		r.fail(errBadVarint)
-		return 0
-	}
-	r.i += n
-	return v
+	u := r.u64long()
+	return int64(u>>1) ^ -int64(u&1)
 }
+
+// u32, u16 and z32 read their one-byte values in place too; longer ones
+// are range-checked.
 
 func (r *fieldReader) u32() uint32 {
-	v := r.u64()
-	if v > math.MaxUint32 {
-		return uint32(r.outOfRange(v, 32))
+	if r.i < len(r.b) && r.b[r.i] < 0x80 {
+		v := r.b[r.i]
+		r.i++
+		return uint32(v)
 	}
-	return uint32(v)
-}
-
-// outOfRange fails the read of v, past a field of bits bits.
-func (r *fieldReader) outOfRange(v any, bits int) int {
-	r.fail(fmt.Errorf("value %d out of range for %d bits", v, bits))
-	return 0
+	return uint32(r.bounded(r.u64long(), math.MaxUint32, 32))
 }
 
 func (r *fieldReader) u16() uint16 {
-	v := r.u64()
-	if v > math.MaxUint16 {
-		return uint16(r.outOfRange(v, 16))
+	if r.i < len(r.b) && r.b[r.i] < 0x80 {
+		v := r.b[r.i]
+		r.i++
+		return uint16(v)
 	}
-	return uint16(v)
+	return uint16(r.bounded(r.u64long(), math.MaxUint16, 16))
+}
+
+// bounded returns v, or fails for a v past max, a field of bits bits.
+func (r *fieldReader) bounded(v, max uint64, bits int) uint64 {
+	if v > max {
+		r.fail(fmt.Errorf("value %d out of range for %d bits", v, bits))
+		return 0
+	}
+	return v
 }
 
 func (r *fieldReader) z32() int32 {
 	v := r.z64()
 	if v < math.MinInt32 || v > math.MaxInt32 {
-		return int32(r.outOfRange(v, 32))
+		r.fail(fmt.Errorf("value %d out of range for 32 bits", v))
+		return 0
 	}
 	return int32(v)
 }

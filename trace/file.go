@@ -243,10 +243,12 @@ func fileHeader(info *FileInfo, version uint16) ([]byte, error) {
 
 // The zstd encoder and decoder are shared: both take whole blocks
 // (EncodeAll, DecodeAll), which they allow from several goroutines at
-// once, each call on one.
+// once, each call on one. The encoder's window is twice a block's target:
+// a larger one compresses no better and holds more memory.
 var (
 	zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(false),
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithWindowSize(2*blockTarget),
+			zstd.WithEncoderCRC(false),
 			zstd.WithLowerEncoderMem(true))
 		if err != nil {
 			return nil, fmt.Errorf("compressing recording: %w", err)

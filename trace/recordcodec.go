@@ -73,27 +73,30 @@ func (c *recordCodec) err() error {
 // matters to encoding only). A record stores its groups up to the last one
 // that is set, so a record with none stored reads as it did before the
 // groups existed; a reader reads the groups there are, and the fields of
-// those that are not there stay zero.
-func (c *recordCodec) appended(set bool) {
+// those that are not there stay zero. It says whether to walk the group:
+// always when encoding, when decoding if the record has it.
+func (c *recordCodec) appended(set bool) bool {
 	if c.dec {
 		if c.r.left() == 0 {
 			c.r.absent = true
 		}
-		return
+		return !c.r.absent
 	}
 	if !c.tail || c.set {
 		c.keep = len(c.out)
 	}
 	c.tail, c.set = true, set
+	return true
 }
 
 // appendedFlag starts an appended group whose presence is the value of *p:
 // a bool stored as the group being there.
-func (c *recordCodec) appendedFlag(p *bool) {
-	c.appended(*p)
-	if c.dec && !c.r.absent {
+func (c *recordCodec) appendedFlag(p *bool) bool {
+	walk := c.appended(*p)
+	if c.dec && walk {
 		*p = true
 	}
+	return walk
 }
 
 // end finishes a walk: encoding drops the appended groups after the last
@@ -151,16 +154,32 @@ func (c *recordCodec) delta(p *uint64, base uint64) {
 // version 2's first release put values there: a reader that skips a kind
 // does not know what it put, and fields appended to a kind later are
 // dropped with their group, which the column would not follow.
+// varyingU walks an unsigned value that changes from record to record (a
+// count), as varying does a signed one.
+func (c *recordCodec) varyingU(p *uint64) {
+	switch {
+	case c.dec && c.version >= 2:
+		*p = c.vr.u64()
+	case c.dec:
+		*p = c.r.u64()
+	case c.version >= 2:
+		c.vals = binary.AppendUvarint(c.vals, *p)
+	default:
+		c.putU(*p)
+	}
+}
+
 func (c *recordCodec) varying(p *int64) {
-	r, out := &c.r, &c.out
-	if c.version >= 2 {
-		r, out = &c.vr, &c.vals
+	switch {
+	case c.dec && c.version >= 2:
+		*p = c.vr.z64()
+	case c.dec:
+		*p = c.r.z64()
+	case c.version >= 2:
+		c.vals = binary.AppendVarint(c.vals, *p)
+	default:
+		c.putZ(*p)
 	}
-	if c.dec {
-		*p = r.z64()
-		return
-	}
-	*out = binary.AppendVarint(*out, *p)
 }
 
 // The walk of each field is small enough to be inlined into the walk of
@@ -360,13 +379,23 @@ func (c *recordCodec) elemU32(p *uint32, def uint32) {
 }
 
 // Optional fields of a record: version 2 stores them as a list element's
-// fields are stored (elemStart), behind a mask byte, each only where it
-// differs from its default; version 1 stores each one.
+// fields are stored (elemStart), behind a mask byte, each only where it is
+// not zero; version 1 stores each one. opts starts them and says whether
+// to walk them: not when decoding a mask of none (the fields of a new
+// event are zero).
 
-func (c *recordCodec) optStart() {
-	if c.version >= 2 {
-		c.elemStart()
+func (c *recordCodec) opts() bool {
+	if c.version < 2 {
+		return true
 	}
+	if c.dec {
+		if r := &c.r; r.i < len(r.b) && r.b[r.i] == 0 {
+			r.i++
+			return false
+		}
+	}
+	c.elemStart()
+	return true
 }
 
 func (c *recordCodec) optEnd() {
@@ -375,41 +404,42 @@ func (c *recordCodec) optEnd() {
 	}
 }
 
-// opt says whether an optional field whose value differs from its default
-// (when encoding) is stored; decoding, one that is not gets def.
-func opt[T comparable](c *recordCodec, p *T, def T) bool {
+// opt says whether an optional field, not zero when encoding, is stored;
+// decoding, one that is not is zero.
+func opt[T comparable](c *recordCodec, p *T) bool {
 	if c.version < 2 {
 		return true
 	}
-	bit, stored := c.elemField(*p != def)
+	var zero T
+	bit, stored := c.elemField(*p != zero)
 	if stored {
 		c.mask |= bit
 	} else if c.dec {
-		*p = def
+		*p = zero
 	}
 	return stored
 }
 
-func (c *recordCodec) optU8(p *uint8, def uint8) {
-	if opt(c, p, def) {
+func (c *recordCodec) optU8(p *uint8) {
+	if opt(c, p) {
 		c.u8(p)
 	}
 }
 
-func (c *recordCodec) optU32(p *uint32, def uint32) {
-	if opt(c, p, def) {
+func (c *recordCodec) optU32(p *uint32) {
+	if opt(c, p) {
 		c.u32(p)
 	}
 }
 
-func (c *recordCodec) optZ32(p *int32, def int32) {
-	if opt(c, p, def) {
+func (c *recordCodec) optZ32(p *int32) {
+	if opt(c, p) {
 		c.z32(p)
 	}
 }
 
 func (c *recordCodec) optBool(p *bool) {
-	if opt(c, p, false) {
+	if opt(c, p) {
 		c.bool(p)
 	}
 }

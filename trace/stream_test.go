@@ -22,7 +22,12 @@ type StreamConfig struct {
 	Inline   uint32 // bytes of an inline WR (0: 64)
 	Bytes    uint32 // bytes of a WR from memory (0: 4096)
 	SharedCQ bool   // one CQ per thread, shared by its QPs
-	Seed     uint64
+	// Varied: what applications vary and the workload does not: wr_ids
+	// are the addresses of 256 contexts taken in turn, a WR's size one of
+	// three, call entry times recorded, and the empty polls between two
+	// completions in random number.
+	Varied bool
+	Seed   uint64
 }
 
 // StreamEvents builds the stream c describes, with the QPs' creates
@@ -79,9 +84,16 @@ func StreamEvents(c StreamConfig) []Event {
 			h := tick()
 			h.TID = q.tid
 			p := &Post{Header: h, QP: q.addr, QPNum: q.num, WRs: make([]WR, c.PostList), Accepted: uint32(c.PostList)}
+			if c.Varied {
+				p.EntryNS = h.TimeNS - 50 - rng.Uint64N(450)
+			}
 			var done []WC
 			for j := range p.WRs {
 				wr := WR{ID: q.nextID, Opcode: ibv.WRSend, NumSGE: 1, Bytes: c.Bytes}
+				if c.Varied {
+					wr.ID = 0x5600_0000_0000 + (q.nextID%256)*0x140 + uint64(q.num)<<24
+					wr.Bytes = [...]uint32{c.Bytes, c.Bytes / 8, 2 * c.Bytes}[rng.IntN(3)]
+				}
 				if q.inline {
 					wr.Flags, wr.Bytes = ibv.SendInline, c.Inline
 				}
@@ -95,13 +107,20 @@ func StreamEvents(c StreamConfig) []Event {
 			}
 			evs = append(evs, p)
 			k := cqs[q.cq]
+			if c.Varied {
+				k.empty += rng.Uint64N(40)
+			}
 			if len(done) == 0 {
 				k.empty++
 				continue
 			}
 			h = tick()
 			h.TID = q.tid
-			evs = append(evs, &Poll{Header: h, CQ: q.cq, Max: 16, Ret: int32(len(done)), WCs: done, EmptyBefore: k.empty})
+			poll := &Poll{Header: h, CQ: q.cq, Max: 16, Ret: int32(len(done)), WCs: done, EmptyBefore: k.empty}
+			if c.Varied {
+				poll.EntryNS = h.TimeNS - 30 - rng.Uint64N(200)
+			}
+			evs = append(evs, poll)
 			k.empty = 0
 		}
 	}
