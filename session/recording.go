@@ -211,7 +211,7 @@ type RecordingInfo struct {
 // Describe says what was read of the recording at path.
 func Describe(path string, r *trace.Reader, res *ReadResult) RecordingInfo {
 	fi := r.Info()
-	rec := RecordingInfo{File: path, FormatVersion: trace.FormatVersion, Hostname: fi.Hostname, Kernel: fi.Kernel,
+	rec := RecordingInfo{File: path, FormatVersion: int(r.Version()), Hostname: fi.Hostname, Kernel: fi.Kernel,
 		Version: fi.Version, StartMonoNS: fi.StartMonoNS, Target: fi.Target, TargetPID: fi.TargetPID,
 		ProbeMode: fi.ProbeMode, Complete: res.Truncated == nil && res.Corrupt == nil, SkippedRecords: r.Skipped()}
 	if !fi.StartWall.IsZero() {

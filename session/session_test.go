@@ -17,6 +17,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer/analyzertest"
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
+	"github.com/sqscope/sqscope/trace"
 )
 
 func TestSplitCommand(t *testing.T) {
@@ -189,5 +190,32 @@ func TestTextHeaderSaysWhatWasNotRead(t *testing.T) {
 	h := rec.TextHeader()
 	if !strings.Contains(h, "INCOMPLETE") || !strings.Contains(h, "3 records of kinds this sqscope does not know were skipped") {
 		t.Errorf("header %q", h)
+	}
+}
+
+// A report says the format version of the file it read, an older one's
+// too.
+func TestDescribeSaysTheFileVersion(t *testing.T) {
+	newer := filepath.Join(t.TempDir(), "new.sqscope")
+	w, err := trace.Create(newer, trace.FileInfo{Target: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{"../trace/testdata/v1-all-kinds.sqscope": 1, newer: trace.FormatVersion} {
+		r, err := OpenRecording(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := ReadAll(context.Background(), r, func(trace.Event) {})
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec := Describe(path, r, &res); rec.FormatVersion != want || !rec.Complete {
+			t.Errorf("%s: format version %d, complete %v; want %d, complete", path, rec.FormatVersion, rec.Complete, want)
+		}
 	}
 }
