@@ -457,9 +457,9 @@ func BenchmarkCompact(b *testing.B) {
 				}
 			}
 			v1 := writeRecordingV1(b, evs, 0)
-			start := cpuNow()
+			start := CPUNow()
 			data := writeRecording(b, evs, 0)
-			writeNS := float64(cpuNow()-start) / float64(wrs)
+			writeNS := float64(CPUNow()-start) / float64(wrs)
 
 			prev := runtime.GOMAXPROCS(1)
 			defer runtime.GOMAXPROCS(prev)
@@ -489,11 +489,11 @@ func BenchmarkCompact(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				start = cpuNow()
+				start = CPUNow()
 				readAll(data)
-				mid := cpuNow()
+				mid := CPUNow()
 				readAll(v1)
-				cpu, cpuV1 = cpu+mid-start, cpuV1+cpuNow()-mid
+				cpu, cpuV1 = cpu+mid-start, cpuV1+CPUNow()-mid
 			}
 			b.StopTimer()
 			rate := float64(wrs) * float64(b.N) / (float64(cpu) / 1e9)

@@ -133,8 +133,9 @@ func StreamEvents(c StreamConfig) []Event {
 	return evs
 }
 
-// cpuNow is the CPU time this process has used, in ns.
-func cpuNow() int64 {
+// CPUNow is the CPU time this process has used, in ns (exported to the
+// package's external tests only).
+func CPUNow() int64 {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return ru.Utime.Nano() + ru.Stime.Nano()
