@@ -5,16 +5,28 @@ import (
 	"fmt"
 )
 
-// The compact record layout (version 2). A block's records are encoded
-// against what the block met before them, kept in its blockState: the
-// threads, QPs and CQs referred to, and the shapes of the WR and WC lists.
-// A reference is u 0 for the entry of the table referred to last, i+1
+// The compact record layout (version 2). A block, once decompressed, is
+// u the length of its column of varying values, the column, then its
+// records (encoder.appendBlock). A record is encoded against what the
+// block met before it, kept in its blockState: the threads, QPs and CQs
+// referred to, and the shapes of the WR and WC lists; and it leaves what
+// changes from record to record (times, call durations, where a list's
+// wr_ids start, a poll's empty polls) to the column, in the order the
+// records walk them (recordCodec.varying). So the records of a steady
+// stream repeat byte for byte, which the block's compression takes to
+// almost nothing, and the column holds little more than the times'
+// jitter.
+//
+// A reference is u 0 for the entry of its table referred to last, i+1
 // for entry i, or the table's length plus one for a new entry, whose key
-// follows in full and which the table then holds. Everything resets at
-// each block, so every block decodes on its own. The records still carry
-// their kind and length, so a reader skips a kind it does not know; a
-// kind added later must not add entries to the tables nor change their
-// state, which a reader that skips it would not follow.
+// follows in full and which the table then holds. A list refers to its
+// shape the same way (shapedWalk); a QP's or CQ's entry keeps the wr_id it
+// expects next, which a list's first wr_id is stored against. Everything
+// resets at each block, so every block decodes on its own. The records
+// still carry their kind and length, so a reader skips a kind it does not
+// know; a kind added later must not add entries to the tables, change
+// their state nor put values in the column, which a reader that skips it
+// would not follow.
 
 // maxShapes bounds each block's table of list shapes: a shape met once
 // the table is full is stored in full and not kept.
