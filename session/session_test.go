@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,5 +219,55 @@ func TestDescribeSaysTheFileVersion(t *testing.T) {
 		if rec := Describe(path, r, &res); rec.FormatVersion != want || !rec.Complete {
 			t.Errorf("%s: format version %d, complete %v; want %d, complete", path, rec.FormatVersion, rec.Complete, want)
 		}
+	}
+}
+
+// A recording goes to its file every so often while it is written, not
+// only as blocks fill: a sqscope killed before its end leaves a file that
+// reads up to the last flush.
+func TestRecorderFlushesWhileWriting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rec.sqscope")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := trace.NewWriter(f, trace.FileInfo{Target: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Recorder{path: path, w: w, dst: f}
+	r.startFlushing(10 * time.Millisecond)
+	const n = 100
+	for i := range n {
+		r.write(&trace.Lost{Header: trace.Header{TimeNS: uint64(1000 + i), PID: 7}, Count: 1})
+	}
+	read := func() (int, error) {
+		rd, err := trace.Open(path)
+		if err != nil {
+			return 0, err
+		}
+		defer rd.Close()
+		for k := 0; ; k++ {
+			if _, err := rd.Next(); err != nil {
+				return k, err
+			}
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		k, err := read()
+		var te *trace.TruncatedError
+		if k == n && errors.As(err, &te) && te.Leftover == 0 {
+			break // all there, the end not yet
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("before Close, %d events of %d read, then %v", k, n, err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := read(); k != n || err != io.EOF {
+		t.Fatalf("after Close: %d events, then %v; want %d, io.EOF", k, err, n)
 	}
 }
