@@ -91,6 +91,24 @@ func TestBenchProgramsLoad(t *testing.T) {
 	}
 }
 
+func TestRecordingVerdicts(t *testing.T) {
+	r := &report{other: []otherRow{
+		{What: recordingSize1, Value: summary{Med: 1.23, N: 3}},
+		{What: recordingSize16, Value: summary{Med: 1.6, N: 3}},
+		{What: reportRate1, Value: summary{Med: 9e6, N: 3}},
+		{What: reportRate16, Value: summary{Med: 25e6, N: 3}},
+	}}
+	got := fmt.Sprint(r.recordingVerdicts())
+	for _, want := range []string{"recording size, post_list 1 ≤ 8.0 bytes/WR: met (1.23 bytes/WR)",
+		"recording size, post_list 16 ≤ 1.5 bytes/WR: NOT met (1.60 bytes/WR)",
+		"one core, post_list 1 ≥ 15.00M WR/s: NOT met (9.00M WRs per CPU-second)",
+		"one core, post_list 16 ≥ 15.00M WR/s: met (25.00M WRs per CPU-second)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdicts %s lack %q", got, want)
+		}
+	}
+}
+
 func TestExportVerdicts(t *testing.T) {
 	r := &report{other: []otherRow{
 		{What: exportPerfettoSize, Value: summary{Med: 0.57, N: 1}},
