@@ -88,10 +88,7 @@ type encoder struct {
 // newEncoder returns an encoder of the given layout version (1 or 2).
 func newEncoder(version uint16) *encoder {
 	e := &encoder{}
-	e.c.version = version
-	if version >= 2 {
-		e.c.blk = newBlockState()
-	}
+	e.c.setVersion(version)
 	return e
 }
 

@@ -76,27 +76,8 @@ func TestCutAtEveryOffsetV2(t *testing.T) {
 	}
 	t.Logf("%d bytes, %d blocks", len(data), len(blocks))
 	for cut := 0; cut <= len(data); cut++ {
-		info, got, err := readAll(data[:cut])
-		if cut == len(data) {
-			if err != io.EOF {
-				t.Fatalf("whole file: err %v, want io.EOF", err)
-			}
-			assertInfo(t, info, testInfo)
-			assertEvents(t, got, events)
-			continue
-		}
-		var te *TruncatedError
-		if !errors.As(err, &te) || !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("cut at %d: err %v, want a *TruncatedError", cut, err)
-		}
-		if strings.Contains(err.Error(), "\n") {
-			t.Fatalf("cut at %d: error has several lines: %q", cut, err)
-		}
-		if cut < headerEnd {
-			want := TruncatedError{Leftover: int64(cut), InHeader: true}
-			if *te != want || len(got) != 0 {
-				t.Fatalf("cut at %d: %+v and %d events, want %+v", cut, *te, len(got), want)
-			}
+		got, te := readCut(t, data, cut, headerEnd, events)
+		if te == nil {
 			continue
 		}
 		want := TruncatedError{Offset: int64(headerEnd)}
@@ -157,13 +138,7 @@ func TestCorruptionV2(t *testing.T) {
 		return n
 	}
 	last := len(blocks) - 1
-	tests := []struct {
-		name       string
-		flip       int // byte to change
-		wantOffset int64
-		wantEvents int
-		wantReason string
-	}{
+	tests := []flipCase{
 		{"first block payload", blocks[0].start + blockHeaderLen + 3, int64(blocks[0].start), 0, "block checksum mismatch"},
 		{"second block count", blocks[1].start + 4, int64(blocks[1].start), before(1), "block checksum mismatch"},
 		{"second block records length", blocks[1].start + 8, int64(blocks[1].start), before(1), "block checksum mismatch"},
@@ -173,23 +148,7 @@ func TestCorruptionV2(t *testing.T) {
 		{"end block records length", blocks[last].start + 8, int64(blocks[last].start), len(events), "bad block header (1 bytes of records, no records)"},
 		{"file header info", fileHeaderLen + 2, int64(fileHeaderLen), -1, "file header checksum mismatch"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			bad := bytes.Clone(data)
-			bad[tc.flip] ^= 0x01
-			_, got, err := readAll(bad)
-			var ce *CorruptError
-			if !errors.As(err, &ce) {
-				t.Fatalf("err %v, want a *CorruptError", err)
-			}
-			if ce.Offset != tc.wantOffset || ce.Reason != tc.wantReason {
-				t.Errorf("got %q, want offset %d and %q", err, tc.wantOffset, tc.wantReason)
-			}
-			if tc.wantEvents >= 0 {
-				assertEvents(t, got, events[:tc.wantEvents])
-			}
-		})
-	}
+	checkFlips(t, data, events, tests)
 
 	// Blocks whose checksum holds but whose records do not match their
 	// header: the records before the damage are returned.
@@ -257,21 +216,7 @@ func TestUnknownKindSkippedV2(t *testing.T) {
 	recs = append(recs, 200, byte(len(body)))
 	recs = append(recs, body...)
 	recs, _ = e.appendRecord(recs, second) // the same thread: referred to as the last
-	r, err := NewReader(bytes.NewReader(withBlocks(t, 3, rawBlock(t, e.appendBlock(nil, recs), 3))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []Event
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ev)
-	}
+	r, got := readWhole(t, withBlocks(t, 3, rawBlock(t, e.appendBlock(nil, recs), 3)))
 	assertEvents(t, got, []Event{first, second})
 	if r.Skipped() != 1 || r.Version() != 2 {
 		t.Errorf("Skipped() = %d, Version() = %d; want 1, 2", r.Skipped(), r.Version())

@@ -24,10 +24,7 @@ type decoder struct {
 // newDecoder returns a decoder of the given layout version (1 or 2).
 func newDecoder(version uint16) *decoder {
 	d := &decoder{}
-	d.c.version = version
-	if version >= 2 {
-		d.c.blk = newBlockState()
-	}
+	d.c.setVersion(version)
 	return d
 }
 

@@ -283,6 +283,39 @@ func layout(t *testing.T, data []byte) (headerEnd int, recEnds, chunkEnds []int)
 	}
 }
 
+// readCut reads data cut at cut bytes and checks what every cut gives:
+// the whole file reads to io.EOF with every event, a cut one ends in a
+// one-line *TruncatedError, and one inside the file header (before
+// headerEnd) has no event. For a cut past the header it returns the events
+// read and the error, for the others nil.
+func readCut(t *testing.T, data []byte, cut, headerEnd int, events []Event) ([]Event, *TruncatedError) {
+	t.Helper()
+	info, got, err := readAll(data[:cut])
+	if cut == len(data) {
+		if err != io.EOF {
+			t.Fatalf("whole file: err %v, want io.EOF", err)
+		}
+		assertInfo(t, info, testInfo)
+		assertEvents(t, got, events)
+		return nil, nil
+	}
+	var te *TruncatedError
+	if !errors.As(err, &te) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut at %d: err %v, want a *TruncatedError", cut, err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("cut at %d: error has several lines: %q", cut, err)
+	}
+	if cut < headerEnd {
+		want := TruncatedError{Leftover: int64(cut), InHeader: true}
+		if *te != want || len(got) != 0 {
+			t.Fatalf("cut at %d: %+v and %d events, want %+v", cut, *te, len(got), want)
+		}
+		return nil, nil
+	}
+	return got, te
+}
+
 func TestCutAtEveryOffsetV1(t *testing.T) {
 	events := manyEvents(60)
 	data := writeRecordingV1(t, events, 256)
@@ -296,27 +329,8 @@ func TestCutAtEveryOffsetV1(t *testing.T) {
 	}
 	t.Logf("%d bytes, %d chunks, %d records", len(data), len(chunks), len(recEnds))
 	for cut := 0; cut <= len(data); cut++ {
-		info, got, err := readAll(data[:cut])
-		if cut == len(data) {
-			if err != io.EOF {
-				t.Fatalf("whole file: err %v, want io.EOF", err)
-			}
-			assertInfo(t, info, testInfo)
-			assertEvents(t, got, events)
-			continue
-		}
-		var te *TruncatedError
-		if !errors.As(err, &te) || !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("cut at %d: err %v, want a *TruncatedError", cut, err)
-		}
-		if strings.Contains(err.Error(), "\n") {
-			t.Fatalf("cut at %d: error has several lines: %q", cut, err)
-		}
-		if cut < headerEnd {
-			want := TruncatedError{Leftover: int64(cut), InHeader: true}
-			if *te != want || len(got) != 0 {
-				t.Fatalf("cut at %d: %+v and %d events, want %+v", cut, *te, len(got), want)
-			}
+		got, te := readCut(t, data, cut, headerEnd, events)
+		if te == nil {
 			continue
 		}
 		k, unverified := 0, 0
@@ -373,32 +387,19 @@ func chunkStarts(t *testing.T, data []byte) []int {
 	return starts
 }
 
-func TestCorruptionV1(t *testing.T) {
-	events := manyEvents(40)
-	data := writeRecordingV1(t, events, 256)
-	starts := chunkStarts(t, data)
-	_, recEnds, _ := layout(t, data)
-	eventsBefore := func(off int) int {
-		n := 0
-		for n < len(recEnds) && recEnds[n] <= off {
-			n++
-		}
-		return n
-	}
-	last := len(starts) - 1 // the end chunk
-	tests := []struct {
-		name       string
-		flip       int // byte to change
-		wantOffset int64
-		wantEvents int
-		wantReason string
-	}{
-		{"first chunk payload", starts[0] + chunkHeaderLen + 3, int64(starts[0]), 0, "chunk checksum mismatch"},
-		{"second chunk checksum", starts[1] + 8, int64(starts[1]), eventsBefore(starts[1]), "chunk checksum mismatch"},
-		{"last byte of a chunk", starts[2] - 1, int64(starts[1]), eventsBefore(starts[1]), "chunk checksum mismatch"},
-		{"end chunk total", starts[last] + chunkHeaderLen, int64(starts[last]), len(events), "end chunk checksum mismatch"},
-		{"file header info", fileHeaderLen + 2, int64(fileHeaderLen), -1, "file header checksum mismatch"},
-	}
+// flipCase is a recording with one byte changed, and how reading it
+// stops.
+type flipCase struct {
+	name       string
+	flip       int // byte to change
+	wantOffset int64
+	wantEvents int // events read before (-1: none to check)
+	wantReason string
+}
+
+// checkFlips reads data with each case's byte changed: a *CorruptError
+// at its offset, with its reason, after its events.
+func checkFlips(t *testing.T, data []byte, events []Event, tests []flipCase) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := bytes.Clone(data)
@@ -416,6 +417,29 @@ func TestCorruptionV1(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCorruptionV1(t *testing.T) {
+	events := manyEvents(40)
+	data := writeRecordingV1(t, events, 256)
+	starts := chunkStarts(t, data)
+	_, recEnds, _ := layout(t, data)
+	eventsBefore := func(off int) int {
+		n := 0
+		for n < len(recEnds) && recEnds[n] <= off {
+			n++
+		}
+		return n
+	}
+	last := len(starts) - 1 // the end chunk
+	tests := []flipCase{
+		{"first chunk payload", starts[0] + chunkHeaderLen + 3, int64(starts[0]), 0, "chunk checksum mismatch"},
+		{"second chunk checksum", starts[1] + 8, int64(starts[1]), eventsBefore(starts[1]), "chunk checksum mismatch"},
+		{"last byte of a chunk", starts[2] - 1, int64(starts[1]), eventsBefore(starts[1]), "chunk checksum mismatch"},
+		{"end chunk total", starts[last] + chunkHeaderLen, int64(starts[last]), len(events), "end chunk checksum mismatch"},
+		{"file header info", fileHeaderLen + 2, int64(fileHeaderLen), -1, "file header checksum mismatch"},
+	}
+	checkFlips(t, data, events, tests)
 
 	// The record count is outside the checksum: a wrong one shows as a
 	// chunk whose records do not match it.
@@ -564,6 +588,27 @@ func rawChunk(records []byte, count uint32) []byte {
 	return c
 }
 
+// readWhole reads a recording that must read to its end: its reader (what
+// it counted) and its events.
+func readWhole(t *testing.T, data []byte) (*Reader, []Event) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Event
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return r, got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+}
+
 func TestUnknownKindSkippedV1(t *testing.T) {
 	head := writeRecordingV1(t, nil, 0)
 	head = head[:len(head)-chunkHeaderLen-endChunkLen]
@@ -587,21 +632,7 @@ func TestUnknownKindSkippedV1(t *testing.T) {
 	putChunkHeader(end, 0)
 	data = append(data, end...)
 
-	r, err := NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []Event
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ev)
-	}
+	r, got := readWhole(t, data)
 	assertEvents(t, got, []Event{first, second})
 	if r.Skipped() != 1 {
 		t.Errorf("Skipped() = %d, want 1", r.Skipped())

@@ -265,18 +265,28 @@ func (rd *Reader) truncated(unverified int) *TruncatedError {
 	return &TruncatedError{Offset: rd.lastEnd, Leftover: rd.off - rd.lastEnd, Unverified: unverified}
 }
 
+// frameHeader reads the n bytes of the header of a block (chunk) or the
+// end; where the input ends first, the error says where it was cut.
+func (rd *Reader) frameHeader(n int) ([]byte, error) {
+	hdr, err := rd.read(rd.buf, n)
+	rd.buf = hdr
+	if err != nil {
+		if isEOF(err) {
+			return nil, rd.truncated(0)
+		}
+		return nil, rd.ioError(err)
+	}
+	return hdr, nil
+}
+
 // readBlock reads the next block of a version 2 file (or its end) and
 // makes its records the next to decode. The error it returns is for Next
 // to give out after the events before it.
 func (rd *Reader) readBlock() error {
 	start := rd.off
-	hdr, err := rd.read(rd.buf, blockHeaderLen)
-	rd.buf = hdr
+	hdr, err := rd.frameHeader(blockHeaderLen)
 	if err != nil {
-		if isEOF(err) {
-			return rd.truncated(0)
-		}
-		return rd.ioError(err)
+		return err
 	}
 	length := binary.LittleEndian.Uint32(hdr[0:])
 	count := binary.LittleEndian.Uint32(hdr[4:])
@@ -376,13 +386,9 @@ func oneLine(s string) string {
 // is for Next to give out after them.
 func (rd *Reader) readChunk() error {
 	start := rd.off
-	hdr, err := rd.read(rd.buf, chunkHeaderLen)
-	rd.buf = hdr
+	hdr, err := rd.frameHeader(chunkHeaderLen)
 	if err != nil {
-		if isEOF(err) {
-			return rd.truncated(0)
-		}
-		return rd.ioError(err)
+		return err
 	}
 	length := binary.LittleEndian.Uint32(hdr[0:])
 	count := binary.LittleEndian.Uint32(hdr[4:])

@@ -44,6 +44,14 @@ type recordCodec struct {
 	scratchID uint64
 }
 
+// setVersion makes the codec walk the given layout version (1 or 2).
+func (c *recordCodec) setVersion(version uint16) {
+	c.version = version
+	if version >= 2 {
+		c.blk = newBlockState()
+	}
+}
+
 func (c *recordCodec) beginEncode(out []byte) {
 	c.dec, c.out, c.tail, c.set = false, out, false, false
 }
@@ -154,31 +162,27 @@ func (c *recordCodec) delta(p *uint64, base uint64) {
 // version 2's first release put values there: a reader that skips a kind
 // does not know what it put, and fields appended to a kind later are
 // dropped with their group, which the column would not follow.
+func (c *recordCodec) varying(p *int64) {
+	switch {
+	case c.version < 2:
+		c.z64(p)
+	case c.dec:
+		*p = c.vr.z64()
+	default:
+		c.vals = binary.AppendVarint(c.vals, *p)
+	}
+}
+
 // varyingU walks an unsigned value that changes from record to record (a
 // count), as varying does a signed one.
 func (c *recordCodec) varyingU(p *uint64) {
 	switch {
-	case c.dec && c.version >= 2:
+	case c.version < 2:
+		c.u64(p)
+	case c.dec:
 		*p = c.vr.u64()
-	case c.dec:
-		*p = c.r.u64()
-	case c.version >= 2:
+	default:
 		c.vals = binary.AppendUvarint(c.vals, *p)
-	default:
-		c.putU(*p)
-	}
-}
-
-func (c *recordCodec) varying(p *int64) {
-	switch {
-	case c.dec && c.version >= 2:
-		*p = c.vr.z64()
-	case c.dec:
-		*p = c.r.z64()
-	case c.version >= 2:
-		c.vals = binary.AppendVarint(c.vals, *p)
-	default:
-		c.putZ(*p)
 	}
 }
 
@@ -192,6 +196,14 @@ func (c *recordCodec) u64(p *uint64) {
 		return
 	}
 	c.putU(*p)
+}
+
+func (c *recordCodec) z64(p *int64) {
+	if c.dec {
+		*p = c.r.z64()
+		return
+	}
+	c.putZ(*p)
 }
 
 func (c *recordCodec) u32(p *uint32) {
