@@ -244,6 +244,9 @@ type RecordingInfo struct {
 	// Where a truncated file stops: the end of its last whole record.
 	TruncatedAt   *int64 `json:"truncated_at,omitempty"`
 	LeftoverBytes int64  `json:"leftover_bytes,omitempty"`
+	// The records of the block the cut fell in, lost with it (a file of
+	// format version 2 whose cut left that block's header whole).
+	CutRecords int64 `json:"cut_records,omitempty"`
 	// Records of kinds this version does not know, skipped.
 	SkippedRecords int64 `json:"skipped_records,omitempty"`
 }
@@ -258,7 +261,7 @@ func Describe(path string, r *trace.Reader, res *ReadResult) RecordingInfo {
 		rec.StartWall = fi.StartWall.UTC().Format(time.RFC3339Nano)
 	}
 	if te := res.Truncated; te != nil {
-		rec.TruncatedAt, rec.LeftoverBytes = &te.Offset, te.Leftover
+		rec.TruncatedAt, rec.LeftoverBytes, rec.CutRecords = &te.Offset, te.Leftover, te.CutRecords
 	}
 	return rec
 }

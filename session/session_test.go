@@ -196,7 +196,7 @@ func TestTextHeaderSaysWhatWasNotRead(t *testing.T) {
 }
 
 // A report says the format version of the file it read, an older one's
-// too.
+// too, and of a cut one what the cut lost.
 func TestDescribeSaysTheFileVersion(t *testing.T) {
 	newer := filepath.Join(t.TempDir(), "new.sqscope")
 	w, err := trace.Create(newer, trace.FileInfo{Target: "app"})
@@ -219,6 +219,39 @@ func TestDescribeSaysTheFileVersion(t *testing.T) {
 		if rec := Describe(path, r, &res); rec.FormatVersion != want || !rec.Complete {
 			t.Errorf("%s: format version %d, complete %v; want %d, complete", path, rec.FormatVersion, rec.Complete, want)
 		}
+	}
+	// A block cut short: its header says how many records went with it.
+	w, err = trace.Create(newer, trace.FileInfo{Target: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := w.Write(&trace.Lost{Header: trace.Header{TimeNS: uint64(100 + i)}, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(newer, data[:len(data)-30], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenRecording(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	res, err := ReadAll(context.Background(), r, func(trace.Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := Describe(newer, r, &res); rec.Complete || rec.CutRecords != 3 || res.Events != 0 ||
+		!strings.Contains(res.Warning(newer), "the block cut short held 3 records, lost") {
+		t.Errorf("cut in its block: %+v, %d events, warning %q", rec, res.Events, res.Warning(newer))
 	}
 }
 
