@@ -27,7 +27,16 @@ type Recorder struct {
 
 	mu   sync.Mutex
 	werr error // the first write error
+
+	stopFlush chan struct{} // closed to stop the periodic flush
+	flushing  sync.WaitGroup
 }
+
+// flushEvery is how often what was recorded goes to the file even when no
+// block of it has filled up: a sqscope killed (SIGKILL, a crash) leaves a
+// file that reads up to at most that long before, when a block of a slow
+// trace could take minutes to fill. A fast trace fills blocks sooner.
+const flushEvery = time.Second
 
 // createRecording opens the recording output of cfg before any target
 // exists, so that a refused output never starts one. New recordings have
@@ -65,7 +74,28 @@ func (s *Session) startRecording() error {
 	}
 	r.w = w
 	s.AddSink(r.write)
+	r.startFlushing(flushEvery)
 	return nil
+}
+
+// startFlushing flushes the recording every interval until Close.
+func (r *Recorder) startFlushing(every time.Duration) {
+	r.stopFlush = make(chan struct{})
+	r.flushing.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stopFlush:
+				return
+			case <-t.C:
+				if err := r.w.Flush(); err != nil {
+					r.failed(err)
+					return
+				}
+			}
+		}
+	})
 }
 
 // discard gives up a recording that never started.
@@ -81,17 +111,27 @@ func (s *Session) Recorder() *Recorder { return s.rec }
 
 func (r *Recorder) write(ev trace.Event) {
 	if err := r.w.Write(ev); err != nil {
-		r.mu.Lock()
-		if r.werr == nil {
-			r.werr = err
-		}
-		r.mu.Unlock()
+		r.failed(err)
 	}
+}
+
+// failed keeps the first write error.
+func (r *Recorder) failed(err error) {
+	r.mu.Lock()
+	if r.werr == nil {
+		r.werr = err
+	}
+	r.mu.Unlock()
 }
 
 // Close completes the file (whatever was recorded is kept); the error is
 // the first write error, else the closing one.
 func (r *Recorder) Close() error {
+	if r.stopFlush != nil {
+		close(r.stopFlush)
+		r.flushing.Wait()
+		r.stopFlush = nil
+	}
 	cerr := r.w.Close()
 	r.mu.Lock()
 	failed := r.werr != nil || cerr != nil
@@ -204,6 +244,9 @@ type RecordingInfo struct {
 	// Where a truncated file stops: the end of its last whole record.
 	TruncatedAt   *int64 `json:"truncated_at,omitempty"`
 	LeftoverBytes int64  `json:"leftover_bytes,omitempty"`
+	// The records of the block the cut fell in, lost with it (a file of
+	// format version 2 whose cut left that block's header whole).
+	CutRecords int64 `json:"cut_records,omitempty"`
 	// Records of kinds this version does not know, skipped.
 	SkippedRecords int64 `json:"skipped_records,omitempty"`
 }
@@ -211,14 +254,14 @@ type RecordingInfo struct {
 // Describe says what was read of the recording at path.
 func Describe(path string, r *trace.Reader, res *ReadResult) RecordingInfo {
 	fi := r.Info()
-	rec := RecordingInfo{File: path, FormatVersion: trace.FormatVersion, Hostname: fi.Hostname, Kernel: fi.Kernel,
+	rec := RecordingInfo{File: path, FormatVersion: int(r.Version()), Hostname: fi.Hostname, Kernel: fi.Kernel,
 		Version: fi.Version, StartMonoNS: fi.StartMonoNS, Target: fi.Target, TargetPID: fi.TargetPID,
 		ProbeMode: fi.ProbeMode, Complete: res.Truncated == nil && res.Corrupt == nil, SkippedRecords: r.Skipped()}
 	if !fi.StartWall.IsZero() {
 		rec.StartWall = fi.StartWall.UTC().Format(time.RFC3339Nano)
 	}
 	if te := res.Truncated; te != nil {
-		rec.TruncatedAt, rec.LeftoverBytes = &te.Offset, te.Leftover
+		rec.TruncatedAt, rec.LeftoverBytes, rec.CutRecords = &te.Offset, te.Leftover, te.CutRecords
 	}
 	return rec
 }

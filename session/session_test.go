@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer/analyzertest"
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
+	"github.com/sqscope/sqscope/trace"
 )
 
 func TestSplitCommand(t *testing.T) {
@@ -189,5 +192,115 @@ func TestTextHeaderSaysWhatWasNotRead(t *testing.T) {
 	h := rec.TextHeader()
 	if !strings.Contains(h, "INCOMPLETE") || !strings.Contains(h, "3 records of kinds this sqscope does not know were skipped") {
 		t.Errorf("header %q", h)
+	}
+}
+
+// A report says the format version of the file it read, an older one's
+// too, and of a cut one what the cut lost.
+func TestDescribeSaysTheFileVersion(t *testing.T) {
+	newer := filepath.Join(t.TempDir(), "new.sqscope")
+	w, err := trace.Create(newer, trace.FileInfo{Target: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{"../trace/testdata/v1-all-kinds.sqscope": 1, newer: trace.FormatVersion} {
+		r, err := OpenRecording(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := ReadAll(context.Background(), r, func(trace.Event) {})
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec := Describe(path, r, &res); rec.FormatVersion != want || !rec.Complete {
+			t.Errorf("%s: format version %d, complete %v; want %d, complete", path, rec.FormatVersion, rec.Complete, want)
+		}
+	}
+	// A block cut short: its header says how many records went with it.
+	w, err = trace.Create(newer, trace.FileInfo{Target: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := w.Write(&trace.Lost{Header: trace.Header{TimeNS: uint64(100 + i)}, Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(newer, data[:len(data)-30], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenRecording(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	res, err := ReadAll(context.Background(), r, func(trace.Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := Describe(newer, r, &res); rec.Complete || rec.CutRecords != 3 || res.Events != 0 ||
+		!strings.Contains(res.Warning(newer), "the block cut short held 3 records, lost") {
+		t.Errorf("cut in its block: %+v, %d events, warning %q", rec, res.Events, res.Warning(newer))
+	}
+}
+
+// A recording goes to its file every so often while it is written, not
+// only as blocks fill: a sqscope killed before its end leaves a file that
+// reads up to the last flush.
+func TestRecorderFlushesWhileWriting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rec.sqscope")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := trace.NewWriter(f, trace.FileInfo{Target: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Recorder{path: path, w: w, dst: f}
+	r.startFlushing(10 * time.Millisecond)
+	const n = 100
+	for i := range n {
+		r.write(&trace.Lost{Header: trace.Header{TimeNS: uint64(1000 + i), PID: 7}, Count: 1})
+	}
+	read := func() (int, error) {
+		rd, err := trace.Open(path)
+		if err != nil {
+			return 0, err
+		}
+		defer rd.Close()
+		for k := 0; ; k++ {
+			if _, err := rd.Next(); err != nil {
+				return k, err
+			}
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		k, err := read()
+		var te *trace.TruncatedError
+		if k == n && errors.As(err, &te) && te.Leftover == 0 {
+			break // all there, the end not yet
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("before Close, %d events of %d read, then %v", k, n, err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := read(); k != n || err != io.EOF {
+		t.Fatalf("after Close: %d events, then %v; want %d, io.EOF", k, err, n)
 	}
 }

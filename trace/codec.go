@@ -1,9 +1,9 @@
 package trace
 
-// Record encoding (format version 1). All integers are little-endian; "u" is
-// an unsigned LEB128 varint, "z" a zigzag signed varint (encoding/binary
-// Uvarint and Varint), "b" one byte, "s" a string as u length then bytes,
-// "?" a bool as one byte 0 or 1.
+// Record encoding (format versions 1 and 2). All integers are
+// little-endian; "u" is an unsigned LEB128 varint, "z" a zigzag signed
+// varint (encoding/binary Uvarint and Varint), "b" one byte, "s" a string
+// as u length then bytes, "?" a bool as one byte 0 or 1.
 //
 //	record  = kind b, length u, body (length bytes)
 //	body    = common header, then the kind's fields below
@@ -14,29 +14,42 @@ package trace
 // reader ignores body bytes past the fields it knows: a later writer of the
 // same version may append fields.
 //
-//	header  = flags b     bit0: PID as the previous record, bit1: TID as the
+//	header v1 = flags b   bit0: PID as the previous record, bit1: TID as the
 //	                      previous record; other bits must be 0
-//	          time z      TimeNS minus the previous record's TimeNS (mod 2^64)
-//	          pid u       unless bit0
-//	          tid u       unless bit1
+//	            time z    TimeNS minus the previous record's TimeNS (mod 2^64)
+//	            pid u     unless bit0
+//	            tid u     unless bit1
+//	header v2 = thread    a reference to the block's threads (compact.go),
+//	                      a new one followed by pid u, tid u
+//	            (time z   as version 1's, in the block's column of varying
+//	                      values)
 //
-// "Previous" means within the same chunk; each chunk starts from time 0 and
-// PID/TID 0, so every chunk decodes on its own.
+// "Previous" means within the same chunk or block; each starts from time 0
+// and PID/TID 0 (version 2: no thread), so every one decodes on its own.
 //
 // The fields of each kind follow the header in the order schema.go's
-// recordCodec.fields walks them, which is the one description of them: the
-// encoder and the decoder both follow it. Beyond the letters above:
+// recordCodec.fields walks them, which is the one description of them, of
+// both versions: the encoder and the decoder both follow it, and the
+// walk's primitives store a field as its version does. Beyond the letters
+// above:
 //
 //   - EntryNS fields are stored as z TimeNS-EntryNS (mod 2^64), a few bytes
 //     for the call's duration, and as 0 when the entry time was not recorded
 //     (EntryNS 0).
-//   - A list (a post's WRs, a poll's WCs) is u its length, then its
-//     elements. An element is stored against the one before it in the same
-//     list (the first against zero values): a mask byte says which fields
-//     are written, bit 0 for the first field walked and so on, and the
-//     others repeat the previous element; the ID, when written, is z
+//   - A list (a post's WRs, a poll's WCs) is, in version 1, u its length,
+//     then its elements. An element is stored against the one before it in
+//     the same list (the first against zero values): a mask byte says which
+//     fields are written, bit 0 for the first field walked and so on, and
+//     the others repeat the previous element; the ID, when written, is z
 //     ID-(prev ID+1). A run of WRs with consecutive wr_ids and the same
-//     opcode, flags and sizes costs one byte per WR.
+//     opcode, flags and sizes costs one byte per WR. Version 2 refers to
+//     the list's shape instead (compact.go).
+//   - Version 2 only: a record's QP or CQ is a reference to its block's
+//     (compact.go); a post's API, Aborted, Truncated and Ret follow a mask
+//     byte, as a list element's fields, stored when not 0; the values that
+//     change from record to record (times, call durations, where a list's
+//     wr_ids start, a poll's empty polls) are in the block's column of
+//     varying values (recordCodec.varying), not in the record.
 //   - Fields added after the first release of version 1 come in appended
 //     groups (recordCodec.appended): a record stores its groups up to the
 //     last one that is set, so a record without the new fields is stored
@@ -54,48 +67,63 @@ const (
 	hdrSameTID = 1 << 1
 )
 
-// codecState is what a record is encoded against: the previous record of the
-// same chunk.
+// codecState is what a record is encoded against: the previous record of
+// the same chunk or block.
 type codecState struct {
 	timeNS   uint64
 	pid, tid uint32
 }
 
-// encoder turns events into records. Its state resets at each chunk.
+// encoder turns events into records of one version's layout. Its state
+// resets at each chunk or block.
 type encoder struct {
 	state codecState
 	c     recordCodec // its out is scratch for the body, so its length can precede it
+	// spoilt: a record was refused after its walk had changed the block's
+	// tables (version 2), which the block's reader would not follow: the
+	// block must end before the next record.
+	spoilt bool
 }
 
-func (e *encoder) reset() { e.state = codecState{} }
+// newEncoder returns an encoder of the given layout version (1 or 2).
+func newEncoder(version uint16) *encoder {
+	e := &encoder{}
+	e.c.setVersion(version)
+	return e
+}
+
+func (e *encoder) reset() {
+	e.state, e.spoilt = codecState{}, false
+	e.c.vals = e.c.vals[:0]
+	if e.c.blk != nil {
+		e.c.blk.reset()
+	}
+}
+
+// appendBlock appends to dst a version 2 block's records as they are
+// compressed: u the length of the block's column of varying values, the
+// column, then the records.
+func (e *encoder) appendBlock(dst, records []byte) []byte {
+	dst = appendU(dst, uint64(len(e.c.vals)))
+	dst = append(dst, e.c.vals...)
+	return append(dst, records...)
+}
 
 // appendRecord appends ev as one record to dst. On error dst is returned
-// unchanged and the state is not advanced.
+// unchanged and the state is not advanced (but see spoilt).
 func (e *encoder) appendRecord(dst []byte, ev Event) ([]byte, error) {
 	h, err := eventHeader(ev)
 	if err != nil {
 		return dst, err
 	}
-	b := e.c.out[:0]
-	flags := byte(0)
-	if h.PID == e.state.pid {
-		flags |= hdrSamePID
-	}
-	if h.TID == e.state.tid {
-		flags |= hdrSameTID
-	}
-	b = append(b, flags)
-	b = binary.AppendVarint(b, int64(h.TimeNS-e.state.timeNS))
-	if flags&hdrSamePID == 0 {
-		b = binary.AppendUvarint(b, uint64(h.PID))
-	}
-	if flags&hdrSameTID == 0 {
-		b = binary.AppendUvarint(b, uint64(h.TID))
-	}
-	e.c.beginEncode(b)
+	e.c.beginEncode(e.c.out[:0])
+	vals := len(e.c.vals)
+	e.c.header(h, &e.state)
 	e.c.fields(ev)
-	b = e.c.out
+	b := e.c.out
 	if len(b) > maxRecordBody {
+		e.c.vals = e.c.vals[:vals]
+		e.spoilt = e.c.blk != nil
 		return dst, fmt.Errorf("%s event too large to record (%d bytes, limit %d)", ev.Kind(), len(b), maxRecordBody)
 	}
 	e.state = codecState{timeNS: h.TimeNS, pid: h.PID, tid: h.TID}

@@ -9,50 +9,71 @@ import (
 
 // Decoding records; the encoding is described in codec.go.
 
-// decoder turns records back into events. Its state resets at each chunk.
+// decoder turns records back into events of one version's layout. Its
+// state resets at each chunk or block.
 type decoder struct {
 	state codecState
 	c     recordCodec
 	// Posts and polls, the bulk of a recording, and their WRs and CQEs (in
 	// c) are carved from slabs: a few allocations per hundred events
 	// instead of two per event. Every event is still its own, never reused.
-	posts []Post
-	polls []Poll
+	posts slab[Post]
+	polls slab[Poll]
 }
 
-func (d *decoder) reset() { d.state = codecState{} }
+// newDecoder returns a decoder of the given layout version (1 or 2).
+func newDecoder(version uint16) *decoder {
+	d := &decoder{}
+	d.c.setVersion(version)
+	return d
+}
+
+func (d *decoder) reset() {
+	d.state = codecState{}
+	if d.c.blk != nil {
+		d.c.blk.reset()
+	}
+}
 
 const (
 	slabEvents = 64
 	slabElems  = 512 // WRs or CQEs; longer lists get their own
 )
 
-func (d *decoder) post() *Post { return one(&d.posts) }
+func (d *decoder) post() *Post { return d.posts.one() }
 
-func (d *decoder) poll() *Poll { return one(&d.polls) }
+func (d *decoder) poll() *Poll { return d.polls.one() }
 
-// one carves one event from slab.
-func one[T any](slab *[]T) *T {
-	if len(*slab) == 0 {
-		*slab = make([]T, slabEvents)
+// slab is what events or list elements are carved from. An index moves
+// through it, so that carving writes no pointer (a write barrier while
+// the collector runs).
+type slab[T any] struct {
+	s []T
+	i int
+}
+
+// one carves one event.
+func (s *slab[T]) one() *T {
+	if s.i == len(s.s) {
+		s.s, s.i = make([]T, slabEvents), 0
 	}
-	e := &(*slab)[0]
-	*slab = (*slab)[1:]
+	e := &s.s[s.i]
+	s.i++
 	return e
 }
 
-// take carves n elements from slab; the result's capacity is n, so that
-// appending to it never writes into its neighbour's.
-func take[T any](slab *[]T, n int) []T {
+// take carves n elements; the result's capacity is n, so that appending
+// to it never writes into its neighbour's.
+func (s *slab[T]) take(n int) []T {
 	if n > slabElems/8 {
 		return make([]T, n)
 	}
-	if len(*slab) < n {
-		*slab = make([]T, slabElems)
+	if len(s.s)-s.i < n {
+		s.s, s.i = make([]T, slabElems), 0
 	}
-	s := (*slab)[:n:n]
-	*slab = (*slab)[n:]
-	return s
+	l := s.s[s.i : s.i+n : s.i+n]
+	s.i += n
+	return l
 }
 
 // errShortRecord says a record's frame runs past the bytes available: in a
@@ -76,7 +97,12 @@ func (d *decoder) nextRecord(p []byte) (Event, int, error) {
 		return nil, 0, errShortRecord
 	}
 	kind := Kind(p[0])
-	n, w := binary.Uvarint(p[1:])
+	n, w := uint64(0), 1
+	if len(p) > 1 && p[1] < 0x80 { // most records are shorter than 128 bytes
+		n = uint64(p[1])
+	} else {
+		n, w = binary.Uvarint(p[1:])
+	}
 	if w == 0 {
 		return nil, 0, errShortRecord
 	}
@@ -89,33 +115,43 @@ func (d *decoder) nextRecord(p []byte) (Event, int, error) {
 	}
 	c := &d.c
 	c.beginDecode(p[1+w : size])
-	r := &c.r
 	var h Header
-	flags := r.byte()
-	if flags&^(hdrSamePID|hdrSameTID) != 0 && r.err == nil {
-		r.fail(fmt.Errorf("bad header flags %#x", flags))
-	}
-	h.TimeNS = d.state.timeNS + uint64(r.z64())
-	h.PID, h.TID = d.state.pid, d.state.tid
-	if flags&hdrSamePID == 0 {
-		h.PID = r.u32()
-	}
-	if flags&hdrSameTID == 0 {
-		h.TID = r.u32()
-	}
-	if r.err != nil {
-		return nil, 0, fmt.Errorf("%s record: %w", kind, r.err)
+	c.header(&h, &d.state)
+	if err := c.err(); err != nil {
+		return nil, 0, fmt.Errorf("%s record: %w", kind, err)
 	}
 	ev := d.newEvent(kind)
 	if ev != nil {
 		*ev.Hdr() = h
 		c.fields(ev)
-		if r.err != nil {
-			return nil, 0, fmt.Errorf("%s record: %w", kind, r.err)
+		if err := c.err(); err != nil {
+			return nil, 0, fmt.Errorf("%s record: %w", kind, err)
 		}
 	}
 	d.state = codecState{timeNS: h.TimeNS, pid: h.PID, tid: h.TID}
 	return ev, size, nil
+}
+
+// beginBlock starts decoding the records of a version 2 block, raw as it
+// decompressed: u the length of its column of varying values, the column,
+// then the records, which it returns.
+func (d *decoder) beginBlock(raw []byte) ([]byte, error) {
+	d.reset()
+	n, w := binary.Uvarint(raw)
+	if w <= 0 || n > uint64(len(raw)-w) {
+		return nil, errors.New("bad length of the block's varying values")
+	}
+	d.c.vr = fieldReader{b: raw[w : w+int(n)]}
+	return raw[w+int(n):], nil
+}
+
+// endBlock checks that the records of a block read every value of its
+// column.
+func (d *decoder) endBlock() error {
+	if n := d.c.vr.left(); n > 0 {
+		return fmt.Errorf("%d bytes of varying values left after the last record of the block", n)
+	}
+	return nil
 }
 
 // newEvent returns a new event of kind, nil for a kind this version does
@@ -166,9 +202,12 @@ func (d *decoder) newEvent(kind Kind) Event {
 
 // fieldReader reads fields from one record body. The first error sticks and
 // every later read returns zero, so decoders read straight through and check
-// once at the end.
+// once at the end. It moves an index through the body rather than the
+// body's slice, which would be a pointer written (and, while the collector
+// runs, a write barrier) at every field.
 type fieldReader struct {
 	b   []byte
+	i   int // where the next field starts in b
 	err error
 	// absent: the record ended before an appended group (see
 	// recordCodec.appended), so reads past the end return zero without an
@@ -176,77 +215,114 @@ type fieldReader struct {
 	absent bool
 }
 
+// rest is what is left of the body.
+func (r *fieldReader) rest() []byte { return r.b[r.i:] }
+
+// left is how many bytes are left of the body.
+func (r *fieldReader) left() int { return len(r.b) - r.i }
+
 func (r *fieldReader) fail(err error) {
 	if r.err == nil && !r.absent {
 		r.err = err
 	}
-	r.b = nil
+	r.i = len(r.b)
 }
 
 func (r *fieldReader) byte() byte {
-	if len(r.b) == 0 {
+	if r.i >= len(r.b) {
 		r.fail(errBodyShort)
 		return 0
 	}
-	v := r.b[0]
-	r.b = r.b[1:]
+	v := r.b[r.i]
+	r.i++
 	return v
 }
 
 func (r *fieldReader) bool() bool {
-	v := r.byte()
-	if v > 1 {
+	if r.i < len(r.b) && r.b[r.i] <= 1 {
+		v := r.b[r.i]
+		r.i++
+		return v == 1
+	}
+	return r.badBool()
+}
+
+func (r *fieldReader) badBool() bool {
+	if v := r.byte(); v > 1 {
 		r.fail(fmt.Errorf("bad bool value %d", v))
 	}
-	return v == 1
+	return false
 }
 
+// u64 reads a u; most values take one byte, which it reads inline.
 func (r *fieldReader) u64() uint64 {
-	if len(r.b) > 0 && r.b[0] < 0x80 { // most values take one byte
-		v := r.b[0]
-		r.b = r.b[1:]
+	if r.i < len(r.b) && r.b[r.i] < 0x80 {
+		v := r.b[r.i]
+		r.i++
 		return uint64(v)
 	}
-	v, n := binary.Uvarint(r.b)
+	return r.u64long()
+}
+
+// u64long reads a u that does not take one byte: times and durations
+// take two, read here in place.
+func (r *fieldReader) u64long() uint64 {
+	if i := r.i; i+1 < len(r.b) && r.b[i+1] < 0x80 {
+		r.i = i + 2
+		return uint64(r.b[i]&0x7f) | uint64(r.b[i+1])<<7
+	}
+	v, n := binary.Uvarint(r.rest())
 	if n <= 0 {
 		r.fail(errBadVarint)
 		return 0
 	}
-	r.b = r.b[n:]
+	r.i += n
 	return v
 }
 
+// z64 reads a z, as u64 a u.
 func (r *fieldReader) z64() int64 {
-	if len(r.b) > 0 && r.b[0] < 0x80 { // most values take one byte
-		u := r.b[0]
-		r.b = r.b[1:]
+	if r.i < len(r.b) && r.b[r.i] < 0x80 {
+		u := r.b[r.i]
+		r.i++
 		return int64(u>>1) ^ -int64(u&1)
 	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail(errBadVarint)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	return r.z64long()
 }
 
+func (r *fieldReader) z64long() int64 {
+	u := r.u64long()
+	return int64(u>>1) ^ -int64(u&1)
+}
+
+// u32, u16 and z32 read their one-byte values in place too; longer ones
+// are range-checked.
+
 func (r *fieldReader) u32() uint32 {
-	v := r.u64()
-	if v > math.MaxUint32 {
-		r.fail(fmt.Errorf("value %d out of range for 32 bits", v))
-		return 0
+	if r.i < len(r.b) && r.b[r.i] < 0x80 {
+		v := r.b[r.i]
+		r.i++
+		return uint32(v)
 	}
-	return uint32(v)
+	return uint32(r.bounded(r.u64long(), math.MaxUint32, 32))
 }
 
 func (r *fieldReader) u16() uint16 {
-	v := r.u64()
-	if v > math.MaxUint16 {
-		r.fail(fmt.Errorf("value %d out of range for 16 bits", v))
+	if r.i < len(r.b) && r.b[r.i] < 0x80 {
+		v := r.b[r.i]
+		r.i++
+		return uint16(v)
+	}
+	return uint16(r.bounded(r.u64long(), math.MaxUint16, 16))
+}
+
+// bounded returns v, or fails for a v past max, a field of bits bits.
+func (r *fieldReader) bounded(v, max uint64, bits int) uint64 {
+	if v > max {
+		r.fail(fmt.Errorf("value %d out of range for %d bits", v, bits))
 		return 0
 	}
-	return uint16(v)
+	return v
 }
 
 func (r *fieldReader) z32() int32 {
@@ -260,12 +336,12 @@ func (r *fieldReader) z32() int32 {
 
 func (r *fieldReader) str() string {
 	n := r.u64()
-	if n > uint64(len(r.b)) {
+	if n > uint64(r.left()) {
 		r.fail(errors.New("string runs past the end of its record"))
 		return ""
 	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
+	s := string(r.b[r.i : r.i+int(n)])
+	r.i += int(n)
 	return s
 }
 
@@ -273,7 +349,7 @@ func (r *fieldReader) str() string {
 // length past the remaining bytes is malformed (and never allocated).
 func (r *fieldReader) count() int {
 	n := r.u64()
-	if n > uint64(len(r.b)) {
+	if n > uint64(r.left()) {
 		r.fail(fmt.Errorf("list of %d elements runs past the end of its record", n))
 		return 0
 	}

@@ -1,27 +1,50 @@
 // Recordings (Writer, Reader) are a versioned binary file: a file header,
-// then chunks of records, then an end chunk.
+// then blocks (version 2) or chunks (version 1) of records, then an end
+// block or chunk. A Writer writes version 2; a Reader reads both.
 //
-//	file header  magic "SQSCOPE\x00", u16 version (1),
+//	file header  magic "SQSCOPE\x00", u16 version,
 //	             u32 info length, u32 CRC32-C of the info, info (FileInfo)
+//
+// Version 2 (compact):
+//
+//	block        u32 payload length (>0), u32 record count (>0),
+//	             u32 length of the records (>0), u32 CRC32-C of the
+//	             first 12 bytes and the payload, payload: the records
+//	             compressed as one zstd frame
+//	end block    u32 8, u32 0, u32 0, u32 CRC32-C as a block's, u64
+//	             records in the file
+//
+// The records are version 2's (codec.go, compact.go): each is encoded
+// against the records before it in its block, so each block decodes on
+// its own. A writer ends a block once its records reach blockTarget bytes,
+// or on Flush or Close; so a block holds at most blockTarget plus one
+// record, and neither side's memory grows with the recording.
+//
+// Version 1:
+//
 //	chunk        u32 payload length (>0), u32 record count (>0),
 //	             u32 CRC32-C of the payload, payload (whole records)
 //	end chunk    u32 8, u32 0, u32 CRC32-C, u64 records in the file
 //
-// Integers are little-endian, checksums are CRC32-C (Castagnoli). Records are
-// framed with their kind and length (see codec.go) and are self-delimiting, so
-// a reader does not need the chunk checksum to find them. Unknown record kinds
-// in a valid chunk are skipped and counted (Reader.Skipped).
+// Records are framed with their kind and length (see codec.go) and are
+// self-delimiting, so a version 1 reader does not need the chunk checksum
+// to find them.
 //
-// Truncation. A writer writes each chunk, header first, with one write call
-// when it reaches about 64 KiB or on Flush, and the end chunk on Close. A
-// file cut anywhere (a killed writer, a full disk, a partial copy) reads as
-// every event of the whole chunks before the cut, then the whole records of
-// the cut chunk, then a *TruncatedError saying where the last whole record
-// ended, how many bytes were left over and how many of the returned records
-// were not verified by a checksum (those of the cut chunk, whose checksum
-// covers bytes that are missing). Only a file that ends with its end chunk
-// reads to io.EOF; a file cut exactly between two chunks is still reported as
-// truncated, with 0 bytes left over. A chunk that is whole but fails its
+// Integers are little-endian, checksums are CRC32-C (Castagnoli). Unknown
+// record kinds in a valid block or chunk are skipped and counted
+// (Reader.Skipped).
+//
+// Truncation. A writer writes each block (chunk), header first, with one
+// write call, and the end block on Close. A file cut anywhere (a killed
+// writer, a full disk, a partial copy) reads as every event of the whole
+// blocks before the cut, then a *TruncatedError saying where the last
+// whole block ended, how many bytes were left over and how many records
+// the block cut short held, all lost: its records cannot be decompressed.
+// Of a version 1 file the whole records of the cut chunk are read too,
+// and the error counts them as not verified by a checksum (it covers bytes
+// that are missing). Only a file that ends with its end block reads to
+// io.EOF; a file cut exactly between two blocks is still reported as
+// truncated, with 0 bytes left over. A block that is whole but fails its
 // checksum stops the reader with a *CorruptError naming its offset.
 package trace
 
@@ -35,20 +58,25 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 const (
 	fileMagic = "SQSCOPE\x00"
-	// FormatVersion is the recording format this package writes and reads.
-	FormatVersion = 1
+	// FormatVersion is the recording format this package writes; it reads
+	// every version from 1 to this one.
+	FormatVersion = 2
 
 	fileHeaderLen  = len(fileMagic) + 2 + 8 // magic, version, info length, info CRC
-	chunkHeaderLen = 12
+	chunkHeaderLen = 12                     // version 1
+	blockHeaderLen = 16                     // version 2
 	endChunkLen    = 8
 
-	chunkTarget   = 64 << 10 // a chunk is written once its payload reaches this
-	maxRecordBody = 4 << 20  // largest event the writer accepts
-	maxChunkLen   = 16 << 20 // largest chunk payload the reader accepts
+	blockTarget   = 256 << 10 // a block is written once its records reach this
+	maxRecordBody = 4 << 20   // largest event the writer accepts
+	maxChunkLen   = 16 << 20  // largest chunk or block payload the reader accepts
+	maxRawLen     = 16 << 20  // largest records of a block the reader accepts
 	maxInfoLen    = 1 << 20
 )
 
@@ -130,7 +158,7 @@ func decodeInfo(p []byte) (FileInfo, error) {
 	fi.Target = r.str()
 	fi.TargetPID = r.u32()
 	fi.ProbeMode = r.str()
-	if len(r.b) > 0 { // appended after the first release of version 1
+	if r.left() > 0 { // appended after the first release of version 1
 		n := r.count()
 		for i := 0; i < n && r.err == nil; i++ {
 			fi.Env = append(fi.Env, r.str())
@@ -146,10 +174,12 @@ type Writer struct {
 	mu     sync.Mutex
 	w      io.Writer
 	file   *os.File // set by Create: synced and closed by Close
-	enc    encoder
-	chunk  []byte // chunk header space, then the payload being filled
-	count  uint32 // records in chunk
-	target int    // payload size that triggers a chunk write
+	enc    *encoder
+	raw    []byte // the records of the block being filled
+	count  uint32 // records in raw
+	target int    // length of the block's records (and varying values) that ends it
+	block  []byte // the block's records as they are compressed
+	out    []byte // a block as written: header, then the compressed records
 	events int64
 	bytes  int64
 	err    error // first write error; sticks
@@ -181,29 +211,63 @@ func Create(path string, info FileInfo) (*Writer, error) {
 // NewWriter writes the file header to w and returns a Writer that writes
 // records to it. Close writes the end of the recording but does not close w.
 func NewWriter(w io.Writer, info FileInfo) (*Writer, error) {
-	info.StartWall = info.StartWall.Round(0) // drop the monotonic reading
-	body := appendInfo(nil, &info)
-	if len(body) > maxInfoLen {
-		return nil, fmt.Errorf("recording info too large (%d bytes, limit %d)", len(body), maxInfoLen)
+	hdr, err := fileHeader(&info, FormatVersion)
+	if err != nil {
+		return nil, err
 	}
-	hdr := make([]byte, 0, fileHeaderLen+len(body))
-	hdr = append(hdr, fileMagic...)
-	hdr = binary.LittleEndian.AppendUint16(hdr, FormatVersion)
-	hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(body)))
-	hdr = binary.LittleEndian.AppendUint32(hdr, crc32.Checksum(body, castagnoli))
-	hdr = append(hdr, body...)
-	wr := &Writer{w: w, target: chunkTarget}
-	wr.chunk = make([]byte, chunkHeaderLen, chunkHeaderLen+chunkTarget+1024)
+	if _, err := zstdEncoder(); err != nil {
+		return nil, err
+	}
+	wr := &Writer{w: w, target: blockTarget, enc: newEncoder(FormatVersion)}
+	wr.raw = make([]byte, 0, blockTarget+1024)
 	if err := wr.writeOut(hdr); err != nil {
 		return nil, err
 	}
 	return wr, nil
 }
 
+// fileHeader is the file header of a recording of the given version.
+func fileHeader(info *FileInfo, version uint16) ([]byte, error) {
+	info.StartWall = info.StartWall.Round(0) // drop the monotonic reading
+	body := appendInfo(nil, info)
+	if len(body) > maxInfoLen {
+		return nil, fmt.Errorf("recording info too large (%d bytes, limit %d)", len(body), maxInfoLen)
+	}
+	hdr := make([]byte, 0, fileHeaderLen+len(body))
+	hdr = append(hdr, fileMagic...)
+	hdr = binary.LittleEndian.AppendUint16(hdr, version)
+	hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(body)))
+	hdr = binary.LittleEndian.AppendUint32(hdr, crc32.Checksum(body, castagnoli))
+	return append(hdr, body...), nil
+}
+
+// The zstd encoder and decoder are shared: both take whole blocks
+// (EncodeAll, DecodeAll), which they allow from several goroutines at
+// once, each call on one. The encoder's window is twice a block's target:
+// a larger one compresses no better and holds more memory.
+var (
+	zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithWindowSize(2*blockTarget),
+			zstd.WithEncoderCRC(false),
+			zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			return nil, fmt.Errorf("compressing recording: %w", err)
+		}
+		return e, nil
+	})
+	zstdDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxRawLen))
+		if err != nil {
+			return nil, fmt.Errorf("decompressing recording: %w", err)
+		}
+		return d, nil
+	})
+)
+
 var errClosed = errors.New("recording already closed")
 
 // Write appends ev to the recording. It reaches the underlying writer when
-// the current chunk fills up, or on Flush or Close. An event that cannot be
+// the current block fills up, or on Flush or Close. An event that cannot be
 // encoded is refused with an error and the Writer stays usable; a write error
 // of the underlying writer sticks.
 func (w *Writer) Write(ev Event) error {
@@ -216,26 +280,31 @@ func (w *Writer) Write(ev Event) error {
 		return w.err
 	}
 	var err error
-	if w.chunk, err = w.enc.appendRecord(w.chunk, ev); err != nil {
+	if w.raw, err = w.enc.appendRecord(w.raw, ev); err != nil {
+		if w.enc.spoilt {
+			if ferr := w.flushBlock(); ferr != nil {
+				return ferr
+			}
+		}
 		return err
 	}
 	w.count++
 	w.events++
-	if len(w.chunk)-chunkHeaderLen >= w.target {
-		return w.flushChunk()
+	if len(w.raw)+len(w.enc.c.vals) >= w.target {
+		return w.flushBlock()
 	}
 	return nil
 }
 
 // Flush writes the events written so far to the underlying writer (the OS,
-// for a file from Create) as a chunk, if there are any.
+// for a file from Create) as a block, if there are any.
 func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return errClosed
 	}
-	return w.flushChunk()
+	return w.flushBlock()
 }
 
 // Close flushes, writes the end of the recording and, for a file from
@@ -247,11 +316,11 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
-	err := w.flushChunk()
+	err := w.flushBlock()
 	if err == nil {
-		end := make([]byte, chunkHeaderLen+endChunkLen)
-		binary.LittleEndian.PutUint64(end[chunkHeaderLen:], uint64(w.events))
-		putChunkHeader(end, 0)
+		end := make([]byte, blockHeaderLen, blockHeaderLen+endChunkLen)
+		end = binary.LittleEndian.AppendUint64(end, uint64(w.events))
+		putBlockHeader(end, 0, 0)
 		err = w.writeOut(end)
 	}
 	if w.file != nil {
@@ -282,29 +351,43 @@ func (w *Writer) Bytes() int64 {
 	return w.bytes
 }
 
-// flushChunk writes the current chunk, if it has records. w.mu is held.
-func (w *Writer) flushChunk() error {
+// flushBlock compresses and writes the current block, if it has records,
+// and starts the next. w.mu is held.
+func (w *Writer) flushBlock() error {
+	defer w.enc.reset()
 	if w.err != nil {
 		return w.err
 	}
 	if w.count == 0 {
 		return nil
 	}
-	putChunkHeader(w.chunk, w.count)
-	err := w.writeOut(w.chunk)
-	w.chunk = w.chunk[:chunkHeaderLen]
-	w.count = 0
-	w.enc.reset()
+	zenc, err := zstdEncoder()
+	if err != nil {
+		return err
+	}
+	w.block = w.enc.appendBlock(w.block[:0], w.raw)
+	out := append(w.out[:0], make([]byte, blockHeaderLen)...)
+	out = zenc.EncodeAll(w.block, out)
+	putBlockHeader(out, w.count, len(w.block))
+	err = w.writeOut(out)
+	w.out, w.raw, w.count = out[:0], w.raw[:0], 0
 	return err
 }
 
-// putChunkHeader fills the first chunkHeaderLen bytes of c from the payload
-// that follows them.
-func putChunkHeader(c []byte, count uint32) {
-	payload := c[chunkHeaderLen:]
-	binary.LittleEndian.PutUint32(c[0:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(c[4:], count)
-	binary.LittleEndian.PutUint32(c[8:], crc32.Checksum(payload, castagnoli))
+// putBlockHeader fills the first blockHeaderLen bytes of b from the
+// payload that follows them, the block's count of records and their
+// length.
+func putBlockHeader(b []byte, count uint32, rawLen int) {
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)-blockHeaderLen))
+	binary.LittleEndian.PutUint32(b[4:], count)
+	binary.LittleEndian.PutUint32(b[8:], uint32(rawLen))
+	binary.LittleEndian.PutUint32(b[12:], blockSum(b[:12], b[blockHeaderLen:]))
+}
+
+// blockSum is the checksum of a block: its header's first 12 bytes and its
+// payload.
+func blockSum(hdr, payload []byte) uint32 {
+	return crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, payload)
 }
 
 func (w *Writer) writeOut(p []byte) error {

@@ -156,19 +156,30 @@ func TestRoundTripEveryKind(t *testing.T) {
 			t.Errorf("allEvents, lifeEvents, entryPointEvents, procEvents and scanEvents have no %s event: add one", k)
 		}
 	}
-	for i, ev := range every {
-		t.Run(fmt.Sprintf("%d_%s", i, ev.Kind()), func(t *testing.T) {
-			// Alone, and after another record, so it is also encoded
-			// against a previous time, PID and TID.
-			prev := &Lost{Header: Header{TimeNS: 1_000_700, PID: 4242, TID: 4243}, Count: 1}
-			for _, evs := range [][]Event{{ev}, {prev, ev}} {
-				info, got, err := readAll(writeRecording(t, evs, 0))
-				if err != io.EOF {
-					t.Fatalf("reading: %v, want io.EOF", err)
+	for _, v := range versions {
+		for i, ev := range every {
+			t.Run(fmt.Sprintf("v%d/%d_%s", v, i, ev.Kind()), func(t *testing.T) {
+				// Alone, and after another record, so it is also encoded
+				// against a previous time, PID and TID.
+				prev := &Lost{Header: Header{TimeNS: 1_000_700, PID: 4242, TID: 4243}, Count: 1}
+				for _, evs := range [][]Event{{ev}, {prev, ev}} {
+					info, got, err := readAll(writeRecordingIn(t, v, evs, 0))
+					if err != io.EOF {
+						t.Fatalf("reading: %v, want io.EOF", err)
+					}
+					assertInfo(t, info, testInfo)
+					assertEvents(t, got, evs)
 				}
-				assertInfo(t, info, testInfo)
-				assertEvents(t, got, evs)
+			})
+		}
+		// All of them in one block or chunk: each encoded against the
+		// ones before.
+		t.Run(fmt.Sprintf("v%d/together", v), func(t *testing.T) {
+			_, got, err := readAll(writeRecordingIn(t, v, every, 0))
+			if err != io.EOF {
+				t.Fatalf("reading: %v, want io.EOF", err)
 			}
+			assertEvents(t, got, every)
 		})
 	}
 }
@@ -241,9 +252,9 @@ func cloneEvent(ev Event) Event {
 	return out
 }
 
-// layout walks a recording's framing on its own (independently of Reader):
-// where the file header ends, where each record ends and where the chunk
-// holding it ends.
+// layout walks a version 1 recording's framing on its own (independently
+// of Reader): where the file header ends, where each record ends and where
+// the chunk holding it ends.
 func layout(t *testing.T, data []byte) (headerEnd int, recEnds, chunkEnds []int) {
 	t.Helper()
 	pos := fileHeaderLen + int(binary.LittleEndian.Uint32(data[10:]))
@@ -272,9 +283,42 @@ func layout(t *testing.T, data []byte) (headerEnd int, recEnds, chunkEnds []int)
 	}
 }
 
-func TestCutAtEveryOffset(t *testing.T) {
+// readCut reads data cut at cut bytes and checks what every cut gives:
+// the whole file reads to io.EOF with every event, a cut one ends in a
+// one-line *TruncatedError, and one inside the file header (before
+// headerEnd) has no event. For a cut past the header it returns the events
+// read and the error, for the others nil.
+func readCut(t *testing.T, data []byte, cut, headerEnd int, events []Event) ([]Event, *TruncatedError) {
+	t.Helper()
+	info, got, err := readAll(data[:cut])
+	if cut == len(data) {
+		if err != io.EOF {
+			t.Fatalf("whole file: err %v, want io.EOF", err)
+		}
+		assertInfo(t, info, testInfo)
+		assertEvents(t, got, events)
+		return nil, nil
+	}
+	var te *TruncatedError
+	if !errors.As(err, &te) || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut at %d: err %v, want a *TruncatedError", cut, err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("cut at %d: error has several lines: %q", cut, err)
+	}
+	if cut < headerEnd {
+		want := TruncatedError{Leftover: int64(cut), InHeader: true}
+		if *te != want || len(got) != 0 {
+			t.Fatalf("cut at %d: %+v and %d events, want %+v", cut, *te, len(got), want)
+		}
+		return nil, nil
+	}
+	return got, te
+}
+
+func TestCutAtEveryOffsetV1(t *testing.T) {
 	events := manyEvents(60)
-	data := writeRecording(t, events, 256)
+	data := writeRecordingV1(t, events, 256)
 	headerEnd, recEnds, chunkEnds := layout(t, data)
 	chunks := map[int]bool{}
 	for _, e := range chunkEnds {
@@ -285,27 +329,8 @@ func TestCutAtEveryOffset(t *testing.T) {
 	}
 	t.Logf("%d bytes, %d chunks, %d records", len(data), len(chunks), len(recEnds))
 	for cut := 0; cut <= len(data); cut++ {
-		info, got, err := readAll(data[:cut])
-		if cut == len(data) {
-			if err != io.EOF {
-				t.Fatalf("whole file: err %v, want io.EOF", err)
-			}
-			assertInfo(t, info, testInfo)
-			assertEvents(t, got, events)
-			continue
-		}
-		var te *TruncatedError
-		if !errors.As(err, &te) || !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("cut at %d: err %v, want a *TruncatedError", cut, err)
-		}
-		if strings.Contains(err.Error(), "\n") {
-			t.Fatalf("cut at %d: error has several lines: %q", cut, err)
-		}
-		if cut < headerEnd {
-			want := TruncatedError{Leftover: int64(cut), InHeader: true}
-			if *te != want || len(got) != 0 {
-				t.Fatalf("cut at %d: %+v and %d events, want %+v", cut, *te, len(got), want)
-			}
+		got, te := readCut(t, data, cut, headerEnd, events)
+		if te == nil {
 			continue
 		}
 		k, unverified := 0, 0
@@ -349,8 +374,8 @@ func TestTruncatedErrorMessage(t *testing.T) {
 	}
 }
 
-// chunkStarts lists the offsets of the chunks of a recording, end chunk
-// last.
+// chunkStarts lists the offsets of the chunks of a version 1 recording,
+// end chunk last.
 func chunkStarts(t *testing.T, data []byte) []int {
 	_, recEnds, chunkEnds := layout(t, data)
 	starts := []int{fileHeaderLen + int(binary.LittleEndian.Uint32(data[10:]))}
@@ -362,32 +387,19 @@ func chunkStarts(t *testing.T, data []byte) []int {
 	return starts
 }
 
-func TestCorruption(t *testing.T) {
-	events := manyEvents(40)
-	data := writeRecording(t, events, 256)
-	starts := chunkStarts(t, data)
-	_, recEnds, _ := layout(t, data)
-	eventsBefore := func(off int) int {
-		n := 0
-		for n < len(recEnds) && recEnds[n] <= off {
-			n++
-		}
-		return n
-	}
-	last := len(starts) - 1 // the end chunk
-	tests := []struct {
-		name       string
-		flip       int // byte to change
-		wantOffset int64
-		wantEvents int
-		wantReason string
-	}{
-		{"first chunk payload", starts[0] + chunkHeaderLen + 3, int64(starts[0]), 0, "chunk checksum mismatch"},
-		{"second chunk checksum", starts[1] + 8, int64(starts[1]), eventsBefore(starts[1]), "chunk checksum mismatch"},
-		{"last byte of a chunk", starts[2] - 1, int64(starts[1]), eventsBefore(starts[1]), "chunk checksum mismatch"},
-		{"end chunk total", starts[last] + chunkHeaderLen, int64(starts[last]), len(events), "end chunk checksum mismatch"},
-		{"file header info", fileHeaderLen + 2, int64(fileHeaderLen), -1, "file header checksum mismatch"},
-	}
+// flipCase is a recording with one byte changed, and how reading it
+// stops.
+type flipCase struct {
+	name       string
+	flip       int // byte to change
+	wantOffset int64
+	wantEvents int // events read before (-1: none to check)
+	wantReason string
+}
+
+// checkFlips reads data with each case's byte changed: a *CorruptError
+// at its offset, with its reason, after its events.
+func checkFlips(t *testing.T, data []byte, events []Event, tests []flipCase) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := bytes.Clone(data)
@@ -405,6 +417,29 @@ func TestCorruption(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCorruptionV1(t *testing.T) {
+	events := manyEvents(40)
+	data := writeRecordingV1(t, events, 256)
+	starts := chunkStarts(t, data)
+	_, recEnds, _ := layout(t, data)
+	eventsBefore := func(off int) int {
+		n := 0
+		for n < len(recEnds) && recEnds[n] <= off {
+			n++
+		}
+		return n
+	}
+	last := len(starts) - 1 // the end chunk
+	tests := []flipCase{
+		{"first chunk payload", starts[0] + chunkHeaderLen + 3, int64(starts[0]), 0, "chunk checksum mismatch"},
+		{"second chunk checksum", starts[1] + 8, int64(starts[1]), eventsBefore(starts[1]), "chunk checksum mismatch"},
+		{"last byte of a chunk", starts[2] - 1, int64(starts[1]), eventsBefore(starts[1]), "chunk checksum mismatch"},
+		{"end chunk total", starts[last] + chunkHeaderLen, int64(starts[last]), len(events), "end chunk checksum mismatch"},
+		{"file header info", fileHeaderLen + 2, int64(fileHeaderLen), -1, "file header checksum mismatch"},
+	}
+	checkFlips(t, data, events, tests)
 
 	// The record count is outside the checksum: a wrong one shows as a
 	// chunk whose records do not match it.
@@ -439,11 +474,13 @@ func TestCorruption(t *testing.T) {
 }
 
 func TestTrailingData(t *testing.T) {
-	data := append(writeRecording(t, manyEvents(3), 0), 0)
-	_, got, err := readAll(data)
-	want := fmt.Sprintf("corrupt recording at byte %d: data after the end of the recording", len(data)-1)
-	if err == nil || err.Error() != want || len(got) != 3 {
-		t.Errorf("got %d events, err %v; want 3 events, %q", len(got), err, want)
+	for _, v := range versions {
+		data := append(writeRecordingIn(t, v, manyEvents(3), 0), 0)
+		_, got, err := readAll(data)
+		want := fmt.Sprintf("corrupt recording at byte %d: data after the end of the recording", len(data)-1)
+		if err == nil || err.Error() != want || len(got) != 3 {
+			t.Errorf("version %d: got %d events, err %v; want 3 events, %q", v, len(got), err, want)
+		}
 	}
 }
 
@@ -465,10 +502,10 @@ func TestNotARecording(t *testing.T) {
 		{"lowercase magic", append([]byte("sqscope\x00"), valid[8:]...), "not an sqscope recording (bad magic)"},
 		{"empty", nil, "recording truncated inside its file header, after 0 bytes"},
 		{"magic only", []byte("SQSCOPE\x00"), "recording truncated inside its file header, after 8 bytes"},
-		{"version 2", withVersion(2), "unsupported recording version 2 (this sqscope reads 1)"},
-		{"version 0", withVersion(0), "unsupported recording version 0 (this sqscope reads 1)"},
-		{"version 65535", withVersion(65535), "unsupported recording version 65535 (this sqscope reads 1)"},
-		{"version 2 cut short", withVersion(2)[:11], "unsupported recording version 2 (this sqscope reads 1)"},
+		{"version 3", withVersion(3), "unsupported recording version 3 (this sqscope reads versions 1 to 2)"},
+		{"version 0", withVersion(0), "unsupported recording version 0 (this sqscope reads versions 1 to 2)"},
+		{"version 65535", withVersion(65535), "unsupported recording version 65535 (this sqscope reads versions 1 to 2)"},
+		{"version 3 cut short", withVersion(3)[:11], "unsupported recording version 3 (this sqscope reads versions 1 to 2)"},
 		{"huge info", append(bytes.Clone(valid[:10]), 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0),
 			"corrupt recording at byte 10: file header too large (4294967295 bytes)"},
 	}
@@ -543,7 +580,7 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// rawChunk frames records as a chunk.
+// rawChunk frames records as a version 1 chunk.
 func rawChunk(records []byte, count uint32) []byte {
 	c := make([]byte, chunkHeaderLen, chunkHeaderLen+len(records))
 	c = append(c, records...)
@@ -551,11 +588,30 @@ func rawChunk(records []byte, count uint32) []byte {
 	return c
 }
 
-func TestUnknownKindSkipped(t *testing.T) {
-	var head bytes.Buffer
-	if _, err := NewWriter(&head, testInfo); err != nil {
+// readWhole reads a recording that must read to its end: its reader (what
+// it counted) and its events.
+func readWhole(t *testing.T, data []byte) (*Reader, []Event) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
 		t.Fatal(err)
 	}
+	var got []Event
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return r, got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ev)
+	}
+}
+
+func TestUnknownKindSkippedV1(t *testing.T) {
+	head := writeRecordingV1(t, nil, 0)
+	head = head[:len(head)-chunkHeaderLen-endChunkLen]
 	first := &Lost{Header: Header{TimeNS: 1000, PID: 7, TID: 8}, Count: 1}
 	second := &Lost{Header: Header{TimeNS: 1500, PID: 9, TID: 8}, Count: 2}
 	var e encoder
@@ -570,27 +626,13 @@ func TestUnknownKindSkipped(t *testing.T) {
 	recs = append(recs, body...)
 	e.state = codecState{timeNS: 1200, pid: 9, tid: 8}
 	recs, _ = e.appendRecord(recs, second)
-	data := append(head.Bytes(), rawChunk(recs, 3)...)
+	data := append(head, rawChunk(recs, 3)...)
 	end := make([]byte, chunkHeaderLen+endChunkLen)
 	binary.LittleEndian.PutUint64(end[chunkHeaderLen:], 3)
 	putChunkHeader(end, 0)
 	data = append(data, end...)
 
-	r, err := NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []Event
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ev)
-	}
+	r, got := readWhole(t, data)
 	assertEvents(t, got, []Event{first, second})
 	if r.Skipped() != 1 {
 		t.Errorf("Skipped() = %d, want 1", r.Skipped())

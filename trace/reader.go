@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 )
 
 // ErrBadMagic is returned for a file that is not a recording.
@@ -21,22 +22,27 @@ type VersionError struct {
 }
 
 func (e *VersionError) Error() string {
-	return fmt.Sprintf("unsupported recording version %d (this sqscope reads %d)", e.Version, FormatVersion)
+	return fmt.Sprintf("unsupported recording version %d (this sqscope reads versions 1 to %d)", e.Version, FormatVersion)
 }
 
-// TruncatedError says the recording ends before its end chunk: the writer was
-// killed, the disk filled up, or the copy is partial. Every whole record
-// before the cut has been returned.
+// TruncatedError says the recording ends before its end block: the writer
+// was killed, the disk filled up, or the copy is partial. Every record
+// before the cut that can be read has been returned.
 type TruncatedError struct {
-	// Offset is the byte offset where the last whole record ends (where the
-	// file header ends if there is none; 0 when the cut is inside the file
-	// header).
+	// Offset is the byte offset where the last whole record ends, which in
+	// version 2 is where the last whole block ends (where the file header
+	// ends if there is none; 0 when the cut is inside the file header).
 	Offset int64
-	// Leftover counts the bytes past Offset that do not make a whole record.
+	// Leftover counts the bytes past Offset that do not make a whole record
+	// (version 2: a whole block).
 	Leftover int64
-	// Unverified counts the events returned from the cut chunk, whose
-	// checksum could not be checked.
+	// Unverified counts the events returned from the cut chunk of a
+	// version 1 file, whose checksum could not be checked.
 	Unverified int
+	// CutRecords counts the records of the version 2 block the cut fell in,
+	// as its header says: lost, since a block cut short cannot be
+	// decompressed. 0 when the cut leaves no whole block header.
+	CutRecords int64
 	// InHeader says the file header itself is cut: there is no event.
 	InHeader bool
 }
@@ -48,6 +54,9 @@ func (e *TruncatedError) Error() string {
 	s := fmt.Sprintf("recording truncated: last whole record ends at byte %d, %d bytes left over", e.Offset, e.Leftover)
 	if e.Unverified > 0 {
 		s += fmt.Sprintf("; the last %d events were not verified by a checksum", e.Unverified)
+	}
+	if e.CutRecords > 0 {
+		s += fmt.Sprintf("; the block cut short held %d records, lost", e.CutRecords)
 	}
 	return s
 }
@@ -71,13 +80,24 @@ type Reader struct {
 	br      *bufio.Reader
 	closer  io.Closer
 	info    FileInfo
+	version uint16
 	off     int64 // bytes consumed so far
 	lastEnd int64 // offset where the last whole record ends
-	dec     decoder
+	dec     *decoder
 	buf     []byte
+	// Version 1: the events of a chunk, decoded at once.
 	pending []Event
-	next    int   // index of the next pending event
-	err     error // returned once pending is drained; sticks
+	next    int // index of the next pending event
+	// Version 2: the block being read, decoded record by record.
+	block     []byte // as it decompressed
+	raw       []byte // its records
+	pos       int    // where the next record starts in raw
+	left      uint32 // its records not read yet
+	blockAt   int64  // where it starts in the file
+	blockRecs uint32 // its records
+	zbuf      []byte // its payload as read
+
+	err     error // returned once the events before it are out; sticks
 	records int64 // records read, including skipped ones
 	skipped int64
 }
@@ -110,6 +130,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 // Info returns what the file header says about the recording.
 func (rd *Reader) Info() FileInfo { return rd.info }
 
+// Version is the recording's format version.
+func (rd *Reader) Version() uint16 { return rd.version }
+
 // Skipped counts records of kinds this version does not know, skipped so far.
 func (rd *Reader) Skipped() int64 { return rd.skipped }
 
@@ -125,9 +148,9 @@ func (rd *Reader) Close() error {
 }
 
 // Next returns the next event. It returns io.EOF at the end of a complete
-// recording, a *TruncatedError after the last whole record of a cut one and
-// a *CorruptError where a damaged chunk starts. Once it returns an error it
-// returns the same error again.
+// recording, a *TruncatedError after the last readable record of a cut one
+// and a *CorruptError where a damaged block starts. Once it returns an
+// error it returns the same error again.
 func (rd *Reader) Next() (Event, error) {
 	for {
 		if rd.next < len(rd.pending) {
@@ -136,8 +159,23 @@ func (rd *Reader) Next() (Event, error) {
 			rd.next++
 			return ev, nil
 		}
+		if rd.left > 0 {
+			ev, err := rd.blockRecord()
+			if err != nil {
+				rd.left, rd.err = 0, err
+				return nil, err
+			}
+			if ev != nil {
+				return ev, nil
+			}
+			continue
+		}
 		if rd.err != nil {
 			return nil, rd.err
+		}
+		if rd.version >= 2 {
+			rd.err = rd.readBlock()
+			continue
 		}
 		rd.pending, rd.next = rd.pending[:0], 0
 		rd.err = rd.readChunk()
@@ -185,9 +223,11 @@ func (rd *Reader) readHeader() error {
 		return ErrBadMagic
 	}
 	if err == nil {
-		if v := binary.LittleEndian.Uint16(p[len(fileMagic):]); v != FormatVersion {
+		v := binary.LittleEndian.Uint16(p[len(fileMagic):])
+		if v < 1 || v > FormatVersion {
 			return &VersionError{Version: v}
 		}
+		rd.version, rd.dec = v, newDecoder(v)
 		p, err = rd.read(rd.buf, 8)
 		rd.buf = p
 	}
@@ -221,27 +261,140 @@ func (rd *Reader) readHeader() error {
 }
 
 // truncated is the error for input that ends after lastEnd.
-func (rd *Reader) truncated(unverified int) error {
+func (rd *Reader) truncated(unverified int) *TruncatedError {
 	return &TruncatedError{Offset: rd.lastEnd, Leftover: rd.off - rd.lastEnd, Unverified: unverified}
+}
+
+// frameHeader reads the n bytes of the header of a block (chunk) or the
+// end; where the input ends first, the error says where it was cut.
+func (rd *Reader) frameHeader(n int) ([]byte, error) {
+	hdr, err := rd.read(rd.buf, n)
+	rd.buf = hdr
+	if err != nil {
+		if isEOF(err) {
+			return nil, rd.truncated(0)
+		}
+		return nil, rd.ioError(err)
+	}
+	return hdr, nil
+}
+
+// readBlock reads the next block of a version 2 file (or its end) and
+// makes its records the next to decode. The error it returns is for Next
+// to give out after the events before it.
+func (rd *Reader) readBlock() error {
+	start := rd.off
+	hdr, err := rd.frameHeader(blockHeaderLen)
+	if err != nil {
+		return err
+	}
+	length := binary.LittleEndian.Uint32(hdr[0:])
+	count := binary.LittleEndian.Uint32(hdr[4:])
+	rawLen := binary.LittleEndian.Uint32(hdr[8:])
+	sum := binary.LittleEndian.Uint32(hdr[12:])
+	hdrSum := crc32.Checksum(hdr[:12], castagnoli)
+	if count == 0 {
+		if rawLen != 0 {
+			return &CorruptError{Offset: start, Reason: fmt.Sprintf("bad block header (%d bytes of records, no records)", rawLen)}
+		}
+		return rd.readEnd(start, length, sum, hdrSum)
+	}
+	switch {
+	case length == 0 || length > maxChunkLen:
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("bad block length %d", length)}
+	case rawLen == 0 || rawLen > maxRawLen:
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("bad length of a block's records %d", rawLen)}
+	case count > rawLen:
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("%d bytes of records cannot hold %d records", rawLen, count)}
+	}
+	payload, err := rd.read(rd.zbuf, int(length))
+	rd.zbuf = payload
+	if err != nil {
+		if isEOF(err) {
+			te := rd.truncated(0)
+			te.CutRecords = int64(count)
+			return te
+		}
+		return rd.ioError(err)
+	}
+	if crc32.Update(hdrSum, castagnoli, payload) != sum {
+		return &CorruptError{Offset: start, Reason: "block checksum mismatch"}
+	}
+	zdec, err := zstdDecoder()
+	if err != nil {
+		return err
+	}
+	raw, err := zdec.DecodeAll(payload, rd.block[:0])
+	if err != nil {
+		return &CorruptError{Offset: start, Reason: "block does not decompress: " + oneLine(err.Error())}
+	}
+	if len(raw) != int(rawLen) {
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("block decompresses to %d bytes of records, its header says %d", len(raw), rawLen)}
+	}
+	records, err := rd.dec.beginBlock(raw)
+	if err != nil {
+		return &CorruptError{Offset: start, Reason: err.Error()}
+	}
+	rd.block, rd.raw, rd.pos, rd.left, rd.blockAt, rd.blockRecs = raw, records, 0, count, start, count
+	rd.lastEnd = rd.off
+	return nil
+}
+
+// blockRecord decodes the next record of the block being read: its event,
+// nil for a kind this version does not know.
+func (rd *Reader) blockRecord() (Event, error) {
+	if rd.pos >= len(rd.raw) {
+		return nil, &CorruptError{Offset: rd.blockAt, Reason: fmt.Sprintf("block holds fewer records than its header says (%d)", rd.blockRecs)}
+	}
+	ev, size, err := rd.dec.nextRecord(rd.raw[rd.pos:])
+	if err != nil {
+		return nil, &CorruptError{Offset: rd.blockAt, Reason: fmt.Sprintf("record %d of the block: %v", rd.blockRecs-rd.left, err)}
+	}
+	rd.pos += size
+	rd.left--
+	rd.records++
+	if rd.left == 0 {
+		if rd.pos != len(rd.raw) {
+			rd.err = &CorruptError{Offset: rd.blockAt, Reason: "stray bytes after the last record of the block"}
+		} else if err := rd.dec.endBlock(); err != nil {
+			rd.err = &CorruptError{Offset: rd.blockAt, Reason: err.Error()}
+		}
+	}
+	if ev == nil {
+		rd.skipped++
+	}
+	return ev, nil
+}
+
+// unit is what the file's records come in: chunks (version 1) or blocks.
+func (rd *Reader) unit() string {
+	if rd.version >= 2 {
+		return "block"
+	}
+	return "chunk"
+}
+
+// oneLine keeps the first line of a message.
+func oneLine(s string) string {
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // readChunk reads the next chunk and queues its events. The error it returns
 // is for Next to give out after them.
 func (rd *Reader) readChunk() error {
 	start := rd.off
-	hdr, err := rd.read(rd.buf, chunkHeaderLen)
-	rd.buf = hdr
+	hdr, err := rd.frameHeader(chunkHeaderLen)
 	if err != nil {
-		if isEOF(err) {
-			return rd.truncated(0)
-		}
-		return rd.ioError(err)
+		return err
 	}
 	length := binary.LittleEndian.Uint32(hdr[0:])
 	count := binary.LittleEndian.Uint32(hdr[4:])
 	sum := binary.LittleEndian.Uint32(hdr[8:])
 	if count == 0 {
-		return rd.readEnd(start, length, sum)
+		return rd.readEnd(start, length, sum, 0)
 	}
 	if length == 0 || length > maxChunkLen {
 		return &CorruptError{Offset: start, Reason: fmt.Sprintf("bad chunk length %d", length)}
@@ -302,11 +455,12 @@ func (rd *Reader) decodeRecords(base int64, payload []byte, count uint32) (queue
 	return queued, n, nil
 }
 
-// readEnd checks the end chunk, whose header has been read, and that nothing
-// follows it.
-func (rd *Reader) readEnd(start int64, length, sum uint32) error {
+// readEnd checks the end chunk (or block), whose header has been read, and
+// that nothing follows it. seed is what its checksum starts from: the
+// checksum of a block header's first 12 bytes, 0 for a chunk.
+func (rd *Reader) readEnd(start int64, length, sum, seed uint32) error {
 	if length != endChunkLen {
-		return &CorruptError{Offset: start, Reason: fmt.Sprintf("bad chunk header (length %d, no records)", length)}
+		return &CorruptError{Offset: start, Reason: fmt.Sprintf("bad %s header (length %d, no records)", rd.unit(), length)}
 	}
 	p, err := rd.read(rd.buf, endChunkLen)
 	rd.buf = p
@@ -316,8 +470,8 @@ func (rd *Reader) readEnd(start int64, length, sum uint32) error {
 		}
 		return rd.ioError(err)
 	}
-	if crc32.Checksum(p, castagnoli) != sum {
-		return &CorruptError{Offset: start, Reason: "end chunk checksum mismatch"}
+	if crc32.Update(seed, castagnoli, p) != sum {
+		return &CorruptError{Offset: start, Reason: "end " + rd.unit() + " checksum mismatch"}
 	}
 	if total := binary.LittleEndian.Uint64(p); total != uint64(rd.records) {
 		return &CorruptError{Offset: start, Reason: fmt.Sprintf("recording ends saying it holds %d records, but %d were read", total, rd.records)}

@@ -14,8 +14,16 @@ import (
 // zero, so a walk reads straight through and is checked once at the end.
 type recordCodec struct {
 	dec bool
-	out []byte      // encoding: the body so far
-	r   fieldReader // decoding: the rest of the body
+	// version is the record layout walked: below 2 version 1's, else
+	// version 2's, which refers to the tables of its block (blk).
+	version uint16
+	out     []byte      // encoding: the body so far
+	r       fieldReader // decoding: the rest of the body
+	blk     *blockState // version 2: what the block's records met so far
+	// Version 2: the block's values that change from record to record
+	// (see varying), apart from the records.
+	vals []byte      // encoding: the block's so far
+	vr   fieldReader // decoding: the block's not read yet
 
 	// Appended groups (see appended).
 	tail bool // the walk is past the record's first appended group
@@ -27,9 +35,21 @@ type recordCodec struct {
 	bit    uint // the next field's bit in mask
 	maskAt int  // encoding: where the mask byte is in out
 
-	// Decoding: the slabs lists are carved from (see take).
-	wrs []WR
-	wcs []WC
+	// Decoding: the slabs lists are carved from.
+	wrs slab[WR]
+	wcs slab[WC]
+
+	// Version 2: where a QP or CQ expects a wr_id when the reference to
+	// it failed (see qp).
+	scratchID uint64
+}
+
+// setVersion makes the codec walk the given layout version (1 or 2).
+func (c *recordCodec) setVersion(version uint16) {
+	c.version = version
+	if version >= 2 {
+		c.blk = newBlockState()
+	}
 }
 
 func (c *recordCodec) beginEncode(out []byte) {
@@ -37,7 +57,23 @@ func (c *recordCodec) beginEncode(out []byte) {
 }
 
 func (c *recordCodec) beginDecode(body []byte) {
-	c.dec, c.r, c.tail = true, fieldReader{b: body}, false
+	c.dec, c.tail = true, false
+	c.r.b, c.r.i, c.r.absent = body, 0, false
+	if c.r.err != nil {
+		c.r.err = nil
+	}
+}
+
+// err is the first error of a decoding walk, in the record or in the
+// block's varying values.
+func (c *recordCodec) err() error {
+	if c.r.err != nil {
+		return c.r.err
+	}
+	if c.vr.err != nil {
+		return fmt.Errorf("varying values: %w", c.vr.err)
+	}
+	return nil
 }
 
 // appended starts a group of fields appended to a kind after its first
@@ -45,27 +81,30 @@ func (c *recordCodec) beginDecode(body []byte) {
 // matters to encoding only). A record stores its groups up to the last one
 // that is set, so a record with none stored reads as it did before the
 // groups existed; a reader reads the groups there are, and the fields of
-// those that are not there stay zero.
-func (c *recordCodec) appended(set bool) {
+// those that are not there stay zero. It says whether to walk the group:
+// always when encoding, when decoding if the record has it.
+func (c *recordCodec) appended(set bool) bool {
 	if c.dec {
-		if len(c.r.b) == 0 {
+		if c.r.left() == 0 {
 			c.r.absent = true
 		}
-		return
+		return !c.r.absent
 	}
 	if !c.tail || c.set {
 		c.keep = len(c.out)
 	}
 	c.tail, c.set = true, set
+	return true
 }
 
 // appendedFlag starts an appended group whose presence is the value of *p:
 // a bool stored as the group being there.
-func (c *recordCodec) appendedFlag(p *bool) {
-	c.appended(*p)
-	if c.dec && !c.r.absent {
+func (c *recordCodec) appendedFlag(p *bool) bool {
+	walk := c.appended(*p)
+	if c.dec && walk {
 		*p = true
 	}
+	return walk
 }
 
 // end finishes a walk: encoding drops the appended groups after the last
@@ -80,12 +119,91 @@ func (c *recordCodec) end() {
 	c.out = c.out[:c.keep]
 }
 
+// header walks a record's common header against prev, the previous record
+// of its chunk or block.
+func (c *recordCodec) header(h *Header, prev *codecState) {
+	if c.version >= 2 {
+		c.thread(h, prev, 0)
+		c.delta(&h.TimeNS, prev.timeNS)
+		return
+	}
+	var flags byte
+	if !c.dec {
+		if h.PID == prev.pid {
+			flags |= hdrSamePID
+		}
+		if h.TID == prev.tid {
+			flags |= hdrSameTID
+		}
+	}
+	c.u8(&flags)
+	if flags&^(hdrSamePID|hdrSameTID) != 0 {
+		c.r.fail(fmt.Errorf("bad header flags %#x", flags))
+	}
+	c.delta(&h.TimeNS, prev.timeNS)
+	c.thread(h, prev, flags)
+}
+
+// delta walks a field stored as z its difference from base (mod 2^64),
+// a varying value.
+func (c *recordCodec) delta(p *uint64, base uint64) {
+	d := int64(*p - base)
+	c.varying(&d)
+	if c.dec {
+		*p = base + uint64(d)
+	}
+}
+
+// varying walks a z value that changes from record to record, a time or
+// a wr_id where a list starts: version 2 keeps these apart from the
+// records, in the block's column of varying values, so that the records
+// of a steady stream repeat byte for byte and compress to little, and the
+// column to what the values' entropy is. Only the header and the kinds of
+// version 2's first release put values there: a reader that skips a kind
+// does not know what it put, and fields appended to a kind later are
+// dropped with their group, which the column would not follow.
+func (c *recordCodec) varying(p *int64) {
+	switch {
+	case c.version < 2:
+		c.z64(p)
+	case c.dec:
+		*p = c.vr.z64()
+	default:
+		c.vals = binary.AppendVarint(c.vals, *p)
+	}
+}
+
+// varyingU walks an unsigned value that changes from record to record (a
+// count), as varying does a signed one.
+func (c *recordCodec) varyingU(p *uint64) {
+	switch {
+	case c.version < 2:
+		c.u64(p)
+	case c.dec:
+		*p = c.vr.u64()
+	default:
+		c.vals = binary.AppendUvarint(c.vals, *p)
+	}
+}
+
+// The walk of each field is small enough to be inlined into the walk of
+// a kind: decoding reads the usual one-byte value in place, encoding calls
+// out.
+
 func (c *recordCodec) u64(p *uint64) {
 	if c.dec {
 		*p = c.r.u64()
 		return
 	}
-	c.out = binary.AppendUvarint(c.out, *p)
+	c.putU(*p)
+}
+
+func (c *recordCodec) z64(p *int64) {
+	if c.dec {
+		*p = c.r.z64()
+		return
+	}
+	c.putZ(*p)
 }
 
 func (c *recordCodec) u32(p *uint32) {
@@ -93,7 +211,7 @@ func (c *recordCodec) u32(p *uint32) {
 		*p = c.r.u32()
 		return
 	}
-	c.out = binary.AppendUvarint(c.out, uint64(*p))
+	c.putU(uint64(*p))
 }
 
 func (c *recordCodec) u16(p *uint16) {
@@ -101,7 +219,7 @@ func (c *recordCodec) u16(p *uint16) {
 		*p = c.r.u16()
 		return
 	}
-	c.out = binary.AppendUvarint(c.out, uint64(*p))
+	c.putU(uint64(*p))
 }
 
 func (c *recordCodec) z32(p *int32) {
@@ -109,8 +227,11 @@ func (c *recordCodec) z32(p *int32) {
 		*p = c.r.z32()
 		return
 	}
-	c.out = binary.AppendVarint(c.out, int64(*p))
+	c.putZ(int64(*p))
 }
+
+func (c *recordCodec) putU(v uint64) { c.out = binary.AppendUvarint(c.out, v) }
+func (c *recordCodec) putZ(v int64)  { c.out = binary.AppendVarint(c.out, v) }
 
 func (c *recordCodec) u8(p *uint8) {
 	if c.dec {
@@ -125,8 +246,10 @@ func (c *recordCodec) bool(p *bool) {
 		*p = c.r.bool()
 		return
 	}
-	c.out = appendBool(c.out, *p)
+	c.putBool(*p)
 }
+
+func (c *recordCodec) putBool(v bool) { c.out = appendBool(c.out, v) }
 
 func (c *recordCodec) str(p *string) {
 	if c.dec {
@@ -139,11 +262,11 @@ func (c *recordCodec) str(p *string) {
 // entry walks an EntryNS field of an event returned at timeNS (see
 // entryDelta).
 func (c *recordCodec) entry(p *uint64, timeNS uint64) {
+	d := entryDelta(timeNS, *p)
+	c.varying(&d)
 	if c.dec {
-		*p = entryTime(timeNS, c.r.z64())
-		return
+		*p = entryTime(timeNS, d)
 	}
-	c.out = binary.AppendVarint(c.out, entryDelta(timeNS, *p))
 }
 
 // count walks a list's length, n when encoding.
@@ -158,14 +281,14 @@ func (c *recordCodec) count(n int) int {
 // listWalk walks a list: its length, then each element given the one
 // before it (nil for the first). Decoding carves the list from slab; an
 // empty list decodes as nil.
-func listWalk[T any](c *recordCodec, list, slab *[]T, elem func(c *recordCodec, e, prev *T)) {
+func listWalk[T any](c *recordCodec, list *[]T, slab *slab[T], elem func(c *recordCodec, e, prev *T)) {
 	n := c.count(len(*list))
 	if n == 0 {
 		return
 	}
 	if c.dec {
 		// Every element takes at least its mask byte, which bounds n.
-		*list = take(slab, n)
+		*list = slab.take(n)
 	}
 	l := *list
 	elem(c, &l[0], nil)
@@ -192,8 +315,8 @@ func elemDefaultIn[T any](c *recordCodec, e, scratch *T) *T {
 // its mask 0 alone: elemDefault reports it, and it is walked whole.
 func elemDefault[T comparable](c *recordCodec, e, def *T) bool {
 	if c.dec {
-		if len(c.r.b) > 0 && c.r.b[0] == 0 {
-			c.r.b = c.r.b[1:]
+		if r := &c.r; r.i < len(r.b) && r.b[r.i] == 0 {
+			r.i++
 			return true
 		}
 	} else if *e == *def {
@@ -264,6 +387,72 @@ func (c *recordCodec) elemU32(p *uint32, def uint32) {
 	if bit, stored := c.elemField(*p != def); stored {
 		c.mask |= bit
 		c.u32(p)
+	}
+}
+
+// Optional fields of a record: version 2 stores them as a list element's
+// fields are stored (elemStart), behind a mask byte, each only where it is
+// not zero; version 1 stores each one. opts starts them and says whether
+// to walk them: not when decoding a mask of none (the fields of a new
+// event are zero).
+
+func (c *recordCodec) opts() bool {
+	if c.version < 2 {
+		return true
+	}
+	if c.dec {
+		if r := &c.r; r.i < len(r.b) && r.b[r.i] == 0 {
+			r.i++
+			return false
+		}
+	}
+	c.elemStart()
+	return true
+}
+
+func (c *recordCodec) optEnd() {
+	if c.version >= 2 {
+		c.elemEnd()
+	}
+}
+
+// opt says whether an optional field, not zero when encoding, is stored;
+// decoding, one that is not is zero.
+func opt[T comparable](c *recordCodec, p *T) bool {
+	if c.version < 2 {
+		return true
+	}
+	var zero T
+	bit, stored := c.elemField(*p != zero)
+	if stored {
+		c.mask |= bit
+	} else if c.dec {
+		*p = zero
+	}
+	return stored
+}
+
+func (c *recordCodec) optU8(p *uint8) {
+	if opt(c, p) {
+		c.u8(p)
+	}
+}
+
+func (c *recordCodec) optU32(p *uint32) {
+	if opt(c, p) {
+		c.u32(p)
+	}
+}
+
+func (c *recordCodec) optZ32(p *int32) {
+	if opt(c, p) {
+		c.z32(p)
+	}
+}
+
+func (c *recordCodec) optBool(p *bool) {
+	if opt(c, p) {
+		c.bool(p)
 	}
 }
 

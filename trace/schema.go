@@ -7,10 +7,11 @@ package trace
 // in codec.go's table name the recordCodec method that stores a field: u
 // u64, u32 or u16 (by the field's width), z z32, b u8, ? bool, s str.
 //
-// A field is added here and only here, at the end of its kind, behind
-// recordCodec.appended: a record stores its appended groups up to the last
-// one that is set, so a record without the new field is stored as before,
-// and a reader reads the groups it finds.
+// A field is added here and only here, at the end of its kind, in a group
+// behind recordCodec.appended: a record stores its appended groups up to
+// the last one that is set, so a record without the new field is stored
+// as before, and a reader reads the groups it finds (appended says whether
+// to walk a group).
 
 // fields walks the fields of ev; ev is a non-nil event of one of the
 // concrete types (eventHeader checked it, or decoder.newEvent made it).
@@ -29,59 +30,68 @@ func (c *recordCodec) fields(ev Event) {
 		c.u32(&e.Caps.MaxRecvSGE)
 		c.u32(&e.Caps.MaxInlineData)
 		c.str(&e.Via)
-		c.appended(e.Gen != 0)
-		c.u64(&e.Gen)
-		c.appended(e.Lib != "")
-		c.str(&e.Lib)
-		c.appended(e.State != 0)
-		c.z32(&e.State)
+		if c.appended(e.Gen != 0) {
+			c.u64(&e.Gen)
+		}
+		if c.appended(e.Lib != "") {
+			c.str(&e.Lib)
+		}
+		if c.appended(e.State != 0) {
+			c.z32(&e.State)
+		}
 	case *QPDestroy:
 		c.u64(&e.QP)
 		c.u32(&e.QPNum)
 		c.z32(&e.Ret)
-		c.appended(e.Gen != 0)
-		c.u64(&e.Gen)
+		if c.appended(e.Gen != 0) {
+			c.u64(&e.Gen)
+		}
 	case *QPModify:
 		c.u64(&e.QP)
 		c.u32(&e.QPNum)
 		c.z32(&e.State)
 		c.z32(&e.Ret)
 	case *Post:
-		c.u64(&e.QP)
-		c.u32(&e.QPNum)
-		c.u8((*uint8)(&e.API))
-		c.bool(&e.Aborted)
-		c.u32(&e.Truncated)
-		c.z32(&e.Ret)
+		next := c.qp(&e.QP, &e.QPNum)
+		if c.opts() {
+			c.optU8((*uint8)(&e.API))
+			c.optBool(&e.Aborted)
+			c.optU32(&e.Truncated)
+			c.optZ32(&e.Ret)
+			c.optEnd()
+		}
 		c.u32(&e.Accepted)
 		c.entry(&e.EntryNS, e.TimeNS)
-		listWalk(c, &e.WRs, &c.wrs, (*recordCodec).wr)
-		c.appended(e.WalkCapped || c.cutsSet(e.WRs))
-		c.bool(&e.WalkCapped)
-		c.cuts(e.WRs)
+		c.wrList(&e.WRs, next)
+		if c.appended(e.WalkCapped || c.cutsSet(e.WRs)) {
+			c.bool(&e.WalkCapped)
+			c.cuts(e.WRs)
+		}
 	case *Poll:
-		c.u64(&e.CQ)
+		next := c.cq(&e.CQ)
 		c.z32(&e.Max)
 		c.z32(&e.Ret)
 		c.u32(&e.Truncated)
-		c.u64(&e.EmptyBefore)
+		c.varyingU(&e.EmptyBefore)
 		c.entry(&e.EntryNS, e.TimeNS)
-		listWalk(c, &e.WCs, &c.wcs, (*recordCodec).wc)
-		c.appended(e.Ex)
-		c.bool(&e.Ex)
+		c.wcList(&e.WCs, next)
+		if c.appended(e.Ex) {
+			c.bool(&e.Ex)
+		}
 	case *EmptyPolls:
-		c.u64(&e.CQ)
+		c.cq(&e.CQ)
 		c.u64(&e.Count)
-		c.appended(e.Gen != 0)
-		c.u64(&e.Gen)
+		if c.appended(e.Gen != 0) {
+			c.u64(&e.Gen)
+		}
 	case *PostRecv:
-		c.u64(&e.QP)
-		c.u32(&e.QPNum)
+		c.qp(&e.QP, &e.QPNum)
 		c.u32(&e.NumWRs)
 		c.z32(&e.Ret)
 		c.u32(&e.Accepted)
-		c.appended(e.SRQ)
-		c.bool(&e.SRQ)
+		if c.appended(e.SRQ) {
+			c.bool(&e.SRQ)
+		}
 	case *Lost:
 		c.u64(&e.Count)
 	case *Exit:
@@ -93,8 +103,9 @@ func (c *recordCodec) fields(ev Event) {
 		c.u64(&e.Offset)
 		c.str(&e.How)
 		c.str(&e.Err)
-		c.appended(e.DebugFile != "")
-		c.str(&e.DebugFile)
+		if c.appended(e.DebugFile != "") {
+			c.str(&e.DebugFile)
+		}
 	case *QPCounters:
 		c.u64(&e.QP)
 		c.u32(&e.QPNum)
@@ -103,23 +114,27 @@ func (c *recordCodec) fields(ev Event) {
 			&e.PayloadBytes, &e.PayloadSGEs, &e.WRsPerCallMax} {
 			c.u64(p)
 		}
-		c.appended(e.WalkCappedPosts|e.SGECutWRs|e.SGEsNotSummed != 0)
-		c.u64(&e.WalkCappedPosts)
-		c.u64(&e.SGECutWRs)
-		c.u64(&e.SGEsNotSummed)
-		c.appended(e.Gen != 0)
-		c.u64(&e.Gen)
-		c.appendedFlag(&e.RecvsCounted)
-		c.u64(&e.RecvCalls)
-		c.u64(&e.Recvs)
-		c.u64(&e.RecvFailed)
+		if c.appended(e.WalkCappedPosts|e.SGECutWRs|e.SGEsNotSummed != 0) {
+			c.u64(&e.WalkCappedPosts)
+			c.u64(&e.SGECutWRs)
+			c.u64(&e.SGEsNotSummed)
+		}
+		if c.appended(e.Gen != 0) {
+			c.u64(&e.Gen)
+		}
+		if c.appendedFlag(&e.RecvsCounted) {
+			c.u64(&e.RecvCalls)
+			c.u64(&e.Recvs)
+			c.u64(&e.RecvFailed)
+		}
 	case *CQCounters:
 		c.u64(&e.CQ)
 		c.u64(&e.Polls)
 		c.u64(&e.CQEs)
 		c.u64(&e.Empty)
-		c.appended(e.Gen != 0)
-		c.u64(&e.Gen)
+		if c.appended(e.Gen != 0) {
+			c.u64(&e.Gen)
+		}
 	case *CQCreate:
 		c.u64(&e.CQ)
 		c.u64(&e.Gen)
@@ -135,9 +150,10 @@ func (c *recordCodec) fields(ev Event) {
 	case *End:
 		c.str(&e.Reason)
 		c.bool(&e.Err)
-		c.appended(e.CutNS != 0)
-		c.u64(&e.CutNS)
-		c.u64(&e.InFlightUnseen)
+		if c.appended(e.CutNS != 0) {
+			c.u64(&e.CutNS)
+			c.u64(&e.InFlightUnseen)
+		}
 	case *CQChange:
 		c.u8((*uint8)(&e.Op))
 		c.u64(&e.CQ)
@@ -156,8 +172,9 @@ func (c *recordCodec) fields(ev Event) {
 		c.u64(&e.StopNS)
 		c.str(&e.Cut)
 		c.str(&e.Err)
-		c.appended(e.KernelCheck != "")
-		c.str(&e.KernelCheck)
+		if c.appended(e.KernelCheck != "") {
+			c.str(&e.KernelCheck)
+		}
 	case *Proc:
 		c.str(&e.How)
 		c.u32(&e.Parent)

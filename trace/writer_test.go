@@ -111,7 +111,7 @@ func TestWriterErrors(t *testing.T) {
 		{"nil post", (*Post)(nil), "cannot record a nil *trace.Post"},
 		{"foreign type", &foreignEvent{}, "cannot record event of type *trace.foreignEvent"},
 		{"too large", &Attach{Path: strings.Repeat("x", maxRecordBody)},
-			fmt.Sprintf("attach event too large to record (%d bytes, limit %d)", maxRecordBody+10, maxRecordBody)},
+			fmt.Sprintf("attach event too large to record (%d bytes, limit %d)", maxRecordBody+11, maxRecordBody)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,15 +120,18 @@ func TestWriterErrors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Between two good events: the writer stays usable and the
+			// refused event leaves no trace, also in what the block's
+			// records after it are encoded against.
+			good := manyEvents(2)
+			if err := w.Write(good[0]); err != nil {
+				t.Fatal(err)
+			}
 			if err := w.Write(tc.ev); err == nil || err.Error() != tc.want {
 				t.Fatalf("Write: %v, want %q", err, tc.want)
 			}
-			// The writer stays usable and the refused event left no trace.
-			good := manyEvents(2)
-			for _, ev := range good {
-				if err := w.Write(ev); err != nil {
-					t.Fatal(err)
-				}
+			if err := w.Write(good[1]); err != nil {
+				t.Fatal(err)
 			}
 			if err := w.Close(); err != nil {
 				t.Fatal(err)

@@ -124,7 +124,8 @@ func (r *report) verdicts() []string {
 				l.Lost == 0 && l.Unseen == 0, fmt.Sprintf("%d lost", l.Lost)))
 		}
 	}
-	return append(append(out, r.exportVerdicts()...), r.scaleVerdicts()...)
+	out = append(append(out, r.recordingVerdicts()...), r.exportVerdicts()...)
+	return append(out, r.scaleVerdicts()...)
 }
 
 func verdict(what string, ok bool, got string) string {

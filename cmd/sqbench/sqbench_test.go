@@ -91,21 +91,39 @@ func TestBenchProgramsLoad(t *testing.T) {
 	}
 }
 
-func TestExportVerdicts(t *testing.T) {
-	r := &report{other: []otherRow{
-		{What: exportPerfettoSize, Value: summary{Med: 0.57, N: 1}},
-		{What: exportSpeed, Value: summary{Med: 4e6, N: 1}},
-		{What: exportHeapThird, Value: summary{Med: 1.2, N: 1}},
-		{What: exportHeapWhole, Value: summary{Med: 1.3, N: 1}},
-	}}
-	got := fmt.Sprint(r.exportVerdicts())
-	for _, want := range []string{"Perfetto export ≤ 1.5× the recording: met (0.57×)",
-		"Perfetto export ≥ 5.00M events/s on one core: NOT met (4.00M events per CPU-second)",
-		"export memory flat in the recording's size (3× the events, < 1.5× the heap): met (1.20 MiB for a third, 1.30 MiB for the whole)"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("verdicts %s lack %q", got, want)
+// figures is a report of other figures, each one run's value.
+func figures(vals map[string]float64) *report {
+	r := &report{}
+	for what, v := range vals {
+		r.other = append(r.other, otherRow{What: what, Value: summary{Med: v, N: 1}})
+	}
+	return r
+}
+
+// wantVerdicts checks that verdicts hold each of want.
+func wantVerdicts(t *testing.T, verdicts []string, want ...string) {
+	t.Helper()
+	got := fmt.Sprint(verdicts)
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("verdicts %s lack %q", got, w)
 		}
 	}
+}
+
+func TestRecordingVerdicts(t *testing.T) {
+	r := figures(map[string]float64{recordingSize1: 1.23, recordingSize16: 1.6, reportRate1: 9e6, reportRate16: 25e6})
+	wantVerdicts(t, r.recordingVerdicts(), "recording size, post_list 1 ≤ 8.0 bytes/WR: met (1.23 bytes/WR)",
+		"recording size, post_list 16 ≤ 1.5 bytes/WR: NOT met (1.60 bytes/WR)",
+		"one core, post_list 1 ≥ 15.00M WR/s: NOT met (9.00M WRs per CPU-second)",
+		"one core, post_list 16 ≥ 15.00M WR/s: met (25.00M WRs per CPU-second)")
+}
+
+func TestExportVerdicts(t *testing.T) {
+	r := figures(map[string]float64{exportPerfettoSize: 0.57, exportSpeed: 4e6, exportHeapThird: 1.2, exportHeapWhole: 1.3})
+	wantVerdicts(t, r.exportVerdicts(), "Perfetto export ≤ 1.5× the recording: met (0.57×)",
+		"Perfetto export ≥ 5.00M events/s on one core: NOT met (4.00M events per CPU-second)",
+		"export memory flat in the recording's size (3× the events, < 1.5× the heap): met (1.20 MiB for a third, 1.30 MiB for the whole)")
 }
 
 // The tracer's JSON summary is read whether or not the workload wrote text

@@ -304,7 +304,7 @@ func TestExportPerfettoCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	damaged := append([]byte(nil), full...)
-	damaged[sizes[10]+14] ^= 0xff // inside the 11th event's chunk
+	damaged[sizes[10]+14] ^= 0xff // inside the 11th event's block
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -312,7 +312,7 @@ func TestExportPerfettoCut(t *testing.T) {
 		msg  string
 	}{
 		{"truncated", full[:sizes[6]+7], 0, "stops early"},
-		{"damaged", damaged, 1, "chunk checksum mismatch (used the 10 events before it)"},
+		{"damaged", damaged, 1, "block checksum mismatch (used the 10 events before it)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := filepath.Join(dir, tc.name+".sqscope")

@@ -103,7 +103,7 @@ func sample() []trace.Event {
 	return e.evs
 }
 
-// writeRecording writes evs to a new recording, flushing a chunk every
+// writeRecording writes evs to a new recording, flushing a block every
 // flushEvery events, and returns the file size after each flush (the first
 // is the size of the file header).
 func writeRecording(t *testing.T, path string, evs []trace.Event, flushEvery int) []int64 {
@@ -221,7 +221,7 @@ func TestReportTruncated(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "run.sqscope")
 	evs := sample()
-	sizes := writeRecording(t, path, evs, 1) // one event per chunk
+	sizes := writeRecording(t, path, evs, 1) // one event per block
 	full, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -244,14 +244,14 @@ func TestReportTruncated(t *testing.T) {
 	}
 	var cuts []cut
 	for _, k := range []int{0, 1, 2, 7, 13, len(evs) - 1, len(evs)} {
-		cuts = append(cuts, cut{fmt.Sprintf("between chunks after %d events", k), sizes[k], k, sizes[k]})
+		cuts = append(cuts, cut{fmt.Sprintf("between blocks after %d events", k), sizes[k], k, sizes[k]})
 		if k < len(evs) {
 			cuts = append(cuts,
-				cut{fmt.Sprintf("inside chunk header after %d events", k), sizes[k] + 5, k, sizes[k]},
+				cut{fmt.Sprintf("inside block header after %d events", k), sizes[k] + 5, k, sizes[k]},
 				cut{fmt.Sprintf("last byte of event %d missing", k+1), sizes[k+1] - 1, k, sizes[k]})
 		}
 	}
-	cuts = append(cuts, cut{"inside the end chunk", int64(len(full)) - 3, len(evs), sizes[len(evs)]})
+	cuts = append(cuts, cut{"inside the end block", int64(len(full)) - 3, len(evs), sizes[len(evs)]})
 	for _, c := range cuts {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(dir, "cut.sqscope")
@@ -288,7 +288,7 @@ func TestReportTruncated(t *testing.T) {
 	}
 }
 
-// Every cut offset of a file with several records per chunk: the report
+// Every cut offset of a file with several records per block: the report
 // holds exactly the events the reader returns, never fewer as the cut moves
 // on, and never fails past the file header.
 func TestReportEveryCut(t *testing.T) {
@@ -357,7 +357,7 @@ func TestReportBadInput(t *testing.T) {
 	binary.LittleEndian.PutUint16(v2[8:], 99)
 	version := write("v99.sqscope", v2)
 	corrupt := append([]byte(nil), full...)
-	corrupt[len(corrupt)-40] ^= 0xff // in the last chunk of records
+	corrupt[len(corrupt)-40] ^= 0xff // in the last block of records
 	damaged := write("damaged.sqscope", corrupt)
 
 	tests := []struct {
@@ -368,10 +368,10 @@ func TestReportBadInput(t *testing.T) {
 		out  string // in stdout
 	}{
 		{"foreign file", []string{"report", foreign}, 1, "not an sqscope recording (bad magic)", ""},
-		{"unknown version", []string{"report", version}, 1, "unsupported recording version 99 (this sqscope reads 1)", ""},
+		{"unknown version", []string{"report", version}, 1, "unsupported recording version 99 (this sqscope reads versions 1 to 2)", ""},
 		{"missing file", []string{"report", filepath.Join(dir, "nope")}, 1, "no such file or directory", ""},
 		{"directory", []string{"report", dir}, 1, "is a directory", ""},
-		{"damaged chunk reports what came before", []string{"report", damaged}, 1, "chunk checksum mismatch (used the 15 events before it)", "sqscope: 15 events"},
+		{"damaged block reports what came before", []string{"report", damaged}, 1, "block checksum mismatch (used the 15 events before it)", "sqscope: 15 events"},
 		{"no file", []string{"report"}, 2, "report: no recording given", ""},
 		{"two files", []string{"report", good, good}, 2, "report: one recording at a time, got 2", ""},
 		{"unknown flag", []string{"report", good, "--bogus"}, 2, "flag provided but not defined: -bogus", ""},
