@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/trace"
 )
-
-// end ends the stream; cutNS 0 is an end that was not a cut.
-func (s *stream) end(reason string, cutNS, unseen uint64) {
-	s.evs = append(s.evs, &trace.End{Header: s.hdr(), Reason: reason, CutNS: cutNS, InFlightUnseen: unseen})
-}
 
 // A trace cut while the target ran says where, how many WRs it left
 // without their completions and how many posts in flight it did not see;
@@ -21,49 +17,49 @@ func TestEndingCutAndUnmatched(t *testing.T) {
 	caps := trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}
 	tests := []struct {
 		name          string
-		build         func(s *stream)
+		build         func(s *streamtest.Stream)
 		wantCut       bool
 		wantOut       *uint64 // WRs outstanding at the cut
 		wantUnseen    uint64
 		wantUnmatched uint64 // in total
 	}{
-		{"cut with WRs posted after the last poll", func(s *stream) {
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.create(2, trace.QPTypeRC, caps, false)
-			s.send(1, 16, 0, 16)
-			s.poll(1, 15)
-			s.send(1, 16, 0, 16) // its CQE came after the cut
-			s.send(2, 3, 0, 16)
-			s.end("interrupt signal received", s.t+50, 1)
+		{"cut with WRs posted after the last poll", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, caps, false)
+			s.Create(2, trace.QPTypeRC, caps, false)
+			s.Send(1, 16, 0, 16)
+			s.Poll(1, 15)
+			s.Send(1, 16, 0, 16) // its CQE came after the cut
+			s.Send(2, 3, 0, 16)
+			s.End("interrupt signal received", s.T+50, 1)
 		}, true, ptr(uint64(19)), 1, 0},
-		{"cut, nothing outstanding", func(s *stream) {
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.send(1, 16, 0, 16)
-			s.poll(1, 15)
-			s.end("the time limit was reached", s.t+50, 0)
+		{"cut, nothing outstanding", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, caps, false)
+			s.Send(1, 16, 0, 16)
+			s.Poll(1, 15)
+			s.End("the time limit was reached", s.T+50, 0)
 		}, true, ptr(uint64(0)), 0, 0},
-		{"no cut, completions of posts not seen", func(s *stream) {
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.create(2, trace.QPTypeRC, caps, false)
-			s.poll(1, 7)
-			s.send(2, 4, 0, 4)
-			s.poll(2, 3)
-			s.poll(2, 9, 10)
-			s.end("the target exited with status 0", 0, 0)
+		{"no cut, completions of posts not seen", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, caps, false)
+			s.Create(2, trace.QPTypeRC, caps, false)
+			s.Poll(1, 7)
+			s.Send(2, 4, 0, 4)
+			s.Poll(2, 3)
+			s.Poll(2, 9, 10)
+			s.End("the target exited with status 0", 0, 0)
 		}, false, nil, 0, 3},
-		{"counters mode cut: no occupancy to give", func(s *stream) {
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.counters(1, trace.QPCounters{PostCalls: 4, WRs: 8, Doorbells: 4, Signaled: 2})
-			s.cqCounters(1, 10, 2, 8)
-			s.end("stopped", s.t+50, 0)
+		{"counters mode cut: no occupancy to give", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, caps, false)
+			s.Counters(1, trace.QPCounters{PostCalls: 4, WRs: 8, Doorbells: 4, Signaled: 2})
+			s.CQCounters(1, 10, 2, 8)
+			s.End("stopped", s.T+50, 0)
 		}, true, nil, 0, 0},
 	}
 	var text bytes.Buffer
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			tc.build(s)
-			snap := s.run(t, Options{})
+			snap := run(t, s, Options{})
 			if got := snap.Cut != nil; got != tc.wantCut {
 				t.Fatalf("cut %+v, want one: %v", snap.Cut, tc.wantCut)
 			}

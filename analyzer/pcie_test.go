@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -21,51 +22,51 @@ func TestPCIeByOpcode(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		post func(s *stream)
+		post func(s *streamtest.Stream)
 		want want
 	}{
 		// ib_read_bw -s 64 -n 2000: one WR per call, every 100th signaled
-		{"read 64 B", func(s *stream) {
+		{"read 64 B", func(s *streamtest.Stream) {
 			for range 2000 {
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRRDMARead, 0, 1, 64, 100), 0, 1)
+				s.Post(0x1c0, s.WRs(0x1c0, 1, ibv.WRRDMARead, 0, 1, 64, 100), 0, 1)
 			}
 		}, want{0, 0, 2000, 128000}},
 		// the same as ib_write_bw: the payload is read
-		{"write 64 B", func(s *stream) {
+		{"write 64 B", func(s *streamtest.Stream) {
 			for range 2000 {
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRRDMAWrite, 0, 1, 64, 100), 0, 1)
+				s.Post(0x1c0, s.WRs(0x1c0, 1, ibv.WRRDMAWrite, 0, 1, 64, 100), 0, 1)
 			}
 		}, want{2000, 128000, 0, 0}},
 		// a READ scattered over 2 SGEs: a write into each
-		{"read of 2 SGEs in lists of 4", func(s *stream) {
+		{"read of 2 SGEs in lists of 4", func(s *streamtest.Stream) {
 			for range 25 {
-				s.post(0x1c0, s.wrs(0x1c0, 4, ibv.WRRDMARead, 0, 2, 4096, 10), 0, 4)
+				s.Post(0x1c0, s.WRs(0x1c0, 4, ibv.WRRDMARead, 0, 2, 4096, 10), 0, 4)
 			}
 		}, want{0, 0, 200, 409600}},
 		// an atomic's response is 8 bytes, one write
-		{"compare-and-swap and fetch-and-add", func(s *stream) {
+		{"compare-and-swap and fetch-and-add", func(s *streamtest.Stream) {
 			for range 50 {
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRAtomicCmpAndSwp, 0, 1, 8, 10), 0, 1)
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRAtomicFetchAndAdd, 0, 1, 8, 10), 0, 1)
+				s.Post(0x1c0, s.WRs(0x1c0, 1, ibv.WRAtomicCmpAndSwp, 0, 1, 8, 10), 0, 1)
+				s.Post(0x1c0, s.WRs(0x1c0, 1, ibv.WRAtomicFetchAndAdd, 0, 1, 8, 10), 0, 1)
 			}
 		}, want{0, 0, 100, 800}},
 		// a mix: each opcode by its own rule; the inline SENDs save their
 		// reads, the READs save nothing
-		{"inline sends, writes and reads", func(s *stream) {
+		{"inline sends, writes and reads", func(s *streamtest.Stream) {
 			for range 100 {
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRSend, ibv.SendInline, 1, 32, 10), 0, 1)
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRRDMAWrite, 0, 1, 1024, 10), 0, 1)
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRRDMARead, 0, 1, 1024, 10), 0, 1)
+				s.Post(0x1c0, s.WRs(0x1c0, 1, ibv.WRSend, ibv.SendInline, 1, 32, 10), 0, 1)
+				s.Post(0x1c0, s.WRs(0x1c0, 1, ibv.WRRDMAWrite, 0, 1, 1024, 10), 0, 1)
+				s.Post(0x1c0, s.WRs(0x1c0, 1, ibv.WRRDMARead, 0, 1, 1024, 10), 0, 1)
 			}
 		}, want{100, 102400, 100, 102400}},
 	}
 	var out bytes.Buffer
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			s.create(0x1c0, trace.QPTypeRC, rcCaps(4096, 64, 2), false)
+			s := streamtest.New()
+			s.Create(0x1c0, trace.QPTypeRC, streamtest.RCCaps(4096, 64, 2), false)
 			tc.post(s)
-			snap := s.run(t, Options{BF: DefaultBF})
+			snap := run(t, s, Options{BF: DefaultBF})
 			q := snap.QPs[0]
 			got := want{q.DMAReadsPayload, q.DMABytesPayload, q.DMAWritesResponse, q.DMABytesResponse}
 			if got != tc.want {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -19,20 +20,6 @@ const (
 // mlx5Figures are what the text report prints of the mlx5 model's figures.
 var mlx5Figures = []string{"HCA (", "(BlueFlame", "), WQEBBs ", "of transactions", "PCIe bytes are estimates"}
 
-// createOn creates a QP on the provider whose post_send is in lib.
-func (s *stream) createOn(qpn uint32, caps trace.Caps, lib string) {
-	s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
-		SendCQ: cqAddr(qpn), RecvCQ: cqAddr(qpn), Caps: caps, Via: "ibv_create_qp", Lib: lib})
-}
-
-// lazyPoll posts n WRs of op one per call, every one signaled, and never
-// polls: the sqscope workload's --fault lazy-poll before its first poll.
-func (s *stream) lazyPoll(qpn uint32, n int, op uint8) {
-	for range n {
-		s.post(qpn, s.wrs(qpn, 1, op, 0, 1, 64, 1), 0, 1)
-	}
-}
-
 // Each provider gets its own model: mlx5 and the simulator the mlx5 model
 // (labelled so), rxe what is true there (no mlx5-only figure, its own
 // overflow cause, more outstanding than it reports said so), a provider
@@ -41,7 +28,7 @@ func (s *stream) lazyPoll(qpn uint32, n int, op uint8) {
 func TestProviders(t *testing.T) {
 	tests := []struct {
 		name     string
-		build    func(s *stream)
+		build    func(s *streamtest.Stream)
 		provider string
 		model    string
 		diags    []string
@@ -49,57 +36,57 @@ func TestProviders(t *testing.T) {
 		notText  []string // never in it
 		absent   []string // QP JSON keys left out
 	}{
-		{"rxe_send_lazy_poll", func(s *stream) {
+		{"rxe_send_lazy_poll", func(s *streamtest.Stream) {
 			// the peer's 64 receives run out: the 65th SEND waits on RNR
 			// retries and the ring (127 slots) fills behind it
-			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
-			s.lazyPoll(1, 191, ibv.WRSend)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), rxeLib)
+			s.LazyPoll(1, 191, ibv.WRSend)
+			s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
 		}, "rxe", "", []string{"sq_overflow_rnr_retry"},
 			[]string{"provider rxe", "191 WRs outstanding at the peak (more than the max_send_wr 64 the QP reports: rxe holds more than it reports",
 				"ENOMEM SQ full 1", "receiver-not-ready"},
 			append(mlx5Figures, "never been polled"),
 			[]string{"bf_writes", "wqebbs", "dma_reads_wqe", "mmio_bytes", "pcie", "enomem_inline", "enomem_sge"}},
-		{"rxe_write_lazy_poll", func(s *stream) {
+		{"rxe_write_lazy_poll", func(s *streamtest.Stream) {
 			// WRITEs complete without the peer: lazy polling fills nothing
-			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
-			s.lazyPoll(1, 500, ibv.WRRDMAWrite)
+			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), rxeLib)
+			s.LazyPoll(1, 500, ibv.WRRDMAWrite)
 		}, "rxe", "", nil,
 			[]string{"provider rxe", "500 WRs outstanding at the peak"},
 			mlx5Figures,
 			[]string{"bf_writes", "wqebbs", "pcie"}},
-		{"rxe_write_not_completing", func(s *stream) {
-			s.createOn(1, rcCaps(64, 64, 1), rxeLib)
-			s.lazyPoll(1, 127, ibv.WRRDMAWrite)
-			s.post(1, s.wrs(1, 1, ibv.WRRDMAWrite, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		{"rxe_write_not_completing", func(s *streamtest.Stream) {
+			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), rxeLib)
+			s.LazyPoll(1, 127, ibv.WRRDMAWrite)
+			s.Post(1, s.WRs(1, 1, ibv.WRRDMAWrite, 0, 1, 64, 1), ibv.ENOMEM, 0)
 		}, "rxe", "", []string{"sq_overflow_not_completing"},
 			[]string{"not completing"}, []string{"receiver-not-ready"}, nil},
-		{"mlx5_send_lazy_poll", func(s *stream) {
-			s.createOn(1, rcCaps(64, 64, 1), mlx5Lib)
-			s.lazyPoll(1, 64, ibv.WRSend)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		{"mlx5_send_lazy_poll", func(s *streamtest.Stream) {
+			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), mlx5Lib)
+			s.LazyPoll(1, 64, ibv.WRSend)
+			s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
 		}, "mlx5", Mlx5Model, []string{"sq_overflow_cq_not_polled"},
 			[]string{"HCA (mlx5 model)", "BlueFlame", "never been polled"}, []string{"provider rxe"}, nil},
-		{"unknown_provider", func(s *stream) {
-			s.createOn(1, rcCaps(64, 64, 1), otherLib)
-			s.lazyPoll(1, 70, ibv.WRSend)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+		{"unknown_provider", func(s *streamtest.Stream) {
+			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), otherLib)
+			s.LazyPoll(1, 70, ibv.WRSend)
+			s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
 		}, "unknown", "", []string{"sq_overflow_inferred"},
 			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM SQ full 1, causes INFERRED FROM CAPS",
 				"cause INFERRED FROM CAPS", "the provider holds more than it reports"},
 			append(mlx5Figures, "ENOMEM cause unknown"),
 			[]string{"bf_writes", "wqebbs", "pcie"}},
-		{"late_attach_rxe", func(s *stream) {
+		{"late_attach_rxe", func(s *streamtest.Stream) {
 			// the QP was created before the trace: the provider is the
 			// library its process's post_send was attached in
-			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: rxeLib, How: "ops-table"})
-			s.lazyPoll(1, 10, ibv.WRSend)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
+			s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", Path: rxeLib, How: "ops-table"})
+			s.LazyPoll(1, 10, ibv.WRSend)
+			s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
 		}, "rxe", "", []string{"sq_overflow_rnr_retry"}, []string{"provider rxe"}, mlx5Figures, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			tc.build(s)
 			snap, q := oneQP(t, s)
 			if q.Provider != tc.provider || q.Model != tc.model {
@@ -129,9 +116,9 @@ func TestProviders(t *testing.T) {
 }
 
 // oneQP runs the stream and returns its snapshot and its one QP.
-func oneQP(t *testing.T, s *stream) (Snapshot, QP) {
+func oneQP(t *testing.T, s *streamtest.Stream) (Snapshot, QP) {
 	t.Helper()
-	snap := s.run(t, Options{BF: DefaultBF})
+	snap := run(t, s, Options{BF: DefaultBF})
 	if len(snap.QPs) != 1 {
 		t.Fatalf("%d QPs, want 1", len(snap.QPs))
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -19,90 +20,68 @@ const (
 	testSRQ      = 0x5000
 )
 
-// recvPost is one ibv_post_recv (or, on an SRQ, ibv_post_srq_recv) call.
-func (s *stream) recvPost(qp uint64, qpn uint32, n uint32, ret int32, accepted uint32, srq bool) {
-	s.evs = append(s.evs, &trace.PostRecv{Header: s.hdr(), QP: qp, QPNum: qpn, NumWRs: n, Ret: ret,
-		Accepted: accepted, SRQ: srq})
-}
-
-// cqPoll is one ibv_poll_cq of cq that returned wcs after empty polls.
-func (s *stream) cqPoll(cq uint64, empty uint64, wcs ...trace.WC) {
-	h := s.hdr()
-	s.evs = append(s.evs, &trace.Poll{Header: h, CQ: cq, Max: 16, Ret: int32(len(wcs)), WCs: wcs,
-		EmptyBefore: empty, EntryNS: h.TimeNS - 30})
-}
-
-// recvWCs are n receive completions of qpn, of status st.
-func recvWCs(qpn uint32, n int, st uint8) []trace.WC {
-	out := make([]trace.WC, n)
-	for i := range out {
-		out[i] = trace.WC{ID: uint64(i), Status: st, Opcode: ibv.WCRecv, ByteLen: 64, QPNum: qpn}
-	}
-	return out
-}
-
 // recvRecording is a process whose four senders share one send CQ and one
 // receive CQ, a receiver that only posts receives and polls, an SRQ, a
 // QP attached after its create, and a QP whose receives come from the SRQ.
 func recvRecording() []trace.Event {
-	s := newStream()
+	s := streamtest.New()
 	for i, cq := range []struct {
 		addr uint64
 		cqe  uint32
 	}{{sharedSendCQ, 256}, {sharedRecvCQ, 256}, {receiverCQ, 128}} {
-		s.evs = append(s.evs, &trace.CQCreate{Header: s.hdr(), CQ: cq.addr, Gen: uint64(i + 1), CQE: cq.cqe})
+		s.Add(&trace.CQCreate{Header: s.Header(), CQ: cq.addr, Gen: uint64(i + 1), CQE: cq.cqe})
 	}
 	qpCreate := func(qpn uint32, send, recv uint64, caps trace.Caps, gen uint64) {
-		s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+		s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
 			SendCQ: send, RecvCQ: recv, Caps: caps, Via: "ibv_create_qp", Gen: gen,
 			Lib: "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"})
 	}
 	for i := range uint32(4) {
-		qpCreate(0x1c0+i, sharedSendCQ, sharedRecvCQ, rcCaps(16, 60, 1), uint64(4+i))
+		qpCreate(0x1c0+i, sharedSendCQ, sharedRecvCQ, streamtest.RCCaps(16, 60, 1), uint64(4+i))
 	}
 	qpCreate(0x1d0, receiverCQ, receiverCQ, trace.Caps{MaxSendWR: 16, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}, 8)
-	s.evs = append(s.evs, &trace.SRQCreate{Header: s.hdr(), SRQ: testSRQ, Gen: 9, MaxWR: 512})
+	s.Add(&trace.SRQCreate{Header: s.Header(), SRQ: testSRQ, Gen: 9, MaxWR: 512})
 	qpCreate(0x1e1, sharedSendCQ, sharedRecvCQ, trace.Caps{MaxSendWR: 16, MaxSendSGE: 1}, 10)
 
 	// each sender: 4*(i+1) receives in calls of 4, then 4 SENDs, the last signaled
 	for i := range uint32(4) {
 		qpn := 0x1c0 + i
 		for range i + 1 {
-			s.recvPost(qpAddr(qpn), qpn, 4, 0, 4, false)
+			s.PostRecvCall(streamtest.QPAddr(qpn), qpn, 4, 0, 4, false)
 		}
-		s.post(qpn, s.wrs(qpn, 4, ibv.WRSend, 0, 1, 64, 4), 0, 4)
+		s.Post(qpn, s.WRs(qpn, 4, ibv.WRSend, 0, 1, 64, 4), 0, 4)
 	}
 	// the shared send CQ: 20 polls in all, 4 CQEs
 	var sends []trace.WC
 	for i := range uint32(4) {
 		sends = append(sends, trace.WC{ID: 3, Opcode: ibv.WCSend, ByteLen: 64, QPNum: 0x1c0 + i})
 	}
-	s.cqPoll(sharedSendCQ, 3, sends...)
-	s.evs = append(s.evs, &trace.EmptyPolls{Header: s.hdr(), CQ: sharedSendCQ, Count: 16, Gen: 1})
+	s.PollCQ(sharedSendCQ, 3, sends...)
+	s.Add(&trace.EmptyPolls{Header: s.Header(), CQ: sharedSendCQ, Count: 16, Gen: 1})
 	// the shared receive CQ: 3, 2 and 1 (flushed) receives of three
 	// senders, 2 of the QP of the SRQ; 6 polls
 	var recvs []trace.WC
-	recvs = append(recvs, recvWCs(0x1c0, 3, 0)...)
-	recvs = append(recvs, recvWCs(0x1c1, 2, 0)...)
-	recvs = append(recvs, recvWCs(0x1c2, 1, ibv.WCWRFlushErr)...)
-	recvs = append(recvs, recvWCs(0x1e1, 2, 0)...)
-	s.cqPoll(sharedRecvCQ, 0, recvs...)
-	s.evs = append(s.evs, &trace.EmptyPolls{Header: s.hdr(), CQ: sharedRecvCQ, Count: 5, Gen: 2})
+	recvs = append(recvs, streamtest.RecvWCs(0x1c0, 3, 0)...)
+	recvs = append(recvs, streamtest.RecvWCs(0x1c1, 2, 0)...)
+	recvs = append(recvs, streamtest.RecvWCs(0x1c2, 1, ibv.WCWRFlushErr)...)
+	recvs = append(recvs, streamtest.RecvWCs(0x1e1, 2, 0)...)
+	s.PollCQ(sharedRecvCQ, 0, recvs...)
+	s.Add(&trace.EmptyPolls{Header: s.Header(), CQ: sharedRecvCQ, Count: 5, Gen: 2})
 
 	// the receiver: 64 receives in 16 calls, one more call refused; 10 consumed
 	for range 16 {
-		s.recvPost(qpAddr(0x1d0), 0x1d0, 4, 0, 4, false)
+		s.PostRecvCall(streamtest.QPAddr(0x1d0), 0x1d0, 4, 0, 4, false)
 	}
-	s.recvPost(qpAddr(0x1d0), 0x1d0, 4, ibv.ENOMEM, 0, false)
-	s.cqPoll(receiverCQ, 30, recvWCs(0x1d0, 10, 0)...)
+	s.PostRecvCall(streamtest.QPAddr(0x1d0), 0x1d0, 4, ibv.ENOMEM, 0, false)
+	s.PollCQ(receiverCQ, 30, streamtest.RecvWCs(0x1d0, 10, 0)...)
 
 	// the SRQ: 24 receives in 3 calls
 	for range 3 {
-		s.recvPost(testSRQ, 0, 8, 0, 8, true)
+		s.PostRecvCall(testSRQ, 0, 8, 0, 8, true)
 	}
 	// a QP created before tracing: 5 receive CQEs
-	s.cqPoll(lateCQ, 0, recvWCs(0x1e0, 5, 0)...)
-	return s.evs
+	s.PollCQ(lateCQ, 0, streamtest.RecvWCs(0x1e0, 5, 0)...)
+	return s.Events
 }
 
 // rqWant is what a test expects of one QP's receive queue: posted,
@@ -224,20 +203,20 @@ func TestReceiveSideCountersMode(t *testing.T) {
 		{"recorded before receives were counted", false, whyRecvOld},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 60, 1), false)
-			s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(0x1d0), QPNum: 0x1d0, Type: trace.QPTypeRC,
-				SendCQ: cqAddr(0x1d0), RecvCQ: cqAddr(0x1d0), Caps: trace.Caps{MaxSendWR: 16, MaxRecvWR: 8192, MaxSendSGE: 1}})
-			s.evs = append(s.evs, &trace.SRQCreate{Header: s.hdr(), SRQ: testSRQ, Gen: 3, MaxWR: 512})
-			s.counters(0x1c0, trace.QPCounters{PostCalls: 100, WRs: 100, Doorbells: 100, Signaled: 10, RecvsCounted: tc.counted})
+			s := streamtest.New()
+			s.Create(0x1c0, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
+			s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(0x1d0), QPNum: 0x1d0, Type: trace.QPTypeRC,
+				SendCQ: streamtest.CQAddr(0x1d0), RecvCQ: streamtest.CQAddr(0x1d0), Caps: trace.Caps{MaxSendWR: 16, MaxRecvWR: 8192, MaxSendSGE: 1}})
+			s.Add(&trace.SRQCreate{Header: s.Header(), SRQ: testSRQ, Gen: 3, MaxWR: 512})
+			s.Counters(0x1c0, trace.QPCounters{PostCalls: 100, WRs: 100, Doorbells: 100, Signaled: 10, RecvsCounted: tc.counted})
 			// 0x1c5 was created before tracing
-			s.counters(0x1c5, trace.QPCounters{PostCalls: 40, WRs: 80, Doorbells: 40, Signaled: 8, RecvsCounted: tc.counted})
+			s.Counters(0x1c5, trace.QPCounters{PostCalls: 40, WRs: 80, Doorbells: 40, Signaled: 8, RecvsCounted: tc.counted})
 			if tc.counted {
 				// the receiver: only receives, no send
-				s.counters(0x1d0, trace.QPCounters{RecvsCounted: true, RecvCalls: 1601, Recvs: 6400, RecvFailed: 1})
+				s.Counters(0x1d0, trace.QPCounters{RecvsCounted: true, RecvCalls: 1601, Recvs: 6400, RecvFailed: 1})
 			}
-			s.cqCounters(0x1d0, 38110, 6400, 31710)
-			snap := s.run(t, Options{})
+			s.CQCounters(0x1d0, 38110, 6400, 31710)
+			snap := run(t, s, Options{})
 			if snap.ReceivesNotTraced != tc.why || snap.SRQRecvs != nil || snap.UnknownQPPosts != 40 {
 				t.Fatalf("receives not traced %q, SRQ receives %v, posts on unknown QPs %d; want %q, nil, 40",
 					snap.ReceivesNotTraced, snap.SRQRecvs, snap.UnknownQPPosts, tc.why)
@@ -335,31 +314,31 @@ func TestReceiveSideCountersMode(t *testing.T) {
 // A receive call whose probe was not placed leaves its figures out, with
 // the reason; placed in another library after all, it was traced.
 func TestReceivesNotAttached(t *testing.T) {
-	attach := func(s *stream, fn, err string) {
-		s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: fn, Path: "libmlx5.so.1", Offset: 0x1000, Err: err})
+	attach := func(s *streamtest.Stream, fn, err string) {
+		s.Add(&trace.Attach{Header: s.Header(), Func: fn, Path: "libmlx5.so.1", Offset: 0x1000, Err: err})
 	}
 	for _, tc := range []struct {
 		name       string
-		attach     func(s *stream)
+		attach     func(s *streamtest.Stream)
 		posts, srq bool
 		why        string
 	}{
-		{"post_recv not placed", func(s *stream) { attach(s, "post_recv", "permission denied") },
+		{"post_recv not placed", func(s *streamtest.Stream) { attach(s, "post_recv", "permission denied") },
 			false, true, "ibv_post_recv was not traced (permission denied)"},
-		{"post_recv placed in another library", func(s *stream) {
+		{"post_recv placed in another library", func(s *streamtest.Stream) {
 			attach(s, "post_recv", "permission denied")
 			attach(s, "post_recv", "")
 		}, true, true, ""},
-		{"post_srq_recv not placed", func(s *stream) { attach(s, "post_srq_recv", "no such function") },
+		{"post_srq_recv not placed", func(s *streamtest.Stream) { attach(s, "post_srq_recv", "no such function") },
 			true, false, "ibv_post_srq_recv was not traced (no such function)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			tc.attach(s)
-			s.create(0x1c0, trace.QPTypeRC, rcCaps(16, 0, 1), false)
-			s.recvPost(qpAddr(0x1c0), 0x1c0, 4, 0, 4, false)
-			s.cqPoll(cqAddr(0x1c0), 0, recvWCs(0x1c0, 2, 0)...)
-			snap := s.run(t, Options{})
+			s.Create(0x1c0, trace.QPTypeRC, streamtest.RCCaps(16, 0, 1), false)
+			s.PostRecvCall(streamtest.QPAddr(0x1c0), 0x1c0, 4, 0, 4, false)
+			s.PollCQ(streamtest.CQAddr(0x1c0), 0, streamtest.RecvWCs(0x1c0, 2, 0)...)
+			snap := run(t, s, Options{})
 			r := snap.QPs[0].Recv
 			if snap.ReceivesNotTraced != tc.why || (r != nil) != tc.posts || (snap.SRQRecvs != nil) != tc.srq {
 				t.Fatalf("reason %q, receives %+v, SRQ receives %v; want %q, receives %v, SRQ receives %v",
@@ -382,13 +361,13 @@ func TestReceivesNotAttached(t *testing.T) {
 // Where no poll function is traced, the receives posted are known and
 // what completions tell is not: absent, with the reason.
 func TestReceivesWithoutPolls(t *testing.T) {
-	s := newStream()
+	s := streamtest.New()
 	for _, fn := range []string{"post_send", "post_recv"} {
-		s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: fn, Path: "libmlx5.so.1", Offset: 0x1000, How: "explicit"})
+		s.Add(&trace.Attach{Header: s.Header(), Func: fn, Path: "libmlx5.so.1", Offset: 0x1000, How: "explicit"})
 	}
-	s.create(0x1c0, trace.QPTypeRC, rcCaps(16, 0, 1), false)
-	s.recvPost(qpAddr(0x1c0), 0x1c0, 4, 0, 4, false)
-	snap := s.run(t, Options{})
+	s.Create(0x1c0, trace.QPTypeRC, streamtest.RCCaps(16, 0, 1), false)
+	s.PostRecvCall(streamtest.QPAddr(0x1c0), 0x1c0, 4, 0, 4, false)
+	snap := run(t, s, Options{})
 	r := snap.QPs[0].Recv
 	if r == nil || r.Posted != 4 || r.Outstanding != nil || r.OutstandingUnknown != whyRecvNoPoll {
 		t.Fatalf("receives %+v: want 4 posted, outstanding unknown (%q)", r, whyRecvNoPoll)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -15,31 +16,31 @@ import (
 // smallRecording is two QPs of one process: 0x1c0 posts inline batches of 4,
 // signals every 8th WR and polls; 0x1c1 never signals and overflows.
 func smallRecording() []trace.Event {
-	s := newStream()
-	s.evs = append(s.evs,
-		&trace.Attach{Header: s.hdr(), Func: "post_send", Path: "/usr/bin/app", Offset: 0x1234, How: "symbol"},
-		&trace.Attach{Header: s.hdr(), Func: "poll_cq", Path: "/usr/bin/app", Offset: 0x2345, How: "symbol"})
-	s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 124, 1), false)
-	s.create(0x1c1, trace.QPTypeRC, rcCaps(8, 124, 1), false)
+	s := streamtest.New()
+	s.Add(
+		&trace.Attach{Header: s.Header(), Func: "post_send", Path: "/usr/bin/app", Offset: 0x1234, How: "symbol"},
+		&trace.Attach{Header: s.Header(), Func: "poll_cq", Path: "/usr/bin/app", Offset: 0x2345, How: "symbol"})
+	s.Create(0x1c0, trace.QPTypeRC, streamtest.RCCaps(64, 124, 1), false)
+	s.Create(0x1c1, trace.QPTypeRC, streamtest.RCCaps(8, 124, 1), false)
 	for i := range 8 {
-		s.post(0x1c0, s.wrs(0x1c0, 4, ibv.WRSend, ibv.SendInline, 1, 64, 8), 0, 4)
+		s.Post(0x1c0, s.WRs(0x1c0, 4, ibv.WRSend, ibv.SendInline, 1, 64, 8), 0, 4)
 		if i%2 == 1 {
-			s.emptyPolls(0x1c0, 2)
-			s.poll(0x1c0, s.ids[0x1c0]-1)
+			s.EmptyPolls(0x1c0, 2)
+			s.Poll(0x1c0, s.IDs[0x1c0]-1)
 		}
 	}
 	for range 8 {
-		s.post(0x1c1, s.wrs(0x1c1, 1, ibv.WRRDMAWrite, 0, 1, 4096, 0), 0, 1)
+		s.Post(0x1c1, s.WRs(0x1c1, 1, ibv.WRRDMAWrite, 0, 1, 4096, 0), 0, 1)
 	}
-	s.post(0x1c1, s.wrs(0x1c1, 1, ibv.WRRDMAWrite, 0, 1, 4096, 0), ibv.ENOMEM, 0)
-	s.evs = append(s.evs, &trace.Exit{Header: s.hdr(), Code: 1})
-	return s.evs
+	s.Post(0x1c1, s.WRs(0x1c1, 1, ibv.WRRDMAWrite, 0, 1, 4096, 0), ibv.ENOMEM, 0)
+	s.Add(&trace.Exit{Header: s.Header(), Code: 1})
+	return s.Events
 }
 
 func TestReportOfRecording(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "small.sqscope")
 	w, err := trace.Create(path, trace.FileInfo{Hostname: "host", Kernel: "6.8.0", Version: "test",
-		StartWall: time.Unix(1700000000, 0), Target: "app", TargetPID: testPID, ProbeMode: "symbol"})
+		StartWall: time.Unix(1700000000, 0), Target: "app", TargetPID: streamtest.PID, ProbeMode: "symbol"})
 	if err != nil {
 		t.Fatal(err)
 	}
