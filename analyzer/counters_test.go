@@ -37,35 +37,20 @@ func walkNumbers(path string, v any, f func(string, float64)) {
 // or derived from measured numbers, rates run over the trace's own times,
 // and what it does not measure is absent, not 0.
 func TestCountersModeHonest(t *testing.T) {
-	const wrs, posts, signaled = 200000, 200000, 12500
-	tests := []struct {
-		name     string
-		build    func(s *streamtest.Stream)
+	const wrs, posts, signaled = streamtest.CountersWRs, streamtest.CountersPosts, streamtest.CountersSignaled
+	type want struct {
 		spanNS   uint64 // the QP's rate span
 		batching uint64 // doorbells saved
-	}{
-		{"QP created in the trace, one flush at its destroy", func(s *streamtest.Stream) {
-			s.Create(0x1c0, trace.QPTypeRC, streamtest.RCCaps(204, 124, 1), false)
-			s.Wait(500_000_000 - s.DT)
-			s.Counters(0x1c0, trace.QPCounters{PostCalls: posts, WRs: wrs, Inline: wrs, Signaled: signaled,
-				Doorbells: posts, InlineBytes: 64 * wrs})
-			s.CQCounters(0x1c0, 200001, signaled, 187501)
-		}, 500_000_000, 0},
-		{"attached after the QP's create, flushed twice", func(s *streamtest.Stream) {
-			s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", Path: "app", How: trace.HowSimSymbol})
-			s.Wait(250_000_000 - s.DT)
-			s.Counters(0x1c0, trace.QPCounters{PostCalls: posts / 4, WRs: wrs / 2, Signaled: signaled / 2,
-				Doorbells: posts / 4, PayloadBytes: 4096 * wrs / 2, PayloadSGEs: wrs / 2})
-			s.Wait(250_000_000 - s.DT)
-			s.Counters(0x1c0, trace.QPCounters{PostCalls: posts / 2, WRs: wrs, Signaled: signaled,
-				Doorbells: posts / 2, PayloadBytes: 4096 * wrs, PayloadSGEs: wrs})
-			s.CQCounters(0x1c0, 50000, signaled, 37500)
-		}, 500_000_000, wrs - posts/2},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+	wants := map[string]want{
+		"QP created in the trace, one flush at its destroy": {500_000_000, 0},
+		"attached after the QP's create, flushed twice":     {500_000_000, wrs - posts/2},
+	}
+	for _, c := range streamtest.CountersMode {
+		t.Run(c.Name, func(t *testing.T) {
+			tc := wantOf(t, wants, c.Name)
 			s := streamtest.New()
-			tc.build(s)
+			c.Build(s)
 			snap := run(t, s, Options{})
 			if len(snap.QPs) != 1 {
 				t.Fatalf("%d QPs, want 1", len(snap.QPs))

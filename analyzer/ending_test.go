@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer/streamtest"
-	"github.com/sqscope/sqscope/trace"
 )
 
 // A trace cut while the target ran says where, how many WRs it left
@@ -14,51 +13,24 @@ import (
 // completions that matched no post are counted per QP and in total, in
 // the text and the JSON, cut or not.
 func TestEndingCutAndUnmatched(t *testing.T) {
-	caps := trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}
-	tests := []struct {
-		name          string
-		build         func(s *streamtest.Stream)
+	type want struct {
 		wantCut       bool
 		wantOut       *uint64 // WRs outstanding at the cut
 		wantUnseen    uint64
 		wantUnmatched uint64 // in total
-	}{
-		{"cut with WRs posted after the last poll", func(s *streamtest.Stream) {
-			s.Create(1, trace.QPTypeRC, caps, false)
-			s.Create(2, trace.QPTypeRC, caps, false)
-			s.Send(1, 16, 0, 16)
-			s.Poll(1, 15)
-			s.Send(1, 16, 0, 16) // its CQE came after the cut
-			s.Send(2, 3, 0, 16)
-			s.End("interrupt signal received", s.T+50, 1)
-		}, true, ptr(uint64(19)), 1, 0},
-		{"cut, nothing outstanding", func(s *streamtest.Stream) {
-			s.Create(1, trace.QPTypeRC, caps, false)
-			s.Send(1, 16, 0, 16)
-			s.Poll(1, 15)
-			s.End("the time limit was reached", s.T+50, 0)
-		}, true, ptr(uint64(0)), 0, 0},
-		{"no cut, completions of posts not seen", func(s *streamtest.Stream) {
-			s.Create(1, trace.QPTypeRC, caps, false)
-			s.Create(2, trace.QPTypeRC, caps, false)
-			s.Poll(1, 7)
-			s.Send(2, 4, 0, 4)
-			s.Poll(2, 3)
-			s.Poll(2, 9, 10)
-			s.End("the target exited with status 0", 0, 0)
-		}, false, nil, 0, 3},
-		{"counters mode cut: no occupancy to give", func(s *streamtest.Stream) {
-			s.Create(1, trace.QPTypeRC, caps, false)
-			s.Counters(1, trace.QPCounters{PostCalls: 4, WRs: 8, Doorbells: 4, Signaled: 2})
-			s.CQCounters(1, 10, 2, 8)
-			s.End("stopped", s.T+50, 0)
-		}, true, nil, 0, 0},
+	}
+	wants := map[string]want{
+		"cut with WRs posted after the last poll": {true, ptr(uint64(19)), 1, 0},
+		"cut, nothing outstanding":                {true, ptr(uint64(0)), 0, 0},
+		"no cut, completions of posts not seen":   {false, nil, 0, 3},
+		"counters mode cut: no occupancy to give": {true, nil, 0, 0},
 	}
 	var text bytes.Buffer
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, c := range streamtest.Endings {
+		t.Run(c.Name, func(t *testing.T) {
+			tc := wantOf(t, wants, c.Name)
 			s := streamtest.New()
-			tc.build(s)
+			c.Build(s)
 			snap := run(t, s, Options{})
 			if got := snap.Cut != nil; got != tc.wantCut {
 				t.Fatalf("cut %+v, want one: %v", snap.Cut, tc.wantCut)
@@ -100,7 +72,7 @@ func TestEndingCutAndUnmatched(t *testing.T) {
 			if !snap.Total.CountersOnly && (js.Total.Unmatched == nil || *js.Total.Unmatched != tc.wantUnmatched) {
 				t.Errorf("JSON total unmatched_cqes %v, want %d", js.Total.Unmatched, tc.wantUnmatched)
 			}
-			text.WriteString("== " + tc.name + "\n")
+			text.WriteString("== " + c.Name + "\n")
 			if err := WriteText(&text, snap); err != nil {
 				t.Fatal(err)
 			}

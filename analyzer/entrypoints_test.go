@@ -135,18 +135,14 @@ func TestSRQPostsAreNotAQP(t *testing.T) {
 // Calls the trace did not see show in the QP's own numbers, and say so.
 func TestCallsNotTraced(t *testing.T) {
 	t.Run("builders not traced", func(t *testing.T) {
+		d := streamtest.CallsNotTraced
+		checkDiagnoses(t, []streamtest.Diag{d})
 		s := streamtest.New()
-		s.Create(1, trace.QPTypeRC, streamtest.RCCaps(4, 60, 1), false)
-		for range 3 {
-			s.Add(&trace.Post{Header: s.Header(), QP: streamtest.QPAddr(1), QPNum: 1, API: trace.APIWR})
-		}
-		s.Poll(1, 0)
-		snap := run(t, s, Options{BF: DefaultBF})
-		q := snap.QPs[0]
+		d.Build(s)
+		q := run(t, s, Options{BF: DefaultBF}).QPs[0]
 		if q.EmptyWRBatches != 3 || q.UnmatchedCQEs != 1 || q.WRs != 0 {
 			t.Errorf("empty batches %d, unmatched %d, WRs %d; want 3, 1, 0", q.EmptyWRBatches, q.UnmatchedCQEs, q.WRs)
 		}
-		golden(t, "diag_calls_not_traced.golden", diagGolden(t, snap))
 	})
 	t.Run("completions not traced", func(t *testing.T) {
 		s := streamtest.New()

@@ -28,24 +28,24 @@ func TestGenericModel(t *testing.T) {
 		notText  []string
 	}{
 		{"inline too big", func(s *streamtest.Stream) {
-			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), otherLib)
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), streamtest.OtherLib)
 			s.Post(qpn, inlineWR(s, 100), ibv.ENOMEM, 0)
 		}, []string{"inline_too_big"}, CauseInferred, Counters{ENOMEMInline: 1, ENOMEM: 1},
 			[]string{"more than the QP's max_inline_data 64; cause INFERRED FROM CAPS", "ENOMEM inline too big 1, causes INFERRED FROM CAPS"}, nil},
 		{"too many SGEs", func(s *streamtest.Stream) {
-			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 2), otherLib)
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 2), streamtest.OtherLib)
 			s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 3, 96, 0), ibv.ENOMEM, 0)
 		}, []string{"too_many_sge"}, CauseInferred, Counters{ENOMEMSGE: 1, ENOMEM: 1},
 			[]string{"has 3 SGEs, more than the QP's max_send_sge 2; cause INFERRED FROM CAPS"}, nil},
 		{"the SQ full first, as a provider checks it", func(s *streamtest.Stream) {
 			// both the room and the SGEs refuse the WR: the room is checked first
-			s.CreateOn(qpn, streamtest.RCCaps(8, 64, 1), otherLib)
+			s.CreateOn(qpn, streamtest.RCCaps(8, 64, 1), streamtest.OtherLib)
 			s.Send(qpn, 8, 0, 0)
 			s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, 0, 2, 64, 0), ibv.ENOMEM, 0)
 		}, []string{"sq_overflow_inferred"}, CauseInferred, Counters{ENOMEMSQFull: 1, ENOMEM: 1},
 			[]string{"8 WRs outstanding (posted, completion not polled), at or over the max_send_wr 8", "none of the 8 WRs posted was signaled"}, nil},
 		{"not in RTS", func(s *streamtest.Stream) {
-			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), otherLib)
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), streamtest.OtherLib)
 			s.Modify(qpn, ibv.QPSInit, 0)
 			s.Send(qpn, 0, 0, 0)
 			s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 1, 32, 0), ibv.ENOMEM, 0)
@@ -58,7 +58,7 @@ func TestGenericModel(t *testing.T) {
 		}, []string{"enomem_cause_unknown"}, "", Counters{ENOMEMUnknown: 1, ENOMEM: 1},
 			[]string{"caps are unknown (it was created before the trace began)", "ENOMEM cause unknown 1"}, []string{"INFERRED"}},
 		{"no cap explains it", func(s *streamtest.Stream) {
-			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), otherLib)
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), streamtest.OtherLib)
 			s.ToRTS(qpn)
 			s.Send(qpn, 4, 0, 4)
 			s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 1, 32, 0), ibv.ENOMEM, 0)
@@ -67,7 +67,7 @@ func TestGenericModel(t *testing.T) {
 		{"healthy: a long unsignaled run predicts nothing", func(s *streamtest.Stream) {
 			// the mlx5 model would predict an overflow here; the generic
 			// model does not know when a slot frees
-			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), otherLib)
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), streamtest.OtherLib)
 			s.Send(qpn, 63, 0, 0)
 		}, nil, "", Counters{}, []string{"an ENOMEM's cause is INFERRED FROM CAPS"}, []string{"errors:"}},
 	}
@@ -121,10 +121,10 @@ func TestProviderRegistry(t *testing.T) {
 	}
 	for _, tc := range []struct{ via, lib, name, label string }{
 		{"sqsim_create_qp", "", "sim", Mlx5Model},
-		{"ibv_create_qp", mlx5Lib, "mlx5", Mlx5Model},
+		{"ibv_create_qp", streamtest.Mlx5Lib, "mlx5", Mlx5Model},
 		{"ibv_create_qp", "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so", "mlx5", Mlx5Model},
-		{"ibv_create_qp", rxeLib, "rxe", ""},
-		{"ibv_create_qp", otherLib, "unknown", ""},
+		{"ibv_create_qp", streamtest.RxeLib, "rxe", ""},
+		{"ibv_create_qp", streamtest.OtherLib, "unknown", ""},
 		{"ibv_create_qp", "", "unknown", ""},
 	} {
 		p := providerOf(tc.via, tc.lib)

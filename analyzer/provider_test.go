@@ -7,14 +7,6 @@ import (
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer/streamtest"
-	"github.com/sqscope/sqscope/ibv"
-	"github.com/sqscope/sqscope/trace"
-)
-
-const (
-	rxeLib   = "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"
-	mlx5Lib  = "/usr/lib/x86_64-linux-gnu/libmlx5.so.1"
-	otherLib = "/usr/lib/x86_64-linux-gnu/libibverbs/libefa-rdmav34.so"
 )
 
 // mlx5Figures are what the text report prints of the mlx5 model's figures.
@@ -26,68 +18,40 @@ var mlx5Figures = []string{"HCA (", "(BlueFlame", "), WQEBBs ", "of transactions
 // sqscope has no model of the generic one: the application's side and the
 // causes its caps show, marked inferred.
 func TestProviders(t *testing.T) {
-	tests := []struct {
-		name     string
-		build    func(s *streamtest.Stream)
+	type want struct {
 		provider string
 		model    string
 		diags    []string
 		text     []string // in the text report
 		notText  []string // never in it
 		absent   []string // QP JSON keys left out
-	}{
-		{"rxe_send_lazy_poll", func(s *streamtest.Stream) {
-			// the peer's 64 receives run out: the 65th SEND waits on RNR
-			// retries and the ring (127 slots) fills behind it
-			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), rxeLib)
-			s.LazyPoll(1, 191, ibv.WRSend)
-			s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
-		}, "rxe", "", []string{"sq_overflow_rnr_retry"},
+	}
+	wants := map[string]want{
+		"rxe_send_lazy_poll": {"rxe", "", []string{"sq_overflow_rnr_retry"},
 			[]string{"provider rxe", "191 WRs outstanding at the peak (more than the max_send_wr 64 the QP reports: rxe holds more than it reports",
 				"ENOMEM SQ full 1", "receiver-not-ready"},
 			append(mlx5Figures, "never been polled"),
 			[]string{"bf_writes", "wqebbs", "dma_reads_wqe", "mmio_bytes", "pcie", "enomem_inline", "enomem_sge"}},
-		{"rxe_write_lazy_poll", func(s *streamtest.Stream) {
-			// WRITEs complete without the peer: lazy polling fills nothing
-			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), rxeLib)
-			s.LazyPoll(1, 500, ibv.WRRDMAWrite)
-		}, "rxe", "", nil,
+		"rxe_write_lazy_poll": {"rxe", "", nil,
 			[]string{"provider rxe", "500 WRs outstanding at the peak"},
 			mlx5Figures,
 			[]string{"bf_writes", "wqebbs", "pcie"}},
-		{"rxe_write_not_completing", func(s *streamtest.Stream) {
-			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), rxeLib)
-			s.LazyPoll(1, 127, ibv.WRRDMAWrite)
-			s.Post(1, s.WRs(1, 1, ibv.WRRDMAWrite, 0, 1, 64, 1), ibv.ENOMEM, 0)
-		}, "rxe", "", []string{"sq_overflow_not_completing"},
+		"rxe_write_not_completing": {"rxe", "", []string{"sq_overflow_not_completing"},
 			[]string{"not completing"}, []string{"receiver-not-ready"}, nil},
-		{"mlx5_send_lazy_poll", func(s *streamtest.Stream) {
-			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), mlx5Lib)
-			s.LazyPoll(1, 64, ibv.WRSend)
-			s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
-		}, "mlx5", Mlx5Model, []string{"sq_overflow_cq_not_polled"},
+		"mlx5_send_lazy_poll": {"mlx5", Mlx5Model, []string{"sq_overflow_cq_not_polled"},
 			[]string{"HCA (mlx5 model)", "BlueFlame", "never been polled"}, []string{"provider rxe"}, nil},
-		{"unknown_provider", func(s *streamtest.Stream) {
-			s.CreateOn(1, streamtest.RCCaps(64, 64, 1), otherLib)
-			s.LazyPoll(1, 70, ibv.WRSend)
-			s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
-		}, "unknown", "", []string{"sq_overflow_inferred"},
-			[]string{"provider unknown (post_send in " + otherLib + ")", "ENOMEM SQ full 1, causes INFERRED FROM CAPS",
+		"unknown_provider": {"unknown", "", []string{"sq_overflow_inferred"},
+			[]string{"provider unknown (post_send in " + streamtest.OtherLib + ")", "ENOMEM SQ full 1, causes INFERRED FROM CAPS",
 				"cause INFERRED FROM CAPS", "the provider holds more than it reports"},
 			append(mlx5Figures, "ENOMEM cause unknown"),
 			[]string{"bf_writes", "wqebbs", "pcie"}},
-		{"late_attach_rxe", func(s *streamtest.Stream) {
-			// the QP was created before the trace: the provider is the
-			// library its process's post_send was attached in
-			s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", Path: rxeLib, How: "ops-table"})
-			s.LazyPoll(1, 10, ibv.WRSend)
-			s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 64, 1), ibv.ENOMEM, 0)
-		}, "rxe", "", []string{"sq_overflow_rnr_retry"}, []string{"provider rxe"}, mlx5Figures, nil},
+		"late_attach_rxe": {"rxe", "", []string{"sq_overflow_rnr_retry"}, []string{"provider rxe"}, mlx5Figures, nil},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, c := range streamtest.Providers {
+		t.Run(c.Name, func(t *testing.T) {
+			tc := wantOf(t, wants, c.Name)
 			s := streamtest.New()
-			tc.build(s)
+			c.Build(s)
 			snap, q := oneQP(t, s)
 			if q.Provider != tc.provider || q.Model != tc.model {
 				t.Errorf("provider %q model %q, want %q %q", q.Provider, q.Model, tc.provider, tc.model)
@@ -110,7 +74,7 @@ func TestProviders(t *testing.T) {
 					t.Errorf("QP JSON has %q: %s", k, qj)
 				}
 			}
-			golden(t, "provider_"+tc.name+".golden", append([]byte(text), js.Bytes()...))
+			golden(t, "provider_"+c.Name+".golden", append([]byte(text), js.Bytes()...))
 		})
 	}
 }

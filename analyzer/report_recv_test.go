@@ -7,82 +7,8 @@ import (
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer/streamtest"
-	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
-
-// The CQs and QPs of recvRecording.
-const (
-	sharedSendCQ = 0x3000 // send CQ of QPs 0x1c0..0x1c3
-	sharedRecvCQ = 0x3100 // their receive CQ, and 0x1e1's
-	receiverCQ   = 0x3200 // both CQs of the receiver 0x1d0
-	lateCQ       = 0x3300 // receive CQ of 0x1e0, created before tracing
-	testSRQ      = 0x5000
-)
-
-// recvRecording is a process whose four senders share one send CQ and one
-// receive CQ, a receiver that only posts receives and polls, an SRQ, a
-// QP attached after its create, and a QP whose receives come from the SRQ.
-func recvRecording() []trace.Event {
-	s := streamtest.New()
-	for i, cq := range []struct {
-		addr uint64
-		cqe  uint32
-	}{{sharedSendCQ, 256}, {sharedRecvCQ, 256}, {receiverCQ, 128}} {
-		s.Add(&trace.CQCreate{Header: s.Header(), CQ: cq.addr, Gen: uint64(i + 1), CQE: cq.cqe})
-	}
-	qpCreate := func(qpn uint32, send, recv uint64, caps trace.Caps, gen uint64) {
-		s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
-			SendCQ: send, RecvCQ: recv, Caps: caps, Via: "ibv_create_qp", Gen: gen,
-			Lib: "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"})
-	}
-	for i := range uint32(4) {
-		qpCreate(0x1c0+i, sharedSendCQ, sharedRecvCQ, streamtest.RCCaps(16, 60, 1), uint64(4+i))
-	}
-	qpCreate(0x1d0, receiverCQ, receiverCQ, trace.Caps{MaxSendWR: 16, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}, 8)
-	s.Add(&trace.SRQCreate{Header: s.Header(), SRQ: testSRQ, Gen: 9, MaxWR: 512})
-	qpCreate(0x1e1, sharedSendCQ, sharedRecvCQ, trace.Caps{MaxSendWR: 16, MaxSendSGE: 1}, 10)
-
-	// each sender: 4*(i+1) receives in calls of 4, then 4 SENDs, the last signaled
-	for i := range uint32(4) {
-		qpn := 0x1c0 + i
-		for range i + 1 {
-			s.PostRecvCall(streamtest.QPAddr(qpn), qpn, 4, 0, 4, false)
-		}
-		s.Post(qpn, s.WRs(qpn, 4, ibv.WRSend, 0, 1, 64, 4), 0, 4)
-	}
-	// the shared send CQ: 20 polls in all, 4 CQEs
-	var sends []trace.WC
-	for i := range uint32(4) {
-		sends = append(sends, trace.WC{ID: 3, Opcode: ibv.WCSend, ByteLen: 64, QPNum: 0x1c0 + i})
-	}
-	s.PollCQ(sharedSendCQ, 3, sends...)
-	s.Add(&trace.EmptyPolls{Header: s.Header(), CQ: sharedSendCQ, Count: 16, Gen: 1})
-	// the shared receive CQ: 3, 2 and 1 (flushed) receives of three
-	// senders, 2 of the QP of the SRQ; 6 polls
-	var recvs []trace.WC
-	recvs = append(recvs, streamtest.RecvWCs(0x1c0, 3, 0)...)
-	recvs = append(recvs, streamtest.RecvWCs(0x1c1, 2, 0)...)
-	recvs = append(recvs, streamtest.RecvWCs(0x1c2, 1, ibv.WCWRFlushErr)...)
-	recvs = append(recvs, streamtest.RecvWCs(0x1e1, 2, 0)...)
-	s.PollCQ(sharedRecvCQ, 0, recvs...)
-	s.Add(&trace.EmptyPolls{Header: s.Header(), CQ: sharedRecvCQ, Count: 5, Gen: 2})
-
-	// the receiver: 64 receives in 16 calls, one more call refused; 10 consumed
-	for range 16 {
-		s.PostRecvCall(streamtest.QPAddr(0x1d0), 0x1d0, 4, 0, 4, false)
-	}
-	s.PostRecvCall(streamtest.QPAddr(0x1d0), 0x1d0, 4, ibv.ENOMEM, 0, false)
-	s.PollCQ(receiverCQ, 30, streamtest.RecvWCs(0x1d0, 10, 0)...)
-
-	// the SRQ: 24 receives in 3 calls
-	for range 3 {
-		s.PostRecvCall(testSRQ, 0, 8, 0, 8, true)
-	}
-	// a QP created before tracing: 5 receive CQEs
-	s.PollCQ(lateCQ, 0, streamtest.RecvWCs(0x1e0, 5, 0)...)
-	return s.Events
-}
 
 // rqWant is what a test expects of one QP's receive queue: posted,
 // consumed, outstanding and peak (-1: not known), and the reason.
@@ -95,7 +21,7 @@ type rqWant struct {
 }
 
 func TestReceiveSide(t *testing.T) {
-	snap := New(Options{}).snapshotOf(recvRecording())
+	snap := New(Options{}).snapshotOf(streamtest.RecvRecording())
 	wantQPs := []rqWant{
 		{0x1c0, 1, 0, 4, 3, 0, 1, 4, ""},
 		{0x1c1, 2, 0, 8, 2, 0, 6, 8, ""},
@@ -131,10 +57,10 @@ func TestReceiveSide(t *testing.T) {
 		send, recvQPs            []uint32
 	}
 	wantCQs := map[uint64]cqWant{
-		sharedSendCQ: {20, 19, 4, 0, []uint32{0x1c0, 0x1c1, 0x1c2, 0x1c3, 0x1e1}, nil},
-		sharedRecvCQ: {6, 5, 8, 8, nil, []uint32{0x1c0, 0x1c1, 0x1c2, 0x1c3, 0x1e1}},
-		receiverCQ:   {31, 30, 10, 10, []uint32{0x1d0}, []uint32{0x1d0}},
-		lateCQ:       {1, 0, 5, 5, nil, []uint32{0x1e0}},
+		streamtest.SharedSendCQ: {20, 19, 4, 0, []uint32{0x1c0, 0x1c1, 0x1c2, 0x1c3, 0x1e1}, nil},
+		streamtest.SharedRecvCQ: {6, 5, 8, 8, nil, []uint32{0x1c0, 0x1c1, 0x1c2, 0x1c3, 0x1e1}},
+		streamtest.ReceiverCQ:   {31, 30, 10, 10, []uint32{0x1d0}, []uint32{0x1d0}},
+		streamtest.LateCQ:       {1, 0, 5, 5, nil, []uint32{0x1e0}},
 	}
 	if len(snap.CQs) != len(wantCQs) {
 		t.Fatalf("%d CQs, want %d: %+v", len(snap.CQs), len(wantCQs), snap.CQs)
@@ -204,18 +130,7 @@ func TestReceiveSideCountersMode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := streamtest.New()
-			s.Create(0x1c0, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
-			s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(0x1d0), QPNum: 0x1d0, Type: trace.QPTypeRC,
-				SendCQ: streamtest.CQAddr(0x1d0), RecvCQ: streamtest.CQAddr(0x1d0), Caps: trace.Caps{MaxSendWR: 16, MaxRecvWR: 8192, MaxSendSGE: 1}})
-			s.Add(&trace.SRQCreate{Header: s.Header(), SRQ: testSRQ, Gen: 3, MaxWR: 512})
-			s.Counters(0x1c0, trace.QPCounters{PostCalls: 100, WRs: 100, Doorbells: 100, Signaled: 10, RecvsCounted: tc.counted})
-			// 0x1c5 was created before tracing
-			s.Counters(0x1c5, trace.QPCounters{PostCalls: 40, WRs: 80, Doorbells: 40, Signaled: 8, RecvsCounted: tc.counted})
-			if tc.counted {
-				// the receiver: only receives, no send
-				s.Counters(0x1d0, trace.QPCounters{RecvsCounted: true, RecvCalls: 1601, Recvs: 6400, RecvFailed: 1})
-			}
-			s.CQCounters(0x1d0, 38110, 6400, 31710)
+			streamtest.CountedReceives(s, tc.counted)
 			snap := run(t, s, Options{})
 			if snap.ReceivesNotTraced != tc.why || snap.SRQRecvs != nil || snap.UnknownQPPosts != 40 {
 				t.Fatalf("receives not traced %q, SRQ receives %v, posts on unknown QPs %d; want %q, nil, 40",

@@ -63,19 +63,23 @@ func diagKinds(s Snapshot) []string {
 	return out
 }
 
-// checkDiagnoses runs the stream build writes and fails t unless its
-// diagnoses are of the kinds want, newest first; with a name, their text
-// and JSON must match testdata/diag_NAME.golden.
-func checkDiagnoses(t *testing.T, build func(s *streamtest.Stream), want []string, name string) {
+// checkDiagnoses runs each stream and fails t unless its diagnoses are of
+// the kinds it names, newest first; with a golden name, their text and
+// JSON must match testdata/diag_NAME.golden.
+func checkDiagnoses(t *testing.T, ds []streamtest.Diag) {
 	t.Helper()
-	s := streamtest.New()
-	build(s)
-	snap := run(t, s, Options{BF: DefaultBF})
-	if got := diagKinds(snap); !slices.Equal(got, want) {
-		t.Fatalf("diagnoses %q, want %q", got, want)
-	}
-	if name != "" {
-		golden(t, "diag_"+name+".golden", diagGolden(t, snap))
+	for _, d := range ds {
+		t.Run(d.Name, func(t *testing.T) {
+			s := streamtest.New()
+			d.Build(s)
+			snap := run(t, s, Options{BF: DefaultBF})
+			if got := diagKinds(snap); !slices.Equal(got, d.Kinds) {
+				t.Fatalf("diagnoses %q, want %q", got, d.Kinds)
+			}
+			if d.Golden != "" {
+				golden(t, "diag_"+d.Golden+".golden", diagGolden(t, snap))
+			}
+		})
 	}
 }
 
@@ -118,4 +122,15 @@ func diagGolden(t *testing.T, s Snapshot) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+// wantOf is what a test expects of the stream named name, failing t when
+// it expects nothing of it.
+func wantOf[W any](t *testing.T, wants map[string]W, name string) W {
+	t.Helper()
+	w, ok := wants[name]
+	if !ok {
+		t.Fatalf("no expectation of the stream %q", name)
+	}
+	return w
 }
