@@ -1,40 +1,12 @@
 package analyzer
 
 import (
-	"bytes"
-	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer/streamtest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run go test -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // run feeds the stream to a new analyzer and returns its snapshot, whose
 // invariants must hold.
@@ -64,8 +36,7 @@ func diagKinds(s Snapshot) []string {
 }
 
 // checkDiagnoses runs each stream and fails t unless its diagnoses are of
-// the kinds it names, newest first; with a golden name, their text and
-// JSON must match testdata/diag_NAME.golden.
+// the kinds it names, newest first (the report's tests write them).
 func checkDiagnoses(t *testing.T, ds []streamtest.Diag) {
 	t.Helper()
 	for _, d := range ds {
@@ -75,9 +46,6 @@ func checkDiagnoses(t *testing.T, ds []streamtest.Diag) {
 			snap := run(t, s, Options{BF: DefaultBF})
 			if got := diagKinds(snap); !slices.Equal(got, d.Kinds) {
 				t.Fatalf("diagnoses %q, want %q", got, d.Kinds)
-			}
-			if d.Golden != "" {
-				golden(t, "diag_"+d.Golden+".golden", diagGolden(t, snap))
 			}
 		})
 	}
@@ -109,21 +77,6 @@ func checkEvidence(t *testing.T, snap Snapshot, kind string, count uint64, want 
 	}
 }
 
-// diagGolden is the text and the JSON of the diagnoses.
-func diagGolden(t *testing.T, s Snapshot) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	WriteDiagnoses(&b, s)
-	b.WriteString("\n")
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s.Diagnoses); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // wantOf is what a test expects of the stream named name, failing t when
 // it expects nothing of it.
 func wantOf[W any](t *testing.T, wants map[string]W, name string) W {
@@ -133,4 +86,40 @@ func wantOf[W any](t *testing.T, wants map[string]W, name string) W {
 		t.Fatalf("no expectation of the stream %q", name)
 	}
 	return w
+}
+
+// jsonOf is v as JSON, as the report writes it but on one line: what a
+// snapshot's JSON holds and leaves out is its types' to say.
+func jsonOf(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// checkWords fails t unless the analyzer's own words of the snapshot, its
+// diagnoses' messages and fixes and its QPs' provider notes, hold every
+// string of want and none of no.
+func checkWords(t *testing.T, snap Snapshot, want, no []string) {
+	t.Helper()
+	var words []string
+	for _, d := range snap.Diagnoses {
+		words = append(words, d.Message, d.Fix)
+	}
+	for i := range snap.QPs {
+		words = append(words, snap.QPs[i].ProviderNotes()...)
+	}
+	all := strings.Join(words, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("the analyzer's words lack %q:\n%s", w, all)
+		}
+	}
+	for _, n := range no {
+		if strings.Contains(all, n) {
+			t.Errorf("the analyzer's words say %q:\n%s", n, all)
+		}
+	}
 }
