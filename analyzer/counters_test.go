@@ -42,7 +42,7 @@ func TestCountersModeHonest(t *testing.T) {
 	}
 	for _, c := range streamtest.CountersMode {
 		t.Run(c.Name, func(t *testing.T) {
-			tc := wantOf(t, wants, c.Name)
+			tc := streamtest.Want(t, wants, c.Name)
 			s := streamtest.New()
 			c.Build(s)
 			snap := run(t, s, Options{})

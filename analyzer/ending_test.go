@@ -26,7 +26,7 @@ func TestEndingCutAndUnmatched(t *testing.T) {
 	}
 	for _, c := range streamtest.Endings {
 		t.Run(c.Name, func(t *testing.T) {
-			tc := wantOf(t, wants, c.Name)
+			tc := streamtest.Want(t, wants, c.Name)
 			s := streamtest.New()
 			c.Build(s)
 			snap := run(t, s, Options{})

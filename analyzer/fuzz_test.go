@@ -9,9 +9,9 @@ import (
 // FuzzIngest feeds arbitrary event values: the analyzer must neither panic
 // nor hold more than its bounds, and its snapshot must still make JSON.
 func FuzzIngest(f *testing.F) {
-	f.Add([]byte{})
-	f.Add([]byte{1, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 2, 0, 0, 2, 0, 1})
-	f.Add([]byte{0, 0, 1, 1, 0, 0, 255, 255, 255, 1, 0, 1, 1, 0, 0, 250, 12, 250, 0, 3, 2, 0, 0, 0, 254, 255})
+	for _, b := range streamtest.Seeds {
+		f.Add(b)
+	}
 	if streamtest.Huge != wrapAt/4 {
 		f.Fatalf("streamtest.Huge is %d, not a quarter of the invariants' bound %d", uint64(streamtest.Huge), uint64(wrapAt))
 	}

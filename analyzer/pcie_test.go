@@ -26,7 +26,7 @@ func TestPCIeByOpcode(t *testing.T) {
 	}
 	for _, c := range streamtest.PCIeByOpcode {
 		t.Run(c.Name, func(t *testing.T) {
-			w := wantOf(t, wants, c.Name)
+			w := streamtest.Want(t, wants, c.Name)
 			s := streamtest.New()
 			c.Build(s)
 			snap := run(t, s, Options{BF: DefaultBF})

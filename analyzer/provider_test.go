@@ -31,7 +31,7 @@ func TestProviders(t *testing.T) {
 	}
 	for _, c := range streamtest.Providers {
 		t.Run(c.Name, func(t *testing.T) {
-			tc := wantOf(t, wants, c.Name)
+			tc := streamtest.Want(t, wants, c.Name)
 			s := streamtest.New()
 			c.Build(s)
 			snap, q := oneQP(t, s)

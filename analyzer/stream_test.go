@@ -77,17 +77,6 @@ func checkEvidence(t *testing.T, snap Snapshot, kind string, count uint64, want 
 	}
 }
 
-// wantOf is what a test expects of the stream named name, failing t when
-// it expects nothing of it.
-func wantOf[W any](t *testing.T, wants map[string]W, name string) W {
-	t.Helper()
-	w, ok := wants[name]
-	if !ok {
-		t.Fatalf("no expectation of the stream %q", name)
-	}
-	return w
-}
-
 // jsonOf is v as JSON, as the report writes it but on one line: what a
 // snapshot's JSON holds and leaves out is its types' to say.
 func jsonOf(t testing.TB, v any) []byte {
@@ -111,15 +100,5 @@ func checkWords(t *testing.T, snap Snapshot, want, no []string) {
 	for i := range snap.QPs {
 		words = append(words, snap.QPs[i].ProviderNotes()...)
 	}
-	all := strings.Join(words, "\n")
-	for _, w := range want {
-		if !strings.Contains(all, w) {
-			t.Errorf("the analyzer's words lack %q:\n%s", w, all)
-		}
-	}
-	for _, n := range no {
-		if strings.Contains(all, n) {
-			t.Errorf("the analyzer's words say %q:\n%s", n, all)
-		}
-	}
+	streamtest.CheckText(t, "the analyzer's words", strings.Join(words, "\n"), want, no)
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer"
@@ -59,18 +58,9 @@ func text(t *testing.T, snap analyzer.Snapshot) string {
 	return b.String()
 }
 
-// checkText fails t unless text holds every string of want and none of
-// no.
+// checkText fails t unless the text report holds every string of want
+// and none of no.
 func checkText(t *testing.T, text string, want, no []string) {
 	t.Helper()
-	for _, w := range want {
-		if !strings.Contains(text, w) {
-			t.Errorf("the text report lacks %q:\n%s", w, text)
-		}
-	}
-	for _, n := range no {
-		if strings.Contains(text, n) {
-			t.Errorf("the text report says %q:\n%s", n, text)
-		}
-	}
+	streamtest.CheckText(t, "the text report", text, want, no)
 }

@@ -184,10 +184,7 @@ func TestProvidersText(t *testing.T) {
 	}
 	for _, c := range streamtest.Providers {
 		t.Run(c.Name, func(t *testing.T) {
-			w, ok := wants[c.Name]
-			if !ok {
-				t.Fatalf("no expectation of the stream %q", c.Name)
-			}
+			w := streamtest.Want(t, wants, c.Name)
 			snap := snapshotOf(t, withBF, c.Build)
 			out := text(t, snap)
 			checkText(t, out, w.text, w.notText)

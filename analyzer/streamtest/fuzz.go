@@ -41,6 +41,14 @@ func (s *byteSource) u64() uint64 {
 
 func (s *byteSource) u32() uint32 { return uint32(min(s.u64(), math.MaxUint32)) }
 
+// Seeds are the inputs every fuzz test of FromBytes streams starts from:
+// none, and two short streams, the second with extreme values.
+var Seeds = [][]byte{
+	{},
+	{1, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 2, 0, 0, 2, 0, 1},
+	{0, 0, 1, 1, 0, 0, 255, 255, 255, 1, 0, 1, 1, 0, 0, 250, 12, 250, 0, 3, 2, 0, 0, 0, 254, 255},
+}
+
 // FromBytes turns fuzz bytes into a stream of at most 256 events over a
 // few QPs and CQs of two processes. huge says whether a value of Huge or
 // more was handed out: such a stream is not one a tracer makes, and its
