@@ -3,6 +3,7 @@ package analyzer
 import (
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -11,13 +12,13 @@ import (
 // signaled, each followed by the poll of its CQE: the cycle ends with the SQ
 // empty, so it can be fed again and again with fresh times.
 func steadyCycle(posts int) (create trace.Event, cycle []trace.Event, wrs int) {
-	s := newStream()
-	s.create(1, trace.QPTypeRC, rcCaps(128, 60, 1), false)
+	s := streamtest.New()
+	s.Create(1, trace.QPTypeRC, streamtest.RCCaps(128, 60, 1), false)
 	for range posts {
-		s.send(1, 16, ibv.SendInline, 16)
-		s.poll(1, s.ids[1]-1)
+		s.Send(1, 16, ibv.SendInline, 16)
+		s.Poll(1, s.IDs[1]-1)
 	}
-	return s.evs[0], s.evs[1:], posts * 16
+	return s.Events[0], s.Events[1:], posts * 16
 }
 
 // feedCycle ingests the cycle with times continuing from *now.

@@ -1,24 +1,14 @@
 package analyzer
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/trace"
 )
-
-// cqCounters appends the kernel's totals of one QP's send CQ.
-func (s *stream) cqCounters(qpn uint32, polls, cqes, empty uint64) {
-	s.evs = append(s.evs, &trace.CQCounters{Header: s.hdr(), CQ: cqAddr(qpn), Polls: polls, CQEs: cqes, Empty: empty})
-}
-
-// unmeasuredText is what the text of a counters-mode QP must not say: the
-// figures of per-call events.
-var unmeasuredText = []string{"longest unsignaled run", "BlueFlame %", "(BlueFlame", "WQEBBs", "occupancy:",
-	"outstanding now", "CQEs polled", "signal interval", "(batching)", "of transactions", "of bytes", "CQEs/s"}
 
 // walkNumbers calls f with the path and value of every number in a JSON
 // document.
@@ -37,40 +27,25 @@ func walkNumbers(path string, v any, f func(string, float64)) {
 	}
 }
 
-// Counters mode measures totals only: every number it prints is measured
-// or derived from measured numbers, rates run over the trace's own times,
-// and what it does not measure is absent, not 0.
+// Counters mode measures totals only: every number of its JSON is
+// measured or derived from measured numbers, rates run over the trace's
+// own times, and what it does not measure is absent, not 0.
 func TestCountersModeHonest(t *testing.T) {
-	const wrs, posts, signaled = 200000, 200000, 12500
-	tests := []struct {
-		name     string
-		build    func(s *stream)
+	const wrs, posts, signaled = streamtest.CountersWRs, streamtest.CountersPosts, streamtest.CountersSignaled
+	type want struct {
 		spanNS   uint64 // the QP's rate span
 		batching uint64 // doorbells saved
-	}{
-		{"QP created in the trace, one flush at its destroy", func(s *stream) {
-			s.create(0x1c0, trace.QPTypeRC, rcCaps(204, 124, 1), false)
-			s.wait(500_000_000 - s.dt)
-			s.counters(0x1c0, trace.QPCounters{PostCalls: posts, WRs: wrs, Inline: wrs, Signaled: signaled,
-				Doorbells: posts, InlineBytes: 64 * wrs})
-			s.cqCounters(0x1c0, 200001, signaled, 187501)
-		}, 500_000_000, 0},
-		{"attached after the QP's create, flushed twice", func(s *stream) {
-			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: "app", How: trace.HowSimSymbol})
-			s.wait(250_000_000 - s.dt)
-			s.counters(0x1c0, trace.QPCounters{PostCalls: posts / 4, WRs: wrs / 2, Signaled: signaled / 2,
-				Doorbells: posts / 4, PayloadBytes: 4096 * wrs / 2, PayloadSGEs: wrs / 2})
-			s.wait(250_000_000 - s.dt)
-			s.counters(0x1c0, trace.QPCounters{PostCalls: posts / 2, WRs: wrs, Signaled: signaled,
-				Doorbells: posts / 2, PayloadBytes: 4096 * wrs, PayloadSGEs: wrs})
-			s.cqCounters(0x1c0, 50000, signaled, 37500)
-		}, 500_000_000, wrs - posts/2},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			tc.build(s)
-			snap := s.run(t, Options{})
+	wants := map[string]want{
+		"QP created in the trace, one flush at its destroy": {500_000_000, 0},
+		"attached after the QP's create, flushed twice":     {500_000_000, wrs - posts/2},
+	}
+	for _, c := range streamtest.CountersMode {
+		t.Run(c.Name, func(t *testing.T) {
+			tc := streamtest.Want(t, wants, c.Name)
+			s := streamtest.New()
+			c.Build(s)
+			snap := run(t, s, Options{})
 			if len(snap.QPs) != 1 {
 				t.Fatalf("%d QPs, want 1", len(snap.QPs))
 			}
@@ -89,12 +64,9 @@ func TestCountersModeHonest(t *testing.T) {
 					q.PCIe.DoorbellsSaved, q.PCIe.CQEWritesSaved, tc.batching, wrs-signaled)
 			}
 
-			var js bytes.Buffer
-			if err := WriteJSON(&js, snap); err != nil {
-				t.Fatal(err)
-			}
+			js := jsonOf(t, snap)
 			var doc map[string]any
-			if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+			if err := json.Unmarshal(js, &doc); err != nil {
 				t.Fatal(err)
 			}
 			walkNumbers("", doc, func(path string, v float64) {
@@ -136,22 +108,6 @@ func TestCountersModeHonest(t *testing.T) {
 				t.Errorf("rates %v: post_wrs_per_s and span_ns are measured", r)
 			}
 
-			var text bytes.Buffer
-			if err := WriteText(&text, snap); err != nil {
-				t.Fatal(err)
-			}
-			out := text.String()
-			for _, bad := range unmeasuredText {
-				if strings.Contains(out, bad) {
-					t.Errorf("text says %q, not measured in counters mode:\n%s", bad, out)
-				}
-			}
-			if n := strings.Count(out, "counters mode:"); n != 1 {
-				t.Errorf("text gives counters mode's reason %d times, want once:\n%s", n, out)
-			}
-			if !strings.Contains(out, "signaled 12500 (6.2%)") || !strings.Contains(out, "rates over 0.500000 s") {
-				t.Errorf("text lacks the measured figures:\n%s", out)
-			}
 		})
 	}
 }
@@ -182,13 +138,13 @@ func TestSavingsNeverWrap(t *testing.T) {
 // JSON method of its own to hide the document's other fields, and the
 // totals still leave out what counters mode does not measure.
 func TestSnapshotEmbedded(t *testing.T) {
-	s := newStream()
-	s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 0, 1), false)
-	s.counters(0x1c0, trace.QPCounters{PostCalls: 4, WRs: 8, Doorbells: 4, Signaled: 2})
+	s := streamtest.New()
+	s.Create(0x1c0, trace.QPTypeRC, streamtest.RCCaps(64, 0, 1), false)
+	s.Counters(0x1c0, trace.QPCounters{PostCalls: 4, WRs: 8, Doorbells: 4, Signaled: 2})
 	b, err := json.Marshal(struct {
 		Snapshot
 		Extra int `json:"extra"`
-	}{s.run(t, Options{}), 7})
+	}{run(t, s, Options{}), 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,11 +168,11 @@ func TestSnapshotEmbedded(t *testing.T) {
 // with sq_sig_all every WR is signaled, as the events mode counts them.
 func TestCountersModeSigAll(t *testing.T) {
 	for _, sigAll := range []bool{false, true} {
-		s := newStream()
-		s.create(0x1c0, trace.QPTypeRC, rcCaps(64, 60, 1), sigAll)
-		s.counters(0x1c0, trace.QPCounters{PostCalls: 10, WRs: 10, Signaled: 5, Doorbells: 10})
+		s := streamtest.New()
+		s.Create(0x1c0, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), sigAll)
+		s.Counters(0x1c0, trace.QPCounters{PostCalls: 10, WRs: 10, Signaled: 5, Doorbells: 10})
 		want := map[bool]uint64{false: 5, true: 10}[sigAll]
-		if q := s.run(t, Options{}).QPs[0]; q.Signaled != want {
+		if q := run(t, s, Options{}).QPs[0]; q.Signaled != want {
 			t.Errorf("sq_sig_all %v: %d signaled, want %d", sigAll, q.Signaled, want)
 		}
 	}

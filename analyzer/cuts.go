@@ -1,10 +1,6 @@
 package analyzer
 
 import (
-	"fmt"
-	"io"
-	"strings"
-
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -24,8 +20,6 @@ type Cuts struct {
 	WalkCappedPosts uint64 `json:"posts_walk_capped,omitempty"`
 }
 
-func (c *Cuts) any() bool { return c.SGECutWRs+c.SGEsNotSummed+c.WalkCappedPosts > 0 }
-
 func (c *Cuts) add(o *Cuts) {
 	c.SGECutWRs += o.SGECutWRs
 	c.SGEsNotSummed += o.SGEsNotSummed
@@ -44,30 +38,5 @@ func (q *sq) noteCuts(p *trace.Post, posted int) {
 			q.c.SGECutWRs++
 			q.c.SGEsNotSummed += uint64(n)
 		}
-	}
-}
-
-// String says what the tracer's bounds cut; "" when nothing was.
-func (c Cuts) String() string {
-	if !c.any() {
-		return ""
-	}
-	var parts []string
-	if c.SGECutWRs > 0 {
-		parts = append(parts, fmt.Sprintf("%d WRs with SGEs past the SGE bound (%d SGEs not summed: byte counts are lower bounds)",
-			c.SGECutWRs, c.SGEsNotSummed))
-	}
-	if c.WalkCappedPosts > 0 {
-		parts = append(parts, fmt.Sprintf("%d post calls with lists past the walk bound (WRs past it not seen: WR counts are lower bounds)",
-			c.WalkCappedPosts))
-	}
-	return "cut by the tracer's bounds: " + strings.Join(parts, ", ")
-}
-
-// writeCuts writes the line saying what the tracer's bounds cut on a QP;
-// nothing when nothing was cut.
-func writeCuts(w io.Writer, c *Cuts) {
-	if s := c.String(); s != "" {
-		fmt.Fprintf(w, "  %s\n", s)
 	}
 }

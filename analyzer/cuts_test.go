@@ -1,12 +1,11 @@
 package analyzer
 
 import (
-	"bytes"
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -16,61 +15,45 @@ const (
 	retENOMEM = 12 // ENOMEM
 )
 
-// sgeCut gives WRs i (of wrs) more SGEs than the tracer sums: n past the
-// bound, their bytes those of the first 16.
-func sgeCut(wrs []trace.WR, n uint8, idx ...int) []trace.WR {
-	for _, i := range idx {
-		wrs[i].NumSGE, wrs[i].Bytes, wrs[i].SGEsNotSummed = 16+uint32(n), 16*64, n
-	}
-	return wrs
-}
-
-// capped posts a list the tracer's walk stopped in: rec WRs recorded, walked
-// in all, the provider's ret and the accepted WRs as the tracer saw them.
-func (s *stream) capped(qpn uint32, rec []trace.WR, walked uint32, ret int32, accepted uint32) {
-	s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, WRs: rec,
-		Truncated: walked - uint32(len(rec)), Ret: ret, Accepted: accepted, WalkCapped: true})
-}
-
 func TestCuts(t *testing.T) {
-	caps := rcCaps(4096, 0, 30)
+	caps := streamtest.RCCaps(4096, 0, 30)
 	tests := []struct {
 		name   string
-		events func(s *stream)
+		events func(s *streamtest.Stream)
 		want   Cuts
 	}{
-		{"nothing cut", func(s *stream) {
-			s.post(1, s.wrs(1, 4, opSend, 0, 16, 1024, 4), 0, 4)
+		{"nothing cut", func(s *streamtest.Stream) {
+			s.Post(1, s.WRs(1, 4, opSend, 0, 16, 1024, 4), 0, 4)
 		}, Cuts{}},
-		{"SGEs past the bound on posted WRs", func(s *stream) {
-			s.post(1, sgeCut(s.wrs(1, 4, opSend, 0, 1, 64, 4), 4, 0, 2), 0, 4)
-			s.post(1, sgeCut(s.wrs(1, 1, opSend, 0, 1, 64, 1), 255, 0), 0, 1)
+		{"SGEs past the bound on posted WRs", func(s *streamtest.Stream) {
+			s.Post(1, streamtest.SGECut(s.WRs(1, 4, opSend, 0, 1, 64, 4), 4, 0, 2), 0, 4)
+			s.Post(1, streamtest.SGECut(s.WRs(1, 1, opSend, 0, 1, 64, 1), 255, 0), 0, 1)
 		}, Cuts{SGECutWRs: 3, SGEsNotSummed: 4 + 4 + 255}},
-		{"SGEs past the bound on WRs not posted", func(s *stream) {
+		{"SGEs past the bound on WRs not posted", func(s *streamtest.Stream) {
 			// the provider took the first two; the cut WR after them was refused
-			s.post(1, sgeCut(s.wrs(1, 4, opSend, 0, 1, 64, 4), 6, 1, 2), retENOMEM, 2)
+			s.Post(1, streamtest.SGECut(s.WRs(1, 4, opSend, 0, 1, 64, 4), 6, 1, 2), retENOMEM, 2)
 		}, Cuts{SGECutWRs: 1, SGEsNotSummed: 6}},
-		{"aborted wr batch", func(s *stream) {
-			s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, API: trace.APIWR, Aborted: true,
-				WRs: sgeCut(s.wrs(1, 2, opSend, 0, 1, 64, 0), 3, 0, 1)})
+		{"aborted wr batch", func(s *streamtest.Stream) {
+			s.Add(&trace.Post{Header: s.Header(), QP: streamtest.QPAddr(1), QPNum: 1, API: trace.APIWR, Aborted: true,
+				WRs: streamtest.SGECut(s.WRs(1, 2, opSend, 0, 1, 64, 0), 3, 0, 1)})
 		}, Cuts{}},
-		{"list walk capped", func(s *stream) {
-			s.capped(1, s.wrs(1, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
-			s.capped(1, s.wrs(1, 64, opSend, 0, 1, 64, 0), 1024, retENOMEM, 0)
-			s.post(1, s.wrs(1, 8, opSend, 0, 1, 64, 8), 0, 8)
+		{"list walk capped", func(s *streamtest.Stream) {
+			s.Capped(1, s.WRs(1, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
+			s.Capped(1, s.WRs(1, 64, opSend, 0, 1, 64, 0), 1024, retENOMEM, 0)
+			s.Post(1, s.WRs(1, 8, opSend, 0, 1, 64, 8), 0, 8)
 		}, Cuts{WalkCappedPosts: 2}},
-		{"both", func(s *stream) {
-			s.capped(1, sgeCut(s.wrs(1, 64, opSend, 0, 1, 64, 0), 4, 0, 63), 1024, 0, 1024)
+		{"both", func(s *streamtest.Stream) {
+			s.Capped(1, streamtest.SGECut(s.WRs(1, 64, opSend, 0, 1, 64, 0), 4, 0, 63), 1024, 0, 1024)
 		}, Cuts{SGECutWRs: 2, SGEsNotSummed: 8, WalkCappedPosts: 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.create(2, trace.QPTypeRC, caps, false)
+			s := streamtest.New()
+			s.Create(1, trace.QPTypeRC, caps, false)
+			s.Create(2, trace.QPTypeRC, caps, false)
 			tc.events(s)
-			s.send(2, 4, 0, 4) // a QP with nothing cut beside it
-			snap := s.run(t, Options{BF: DefaultBF})
+			s.Send(2, 4, 0, 4) // a QP with nothing cut beside it
+			snap := run(t, s, Options{BF: DefaultBF})
 			if len(snap.QPs) != 2 {
 				t.Fatalf("%d QPs", len(snap.QPs))
 			}
@@ -84,20 +67,11 @@ func TestCuts(t *testing.T) {
 				t.Errorf("total cuts %+v, want %+v", snap.Total.Cuts, tc.want)
 			}
 
-			var text, js bytes.Buffer
-			WriteText(&text, snap)
-			if err := WriteJSON(&js, snap); err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.Count(text.String(), "cut by the tracer's bounds")
-			if want := map[bool]int{true: 1, false: 0}[tc.want.any()]; lines != want {
-				t.Errorf("%d cut lines, want %d:\n%s", lines, want, text.String())
-			}
 			var doc struct {
 				QPs   []map[string]any `json:"qps"`
 				Total map[string]any   `json:"total"`
 			}
-			if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+			if err := json.Unmarshal(jsonOf(t, snap), &doc); err != nil {
 				t.Fatal(err)
 			}
 			for _, f := range []struct {
@@ -125,45 +99,14 @@ func TestCuts(t *testing.T) {
 	}
 }
 
-// The report of a QP whose lists and SGE lists were cut, and of one beside
-// it where nothing was.
-func TestReportCuts(t *testing.T) {
-	s := newStream()
-	s.create(0x1c0, trace.QPTypeRC, rcCaps(4096, 0, 30), false)
-	s.create(0x1c1, trace.QPTypeRC, rcCaps(64, 0, 1), false)
-	s.capped(0x1c0, s.wrs(0x1c0, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
-	s.post(0x1c0, sgeCut(s.wrs(0x1c0, 3, opSend, 0, 1, 64, 3), 4, 0, 1, 2), 0, 3)
-	s.send(0x1c1, 4, 0, 4)
-	var text bytes.Buffer
-	WriteText(&text, s.run(t, Options{BF: DefaultBF}))
-	golden(t, "report_cuts.txt.golden", text.Bytes())
-}
-
-// counters flushes a QP's counters-mode totals since attach.
-func (s *stream) counters(qpn uint32, c trace.QPCounters) {
-	c.Header, c.QP, c.QPNum = s.hdr(), qpAddr(qpn), qpn
-	s.evs = append(s.evs, &c)
-}
-
-// cutReport is what the text and the JSON report say of cuts: the text's
-// cut lines and each QP's (and the total's) cut fields.
-func cutReport(t *testing.T, snap Snapshot) (lines []string, fields []map[string]any) {
+// cutFields are the cut fields of each QP's JSON and of the total's.
+func cutFields(t *testing.T, snap Snapshot) (fields []map[string]any) {
 	t.Helper()
-	var text, js bytes.Buffer
-	WriteText(&text, snap)
-	if err := WriteJSON(&js, snap); err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(text.String(), "\n") {
-		if strings.Contains(l, "cut by the tracer's bounds") {
-			lines = append(lines, l)
-		}
-	}
 	var doc struct {
 		QPs   []map[string]any `json:"qps"`
 		Total map[string]any   `json:"total"`
 	}
-	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+	if err := json.Unmarshal(jsonOf(t, snap), &doc); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range append(doc.QPs, doc.Total) {
@@ -175,7 +118,7 @@ func cutReport(t *testing.T, snap Snapshot) (lines []string, fields []map[string
 		}
 		fields = append(fields, f)
 	}
-	return lines, fields
+	return fields
 }
 
 // The counters mode's totals carry the cuts, which replace the earlier
@@ -201,14 +144,14 @@ func TestCountersCuts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			s.create(1, trace.QPTypeRC, rcCaps(4096, 0, 30), false)
-			s.create(2, trace.QPTypeRC, rcCaps(4096, 0, 30), false)
+			s := streamtest.New()
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(4096, 0, 30), false)
+			s.Create(2, trace.QPTypeRC, streamtest.RCCaps(4096, 0, 30), false)
 			for _, c := range tc.flushes {
-				s.counters(1, c)
-				s.counters(2, trace.QPCounters{PostCalls: 1, WRs: 4, Doorbells: 1}) // nothing cut beside it
+				s.Counters(1, c)
+				s.Counters(2, trace.QPCounters{PostCalls: 1, WRs: 4, Doorbells: 1}) // nothing cut beside it
 			}
-			snap := s.run(t, Options{BF: DefaultBF})
+			snap := run(t, s, Options{BF: DefaultBF})
 			if len(snap.QPs) != 2 || !snap.QPs[0].CountersOnly {
 				t.Fatalf("%d QPs, counters only %v", len(snap.QPs), len(snap.QPs) > 0 && snap.QPs[0].CountersOnly)
 			}
@@ -221,10 +164,7 @@ func TestCountersCuts(t *testing.T) {
 			if snap.Total.Cuts != tc.want {
 				t.Errorf("total cuts %+v, want %+v", snap.Total.Cuts, tc.want)
 			}
-			lines, fields := cutReport(t, snap)
-			if want := map[bool]int{true: 1, false: 0}[tc.want.any()]; len(lines) != want {
-				t.Errorf("%d cut lines, want %d: %q", len(lines), want, lines)
-			}
+			fields := cutFields(t, snap)
 			want := map[string]any{}
 			for k, v := range map[string]uint64{"wrs_sge_cut": tc.want.SGECutWRs, "sges_not_summed": tc.want.SGEsNotSummed,
 				"posts_walk_capped": tc.want.WalkCappedPosts} {
@@ -246,29 +186,30 @@ func TestCountersCuts(t *testing.T) {
 }
 
 // The same cuts said per call (events mode) and in totals (counters mode)
-// make the same report lines and JSON fields: the posts of the probe
-// tests' `target cut`, and the totals the kernel keeps of them.
+// make the same cuts and JSON fields, and so the same report lines: the
+// posts of the probe tests' `target cut`, and the totals the kernel keeps
+// of them.
 func TestCutsBothModes(t *testing.T) {
-	caps := rcCaps(2048, 2048, 20)
-	events := newStream()
-	events.create(1, trace.QPTypeRC, caps, false)
-	events.create(2, trace.QPTypeRC, caps, false)
-	events.capped(1, events.wrs(1, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
-	events.post(1, events.wrs(1, 1024, opSend, 0, 1, 64, 0)[:64], 0, 1024)
-	events.post(1, sgeCut(events.wrs(1, 3, opSend, 0, 1, 64, 3), 4, 0, 1, 2), 0, 3)
-	events.evs = append(events.evs, &trace.Post{Header: events.hdr(), QP: qpAddr(2), QPNum: 2, API: trace.APIWR,
+	caps := streamtest.RCCaps(2048, 2048, 20)
+	events := streamtest.New()
+	events.Create(1, trace.QPTypeRC, caps, false)
+	events.Create(2, trace.QPTypeRC, caps, false)
+	events.Capped(1, events.WRs(1, 64, opSend, 0, 1, 64, 0), 1024, 0, 1024)
+	events.Post(1, events.WRs(1, 1024, opSend, 0, 1, 64, 0)[:64], 0, 1024)
+	events.Post(1, streamtest.SGECut(events.WRs(1, 3, opSend, 0, 1, 64, 3), 4, 0, 1, 2), 0, 3)
+	events.Add(&trace.Post{Header: events.Header(), QP: streamtest.QPAddr(2), QPNum: 2, API: trace.APIWR,
 		WRs: []trace.WR{{ID: 1, Opcode: opSend, NumSGE: 20, Bytes: 1720, SGEsNotSummed: 4},
 			{ID: 2, Opcode: opSend, Flags: 8, NumSGE: 18, Bytes: 280, SGEsNotSummed: 2}}, Accepted: 2})
 
-	counters := newStream()
-	counters.create(1, trace.QPTypeRC, caps, false)
-	counters.create(2, trace.QPTypeRC, caps, false)
-	counters.counters(1, trace.QPCounters{PostCalls: 3, WRs: 2051, Doorbells: 3, WalkCappedPosts: 1,
+	counters := streamtest.New()
+	counters.Create(1, trace.QPTypeRC, caps, false)
+	counters.Create(2, trace.QPTypeRC, caps, false)
+	counters.Counters(1, trace.QPCounters{PostCalls: 3, WRs: 2051, Doorbells: 3, WalkCappedPosts: 1,
 		SGECutWRs: 3, SGEsNotSummed: 12})
-	counters.counters(2, trace.QPCounters{PostCalls: 1, WRs: 2, Inline: 1, Doorbells: 1, InlineBytes: 280,
+	counters.Counters(2, trace.QPCounters{PostCalls: 1, WRs: 2, Inline: 1, Doorbells: 1, InlineBytes: 280,
 		PayloadBytes: 1720, PayloadSGEs: 20, SGECutWRs: 2, SGEsNotSummed: 6})
 
-	es, cs := events.run(t, Options{BF: DefaultBF}), counters.run(t, Options{BF: DefaultBF})
+	es, cs := run(t, events, Options{BF: DefaultBF}), run(t, counters, Options{BF: DefaultBF})
 	for i := range es.QPs {
 		if es.QPs[i].Cuts != cs.QPs[i].Cuts {
 			t.Errorf("QP %d: events mode cuts %+v, counters mode %+v", i+1, es.QPs[i].Cuts, cs.QPs[i].Cuts)
@@ -278,11 +219,7 @@ func TestCutsBothModes(t *testing.T) {
 	if es.Total.Cuts != want || cs.Total.Cuts != want {
 		t.Errorf("total cuts: events mode %+v, counters mode %+v, want %+v", es.Total.Cuts, cs.Total.Cuts, want)
 	}
-	el, ef := cutReport(t, es)
-	cl, cf := cutReport(t, cs)
-	if len(el) != 2 || !reflect.DeepEqual(el, cl) {
-		t.Errorf("cut lines differ:\nevents   %q\ncounters %q", el, cl)
-	}
+	ef, cf := cutFields(t, es), cutFields(t, cs)
 	if !reflect.DeepEqual(ef, cf) {
 		t.Errorf("JSON cut fields differ:\nevents   %v\ncounters %v", ef, cf)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -13,56 +14,56 @@ func TestDeltas(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	tests := []struct {
 		name   string
-		first  func(s *stream) // before the first report
-		second func(s *stream) // between the first and the second
+		first  func(s *streamtest.Stream) // before the first report
+		second func(s *streamtest.Stream) // between the first and the second
 		want   map[string]float64
 		absent []string // keys the second interval's QP must not have
 	}{
-		{"events mode: what the interval added, levels left out", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
-			s.send(1, 10, 0, 2)
-		}, func(s *stream) {
-			s.send(1, 6, 0, 2)
-			s.send(1, 2, 0, 2)
+		{"events mode: what the interval added, levels left out", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
+			s.Send(1, 10, 0, 2)
+		}, func(s *streamtest.Stream) {
+			s.Send(1, 6, 0, 2)
+			s.Send(1, 2, 0, 2)
 		}, map[string]float64{"wrs": 8, "post_calls": 2, "doorbells": 2, "signaled": 4, "total.wrs": 8},
 			[]string{"peak_outstanding", "longest_unsignaled_run"}},
-		{"counters mode: only what it measures", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
-			s.evs = append(s.evs, &trace.QPCounters{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, WRs: 100, PostCalls: 100, Doorbells: 100})
-		}, func(s *stream) {
-			s.evs = append(s.evs, &trace.QPCounters{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, WRs: 30, PostCalls: 30, Doorbells: 30})
+		{"counters mode: only what it measures", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
+			s.Add(&trace.QPCounters{Header: s.Header(), QP: streamtest.QPAddr(1), QPNum: 1, WRs: 100, PostCalls: 100, Doorbells: 100})
+		}, func(s *streamtest.Stream) {
+			s.Add(&trace.QPCounters{Header: s.Header(), QP: streamtest.QPAddr(1), QPNum: 1, WRs: 30, PostCalls: 30, Doorbells: 30})
 		}, map[string]float64{"wrs": 30, "post_calls": 30, "total.wrs": 30},
 			[]string{"bf_writes", "cqes_polled", "enomem_sq_full", "peak_outstanding"}},
-		{"a QP created in the interval counts from 0", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
-			s.send(1, 10, 0, 2)
-		}, func(s *stream) {
-			s.create(2, trace.QPTypeRC, rcCaps(64, 60, 1), false)
-			s.send(2, 5, 0, 1)
+		{"a QP created in the interval counts from 0", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
+			s.Send(1, 10, 0, 2)
+		}, func(s *streamtest.Stream) {
+			s.Create(2, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
+			s.Send(2, 5, 0, 1)
 		}, map[string]float64{"wrs": 5, "signaled": 5, "total.wrs": 5}, nil},
-		{"rxe: no figure of the mlx5 model, in the QP or the total", func(s *stream) {
-			s.createOn(1, rcCaps(64, 60, 1), rxeLib)
-			s.send(1, 10, 0, 2)
-		}, func(s *stream) {
-			s.send(1, 6, 0, 2)
+		{"rxe: no figure of the mlx5 model, in the QP or the total", func(s *streamtest.Stream) {
+			s.CreateOn(1, streamtest.RCCaps(64, 60, 1), streamtest.RxeLib)
+			s.Send(1, 10, 0, 2)
+		}, func(s *streamtest.Stream) {
+			s.Send(1, 6, 0, 2)
 		}, map[string]float64{"wrs": 6, "doorbells": 1, "total.wrs": 6},
 			[]string{"bf_writes", "wqebbs", "dma_reads_wqe", "dma_reads_payload", "dma_bytes_payload", "cqe_writes", "mmio_bytes",
 				"total.bf_writes", "total.dma_reads_payload", "total.dma_bytes_payload"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			a := New(Options{})
 			d := NewDeltas(t0.Add(-time.Second))
 			tc.first(s)
-			a.IngestAll(s.evs)
+			a.IngestAll(s.Events)
 			first := d.Next(a.Snapshot(), t0)
 			if first.Seconds != 1 || first.Total.WRs != a.Snapshot().Total.WRs {
 				t.Errorf("first interval: %v s, %d WRs; want 1 s and every WR so far", first.Seconds, first.Total.WRs)
 			}
-			s.evs = s.evs[:0]
+			s.Events = s.Events[:0]
 			tc.second(s)
-			a.IngestAll(s.evs)
+			a.IngestAll(s.Events)
 			iv := d.Next(a.Snapshot(), t0.Add(1500*time.Millisecond))
 			b, err := json.Marshal(iv)
 			if err != nil {
@@ -77,8 +78,8 @@ func TestDeltas(t *testing.T) {
 			if err := json.Unmarshal(b, &got); err != nil {
 				t.Fatalf("%v\n%s", err, b)
 			}
-			if got.Seconds != 1.5 || got.Events != float64(len(s.evs)) {
-				t.Errorf("seconds %v events %v, want 1.5 and %d\n%s", got.Seconds, got.Events, len(s.evs), b)
+			if got.Seconds != 1.5 || got.Events != float64(len(s.Events)) {
+				t.Errorf("seconds %v events %v, want 1.5 and %d\n%s", got.Seconds, got.Events, len(s.Events), b)
 			}
 			last := got.QPs[len(got.QPs)-1]
 			for k, want := range tc.want {

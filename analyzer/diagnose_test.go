@@ -1,245 +1,92 @@
 package analyzer
 
 import (
-	"bytes"
 	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
-func rcCaps(depth, inline, sge uint32) trace.Caps {
-	return trace.Caps{MaxSendWR: depth, MaxRecvWR: depth, MaxSendSGE: sge, MaxRecvSGE: 1, MaxInlineData: inline}
-}
-
-// One golden file per diagnosis (testdata/diag_NAME.golden): the text and
-// the JSON of the snapshot's diagnoses, newest first.
-func TestDiagnoses(t *testing.T) {
-	tests := []struct {
-		name  string
-		build func(s *stream)
-		want  []string // kinds, newest first
-	}{
-		{"never_signaled", func(s *stream) {
-			// with no WR signaled yet, a run of 7/8 of the depth predicts
-			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-			for range 8 {
-				s.send(1, 1, ibv.SendInline, 0)
-			}
-			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 32, 0), ibv.ENOMEM, 0)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 32, 0), ibv.ENOMEM, 0)
-		}, []string{"sq_overflow_never_signaled", "unsignaled_run_near_depth"}},
-
-		{"late_attach_never_signaled", func(s *stream) {
-			// no QPCreate: the depth is inferred from the first SQ-full ENOMEM
-			// (by the simulated HCA's rules: its post_send was found by symbol)
-			s.evs = append(s.evs, &trace.Attach{Header: s.hdr(), Func: "post_send", Path: "app", How: trace.HowSimSymbol})
-			for range 3 {
-				s.send(3, 1, 0, 0)
-			}
-			s.post(3, s.wrs(3, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
-		}, []string{"sq_overflow_never_signaled"}},
-
-		{"unsignaled_run", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-			for i := range uint64(3) {
-				s.send(1, 2, 0, 2)
-				s.poll(1, 2*i+1)
-			}
-			for range 8 {
-				s.send(1, 1, 0, 0)
-			}
-			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
-		}, []string{"sq_overflow_unsignaled_run", "unsignaled_run_near_depth"}},
-
-		{"cq_not_polled", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-			s.send(1, 4, 0, 4)
-			s.poll(1, 3)
-			s.send(1, 4, 0, 4)
-			s.send(1, 4, 0, 4)
-			s.post(1, s.wrs(1, 2, ibv.WRSend, 0, 1, 32, 4), ibv.ENOMEM, 0)
-		}, []string{"sq_overflow_cq_not_polled"}},
-
-		{"cq_never_polled", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-			s.send(1, 4, 0, 4)
-			s.send(1, 4, 0, 4)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 4), ibv.ENOMEM, 0)
-		}, []string{"sq_overflow_cq_not_polled"}},
-
-		{"polls_too_rare", func(s *stream) {
-			// 4 WRs posted per poll, and each poll takes one CQE (2 WRs)
-			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-			next := uint64(1)
-			for range 7 {
-				s.send(1, 2, 0, 2)
-				s.send(1, 2, 0, 2)
-				s.poll(1, next)
-				next += 2
-			}
-			s.send(1, 2, 0, 2)
-			s.post(1, s.wrs(1, 2, ibv.WRSend, 0, 1, 32, 2), ibv.ENOMEM, 0)
-		}, []string{"sq_overflow_polls_too_rare"}},
-
-		{"completions_slow", func(s *stream) {
-			// the CQ is polled after every post, but the CQEs are not there yet
-			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-			for range 4 {
-				s.send(1, 2, 0, 2)
-				s.emptyPolls(1, 3)
-			}
-			s.post(1, s.wrs(1, 2, ibv.WRSend, 0, 1, 32, 2), ibv.ENOMEM, 0)
-		}, []string{"sq_overflow_completions_slow"}},
-
-		{"inline_too_big", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 61, 1), ibv.ENOMEM, 0)
-			s.post(1, []trace.WR{{ID: 0, Opcode: ibv.WRSend, Flags: ibv.SendInline | ibv.SendSignaled, NumSGE: 1, Bytes: 60},
-				{ID: 1, Opcode: ibv.WRSend, Flags: ibv.SendInline | ibv.SendSignaled, NumSGE: 1, Bytes: 200}}, ibv.ENOMEM, 1)
-		}, []string{"inline_too_big"}},
-
-		{"inline_unsupported", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(16, 0, 1), false)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, ibv.SendInline, 1, 32, 1), ibv.ENOMEM, 0)
-		}, []string{"inline_unsupported"}},
-
-		{"too_many_sge", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 2), false)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 3, 96, 1), ibv.ENOMEM, 0)
-		}, []string{"too_many_sge"}},
-
-		{"einval", func(s *stream) {
-			s.create(1, trace.QPTypeUD, rcCaps(16, 60, 1), false)
-			s.post(1, s.wrs(1, 1, ibv.WRRDMAWrite, 0, 1, 32, 1), ibv.EINVAL, 0)
-		}, []string{"einval"}},
-
-		{"sig_all_flag", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), true)
-			s.send(1, 4, 0, 4)
-			s.poll(1, 0, 1, 2, 3)
-			s.send(1, 4, 0, 4)
-			s.poll(1, 4, 5, 6, 7)
-		}, []string{"sig_all_ignores_signaled_flag"}},
-
-		{"run_near_depth", func(s *stream) {
-			// runs of 3, then one of 12 (75% of the depth): the pattern broke
-			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-			s.send(1, 8, 0, 4)
-			s.poll(1, 3, 7)
-			s.send(1, 12, 0, 0)
-			s.send(1, 1, ibv.SendSignaled, 0)
-			s.poll(1, 20)
-		}, []string{"unsignaled_run_near_depth"}},
-
-		{"trending_full", func(s *stream) {
-			// 5 WRs posted and 3 completed per 10 ms window: +2 per window
-			s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), true)
-			s.dt = 1_000_000
-			next := uint64(0)
-			for range 20 {
-				for range 5 {
-					s.send(1, 1, 0, 0)
-				}
-				s.poll(1, next, next+1, next+2)
-				next += 3
-				s.wait(4_000_000)
-			}
-		}, []string{"occupancy_trending_full"}},
-
-		{"dedup_newest_first", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-			s.create(2, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-			for range 3 {
-				s.post(1, s.wrs(1, 1, 12, 0, 1, 32, 1), ibv.EINVAL, 0)
-			}
-			s.post(2, s.wrs(2, 1, ibv.WRSend, ibv.SendInline, 1, 100, 1), ibv.ENOMEM, 0)
-			s.post(1, s.wrs(1, 1, 12, 0, 1, 32, 1), ibv.EINVAL, 0)
-		}, []string{"einval", "inline_too_big"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			checkDiagnoses(t, tc.build, tc.want, tc.name)
-		})
-	}
-}
+// Each diagnosis of the send queue, from a stream that gives it.
+func TestDiagnoses(t *testing.T) { checkDiagnoses(t, streamtest.Diagnoses) }
 
 func TestDiagnosisEvidence(t *testing.T) {
 	tests := []struct {
 		name  string
-		build func(s *stream)
+		build func(s *streamtest.Stream)
 		kind  string
 		count uint64
 		want  map[string]uint64
 	}{
-		{"never signaled counts each refused post", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
-			s.send(1, 4, 0, 0)
+		{"never signaled counts each refused post", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(4, 60, 1), false)
+			s.Send(1, 4, 0, 0)
 			for range 3 {
-				s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
+				s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
 			}
 		}, "sq_overflow_never_signaled", 3, map[string]uint64{"outstanding": 4, "max_send_wr": 4, "wrs_posted": 4}},
-		{"not polled since the early poll", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-			s.send(1, 4, 0, 4) // t=1200
-			s.poll(1, 3)       // t=1300
-			s.send(1, 4, 0, 4) // t=1400
-			s.send(1, 4, 0, 4)
-			s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 1, 32, 4), ibv.ENOMEM, 0)
+		{"not polled since the early poll", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(8, 60, 1), false)
+			s.Send(1, 4, 0, 4) // t=1200
+			s.Poll(1, 3)       // t=1300
+			s.Send(1, 4, 0, 4) // t=1400
+			s.Send(1, 4, 0, 4)
+			s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 1, 32, 4), ibv.ENOMEM, 0)
 		}, "sq_overflow_cq_not_polled", 1, map[string]uint64{"outstanding": 8, "max_send_wr": 8, "signaled_outstanding": 2,
 			"oldest_signaled_ns": 1400, "cq": 0x2001, "cq_last_poll_ns": 1300, "cq_polls": 1}},
-		{"partial list fills the SQ", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
-			s.send(1, 2, 0, 0)
-			s.post(1, s.wrs(1, 3, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 2)
+		{"partial list fills the SQ", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(4, 60, 1), false)
+			s.Send(1, 2, 0, 0)
+			s.Post(1, s.WRs(1, 3, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 2)
 		}, "sq_overflow_never_signaled", 1, map[string]uint64{"outstanding": 4, "max_send_wr": 4, "wrs_posted": 4}},
-		{"too many SGEs at list index 1", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-			s.post(1, []trace.WR{{ID: 0, Opcode: ibv.WRSend, NumSGE: 1, Bytes: 8}, {ID: 1, Opcode: ibv.WRSend, NumSGE: 4, Bytes: 8}}, ibv.ENOMEM, 1)
+		{"too many SGEs at list index 1", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(16, 60, 1), false)
+			s.Post(1, []trace.WR{{ID: 0, Opcode: ibv.WRSend, NumSGE: 1, Bytes: 8}, {ID: 1, Opcode: ibv.WRSend, NumSGE: 4, Bytes: 8}}, ibv.ENOMEM, 1)
 		}, "too_many_sge", 1, map[string]uint64{"wr_index": 1, "num_sge": 4, "max_send_sge": 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
+			snap := run(t, s, Options{BF: DefaultBF})
 			checkEvidence(t, snap, tc.kind, tc.count, tc.want)
 		})
 	}
 }
 
 func TestDiagnosesBounded(t *testing.T) {
-	s := newStream()
+	s := streamtest.New()
 	n := MaxDiagnoses + 10
 	for i := range uint32(n) {
-		s.create(i+1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-		s.post(i+1, s.wrs(i+1, 1, 9, 0, 1, 32, 1), ibv.EINVAL, 0)
+		s.Create(i+1, trace.QPTypeRC, streamtest.RCCaps(16, 60, 1), false)
+		s.Post(i+1, s.WRs(i+1, 1, 9, 0, 1, 32, 1), ibv.EINVAL, 0)
 	}
 	var calls int
 	a := New(Options{OnDiagnosis: func(Diagnosis) { calls++ }})
-	a.IngestAll(s.evs)
+	a.IngestAll(s.Events)
 	snap := checked(t, a)
 	if len(snap.Diagnoses) != MaxDiagnoses || snap.DiagnosesDropped != 10 || calls != MaxDiagnoses {
 		t.Fatalf("kept %d, dropped %d, callbacks %d; want %d, 10, %d", len(snap.Diagnoses), snap.DiagnosesDropped, calls, MaxDiagnoses, MaxDiagnoses)
 	}
 }
 
-// A diagnosis says when it was first and last seen and how often: in the
-// text as seconds into the trace (never the raw monotonic clock), in JSON
-// also on the wall clock when the trace has an anchor for it.
+// A diagnosis says when it was first and last seen and how often: as
+// seconds into the trace (its words never give the raw monotonic clock),
+// in JSON also on the wall clock when the trace has an anchor for it.
 func TestDiagnosisTimes(t *testing.T) {
 	wall := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
-	build := func() *stream {
-		s := newStream()
-		s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
-		s.wait(1_500_000_000)
-		s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 3, 96, 1), ibv.ENOMEM, 0) // too many SGEs
-		s.wait(250_000_000)
-		s.post(1, s.wrs(1, 1, ibv.WRSend, 0, 3, 96, 1), ibv.ENOMEM, 0)
+	build := func() *streamtest.Stream {
+		s := streamtest.New()
+		s.Create(1, trace.QPTypeRC, streamtest.RCCaps(16, 60, 1), false)
+		s.Wait(1_500_000_000)
+		s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 3, 96, 1), ibv.ENOMEM, 0) // too many SGEs
+		s.Wait(250_000_000)
+		s.Post(1, s.WRs(1, 1, ibv.WRSend, 0, 3, 96, 1), ibv.ENOMEM, 0)
 		return s
 	}
 	// the stream's first event is at 1100 ns (+100 ns a record): the posts
@@ -255,7 +102,7 @@ func TestDiagnosisTimes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			snap := build().run(t, Options{BF: DefaultBF, Clock: tc.clock})
+			snap := run(t, build(), Options{BF: DefaultBF, Clock: tc.clock})
 			if len(snap.Diagnoses) != 1 {
 				t.Fatalf("diagnoses %q, want one", diagKinds(snap))
 			}
@@ -271,13 +118,9 @@ func TestDiagnosisTimes(t *testing.T) {
 			if d.FirstWall != tc.firstWall || d.LastWall != tc.lastWall {
 				t.Errorf("wall times %q, %q; want %q, %q", d.FirstWall, d.LastWall, tc.firstWall, tc.lastWall)
 			}
-			var text bytes.Buffer
-			WriteDiagnoses(&text, snap)
-			if !strings.Contains(text.String(), "first at +1.500 s, last at +1.750 s, 2 times") {
-				t.Errorf("text does not say when:\n%s", text.String())
-			}
-			if m := regexp.MustCompile(`\d{4,} ns`).FindString(text.String()); m != "" {
-				t.Errorf("text gives a raw clock reading %q:\n%s", m, text.String())
+			words := d.Message + "\n" + d.Fix
+			if m := regexp.MustCompile(`\d{4,} ns`).FindString(words); m != "" {
+				t.Errorf("the diagnosis gives a raw clock reading %q:\n%s", m, words)
 			}
 			js, err := json.Marshal(d)
 			if err != nil {

@@ -1,69 +1,35 @@
 package analyzer
 
 import (
-	"bytes"
 	"encoding/json"
 	"testing"
 
-	"github.com/sqscope/sqscope/trace"
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 )
-
-// end ends the stream; cutNS 0 is an end that was not a cut.
-func (s *stream) end(reason string, cutNS, unseen uint64) {
-	s.evs = append(s.evs, &trace.End{Header: s.hdr(), Reason: reason, CutNS: cutNS, InFlightUnseen: unseen})
-}
 
 // A trace cut while the target ran says where, how many WRs it left
 // without their completions and how many posts in flight it did not see;
 // completions that matched no post are counted per QP and in total, in
-// the text and the JSON, cut or not.
+// the snapshot and its JSON, cut or not.
 func TestEndingCutAndUnmatched(t *testing.T) {
-	caps := trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}
-	tests := []struct {
-		name          string
-		build         func(s *stream)
+	type want struct {
 		wantCut       bool
 		wantOut       *uint64 // WRs outstanding at the cut
 		wantUnseen    uint64
 		wantUnmatched uint64 // in total
-	}{
-		{"cut with WRs posted after the last poll", func(s *stream) {
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.create(2, trace.QPTypeRC, caps, false)
-			s.send(1, 16, 0, 16)
-			s.poll(1, 15)
-			s.send(1, 16, 0, 16) // its CQE came after the cut
-			s.send(2, 3, 0, 16)
-			s.end("interrupt signal received", s.t+50, 1)
-		}, true, ptr(uint64(19)), 1, 0},
-		{"cut, nothing outstanding", func(s *stream) {
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.send(1, 16, 0, 16)
-			s.poll(1, 15)
-			s.end("the time limit was reached", s.t+50, 0)
-		}, true, ptr(uint64(0)), 0, 0},
-		{"no cut, completions of posts not seen", func(s *stream) {
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.create(2, trace.QPTypeRC, caps, false)
-			s.poll(1, 7)
-			s.send(2, 4, 0, 4)
-			s.poll(2, 3)
-			s.poll(2, 9, 10)
-			s.end("the target exited with status 0", 0, 0)
-		}, false, nil, 0, 3},
-		{"counters mode cut: no occupancy to give", func(s *stream) {
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.counters(1, trace.QPCounters{PostCalls: 4, WRs: 8, Doorbells: 4, Signaled: 2})
-			s.cqCounters(1, 10, 2, 8)
-			s.end("stopped", s.t+50, 0)
-		}, true, nil, 0, 0},
 	}
-	var text bytes.Buffer
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			tc.build(s)
-			snap := s.run(t, Options{})
+	wants := map[string]want{
+		"cut with WRs posted after the last poll": {true, ptr(uint64(19)), 1, 0},
+		"cut, nothing outstanding":                {true, ptr(uint64(0)), 0, 0},
+		"no cut, completions of posts not seen":   {false, nil, 0, 3},
+		"counters mode cut: no occupancy to give": {true, nil, 0, 0},
+	}
+	for _, c := range streamtest.Endings {
+		t.Run(c.Name, func(t *testing.T) {
+			tc := streamtest.Want(t, wants, c.Name)
+			s := streamtest.New()
+			c.Build(s)
+			snap := run(t, s, Options{})
 			if got := snap.Cut != nil; got != tc.wantCut {
 				t.Fatalf("cut %+v, want one: %v", snap.Cut, tc.wantCut)
 			}
@@ -80,11 +46,7 @@ func TestEndingCutAndUnmatched(t *testing.T) {
 					Unmatched *uint64 `json:"unmatched_cqes"`
 				} `json:"total"`
 			}
-			var b bytes.Buffer
-			if err := WriteJSON(&b, snap); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(b.Bytes(), &js); err != nil {
+			if err := json.Unmarshal(jsonOf(t, snap), &js); err != nil {
 				t.Fatal(err)
 			}
 			if (js.Cut != nil) != tc.wantCut {
@@ -104,13 +66,8 @@ func TestEndingCutAndUnmatched(t *testing.T) {
 			if !snap.Total.CountersOnly && (js.Total.Unmatched == nil || *js.Total.Unmatched != tc.wantUnmatched) {
 				t.Errorf("JSON total unmatched_cqes %v, want %d", js.Total.Unmatched, tc.wantUnmatched)
 			}
-			text.WriteString("== " + tc.name + "\n")
-			if err := WriteText(&text, snap); err != nil {
-				t.Fatal(err)
-			}
 		})
 	}
-	golden(t, "ending.txt.golden", text.Bytes())
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,10 +1,10 @@
 package analyzer
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -33,13 +33,13 @@ func TestEveryOpcodeIsAWR(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(ibv.OpName(tc.op), func(t *testing.T) {
-			s := newStream()
-			s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
+			s := streamtest.New()
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(4, 60, 1), false)
 			for range 3 {
-				s.post(1, s.wrs(1, 1, tc.op, 0, tc.sges, tc.bytes, 2), 0, 1)
+				s.Post(1, s.WRs(1, 1, tc.op, 0, tc.sges, tc.bytes, 2), 0, 1)
 			}
-			s.poll(1, 1)
-			snap := s.run(t, Options{BF: DefaultBF})
+			s.Poll(1, 1)
+			snap := run(t, s, Options{BF: DefaultBF})
 			q := snap.QPs[0]
 			if q.WRs != 3 || q.Signaled != 1 || q.WQEBBs != 3*tc.wqebbs || q.Outstanding != 1 || q.EINVAL != 0 {
 				t.Errorf("WRs %d signaled %d WQEBBs %d outstanding %d EINVAL %d; want 3, 1, %d, 1, 0",
@@ -76,34 +76,24 @@ func TestOpcodeValid(t *testing.T) {
 	}
 }
 
-// exPoll returns, in one extended poll session on cq, completions that
-// carry only their wr_ids.
-func (s *stream) exPoll(cq uint64, ids ...uint64) {
-	p := &trace.Poll{Header: s.hdr(), CQ: cq, Ret: int32(len(ids)), Ex: true}
-	for _, id := range ids {
-		p.WCs = append(p.WCs, trace.WC{ID: id})
-	}
-	s.evs = append(s.evs, p)
-}
-
 // An extended poll's completions have no QP number: each is matched by
 // its wr_id to the QP of the CQ that has it outstanding; one that matches
 // none is counted on the CQ, never on a QP.
 func TestExtendedPollFindsTheQP(t *testing.T) {
-	s := newStream()
+	s := streamtest.New()
 	shared := uint64(0x5000)
 	for _, qpn := range []uint32{1, 2} {
-		s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
-			SendCQ: shared, RecvCQ: shared, Caps: rcCaps(8, 60, 1), Via: "sqsim_create_qp"})
+		s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+			SendCQ: shared, RecvCQ: shared, Caps: streamtest.RCCaps(8, 60, 1), Via: "sqsim_create_qp"})
 	}
-	s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpCreateEx, CQ: shared, CQE: 63, Via: "sqsim_create_cq_ex"})
-	s.ids[2] = 100     // QP 2's wr_ids start at 100
-	s.send(1, 4, 0, 2) // ids 0..3, 1 and 3 signaled
-	s.send(2, 4, 0, 4) // ids 100..103, 103 signaled
-	s.exPoll(shared, 1, 103, 3)
-	s.exPoll(shared, 77) // a receive completion, say
-	s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpResize, CQ: shared, CQE: 127, Via: "sqsim_resize_cq"})
-	snap := s.run(t, Options{BF: DefaultBF})
+	s.Add(&trace.CQChange{Header: s.Header(), Op: trace.CQOpCreateEx, CQ: shared, CQE: 63, Via: "sqsim_create_cq_ex"})
+	s.IDs[2] = 100     // QP 2's wr_ids start at 100
+	s.Send(1, 4, 0, 2) // ids 0..3, 1 and 3 signaled
+	s.Send(2, 4, 0, 4) // ids 100..103, 103 signaled
+	s.ExPoll(shared, 1, 103, 3)
+	s.ExPoll(shared, 77) // a receive completion, say
+	s.Add(&trace.CQChange{Header: s.Header(), Op: trace.CQOpResize, CQ: shared, CQE: 127, Via: "sqsim_resize_cq"})
+	snap := run(t, s, Options{BF: DefaultBF})
 	for _, q := range snap.QPs {
 		if q.Outstanding != 0 || q.UnmatchedCQEs != 0 {
 			t.Errorf("QP %d: outstanding %d, unmatched %d; want both 0", q.QPNum, q.Outstanding, q.UnmatchedCQEs)
@@ -119,20 +109,13 @@ func TestExtendedPollFindsTheQP(t *testing.T) {
 	if !c.Extended || c.CQE != 127 || c.Resizes != 1 || c.UnmatchedExCQEs != 1 || c.Polls != 2 || c.CQEs != 4 {
 		t.Errorf("CQ %+v: want extended, depth 127 after 1 resize, 1 unmatched, 2 polls, 4 CQEs", c)
 	}
-	var b bytes.Buffer
-	WriteText(&b, snap)
-	for _, want := range []string{"depth 127, extended", "1 extended-poll completions matched no WR"} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("report has no %q:\n%s", want, b.String())
-		}
-	}
 }
 
 // Posts on a shared receive queue belong to no QP.
 func TestSRQPostsAreNotAQP(t *testing.T) {
-	s := newStream()
-	s.evs = append(s.evs, &trace.PostRecv{Header: s.hdr(), QP: 0x9000, NumWRs: 5, Accepted: 5, SRQ: true})
-	snap := s.run(t, Options{})
+	s := streamtest.New()
+	s.Add(&trace.PostRecv{Header: s.Header(), QP: 0x9000, NumWRs: 5, Accepted: 5, SRQ: true})
+	snap := run(t, s, Options{})
 	if len(snap.QPs) != 0 || snap.SRQRecvs == nil || *snap.SRQRecvs != 5 {
 		t.Errorf("QPs %d, SRQ receives %v; want 0 and 5", len(snap.QPs), snap.SRQRecvs)
 	}
@@ -144,26 +127,22 @@ func TestSRQPostsAreNotAQP(t *testing.T) {
 // Calls the trace did not see show in the QP's own numbers, and say so.
 func TestCallsNotTraced(t *testing.T) {
 	t.Run("builders not traced", func(t *testing.T) {
-		s := newStream()
-		s.create(1, trace.QPTypeRC, rcCaps(4, 60, 1), false)
-		for range 3 {
-			s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, API: trace.APIWR})
-		}
-		s.poll(1, 0)
-		snap := s.run(t, Options{BF: DefaultBF})
-		q := snap.QPs[0]
+		d := streamtest.CallsNotTraced
+		checkDiagnoses(t, []streamtest.Diag{d})
+		s := streamtest.New()
+		d.Build(s)
+		q := run(t, s, Options{BF: DefaultBF}).QPs[0]
 		if q.EmptyWRBatches != 3 || q.UnmatchedCQEs != 1 || q.WRs != 0 {
 			t.Errorf("empty batches %d, unmatched %d, WRs %d; want 3, 1, 0", q.EmptyWRBatches, q.UnmatchedCQEs, q.WRs)
 		}
-		golden(t, "diag_calls_not_traced.golden", diagGolden(t, snap))
 	})
 	t.Run("completions not traced", func(t *testing.T) {
-		s := newStream()
-		s.create(1, trace.QPTypeRC, rcCaps(1, 60, 1), false)
+		s := streamtest.New()
+		s.Create(1, trace.QPTypeRC, streamtest.RCCaps(1, 60, 1), false)
 		for range 5 {
-			s.send(1, 1, 0, 1)
+			s.Send(1, 1, 0, 1)
 		}
-		snap := s.run(t, Options{BF: DefaultBF})
+		snap := run(t, s, Options{BF: DefaultBF})
 		if got := diagKinds(snap); len(got) != 1 || got[0] != "calls_not_traced" {
 			t.Fatalf("diagnoses %v, want calls_not_traced", got)
 		}
@@ -181,29 +160,29 @@ func TestCQCallsPerLifetime(t *testing.T) {
 	const c = uint64(0x5000)
 	for _, gens := range []bool{true, false} {
 		t.Run(map[bool]string{true: "generations", false: "no generations"}[gens], func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			create := func(gen uint64, cqe int32) {
 				if gens {
-					s.evs = append(s.evs, &trace.CQCreate{Header: s.hdr(), CQ: c, Gen: gen, CQE: uint32(cqe)})
+					s.Add(&trace.CQCreate{Header: s.Header(), CQ: c, Gen: gen, CQE: uint32(cqe)})
 				}
-				s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpCreateEx, CQ: c, CQE: cqe, Via: "sqsim_create_cq_ex"})
+				s.Add(&trace.CQChange{Header: s.Header(), Op: trace.CQOpCreateEx, CQ: c, CQE: cqe, Via: "sqsim_create_cq_ex"})
 			}
 			qp := func(qpn uint32) {
-				s.evs = append(s.evs, &trace.QPCreate{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
-					SendCQ: c, RecvCQ: c, Caps: rcCaps(8, 60, 1), Via: "sqsim_create_qp"})
+				s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+					SendCQ: c, RecvCQ: c, Caps: streamtest.RCCaps(8, 60, 1), Via: "sqsim_create_qp"})
 			}
 			create(1, 63)
 			qp(1)
-			s.send(1, 2, 0, 2) // ids 0 and 1, 1 signaled
-			s.exPoll(c, 1)
-			s.evs = append(s.evs, &trace.CQChange{Header: s.hdr(), Op: trace.CQOpModify, CQ: c, ModCount: 8, ModPeriodUS: 16},
-				&trace.QPDestroy{Header: s.hdr(), QP: qpAddr(1), QPNum: 1},
-				&trace.CQChange{Header: s.hdr(), Op: trace.CQOpDestroy, CQ: c})
+			s.Send(1, 2, 0, 2) // ids 0 and 1, 1 signaled
+			s.ExPoll(c, 1)
+			s.Add(&trace.CQChange{Header: s.Header(), Op: trace.CQOpModify, CQ: c, ModCount: 8, ModPeriodUS: 16},
+				&trace.QPDestroy{Header: s.Header(), QP: streamtest.QPAddr(1), QPNum: 1},
+				&trace.CQChange{Header: s.Header(), Op: trace.CQOpDestroy, CQ: c})
 			create(3, 127)
 			qp(2)
-			s.send(2, 2, 0, 2) // the same wr_ids as QP 1's
-			s.exPoll(c, 1, 99)
-			snap := s.run(t, Options{BF: DefaultBF})
+			s.Send(2, 2, 0, 2) // the same wr_ids as QP 1's
+			s.ExPoll(c, 1, 99)
+			snap := run(t, s, Options{BF: DefaultBF})
 			if len(snap.CQs) != 2 {
 				t.Fatalf("CQs %+v, want 2", snap.CQs)
 			}

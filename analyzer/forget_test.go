@@ -4,23 +4,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
 func TestForget(t *testing.T) {
-	destroy := func(s *stream, qpn uint32) {
-		s.evs = append(s.evs, &trace.QPDestroy{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn})
+	destroy := func(s *streamtest.Stream, qpn uint32) {
+		s.Add(&trace.QPDestroy{Header: s.Header(), QP: streamtest.QPAddr(qpn), QPNum: qpn})
 	}
-	overflow := func(s *stream, qpn uint32) { // never signaled: SQ full
+	overflow := func(s *streamtest.Stream, qpn uint32) { // never signaled: SQ full
 		for range 8 {
-			s.send(qpn, 1, 0, 0)
+			s.Send(qpn, 1, 0, 0)
 		}
-		s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
+		s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
 	}
 	tests := []struct {
 		name      string
-		build     func(s *stream)
+		build     func(s *streamtest.Stream)
 		drop      func(pid, qpn uint32, gen uint64) bool
 		proc      func(pid uint32) bool
 		dropped   int
@@ -29,40 +30,40 @@ func TestForget(t *testing.T) {
 		wantCQs   int
 	}{
 		{"a destroyed QP goes with its diagnoses; the kept QP's still count",
-			func(s *stream) {
-				s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-				s.create(2, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+			func(s *streamtest.Stream) {
+				s.Create(1, trace.QPTypeRC, streamtest.RCCaps(8, 60, 1), false)
+				s.Create(2, trace.QPTypeRC, streamtest.RCCaps(8, 60, 1), false)
 				overflow(s, 1)
 				overflow(s, 2)
 				destroy(s, 1)
 			},
 			func(_, qpn uint32, _ uint64) bool { return qpn == 1 }, nil,
 			1, []uint32{2}, []uint32{2}, 2},
-		{"a process that is gone takes its CQs", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-			s.send(1, 4, 0, 2)
-			s.poll(1, 1, 3)
-		}, func(pid, _ uint32, _ uint64) bool { return pid == testPID }, func(pid uint32) bool { return pid == testPID },
+		{"a process that is gone takes its CQs", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(8, 60, 1), false)
+			s.Send(1, 4, 0, 2)
+			s.Poll(1, 1, 3)
+		}, func(pid, _ uint32, _ uint64) bool { return pid == streamtest.PID }, func(pid uint32) bool { return pid == streamtest.PID },
 			1, nil, nil, 0},
-		{"nothing selected, nothing dropped", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(8, 60, 1), false)
+		{"nothing selected, nothing dropped", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(8, 60, 1), false)
 			overflow(s, 1)
 		}, func(uint32, uint32, uint64) bool { return false }, nil, 0, []uint32{1}, []uint32{1}, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			tc.build(s)
 			a := New(Options{})
-			a.IngestAll(s.evs)
+			a.IngestAll(s.Events)
 			if n := a.Forget(tc.drop, tc.proc); n != tc.dropped {
 				t.Errorf("dropped %d, want %d", n, tc.dropped)
 			}
 			// what is kept goes on: one more failed post on each kept QP
 			for _, qpn := range tc.wantQPs {
-				s.evs = s.evs[:0]
-				s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
-				a.IngestAll(s.evs)
+				s.Events = s.Events[:0]
+				s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, 0, 1, 32, 0), ibv.ENOMEM, 0)
+				a.IngestAll(s.Events)
 			}
 			snap := a.Snapshot()
 			var qps []uint32
@@ -94,20 +95,20 @@ func TestForget(t *testing.T) {
 // TestForgetBoundsChurn creates and destroys QPs all day: with the
 // destroyed ones forgotten, the analyzer holds only the live ones.
 func TestForgetBoundsChurn(t *testing.T) {
-	s := newStream()
+	s := streamtest.New()
 	a := New(Options{})
 	destroyed := func(pid, qpn uint32, gen uint64) bool { return true }
 	for round := range 200 {
-		s.evs = s.evs[:0]
+		s.Events = s.Events[:0]
 		for i := range uint32(50) {
 			qpn := uint32(round)*50 + i
-			s.create(qpn, trace.QPTypeRC, rcCaps(8, 60, 1), false)
-			s.send(qpn, 4, 0, 2)
-			s.poll(qpn, 1, 3)
-			s.evs = append(s.evs, &trace.QPDestroy{Header: s.hdr(), QP: qpAddr(qpn), QPNum: qpn},
-				&trace.CQChange{Header: s.hdr(), Op: trace.CQOpDestroy, CQ: cqAddr(qpn)})
+			s.Create(qpn, trace.QPTypeRC, streamtest.RCCaps(8, 60, 1), false)
+			s.Send(qpn, 4, 0, 2)
+			s.Poll(qpn, 1, 3)
+			s.Add(&trace.QPDestroy{Header: s.Header(), QP: streamtest.QPAddr(qpn), QPNum: qpn},
+				&trace.CQChange{Header: s.Header(), Op: trace.CQOpDestroy, CQ: streamtest.CQAddr(qpn)})
 		}
-		a.IngestAll(s.evs)
+		a.IngestAll(s.Events)
 		a.Forget(destroyed, nil)
 		if n := len(a.all) + len(a.qps) + len(a.qpGens); n != 0 {
 			t.Fatalf("round %d: %d QP entries kept after forgetting every destroyed one", round, n)

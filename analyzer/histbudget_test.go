@@ -4,18 +4,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/trace"
 )
-
-// climb is QP qpn posting one unsignaled WR per 1,000 ns window for
-// windows windows, from the stream's time: its occupancy at the end of
-// window k is k+1.
-func (s *stream) climb(qpn uint32, windows int) {
-	for range windows {
-		s.send(qpn, 1, 0, 0)
-		s.wait(900)
-	}
-}
 
 func TestHistLenFor(t *testing.T) {
 	tests := []struct {
@@ -59,16 +50,16 @@ func TestHistoryBudget(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			s.climb(1, tc.windows)
-			dt := s.dt
-			s.dt = 1 // the creates within the window
+			s := streamtest.New()
+			s.Climb(1, tc.windows)
+			dt := s.DT
+			s.DT = 1 // the creates within the window
 			for q := 2; q <= tc.qps; q++ {
-				s.create(uint32(q), trace.QPTypeRC, rcCaps(64, 0, 1), false)
+				s.Create(uint32(q), trace.QPTypeRC, streamtest.RCCaps(64, 0, 1), false)
 			}
-			s.dt = dt
-			s.send(1, 1, 0, 0) // one more window of QP 1
-			snap := s.run(t, Options{HistoryStepNS: 1000, HistoryLen: 6000, HistoryBytes: tc.budget})
+			s.DT = dt
+			s.Send(1, 1, 0, 0) // one more window of QP 1
+			snap := run(t, s, Options{HistoryStepNS: 1000, HistoryLen: 6000, HistoryBytes: tc.budget})
 			h := snap.QPs[0].History
 			if len(h) != tc.wantLen {
 				t.Fatalf("%d samples, want %d", len(h), tc.wantLen)
@@ -96,13 +87,13 @@ func TestHistoryBudget(t *testing.T) {
 // snapshot of some QPs holds them as the whole one does, with their
 // totals.
 func TestSnapshotWith(t *testing.T) {
-	s := newStream()
-	s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
-	s.create(2, trace.QPTypeRC, rcCaps(64, 60, 1), false)
-	s.send(1, 4, 0, 0)
-	s.send(2, 3, 0, 0)
+	s := streamtest.New()
+	s.Create(1, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
+	s.Create(2, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
+	s.Send(1, 4, 0, 0)
+	s.Send(2, 3, 0, 0)
 	a := New(Options{HistoryStepNS: 1000})
-	a.IngestAll(s.evs)
+	a.IngestAll(s.Events)
 	old := a.Snapshot().QPs
 	for i := range old { // make the old QPs differ from anything true
 		old[i].SendCQGen, old[i].History, old[i].SignalIntervalLongest, old[i].Rates.PollsPerSec = 9, []OccSample{{Max: 9}}, 9, 9
@@ -135,7 +126,7 @@ func TestSnapshotWith(t *testing.T) {
 		t.Errorf("partial snapshot: %v", err)
 	}
 	b := New(Options{HistoryStepNS: 1000})
-	b.IngestAll(s.evs)
+	b.IngestAll(s.Events)
 	if _, ok := b.SnapshotWith(SnapshotOptions{Since: want.Version}); !ok {
 		t.Fatal("another analyzer's version was taken for this one's")
 	}

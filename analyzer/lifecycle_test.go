@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -17,10 +18,10 @@ type lifeQP struct {
 
 func TestObjectLifetimes(t *testing.T) {
 	const a, c = 0xa000, 0xc000 // the address every QP (and CQ) gets back
-	h := func(ns uint64) trace.Header { return trace.Header{TimeNS: ns, PID: testPID} }
+	h := func(ns uint64) trace.Header { return trace.Header{TimeNS: ns, PID: streamtest.PID} }
 	create := func(ns uint64, num uint32, gen uint64) *trace.QPCreate {
 		return &trace.QPCreate{Header: h(ns), QP: a, QPNum: num, Type: trace.QPTypeRC, SendCQ: c, RecvCQ: c,
-			Caps: rcCaps(8, 60, 1), Gen: gen}
+			Caps: streamtest.RCCaps(8, 60, 1), Gen: gen}
 	}
 	post := func(ns uint64, num uint32, n int) *trace.Post {
 		p := &trace.Post{Header: h(ns), QP: a, QPNum: num, Accepted: uint32(n)}
@@ -68,9 +69,9 @@ func TestObjectLifetimes(t *testing.T) {
 			&trace.Poll{Header: h(600), CQ: c, Max: 4}, // empty, carried by a record
 			&trace.EmptyPolls{Header: h(700), CQ: c, Count: 9, Gen: 3},
 		}, []lifeQP{{num: 1, gen: 2, polls: 413, destroyed: true}, {num: 2, gen: 4, polls: 10}},
-			[]CQ{{PID: testPID, CQ: c, Gen: 1, CQE: 63, Polls: 413, EmptyPolls: 413, Replaced: true, SpanNS: 150, PollsPerSec: perSec(413, 150),
+			[]CQ{{PID: streamtest.PID, CQ: c, Gen: 1, CQE: 63, Polls: 413, EmptyPolls: 413, Replaced: true, SpanNS: 150, PollsPerSec: perSec(413, 150),
 				SendQPs: []uint32{1}, RecvQPs: []uint32{1}, RecvCQEs: new(uint64)},
-				{PID: testPID, CQ: c, Gen: 3, CQE: 63, Polls: 10, EmptyPolls: 10, SpanNS: 100, PollsPerSec: perSec(10, 100),
+				{PID: streamtest.PID, CQ: c, Gen: 3, CQE: 63, Polls: 10, EmptyPolls: 10, SpanNS: 100, PollsPerSec: perSec(10, 100),
 					SendQPs: []uint32{2}, RecvQPs: []uint32{2}, RecvCQEs: new(uint64)}}},
 		{"CQ counts of a generation whose create is still on its way", []trace.Event{
 			&trace.CQCreate{Header: h(50), CQ: c, Gen: 1},
@@ -81,8 +82,8 @@ func TestObjectLifetimes(t *testing.T) {
 		}, []lifeQP{{num: 1, gen: 4, polls: 2}},
 			// counted polls run from the CQ's create to their flush
 			// (no receive CQEs: counters mode does not tell them apart)
-			[]CQ{{PID: testPID, CQ: c, Gen: 1, Polls: 7, EmptyPolls: 7, Replaced: true, SpanNS: 50, PollsPerSec: perSec(7, 50)},
-				{PID: testPID, CQ: c, Gen: 3, Polls: 2, EmptyPolls: 2, SpanNS: 50, PollsPerSec: perSec(2, 50),
+			[]CQ{{PID: streamtest.PID, CQ: c, Gen: 1, Polls: 7, EmptyPolls: 7, Replaced: true, SpanNS: 50, PollsPerSec: perSec(7, 50)},
+				{PID: streamtest.PID, CQ: c, Gen: 3, Polls: 2, EmptyPolls: 2, SpanNS: 50, PollsPerSec: perSec(2, 50),
 					SendQPs: []uint32{1}, RecvQPs: []uint32{1}}}},
 	}
 	for _, tc := range tests {
@@ -116,7 +117,7 @@ func TestObjectLifetimes(t *testing.T) {
 
 func TestEndAndSRQs(t *testing.T) {
 	an := New(Options{})
-	h := trace.Header{TimeNS: 100, PID: testPID}
+	h := trace.Header{TimeNS: 100, PID: streamtest.PID}
 	an.IngestAll([]trace.Event{
 		&trace.SRQCreate{Header: h, SRQ: 0x5000, Gen: 1, MaxWR: 1024},
 		&trace.SRQDestroy{Header: h, SRQ: 0x5000, Gen: 1, Ret: 16}, // busy: lives on
@@ -127,7 +128,7 @@ func TestEndAndSRQs(t *testing.T) {
 	})
 	s := checked(t, an)
 	none := &SRQRecv{}
-	want := []SRQ{{testPID, 0x5000, 1, 1024, false, none}, {testPID, 0x6000, 2, 64, true, none}, {testPID, 0x6000, 3, 64, false, none}}
+	want := []SRQ{{streamtest.PID, 0x5000, 1, 1024, false, none}, {streamtest.PID, 0x6000, 2, 64, true, none}, {streamtest.PID, 0x6000, 3, 64, false, none}}
 	if len(s.SRQs) != len(want) {
 		t.Fatalf("SRQs %+v, want %+v", s.SRQs, want)
 	}

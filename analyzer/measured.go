@@ -167,7 +167,7 @@ func (s Savings) MarshalJSON() ([]byte, error) {
 	return dropKeys(b, unmeasuredPCIe)
 }
 
-// marshal is json.Marshal without HTML escaping, as WriteJSON writes.
+// marshal is json.Marshal without HTML escaping, as report.WriteJSON writes.
 func marshal(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -11,42 +12,42 @@ import (
 func TestSignalInterval(t *testing.T) {
 	tests := []struct {
 		name             string
-		build            func(s *stream)
+		build            func(s *streamtest.Stream)
 		typical, longest uint64
 		longestRun       uint64
 	}{
-		{"every 4th signaled", func(s *stream) {
-			s.send(1, 16, 0, 4)
+		{"every 4th signaled", func(s *streamtest.Stream) {
+			s.Send(1, 16, 0, 4)
 		}, 4, 4, 3},
-		{"mostly every 4th, once every 8th", func(s *stream) {
-			s.send(1, 12, 0, 4)
-			s.send(1, 7, 0, 0)
-			s.send(1, 1, ibv.SendSignaled, 0)
+		{"mostly every 4th, once every 8th", func(s *streamtest.Stream) {
+			s.Send(1, 12, 0, 4)
+			s.Send(1, 7, 0, 0)
+			s.Send(1, 1, ibv.SendSignaled, 0)
 		}, 4, 8, 7},
-		{"tie goes to the shorter interval", func(s *stream) {
-			s.send(1, 2, 0, 2)
-			s.send(1, 2, 0, 0)
-			s.send(1, 1, ibv.SendSignaled, 0)
+		{"tie goes to the shorter interval", func(s *streamtest.Stream) {
+			s.Send(1, 2, 0, 2)
+			s.Send(1, 2, 0, 0)
+			s.Send(1, 1, ibv.SendSignaled, 0)
 		}, 2, 3, 2},
-		{"long runs counted past the array", func(s *stream) {
+		{"long runs counted past the array", func(s *streamtest.Stream) {
 			for range 3 {
-				s.send(1, 99, 0, 0)
-				s.send(1, 1, ibv.SendSignaled, 0)
+				s.Send(1, 99, 0, 0)
+				s.Send(1, 1, ibv.SendSignaled, 0)
 			}
 		}, 100, 100, 99},
-		{"never signaled", func(s *stream) {
-			s.send(1, 5, 0, 0)
+		{"never signaled", func(s *streamtest.Stream) {
+			s.Send(1, 5, 0, 0)
 		}, 0, 0, 5},
-		{"sq_sig_all", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(64, 0, 1), true)
-			s.send(1, 5, 0, 0)
+		{"sq_sig_all", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(64, 0, 1), true)
+			s.Send(1, 5, 0, 0)
 		}, 1, 1, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			tc.build(s)
-			q := s.run(t, Options{}).QPs[0]
+			q := run(t, s, Options{}).QPs[0]
 			if q.SignalInterval != tc.typical || q.SignalIntervalLongest != tc.longest || q.LongestUnsignaledRun != tc.longestRun {
 				t.Fatalf("interval typical %d longest %d, longest run %d; want %d %d %d",
 					q.SignalInterval, q.SignalIntervalLongest, q.LongestUnsignaledRun, tc.typical, tc.longest, tc.longestRun)
@@ -56,15 +57,15 @@ func TestSignalInterval(t *testing.T) {
 }
 
 func TestOccupancy(t *testing.T) {
-	s := newStream()
-	s.create(1, trace.QPTypeRC, rcCaps(16, 60, 1), false)
+	s := streamtest.New()
+	s.Create(1, trace.QPTypeRC, streamtest.RCCaps(16, 60, 1), false)
 	for range 5 {
-		s.send(1, 1, 0, 0)
+		s.Send(1, 1, 0, 0)
 	}
-	s.send(1, 1, ibv.SendSignaled, 0) // 6 outstanding
-	s.poll(1, 5)                      // 0 outstanding
-	s.send(1, 1, 0, 0)
-	o := s.run(t, Options{}).QPs[0].Occupancy
+	s.Send(1, 1, ibv.SendSignaled, 0) // 6 outstanding
+	s.Poll(1, 5)                      // 0 outstanding
+	s.Send(1, 1, 0, 0)
+	o := run(t, s, Options{}).QPs[0].Occupancy
 	// after each post: 1 2 3 4 5 6 1; the last bucket ends at the peak
 	want := []HistBucket{{1, 1, 2}, {2, 3, 2}, {4, 6, 3}}
 	if !slices.Equal(o.Histogram, want) {
@@ -118,14 +119,14 @@ func TestPercentiles(t *testing.T) {
 }
 
 func TestRates(t *testing.T) {
-	s := newStream()
-	s.create(1, trace.QPTypeRC, rcCaps(64, 60, 1), false)
+	s := streamtest.New()
+	s.Create(1, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
 	for range 5 {
-		s.send(1, 4, 0, 4) // 5 calls of 4 WRs, every 100 ns
-		s.emptyPolls(1, 1)
-		s.poll(1, s.ids[1]-1)
+		s.Send(1, 4, 0, 4) // 5 calls of 4 WRs, every 100 ns
+		s.EmptyPolls(1, 1)
+		s.Poll(1, s.IDs[1]-1)
 	}
-	snap := s.run(t, Options{})
+	snap := run(t, s, Options{})
 	r := snap.QPs[0].Rates
 	// posts from 1200 to the last poll at 2600 ns: 1400 ns
 	want := Rates{SpanNS: 1400, WRsPerSec: 20 * 1e9 / 1400, PostsPerSec: 5 * 1e9 / 1400, CQEsPerSec: 5 * 1e9 / 1400,
@@ -141,38 +142,38 @@ func TestRates(t *testing.T) {
 func TestHistory(t *testing.T) {
 	tests := []struct {
 		name  string
-		build func(s *stream)
+		build func(s *streamtest.Stream)
 		start uint64
 		want  []OccSample
 	}{
-		{"one window", func(s *stream) {
-			s.send(1, 3, 0, 0)
-			s.send(1, 1, ibv.SendSignaled, 0)
-			s.poll(1, 3)
+		{"one window", func(s *streamtest.Stream) {
+			s.Send(1, 3, 0, 0)
+			s.Send(1, 1, ibv.SendSignaled, 0)
+			s.Poll(1, 3)
 		}, 1000, []OccSample{{Max: 4, End: 0, WRs: 4, CQEs: 1}}},
-		{"gap carries the level over", func(s *stream) {
-			s.send(1, 2, 0, 0) // t=1100, window 1
-			s.wait(2000)
-			s.send(1, 1, ibv.SendSignaled, 0) // t=3200, window 3
-			s.poll(1, 2)                      // t=3300
+		{"gap carries the level over", func(s *streamtest.Stream) {
+			s.Send(1, 2, 0, 0) // t=1100, window 1
+			s.Wait(2000)
+			s.Send(1, 1, ibv.SendSignaled, 0) // t=3200, window 3
+			s.Poll(1, 2)                      // t=3300
 		}, 1000, []OccSample{{2, 2, 2, 0}, {2, 2, 0, 0}, {3, 0, 1, 1}}},
-		{"only the last windows are kept", func(s *stream) {
+		{"only the last windows are kept", func(s *streamtest.Stream) {
 			for range 6 {
-				s.send(1, 1, 0, 0)
-				s.wait(900)
+				s.Send(1, 1, 0, 0)
+				s.Wait(900)
 			}
 		}, 3000, []OccSample{{3, 3, 1, 0}, {4, 4, 1, 0}, {5, 5, 1, 0}, {6, 6, 1, 0}}},
-		{"a long gap keeps only the carried level", func(s *stream) {
-			s.send(1, 1, 0, 0)
-			s.wait(100_000)
-			s.send(1, 1, 0, 0)
+		{"a long gap keeps only the carried level", func(s *streamtest.Stream) {
+			s.Send(1, 1, 0, 0)
+			s.Wait(100_000)
+			s.Send(1, 1, 0, 0)
 		}, 98000, []OccSample{{1, 1, 0, 0}, {1, 1, 0, 0}, {1, 1, 0, 0}, {2, 2, 1, 0}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			tc.build(s)
-			snap := s.run(t, Options{HistoryStepNS: 1000, HistoryLen: 4})
+			snap := run(t, s, Options{HistoryStepNS: 1000, HistoryLen: 4})
 			q := snap.QPs[0]
 			if snap.HistoryStepNS != 1000 || q.HistoryStartNS != tc.start || !slices.Equal(q.History, tc.want) {
 				t.Fatalf("history from %d (step %d): %v\nwant from %d: %v", q.HistoryStartNS, snap.HistoryStepNS, q.History, tc.start, tc.want)
@@ -182,9 +183,9 @@ func TestHistory(t *testing.T) {
 }
 
 func TestHistoryOff(t *testing.T) {
-	s := newStream()
-	s.send(1, 4, 0, 0)
-	if h := s.run(t, Options{HistoryLen: -1}).QPs[0].History; h != nil {
+	s := streamtest.New()
+	s.Send(1, 4, 0, 0)
+	if h := run(t, s, Options{HistoryLen: -1}).QPs[0].History; h != nil {
 		t.Fatalf("history %v with HistoryLen -1", h)
 	}
 }

@@ -1,105 +1,53 @@
 package analyzer
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
-	"github.com/sqscope/sqscope/trace"
 )
 
 // PCIe by opcode: a send or a write gathers its payload by DMA reads; a
 // READ's or an atomic's local SGEs are where the HCA writes the response,
 // so they are DMA writes of the READ's length or of 8 bytes, in the actual
-// traffic and in the baseline alike. The golden file holds each case's
-// text and its JSON (opcodes, DMA counts, savings).
+// traffic and in the baseline alike (the report's tests write each
+// case's QP and its JSON to a golden file).
 func TestPCIeByOpcode(t *testing.T) {
 	type want struct {
 		payloadReads, payloadBytes, respWrites, respBytes uint64
 	}
-	tests := []struct {
-		name string
-		post func(s *stream)
-		want want
-	}{
-		// ib_read_bw -s 64 -n 2000: one WR per call, every 100th signaled
-		{"read 64 B", func(s *stream) {
-			for range 2000 {
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRRDMARead, 0, 1, 64, 100), 0, 1)
-			}
-		}, want{0, 0, 2000, 128000}},
-		// the same as ib_write_bw: the payload is read
-		{"write 64 B", func(s *stream) {
-			for range 2000 {
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRRDMAWrite, 0, 1, 64, 100), 0, 1)
-			}
-		}, want{2000, 128000, 0, 0}},
-		// a READ scattered over 2 SGEs: a write into each
-		{"read of 2 SGEs in lists of 4", func(s *stream) {
-			for range 25 {
-				s.post(0x1c0, s.wrs(0x1c0, 4, ibv.WRRDMARead, 0, 2, 4096, 10), 0, 4)
-			}
-		}, want{0, 0, 200, 409600}},
-		// an atomic's response is 8 bytes, one write
-		{"compare-and-swap and fetch-and-add", func(s *stream) {
-			for range 50 {
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRAtomicCmpAndSwp, 0, 1, 8, 10), 0, 1)
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRAtomicFetchAndAdd, 0, 1, 8, 10), 0, 1)
-			}
-		}, want{0, 0, 100, 800}},
-		// a mix: each opcode by its own rule; the inline SENDs save their
-		// reads, the READs save nothing
-		{"inline sends, writes and reads", func(s *stream) {
-			for range 100 {
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRSend, ibv.SendInline, 1, 32, 10), 0, 1)
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRRDMAWrite, 0, 1, 1024, 10), 0, 1)
-				s.post(0x1c0, s.wrs(0x1c0, 1, ibv.WRRDMARead, 0, 1, 1024, 10), 0, 1)
-			}
-		}, want{100, 102400, 100, 102400}},
+	wants := map[string]want{
+		"read 64 B":                          {0, 0, 2000, 128000},
+		"write 64 B":                         {2000, 128000, 0, 0},
+		"read of 2 SGEs in lists of 4":       {0, 0, 200, 409600},
+		"compare-and-swap and fetch-and-add": {0, 0, 100, 800},
+		"inline sends, writes and reads":     {100, 102400, 100, 102400},
 	}
-	var out bytes.Buffer
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			s.create(0x1c0, trace.QPTypeRC, rcCaps(4096, 64, 2), false)
-			tc.post(s)
-			snap := s.run(t, Options{BF: DefaultBF})
+	for _, c := range streamtest.PCIeByOpcode {
+		t.Run(c.Name, func(t *testing.T) {
+			w := streamtest.Want(t, wants, c.Name)
+			s := streamtest.New()
+			c.Build(s)
+			snap := run(t, s, Options{BF: DefaultBF})
 			q := snap.QPs[0]
 			got := want{q.DMAReadsPayload, q.DMABytesPayload, q.DMAWritesResponse, q.DMABytesResponse}
-			if got != tc.want {
-				t.Errorf("payload reads, bytes; response writes, bytes = %+v, want %+v", got, tc.want)
+			if got != w {
+				t.Errorf("payload reads, bytes; response writes, bytes = %+v, want %+v", got, w)
 			}
 			p := q.PCIe
-			if p.Actual.DMAWritesResponse != tc.want.respWrites || p.Baseline.DMAWritesResponse != tc.want.respWrites {
+			if p.Actual.DMAWritesResponse != w.respWrites || p.Baseline.DMAWritesResponse != w.respWrites {
 				t.Errorf("response writes: actual %d, baseline %d; want %d in both",
-					p.Actual.DMAWritesResponse, p.Baseline.DMAWritesResponse, tc.want.respWrites)
+					p.Actual.DMAWritesResponse, p.Baseline.DMAWritesResponse, w.respWrites)
 			}
-			if p.Actual.DMAReadsPayload != tc.want.payloadReads {
-				t.Errorf("actual payload reads %d, want %d", p.Actual.DMAReadsPayload, tc.want.payloadReads)
+			if p.Actual.DMAReadsPayload != w.payloadReads {
+				t.Errorf("actual payload reads %d, want %d", p.Actual.DMAReadsPayload, w.payloadReads)
 			}
 			if q.Opcodes.Total() != q.WRs {
 				t.Errorf("opcode mix %v sums to %d, want the %d WRs", q.Opcodes, q.Opcodes.Total(), q.WRs)
 			}
-			fmt.Fprintf(&out, "== %s\n", tc.name)
-			writeEventsQP(&out, &q)
-			b, err := json.MarshalIndent(struct {
-				Opcodes           OpcodeMix `json:"opcodes"`
-				DMAReadsPayload   uint64    `json:"dma_reads_payload"`
-				DMABytesPayload   uint64    `json:"dma_bytes_payload"`
-				DMAWritesResponse uint64    `json:"dma_writes_response"`
-				DMABytesResponse  uint64    `json:"dma_bytes_response"`
-				PCIe              Savings   `json:"pcie"`
-			}{q.Opcodes, q.DMAReadsPayload, q.DMABytesPayload, q.DMAWritesResponse, q.DMABytesResponse, q.PCIe}, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			out.Write(b)
-			out.WriteString("\n")
 		})
 	}
-	golden(t, "pcie_by_opcode.golden", out.Bytes())
 }
 
 func TestOpcodeMixJSON(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -11,18 +12,18 @@ import (
 // flowControlled posts like perftest: signal every sigEvery WRs, lists of
 // list WRs, never more than txDepth outstanding, polling after every post
 // and retiring through each CQE everything up to its WR.
-func flowControlled(s *stream, qpn uint32, txDepth, sigEvery uint64, list, wrs int) {
+func flowControlled(s *streamtest.Stream, qpn uint32, txDepth, sigEvery uint64, list, wrs int) {
 	var posted, retired uint64
 	var pending []uint64 // signaled wr_ids posted, not yet polled
 	for int(posted) < wrs {
 		if posted-retired+uint64(list) > txDepth {
 			id := pending[0]
 			pending = pending[1:]
-			s.poll(qpn, id)
+			s.Poll(qpn, id)
 			retired = id + 1
 			continue
 		}
-		s.send(qpn, list, 0, sigEvery)
+		s.Send(qpn, list, 0, sigEvery)
 		for i := range uint64(list) {
 			if (posted+i+1)%sigEvery == 0 {
 				pending = append(pending, posted+i)
@@ -31,7 +32,7 @@ func flowControlled(s *stream, qpn uint32, txDepth, sigEvery uint64, list, wrs i
 		posted += uint64(list)
 	}
 	for _, id := range pending {
-		s.poll(qpn, id)
+		s.Poll(qpn, id)
 	}
 }
 
@@ -42,61 +43,61 @@ func flowControlled(s *stream, qpn uint32, txDepth, sigEvery uint64, list, wrs i
 func TestPredictions(t *testing.T) {
 	tests := []struct {
 		name  string
-		build func(s *stream)
+		build func(s *streamtest.Stream)
 		want  []string
 		ev    map[string]uint64 // evidence of the first wanted kind
 	}{
-		{"perftest -Q 100 -t 128", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(128, 60, 1), false)
+		{"perftest -Q 100 -t 128", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(128, 60, 1), false)
 			flowControlled(s, 1, 128, 100, 1, 5000)
 		}, nil, nil},
-		{"perftest -Q 100 -t 128 -l 4", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(128, 60, 1), false)
+		{"perftest -Q 100 -t 128 -l 4", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(128, 60, 1), false)
 			flowControlled(s, 1, 128, 100, 4, 5000)
 		}, nil, nil},
-		{"-Q half the depth", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(256, 60, 1), false)
+		{"-Q half the depth", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(256, 60, 1), false)
 			flowControlled(s, 1, 256, 128, 8, 5000)
 		}, nil, nil},
-		{"-Q 112 -t 128", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(128, 60, 1), false)
+		{"-Q 112 -t 128", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(128, 60, 1), false)
 			flowControlled(s, 1, 128, 112, 1, 3000)
 		}, nil, nil},
 		// before any WR is signaled nothing tells a first run of 7/8 of
 		// the depth from a run that never ends: warned once, then the
 		// pattern it keeps is quiet
-		{"-Q 120 -t 128: its first run only", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(128, 60, 1), false)
+		{"-Q 120 -t 128: its first run only", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(128, 60, 1), false)
 			flowControlled(s, 1, 128, 120, 1, 3000)
 		}, []string{"unsignaled_run_near_depth"}, map[string]uint64{"unsignaled_run": 112, "max_send_wr": 128,
 			"pct_of_depth": 87, "outstanding": 112, "count": 1}},
-		{"never signaled: 7/8 of the depth", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(128, 60, 1), false)
+		{"never signaled: 7/8 of the depth", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(128, 60, 1), false)
 			for range 120 {
-				s.send(1, 1, 0, 0)
+				s.Send(1, 1, 0, 0)
 			}
 		}, []string{"unsignaled_run_near_depth"}, map[string]uint64{"unsignaled_run": 112, "max_send_wr": 128,
 			"pct_of_depth": 87, "outstanding": 112, "count": 1}},
-		{"never signaled: 7/8 not reached", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(128, 60, 1), false)
+		{"never signaled: 7/8 not reached", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(128, 60, 1), false)
 			for range 111 {
-				s.send(1, 1, 0, 0)
+				s.Send(1, 1, 0, 0)
 			}
 		}, nil, nil},
-		{"pattern of 15 broken", func(s *stream) {
-			s.create(1, trace.QPTypeRC, rcCaps(128, 60, 1), false)
+		{"pattern of 15 broken", func(s *streamtest.Stream) {
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(128, 60, 1), false)
 			flowControlled(s, 1, 128, 16, 1, 1600)
 			for range 100 {
-				s.send(1, 1, 0, 0)
+				s.Send(1, 1, 0, 0)
 			}
 		}, []string{"unsignaled_run_near_depth"}, map[string]uint64{"unsignaled_run": 96, "max_send_wr": 128,
 			"pct_of_depth": 75, "outstanding": 96, "count": 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			tc.build(s)
-			snap := s.run(t, Options{BF: DefaultBF})
+			snap := run(t, s, Options{BF: DefaultBF})
 			got := diagKinds(snap)
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("diagnoses %q, want %q", got, tc.want)
@@ -125,13 +126,13 @@ func TestPredictions(t *testing.T) {
 // shrink at the window's start, then the rest of the window waited out (a
 // window's peak is then the larger of its end and the end before); a poll
 // of one WR closes the last window.
-func occupancyWindows(s *stream, qpn uint32, ends []int, flags uint32) {
+func occupancyWindows(s *streamtest.Stream, qpn uint32, ends []int, flags uint32) {
 	var posted, retired uint64
 	for _, e := range ends {
 		out := int(posted - retired)
 		switch {
 		case e > out:
-			s.send(qpn, e-out, flags, 0)
+			s.Send(qpn, e-out, flags, 0)
 			posted += uint64(e - out)
 		case e < out:
 			var ids []uint64
@@ -139,11 +140,11 @@ func occupancyWindows(s *stream, qpn uint32, ends []int, flags uint32) {
 				ids = append(ids, retired)
 				retired++
 			}
-			s.poll(qpn, ids...)
+			s.Poll(qpn, ids...)
 		}
-		s.wait(DefaultHistoryStepNS)
+		s.Wait(DefaultHistoryStepNS)
 	}
-	s.poll(qpn, retired)
+	s.Poll(qpn, retired)
 }
 
 func TestTrendPrediction(t *testing.T) {
@@ -188,10 +189,10 @@ func TestTrendPrediction(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			s.create(1, trace.QPTypeRC, rcCaps(tc.depth, 60, 1), false)
+			s := streamtest.New()
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(tc.depth, 60, 1), false)
 			occupancyWindows(s, 1, tc.ends, tc.flags)
-			snap := s.run(t, Options{BF: DefaultBF})
+			snap := run(t, s, Options{BF: DefaultBF})
 			got := diagKinds(snap)
 			slices.Sort(got)
 			want := slices.Clone(tc.want)

@@ -1,10 +1,6 @@
 package analyzer
 
 import (
-	"fmt"
-	"io"
-	"syscall"
-
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -111,40 +107,6 @@ func (p *procs) snapshot() []Process {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
-}
-
-// writeProcs lists the processes of a trace that has more than its
-// target: each with its name, how it joined, and whether it exited.
-func writeProcs(w io.Writer, ps []Process) {
-	if len(ps) == 0 || (len(ps) == 1 && ps[0].Joined == trace.ProcTarget) {
-		return
-	}
-	fmt.Fprintf(w, "  %d process(es):\n", len(ps))
-	for _, p := range ps {
-		name := p.Comm
-		if name == "" {
-			name = "name unknown"
-		}
-		how := p.Joined
-		switch p.Joined {
-		case trace.ProcFork:
-			how = fmt.Sprintf("forked by %d", p.Parent)
-		case trace.ProcRunning:
-			how = "running when tracing began"
-		case trace.ProcFirst:
-			how = "started while tracing"
-		case trace.ProcFound:
-			how = "found mapping a verbs library while tracing"
-		}
-		state := "running"
-		switch {
-		case p.Exited && p.ExitSignal != 0:
-			state = fmt.Sprintf("killed by signal %d (%s)", p.ExitSignal, syscall.Signal(p.ExitSignal))
-		case p.Exited:
-			state = fmt.Sprintf("exited with code %d", *p.ExitCode)
-		}
-		fmt.Fprintf(w, "    pid %d (%s): %s, %s\n", p.PID, name, how, state)
-	}
 }
 
 // onExit notes a process's exit; the named target's is the trace's.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -14,65 +15,65 @@ import (
 // when none fits, and predicts nothing from the WRs outstanding.
 func TestGenericModel(t *testing.T) {
 	const qpn = 1
-	inlineWR := func(s *stream, bytes uint32) []trace.WR {
-		return s.wrs(qpn, 1, ibv.WRSend, ibv.SendInline|ibv.SendSignaled, 1, bytes, 0)
+	inlineWR := func(s *streamtest.Stream, bytes uint32) []trace.WR {
+		return s.WRs(qpn, 1, ibv.WRSend, ibv.SendInline|ibv.SendSignaled, 1, bytes, 0)
 	}
 	tests := []struct {
 		name     string
-		build    func(s *stream)
+		build    func(s *streamtest.Stream)
 		diags    []string
 		basis    string // of the first diagnosis
 		counters Counters
-		text     []string // in the text report
+		text     []string // in the analyzer's words: its diagnoses, its provider notes
 		notText  []string
 	}{
-		{"inline too big", func(s *stream) {
-			s.createOn(qpn, rcCaps(64, 64, 1), otherLib)
-			s.post(qpn, inlineWR(s, 100), ibv.ENOMEM, 0)
+		{"inline too big", func(s *streamtest.Stream) {
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), streamtest.OtherLib)
+			s.Post(qpn, inlineWR(s, 100), ibv.ENOMEM, 0)
 		}, []string{"inline_too_big"}, CauseInferred, Counters{ENOMEMInline: 1, ENOMEM: 1},
-			[]string{"more than the QP's max_inline_data 64; cause INFERRED FROM CAPS", "ENOMEM inline too big 1, causes INFERRED FROM CAPS"}, nil},
-		{"too many SGEs", func(s *stream) {
-			s.createOn(qpn, rcCaps(64, 64, 2), otherLib)
-			s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 3, 96, 0), ibv.ENOMEM, 0)
+			[]string{"more than the QP's max_inline_data 64; cause INFERRED FROM CAPS"}, nil},
+		{"too many SGEs", func(s *streamtest.Stream) {
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 2), streamtest.OtherLib)
+			s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 3, 96, 0), ibv.ENOMEM, 0)
 		}, []string{"too_many_sge"}, CauseInferred, Counters{ENOMEMSGE: 1, ENOMEM: 1},
 			[]string{"has 3 SGEs, more than the QP's max_send_sge 2; cause INFERRED FROM CAPS"}, nil},
-		{"the SQ full first, as a provider checks it", func(s *stream) {
+		{"the SQ full first, as a provider checks it", func(s *streamtest.Stream) {
 			// both the room and the SGEs refuse the WR: the room is checked first
-			s.createOn(qpn, rcCaps(8, 64, 1), otherLib)
-			s.send(qpn, 8, 0, 0)
-			s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, 0, 2, 64, 0), ibv.ENOMEM, 0)
+			s.CreateOn(qpn, streamtest.RCCaps(8, 64, 1), streamtest.OtherLib)
+			s.Send(qpn, 8, 0, 0)
+			s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, 0, 2, 64, 0), ibv.ENOMEM, 0)
 		}, []string{"sq_overflow_inferred"}, CauseInferred, Counters{ENOMEMSQFull: 1, ENOMEM: 1},
 			[]string{"8 WRs outstanding (posted, completion not polled), at or over the max_send_wr 8", "none of the 8 WRs posted was signaled"}, nil},
-		{"not in RTS", func(s *stream) {
-			s.createOn(qpn, rcCaps(64, 64, 1), otherLib)
-			s.modify(qpn, ibv.QPSInit, 0)
-			s.send(qpn, 0, 0, 0)
-			s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 1, 32, 0), ibv.ENOMEM, 0)
+		{"not in RTS", func(s *streamtest.Stream) {
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), streamtest.OtherLib)
+			s.Modify(qpn, ibv.QPSInit, 0)
+			s.Send(qpn, 0, 0, 0)
+			s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 1, 32, 0), ibv.ENOMEM, 0)
 		}, []string{"post_qp_not_rts"}, CauseInferred, Counters{NotRTS: 1, ENOMEM: 1},
 			[]string{"QP not in RTS (state INIT): ibv_post_send returned errno 12 for WR 0", "cause INFERRED FROM CAPS"}, []string{"mlx5"}},
-		{"caps unknown: a QP found in memory", func(s *stream) {
-			s.memQP(qpn, ibv.QPSRTS)
-			s.send(qpn, 4, 0, 4)
-			s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 1, 32, 0), ibv.ENOMEM, 0)
+		{"caps unknown: a QP found in memory", func(s *streamtest.Stream) {
+			s.MemQP(qpn, ibv.QPSRTS)
+			s.Send(qpn, 4, 0, 4)
+			s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 1, 32, 0), ibv.ENOMEM, 0)
 		}, []string{"enomem_cause_unknown"}, "", Counters{ENOMEMUnknown: 1, ENOMEM: 1},
-			[]string{"caps are unknown (it was created before the trace began)", "ENOMEM cause unknown 1"}, []string{"INFERRED"}},
-		{"no cap explains it", func(s *stream) {
-			s.createOn(qpn, rcCaps(64, 64, 1), otherLib)
-			s.toRTS(qpn)
-			s.send(qpn, 4, 0, 4)
-			s.post(qpn, s.wrs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 1, 32, 0), ibv.ENOMEM, 0)
+			[]string{"caps are unknown (it was created before the trace began)"}, []string{"INFERRED"}},
+		{"no cap explains it", func(s *streamtest.Stream) {
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), streamtest.OtherLib)
+			s.ToRTS(qpn)
+			s.Send(qpn, 4, 0, 4)
+			s.Post(qpn, s.WRs(qpn, 1, ibv.WRSend, ibv.SendSignaled, 1, 32, 0), ibv.ENOMEM, 0)
 		}, []string{"enomem_cause_unknown"}, "", Counters{ENOMEMUnknown: 1, ENOMEM: 1},
 			[]string{"the QP's caps explain none of it (WR 0 of the list: 4 WRs outstanding, below max_send_wr 64; 1 SGEs, within max_send_sge 1)"}, nil},
-		{"healthy: a long unsignaled run predicts nothing", func(s *stream) {
+		{"healthy: a long unsignaled run predicts nothing", func(s *streamtest.Stream) {
 			// the mlx5 model would predict an overflow here; the generic
 			// model does not know when a slot frees
-			s.createOn(qpn, rcCaps(64, 64, 1), otherLib)
-			s.send(qpn, 63, 0, 0)
-		}, nil, "", Counters{}, []string{"an ENOMEM's cause is INFERRED FROM CAPS"}, []string{"errors:"}},
+			s.CreateOn(qpn, streamtest.RCCaps(64, 64, 1), streamtest.OtherLib)
+			s.Send(qpn, 63, 0, 0)
+		}, nil, "", Counters{}, []string{"an ENOMEM's cause is INFERRED FROM CAPS"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
+			s := streamtest.New()
 			tc.build(s)
 			snap, q := oneQP(t, s)
 			if q.Provider != "unknown" || q.Model != "" {
@@ -89,7 +90,7 @@ func TestGenericModel(t *testing.T) {
 			if got != tc.counters {
 				t.Errorf("counters %+v, want %+v", got, tc.counters)
 			}
-			checkText(t, snap, tc.text, tc.notText)
+			checkWords(t, snap, tc.text, tc.notText)
 			qj, err := q.MarshalJSON()
 			if err != nil {
 				t.Fatal(err)
@@ -120,10 +121,10 @@ func TestProviderRegistry(t *testing.T) {
 	}
 	for _, tc := range []struct{ via, lib, name, label string }{
 		{"sqsim_create_qp", "", "sim", Mlx5Model},
-		{"ibv_create_qp", mlx5Lib, "mlx5", Mlx5Model},
+		{"ibv_create_qp", streamtest.Mlx5Lib, "mlx5", Mlx5Model},
 		{"ibv_create_qp", "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so", "mlx5", Mlx5Model},
-		{"ibv_create_qp", rxeLib, "rxe", ""},
-		{"ibv_create_qp", otherLib, "unknown", ""},
+		{"ibv_create_qp", streamtest.RxeLib, "rxe", ""},
+		{"ibv_create_qp", streamtest.OtherLib, "unknown", ""},
 		{"ibv_create_qp", "", "unknown", ""},
 	} {
 		p := providerOf(tc.via, tc.lib)

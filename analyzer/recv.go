@@ -66,6 +66,11 @@ type RecvQueue struct {
 	counted            bool    // no completions seen: counters mode, or no poll function traced
 }
 
+// CompletionsSeen reports whether the receive queue's figures hold what
+// its completions tell (consumed, errors): not in counters mode, nor
+// where no poll function is traced.
+func (r RecvQueue) CompletionsSeen() bool { return !r.counted }
+
 // SRQRecv is what was posted to one SRQ lifetime (events mode).
 type SRQRecv struct {
 	PostCalls   uint64 `json:"post_calls"`

@@ -3,6 +3,7 @@ package analyzer
 import (
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -38,7 +39,7 @@ func (f *feed) poll(ids ...uint64) {
 	f.evs = append(f.evs, p)
 }
 
-func run(t *testing.T, f *feed) QP {
+func runFeed(t *testing.T, f *feed) QP {
 	a := New(Options{BF: DefaultBF})
 	a.IngestAll(f.evs)
 	s := checked(t, a)
@@ -117,7 +118,7 @@ func TestModel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &feed{}
 			tc.build(f)
-			tc.check(t, run(t, f))
+			tc.check(t, runFeed(t, f))
 		})
 	}
 }
@@ -147,10 +148,10 @@ func TestWRBatchCause(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStream()
-			s.create(1, trace.QPTypeRC, caps, false)
-			s.evs = append(s.evs, &trace.Post{Header: s.hdr(), QP: qpAddr(1), QPNum: 1, API: trace.APIWR, WRs: tc.wrs, Ret: tc.ret})
-			snap := s.run(t, Options{BF: DefaultBF})
+			s := streamtest.New()
+			s.Create(1, trace.QPTypeRC, caps, false)
+			s.Add(&trace.Post{Header: s.Header(), QP: streamtest.QPAddr(1), QPNum: 1, API: trace.APIWR, WRs: tc.wrs, Ret: tc.ret})
+			snap := run(t, s, Options{BF: DefaultBF})
 			q := snap.QPs[0]
 			if tc.counts(q) != 1 || q.ENOMEM+q.EINVAL != 1 || q.WRs != 0 {
 				t.Errorf("counters %+v", q.Counters)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -48,15 +49,15 @@ func TestNearFull(t *testing.T) {
 // signaled, comes only with it or after it.
 func TestNearFullWithPrediction(t *testing.T) {
 	for _, depth := range []uint32{4, 16, 128, 204} {
-		s := newStream()
-		s.create(1, trace.QPTypeRC, rcCaps(depth, 60, 1), false)
+		s := streamtest.New()
+		s.Create(1, trace.QPTypeRC, streamtest.RCCaps(depth, 60, 1), false)
 		a := New(Options{})
-		a.IngestAll(s.evs)
+		a.IngestAll(s.Events)
 		predictedAt := 0
 		for n := 1; n < int(depth); n++ {
-			s.evs = s.evs[:0]
-			s.send(1, 1, 0, 0)
-			a.IngestAll(s.evs)
+			s.Events = s.Events[:0]
+			s.Send(1, 1, 0, 0)
+			a.IngestAll(s.Events)
 			snap := checked(t, a)
 			predicted := slices.Contains(diagKinds(snap), "unsignaled_run_near_depth")
 			if near := snap.QPs[0].NearFull(); near != (uint64(n) >= nearFullAt(uint64(depth))) || predicted && !near {

@@ -15,6 +15,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
+	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -197,7 +198,7 @@ func checkCutRun(t *testing.T, mode string, snap analyzer.Snapshot, sink *cutSin
 		t.Fatalf("%d QPs traced, want 2", len(snap.QPs))
 	}
 	var text bytes.Buffer
-	if err := analyzer.WriteText(&text, snap); err != nil {
+	if err := report.WriteText(&text, snap); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(text.String(), "trace cut ") {

@@ -13,6 +13,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
+	"github.com/sqscope/sqscope/report"
 )
 
 // recvTruth is what testdata/recvside.c prints: what it posted, and what
@@ -80,7 +81,7 @@ func TestReceiveSideMatchesSimulator(t *testing.T) {
 			}
 
 			var text bytes.Buffer
-			if err := analyzer.WriteText(&text, snap); err != nil {
+			if err := report.WriteText(&text, snap); err != nil {
 				t.Fatal(err)
 			}
 			report := text.String()

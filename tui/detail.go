@@ -8,6 +8,7 @@ import (
 	"github.com/rivo/tview"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/report"
 )
 
 var sparkLevels = []rune("▁▂▃▄▅▆▇█")
@@ -79,7 +80,7 @@ func (u *UI) renderDetail() {
 	} else {
 		u.writeEventsDetail(&b, &r, w)
 	}
-	if cut := r.c.Cuts.String(); cut != "" {
+	if cut := report.Cuts(r.c.Cuts); cut != "" {
 		b.WriteString("\n[orange]" + cut + "[-]")
 	}
 	u.setText(u.detail, b.String())

@@ -21,6 +21,7 @@ import (
 	"github.com/rivo/tview"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/report"
 )
 
 // Source is where snapshots come from: a live analyzer or a replay. It
@@ -383,7 +384,7 @@ func (u *UI) save() string {
 	if err != nil {
 		return fmt.Sprintf("[red]saving snapshot: %v[-]", err)
 	}
-	err = analyzer.WriteText(f, u.wholeSnapshot())
+	err = report.WriteText(f, u.wholeSnapshot())
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -69,6 +69,15 @@ func Snapshot(t testing.TB, a *analyzer.Analyzer) analyzer.Snapshot {
 	return s
 }
 
+// Run feeds evs to a new analyzer of opts and returns its snapshot,
+// checked.
+func Run(t testing.TB, opts analyzer.Options, evs []trace.Event) analyzer.Snapshot {
+	t.Helper()
+	a := analyzer.New(opts)
+	a.IngestAll(evs)
+	return Snapshot(t, a)
+}
+
 // CheckModes fails t with every field a counters-mode snapshot and an
 // events-mode snapshot of the same deterministic run disagree on
 // (analyzer.CheckModes).

@@ -14,6 +14,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
+	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
 )
@@ -165,7 +166,7 @@ func readFaultRecording(t *testing.T, path string, edit func(trace.Event)) []byt
 		t.Fatalf("reading %s: %v", path, err)
 	}
 	var b bytes.Buffer
-	if err := analyzer.WriteJSON(&b, a.Snapshot()); err != nil {
+	if err := report.WriteJSON(&b, a.Snapshot()); err != nil {
 		t.Fatal(err)
 	}
 	return b.Bytes()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/session"
 )
 
@@ -66,7 +67,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	} else {
 		fmt.Fprintln(stdout, rec.TextHeader())
-		if err := analyzer.WriteText(stdout, snap); err != nil {
+		if err := report.WriteText(stdout, snap); err != nil {
 			return fmt.Errorf("report: writing the report: %w", err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/tui"
@@ -116,9 +117,9 @@ func watch(ctx context.Context, tf *cli.Target, rest []string, o watchOpts, stdo
 		}
 		err := s.RunEvery(ctx, every, func() {
 			fmt.Fprintf(stdout, "--- %s\n", time.Now().Format("15:04:05"))
-			analyzer.WriteText(stdout, s.Analyzer().Snapshot())
+			report.WriteText(stdout, s.Analyzer().Snapshot())
 		})
-		if werr := analyzer.WriteText(stdout, s.Analyzer().Snapshot()); err == nil && werr != nil {
+		if werr := report.WriteText(stdout, s.Analyzer().Snapshot()); err == nil && werr != nil {
 			err = fmt.Errorf("writing the report: %w", werr)
 		}
 		return err

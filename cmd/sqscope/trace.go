@@ -9,6 +9,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/internal/outfile"
+	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/session"
 )
 
@@ -79,7 +80,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				Interval *analyzer.Interval `json:"interval,omitempty"`
 			}{snap, cost, iv}, interval == 0)
 		}
-		if err := analyzer.WriteText(w, snap); err != nil {
+		if err := report.WriteText(w, snap); err != nil {
 			return fmt.Errorf("trace: writing the summary: %w", err)
 		}
 		_, err := fmt.Fprintln(w, cost)

@@ -1,28 +1,21 @@
-package analyzer
+package report
 
 import (
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/sqscope/sqscope/analyzer"
 )
 
 // The text of the receive side and of the CQs: polls belong to a CQ,
 // which several QPs may share, so they are written once per CQ; a QP's
 // receive queue is written with its QP.
 
-// sendIdle reports whether the trace saw no send activity on a QP: a
-// receiver, whose send figures would all be zeros.
-func sendIdle(q *QP) bool {
-	if q.PostCalls != 0 || q.WRs != 0 {
-		return false
-	}
-	return q.CountersOnly || (q.CQEsPolled == 0 && q.WRAPICalls == 0 && q.Aborted == 0 && q.EmptyWRBatches == 0)
-}
-
 // writeRecvQP writes a QP's receive queue, when it was posted to or
 // consumed from.
-func writeRecvQP(w io.Writer, q *QP) {
+func writeRecvQP(w io.Writer, q *analyzer.QP) {
 	r := q.Recv
 	if r == nil || (r.PostCalls == 0 && r.Consumed == 0) {
 		return
@@ -31,7 +24,7 @@ func writeRecvQP(w io.Writer, q *QP) {
 	if r.FailedCalls > 0 {
 		fmt.Fprintf(w, " (%d failed)", r.FailedCalls)
 	}
-	if !r.counted {
+	if r.CompletionsSeen() {
 		fmt.Fprintf(w, ", %d consumed by receive CQEs", r.Consumed)
 		if r.CQEErrors > 0 {
 			fmt.Fprintf(w, " (%d with errors)", r.CQEErrors)
@@ -53,7 +46,7 @@ func writeRecvQP(w io.Writer, q *QP) {
 
 // writeRecvSide writes what the QPs do not hold of the receive side: the
 // SRQs, or why receives are not in the snapshot.
-func writeRecvSide(w io.Writer, s *Snapshot) {
+func writeRecvSide(w io.Writer, s *analyzer.Snapshot) {
 	if s.ReceivesNotTraced != "" {
 		fmt.Fprintf(w, "receive side: %s\n", s.ReceivesNotTraced)
 	}
@@ -108,7 +101,7 @@ func qpList(qps []uint32) string {
 // writeCQs writes every CQ lifetime that was polled, is a QP's send or
 // receive CQ, or whose control-path calls were seen: its polls are its
 // own, once, however many QPs share it.
-func writeCQs(w io.Writer, cqs []CQ) {
+func writeCQs(w io.Writer, cqs []analyzer.CQ) {
 	for _, c := range cqs {
 		if c.CQE == 0 && !c.Extended && c.UnmatchedExCQEs == 0 && c.Polls == 0 &&
 			len(c.SendQPs) == 0 && len(c.RecvQPs) == 0 {

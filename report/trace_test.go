@@ -1,0 +1,75 @@
+package report
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/analyzer/streamtest"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Where a trace that ended was cut, what the cut left outstanding or
+// could not know, and the completions that matched no post seen.
+func TestEndingText(t *testing.T) {
+	var out bytes.Buffer
+	for _, c := range streamtest.Endings {
+		out.WriteString("== " + c.Name + "\n")
+		if err := WriteText(&out, snapshotOf(t, analyzer.Options{}, c.Build)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden(t, "ending.txt.golden", out.Bytes())
+}
+
+// The processes of a trace that has more than its target are listed, each
+// with how it joined and how it ended; a QP names its process.
+func TestProcessesText(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	for _, tc := range []struct {
+		name       string
+		snap       analyzer.Snapshot
+		textHas    []string
+		textHasNot []string
+	}{{
+		name: "children followed",
+		snap: analyzer.Snapshot{
+			Processes: []analyzer.Process{
+				{PID: 100, Comm: "sh", Joined: trace.ProcTarget},
+				{PID: 101, Parent: 100, Comm: "sqscope", Joined: trace.ProcFork, Exited: true, ExitCode: i32(0)},
+				{PID: 102, Parent: 100, Comm: "sh", Joined: trace.ProcFork, Exited: true, ExitCode: i32(-1), ExitSignal: 9},
+			},
+			QPs: []analyzer.QP{{PID: 101, Comm: "sqscope", QPNum: 7, Type: "RC"}},
+		},
+		textHas: []string{"3 process(es)", "pid 101 (sqscope): forked by 100, exited with code 0",
+			"pid 102 (sh): forked by 100, killed by signal 9 (killed)", "QP 0x7 (pid 101 sqscope, RC"},
+	}, {
+		name: "the target alone is not listed",
+		snap: analyzer.Snapshot{
+			Processes: []analyzer.Process{{PID: 100, Comm: "app", Joined: trace.ProcTarget, Exited: true, ExitCode: i32(3)}},
+			Exited:    true, ExitCode: 3,
+		},
+		textHas:    []string{"target exited with code 3"},
+		textHasNot: []string{"process(es)"},
+	}, {
+		name: "host-wide",
+		snap: analyzer.Snapshot{
+			Processes: []analyzer.Process{
+				{PID: 200, Comm: "server", Joined: trace.ProcRunning},
+				{PID: 300, Comm: "client", Joined: trace.ProcFirst, Exited: true, ExitCode: i32(0)},
+				{PID: 400, Comm: "in-container", Joined: trace.ProcFound},
+				{PID: 500, Joined: trace.ProcFirst},
+			},
+		},
+		textHas: []string{"pid 200 (server): running when tracing began, running", "pid 300 (client): started while tracing, exited with code 0",
+			"pid 400 (in-container): found mapping a verbs library while tracing, running", "pid 500 (name unknown)"},
+	}, {
+		name:       "a recording that names no process",
+		snap:       analyzer.Snapshot{Exited: true, ExitCode: 1},
+		textHasNot: []string{"process(es)", "pid "},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkText(t, text(t, tc.snap), tc.textHas, tc.textHasNot)
+		})
+	}
+}
