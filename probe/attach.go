@@ -309,6 +309,10 @@ func (t *Tracer) attachFound(pid uint32, r role, cookie uint64, path, openPath s
 		a.Err = "tracer closed"
 		return a
 	}
+	if err := t.interrupted(); err != nil {
+		a.Err = err.Error() // Open ends: nothing more is placed
+		return a
+	}
 	if t.attached[key] {
 		return trace.Attach{} // already there: nothing new to report
 	}

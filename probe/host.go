@@ -100,6 +100,9 @@ func (t *Tracer) hookFound(how string) []int {
 	t.lastScan = time.Now()
 	pids := verbsProcesses(t.hostSeen, t.simExe)
 	for _, pid := range pids {
+		if t.interrupted() != nil {
+			return pids
+		}
 		t.hostSeen[pid] = true
 		// its exit is reported, as that of a process whose first verbs
 		// call the trace saw (ctl_note), and it is not announced twice

@@ -62,6 +62,9 @@ func cmpDefault[T int64 | time.Duration](v, def T) T {
 func (t *Tracer) scanHost(pids []int) []*runningScan {
 	var out []*runningScan
 	for _, pid := range pids {
+		if t.interrupted() != nil {
+			break
+		}
 		if checkPID(pid) != nil {
 			continue // gone since /proc was listed: nothing of it to trace
 		}

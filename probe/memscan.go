@@ -30,6 +30,9 @@ type ScanBounds struct {
 	// byteCut and timeCut name the bounds in ScanResult.Cut when they are
 	// not the process's own (a host-wide trace's total, hostscan.go)
 	byteCut, timeCut string
+	// done, once closed, ends the scan at the next chunk (the tracer's
+	// Options.Context)
+	done <-chan struct{}
 }
 
 const (
@@ -128,6 +131,11 @@ func ScanDataPath(pid int, b ScanBounds) (res ScanResult, err error) {
 		res.Mappings++
 		carry := 0
 		for addr := m.Start; addr < m.End; {
+			if interrupted(b.done) {
+				s.finish(&res)
+				res.Cut = "interruption"
+				return res, fmt.Errorf("%w: the memory scan of process %d, after %d MiB", ErrInterrupted, pid, res.Bytes>>20)
+			}
 			if res.Bytes >= b.MaxBytes {
 				res.Cut = cmp.Or(b.byteCut, fmt.Sprintf("byte bound %d MiB (--scan-mib)", b.MaxBytes>>20))
 			} else if time.Since(start) >= b.MaxTime {

@@ -40,11 +40,15 @@ type runningScan struct {
 // runs on meanwhile.
 func (t *Tracer) scanRunning(pid int, b ScanBounds) *runningScan {
 	rs := &runningScan{pid: pid}
+	b.done = t.opts.Context.Done()
 	rs.res, rs.err = ScanDataPath(pid, b)
 	res := &rs.res
 	rs.sc = &trace.Scan{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid)},
 		Bytes: uint64(res.Bytes), Mappings: uint32(res.Mappings), DurationNS: uint64(res.Duration),
 		Contexts: uint32(len(res.Contexts)), QPs: uint32(len(res.QPs)), Cut: res.Cut}
+	if errors.Is(rs.err, ErrInterrupted) {
+		return rs // Open ends
+	}
 	rs.sc.KernelCheck = t.checkWithKernel(pid, res)
 	switch {
 	case errors.Is(rs.err, ErrScanBound):

@@ -15,6 +15,7 @@
 package probe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -44,6 +45,11 @@ const (
 
 // Options say what to trace and how.
 type Options struct {
+	// Context, when done, ends Open within moments whatever it is doing
+	// (loading, scanning a process's memory, placing probes): Open then
+	// removes what it placed, continues what it stopped and returns an
+	// error wrapping ErrInterrupted. Nil: never.
+	Context context.Context
 	// PID limits tracing to one process; 0 traces every process.
 	PID int
 	// Child is a process from StartHeld; it sets PID and Exe.
@@ -226,6 +232,9 @@ type Tracer struct {
 // target stopped while its new functions are attached waits for Run (or
 // Close) to continue it.
 func Open(opts Options) (*Tracer, error) {
+	if opts.Context == nil {
+		opts.Context = context.Background()
+	}
 	if opts.Child != nil {
 		opts.PID = opts.Child.Pid()
 		if opts.Exe == "" {
@@ -304,11 +313,19 @@ func Open(opts Options) (*Tracer, error) {
 		proc.close()
 		return nil, err
 	}
+	if err := t.interrupted(); err != nil {
+		t.Close()
+		return nil, err
+	}
 	t.sweepHolds()
 	if err := t.startWatchdog(); err != nil {
 		t.warnings = append(t.warnings, fmt.Sprintf("%v: a process this tracer stops is continued by the next sqscope if this one is killed while it holds it", err))
 	}
-	if err := t.attachAll(); err != nil {
+	err := t.attachAll()
+	if ierr := t.interrupted(); ierr != nil {
+		err = ierr // what failed after the interruption is its doing
+	}
+	if err != nil {
 		t.Close()
 		return nil, err
 	}

@@ -37,6 +37,11 @@ const (
 
 // Config says what to trace and how.
 type Config struct {
+	// Context, when done while the tracer loads, scans and places its
+	// probes, ends Start at once with an error wrapping
+	// probe.ErrInterrupted (a Ctrl-C during a long attach). Nil: never.
+	Context context.Context
+
 	PID    int      // attach to this running process, or
 	Argv   []string // start this command (held until the probes are attached)
 	Target string   // how to name a started command (default: Argv joined)
@@ -197,7 +202,7 @@ func Start(cfg Config) (_ *Session, err error) {
 	}
 	s.env = env
 	s.an = analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(env), Clock: trace.NowAnchor()})
-	tr, err := probe.Open(opts)
+	tr, err := openTracer(cfg.Context, opts)
 	if err != nil {
 		if s.child != nil {
 			s.child.Kill()
@@ -504,6 +509,50 @@ func (s *Session) syncThenCancel(cancel context.CancelFunc) {
 	s.tracer.Sync(sctx)
 	scancel()
 	cancel()
+}
+
+// interruptWait is how long an interrupted Start waits for the tracer to
+// remove what it placed before it returns anyway: a step inside the
+// kernel (a program's verification) cannot be cut, and the user asked to
+// stop. The tracer is then closed in the background, or by the process's
+// end (whatever it held, its hold watchdog continues).
+const interruptWait = 500 * time.Millisecond
+
+// openTracer is probe.Open, ended by ctx at once.
+func openTracer(ctx context.Context, opts probe.Options) (*probe.Tracer, error) {
+	if ctx == nil {
+		return probe.Open(opts)
+	}
+	opts.Context = ctx
+	type opened struct {
+		tr  *probe.Tracer
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		tr, err := probe.Open(opts)
+		ch <- opened{tr, err}
+	}()
+	select {
+	case o := <-ch:
+		if o.err == nil || ctx.Err() == nil {
+			return o.tr, o.err
+		}
+	case <-ctx.Done():
+		select {
+		case o := <-ch:
+			if o.tr != nil {
+				o.tr.Close()
+			}
+		case <-time.After(interruptWait):
+			go func() {
+				if o := <-ch; o.tr != nil {
+					o.tr.Close()
+				}
+			}()
+		}
+	}
+	return nil, fmt.Errorf("%w (%s) while attaching: nothing was traced", probe.ErrInterrupted, stopReason(ctx))
 }
 
 // stopReason says why ctx ended a trace: the signal, or a stop.

@@ -42,7 +42,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // record traces the target tf names into tf.RecordTo; rest is what
 // followed "--"; a started target writes to childOut (nil: sqscope's own).
 func record(ctx context.Context, tf *cli.Target, rest []string, stderr, childOut io.Writer) error {
-	s, err := tf.Start(rest, stderr, childOut, version)
+	s, err := tf.Start(ctx, rest, stderr, childOut, version)
 	if err != nil {
 		return err
 	}

@@ -23,5 +23,5 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cmp.Or(tf.Check(fs.Args()), o.Check()); err != nil {
 		return cli.UsageErr("serve: %v", err)
 	}
-	return serve.Run(ctx, o, func() (*session.Session, error) { return tf.Start(fs.Args(), stderr, nil, version) }, stderr)
+	return serve.Run(ctx, o, func() (*session.Session, error) { return tf.Start(ctx, fs.Args(), stderr, nil, version) }, stderr)
 }

@@ -105,7 +105,7 @@ func watch(ctx context.Context, tf *cli.Target, rest []string, o watchOpts, stdo
 		childOut = &session.Tail{Max: 64 << 10}
 		out = childOut
 	}
-	s, err := tf.Start(rest, stderr, out, version)
+	s, err := tf.Start(ctx, rest, stderr, out, version)
 	if err != nil {
 		return err
 	}

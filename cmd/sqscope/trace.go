@@ -59,7 +59,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer f.Discard()
 		w = f
 	}
-	s, err := tf.Start(fs.Args(), stderr, childOut, version)
+	s, err := tf.Start(ctx, fs.Args(), stderr, childOut, version)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -102,8 +103,12 @@ func (tf *Target) Check(rest []string) error {
 // Start starts the session the flags describe; rest is what followed
 // "--". A started target writes to childOut, or to sqscope's own stdout
 // and stderr when it is nil; version goes into a recording's header.
-func (tf *Target) Start(rest []string, stderr, childOut io.Writer, version string) (*session.Session, error) {
-	cfg := session.Config{PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, CallTimes: tf.CallTime, NoStop: tf.NoStop,
+//
+// ctx ends an attach still under way at once: the error then wraps
+// probe.ErrInterrupted, and the exit status is 130 (as a shell gives a
+// command ended by SIGINT).
+func (tf *Target) Start(ctx context.Context, rest []string, stderr, childOut io.Writer, version string) (*session.Session, error) {
+	cfg := session.Config{Context: ctx, PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, CallTimes: tf.CallTime, NoStop: tf.NoStop,
 		Wait: tf.Wait, VerbsTimeout: tf.Timeout, Duration: tf.Duration, KeepTarget: tf.Keep, RingBytes: tf.RingMiB << 20, ChildOut: childOut, Warnings: stderr,
 		RecordTo: tf.RecordTo, RecordForce: tf.Force, Version: version, Attach: tf.Attach}
 	switch {
@@ -120,7 +125,11 @@ func (tf *Target) Start(rest []string, stderr, childOut io.Writer, version strin
 			return nil, err
 		}
 	}
-	return session.Start(cfg)
+	s, err := session.Start(cfg)
+	if errors.Is(err, probe.ErrInterrupted) {
+		return nil, &ExitError{Code: 130, Err: err}
+	}
+	return s, err
 }
 
 // severityRank orders diagnosis severities, the worst highest.

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
+)
+
+// Ctrl-C during the memory scan of a running process with a 1 GiB heap
+// (seconds long) ends sqscope within a second, with status 130 and why,
+// and leaves the target running.
+func TestInterruptDuringScan(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	ready := filepath.Join(t.TempDir(), "ready")
+	target := exec.Command(os.Args[0])
+	target.Env = append(os.Environ(), "SQSCOPE_TEST_HEAP_MIB=1024", "SQSCOPE_TEST_READY="+ready)
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Process.Kill(); target.Wait() })
+	waitFile(t, ready)
+
+	tr := exec.Command(sqscopeBin(t), "trace", "-p", fmt.Sprint(target.Process.Pid), "-D", "60s")
+	var out bytes.Buffer
+	tr.Stdout, tr.Stderr = &out, &out
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
+	// the scan is under way once sqscope has read 64 MiB
+	waitFor(t, func() bool { return readChars(tr.Process.Pid) > 64<<20 })
+	if err := tr.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- tr.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(bpftest.Timeout(t, time.Second)):
+		t.Fatalf("sqscope still runs %v after SIGINT:\n%s", time.Since(sent), out.String())
+	}
+	took := time.Since(sent)
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	switch {
+	case code == 130 && strings.Contains(out.String(), "interrupted (interrupt signal received) while attaching: nothing was traced"):
+		t.Logf("ended %v after SIGINT, during the scan", took.Round(time.Millisecond))
+	case code == 0 && strings.Contains(out.String(), "trace ended: interrupt signal received"):
+		// a fast host: the scan was over
+		t.Logf("ended %v after SIGINT, after the scan", took.Round(time.Millisecond))
+	default:
+		t.Fatalf("exit %d after SIGINT:\n%s", code, out.String())
+	}
+	if st := procState(fmt.Sprintf("/proc/%d/stat", target.Process.Pid)); st == 'T' {
+		t.Fatal("the target is left stopped")
+	}
+}
+
+// readChars is what process pid has read so far (rchar of /proc/PID/io).
+func readChars(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "rchar: "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
