@@ -414,6 +414,8 @@ func (t *Tracer) learn(pid uint32, fns []uint64) { t.learnHow(pid, fns, "ops-tab
 // learnHow attaches to data-path functions found how ("ops-table",
 // "memory"), indexed by their role's fn, and returns how many it placed.
 func (t *Tracer) learnHow(pid uint32, fns []uint64, how string) int {
+	t.learnMu.Lock()
+	defer t.learnMu.Unlock()
 	placed := 0
 	var maps []mapping
 	for i, addr := range fns {

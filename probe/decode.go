@@ -42,7 +42,9 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		t.revealed(&r.Hdr, r.Fns[:], r.Stopped != 0)
 		if ev := qpEvent(r); ev != nil {
 			if c, ok := ev.(*trace.QPCreate); ok {
+				t.learnMu.Lock() // the background scans learn too
 				c.Lib = t.fnFile[pidAddr{r.Hdr.Pid, r.Fns[bpf.VerbsSqFnSQ_FN_POST_SEND]}]
+				t.learnMu.Unlock()
 			}
 			fn(ev)
 		}

@@ -114,9 +114,7 @@ func (t *Tracer) hookFound(how string) []int {
 			How: how, Comm: strings.TrimSuffix(string(comm), "\n")})
 		t.hookProcess(pid)
 	}
-	for _, rs := range t.scanHost(pids) {
-		t.placeRunning(rs)
-	}
+	t.queueScans(pids, how == trace.ProcRunning)
 	return pids
 }
 

@@ -271,6 +271,7 @@ func (t *Tracer) Close() error {
 	}
 	t.closed = true
 	t.mu.Unlock()
+	t.stopHostScans() // no probe is placed for a scan after this
 
 	// The probes go first: a process they stop after this is continued
 	// below, from the kernel's list, even if its record is never read.

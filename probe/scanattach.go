@@ -40,7 +40,9 @@ type runningScan struct {
 // runs on meanwhile.
 func (t *Tracer) scanRunning(pid int, b ScanBounds) *runningScan {
 	rs := &runningScan{pid: pid}
-	b.done = t.opts.Context.Done()
+	if b.done == nil {
+		b.done = t.opts.Context.Done()
+	}
 	rs.res, rs.err = ScanDataPath(pid, b)
 	res := &rs.res
 	rs.sc = &trace.Scan{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: uint32(pid)},

@@ -212,7 +212,9 @@ type Tracer struct {
 	hostSeen  map[int]bool    // processes a host-wide trace knows of
 	simExe    map[fileID]bool // executables looked at: has the simulated HCA
 	lastScan  time.Time       // of /proc, for a host-wide trace
-	hostScan  hostScanUse     // what a host-wide trace's scans used of ScanTotal (hostscan.go)
+	hostScan  hostScanUse     // what a host-wide trace's scans used of ScanTotal (hostscan.go); guarded by hostScans.mu
+	hostScans *hostScanner    // the background scans of a host-wide trace
+	learnMu   sync.Mutex      // learnHow: the reader and the background scans learn functions
 	// warnedLeader: the warning that probes are placed for every process
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool
@@ -318,6 +320,9 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	t.sweepHolds()
+	if opts.All {
+		t.startHostScans()
+	}
 	if err := t.startWatchdog(); err != nil {
 		t.warnings = append(t.warnings, fmt.Sprintf("%v: a process this tracer stops is continued by the next sqscope if this one is killed while it holds it", err))
 	}

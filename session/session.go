@@ -223,8 +223,8 @@ func Start(cfg Config) (_ *Session, err error) {
 	}
 	s.openCPU, s.openWall = SelfCPU(), time.Now()
 	s.warnLate()
-	if cfg.All {
-		fmt.Fprintf(cfg.Warnings, "sqscope: tracing every process that uses verbs: %d running now %v, and every one that starts\n", len(tr.Running()), tr.Running())
+	if n := len(tr.Running()); cfg.All && n > 0 {
+		fmt.Fprintf(cfg.Warnings, "sqscope: every process that uses verbs is traced from its first call; scanning the %d running now %v\n", n, tr.Running())
 	}
 	return s, nil
 }
@@ -312,11 +312,33 @@ func (e *NoVerbsError) Error() string {
 // trace.End, says why: the analyzer and every sink hold the trace up to
 // there, also when Run returns an error.
 func (s *Session) Run(ctx context.Context) error {
-	if s.cfg.Duration > 0 { // the end of the duration is a Ctrl-C
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeout(ctx, s.cfg.Duration)
-		defer stop()
-	}
+	// The end of the duration is a Ctrl-C. A host-wide trace begins
+	// once the processes running now are scanned and their probes placed
+	// (in the background, while the reader runs and every process that
+	// starts meanwhile is traced from its first call): it says so then,
+	// and the duration counts from there.
+	ctx, stopDuration := context.WithCancelCause(ctx)
+	defer stopDuration(nil)
+	go func() {
+		if running := s.tracer.RunningTraced(); running != nil {
+			select {
+			case <-running:
+				fmt.Fprintf(s.cfg.Warnings, "sqscope: tracing every process that uses verbs: %d running now %v, and every one that starts\n", len(s.tracer.Running()), s.tracer.Running())
+			case <-ctx.Done():
+				return
+			}
+		}
+		if s.cfg.Duration <= 0 {
+			return
+		}
+		t := time.NewTimer(s.cfg.Duration)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			stopDuration(context.DeadlineExceeded)
+		case <-ctx.Done():
+		}
+	}()
 	// The reader runs on its own context: on Ctrl-C it must go on until
 	// the target's last events are read.
 	runCtx, cancel := context.WithCancel(context.Background())
