@@ -381,6 +381,17 @@ type Attach struct {
 // follow the simulated HCA's rules).
 const HowSimSymbol = "symbol (simulated HCA)"
 
+// The sentinel mode's probes: HowErrorSite is the How of a probe on an
+// error site of a provider's function (Offset is the site's, Func the
+// function's); HowEscalation the How of the full data-path probes placed
+// for a while after a process's first failure, and of their removal,
+// whose Err is EscalationEnded.
+const (
+	HowErrorSite    = "error site"
+	HowEscalation   = "escalation"
+	EscalationEnded = "removed: the escalation window ended"
+)
+
 func (*Attach) Kind() Kind { return KindAttach }
 
 // Scan is what the memory scan of a process traced after it started read
