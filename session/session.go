@@ -57,13 +57,13 @@ type Config struct {
 	Mode           string // ModeEvents (default), ModeCounters or ModeSentinel
 	// Escalate is how long the sentinel mode traces a process in full
 	// after a failure (0: probe.DefaultEscalate).
-	Escalate time.Duration
-	CallTimes      bool   // record entry times too (events mode)
-	NoStop         bool   // never pause the target while attaching
-	Attach         AttachFlags
-	Wait           bool // keep waiting for a target without a verbs library
-	VerbsTimeout   time.Duration
-	Duration       time.Duration // stop tracing after this long (0: when the target ends)
+	Escalate     time.Duration
+	CallTimes    bool // record entry times too (events mode)
+	NoStop       bool // never pause the target while attaching
+	Attach       AttachFlags
+	Wait         bool // keep waiting for a target without a verbs library
+	VerbsTimeout time.Duration
+	Duration     time.Duration // stop tracing after this long (0: when the target ends)
 	// KeepTarget leaves a command sqscope started running when tracing
 	// stops before it ends; by default it is stopped (SIGINT, SIGTERM,
 	// then SIGKILL).
