@@ -31,6 +31,9 @@ func (mlx5Model) notGiven() map[string]bool                    { return nil }
 func (mlx5Model) overflow(a *Analyzer, q *sq, now uint64)      { a.diagnoseMlx5Overflow(q, now) }
 func (mlx5Model) unexplained(*Analyzer, *sq, *trace.Post, int) {}
 
+// refused: mlx5's checks that the WR and the QP decide (sentinel.go).
+func (mlx5Model) refused(q *sq, e *trace.PostFail) errCause { return refusedByChecks(q, e) }
+
 // cause classifies a failed post at WR index i of the list, by mlx5's
 // order of checks.
 func (mlx5Model) cause(q *sq, p *trace.Post, i int) errCause {
