@@ -308,8 +308,8 @@ type Analyzer struct {
 	// (lateattach.go: completionsNotTraced)
 	postProbed, pollProbed bool
 	sentinel               sentinelState // sentinel.go
-	version                Version // version.go
-	picked                 []*sq   // the QPs a partial snapshot copies (reused)
+	version                Version       // version.go
+	picked                 []*sq         // the QPs a partial snapshot copies (reused)
 }
 
 // New returns an empty analyzer.

@@ -321,6 +321,9 @@ func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
 	if a.checkStarved(q, now) {
 		return // the SENDs wait for receives: not a completion-side cause
 	}
+	if a.snap.Sentinel != nil && q.lowerBound() && q.c.WRs == 0 {
+		return // no post seen taken: the window shows no history (sentinel.go)
+	}
 	q.model().overflow(a, q, now)
 }
 

@@ -80,7 +80,7 @@ func (mlx5Model) cause(q *sq, p *trace.Post, i int) errCause {
 				}
 			}
 			q.failWR = i
-			return causeUnknownENOMEM
+			return roomLeft(q)
 		}
 		if q.outstanding()+uint64(i) >= uint64(q.caps.MaxSendWR) {
 			return causeSQFull
@@ -91,13 +91,24 @@ func (mlx5Model) cause(q *sq, p *trace.Post, i int) errCause {
 		if w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData {
 			return causeInline
 		}
-		return causeUnknownENOMEM
+		return roomLeft(q)
 	}
 	// caps unknown (attached late): the SQ being full is the only cause
 	// that depends on history; infer the depth from it.
 	q.caps.MaxSendWR = uint32(q.outstanding() + uint64(i))
 	q.sendCapsInferred = true
 	return causeSQFull
+}
+
+// roomLeft is the cause of an ENOMEM whose WRs are within the caps:
+// where the WRs outstanding are a lower bound (attached late, or a
+// sentinel's escalation window not yet re-synchronised), the queue's room
+// is the only check left; else nothing explains it.
+func roomLeft(q *sq) errCause {
+	if q.lowerBound() {
+		return causeSQFull
+	}
+	return causeUnknownENOMEM
 }
 
 // diagnoseMlx5Overflow finds why the SQ was full, from the state the

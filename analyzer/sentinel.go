@@ -39,15 +39,26 @@ type Sentinel struct {
 
 // sentinelState is the analyzer's side of the sentinel mode.
 type sentinelState struct {
-	on      bool
-	windows map[uint32]bool // processes whose post_send is traced in full now
-	post    trace.Post      // the refused call, as the models take it (reused)
+	// windows: each process's last escalation window, from when its
+	// probes were in place to when they were removed (0 while open): the
+	// calls in it are the window's records' to count
+	windows map[uint32]*escWindow
+	post    trace.Post // the refused call, as the models take it (reused)
+}
+
+type escWindow struct{ from, until uint64 }
+
+// inWindow reports whether a call at ns of pid falls in its escalation
+// window, whose records count it.
+func (s *sentinelState) inWindow(pid uint32, ns uint64) bool {
+	w := s.windows[pid]
+	return w != nil && ns >= w.from && (w.until == 0 || ns < w.until)
 }
 
 func (a *Analyzer) sentinelOn() *Sentinel {
 	if a.snap.Sentinel == nil {
 		a.snap.Sentinel = &Sentinel{}
-		a.sentinel.windows = map[uint32]bool{}
+		a.sentinel.windows = map[uint32]*escWindow{}
 	}
 	return a.snap.Sentinel
 }
@@ -69,14 +80,17 @@ func (a *Analyzer) sentinelAttach(e *trace.Attach) {
 			return
 		}
 		s := a.sentinelOn()
-		open := e.Err == ""
-		if open == a.sentinel.windows[e.PID] {
+		w := a.sentinel.windows[e.PID]
+		open := w != nil && w.until == 0
+		switch {
+		case e.Err == "" && !open:
+			s.Escalations++
+			a.sentinel.windows[e.PID] = &escWindow{from: e.TimeNS}
+		case e.Err == trace.EscalationEnded && open:
+			w.until = e.TimeNS
+		default:
 			return // post_send's and wr_complete's: one window
 		}
-		if open {
-			s.Escalations++
-		}
-		a.sentinel.windows[e.PID] = open
 		for _, q := range a.all {
 			if q.key.pid == e.PID && !q.destroyed {
 				q.unsync()
@@ -99,7 +113,7 @@ func (q *sq) unsync() {
 // escalation window the call's own record (trace.Post) says it all.
 func (a *Analyzer) onPostFail(e *trace.PostFail) {
 	a.sentinelOn().Hits++
-	if a.sentinel.windows[e.PID] || (e.QP == 0 && e.QPNum == 0) {
+	if a.sentinel.inWindow(e.PID, e.TimeNS) || (e.QP == 0 && e.QPNum == 0) {
 		return
 	}
 	q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)

@@ -6,27 +6,36 @@
 #ifndef SQSCOPE_SENTINEL_BPF_H
 #define SQSCOPE_SENTINEL_BPF_H
 
-/* site_reg is the register numbered as x86 numbers them. */
+/* site_reg is the register numbered as x86 numbers them (rax 0, rcx 1,
+ * rdx 2, rbx 3, rsp 4, rbp 5, rsi 6, rdi 7, r8..r15), from a copy of the
+ * registers: the verifier refuses a read of the context at an offset it
+ * cannot fold. */
 static __always_inline __u64 site_reg(struct pt_regs *ctx, __u32 r)
 {
-	switch (r) {
-	case 0: return ctx->rax;
-	case 1: return ctx->rcx;
-	case 2: return ctx->rdx;
-	case 3: return ctx->rbx;
-	case 4: return ctx->rsp;
-	case 5: return ctx->rbp;
-	case 6: return ctx->rsi;
-	case 7: return ctx->rdi;
-	case 8: return ctx->r8;
-	case 9: return ctx->r9;
-	case 10: return ctx->r10;
-	case 11: return ctx->r11;
-	case 12: return ctx->r12;
-	case 13: return ctx->r13;
-	case 14: return ctx->r14;
-	default: return ctx->r15;
+	struct pt_regs regs;
+	__u64 v;
+
+	if (bpf_probe_read_kernel(&regs, sizeof(regs), ctx))
+		return 0;
+	switch (r & 15) {
+	case 0: v = regs.rax; break;
+	case 1: v = regs.rcx; break;
+	case 2: v = regs.rdx; break;
+	case 3: v = regs.rbx; break;
+	case 4: v = regs.rsp; break;
+	case 5: v = regs.rbp; break;
+	case 6: v = regs.rsi; break;
+	case 7: v = regs.rdi; break;
+	case 8: v = regs.r8; break;
+	case 9: v = regs.r9; break;
+	case 10: v = regs.r10; break;
+	case 11: v = regs.r11; break;
+	case 12: v = regs.r12; break;
+	case 13: v = regs.r13; break;
+	case 14: v = regs.r14; break;
+	default: v = regs.r15; break;
 	}
+	return v;
 }
 
 /* sign_ext extends the low bits of v, a two's complement field. */

@@ -75,10 +75,10 @@ type deferredProbe struct {
 
 // window is a process's escalation: the probes it placed and until when.
 type window struct {
-	until time.Time
-	links []link.Link
-	keys  []attachKey
-	fns   []deferredProbe
+	until         time.Time
+	entries, rets []link.Link
+	keys          []attachKey
+	fns           []deferredProbe
 }
 
 // sentinelRoles are the control-path functions the ops table reveals:
@@ -296,10 +296,14 @@ func (t *Tracer) escalate(pid uint32) {
 	s.mu.Unlock()
 	for _, d := range w.fns {
 		a, links, key := t.attachPlaced(pid, d.r, d.r.cookie, d.path, d.openPath, d.off, trace.HowEscalation, "")
-		if a.Err == "" && len(links) > 0 {
-			w.links = append(w.links, links...)
-			w.keys = append(w.keys, key)
+		if a.Err != "" || len(links) == 0 {
+			continue
 		}
+		w.keys = append(w.keys, key)
+		if d.r.ret != nil { // placed first
+			w.rets, links = append(w.rets, links[0]), links[1:]
+		}
+		w.entries = append(w.entries, links...)
 	}
 }
 
@@ -321,30 +325,37 @@ func (t *Tracer) closeWindows(all bool) {
 	s.mu.Unlock()
 	for i, w := range done {
 		t.mu.Lock()
-		t.links = slices.DeleteFunc(t.links, func(l link.Link) bool { return slices.Contains(w.links, l) })
+		t.links = slices.DeleteFunc(t.links, func(l link.Link) bool {
+			return slices.Contains(w.entries, l) || slices.Contains(w.rets, l)
+		})
 		for _, k := range w.keys {
 			delete(t.attached, k)
 		}
-		for _, d := range w.fns {
+		t.mu.Unlock()
+		// Entry probes go first, so that a call entered meanwhile still
+		// finds its return probe; each removal waits for an RCU grace
+		// period, so the entries go together, then the returns.
+		closeAll(w.entries)
+		closeAll(w.rets)
+		t.mu.Lock()
+		for _, d := range w.fns { // in their time order: after the removal
 			t.recordLocked(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pids[i]},
 				Func: d.r.name, Path: d.path, Offset: d.off, How: trace.HowEscalation, Err: trace.EscalationEnded})
 		}
 		t.mu.Unlock()
-		// Each link's removal waits for an RCU grace period: off the
-		// reader, all at once. Entry probes go first, so that a call
-		// entered meanwhile still finds its return probe.
-		go func(links []link.Link) {
-			for _, l := range links {
-				l.Close()
-			}
-		}(reverseLinks(w.links))
 	}
 }
 
-// reverseLinks puts each function's entry link (placed second) before
-// its return link.
-func reverseLinks(ls []link.Link) []link.Link {
-	out := slices.Clone(ls)
-	slices.Reverse(out)
-	return out
+// closeAll closes links in parallel: each removal waits for an RCU grace
+// period, which they then share.
+func closeAll(ls []link.Link) {
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Close()
+		}()
+	}
+	wg.Wait()
 }
