@@ -109,11 +109,13 @@ func (q *sq) unsync() {
 	q.late, q.syncedNS, q.syncGuessed = true, 0, false
 }
 
-// onPostFail applies a failure seen at an error site. Inside an
-// escalation window the call's own record (trace.Post) says it all.
+// onPostFail applies a failure seen at an error site. A call an
+// escalation window's probe saw enter (Traced) is its own record's
+// (trace.Post) to count; a wr_complete's inside a window too (its
+// batch's probes do not say they saw it).
 func (a *Analyzer) onPostFail(e *trace.PostFail) {
 	a.sentinelOn().Hits++
-	if a.sentinel.inWindow(e.PID, e.TimeNS) || (e.QP == 0 && e.QPNum == 0) {
+	if e.Traced || (e.Func == "wr_complete" && a.sentinel.inWindow(e.PID, e.TimeNS)) || (e.QP == 0 && e.QPNum == 0) {
 		return
 	}
 	q := a.qp(e.PID, e.QPNum, e.QP, e.TimeNS)

@@ -461,7 +461,9 @@ struct sq_fail_rec {
 	__u8  opcode;
 	__u8  has_wr;     /* the WR's fields were read */
 	__u8  sge_over;   /* SGEs past SQ_FAIL_SGES, not summed */
-	__u8  pad[5];
+	__u8  traced;     /* post_send's entry probe saw this call (an escalation
+	                   * window): its post record carries the failure too */
+	__u8  pad[4];
 };
 
 /* ---- maps -------------------------------------------------------------- */

@@ -72,6 +72,7 @@ int error_site(struct pt_regs *ctx)
 	__u64 locb = cookie >> SQ_SITE_LOCB_SHIFT;
 	__u32 err = (cookie >> SQ_SITE_ERRNO_SHIFT) & 0xff;
 	struct sq_fail_rec r = {};
+	struct thread_state *st;
 	struct sge sge;
 	__u64 v, sgl;
 	int ok, i;
@@ -87,6 +88,9 @@ int error_site(struct pt_regs *ctx)
 		r.qp_num = read_u32(r.qp + IBV_QP_QP_NUM);
 		r.state = (__s32)read_u32(r.qp + IBV_QP_STATE_FIELD);
 	}
+	st = thread_state(id, 0);
+	if (st && r.qp && st->post.live && st->post.op == SQ_OP_POST_SEND && st->post.a0 == r.qp)
+		r.traced = 1;
 	v = site_loc(ctx, locb, &ok);
 	if (!err) {
 		r.err = ok ? (__s32)v : 0;

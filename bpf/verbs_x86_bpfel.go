@@ -113,7 +113,8 @@ type VerbsSqFailRec struct {
 	Opcode    uint8
 	HasWr     uint8
 	SgeOver   uint8
-	Pad       [5]uint8
+	Traced    uint8
+	Pad       [4]uint8
 }
 
 type VerbsSqFn uint32

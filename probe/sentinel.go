@@ -269,7 +269,7 @@ func locBits(l errsite.Loc, withAdjust bool) (uint64, error) {
 // failEvent decodes a failure record and opens its process's escalation
 // window, once per failure outside a window.
 func (t *Tracer) failEvent(r *bpf.VerbsSqFailRec) *trace.PostFail {
-	e := &trace.PostFail{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, Errno: r.Err, State: r.State}
+	e := &trace.PostFail{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, Errno: r.Err, State: r.State, Traced: r.Traced != 0}
 	if si, ok := t.sentinel.siteOf(r.Cookie); ok {
 		e.Func, e.Site, e.SiteCauses = si.fn, si.offset, si.causes
 	}

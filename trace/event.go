@@ -440,6 +440,9 @@ type PostFail struct {
 	// where it is).
 	HasWR bool
 	WR    WR
+	// Traced says the call's entry was seen by an escalation window's
+	// post_send probe: its Post, at its return, carries the failure too.
+	Traced bool
 }
 
 func (*PostFail) Kind() Kind { return KindPostFail }

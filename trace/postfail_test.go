@@ -12,7 +12,7 @@ func failEvents() []Event {
 	return []Event{
 		&PostFail{Header: h(9_000_000), QP: 0x7f12_0000_4000, QPNum: 0x1c0, Func: "post_send", Errno: 12, State: 3,
 			Site: 0x5d64a2, SiteCauses: "queue_full,too_many_sge,inline", HasWR: true,
-			WR: WR{ID: 77, Opcode: 2, Flags: 8, NumSGE: 1, Bytes: 4096}},
+			WR: WR{ID: 77, Opcode: 2, Flags: 8, NumSGE: 1, Bytes: 4096}, Traced: true},
 		&PostFail{Header: h(9_000_001), QP: 0x7f12_0000_4000, QPNum: 0x1c0, Func: "wr_complete", Errno: 22, State: -1,
 			Site: 0x5d7e89, SiteCauses: "qp_state"},
 		&PostFail{Header: h(9_000_002), Func: "post_send", Errno: 12, State: -1, HasWR: true,

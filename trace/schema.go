@@ -177,6 +177,7 @@ func (c *recordCodec) fields(ev Event) {
 		c.u32(&e.WR.NumSGE)
 		c.u32(&e.WR.Bytes)
 		c.u8(&e.WR.SGEsNotSummed)
+		c.bool(&e.Traced)
 	}
 	c.end()
 }
