@@ -198,6 +198,9 @@ type Snapshot struct {
 	// target ran on (ending.go); nil when it was not cut.
 	Cut            *Cut   `json:"cut,omitempty"`
 	UnknownQPPosts uint64 `json:"posts_on_unknown_qps"`
+	// Sentinel is what the sentinel mode's error-site probes saw
+	// (sentinel.go); nil in the other modes.
+	Sentinel *Sentinel `json:"sentinel,omitempty"`
 	// Diagnoses, newest first (by last occurrence).
 	Diagnoses        []Diagnosis `json:"diagnoses"`
 	DiagnosesDropped uint64      `json:"diagnoses_dropped,omitempty"`
@@ -304,8 +307,9 @@ type Analyzer struct {
 	// probes placed on the data path's post and poll functions
 	// (lateattach.go: completionsNotTraced)
 	postProbed, pollProbed bool
-	version                Version // version.go
-	picked                 []*sq   // the QPs a partial snapshot copies (reused)
+	sentinel               sentinelState // sentinel.go
+	version                Version       // version.go
+	picked                 []*sq         // the QPs a partial snapshot copies (reused)
 }
 
 // New returns an empty analyzer.
@@ -407,6 +411,8 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.onExit(e) // procs.go
 	case *trace.Proc:
 		a.procs.proc(e) // procs.go
+	case *trace.PostFail:
+		a.onPostFail(e) // sentinel.go
 	}
 }
 

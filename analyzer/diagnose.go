@@ -47,6 +47,9 @@ const (
 	// SQ-full ENOMEM inferred from caps, an ENOMEM nothing explains.
 	DiagOverflowInferred
 	DiagENOMEMUnexplained
+	// An SQ-full refusal an error-site probe saw (the sentinel mode,
+	// sentinel.go): the data path was not traced, so only the refusal.
+	DiagOverflowAtSite
 
 	numDiagKinds
 )
@@ -118,6 +121,8 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"outstanding", "max_send_wr", "signaled_outstanding", "wrs_posted", "signaled", "unsignaled_run"}},
 	DiagENOMEMUnexplained: {"enomem_cause_unknown", SevError,
 		[]string{"wr_index", "outstanding", "max_send_wr", "num_sge", "max_send_sge", "inline_bytes", "max_inline_data", "caps_known"}},
+	DiagOverflowAtSite: {"sq_overflow_at_error_site", SevError,
+		[]string{"max_send_wr", "num_sge", "inline_bytes", "qp_state", "refusals"}},
 }
 
 func (k DiagKind) String() string {
@@ -316,6 +321,9 @@ func (a *Analyzer) diagnoseOverflow(q *sq, now uint64) {
 	if a.checkStarved(q, now) {
 		return // the SENDs wait for receives: not a completion-side cause
 	}
+	if a.snap.Sentinel != nil && q.lowerBound() && q.c.WRs == 0 {
+		return // no post seen taken: the window shows no history (sentinel.go)
+	}
 	q.model().overflow(a, q, now)
 }
 
@@ -471,6 +479,8 @@ func (r *diagRec) export(c traceClock) Diagnosis {
 		exportRxe(r, &d)
 	case DiagOverflowInferred, DiagENOMEMUnexplained:
 		exportGeneric(r, &d)
+	case DiagOverflowAtSite:
+		exportAtSite(r, &d)
 	case DiagTrendingFull:
 		d.Message = fmt.Sprintf("SQ occupancy (its peak in each window) grew from %d to %d of %d WRs over the last %d ms (%d WR/s): full in about %d ms at this rate",
 			e[0], e[1], e[2], e[3], e[4], e[5])

@@ -107,7 +107,7 @@ func (q *sq) boundByDepth() {
 
 // noteProbe notes a data-path probe the trace placed.
 func (a *Analyzer) noteProbe(e *trace.Attach) {
-	if e.Err != "" {
+	if e.Err != "" || e.How == trace.HowErrorSite {
 		return
 	}
 	switch e.Func {
@@ -131,4 +131,5 @@ func (a *Analyzer) onAttach(e *trace.Attach) {
 	a.recvAttach(e)
 	a.noteAttach(e)
 	a.noteProbe(e)
+	a.sentinelAttach(e) // sentinel.go
 }

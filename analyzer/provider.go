@@ -20,10 +20,9 @@ import (
 // names gets the generic model. Its methods are unexported: a model reads
 // the QP's state (sq), so the models live here, one file each.
 //
-// Room left for the sentinel mode: where a provider's error paths can be
-// probed, and which of its queue state is readable in the target's
-// memory, belong to its model too (more methods here, answered by each
-// file); nothing calls for them yet.
+// The sentinel mode asks each model the cause of a refusal seen at an
+// error site of its provider (refused); which of its queue state is
+// readable in the target's memory would belong here too (not built).
 type ProviderModel interface {
 	// label names the model in snapshots (QP.Model), "" when it gives no
 	// HCA figures: then what a post costs (doorbells rung by MMIO,
@@ -37,6 +36,11 @@ type ProviderModel interface {
 	// the checks the provider makes and in their order; it sets q.failWR
 	// to the WR it blames.
 	cause(q *sq, p *trace.Post, i int) errCause
+	// refused classifies a failure an error-site probe saw (the sentinel
+	// mode, sentinel.go): from the WR refused, the QP's caps and state and
+	// the site's own checks, the WRs outstanding unknown. It sets
+	// q.failWR to 0, the one WR it has.
+	refused(q *sq, e *trace.PostFail) errCause
 	// causeBasis says what the causes rest on: "" for the provider's own
 	// checks, CauseInferred for the QP's reported caps alone.
 	causeBasis() string

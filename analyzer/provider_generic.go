@@ -47,6 +47,10 @@ func (genericModel) notGiven() map[string]bool { return genericNotGiven }
 
 var genericNotGiven = union(costCounters, keySet("pcie"))
 
+// refused infers a refusal's cause as mlx5's checks would give it, from
+// the caps (sentinel.go).
+func (genericModel) refused(q *sq, e *trace.PostFail) errCause { return refusedByChecks(q, e) }
+
 // cause infers the cause of a failed post from the QP's caps, and an
 // EINVAL of a valid opcode from a QP known not to be in RTS.
 func (genericModel) cause(q *sq, p *trace.Post, i int) errCause {

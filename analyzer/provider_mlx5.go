@@ -31,6 +31,9 @@ func (mlx5Model) notGiven() map[string]bool                    { return nil }
 func (mlx5Model) overflow(a *Analyzer, q *sq, now uint64)      { a.diagnoseMlx5Overflow(q, now) }
 func (mlx5Model) unexplained(*Analyzer, *sq, *trace.Post, int) {}
 
+// refused: mlx5's checks that the WR and the QP decide (sentinel.go).
+func (mlx5Model) refused(q *sq, e *trace.PostFail) errCause { return refusedByChecks(q, e) }
+
 // cause classifies a failed post at WR index i of the list, by mlx5's
 // order of checks.
 func (mlx5Model) cause(q *sq, p *trace.Post, i int) errCause {
@@ -77,7 +80,7 @@ func (mlx5Model) cause(q *sq, p *trace.Post, i int) errCause {
 				}
 			}
 			q.failWR = i
-			return causeUnknownENOMEM
+			return roomLeft(q)
 		}
 		if q.outstanding()+uint64(i) >= uint64(q.caps.MaxSendWR) {
 			return causeSQFull
@@ -88,13 +91,24 @@ func (mlx5Model) cause(q *sq, p *trace.Post, i int) errCause {
 		if w.Flags&ibv.SendInline != 0 && w.Bytes > q.caps.MaxInlineData {
 			return causeInline
 		}
-		return causeUnknownENOMEM
+		return roomLeft(q)
 	}
 	// caps unknown (attached late): the SQ being full is the only cause
 	// that depends on history; infer the depth from it.
 	q.caps.MaxSendWR = uint32(q.outstanding() + uint64(i))
 	q.sendCapsInferred = true
 	return causeSQFull
+}
+
+// roomLeft is the cause of an ENOMEM whose WRs are within the caps:
+// where the WRs outstanding are a lower bound (attached late, or a
+// sentinel's escalation window not yet re-synchronised), the queue's room
+// is the only check left; else nothing explains it.
+func roomLeft(q *sq) errCause {
+	if q.lowerBound() {
+		return causeSQFull
+	}
+	return causeUnknownENOMEM
 }
 
 // diagnoseMlx5Overflow finds why the SQ was full, from the state the

@@ -60,6 +60,11 @@ func (rxeModel) cause(_ *sq, p *trace.Post, _ int) errCause {
 	return causeOther
 }
 
+// refused: on rxe as at a post's return, ENOMEM is a full ring.
+func (m rxeModel) refused(_ *sq, e *trace.PostFail) errCause {
+	return m.cause(nil, &trace.Post{Ret: e.Errno}, 0)
+}
+
 // overflow names the cause of an SQ-full ENOMEM on rxe.
 func (rxeModel) overflow(a *Analyzer, q *sq, now uint64) {
 	out, d := q.outstanding(), q.depth()

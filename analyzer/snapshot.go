@@ -130,6 +130,10 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		s.TotalPCIe = Savings{absent: true}
 	}
 	s.Diagnoses = a.diagnoses()
+	if c := a.snap.Sentinel; c != nil {
+		cp := *c // the analyzer's goes on counting
+		s.Sentinel = &cp
+	}
 	a.snapshotRecv(&s)
 	if s.Partial {
 		s.Cut = nil

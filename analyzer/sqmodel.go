@@ -386,6 +386,32 @@ func (q *sq) cause(p *trace.Post, i int) errCause {
 
 type errCause int
 
+// countCause counts a failed call by its errno and cause.
+func (q *sq) countCause(ret int32, cause errCause) {
+	if ret == ibv.ENOMEM {
+		q.c.ENOMEM++ // whatever the cause
+	}
+	switch cause {
+	case causeSQFull:
+		q.c.ENOMEMSQFull++ // caps unknown: the mlx5 model inferred the depth
+	case causeInline:
+		q.c.ENOMEMInline++
+	case causeSGE:
+		q.c.ENOMEMSGE++
+	case causeEINVAL:
+		q.c.EINVAL++
+	case causeUnknownENOMEM:
+		q.c.ENOMEMUnknown++
+	case causeNotRTS:
+		q.c.NotRTS++
+		if ret == ibv.EINVAL {
+			q.c.EINVAL++
+		}
+	default:
+		q.c.OtherErrors++
+	}
+}
+
 const (
 	causeNone errCause = iota
 	causeSQFull
@@ -425,30 +451,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.c.Truncated += uint64(n - len(p.WRs))
 	}
 	cause := causeNone
-	if p.Ret == ibv.ENOMEM {
-		q.c.ENOMEM++ // whatever the cause
-	}
 	if p.Ret != 0 {
 		cause = q.cause(p, n)
-		switch cause {
-		case causeSQFull:
-			q.c.ENOMEMSQFull++ // caps unknown: the mlx5 model inferred the depth
-		case causeInline:
-			q.c.ENOMEMInline++
-		case causeSGE:
-			q.c.ENOMEMSGE++
-		case causeEINVAL:
-			q.c.EINVAL++
-		case causeUnknownENOMEM:
-			q.c.ENOMEMUnknown++
-		case causeNotRTS:
-			q.c.NotRTS++
-			if p.Ret == ibv.EINVAL {
-				q.c.EINVAL++
-			}
-		default:
-			q.c.OtherErrors++
-		}
+		q.countCause(p.Ret, cause)
 	}
 	if n == 0 {
 		q.notePost(p.TimeNS, 0)

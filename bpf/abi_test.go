@@ -75,6 +75,7 @@ func TestGeneratedSizes(t *testing.T) {
 		{"sq_gen_key", VerbsSqGenKey{}},
 		{"sq_obj_rec", VerbsSqObjRec{}},
 		{"sq_qp_final_rec", VerbsSqQpFinalRec{}},
+		{"sq_fail_rec", VerbsSqFailRec{}},
 	}
 	if len(cases) != len(sizes) {
 		t.Errorf("%d C sizes measured, %d Go types checked", len(sizes), len(cases))

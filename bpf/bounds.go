@@ -9,3 +9,21 @@ const (
 	MaxSGEs = 16
 	MaxWCs  = 32
 )
+
+// The attach cookie of an error-site probe (events.h, SQ_SITE_* and
+// SQ_LOC_*): where the QP and the WR (or the errno) are at the site. A
+// test pins each to events.h.
+const (
+	SiteLocNone    = 0
+	SiteLocReg     = 1
+	SiteLocStack   = 2
+	SiteErrnoShift = 0
+	SiteIndexShift = 8
+	SiteIndexBits  = 12
+	SiteLocAShift  = 20
+	SiteLocBShift  = 48
+	SiteLocOffBits = 10
+	SiteAdjBits    = 12
+	// FailSGEs is SQ_FAIL_SGES: the SGE lengths a failure record sums.
+	FailSGEs = 16
+)

@@ -39,6 +39,17 @@ func TestBoundsPinned(t *testing.T) {
 		{"SQ_MAX_WRS", MaxWRs},
 		{"SQ_MAX_SGES", MaxSGEs},
 		{"SQ_MAX_WCS", MaxWCs},
+		{"SQ_LOC_NONE", SiteLocNone},
+		{"SQ_LOC_REG", SiteLocReg},
+		{"SQ_LOC_STACK", SiteLocStack},
+		{"SQ_SITE_ERRNO_SHIFT", SiteErrnoShift},
+		{"SQ_SITE_INDEX_SHIFT", SiteIndexShift},
+		{"SQ_SITE_INDEX_BITS", SiteIndexBits},
+		{"SQ_SITE_LOCA_SHIFT", SiteLocAShift},
+		{"SQ_SITE_LOCB_SHIFT", SiteLocBShift},
+		{"SQ_SITE_LOC_OFF_BITS", SiteLocOffBits},
+		{"SQ_SITE_ADJ_BITS", SiteAdjBits},
+		{"SQ_FAIL_SGES", FailSGEs},
 	}
 	if len(cases) != len(measured) {
 		t.Errorf("%d bounds measured, %d checked", len(measured), len(cases))

@@ -198,6 +198,8 @@ enum sq_rec_kind {
 	SQ_REC_SRQ_RECV = 10, /* struct sq_recv_rec of ibv_post_srq_recv: qp is the
 	                      * struct ibv_srq *, qp_num 0 */
 	SQ_REC_PROC     = 11, /* struct sq_proc_rec: a process joined the trace */
+	SQ_REC_POST_FAIL = 12, /* struct sq_fail_rec: an error site of a provider's
+	                      * post_send or wr_complete ran (sentinel mode) */
 };
 
 /* sq_qp_op is sq_qp_rec.op: the control-path call that produced it. */
@@ -413,6 +415,55 @@ struct sq_proc_rec {
 	__u8 stopped;     /* sent SIGSTOP: user space continues it */
 	__u8 pad[2];
 	char comm[16];    /* TASK_COMM_LEN */
+};
+
+/* The attach cookie of an error-site probe (sentinel mode): where the
+ * function's QP (and WR, or errno) is at the site, as probe/errsite found
+ * it, and which site it is.
+ *   bits  0..7   errno the call returns (0: read it, an int, from loc B)
+ *   bits  8..19  the site's index in user space's table of sites
+ *   bits 20..47  loc A, the QP: kind 2 bits, register 4 bits, stack offset
+ *                10 bits signed in units of 8 bytes, adjust 12 bits signed
+ *                (the pointer is the value minus adjust)
+ *   bits 48..63  loc B, the WR (post_send) or the errno (wr_complete):
+ *                kind 2 bits, register 4 bits, stack offset 10 bits
+ * A kind is SQ_LOC_NONE, SQ_LOC_REG (a pt_regs register by its x86
+ * number: rax 0, rcx 1, rdx 2, rbx 3, rsp 4, rbp 5, rsi 6, rdi 7, r8..r15)
+ * or SQ_LOC_STACK (8 bytes at the stack pointer plus the offset). */
+#define SQ_LOC_NONE  0
+#define SQ_LOC_REG   1
+#define SQ_LOC_STACK 2
+#define SQ_SITE_ERRNO_SHIFT 0
+#define SQ_SITE_INDEX_SHIFT 8
+#define SQ_SITE_INDEX_BITS  12
+#define SQ_SITE_LOCA_SHIFT  20
+#define SQ_SITE_LOCB_SHIFT  48
+#define SQ_SITE_LOC_OFF_BITS 10
+#define SQ_SITE_ADJ_BITS    12
+
+/* SGE lengths a failure record sums; past it the WR's sge_over counts. */
+#define SQ_FAIL_SGES 16
+
+/* An error site ran: the call is failing. Read at the site, before the
+ * function returns. */
+struct sq_fail_rec {
+	struct sq_hdr hdr;
+	__u64 cookie;     /* the probe's cookie: which site, where things were */
+	__u64 qp;         /* struct ibv_qp * (or ibv_qp_ex *), 0 when not found */
+	__u64 wr;         /* struct ibv_send_wr * refused (post_send), else 0 */
+	__u64 wr_id;
+	__u32 qp_num;
+	__s32 state;      /* the ibv_qp's state at the site, -1 when not read */
+	__s32 err;        /* the errno the call returns */
+	__u32 send_flags;
+	__u32 num_sge;
+	__u32 bytes;      /* the WR's SGE lengths summed (its inline data) */
+	__u8  opcode;
+	__u8  has_wr;     /* the WR's fields were read */
+	__u8  sge_over;   /* SGEs past SQ_FAIL_SGES, not summed */
+	__u8  traced;     /* post_send's entry probe saw this call (an escalation
+	                   * window): its post record carries the failure too */
+	__u8  pad[4];
 };
 
 /* ---- maps -------------------------------------------------------------- */

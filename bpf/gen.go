@@ -6,4 +6,4 @@
 // generate` rebuilds them.
 package bpf
 
-//go:generate go tool bpf2go -target amd64 -type sq_hdr -type sq_qp_rec -type sq_cq_rec -type sq_post_rec -type sq_wr -type sq_poll_rec -type sq_wc -type sq_recv_rec -type sq_exit_rec -type sq_proc_rec -type sq_proc_op -type sq_key -type sq_cq_stats -type sq_qp_counters -type sq_caps -type sq_rec_kind -type sq_qp_op -type sq_via -type sq_fn -type sq_cq_op -type sq_gen_key -type sq_obj_rec -type sq_qp_final_rec -type sq_obj_type -type sq_obj_op Verbs verbs.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror
+//go:generate go tool bpf2go -target amd64 -type sq_hdr -type sq_qp_rec -type sq_cq_rec -type sq_post_rec -type sq_wr -type sq_poll_rec -type sq_wc -type sq_recv_rec -type sq_exit_rec -type sq_proc_rec -type sq_proc_op -type sq_key -type sq_cq_stats -type sq_qp_counters -type sq_caps -type sq_rec_kind -type sq_qp_op -type sq_via -type sq_fn -type sq_cq_op -type sq_gen_key -type sq_obj_rec -type sq_qp_final_rec -type sq_obj_type -type sq_obj_op -type sq_fail_rec Verbs verbs.bpf.c -- -I. -I/usr/include/x86_64-linux-gnu -O2 -g -Wall -Werror

@@ -340,6 +340,7 @@ const struct sq_proc_rec *unused_proc __attribute__((unused));
 const enum sq_proc_op *unused_proc_op __attribute__((unused));
 const struct sq_obj_rec *unused_obj __attribute__((unused));
 const struct sq_qp_final_rec *unused_qp_final __attribute__((unused));
+const struct sq_fail_rec *unused_fail __attribute__((unused));
 const enum sq_obj_type *unused_obj_type __attribute__((unused));
 const enum sq_obj_op *unused_obj_op __attribute__((unused));
 const enum sq_rec_kind *unused_kind __attribute__((unused));

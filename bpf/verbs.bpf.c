@@ -36,6 +36,7 @@
  *   cq_control.bpf.h create (and create_ex)/modify/resize/destroy CQ, open_device
  *   exit.bpf.h       process exit; at the cut, posts in flight and the hand-over
  *   follow.bpf.h     processes joining: fork and exec (follow mode), first call
+ *   sentinel.bpf.h   the error-site probe of the sentinel mode
  */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
@@ -69,3 +70,4 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "cq_control.bpf.h"
 #include "exit.bpf.h"
 #include "follow.bpf.h"
+#include "sentinel.bpf.h"

@@ -97,6 +97,26 @@ type VerbsSqExitRec struct {
 	Pad      uint32
 }
 
+type VerbsSqFailRec struct {
+	_         structs.HostLayout
+	Hdr       VerbsSqHdr
+	Cookie    uint64
+	Qp        uint64
+	Wr        uint64
+	WrId      uint64
+	QpNum     uint32
+	State     int32
+	Err       int32
+	SendFlags uint32
+	NumSge    uint32
+	Bytes     uint32
+	Opcode    uint8
+	HasWr     uint8
+	SgeOver   uint8
+	Traced    uint8
+	Pad       [4]uint8
+}
+
 type VerbsSqFn uint32
 
 const (
@@ -317,17 +337,18 @@ type VerbsSqQpRec struct {
 type VerbsSqRecKind uint32
 
 const (
-	VerbsSqRecKindSQ_REC_QP       VerbsSqRecKind = 1
-	VerbsSqRecKindSQ_REC_POST     VerbsSqRecKind = 2
-	VerbsSqRecKindSQ_REC_POLL     VerbsSqRecKind = 3
-	VerbsSqRecKindSQ_REC_RECV     VerbsSqRecKind = 4
-	VerbsSqRecKindSQ_REC_EXIT     VerbsSqRecKind = 5
-	VerbsSqRecKindSQ_REC_OBJ      VerbsSqRecKind = 6
-	VerbsSqRecKindSQ_REC_QP_FINAL VerbsSqRecKind = 7
-	VerbsSqRecKindSQ_REC_CQ       VerbsSqRecKind = 8
-	VerbsSqRecKindSQ_REC_POLL_EX  VerbsSqRecKind = 9
-	VerbsSqRecKindSQ_REC_SRQ_RECV VerbsSqRecKind = 10
-	VerbsSqRecKindSQ_REC_PROC     VerbsSqRecKind = 11
+	VerbsSqRecKindSQ_REC_QP        VerbsSqRecKind = 1
+	VerbsSqRecKindSQ_REC_POST      VerbsSqRecKind = 2
+	VerbsSqRecKindSQ_REC_POLL      VerbsSqRecKind = 3
+	VerbsSqRecKindSQ_REC_RECV      VerbsSqRecKind = 4
+	VerbsSqRecKindSQ_REC_EXIT      VerbsSqRecKind = 5
+	VerbsSqRecKindSQ_REC_OBJ       VerbsSqRecKind = 6
+	VerbsSqRecKindSQ_REC_QP_FINAL  VerbsSqRecKind = 7
+	VerbsSqRecKindSQ_REC_CQ        VerbsSqRecKind = 8
+	VerbsSqRecKindSQ_REC_POLL_EX   VerbsSqRecKind = 9
+	VerbsSqRecKindSQ_REC_SRQ_RECV  VerbsSqRecKind = 10
+	VerbsSqRecKindSQ_REC_PROC      VerbsSqRecKind = 11
+	VerbsSqRecKindSQ_REC_POST_FAIL VerbsSqRecKind = 12
 )
 
 type VerbsSqRecvRec struct {
@@ -515,6 +536,7 @@ const (
 	VerbsProgDestroySrqEntry     = "destroy_srq_entry"
 	VerbsProgDestroySrqRet       = "destroy_srq_ret"
 	VerbsProgEndPollEntry        = "end_poll_entry"
+	VerbsProgErrorSite           = "error_site"
 	VerbsProgHandOver            = "hand_over"
 	VerbsProgInFlight            = "in_flight"
 	VerbsProgModifyCqEntry       = "modify_cq_entry"
@@ -569,6 +591,7 @@ const (
 	VerbsVarUnusedCq             = "unused_cq"
 	VerbsVarUnusedCqOp           = "unused_cq_op"
 	VerbsVarUnusedExit           = "unused_exit"
+	VerbsVarUnusedFail           = "unused_fail"
 	VerbsVarUnusedFn             = "unused_fn"
 	VerbsVarUnusedKind           = "unused_kind"
 	VerbsVarUnusedObj            = "unused_obj"
@@ -644,6 +667,7 @@ type VerbsProgramSpecs struct {
 	DestroySrqEntry     *ebpf.ProgramSpec `ebpf:"destroy_srq_entry"`
 	DestroySrqRet       *ebpf.ProgramSpec `ebpf:"destroy_srq_ret"`
 	EndPollEntry        *ebpf.ProgramSpec `ebpf:"end_poll_entry"`
+	ErrorSite           *ebpf.ProgramSpec `ebpf:"error_site"`
 	HandOver            *ebpf.ProgramSpec `ebpf:"hand_over"`
 	InFlight            *ebpf.ProgramSpec `ebpf:"in_flight"`
 	ModifyCqEntry       *ebpf.ProgramSpec `ebpf:"modify_cq_entry"`
@@ -733,6 +757,7 @@ type VerbsVariableSpecs struct {
 	UnusedCq        *ebpf.VariableSpec `ebpf:"unused_cq"`
 	UnusedCqOp      *ebpf.VariableSpec `ebpf:"unused_cq_op"`
 	UnusedExit      *ebpf.VariableSpec `ebpf:"unused_exit"`
+	UnusedFail      *ebpf.VariableSpec `ebpf:"unused_fail"`
 	UnusedFn        *ebpf.VariableSpec `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.VariableSpec `ebpf:"unused_kind"`
 	UnusedObj       *ebpf.VariableSpec `ebpf:"unused_obj"`
@@ -848,6 +873,7 @@ type VerbsVariables struct {
 	UnusedCq        *ebpf.Variable `ebpf:"unused_cq"`
 	UnusedCqOp      *ebpf.Variable `ebpf:"unused_cq_op"`
 	UnusedExit      *ebpf.Variable `ebpf:"unused_exit"`
+	UnusedFail      *ebpf.Variable `ebpf:"unused_fail"`
 	UnusedFn        *ebpf.Variable `ebpf:"unused_fn"`
 	UnusedKind      *ebpf.Variable `ebpf:"unused_kind"`
 	UnusedObj       *ebpf.Variable `ebpf:"unused_obj"`
@@ -885,6 +911,7 @@ type VerbsPrograms struct {
 	DestroySrqEntry     *ebpf.Program `ebpf:"destroy_srq_entry"`
 	DestroySrqRet       *ebpf.Program `ebpf:"destroy_srq_ret"`
 	EndPollEntry        *ebpf.Program `ebpf:"end_poll_entry"`
+	ErrorSite           *ebpf.Program `ebpf:"error_site"`
 	HandOver            *ebpf.Program `ebpf:"hand_over"`
 	InFlight            *ebpf.Program `ebpf:"in_flight"`
 	ModifyCqEntry       *ebpf.Program `ebpf:"modify_cq_entry"`
@@ -938,6 +965,7 @@ func (p *VerbsPrograms) Close() error {
 		p.DestroySrqEntry,
 		p.DestroySrqRet,
 		p.EndPollEntry,
+		p.ErrorSite,
 		p.HandOver,
 		p.InFlight,
 		p.ModifyCqEntry,

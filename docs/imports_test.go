@@ -74,7 +74,7 @@ func TestImportRules(t *testing.T) {
 		"export":              {"analyzer", "export/perfetto", "trace", "ibv"},
 		"export/perfetto":     {},
 		"session":             {"analyzer", "probe", "trace", "ibv", "internal/outfile"},
-		"probe":               {"bpf", "trace", "ibv"},
+		"probe":               {"bpf", "trace", "ibv", "probe/errsite"},
 		"probe/errsite":       {"ibv"},
 		"verbs":               {"ibv", "verbs/nicmodel", "C"},
 		"verbs/nicmodel":      {},

@@ -292,13 +292,21 @@ func (t *Tracer) attach(pid uint32, r role, cookie uint64, path, openPath string
 
 // attachFound is attach for a function a debug file's symbols found.
 func (t *Tracer) attachFound(pid uint32, r role, cookie uint64, path, openPath string, off uint64, how, debug string) trace.Attach {
+	a, _, _ := t.attachPlaced(pid, r, cookie, path, openPath, off, how, debug)
+	return a
+}
+
+// attachPlaced is attachFound that also returns the links it placed and
+// their key (none when it placed nothing), for probes removed before the
+// tracer closes (sentinel.go).
+func (t *Tracer) attachPlaced(pid uint32, r role, cookie uint64, path, openPath string, off uint64, how, debug string) (trace.Attach, []link.Link, attachKey) {
 	a := trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
 		Func: r.name, Path: path, Offset: off, How: how, DebugFile: debug}
 	id, err := fileIDOf(openPath)
 	if err != nil {
 		a.Err = err.Error()
 		t.record(a)
-		return a
+		return a, nil, attachKey{}
 	}
 	key := attachKey{file: id, offset: off, role: r.name, cookie: cookie}
 	t.mu.Lock()
@@ -307,20 +315,20 @@ func (t *Tracer) attachFound(pid uint32, r role, cookie uint64, path, openPath s
 		// stopping: the probes are being removed, and one placed now
 		// could stop a process after the last read of the ring
 		a.Err = "tracer closed"
-		return a
+		return a, nil, key
 	}
 	if err := t.interrupted(); err != nil {
 		a.Err = err.Error() // Open ends: nothing more is placed
-		return a
+		return a, nil, key
 	}
 	if t.attached[key] {
-		return trace.Attach{} // already there: nothing new to report
+		return trace.Attach{}, nil, key // already there: nothing new to report
 	}
 	ex, err := link.OpenExecutable(openPath)
 	if err != nil {
 		a.Err = err.Error()
 		t.recordLocked(a)
-		return a
+		return a, nil, key
 	}
 	// The kernel keeps a uprobe to a process by the main thread's memory,
 	// which goes when the main thread exits: a probe placed after that
@@ -361,14 +369,19 @@ func (t *Tracer) attachFound(pid uint32, r role, cookie uint64, path, openPath s
 			}
 			a.Err = fmt.Sprintf("attaching %s to %s:%#x: %v", kind, path, off, err)
 			t.recordLocked(a)
-			return a
+			return a, nil, key
 		}
 		placed = append(placed, l)
 	}
 	t.links = append(t.links, placed...)
 	t.attached[key] = true
+	if how == trace.HowEscalation {
+		// an escalation's probes see calls from now: a failure seen at an
+		// error site before it is the analyzer's to count (sentinel.go)
+		a.TimeNS = trace.MonotonicNS()
+	}
 	t.recordLocked(a)
-	return a
+	return a, placed, key
 }
 
 // notTracedPrefix starts the Err of a trace.Attach for a data-path function
@@ -451,6 +464,8 @@ func (t *Tracer) learnHow(pid uint32, fns []uint64, how string) int {
 				Func: r.name, How: how, Err: err.Error()})
 		case r.entry == nil && r.ret == nil:
 			t.notTraced(pid, r, path, openPath, off, how)
+		case t.sentinelDefers(r):
+			placed += t.deferDataPath(pid, r, path, openPath, off, how)
 		default:
 			if a := t.attach(pid, r, r.cookie, path, openPath, off, how); a.Err == "" && a.Func != "" {
 				placed++

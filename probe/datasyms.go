@@ -110,6 +110,10 @@ func (t *Tracer) dataPathBySymbol(pid int) []symbolHit {
 func (t *Tracer) attachBySymbol(pid int, hits []symbolHit) int {
 	placed := 0
 	for _, h := range hits {
+		if t.sentinelDefers(h.r) {
+			placed += t.deferDataPath(uint32(pid), h.r, h.path, h.openPath, h.off, h.how)
+			continue
+		}
 		if a := t.attachFound(uint32(pid), h.r, h.r.cookie, h.path, h.openPath, h.off, h.how, h.debug); a.Err == "" && a.Func != "" {
 			placed++
 		}

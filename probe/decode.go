@@ -22,6 +22,7 @@ var (
 	exitRecSize  = int(unsafe.Sizeof(bpf.VerbsSqExitRec{}))
 	objRecSize   = int(unsafe.Sizeof(bpf.VerbsSqObjRec{}))
 	finalRecSize = int(unsafe.Sizeof(bpf.VerbsSqQpFinalRec{}))
+	failRecSize  = int(unsafe.Sizeof(bpf.VerbsSqFailRec{}))
 	maxRecordWRs = len(bpf.VerbsSqPostRec{}.Wrs)
 	maxRecordWCs = len(bpf.VerbsSqPollRec{}.Wcs)
 )
@@ -121,6 +122,13 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		}
 		decodeInto(&t.finalRec, raw)
 		t.qpFinal(&t.finalRec, fn)
+	case bpf.VerbsSqRecKindSQ_REC_POST_FAIL:
+		if err := checkSize("failure", len(raw), failRecSize); err != nil {
+			return err
+		}
+		var r bpf.VerbsSqFailRec
+		decodeInto(&r, raw)
+		fn(t.failEvent(&r))
 	default:
 		return fmt.Errorf("BPF record of unknown kind %d", kind)
 	}

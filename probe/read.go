@@ -92,6 +92,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 				t.flush(fn)
 				next = time.Now().Add(t.opts.FlushInterval)
 				t.sweepHolds()
+				t.closeWindows(false)
 			}
 			if t.exitSeen && t.rd.AvailableBytes() == 0 {
 				// The exit record is sent by the thread that found no
@@ -118,6 +119,8 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 			t.flush(fn)
 			next = time.Now().Add(t.opts.FlushInterval)
 			t.sweepHolds()
+			t.closeWindows(false)
+			t.deliverAttachments(fn)
 			if ended && t.rd.AvailableBytes() == 0 {
 				return nil
 			}

@@ -41,7 +41,17 @@ const (
 	// ModeCounters keeps per-QP and per-CQ totals in the kernel and emits
 	// no per-call records: QPCounters and EmptyPolls come with each flush.
 	ModeCounters
+	// ModeSentinel places no probe on the data path while the target is
+	// healthy: only on the error sites of its provider's post_send and
+	// wr_complete (probe/errsite), and, for Options.Escalate after a
+	// process's first failure, the events mode's data-path probes
+	// (sentinel.go). The control path is probed as in events mode.
+	ModeSentinel
 )
+
+// DefaultEscalate is how long the sentinel mode traces a process in full
+// after its first failure (Options.Escalate).
+const DefaultEscalate = 10 * time.Second
 
 // Options say what to trace and how.
 type Options struct {
@@ -75,6 +85,9 @@ type Options struct {
 	// symbols know; by default only a function's start is.
 	ProbesAnywhere bool
 	Mode           Mode
+	// Escalate is how long the sentinel mode keeps the full data-path
+	// probes on a process after a failure; default DefaultEscalate.
+	Escalate time.Duration
 	// ReuseEvents lets Run pass the same *trace.Post and *trace.Poll (and
 	// their WR and completion slices) again and again: fn must not keep
 	// them past its return. It saves an allocation or two per record.
@@ -219,6 +232,8 @@ type Tracer struct {
 	// (the target's main thread has exited) was given; guarded by mu
 	warnedLeader bool
 
+	sentinel sentinel // the sentinel mode's sites and windows (sentinel.go)
+
 	qpRec    bpf.VerbsSqQpRec
 	cqRec    bpf.VerbsSqCqRec
 	postRec  bpf.VerbsSqPostRec
@@ -254,6 +269,12 @@ func Open(opts Options) (*Tracer, error) {
 	}
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = defaultFlush
+	}
+	if opts.Escalate < 0 {
+		return nil, fmt.Errorf("escalation window %v: want a positive duration", opts.Escalate)
+	}
+	if opts.Escalate == 0 {
+		opts.Escalate = DefaultEscalate
 	}
 	for _, b := range []struct {
 		name string
@@ -309,6 +330,7 @@ func Open(opts Options) (*Tracer, error) {
 		hostSeen:    map[int]bool{},
 		simExe:      map[fileID]bool{},
 		syncDone:    make(chan struct{}),
+		sentinel:    newSentinel(),
 		hold:        newHoldID(),
 	}
 	if err := t.load(); err != nil {
@@ -374,7 +396,7 @@ func (t *Tracer) load() error {
 		{"self_tgid", uint32(self)},
 		{"follow", boolKnob(t.following())},
 		{"stop_on_new", stopKnob},
-		{"targ_mode", uint8(t.opts.Mode)},
+		{"targ_mode", bpfMode(t.opts.Mode)},
 		{"call_times", boolKnob(t.opts.CallTimes)},
 		{"use_thread_slots", boolKnob(!t.opts.noThreadSlots)},
 		{"max_wrs", bound(t.opts.MaxWRs, bpf.MaxWRs)},
@@ -475,6 +497,15 @@ func hashThreadState(spec *ebpf.CollectionSpec, tidEntries uint32) error {
 	m := spec.Maps["threads"]
 	m.Type, m.Flags, m.MaxEntries = ebpf.Hash, 0, 1
 	return nil
+}
+
+// bpfMode is the programs' targ_mode for a mode: the sentinel's
+// escalation windows record as events mode does.
+func bpfMode(m Mode) uint8 {
+	if m == ModeCounters {
+		return uint8(ModeCounters)
+	}
+	return uint8(ModeEvents)
 }
 
 // boolKnob is a flag as the BPF side's __u8 knobs take it.

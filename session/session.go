@@ -33,6 +33,10 @@ import (
 const (
 	ModeEvents   = "events"
 	ModeCounters = "counters"
+	// ModeSentinel probes only the error sites of the provider's data
+	// path while the target is healthy, and the events mode's probes for
+	// a while after a failure (probe.ModeSentinel).
+	ModeSentinel = "sentinel"
 )
 
 // Config says what to trace and how.
@@ -55,13 +59,16 @@ type Config struct {
 
 	Probes         []probe.ExplicitProbe
 	ProbesAnywhere bool   // explicit probes may be inside a known function
-	Mode           string // ModeEvents (default) or ModeCounters
-	CallTimes      bool   // record entry times too (events mode)
-	NoStop         bool   // never pause the target while attaching
-	Attach         AttachFlags
-	Wait           bool // keep waiting for a target without a verbs library
-	VerbsTimeout   time.Duration
-	Duration       time.Duration // stop tracing after this long (0: when the target ends)
+	Mode           string // ModeEvents (default), ModeCounters or ModeSentinel
+	// Escalate is how long the sentinel mode traces a process in full
+	// after a failure (0: probe.DefaultEscalate).
+	Escalate     time.Duration
+	CallTimes    bool // record entry times too (events mode)
+	NoStop       bool // never pause the target while attaching
+	Attach       AttachFlags
+	Wait         bool // keep waiting for a target without a verbs library
+	VerbsTimeout time.Duration
+	Duration     time.Duration // stop tracing after this long (0: when the target ends)
 	// KeepTarget leaves a command sqscope started running when tracing
 	// stops before it ends; by default it is stopped (SIGINT, SIGTERM,
 	// then SIGKILL).
@@ -133,8 +140,11 @@ func Start(cfg Config) (_ *Session, err error) {
 	s := &Session{cfg: cfg, startCPU: SelfCPU(), startWall: time.Now()}
 	opts := probe.Options{Probes: cfg.Probes, ProbesAnywhere: cfg.ProbesAnywhere, NoStop: cfg.NoStop, RingBytes: cfg.RingBytes, CallTimes: cfg.CallTimes,
 		ReuseEvents: true} // the analyzer and the recording writer keep nothing of an event
-	if cfg.Mode == ModeCounters {
+	switch cfg.Mode {
+	case ModeCounters:
 		opts.Mode = probe.ModeCounters
+	case ModeSentinel:
+		opts.Mode, opts.Escalate = probe.ModeSentinel, cfg.Escalate
 	}
 	if err := cfg.Attach.options(&opts); err != nil {
 		return nil, err
@@ -256,7 +266,7 @@ func (s *Session) PID() int { return s.pid }
 // process's command line.
 func (s *Session) Target() string { return s.target }
 
-// Mode is the probe mode, ModeEvents or ModeCounters.
+// Mode is the probe mode, ModeEvents, ModeCounters or ModeSentinel.
 func (s *Session) Mode() string { return s.cfg.Mode }
 
 // Started reports whether the session started its target (rather than

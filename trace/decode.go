@@ -196,6 +196,8 @@ func (d *decoder) newEvent(kind Kind) Event {
 		return new(Scan)
 	case KindProc:
 		return new(Proc)
+	case KindPostFail:
+		return new(PostFail)
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ const (
 	KindCQChange   Kind = 17
 	KindProc       Kind = 18
 	KindScan       Kind = 19
+	KindPostFail   Kind = 20
 )
 
 var kindNames = map[Kind]string{
@@ -53,6 +54,7 @@ var kindNames = map[Kind]string{
 	KindAttach: "attach", KindQPCounters: "qp_counters", KindCQCounters: "cq_counters",
 	KindCQCreate: "cq_create", KindSRQCreate: "srq_create", KindSRQDestroy: "srq_destroy", KindEnd: "end",
 	KindCQChange: "cq_change", KindProc: "proc", KindScan: "scan",
+	KindPostFail: "post_fail",
 }
 
 func (k Kind) String() string {
@@ -379,6 +381,17 @@ type Attach struct {
 // follow the simulated HCA's rules).
 const HowSimSymbol = "symbol (simulated HCA)"
 
+// The sentinel mode's probes: HowErrorSite is the How of a probe on an
+// error site of a provider's function (Offset is the site's, Func the
+// function's); HowEscalation the How of the full data-path probes placed
+// for a while after a process's first failure, and of their removal,
+// whose Err is EscalationEnded.
+const (
+	HowErrorSite    = "error site"
+	HowEscalation   = "escalation"
+	EscalationEnded = "removed: the escalation window ended"
+)
+
 func (*Attach) Kind() Kind { return KindAttach }
 
 // Scan is what the memory scan of a process traced after it started read
@@ -402,6 +415,37 @@ type Scan struct {
 }
 
 func (*Scan) Kind() Kind { return KindScan }
+
+// PostFail is a failing data-path call seen at an error site of the
+// provider's function (the sentinel mode): an instruction that runs only
+// when the call returns an error, read there before it returns. It is
+// not a Post: the WRs the call took before the one it refused are not
+// known.
+type PostFail struct {
+	Header
+	QP    uint64 // struct ibv_qp * (0: not known at the site)
+	QPNum uint32
+	Func  string // "post_send" or "wr_complete"
+	Errno int32  // what the call returns
+	// State is the QP's state read from its ibv_qp at the site (enum
+	// ibv_qp_state), -1 when not read.
+	State int32
+	// Site is the file offset of the error site, and SiteCauses what the
+	// branches leading there compare (errsite.Cause names, joined by
+	// ","): one when the site is one check, more where the provider
+	// merged checks into one failure path.
+	Site       uint64
+	SiteCauses string
+	// HasWR says WR is the WR refused (post_send, where the site knows
+	// where it is).
+	HasWR bool
+	WR    WR
+	// Traced says the call's entry was seen by an escalation window's
+	// post_send probe: its Post, at its return, carries the failure too.
+	Traced bool
+}
+
+func (*PostFail) Kind() Kind { return KindPostFail }
 
 // QPCounters is a per-QP aggregate kept in the kernel by the low-overhead
 // mode instead of per-call events. Values are totals of the QP's

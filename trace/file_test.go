@@ -147,13 +147,13 @@ func assertEvents(t *testing.T, got, want []Event) {
 
 func TestRoundTripEveryKind(t *testing.T) {
 	seen := map[Kind]bool{}
-	every := append(append(append(append(allEvents(), lifeEvents()...), entryPointEvents()...), procEvents()...), scanEvents()...)
+	every := append(append(append(append(append(allEvents(), lifeEvents()...), entryPointEvents()...), procEvents()...), scanEvents()...), failEvents()...)
 	for _, ev := range every {
 		seen[ev.Kind()] = true
 	}
 	for k := range kindNames {
 		if !seen[k] {
-			t.Errorf("allEvents, lifeEvents, entryPointEvents, procEvents and scanEvents have no %s event: add one", k)
+			t.Errorf("allEvents, lifeEvents, entryPointEvents, procEvents, scanEvents and failEvents have no %s event: add one", k)
 		}
 	}
 	for _, v := range versions {

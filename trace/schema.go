@@ -179,6 +179,22 @@ func (c *recordCodec) fields(ev Event) {
 		c.str(&e.How)
 		c.u32(&e.Parent)
 		c.str(&e.Comm)
+	case *PostFail:
+		c.u64(&e.QP)
+		c.u32(&e.QPNum)
+		c.str(&e.Func)
+		c.z32(&e.Errno)
+		c.z32(&e.State)
+		c.u64(&e.Site)
+		c.str(&e.SiteCauses)
+		c.bool(&e.HasWR)
+		c.u64(&e.WR.ID)
+		c.u8(&e.WR.Opcode)
+		c.u32(&e.WR.Flags)
+		c.u32(&e.WR.NumSGE)
+		c.u32(&e.WR.Bytes)
+		c.u8(&e.WR.SGEsNotSummed)
+		c.bool(&e.Traced)
 	}
 	c.end()
 }

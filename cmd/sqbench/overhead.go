@@ -80,7 +80,7 @@ func overheadFlags(list int, n uint64) []string {
 // overhead measures the cost of tracing per post call: every variant runs
 // the same fixed workload once per round, in an order rotated each round.
 func overhead(ctx context.Context, c *config, r *report) error {
-	variants := []variant{untraced, floorVariant, leastEvents, leastCounters, sqscopeVariant("events"), sqscopeVariant("counters")}
+	variants := []variant{untraced, floorVariant, leastEvents, leastCounters, sqscopeVariant("events"), sqscopeVariant("counters"), sqscopeVariant("sentinel")}
 	if _, err := lookPath(c.bpftrace); err != nil {
 		fmt.Fprintf(c.log, "sqbench: %v: the bpftrace variant is skipped\n", err)
 		r.notes = append(r.notes, fmt.Sprintf("bpftrace not found (%v): its variant was not measured", err))

@@ -159,6 +159,7 @@ func tracedVariant(name, mode, bin, desc string) variant {
 		desc = map[string]string{
 			"events":   "every post and poll recorded (per-call records with every WR and CQE)",
 			"counters": "per-QP and per-CQ totals kept in the kernel (--mode counters)",
+			"sentinel": "probes on the provider's error sites only while healthy (--mode sentinel)",
 		}[mode]
 	}
 	return variant{

@@ -176,7 +176,7 @@ const struct abi_fact abi_sizes[] = {
 	ESIZE(sq_hdr), ESIZE(sq_caps), ESIZE(sq_qp_rec), ESIZE(sq_cq_rec), ESIZE(sq_wr), ESIZE(sq_post_rec),
 	ESIZE(sq_wc), ESIZE(sq_poll_rec), ESIZE(sq_recv_rec), ESIZE(sq_exit_rec), ESIZE(sq_proc_rec),
 	ESIZE(sq_key), ESIZE(sq_cq_stats), ESIZE(sq_qp_counters),
-	ESIZE(sq_gen_key), ESIZE(sq_obj_rec), ESIZE(sq_qp_final_rec),
+	ESIZE(sq_gen_key), ESIZE(sq_obj_rec), ESIZE(sq_qp_final_rec), ESIZE(sq_fail_rec),
 };
 
 const int abi_nsizes = sizeof(abi_sizes) / sizeof(abi_sizes[0]);

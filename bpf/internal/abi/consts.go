@@ -51,6 +51,10 @@ const int abi_nconsts = sizeof(abi_consts) / sizeof(abi_consts[0]);
 // The record bounds of events.h that package bpf carries as Go constants.
 const struct abi_const abi_bounds[] = {
 	CONST(SQ_MAX_WRS), CONST(SQ_MAX_SGES), CONST(SQ_MAX_WCS),
+	CONST(SQ_LOC_NONE), CONST(SQ_LOC_REG), CONST(SQ_LOC_STACK),
+	CONST(SQ_SITE_ERRNO_SHIFT), CONST(SQ_SITE_INDEX_SHIFT), CONST(SQ_SITE_INDEX_BITS),
+	CONST(SQ_SITE_LOCA_SHIFT), CONST(SQ_SITE_LOCB_SHIFT), CONST(SQ_SITE_LOC_OFF_BITS),
+	CONST(SQ_SITE_ADJ_BITS), CONST(SQ_FAIL_SGES),
 };
 
 const int abi_nbounds = sizeof(abi_bounds) / sizeof(abi_bounds[0]);

@@ -28,6 +28,7 @@ type Target struct {
 	Probes   []probe.ExplicitProbe
 	Anywhere bool
 	Mode     string
+	Escalate time.Duration // --escalate: the sentinel mode's window
 	CallTime bool
 	NoStop   bool
 	Wait     bool
@@ -56,7 +57,8 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&tf.Anywhere, "force-probe", false, "accept a --probe offset inside a function the library's symbols know (by default only a function's start)")
-	fs.StringVar(&tf.Mode, "mode", "events", "events (every call) or counters (per-QP totals kept in the kernel, lower overhead)")
+	fs.StringVar(&tf.Mode, "mode", "events", "events (every call), counters (per-QP totals kept in the kernel, lower overhead) or sentinel (probes only where the provider's post fails; every call traced for --escalate after a failure)")
+	fs.DurationVar(&tf.Escalate, "escalate", probe.DefaultEscalate, "sentinel mode: how long a process is traced in full after a failure, e.g. 30s")
 	fs.BoolVar(&tf.CallTime, "call-times", false, "also record when each post and poll was entered (events mode; costs a clock read per call, and the interval is mostly the probe's own)")
 	fs.BoolVar(&tf.NoStop, "no-stop", false, "never pause the target while probes for newly found functions are attached (calls in that window are missed)")
 	fs.BoolVar(&tf.Keep, "keep-target", false, "leave a command sqscope started running when tracing stops first (default: stop it with SIGINT, then SIGTERM, then SIGKILL)")
@@ -84,8 +86,10 @@ func (tf *Target) Check(rest []string) error {
 		return fmt.Errorf("unexpected arguments %q: a command goes after -- without -c, -p or -a, workload flags after --workload --", strings.Join(rest, " "))
 	case tf.NoFollow && (tf.PID != 0 || tf.All):
 		return errors.New("--no-follow: only a command sqscope starts is followed (-c, -- CMD, --workload)")
-	case tf.Mode != "events" && tf.Mode != "counters":
-		return fmt.Errorf("--mode %q: want events or counters", tf.Mode)
+	case tf.Mode != session.ModeEvents && tf.Mode != session.ModeCounters && tf.Mode != session.ModeSentinel:
+		return fmt.Errorf("--mode %q: want events, counters or sentinel", tf.Mode)
+	case tf.Escalate <= 0:
+		return errors.New("--escalate must be positive")
 	case tf.CallTime && tf.Mode != "events":
 		return errors.New("--call-times needs --mode events")
 	case tf.RingMiB < 0 || tf.RingMiB&(tf.RingMiB-1) != 0 || tf.RingMiB > 1024:
@@ -108,7 +112,7 @@ func (tf *Target) Check(rest []string) error {
 // probe.ErrInterrupted, and the exit status is 130 (as a shell gives a
 // command ended by SIGINT).
 func (tf *Target) Start(ctx context.Context, rest []string, stderr, childOut io.Writer, version string) (*session.Session, error) {
-	cfg := session.Config{Context: ctx, PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, CallTimes: tf.CallTime, NoStop: tf.NoStop,
+	cfg := session.Config{Context: ctx, PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, Escalate: tf.Escalate, CallTimes: tf.CallTime, NoStop: tf.NoStop,
 		Wait: tf.Wait, VerbsTimeout: tf.Timeout, Duration: tf.Duration, KeepTarget: tf.Keep, RingBytes: tf.RingMiB << 20, ChildOut: childOut, Warnings: stderr,
 		RecordTo: tf.RecordTo, RecordForce: tf.Force, Version: version, Attach: tf.Attach}
 	switch {

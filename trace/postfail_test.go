@@ -1,0 +1,30 @@
+package trace
+
+import (
+	"io"
+	"testing"
+)
+
+// failEvents are what a sentinel trace records: error sites that ran,
+// with and without the WR refused.
+func failEvents() []Event {
+	h := func(ns uint64) Header { return Header{TimeNS: ns, PID: 4242, TID: 4243} }
+	return []Event{
+		&PostFail{Header: h(9_000_000), QP: 0x7f12_0000_4000, QPNum: 0x1c0, Func: "post_send", Errno: 12, State: 3,
+			Site: 0x5d64a2, SiteCauses: "queue_full,too_many_sge,inline", HasWR: true,
+			WR: WR{ID: 77, Opcode: 2, Flags: 8, NumSGE: 1, Bytes: 4096}, Traced: true},
+		&PostFail{Header: h(9_000_001), QP: 0x7f12_0000_4000, QPNum: 0x1c0, Func: "wr_complete", Errno: 22, State: -1,
+			Site: 0x5d7e89, SiteCauses: "qp_state"},
+		&PostFail{Header: h(9_000_002), Func: "post_send", Errno: 12, State: -1, HasWR: true,
+			WR: WR{NumSGE: 40, Bytes: 1 << 20, SGEsNotSummed: 24}},
+	}
+}
+
+func TestPostFailRoundTrip(t *testing.T) {
+	evs := append(append([]Event(nil), lifeEvents()...), failEvents()...)
+	_, got, err := readAll(writeRecording(t, evs, 0))
+	if err != io.EOF {
+		t.Fatalf("reading: %v, want io.EOF", err)
+	}
+	assertEvents(t, got, evs)
+}
