@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,4 +81,22 @@ func readChars(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// heapTarget runs this test binary (which maps libibverbs, as sqscope
+// does) as a verbs process with mib MiB of heap, all touched, that writes
+// ready and then waits to be killed: a target whose memory scan is long.
+func heapTarget(mib, ready string) {
+	n, err := strconv.Atoi(mib)
+	if err != nil || n <= 0 {
+		fmt.Fprintln(os.Stderr, "SQSCOPE_TEST_HEAP_MIB:", mib)
+		os.Exit(2)
+	}
+	heap := make([]byte, n<<20)
+	for i := range len(heap) / 4096 {
+		heap[i*4096] = byte(i)
+	}
+	os.WriteFile(ready, nil, 0o600)
+	time.Sleep(10 * time.Minute)
+	runtime.KeepAlive(heap)
 }

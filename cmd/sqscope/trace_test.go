@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -681,22 +680,4 @@ func compareCounted(t *testing.T, what string, got, truth []map[string]any) {
 			t.Errorf("%s: QP %v polls %v/%v empty, truth %v/%v", what, want["qp_num"], got["polls"], got["empty_polls"], app["polls"], app["empty_polls"])
 		}
 	}
-}
-
-// heapTarget runs this test binary (which maps libibverbs, as sqscope
-// does) as a verbs process with mib MiB of heap, all touched, that writes
-// ready and then waits to be killed: a target whose memory scan is long.
-func heapTarget(mib, ready string) {
-	n, err := strconv.Atoi(mib)
-	if err != nil || n <= 0 {
-		fmt.Fprintln(os.Stderr, "SQSCOPE_TEST_HEAP_MIB:", mib)
-		os.Exit(2)
-	}
-	heap := make([]byte, n<<20)
-	for i := range len(heap) / 4096 {
-		heap[i*4096] = byte(i)
-	}
-	os.WriteFile(ready, nil, 0o600)
-	time.Sleep(10 * time.Minute)
-	runtime.KeepAlive(heap)
 }
