@@ -28,9 +28,11 @@ int proc_fork(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-/* A traced process ran a new program: its comm changed, and in follow mode
- * its new executable may hold verbs functions not hooked yet, so it waits
- * for user space as a control-path record's process does. */
+/* A traced process ran a new program: its comm changed, and its new
+ * executable may hold verbs functions not hooked yet, so the target (-p
+ * --wait on a shell that execs the program) and, in follow mode, every
+ * process followed waits for user space as a control-path record's
+ * process does. */
 SEC("raw_tracepoint/sched_process_exec")
 int proc_exec(void *ctx)
 {
@@ -38,7 +40,7 @@ int proc_exec(void *ctx)
 
 	if (!targ_tgid || !wanted(tgid))
 		return 0; /* tracing every process: execs are not followed */
-	proc_joined(tgid, 0, SQ_PROC_EXEC, 0, follow);
+	proc_joined(tgid, 0, SQ_PROC_EXEC, 0, follow || tgid == targ_tgid);
 	return 0;
 }
 

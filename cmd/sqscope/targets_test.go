@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -99,4 +100,40 @@ func heapTarget(mib, ready string) {
 	os.WriteFile(ready, nil, 0o600)
 	time.Sleep(10 * time.Minute)
 	runtime.KeepAlive(heap)
+}
+
+// -p PID --wait on a process that later runs a verbs program (a shell
+// that execs it) traces that program from its exec: exact, caps known.
+func TestWaitFollowsExec(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	bin, dir := sqscopeBin(t), t.TempDir()
+	truth, go_ := filepath.Join(dir, "truth.json"), filepath.Join(dir, "go")
+	sh := exec.Command("sh", "-c", fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.01; done; exec %s workload -n 3000 -Q 4 -l 2 --sim-deterministic --json-out %s >/dev/null`, go_, bin, truth))
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	tr := exec.Command(bin, "trace", "-p", fmt.Sprint(sh.Process.Pid), "--wait", "--json")
+	var stdout, stderr bytes.Buffer
+	tr.Stdout, tr.Stderr = &stdout, &stderr
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
+	// the shell execs once the probes are in place: sqscope has said what
+	// it found of the running shell
+	waitFor(t, func() bool {
+		return strings.Contains(stderr.String(), fmt.Sprintf("process %d was running", sh.Process.Pid))
+	})
+	if err := os.WriteFile(go_, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Wait(); err != nil {
+		t.Fatalf("trace -p --wait: %v\n%s", err, stderr.String())
+	}
+	var out traceOut
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, stdout.String())
+	}
+	compareQPs(t, "the program the target execs", out.QPs, readTruth(t, truth))
 }
