@@ -140,6 +140,12 @@ type QPCreate struct {
 // process.
 const ViaMemory = "memory"
 
+// ViaFlight is the Via of a QP re-created at the start of a flight
+// recording (FileInfo.Flight): created before the recording's window,
+// with the caps its create said, but what it had outstanding at the
+// window's start is not known.
+const ViaFlight = "flight window"
+
 func (*QPCreate) Kind() Kind { return KindQPCreate }
 
 // QPDestroy: a QP was destroyed (Ret 0), which ends its life.

@@ -96,6 +96,26 @@ type FileInfo struct {
 	// Env holds the target's provider knobs that change what the HCA does
 	// (MLX5_POST_SEND_PREFER_BF, MLX5_SHUT_UP_BF) as NAME=VALUE.
 	Env []string
+	// Flight is set in a recording written by the flight recorder on a
+	// trigger: what triggered it and what its window holds.
+	Flight *FlightInfo
+}
+
+// FlightInfo describes a recording the flight recorder wrote on a
+// trigger. Its events start at WindowNS, the oldest event kept in memory
+// at the trigger, after a prefix that re-creates the QPs and CQs known
+// before then (trace.ViaFlight); the occupancy of those QPs at the
+// window's start is unknown, as after a late attach.
+type FlightInfo struct {
+	Trigger   string // what triggered it: "enomem", "signal", "diagnosis=KIND"
+	Detail    string // about the trigger, e.g. the QP and pid of a failed post
+	TriggerNS uint64 // CLOCK_MONOTONIC ns of the trigger
+	WindowNS  uint64 // of the window's first event: the window holds TriggerNS-WindowNS before it
+	AfterNS   uint64 // how long after the trigger it was to record
+	// Dropped counts events the memory bound (--flight-mib) dropped
+	// before their time had passed; none of them is in the file, and
+	// the window is that much shorter than asked.
+	Dropped uint64
 }
 
 // Anchor is the recording's tie of event times to the wall clock: unknown
@@ -134,11 +154,19 @@ func appendInfo(b []byte, fi *FileInfo) []byte {
 	b = appendStr(b, fi.Target)
 	b = appendU(b, uint64(fi.TargetPID))
 	b = appendStr(b, fi.ProbeMode)
-	if len(fi.Env) > 0 { // absent in files without it, which read the same
+	if len(fi.Env) > 0 || fi.Flight != nil { // absent in files without it, which read the same
 		b = appendU(b, uint64(len(fi.Env)))
 		for _, e := range fi.Env {
 			b = appendStr(b, e)
 		}
+	}
+	if f := fi.Flight; f != nil { // appended: older readers ignore it
+		b = appendStr(b, f.Trigger)
+		b = appendStr(b, f.Detail)
+		b = appendU(b, f.TriggerNS)
+		b = appendU(b, f.WindowNS)
+		b = appendU(b, f.AfterNS)
+		b = appendU(b, f.Dropped)
 	}
 	return b
 }
@@ -163,6 +191,10 @@ func decodeInfo(p []byte) (FileInfo, error) {
 		for i := 0; i < n && r.err == nil; i++ {
 			fi.Env = append(fi.Env, r.str())
 		}
+	}
+	if r.left() > 0 { // a flight recording's
+		f := &FlightInfo{Trigger: r.str(), Detail: r.str(), TriggerNS: r.u64(), WindowNS: r.u64(), AfterNS: r.u64(), Dropped: r.u64()}
+		fi.Flight = f
 	}
 	return fi, r.err
 }

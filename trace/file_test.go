@@ -194,6 +194,8 @@ func TestFileInfoRoundTrip(t *testing.T) {
 		{"before 1970", FileInfo{StartWall: time.Date(1969, 7, 20, 20, 17, 40, 1, time.UTC), Target: "pid 1"}},
 		{"unicode and long", FileInfo{Hostname: "höst", Target: strings.Repeat("arg ", 5000), ProbeMode: "symbol"}},
 		{"provider env", FileInfo{Target: "x", Env: []string{"MLX5_SHUT_UP_BF=1", "MLX5_POST_SEND_PREFER_BF=0"}}},
+		{"flight", FileInfo{Target: "x", Flight: &FlightInfo{Trigger: "enomem", Detail: "QP 0x11", TriggerNS: 9e9, WindowNS: 7e9, AfterNS: 5e9, Dropped: 3}}},
+		{"flight and env", FileInfo{Env: []string{"A=1"}, Flight: &FlightInfo{Trigger: "signal"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
