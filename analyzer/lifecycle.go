@@ -266,10 +266,15 @@ func (a *Analyzer) onQPCreate(e *trace.QPCreate) {
 	q.typ = e.Type
 	q.caps = e.Caps
 	q.capsKnown = e.Via != trace.ViaMemory // a QP in memory: caps unknown
-	q.late = !q.capsKnown
+	// a QP a flight recording's window starts with: caps known, what it
+	// had outstanding not
+	q.late = !q.capsKnown || e.Via == trace.ViaFlight
 	q.found = FoundCreate
-	if q.late {
+	switch {
+	case !q.capsKnown:
 		q.found, q.stateFound = FoundMemory, ibv.QPStateName(e.State)
+	case q.late:
+		q.found, q.stateFound = FoundFlight, ibv.QPStateName(e.State)
 	}
 	q.sendCapsInferred = false
 	q.createdNS = e.TimeNS

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Stdout is the output name that means standard output, for every command.
@@ -200,4 +201,37 @@ func (o *File) Discard() {
 	o.done = true
 	o.Close()
 	os.Remove(o.Name())
+}
+
+// Dir makes path a directory for outputs, with mode 0700 when it creates
+// it; an existing one must be a directory and not a symbolic link.
+func Dir(path string) error {
+	if path == Stdout {
+		return fmt.Errorf("%s: give a directory", path)
+	}
+	err := os.Mkdir(path, 0o700)
+	if err == nil || !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	st, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return err
+	case st.Mode()&fs.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link: outputs are not written through links (give the directory it points to)", path)
+	case !st.IsDir():
+		return fmt.Errorf("%s is %s, not a directory", path, kind(st.Mode()))
+	}
+	return nil
+}
+
+// CreateNew creates path with mode perm for writing, only if nothing is
+// there: never over a file, never through a link. Abort keeps what was
+// written, as of a new file from Create.
+func CreateNew(path string, perm fs.FileMode) (*File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &File{File: f, path: path}, nil
 }

@@ -251,3 +251,52 @@ func TestWriteFile(t *testing.T) {
 		t.Errorf("temporary files left: %v", left)
 	}
 }
+
+func TestDirAndCreateNew(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "flight")
+	if err := Dir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 || !st.IsDir() {
+		t.Fatalf("created %v (err %v), want a directory with mode 0700", st.Mode(), err)
+	}
+	if err := Dir(dir); err != nil {
+		t.Errorf("an existing directory refused: %v", err)
+	}
+	plain := filepath.Join(base, "plain")
+	write(t, plain, "old", 0o644)
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{plain, link, Stdout} {
+		if err := Dir(bad); err == nil {
+			t.Errorf("Dir(%s) accepted", bad)
+		}
+	}
+
+	f, err := CreateNew(filepath.Join(dir, "a"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("new")
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "a")); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+	fileLink := filepath.Join(dir, "b")
+	if err := os.Symlink(plain, fileLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, "a"), fileLink} {
+		if _, err := CreateNew(p, 0o600); err == nil {
+			t.Errorf("CreateNew(%s) wrote over what was there", p)
+		}
+	}
+	if content(t, plain) != "old" || content(t, filepath.Join(dir, "a")) != "new" {
+		t.Errorf("a file was changed")
+	}
+}
