@@ -61,6 +61,20 @@ const (
 	SevPrediction = "prediction"
 )
 
+// SeverityRank orders the severities, the worst highest; 0 for a name
+// that is none.
+func SeverityRank(sev string) int {
+	switch sev {
+	case SevPrediction:
+		return 1
+	case SevWarning:
+		return 2
+	case SevError:
+		return 3
+	}
+	return 0
+}
+
 // MaxDiagnoses bounds the diagnoses kept (one per QP and kind); later ones
 // are counted in Snapshot.DiagnosesDropped.
 const MaxDiagnoses = 1024
@@ -123,6 +137,16 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"wr_index", "outstanding", "max_send_wr", "num_sge", "max_send_sge", "inline_bytes", "max_inline_data", "caps_known"}},
 	DiagOverflowAtSite: {"sq_overflow_at_error_site", SevError,
 		[]string{"max_send_wr", "num_sge", "inline_bytes", "qp_state", "refusals"}},
+}
+
+// DiagKindNamed finds the kind a diagnosis names (Diagnosis.Kind).
+func DiagKindNamed(name string) (DiagKind, bool) {
+	for k := range numDiagKinds {
+		if diagInfos[k].name == name {
+			return k, true
+		}
+	}
+	return 0, false
 }
 
 func (k DiagKind) String() string {

@@ -61,14 +61,7 @@ func createRecording(cfg *Config) (*Recorder, error) {
 // and adds the recording as a sink.
 func (s *Session) startRecording() error {
 	r := s.rec
-	info := trace.HostInfo()
-	info.StartMonoNS = trace.MonotonicNS()
-	info.Version = s.cfg.Version
-	info.Target = s.target
-	info.TargetPID = uint32(s.pid)
-	info.ProbeMode = s.cfg.Mode
-	info.Env = analyzer.ModelEnv(s.env)
-	w, err := trace.NewWriter(r.dst, info)
+	w, err := trace.NewWriter(r.dst, s.fileInfo())
 	if err != nil {
 		return err
 	}
@@ -76,6 +69,18 @@ func (s *Session) startRecording() error {
 	s.AddSink(r.write)
 	r.startFlushing(flushEvery)
 	return nil
+}
+
+// fileInfo is the header of a recording of this session, started now.
+func (s *Session) fileInfo() trace.FileInfo {
+	info := trace.HostInfo()
+	info.StartMonoNS = trace.MonotonicNS()
+	info.Version = s.cfg.Version
+	info.Target = s.target
+	info.TargetPID = uint32(s.pid)
+	info.ProbeMode = s.cfg.Mode
+	info.Env = analyzer.ModelEnv(s.env)
+	return info
 }
 
 // startFlushing flushes the recording every interval until Close.
@@ -249,6 +254,59 @@ type RecordingInfo struct {
 	CutRecords int64 `json:"cut_records,omitempty"`
 	// Records of kinds this version does not know, skipped.
 	SkippedRecords int64 `json:"skipped_records,omitempty"`
+	// Flight: written by the flight recorder on a trigger.
+	Flight *FlightRecording `json:"flight,omitempty"`
+}
+
+// FlightRecording is what a report says of a flight recording
+// (trace.FlightInfo).
+type FlightRecording struct {
+	Trigger     string `json:"trigger"`
+	Detail      string `json:"detail,omitempty"`
+	TriggerNS   uint64 `json:"trigger_ns"`
+	TriggerWall string `json:"trigger_wall,omitempty"`
+	// WindowS is how long before the trigger the window's first event
+	// came; AfterS how long after it the recording was to go on.
+	WindowS float64 `json:"window_s"`
+	AfterS  float64 `json:"after_s"`
+	// Dropped counts events the memory bound dropped before their time
+	// since the previous recording.
+	Dropped uint64 `json:"dropped_events"`
+}
+
+func describeFlight(fi trace.FileInfo) *FlightRecording {
+	f := fi.Flight
+	if f == nil {
+		return nil
+	}
+	fr := &FlightRecording{Trigger: f.Trigger, Detail: f.Detail, TriggerNS: f.TriggerNS,
+		AfterS: float64(f.AfterNS) / 1e9, Dropped: f.Dropped}
+	if f.TriggerNS >= f.WindowNS {
+		fr.WindowS = float64(f.TriggerNS-f.WindowNS) / 1e9
+	}
+	if t, ok := fi.Anchor().At(f.TriggerNS); ok {
+		fr.TriggerWall = t.UTC().Format(time.RFC3339Nano)
+	}
+	return fr
+}
+
+// text is the line a text report says it in.
+func (fr *FlightRecording) text() string {
+	at := fr.TriggerWall
+	if at == "" {
+		at = fmt.Sprintf("%d ns (CLOCK_MONOTONIC)", fr.TriggerNS)
+	}
+	detail := ""
+	if fr.Detail != "" {
+		detail = " (" + fr.Detail + ")"
+	}
+	dropped := ""
+	if fr.Dropped > 0 {
+		dropped = fmt.Sprintf(" (%d events before it dropped by the memory bound, --flight-mib)", fr.Dropped)
+	}
+	return fmt.Sprintf("flight recording: triggered by %s%s at %s; the window before it holds %.3f s%s, the one after up to %.3f s; "+
+		"QPs' state at its start comes from the retained window: occupancy a lower bound until a completion re-synchronises it, as after a late attach",
+		fr.Trigger, detail, at, fr.WindowS, dropped, fr.AfterS)
 }
 
 // Describe says what was read of the recording at path.
@@ -256,7 +314,8 @@ func Describe(path string, r *trace.Reader, res *ReadResult) RecordingInfo {
 	fi := r.Info()
 	rec := RecordingInfo{File: path, FormatVersion: int(r.Version()), Hostname: fi.Hostname, Kernel: fi.Kernel,
 		Version: fi.Version, StartMonoNS: fi.StartMonoNS, Target: fi.Target, TargetPID: fi.TargetPID,
-		ProbeMode: fi.ProbeMode, Complete: res.Truncated == nil && res.Corrupt == nil, SkippedRecords: r.Skipped()}
+		ProbeMode: fi.ProbeMode, Complete: res.Truncated == nil && res.Corrupt == nil, SkippedRecords: r.Skipped(),
+		Flight: describeFlight(fi)}
 	if !fi.StartWall.IsZero() {
 		rec.StartWall = fi.StartWall.UTC().Format(time.RFC3339Nano)
 	}
@@ -296,6 +355,9 @@ func (rec *RecordingInfo) TextHeader() string {
 	}
 	if rec.SkippedRecords > 0 {
 		parts = append(parts, fmt.Sprintf("(%d records of kinds this sqscope does not know were skipped: a newer sqscope wrote them)", rec.SkippedRecords))
+	}
+	if rec.Flight != nil {
+		return strings.Join(parts, " ") + "\n" + rec.Flight.text()
 	}
 	return strings.Join(parts, " ")
 }

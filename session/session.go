@@ -89,6 +89,9 @@ type Config struct {
 	RecordTo    string
 	RecordForce bool
 	Version     string // of sqscope, for the recording's header
+	// Flight, instead of RecordTo, keeps the latest events in memory and
+	// writes recordings of them on triggers (see Flight).
+	Flight *FlightConfig
 }
 
 // Session is one traced target feeding an analyzer and sinks.
@@ -102,6 +105,7 @@ type Session struct {
 	env    []string // the target's environment
 
 	rec    *Recorder           // the recording, when Config.RecordTo is set
+	flight *Flight             // the flight recorder, when Config.Flight is set
 	sinks  []func(trace.Event) // fixed before Run
 	warned int                 // tracer warnings printed so far
 
@@ -172,6 +176,14 @@ func Start(cfg Config) (_ *Session, err error) {
 			s.cfg.ChildOut = cfg.Warnings
 		}
 	}
+	if cfg.Flight != nil {
+		if cfg.RecordTo != "" {
+			return nil, errors.New("a flight recorder writes its own files: no recording besides")
+		}
+		if s.flight, err = newFlight(*cfg.Flight, cfg.Warnings); err != nil {
+			return nil, err
+		}
+	}
 	env := os.Environ()
 	opts.Follow, opts.All = cfg.Follow, cfg.All
 	switch {
@@ -221,15 +233,13 @@ func Start(cfg Config) (_ *Session, err error) {
 		return nil, err
 	}
 	s.tracer = tr
-	if s.rec != nil {
-		if err := s.startRecording(); err != nil {
-			tr.Close()
-			if s.child != nil {
-				s.child.Kill()
-				s.child.Wait()
-			}
-			return nil, err
+	if err := s.startOutputs(); err != nil {
+		tr.Close()
+		if s.child != nil {
+			s.child.Kill()
+			s.child.Wait()
 		}
+		return nil, err
 	}
 	s.openCPU, s.openWall = SelfCPU(), time.Now()
 	s.warnLate()
@@ -237,6 +247,17 @@ func Start(cfg Config) (_ *Session, err error) {
 		fmt.Fprintf(cfg.Warnings, "sqscope: every process that uses verbs is traced from its first call; scanning the %d running now %v\n", n, tr.Running())
 	}
 	return s, nil
+}
+
+// startOutputs starts the recording or the flight recorder, if any.
+func (s *Session) startOutputs() error {
+	switch {
+	case s.rec != nil:
+		return s.startRecording()
+	case s.flight != nil:
+		return s.flight.start(s)
+	}
+	return nil
 }
 
 // processName is a running process's command line, or "pid N".

@@ -24,7 +24,8 @@ type Ring struct {
 	aged    uint64 // events that aged out of the span
 	// the events of the block being filled
 	firstNS, lastNS uint64
-	header          bool // the Writer's file header was swallowed
+	seq             uint64 // of the block being filled: blocks written so far
+	header          bool   // the Writer's file header was swallowed
 }
 
 // RingBlock is one encoded block (as a Writer writes it) and the times
@@ -33,6 +34,7 @@ type RingBlock struct {
 	Data            []byte
 	Records         uint32
 	FirstNS, LastNS uint64
+	Seq             uint64 // the block's place in the ring's sequence, from 0
 }
 
 // NewRing keeps the blocks of the last spanNS nanoseconds of events, at
@@ -63,8 +65,9 @@ func (s ringSink) Write(p []byte) (int, error) {
 	if len(p) < blockHeaderLen {
 		return 0, errors.New("flight ring: short block")
 	}
-	b := RingBlock{Data: append([]byte(nil), p...), Records: binary.LittleEndian.Uint32(p[4:]), FirstNS: r.firstNS, LastNS: r.lastNS}
+	b := RingBlock{Data: append([]byte(nil), p...), Records: binary.LittleEndian.Uint32(p[4:]), FirstNS: r.firstNS, LastNS: r.lastNS, Seq: r.seq}
 	r.firstNS, r.lastNS = 0, 0
+	r.seq++
 	r.blocks = append(r.blocks, b)
 	r.bytes += int64(len(b.Data))
 	r.trim()
@@ -106,8 +109,8 @@ func (r *Ring) drop(n int) []RingBlock {
 	return append(r.blocks[:0], r.blocks[n:]...)
 }
 
-// Write adds ev to the block being filled.
-func (r *Ring) Write(ev Event) error {
+// Write adds ev to the block being filled and returns that block's Seq.
+func (r *Ring) Write(ev Event) (uint64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t := ev.Hdr().TimeNS
@@ -115,7 +118,18 @@ func (r *Ring) Write(ev Event) error {
 		r.firstNS = t
 	}
 	r.lastNS = max(r.lastNS, t)
-	return r.w.Write(ev)
+	return r.seq, r.w.Write(ev)
+}
+
+// Oldest is the Seq of the oldest block kept, or of the block being
+// filled when none is.
+func (r *Ring) Oldest() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.blocks) == 0 {
+		return r.seq
+	}
+	return r.blocks[0].Seq
 }
 
 // Flush ends the block being filled, so that it can be taken and aged:

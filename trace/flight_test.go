@@ -20,7 +20,7 @@ func ringEvents(n int, stepNS uint64) []Event {
 func fillRing(t *testing.T, r *Ring, evs []Event, flushEvery int) {
 	t.Helper()
 	for i, ev := range evs {
-		if err := r.Write(ev); err != nil {
+		if _, err := r.Write(ev); err != nil {
 			t.Fatal(err)
 		}
 		if (i+1)%flushEvery == 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -17,15 +18,20 @@ EXAMPLES
         record perftest's client
   sqscope report run.sqscope
         read it back later, or on another machine
+  sqscope record --flight 10s --trigger enomem --trigger signal -o flight/ -p 1234
+        keep the last 10 s in memory; on a failed post or SIGUSR1 write them and
+        the 5 s after to a new file in flight/
 `
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
+	var ff flightFlags
 	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
-		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file.",
+		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file. With --flight, keep the last seconds in memory and write\nthem to a new file in the directory -o names on each --trigger.",
 		recordExamples, stdout)
 	tf.Register(fs)
-	fs.StringVar(&tf.RecordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr)")
+	ff.register(fs)
+	fs.StringVar(&tf.RecordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr); with --flight the directory of the recordings (made 0700)")
 	fs.BoolVar(&tf.Force, "force", false, "replace an existing recording (kept as it was until the new one is complete)")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
@@ -36,6 +42,16 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := tf.Check(fs.Args()); err != nil {
 		return cli.UsageErr("record: %v", err)
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	flight, err := ff.config(tf.RecordTo, set)
+	switch {
+	case err != nil:
+		return cli.UsageErr("record: %v", err)
+	case flight != nil && tf.Force:
+		return cli.UsageErr("record: --force: a flight recorder never replaces a file")
+	}
+	tf.Flight = flight
 	return record(ctx, &tf, fs.Args(), stderr, nil)
 }
 
@@ -47,6 +63,9 @@ func record(ctx context.Context, tf *cli.Target, rest []string, stderr, childOut
 		return err
 	}
 	defer s.Close()
+	if tf.Flight != nil {
+		return recordFlight(ctx, tf, s, stderr)
+	}
 	rec := s.Recorder()
 	runErr := s.Run(ctx) // however it ends, the file holds what was seen and why it ended
 	if cerr := rec.Close(); cerr != nil {

@@ -39,6 +39,8 @@ type Target struct {
 	Keep     bool   // --keep-target
 	RecordTo string // record's -o
 	Force    bool   // record's --force
+	// Flight: record's flight recorder (RecordTo is its directory)
+	Flight *session.FlightConfig
 	Attach   session.AttachFlags
 }
 
@@ -94,7 +96,7 @@ func (tf *Target) Check(rest []string) error {
 		return errors.New("--call-times needs --mode events")
 	case tf.RingMiB < 0 || tf.RingMiB&(tf.RingMiB-1) != 0 || tf.RingMiB > 1024:
 		return fmt.Errorf("--ring-mib %d: want a power of two up to 1024", tf.RingMiB)
-	case severityRank[tf.FailOn] == 0 && tf.FailOn != "":
+	case severityRank(tf.FailOn) == 0 && tf.FailOn != "":
 		return fmt.Errorf("--fail-on %q: want error, warning or prediction", tf.FailOn)
 	case tf.Duration < 0:
 		return errors.New("-D/--duration must be positive")
@@ -115,6 +117,9 @@ func (tf *Target) Start(ctx context.Context, rest []string, stderr, childOut io.
 	cfg := session.Config{Context: ctx, PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, Escalate: tf.Escalate, CallTimes: tf.CallTime, NoStop: tf.NoStop,
 		Wait: tf.Wait, VerbsTimeout: tf.Timeout, Duration: tf.Duration, KeepTarget: tf.Keep, RingBytes: tf.RingMiB << 20, ChildOut: childOut, Warnings: stderr,
 		RecordTo: tf.RecordTo, RecordForce: tf.Force, Version: version, Attach: tf.Attach}
+	if tf.Flight != nil {
+		cfg.RecordTo, cfg.Flight = "", tf.Flight
+	}
 	switch {
 	case tf.Workload:
 		self, err := os.Executable()
@@ -136,8 +141,7 @@ func (tf *Target) Start(ctx context.Context, rest []string, stderr, childOut io.
 	return s, err
 }
 
-// severityRank orders diagnosis severities, the worst highest.
-var severityRank = map[string]int{analyzer.SevPrediction: 1, analyzer.SevWarning: 2, analyzer.SevError: 3}
+var severityRank = analyzer.SeverityRank
 
 // Status is how a finished trace exits, as strace does: with the status of
 // a target sqscope started, when that failed (128+N for signal N, as a
@@ -153,7 +157,7 @@ func (tf *Target) Status(s analyzer.Snapshot) error {
 		return nil
 	}
 	for _, d := range s.Diagnoses {
-		if severityRank[d.Severity] >= severityRank[tf.FailOn] {
+		if severityRank(d.Severity) >= severityRank(tf.FailOn) {
 			return &ExitError{Code: 3, Err: fmt.Errorf("--fail-on %s: %s %s on QP %#x (pid %d)", tf.FailOn, d.Severity, d.Kind, d.QPNum, d.PID)}
 		}
 	}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/session"
+)
+
+// flightFlags are record's flight-recorder flags.
+type flightFlags struct {
+	window   time.Duration
+	after    time.Duration
+	mib      int
+	maxFiles int
+	triggers []session.FlightTrigger
+}
+
+// flightMiBPerSecond sizes the default memory bound: the blocks of a
+// second of the fastest trace the reader keeps up with (BENCHMARKS.md)
+// take less.
+const flightMiBPerSecond = 16
+
+func (ff *flightFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&ff.window, "flight", 0, "flight recorder: keep the events of the last DURATION in memory and write nothing until a --trigger; -o is then a directory")
+	fs.DurationVar(&ff.after, "after", 5*time.Second, "flight recorder: how long after a trigger its recording goes on")
+	fs.IntVar(&ff.mib, "flight-mib", 0, fmt.Sprintf("flight recorder: memory bound of the events kept, in MiB; the oldest go first, counted (default %d per second of --flight, at least 64)", flightMiBPerSecond))
+	fs.IntVar(&ff.maxFiles, "max-files", 10, "flight recorder: recordings kept in the directory, the oldest removed")
+	fs.Func("trigger", "flight recorder: enomem (a post failed with ENOMEM), diagnosis[=KIND|SEVERITY], signal (SIGUSR1); repeatable", func(s string) error {
+		t, err := session.ParseFlightTrigger(s)
+		if err == nil {
+			ff.triggers = append(ff.triggers, t)
+		}
+		return err
+	})
+}
+
+// config is the session's flight configuration for the directory dir, nil
+// when --flight is not given; set says which flags were given.
+func (ff *flightFlags) config(dir string, set map[string]bool) (*session.FlightConfig, error) {
+	if ff.window == 0 {
+		for _, n := range []string{"after", "flight-mib", "max-files", "trigger"} {
+			if set[n] {
+				return nil, fmt.Errorf("--%s needs --flight DURATION", n)
+			}
+		}
+		return nil, nil
+	}
+	mib := ff.mib
+	if !set["flight-mib"] {
+		mib = max(64, int(ff.window.Seconds()*flightMiBPerSecond+0.999))
+	}
+	if mib <= 0 || mib > 1<<20 {
+		return nil, fmt.Errorf("--flight-mib %d: want 1 to %d", ff.mib, 1<<20)
+	}
+	cfg := &session.FlightConfig{Dir: dir, Window: ff.window, After: ff.after, MaxBytes: int64(mib) << 20,
+		MaxFiles: ff.maxFiles, Triggers: ff.triggers}
+	return cfg, cfg.Check()
+}
+
+// recordFlight runs the flight recorder of s and says what it wrote.
+func recordFlight(ctx context.Context, tf *cli.Target, s *session.Session, stderr io.Writer) error {
+	f := s.Flight()
+	runErr := s.Run(ctx)
+	cerr := f.Close()
+	st := f.Stats()
+	snap := s.Analyzer().Snapshot()
+	var written []string
+	for _, k := range slices.Sorted(maps.Keys(st.Written)) {
+		written = append(written, fmt.Sprintf("%d on %s", st.Written[k], k))
+	}
+	if len(written) == 0 {
+		written = append(written, "none: no trigger fired")
+	}
+	fmt.Fprintf(stderr, "sqscope: flight recorder: recordings written: %s; %d kept in %s; %d trigger(s) during a recording's window (in it); %d event(s) dropped by --flight-mib before their time; %d lost; %s\n",
+		strings.Join(written, ", "), len(st.Files), tf.RecordTo, st.Absorbed, st.Dropped, snap.Lost, snap.Ended)
+	if cerr != nil {
+		return errors.Join(runErr, fmt.Errorf("record: %w", cerr))
+	}
+	if runErr == nil {
+		runErr = tf.Status(snap)
+	}
+	return runErr
+}

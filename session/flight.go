@@ -1,0 +1,480 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/internal/outfile"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// FlightConfig makes a session a flight recorder (Config.Flight): the
+// events of the last Window are kept in memory, at most MaxBytes of them,
+// and nothing is written until a trigger; then a recording of the Window
+// before it and After after it goes to a new file in Dir.
+type FlightConfig struct {
+	Dir      string
+	Window   time.Duration
+	After    time.Duration
+	MaxBytes int64
+	MaxFiles int // files kept in Dir, the oldest removed
+	Triggers []FlightTrigger
+}
+
+// FlightTrigger is what starts a flight recording.
+type FlightTrigger struct {
+	On string // TriggerENOMEM, TriggerDiagnosis or TriggerSignal
+	// Diag, for TriggerDiagnosis, is a diagnosis kind, or a severity
+	// (that one or worse); "" for any diagnosis.
+	Diag string
+}
+
+// The triggers.
+const (
+	TriggerENOMEM    = "enomem"    // a post failed with ENOMEM
+	TriggerDiagnosis = "diagnosis" // the analyzer made a diagnosis
+	TriggerSignal    = "signal"    // sqscope received SIGUSR1
+)
+
+// ParseFlightTrigger reads a --trigger value: enomem, signal, diagnosis
+// or diagnosis=KIND|SEVERITY.
+func ParseFlightTrigger(s string) (FlightTrigger, error) {
+	on, diag, hasDiag := strings.Cut(s, "=")
+	switch {
+	case (on == TriggerENOMEM || on == TriggerSignal) && !hasDiag:
+		return FlightTrigger{On: on}, nil
+	case on == TriggerDiagnosis && !hasDiag:
+		return FlightTrigger{On: on}, nil
+	case on == TriggerDiagnosis:
+		if _, ok := analyzer.DiagKindNamed(diag); !ok && analyzer.SeverityRank(diag) == 0 {
+			return FlightTrigger{}, fmt.Errorf("%q: not a diagnosis kind nor a severity (error, warning, prediction)", diag)
+		}
+		return FlightTrigger{On: on, Diag: diag}, nil
+	}
+	return FlightTrigger{}, fmt.Errorf("%q: want enomem, signal, diagnosis or diagnosis=KIND|SEVERITY", s)
+}
+
+func (t FlightTrigger) String() string {
+	if t.Diag != "" {
+		return t.On + "=" + t.Diag
+	}
+	return t.On
+}
+
+// matches reports whether diagnosis d fires t.
+func (t FlightTrigger) matches(d *analyzer.Diagnosis) bool {
+	switch {
+	case t.On != TriggerDiagnosis:
+		return false
+	case t.Diag == "" || t.Diag == d.Kind:
+		return true
+	}
+	r := analyzer.SeverityRank(t.Diag)
+	return r > 0 && analyzer.SeverityRank(d.Severity) >= r
+}
+
+// Check says what is wrong with c, quoting the flags that set it.
+func (c *FlightConfig) Check() error {
+	switch {
+	case c.Window <= 0:
+		return errors.New("--flight must be positive")
+	case c.After < 0:
+		return errors.New("--after must not be negative")
+	case c.MaxBytes <= 0:
+		return errors.New("--flight-mib must be positive")
+	case c.MaxFiles <= 0:
+		return errors.New("--max-files must be positive")
+	case len(c.Triggers) == 0:
+		return errors.New("--flight needs a --trigger: enomem, signal or diagnosis[=KIND|SEVERITY]")
+	case c.Dir == "" || c.Dir == outfile.Stdout:
+		return errors.New("--flight needs -o DIR, the directory for its recordings")
+	}
+	return nil
+}
+
+// flightFilePattern matches the names of the files a flight recorder
+// writes, which sort by time.
+const flightFilePattern = "sqscope-flight-*.sqscope"
+
+// Flight is a session's flight recorder. Its events go through a ring
+// of encoded blocks (trace.Ring); a trigger copies the ring's blocks of
+// the window into a new file, after a prefix that re-creates the
+// objects the window's events refer to, and the events that follow go
+// to the file too until the after window ends.
+type Flight struct {
+	cfg  FlightConfig
+	base trace.FileInfo // the session's, for each file's header
+	ring *trace.Ring
+	warn io.Writer
+
+	mu      sync.Mutex
+	objs    flightObjects
+	cur     *flightFile // the file being written, nil when armed
+	files   []string    // the files in the directory, oldest first
+	written map[string]int
+	absorb  int    // triggers while a file was being written
+	dropped uint64 // the ring's Dropped at the last file
+	err     error  // the first write error
+
+	seenDiag map[diagKey]uint64 // counts of the diagnoses seen
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+type diagKey struct {
+	kind  string
+	pid   uint32
+	qpNum uint32
+}
+
+// flightFile is a recording being written after a trigger.
+type flightFile struct {
+	path  string
+	out   *outfile.File
+	w     *trace.Writer
+	info  trace.FlightInfo
+	endNS uint64
+	ended bool // the session's trace.End is in it
+}
+
+// newFlight prepares the directory of cfg before any target exists.
+func newFlight(cfg FlightConfig, warn io.Writer) (*Flight, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if err := outfile.Dir(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("flight recordings directory: %w", err)
+	}
+	files, err := filepath.Glob(filepath.Join(cfg.Dir, flightFilePattern))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(files)
+	return &Flight{cfg: cfg, warn: warn, files: files, written: map[string]int{}, seenDiag: map[diagKey]uint64{},
+		objs: newFlightObjects()}, nil
+}
+
+// start begins keeping the session's events.
+func (f *Flight) start(s *Session) error {
+	ring, err := trace.NewRing(uint64(f.cfg.Window), f.cfg.MaxBytes)
+	if err != nil {
+		return err
+	}
+	f.ring, f.base = ring, s.fileInfo()
+	s.AddSink(f.write)
+	f.stop = make(chan struct{})
+	f.done.Go(func() { f.tick(s.an) })
+	if slices.ContainsFunc(f.cfg.Triggers, func(t FlightTrigger) bool { return t.On == TriggerSignal }) {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGUSR1)
+		f.done.Go(func() {
+			defer signal.Stop(sig)
+			for {
+				select {
+				case <-f.stop:
+					return
+				case <-sig:
+					f.Trigger(TriggerSignal, "SIGUSR1 received", trace.MonotonicNS())
+				}
+			}
+		})
+	}
+	return nil
+}
+
+// blockEvery is how often the ring ends its block: the window is kept to
+// that much.
+func (f *Flight) blockEvery() time.Duration {
+	return min(max(f.cfg.Window/8, 20*time.Millisecond), 500*time.Millisecond)
+}
+
+// diagEvery is how often the analyzer's diagnoses are looked at.
+const diagEvery = 250 * time.Millisecond
+
+// tick ends the ring's blocks, ends a file's after window, and looks for
+// new diagnoses, until Close.
+func (f *Flight) tick(an *analyzer.Analyzer) {
+	blocks := time.NewTicker(f.blockEvery())
+	defer blocks.Stop()
+	var diags <-chan time.Time
+	if slices.ContainsFunc(f.cfg.Triggers, func(t FlightTrigger) bool { return t.On == TriggerDiagnosis }) {
+		t := time.NewTicker(diagEvery)
+		defer t.Stop()
+		diags = t.C
+	}
+	flushed := time.Now()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-blocks.C:
+			if err := f.ring.Flush(); err != nil {
+				f.fail(err)
+			}
+			now := trace.MonotonicNS()
+			f.mu.Lock()
+			if f.cur != nil && now >= f.cur.endNS {
+				f.finish()
+			} else if f.cur != nil && time.Since(flushed) >= flushEvery {
+				flushed = time.Now()
+				if err := f.cur.w.Flush(); err != nil {
+					f.abandon(err)
+				}
+			}
+			f.objs.forget(f.ring.Oldest())
+			f.mu.Unlock()
+		case <-diags:
+			f.checkDiagnoses(an.Snapshot().Diagnoses)
+		}
+	}
+}
+
+// checkDiagnoses triggers on a matching diagnosis made or repeated since
+// the last look.
+func (f *Flight) checkDiagnoses(ds []analyzer.Diagnosis) {
+	for i := range ds {
+		d := &ds[i]
+		k := diagKey{d.Kind, d.PID, d.QPNum}
+		if f.seenDiag[k] == d.Count {
+			continue
+		}
+		f.seenDiag[k] = d.Count
+		for _, t := range f.cfg.Triggers {
+			if t.matches(d) {
+				f.Trigger(TriggerDiagnosis+"="+d.Kind, fmt.Sprintf("%s %s on QP %#x (pid %d)", d.Severity, d.Kind, d.QPNum, d.PID), d.LastNS)
+				break
+			}
+		}
+	}
+}
+
+// write is the session's sink.
+func (f *Flight) write(ev trace.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seq, err := f.ring.Write(ev)
+	if err != nil {
+		f.fail(err)
+	}
+	f.objs.note(ev, seq)
+	if c := f.cur; c != nil {
+		if err := c.w.Write(ev); err != nil {
+			f.abandon(err)
+		} else if ev.Kind() == trace.KindEnd {
+			c.ended = true
+		}
+	}
+	if !f.onENOMEM() {
+		return
+	}
+	switch e := ev.(type) {
+	case *trace.Post:
+		if e.Ret == ibv.ENOMEM {
+			f.trigger(TriggerENOMEM, fmt.Sprintf("post_send on QP %#x (pid %d) failed with ENOMEM", e.QPNum, e.PID), e.TimeNS)
+		}
+	case *trace.PostFail:
+		if e.Errno == ibv.ENOMEM {
+			f.trigger(TriggerENOMEM, fmt.Sprintf("%s on QP %#x (pid %d) failed with ENOMEM", e.Func, e.QPNum, e.PID), e.TimeNS)
+		}
+	}
+}
+
+func (f *Flight) onENOMEM() bool {
+	return slices.ContainsFunc(f.cfg.Triggers, func(t FlightTrigger) bool { return t.On == TriggerENOMEM })
+}
+
+// Trigger writes a recording of the window before atNS (CLOCK_MONOTONIC)
+// and the after window, unless one is being written.
+func (f *Flight) Trigger(name, detail string, atNS uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.trigger(name, detail, atNS)
+}
+
+// trigger starts a file; f.mu is held.
+func (f *Flight) trigger(name, detail string, atNS uint64) {
+	if f.cur != nil {
+		f.absorb++
+		return
+	}
+	if f.stop == nil { // closed
+		return
+	}
+	blocks, err := f.ring.Take()
+	if err != nil {
+		f.fail(err)
+		return
+	}
+	from := atNS - min(atNS, uint64(f.cfg.Window))
+	first := slices.IndexFunc(blocks, func(b trace.RingBlock) bool { return b.LastNS >= from })
+	if first < 0 {
+		first = len(blocks)
+	}
+	blocks = blocks[first:]
+	firstSeq := f.ring.Oldest() // no block: the prefix holds every object
+	if len(blocks) > 0 {
+		firstSeq = blocks[0].Seq
+	}
+	windowNS := atNS
+	for _, b := range blocks {
+		windowNS = min(windowNS, b.FirstNS)
+	}
+	st := f.ring.Stats()
+	fi := f.base
+	host := trace.HostInfo()
+	fi.StartWall, fi.StartMonoNS = host.StartWall, trace.MonotonicNS()
+	fi.Flight = &trace.FlightInfo{Trigger: name, Detail: detail, TriggerNS: atNS, WindowNS: windowNS,
+		AfterNS: uint64(f.cfg.After), Dropped: st.Dropped - f.dropped}
+	f.dropped = st.Dropped
+	path := filepath.Join(f.cfg.Dir, flightFileName(host.StartWall, name))
+	out, err := outfile.CreateNew(path, 0o600)
+	if err != nil {
+		f.fail(fmt.Errorf("flight recording: %w", err))
+		return
+	}
+	w, err := trace.NewWriter(out, fi)
+	if err != nil {
+		out.Discard()
+		f.fail(err)
+		return
+	}
+	f.cur = &flightFile{path: path, out: out, w: w, info: *fi.Flight, endNS: atNS + uint64(f.cfg.After)}
+	for _, ev := range f.objs.prefix(firstSeq, windowNS) {
+		if err := w.Write(ev); err != nil {
+			f.abandon(err)
+			return
+		}
+	}
+	for _, b := range blocks {
+		if err := w.WriteBlock(b); err != nil {
+			f.abandon(err)
+			return
+		}
+	}
+}
+
+// flightFileName names a file by its time (UTC, to the millisecond) and
+// trigger.
+func flightFileName(at time.Time, trigger string) string {
+	safe := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '=' {
+			return r
+		}
+		return '_'
+	}, trigger)
+	return "sqscope-flight-" + at.UTC().Format("20060102T150405.000Z") + "-" + safe + ".sqscope"
+}
+
+// flightEnded is the reason of the trace.End a flight recording ends with
+// when the trace goes on.
+const flightEnded = "flight recording: the window after the trigger ended"
+
+// finish completes the file being written and removes the oldest past
+// MaxFiles; f.mu is held.
+func (f *Flight) finish() {
+	c := f.cur
+	f.cur = nil
+	if !c.ended {
+		if err := c.w.Write(&trace.End{Header: trace.Header{TimeNS: trace.MonotonicNS()}, Reason: flightEnded}); err != nil {
+			f.cur = c
+			f.abandon(err)
+			return
+		}
+	}
+	err := c.w.Close()
+	if cerr := c.out.Commit(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		f.fail(fmt.Errorf("writing %s: %w", c.path, err))
+		return
+	}
+	f.written[c.info.Trigger]++
+	f.files = append(f.files, c.path)
+	for len(f.files) > f.cfg.MaxFiles {
+		if err := os.Remove(f.files[0]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			f.fail(fmt.Errorf("removing the oldest flight recording: %w", err))
+		}
+		f.files = f.files[1:]
+	}
+	fmt.Fprintf(f.warn, "sqscope: flight recording %s: %s (%s), %.1f s before it and %.1f s after; %d events, %d bytes\n",
+		c.path, c.info.Trigger, c.info.Detail, float64(c.info.TriggerNS-c.info.WindowNS)/1e9,
+		float64(f.afterHeld(c))/1e9, c.w.Events(), c.w.Bytes())
+}
+
+// afterHeld is how long after its trigger a file went on.
+func (f *Flight) afterHeld(c *flightFile) uint64 {
+	now := trace.MonotonicNS()
+	if now < c.info.TriggerNS {
+		return 0
+	}
+	return min(now-c.info.TriggerNS, c.info.AfterNS)
+}
+
+// abandon gives up the file being written after a write error, keeping
+// what reached it; f.mu is held.
+func (f *Flight) abandon(err error) {
+	c := f.cur
+	f.cur = nil
+	c.w.Close()
+	c.out.Abort()
+	f.fail(fmt.Errorf("writing %s: %w", c.path, err))
+}
+
+// fail keeps the first error.
+func (f *Flight) fail(err error) {
+	if f.err == nil {
+		f.err = err
+		fmt.Fprintf(f.warn, "sqscope: %v\n", err)
+	}
+}
+
+// FlightStats is what a flight recorder did.
+type FlightStats struct {
+	Files     []string       // kept in the directory, oldest first
+	Written   map[string]int // files written, by trigger
+	Absorbed  int            // triggers while a file was being written
+	Dropped   uint64         // events the memory bound dropped before their time
+	RingBytes int64          // held in memory now
+}
+
+// Stats says what f did so far.
+func (f *Flight) Stats() FlightStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.ring.Stats()
+	return FlightStats{Files: slices.Clone(f.files), Written: maps.Clone(f.written), Absorbed: f.absorb, Dropped: st.Dropped, RingBytes: st.Bytes}
+}
+
+// Close completes a file being written and stops; the error is the
+// first write error.
+func (f *Flight) Close() error {
+	if f.stop != nil {
+		close(f.stop)
+		f.done.Wait()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stop = nil
+	if f.cur != nil {
+		f.finish()
+	}
+	return f.err
+}
+
+// Flight is the session's flight recorder (Config.Flight), nil without
+// one. Close it after Run.
+func (s *Session) Flight() *Flight { return s.flight }
