@@ -41,7 +41,7 @@ type Target struct {
 	Force    bool   // record's --force
 	// Flight: record's flight recorder (RecordTo is its directory)
 	Flight *session.FlightConfig
-	Attach   session.AttachFlags
+	Attach session.AttachFlags
 }
 
 func (tf *Target) Register(fs *flag.FlagSet) {
