@@ -24,7 +24,7 @@ const (
 	FoundRecv       = "first post_recv"  // its first receive post
 	FoundCompletion = "first completion" // a completion polled from its CQ
 	FoundCounters   = "counters"         // kernel totals (--mode counters)
-	FoundFlight     = trace.ViaFlight    // created before a flight recording's window
+	FoundFlight     = "flight window"    // created before a flight recording's window
 )
 
 // noteFound records how q became known, the first time.

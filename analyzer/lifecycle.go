@@ -268,7 +268,7 @@ func (a *Analyzer) onQPCreate(e *trace.QPCreate) {
 	q.capsKnown = e.Via != trace.ViaMemory // a QP in memory: caps unknown
 	// a QP a flight recording's window starts with: caps known, what it
 	// had outstanding not
-	q.late = !q.capsKnown || e.Via == trace.ViaFlight
+	q.late = !q.capsKnown || e.Window
 	q.found = FoundCreate
 	switch {
 	case !q.capsKnown:

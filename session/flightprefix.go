@@ -188,7 +188,7 @@ func (o *flightObjects) forget(oldest uint64) {
 // the probes placed and the objects created before that block and not
 // ended before it, in the order processes, probes, SRQs, CQs, QPs (each
 // in creation order), at time atNS. A QP's create becomes a
-// trace.ViaFlight one, saying its state (the last modify seen, after it
+// trace.QPCreate.Window one, saying its state (the last modify seen, after it
 // too): its caps are known, what it held at the window's start is not.
 func (o *flightObjects) prefix(first, atNS uint64) []trace.Event {
 	var objs []*flightObj
@@ -225,8 +225,8 @@ func (o *flightObjects) prefix(first, atNS uint64) []trace.Event {
 	for _, i := range idx {
 		for _, ev := range objs[i].events {
 			ev = clone(ev)
-			if q, ok := ev.(*trace.QPCreate); ok && q.Via != trace.ViaMemory {
-				q.Via = trace.ViaFlight
+			if q, ok := ev.(*trace.QPCreate); ok {
+				q.Window = true
 				if st := objs[i].stateAt; st > 0 {
 					q.State = objs[i].events[st].(*trace.QPModify).State
 				}

@@ -132,19 +132,18 @@ type QPCreate struct {
 	// rules the QP follows. Empty when not known.
 	Lib string
 	// State is the QP's state (enum ibv_qp_state) when it was found: 0
-	// (RESET) for a create, what memory said for ViaMemory.
+	// (RESET) for a create, what memory said for ViaMemory, the last
+	// state a modify set for Window.
 	State int32
+	// Window says the QP was created before a flight recording's window
+	// (FileInfo.Flight) and is re-created at its start: its caps are the
+	// create's, but what it had outstanding then is not known.
+	Window bool `json:",omitempty"`
 }
 
 // ViaMemory is the Via of a QP found by the memory scan of a running
 // process.
 const ViaMemory = "memory"
-
-// ViaFlight is the Via of a QP re-created at the start of a flight
-// recording (FileInfo.Flight): created before the recording's window,
-// with the caps its create said, but what it had outstanding at the
-// window's start is not known.
-const ViaFlight = "flight window"
 
 func (*QPCreate) Kind() Kind { return KindQPCreate }
 

@@ -104,7 +104,7 @@ type FileInfo struct {
 // FlightInfo describes a recording the flight recorder wrote on a
 // trigger. Its events start at WindowNS, the oldest event kept in memory
 // at the trigger, after a prefix that re-creates the QPs and CQs known
-// before then (trace.ViaFlight); the occupancy of those QPs at the
+// before then (QPCreate.Window); the occupancy of those QPs at the
 // window's start is unknown, as after a late attach.
 type FlightInfo struct {
 	Trigger   string // what triggered it: "enomem", "signal", "diagnosis=KIND"

@@ -83,11 +83,11 @@ func TestGenerationsAppended(t *testing.T) {
 				return // its receives come after the generation (TestQPRecvsAppended)
 			}
 			// and what a later writer appends after the generation is
-			// skipped (a QP create's library and state come first: empty
-			// and 0 here)
+			// skipped (a QP create's library, state and window come
+			// first: empty, 0 and false here)
 			later := bytes.Clone(body)
 			if _, ok := ev.(*QPCreate); ok {
-				later = append(later, 0, 0)
+				later = append(later, 0, 0, 0)
 			}
 			later = append(later, "later fields"...)
 			rec = append([]byte{byte(ev.Kind())}, binary.AppendUvarint(nil, uint64(len(later)))...)

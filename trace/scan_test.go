@@ -48,6 +48,8 @@ func TestScanFieldsAppended(t *testing.T) {
 			&QPCreate{QP: 1, QPNum: 2, Type: QPTypeRC, Via: ViaMemory}},
 		{"qp state and gen", &QPCreate{QP: 1, QPNum: 2, Via: ViaMemory, Gen: 4, State: 3},
 			&QPCreate{QP: 1, QPNum: 2, Via: ViaMemory, Gen: 4}},
+		{"qp window", &QPCreate{QP: 1, QPNum: 2, Type: QPTypeRC, Via: "ibv_create_qp", Caps: Caps{MaxSendWR: 64}, State: 3, Window: true},
+			&QPCreate{QP: 1, QPNum: 2, Type: QPTypeRC, Via: "ibv_create_qp", Caps: Caps{MaxSendWR: 64}, State: 3}},
 		{"kernel check", &Scan{Bytes: 1, QPs: 1, KernelCheck: "agrees"}, &Scan{Bytes: 1, QPs: 1}},
 		{"debug file", &Attach{Func: "poll_cq", How: "debug-file", DebugFile: "/x.debug"},
 			&Attach{Func: "poll_cq", How: "debug-file"}},
@@ -59,7 +61,12 @@ func TestScanFieldsAppended(t *testing.T) {
 				t.Fatalf("record body\n%x\ndoes not extend\n%x", body, oldBody)
 			}
 			// what a later writer appends after the new field is skipped
-			later := append(bytes.Clone(body), "later fields"...)
+			// (a QP create's window comes first: false here)
+			later := bytes.Clone(body)
+			if _, ok := c.full.(*QPCreate); ok {
+				later = append(later, 0)
+			}
+			later = append(later, "later fields"...)
 			rec := append([]byte{byte(c.full.Kind())}, binary.AppendUvarint(nil, uint64(len(later)))...)
 			var d decoder
 			got, _, err := d.nextRecord(append(rec, later...))

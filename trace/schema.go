@@ -39,6 +39,9 @@ func (c *recordCodec) fields(ev Event) {
 		if c.appended(e.State != 0) {
 			c.z32(&e.State)
 		}
+		if c.appended(e.Window) {
+			c.bool(&e.Window)
+		}
 	case *QPDestroy:
 		c.u64(&e.QP)
 		c.u32(&e.QPNum)
