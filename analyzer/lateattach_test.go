@@ -60,6 +60,23 @@ func TestLateAttachOccupancy(t *testing.T) {
 			}
 			s.Poll(qpn, 0, 0, 0, 0, 0) // two of WRs posted before the attach, then the three
 		}, want{found: FoundMemory, state: "RTS", lowerBound: true, outstanding: 0, peak: 3, preCQEs: 2}},
+		{"re-created by a flight window, not yet synced", func(s *streamtest.Stream) {
+			s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+				SendCQ: streamtest.CQAddr(qpn), RecvCQ: streamtest.CQAddr(qpn), Caps: streamtest.RCCaps(16, 60, 1),
+				Via: "sqsim_create_qp", State: ibv.QPSRTS, Window: true})
+			s.IDs[qpn] = 1000
+			s.Send(qpn, 4, 0, 4)
+			s.Poll(qpn, 995) // a WR posted before the window
+		}, want{found: FoundFlight, state: "RTS", lowerBound: true, outstanding: 4, peak: 4, preCQEs: 1, capsKnown: true}},
+		{"re-created by a flight window, synced", func(s *streamtest.Stream) {
+			s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC,
+				SendCQ: streamtest.CQAddr(qpn), RecvCQ: streamtest.CQAddr(qpn), Caps: streamtest.RCCaps(16, 60, 1),
+				Via: "sqsim_create_qp", State: ibv.QPSRTS, Window: true})
+			s.IDs[qpn] = 1000
+			s.Send(qpn, 4, 0, 4)
+			s.Send(qpn, 4, 0, 4)
+			s.Poll(qpn, 1003)
+		}, want{found: FoundFlight, state: "RTS", outstanding: 4, peak: 8, exactSince: true, capsKnown: true}},
 		{"learned from its first post", func(s *streamtest.Stream) {
 			s.IDs[qpn] = 10
 			s.Send(qpn, 2, 0, 2)
