@@ -219,6 +219,8 @@ func Dir(path string) error {
 		return err
 	case st.Mode()&fs.ModeSymlink != 0:
 		return fmt.Errorf("%s is a symbolic link: outputs are not written through links (give the directory it points to)", path)
+	case st.Mode().IsRegular():
+		return fmt.Errorf("%s is a file, not a directory", path)
 	case !st.IsDir():
 		return fmt.Errorf("%s is %s, not a directory", path, kind(st.Mode()))
 	}
