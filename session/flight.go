@@ -146,8 +146,8 @@ type flightFile struct {
 	out   *outfile.File
 	w     *trace.Writer
 	info  trace.FlightInfo
-	endNS uint64
-	ended bool // the session's trace.End is in it
+	timer *time.Timer // ends the after window
+	ended bool        // the session's trace.End is in it
 }
 
 // newFlight prepares the directory of cfg before any target exists.
@@ -204,7 +204,7 @@ func (f *Flight) blockEvery() time.Duration {
 // diagEvery is how often the analyzer's diagnoses are looked at.
 const diagEvery = 250 * time.Millisecond
 
-// tick ends the ring's blocks, ends a file's after window, and looks for
+// tick ends the ring's blocks, flushes the file being written, and looks for
 // new diagnoses, until Close.
 func (f *Flight) tick(an *analyzer.Analyzer) {
 	blocks := time.NewTicker(f.blockEvery())
@@ -224,11 +224,8 @@ func (f *Flight) tick(an *analyzer.Analyzer) {
 			if err := f.ring.Flush(); err != nil {
 				f.fail(err)
 			}
-			now := trace.MonotonicNS()
 			f.mu.Lock()
-			if f.cur != nil && now >= f.cur.endNS {
-				f.finish()
-			} else if f.cur != nil && time.Since(flushed) >= flushEvery {
+			if f.cur != nil && time.Since(flushed) >= flushEvery {
 				flushed = time.Now()
 				if err := f.cur.w.Flush(); err != nil {
 					f.abandon(err)
@@ -351,7 +348,16 @@ func (f *Flight) trigger(name, detail string, atNS uint64) {
 		f.fail(err)
 		return
 	}
-	f.cur = &flightFile{path: path, out: out, w: w, info: *fi.Flight, endNS: atNS + uint64(f.cfg.After)}
+	c := &flightFile{path: path, out: out, w: w, info: *fi.Flight}
+	f.cur = c
+	wait := time.Duration(atNS + uint64(f.cfg.After) - min(trace.MonotonicNS(), atNS+uint64(f.cfg.After)))
+	c.timer = time.AfterFunc(wait, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.cur == c {
+			f.finish()
+		}
+	})
 	for _, ev := range f.objs.prefix(firstSeq, windowNS) {
 		if err := w.Write(ev); err != nil {
 			f.abandon(err)
@@ -387,6 +393,7 @@ const flightEnded = "flight recording: the window after the trigger ended"
 func (f *Flight) finish() {
 	c := f.cur
 	f.cur = nil
+	c.timer.Stop()
 	if !c.ended {
 		if err := c.w.Write(&trace.End{Header: trace.Header{TimeNS: trace.MonotonicNS()}, Reason: flightEnded}); err != nil {
 			f.cur = c
@@ -429,6 +436,9 @@ func (f *Flight) afterHeld(c *flightFile) uint64 {
 func (f *Flight) abandon(err error) {
 	c := f.cur
 	f.cur = nil
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	c.w.Close()
 	c.out.Abort()
 	f.fail(fmt.Errorf("writing %s: %w", c.path, err))
