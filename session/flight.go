@@ -169,7 +169,9 @@ func newFlight(cfg FlightConfig, warn io.Writer) (*Flight, error) {
 
 // start begins keeping the session's events.
 func (f *Flight) start(s *Session) error {
-	ring, err := trace.NewRing(uint64(f.cfg.Window), f.cfg.MaxBytes)
+	// a diagnosis is seen up to diagEvery after the event that made it,
+	// and the trigger is that event: the ring keeps that much more
+	ring, err := trace.NewRing(uint64(f.cfg.Window+2*diagEvery+f.blockEvery()), f.cfg.MaxBytes)
 	if err != nil {
 		return err
 	}
@@ -245,13 +247,18 @@ func (f *Flight) checkDiagnoses(ds []analyzer.Diagnosis) {
 	for i := range ds {
 		d := &ds[i]
 		k := diagKey{d.Kind, d.PID, d.QPNum}
-		if f.seenDiag[k] == d.Count {
+		seen := f.seenDiag[k]
+		if seen == d.Count {
 			continue
 		}
 		f.seenDiag[k] = d.Count
+		at := d.LastNS // a repeat since the last look: its last
+		if seen == 0 {
+			at = d.FirstNS
+		}
 		for _, t := range f.cfg.Triggers {
 			if t.matches(d) {
-				f.Trigger(TriggerDiagnosis+"="+d.Kind, fmt.Sprintf("%s %s on QP %#x (pid %d)", d.Severity, d.Kind, d.QPNum, d.PID), d.LastNS)
+				f.Trigger(TriggerDiagnosis+"="+d.Kind, fmt.Sprintf("%s %s on QP %#x (pid %d)", d.Severity, d.Kind, d.QPNum, d.PID), at)
 				break
 			}
 		}

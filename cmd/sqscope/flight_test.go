@@ -104,10 +104,16 @@ func readFlight(t *testing.T, path string) flightSpan {
 // holding the 2 s before the first ENOMEM and the after window (the
 // workload ends inside it), and its report finds the overflow's QP and
 // cause as a recording of the whole run does.
-func TestFlightENOMEM(t *testing.T) {
+func TestFlightOverflow(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
+	for _, trigger := range []string{"enomem", "diagnosis=sq_overflow_unsignaled_run"} {
+		t.Run(trigger, func(t *testing.T) { flightOverflow(t, trigger) })
+	}
+}
+
+func flightOverflow(t *testing.T, trigger string) {
 	dir := filepath.Join(t.TempDir(), "flight")
-	cmd, stderr := startFlight(t, "--flight", "2s", "--trigger", "enomem", "-o", dir, "--workload", "--",
+	cmd, stderr := startFlight(t, "--flight", "2s", "--trigger", trigger, "-o", dir, "--workload", "--",
 		"--qps", "4", "-s", "64", "-I", "64", "-Q", "16", "-t", "128", "--fault", "never-signal", "--fault-after", "3",
 		"--fault-qp", "2", "-D", "4.5", "--rate", "20000")
 	if err := cmd.Wait(); err != nil {
@@ -117,16 +123,16 @@ func TestFlightENOMEM(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("%d files %v, want 1\n%s", len(files), files, stderr)
 	}
-	if !strings.Contains(stderr.String(), "recordings written: 1 on enomem") || !strings.Contains(stderr.String(), "0 event(s) dropped") {
-		t.Errorf("stderr does not say one recording on enomem, none dropped:\n%s", stderr)
+	if !strings.Contains(stderr.String(), "recordings written: 1 on "+trigger) || !strings.Contains(stderr.String(), "0 event(s) dropped") {
+		t.Errorf("stderr does not say one recording on %s, none dropped:\n%s", trigger, stderr)
 	}
 	sp := readFlight(t, files[0])
 	before := float64(sp.info.TriggerNS-sp.firstNS) / 1e9
 	after := float64(sp.lastNS-sp.info.TriggerNS) / 1e9
 	t.Logf("%s: %d events, %.3f s before the trigger, %.3f s after; ends %q", filepath.Base(files[0]), sp.events, before, after, sp.end)
 	switch {
-	case sp.info.Trigger != session.TriggerENOMEM || sp.failedNS != sp.info.TriggerNS:
-		t.Errorf("trigger %q at %d, first failed post at %d: want enomem at the first failure", sp.info.Trigger, sp.info.TriggerNS, sp.failedNS)
+	case sp.info.Trigger != trigger || sp.failedNS != sp.info.TriggerNS:
+		t.Errorf("trigger %q at %d, first failed post at %d: want %s at the first failure", sp.info.Trigger, sp.info.TriggerNS, sp.failedNS, trigger)
 	case sp.info.WindowNS != sp.firstNS:
 		t.Errorf("header says the window starts at %d, its first event is at %d", sp.info.WindowNS, sp.firstNS)
 	case before < 2 || before > 2.6:
@@ -156,8 +162,8 @@ func TestFlightENOMEM(t *testing.T) {
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if f := rep.Recording.Flight; f == nil || f.Trigger != "enomem" || f.WindowS < 2 || f.TriggerWall == "" {
-		t.Errorf("report's flight %+v, want enomem with a 2 s window", f)
+	if f := rep.Recording.Flight; f == nil || f.Trigger != trigger || f.WindowS < 2 || f.TriggerWall == "" {
+		t.Errorf("report's flight %+v, want %s with a 2 s window", f, trigger)
 	}
 	var full []uint32
 	for _, q := range rep.QPs {
@@ -180,7 +186,7 @@ func TestFlightENOMEM(t *testing.T) {
 		t.Errorf("diagnoses %+v, want sq_overflow_unsignaled_run on QP %#x", rep.Diagnoses, full[0])
 	}
 	text, err := exec.Command(sqscopeBin(t), "report", files[0]).Output()
-	if err != nil || !strings.Contains(string(text), "flight recording: triggered by enomem") ||
+	if err != nil || !strings.Contains(string(text), "flight recording: triggered by "+trigger) ||
 		!strings.Contains(string(text), "occupancy a lower bound until a completion re-synchronises it") {
 		t.Errorf("text report (err %v) does not say it is a flight recording:\n%.600s", err, text)
 	}
