@@ -287,7 +287,11 @@ func (f *Flight) write(ev trace.Event) {
 	switch e := ev.(type) {
 	case *trace.Post:
 		if e.Ret == ibv.ENOMEM {
-			f.trigger(TriggerENOMEM, fmt.Sprintf("post_send on QP %#x (pid %d) failed with ENOMEM", e.QPNum, e.PID), e.TimeNS)
+			call := "post_send"
+			if e.API == trace.APIWR {
+				call = "wr_complete"
+			}
+			f.trigger(TriggerENOMEM, fmt.Sprintf("%s on QP %#x (pid %d) failed with ENOMEM", call, e.QPNum, e.PID), e.TimeNS)
 		}
 	case *trace.PostFail:
 		if e.Errno == ibv.ENOMEM {

@@ -43,9 +43,10 @@ func (ff *flightFlags) register(fs *flag.FlagSet) {
 	})
 }
 
-// config is the session's flight configuration for the directory dir, nil
-// when --flight is not given; set says which flags were given.
-func (ff *flightFlags) config(dir string, set map[string]bool) (*session.FlightConfig, error) {
+// config is the session's flight configuration for the directory dir and
+// the probe mode, nil when --flight is not given; set says which flags
+// were given.
+func (ff *flightFlags) config(dir, mode string, set map[string]bool) (*session.FlightConfig, error) {
 	if ff.window == 0 {
 		for _, n := range []string{"after", "flight-mib", "max-files", "trigger"} {
 			if set[n] {
@@ -60,6 +61,9 @@ func (ff *flightFlags) config(dir string, set map[string]bool) (*session.FlightC
 	}
 	if mib <= 0 || mib > 1<<20 {
 		return nil, fmt.Errorf("--flight-mib %d: want 1 to %d", ff.mib, 1<<20)
+	}
+	if mode != session.ModeEvents && mode != session.ModeSentinel && slices.ContainsFunc(ff.triggers, func(t session.FlightTrigger) bool { return t.On == session.TriggerENOMEM }) {
+		return nil, fmt.Errorf("--trigger enomem needs --mode events or sentinel: --mode %s records no failed post", mode)
 	}
 	cfg := &session.FlightConfig{Dir: dir, Window: ff.window, After: ff.after, MaxBytes: int64(mib) << 20,
 		MaxFiles: ff.maxFiles, Triggers: ff.triggers}

@@ -306,6 +306,7 @@ func TestFlightBadFlags(t *testing.T) {
 		{"no memory", []string{"--flight", "2s", "--trigger", "enomem", "--flight-mib", "0", "-o", dir}, "--flight-mib 0"},
 		{"standard output", []string{"--flight", "2s", "--trigger", "enomem", "-o", "-"}, "--flight needs -o DIR"},
 		{"force", []string{"--flight", "2s", "--trigger", "enomem", "--force", "-o", dir}, "never replaces"},
+		{"enomem in counters mode", []string{"--flight", "2s", "--trigger", "enomem", "--mode", "counters", "-o", dir}, "--trigger enomem needs --mode events or sentinel"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,7 +44,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	flight, err := ff.config(tf.RecordTo, set)
+	flight, err := ff.config(tf.RecordTo, tf.Mode, set)
 	switch {
 	case err != nil:
 		return cli.UsageErr("record: %v", err)
