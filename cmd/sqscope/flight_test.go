@@ -207,18 +207,22 @@ func TestFlightSignalMaxFiles(t *testing.T) {
 	cmd, stderr := startFlight(t, "--flight", "1s", "--after", "300ms", "--trigger", "signal", "--max-files", "2",
 		"-o", dir, "--workload", "--", "-D", "7", "--rate", "5000")
 	written := regexp.MustCompile(`flight recording (\S+): signal`)
+	var latency [3]time.Duration
 	for i := range 3 {
 		time.Sleep(1500 * time.Millisecond)
+		sent := time.Now()
 		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
+		defer func() { t.Logf("SIGUSR1 #%d: file complete %v after it (--after 300ms)", i+1, latency[i].Round(time.Millisecond)) }()
 		// wait for the file: the after window, then the line saying it
 		for deadline := time.Now().Add(5 * time.Second); len(written.FindAllString(stderr.String(), -1)) <= i; {
 			if time.Now().After(deadline) {
 				t.Fatalf("no file after SIGUSR1 #%d:\n%s", i+1, stderr)
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond)
 		}
+		latency[i] = time.Since(sent)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("record --flight: %v\n%s", err, stderr)
@@ -250,8 +254,9 @@ func TestFlightMemoryBound(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	dir := filepath.Join(t.TempDir(), "flight")
 	cmd, stderr := startFlight(t, "--flight", "10s", "--flight-mib", "1", "--after", "100ms", "--trigger", "signal",
-		"-o", dir, "--workload", "--", "-D", "4", "--qps", "8", "-Q", "1", "-s", "64")
-	time.Sleep(3 * time.Second)
+		"-o", dir, "--workload", "--", "-D", "7", "--qps", "8", "-Q", "1", "-s", "64")
+	time.Sleep(6 * time.Second) // some 3 MB of blocks (0.5 MB/s when this test was written)
+	rss := vmKiB(t, cmd.Process.Pid, "RssAnon")
 	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
@@ -273,12 +278,32 @@ func TestFlightMemoryBound(t *testing.T) {
 	}
 	sp := readFlight(t, files[0])
 	before := float64(sp.info.TriggerNS-sp.firstNS) / 1e9
-	t.Logf("%d dropped in all, %d before the trigger; the file holds %.3f s before it in %d bytes", dropped, sp.info.Dropped, before, st.Size())
+	t.Logf("%d dropped in all, %d before the trigger; the file holds %.3f s before it in %d bytes; sqscope's anonymous resident memory before the trigger %d KiB", dropped, sp.info.Dropped, before, st.Size(), rss)
+	// --flight-mib and 64 MiB; the mapped files (the binary, the BPF
+	// ring buffer's pages) are as a plain record's
+	if rss > (1+64)<<10 {
+		t.Errorf("anonymous resident memory %d KiB, want at most %d", rss, (1+64)<<10)
+	}
 	// the file is the ring's blocks (at most the bound), the prefix and
 	// the 0.1 s after
 	if dropped == 0 || sp.info.Dropped == 0 || sp.info.Dropped > dropped || st.Size() > 3<<19 {
 		t.Errorf("dropped %d (file: %d), %d bytes: want events dropped, at most the 1 MiB bound and the after window", dropped, sp.info.Dropped, st.Size())
 	}
+}
+
+// vmKiB reads a memory figure of /proc/PID/status, in KiB.
+func vmKiB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + field + `:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no %s in /proc/%d/status", field, pid)
+	}
+	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return n
 }
 
 // Bad flight flags: one line, exit 2, nothing started nor created.
