@@ -214,7 +214,9 @@ func TestFlightSignalMaxFiles(t *testing.T) {
 		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { t.Logf("SIGUSR1 #%d: file complete %v after it (--after 300ms)", i+1, latency[i].Round(time.Millisecond)) }()
+		defer func() {
+			t.Logf("SIGUSR1 #%d: file complete %v after it (--after 300ms)", i+1, latency[i].Round(time.Millisecond))
+		}()
 		// wait for the file: the after window, then the line saying it
 		for deadline := time.Now().Add(5 * time.Second); len(written.FindAllString(stderr.String(), -1)) <= i; {
 			if time.Now().After(deadline) {
