@@ -214,9 +214,6 @@ func TestFlightSignalMaxFiles(t *testing.T) {
 		if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 			t.Fatal(err)
 		}
-		defer func() {
-			t.Logf("SIGUSR1 #%d: file complete %v after it (--after 300ms)", i+1, latency[i].Round(time.Millisecond))
-		}()
 		// wait for the file: the after window, then the line saying it
 		for deadline := time.Now().Add(5 * time.Second); len(written.FindAllString(stderr.String(), -1)) <= i; {
 			if time.Now().After(deadline) {
@@ -226,6 +223,7 @@ func TestFlightSignalMaxFiles(t *testing.T) {
 		}
 		latency[i] = time.Since(sent)
 	}
+	t.Logf("each file complete %v after its SIGUSR1 (--after 300ms)", latency)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("record --flight: %v\n%s", err, stderr)
 	}
