@@ -148,6 +148,9 @@ type flightFile struct {
 	info  trace.FlightInfo
 	timer *time.Timer // ends the after window
 	ended bool        // the session's trace.End is in it
+	// took is how long the trigger took to write the window, while the
+	// trace's events waited
+	took time.Duration
 }
 
 // newFlight prepares the directory of cfg before any target exists.
@@ -321,6 +324,7 @@ func (f *Flight) trigger(name, detail string, atNS uint64) {
 	if f.stop == nil { // closed
 		return
 	}
+	began := time.Now()
 	blocks, err := f.ring.Take()
 	if err != nil {
 		f.fail(err)
@@ -381,6 +385,7 @@ func (f *Flight) trigger(name, detail string, atNS uint64) {
 			return
 		}
 	}
+	c.took = time.Since(began)
 }
 
 // flightFileName names a file by its time (UTC, to the millisecond) and
@@ -428,9 +433,9 @@ func (f *Flight) finish() {
 		}
 		f.files = f.files[1:]
 	}
-	fmt.Fprintf(f.warn, "sqscope: flight recording %s: %s (%s), %.1f s before it and %.1f s after; %d events, %d bytes\n",
+	fmt.Fprintf(f.warn, "sqscope: flight recording %s: %s (%s), %.1f s before it and %.1f s after; %d events, %d bytes; the window written in %.1f ms\n",
 		c.path, c.info.Trigger, c.info.Detail, float64(c.info.TriggerNS-c.info.WindowNS)/1e9,
-		float64(f.afterHeld(c))/1e9, c.w.Events(), c.w.Bytes())
+		float64(f.afterHeld(c))/1e9, c.w.Events(), c.w.Bytes(), float64(c.took)/1e6)
 }
 
 // afterHeld is how long after its trigger a file went on.
