@@ -360,3 +360,19 @@ func TestFlightBadFlags(t *testing.T) {
 		t.Errorf("-o FILE: %v, stderr %q; want one line saying it is not a directory", err, msg)
 	}
 }
+
+// Healthy traffic: nothing written, and the summary says no trigger
+// fired.
+func TestFlightHealthyWritesNothing(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	dir := filepath.Join(t.TempDir(), "flight")
+	cmd, stderr := startFlight(t, "--flight", "1s", "--trigger", "enomem", "--trigger", "diagnosis=error", "-o", dir,
+		"--workload", "--", "-D", "2", "--qps", "2", "-s", "64", "-I", "64", "-Q", "16")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("record --flight: %v\n%s", err, stderr)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 0 || !strings.Contains(stderr.String(), "recordings written: none: no trigger fired") {
+		t.Errorf("directory holds %d entries (err %v), stderr:\n%s\nwant nothing written", len(entries), err, stderr)
+	}
+}
