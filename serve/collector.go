@@ -33,6 +33,7 @@ type Collector struct {
 	monoNS         func() uint64
 	cpu            func() time.Duration // sqscope's own CPU time
 	order          []exported           // a scrape's QPs, kept for the next
+	flight         atomic.Pointer[session.Flight]
 }
 
 // NewCollector returns a collector with the options' bounds.
@@ -114,6 +115,7 @@ func (c *Collector) visit(emit emitFunc) {
 	emit(tracingFam, b2f(c.tracing.Load()))
 	emit(cpuFam, c.cpu().Seconds())
 	emit(maxQPsFam, float64(c.maxQPs))
+	c.visitFlight(emit)
 	an := c.an.Load()
 	if an == nil {
 		return // attaching: nothing traced, nothing measured yet

@@ -144,6 +144,9 @@ func Run(ctx context.Context, o Options, start func() (*session.Session, error),
 		return err
 	}
 	fmt.Fprintf(log, "sqscope: serving http://%s/metrics, tracing %s\n", srv.Addr(), sess.Target())
+	if f := sess.Flight(); f != nil {
+		srv.C.AttachFlight(f)
+	}
 	srv.C.Attach(sess.Analyzer(), sess.PID())
 	srv.setHealth(true, "tracing "+sess.Target())
 

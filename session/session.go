@@ -655,6 +655,9 @@ func (s *Session) Close() {
 	if s.tracer != nil {
 		s.tracer.Close()
 	}
+	if s.flight != nil {
+		s.flight.Close() // a file being written is completed; its errors were said
+	}
 }
 
 // RunEvery is Run, calling tick every interval while it runs (never when

@@ -350,6 +350,16 @@ func TestFlightBadFlags(t *testing.T) {
 			}
 		})
 	}
+	for _, args := range [][]string{{"--flight-dir", dir}, {"--flight", "2s", "--trigger", "signal"}} {
+		cmd := exec.Command(bin, append(append([]string{"serve"}, args...), "--workload", "--", "-n", "10")...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if msg := strings.TrimSuffix(stderr.String(), "\n"); !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(msg, "--flight-dir DIR and --flight DURATION go together") {
+			t.Errorf("serve %v: %v, stderr %q; want exit 2 saying the two go together", args, err, msg)
+		}
+	}
 	// a file where the directory goes: refused before a target starts
 	cmd := exec.Command(bin, "record", "--flight", "2s", "--trigger", "enomem", "-o", file, "--workload", "--", "-n", "10")
 	var stderr bytes.Buffer
@@ -374,5 +384,36 @@ func TestFlightHealthyWritesNothing(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) != 0 || !strings.Contains(stderr.String(), "recordings written: none: no trigger fired") {
 		t.Errorf("directory holds %d entries (err %v), stderr:\n%s\nwant nothing written", len(entries), err, stderr)
+	}
+}
+
+// serve --flight-dir: SIGUSR1 writes a file, counted on /metrics by its
+// trigger.
+func TestServeFlight(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	dir := filepath.Join(t.TempDir(), "flight")
+	s := serveWith(t, "--mode", "events", "--flight", "1s", "--after", "200ms", "--trigger", "signal", "--flight-dir", dir,
+		"--workload", "--", "-D", "30", "--rate", "2000")
+	body, _ := s.scrape(t, "")
+	if _, ok := value(series(t, body), "sqscope_flight_recordings_total", nil); ok {
+		t.Errorf("a flight recording counted before any trigger")
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if err := s.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	m := s.waitFor(t, regexp.MustCompile(`flight recording (\S+): signal`))
+	body, _ = s.scrape(t, "")
+	if n, ok := value(series(t, body), "sqscope_flight_recordings_total", map[string]string{"trigger": "signal"}); !ok || n != 1 {
+		t.Errorf("sqscope_flight_recordings_total{trigger=\"signal\"} = %v (%v), want 1", n, ok)
+	}
+	if files := flightFiles(t, dir); len(files) != 1 || files[0] != m[1] {
+		t.Errorf("files %v, want %s", files, m[1])
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Errorf("serve after SIGTERM: %v\n%s", err, s.log.String())
 	}
 }

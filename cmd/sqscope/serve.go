@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"flag"
 	"io"
 
 	"github.com/sqscope/sqscope/cmd/internal/cli"
@@ -13,9 +14,13 @@ import (
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
 	var o serve.Options
+	var ff flightFlags
+	var flightDir string
 	fs := cli.CommandFlags("serve", serve.Usage, serve.About, serve.Examples, stdout)
 	tf.Register(fs)
 	o.Register(fs)
+	ff.register(fs)
+	fs.StringVar(&flightDir, "flight-dir", "", "with --flight: the directory of the flight recorder's recordings (made 0700)")
 	tf.Mode, fs.Lookup("mode").DefValue = session.ModeCounters, session.ModeCounters
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
@@ -23,5 +28,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cmp.Or(tf.Check(fs.Args()), o.Check()); err != nil {
 		return cli.UsageErr("serve: %v", err)
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if (flightDir != "") != (ff.window != 0) {
+		return cli.UsageErr("serve: --flight-dir DIR and --flight DURATION go together")
+	}
+	flight, err := ff.config(flightDir, tf.Mode, set)
+	if err != nil {
+		return cli.UsageErr("serve: %v", err)
+	}
+	tf.Flight = flight
 	return serve.Run(ctx, o, func() (*session.Session, error) { return tf.Start(ctx, fs.Args(), stderr, nil, version) }, stderr)
 }
