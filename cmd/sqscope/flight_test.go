@@ -135,8 +135,8 @@ func flightOverflow(t *testing.T, trigger string) {
 		t.Errorf("trigger %q at %d, first failed post at %d: want %s at the first failure", sp.info.Trigger, sp.info.TriggerNS, sp.failedNS, trigger)
 	case sp.info.WindowNS != sp.firstNS:
 		t.Errorf("header says the window starts at %d, its first event is at %d", sp.info.WindowNS, sp.firstNS)
-	case before < 2 || before > 2.6:
-		t.Errorf("%.3f s before the trigger, want 2 s and at most a block more", before)
+	case before < 2 || before > 3:
+		t.Errorf("%.3f s before the trigger, want 2 s and a block more at most (a block ends every 250 ms, later on a busy host)", before)
 	case after < 1 || after > 2:
 		t.Errorf("%.3f s after the trigger, want the 1.5 s until the workload ended", after)
 	case !strings.Contains(sp.end, "exited"):
