@@ -200,6 +200,10 @@ func Start(cfg Config) (_ *Session, err error) {
 		if cfg.ChildOut != nil {
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, cfg.ChildOut, cfg.ChildOut
 		}
+		if !cfg.KeepTarget {
+			// ended with sqscope, however sqscope ends (SIGKILL, a crash)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		}
 		child, err := probe.StartHeldCmd(cmd)
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", cfg.Argv[0], err)
