@@ -341,13 +341,18 @@ func (t *Tracer) attachPlaced(pid uint32, r role, cookie uint64, path, openPath 
 	if t.following() {
 		filter = 0
 	}
-	if filter != 0 && leaderExited(filter) {
+	leaderGone := func() bool {
+		if filter == 0 || !leaderExited(filter) {
+			return false
+		}
 		filter = 0
 		if !t.warnedLeader {
 			t.warnedLeader = true
 			t.warnings = append(t.warnings, fmt.Sprintf("the main thread of process %d has exited: probes placed from now on fire in every process that maps their file, and are ignored outside process %d", t.opts.PID, t.opts.PID))
 		}
+		return true
 	}
+	leaderGone()
 	var placed []link.Link
 	// The return probe goes first: a call entering before it exists then
 	// finds no saved arguments and is skipped as a whole.
@@ -359,6 +364,11 @@ func (t *Tracer) attachPlaced(pid uint32, r role, cookie uint64, path, openPath 
 			continue
 		}
 		l, err := t.uprobes.Attach(ex, p.prog(&t.objs.VerbsPrograms), off, cookie, filter, p.ret)
+		if err != nil && leaderGone() {
+			// the main thread exited since it was looked at: no probe
+			// can be tied to it any more
+			l, err = t.uprobes.Attach(ex, p.prog(&t.objs.VerbsPrograms), off, cookie, filter, p.ret)
+		}
 		if err != nil {
 			for _, l := range placed {
 				l.Close()
