@@ -110,7 +110,7 @@ func (t *Tracer) attachAll() error {
 			t.warnings = append(t.warnings, fmt.Sprintf(
 				"process %d was running before sqscope attached: its data-path functions were found %s, and QPs it created earlier are learned from their first post or poll, with caps unknown (max_send_wr is inferred from the first SQ-full ENOMEM)", t.opts.PID, how))
 		case bySym+byMem > 0:
-		case !usesVerbs(t.opts.PID):
+		case !UsesVerbs(t.opts.PID):
 			// no verbs library and no simulated HCA yet (a shell that
 			// will exec the program, say): it has no QP to miss
 		default:
@@ -494,9 +494,9 @@ func (t *Tracer) learnHow(pid uint32, fns []uint64, how string) int {
 	return placed
 }
 
-// usesVerbs says whether process pid maps a libibverbs or runs a binary
+// UsesVerbs says whether process pid maps a libibverbs or runs a binary
 // with the simulated HCA.
-func usesVerbs(pid int) bool {
+func UsesVerbs(pid int) bool {
 	if lib, _ := libibverbsMapped(pid); lib != "" {
 		return true
 	}

@@ -237,6 +237,9 @@ func Start(cfg Config) (_ *Session, err error) {
 	}
 	s.openCPU, s.openWall = SelfCPU(), time.Now()
 	s.warnLate()
+	if cfg.PID != 0 && cfg.Wait && !probe.UsesVerbs(cfg.PID) {
+		fmt.Fprintf(cfg.Warnings, "sqscope: process %d uses no verbs library yet: its probes are in place, waiting for it (--wait), across an exec too\n", cfg.PID)
+	}
 	if n := len(tr.Running()); cfg.All && n > 0 {
 		fmt.Fprintf(cfg.Warnings, "sqscope: every process that uses verbs is traced from its first call; scanning the %d running now %v\n", n, tr.Running())
 	}
