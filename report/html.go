@@ -47,24 +47,27 @@ type pageData struct {
 	QPs       []pageQP   `json:"qps"`
 	Diagnoses []pageDiag `json:"diagnoses"`
 	Plot      []int      `json:"plot"` // QPs plotted when the page opens, by index
+	// Notes are the provider notes of the QPs, each once (a QP names
+	// its own by index): thousands of QPs of one provider share most.
+	Notes []string `json:"notes"`
 }
 
 // pageQP is one QP for the plots: nil pointers are figures its mode or
 // provider model does not give (Reason or Notes say why).
 type pageQP struct {
-	Label          string          `json:"label"`
-	Depth          *uint64         `json:"depth"`
-	WRs            uint64          `json:"wrs"`
-	WRsPerS        float64         `json:"wrs_per_s"`
-	DoorbellsPerS  *float64        `json:"doorbells_per_s"`
-	WRsPerDoorbell *float64        `json:"wrs_per_doorbell"`
-	InlinePct      *float64        `json:"inline_pct"`
-	SignaledPct    *float64        `json:"signaled_pct"`
-	Peak           *uint64         `json:"peak"`
-	PeakBound      bool            `json:"peak_lower_bound,omitempty"`
-	ENOMEM         uint64          `json:"enomem"`
-	PCIe           json.RawMessage `json:"pcie"` // null: no PCIe model (Notes say why)
-	Notes          []string        `json:"notes,omitempty"`
+	Label          string             `json:"label"`
+	Depth          *uint64            `json:"depth"`
+	WRs            uint64             `json:"wrs"`
+	WRsPerS        float64            `json:"wrs_per_s"`
+	DoorbellsPerS  *float64           `json:"doorbells_per_s"`
+	WRsPerDoorbell *float64           `json:"wrs_per_doorbell"`
+	InlinePct      *float64           `json:"inline_pct"`
+	SignaledPct    *float64           `json:"signaled_pct"`
+	Peak           *uint64            `json:"peak"`
+	PeakBound      bool               `json:"peak_lower_bound,omitempty"`
+	ENOMEM         uint64             `json:"enomem"`
+	PCIe           map[string]float64 `json:"pcie"` // the savings by cause; nil: no PCIe model (Notes say why)
+	Notes          []int              `json:"notes,omitempty"`
 	// Occ is the occupancy series, in buckets of StepS from T0 (seconds
 	// into the trace): the fewest and the most WRs outstanding in each
 	// bucket and the WRs posted in it; NoOcc says why there is none.
@@ -74,11 +77,64 @@ type pageQP struct {
 	Diags []int       `json:"diags,omitempty"` // its diagnoses, by index
 }
 
+// pageSeries holds each series as runs (runs): a QP idle or steady for
+// most of the run costs a few bytes.
 type pageSeries struct {
-	T0  float64  `json:"t0"`
-	Min []uint32 `json:"min"`
-	Max []uint32 `json:"max"`
-	WRs []uint32 `json:"wrs"`
+	T0  float64 `json:"t0"`
+	N   int     `json:"n"` // buckets
+	Min string  `json:"min"`
+	Max string  `json:"max"`
+	WRs string  `json:"wrs"`
+}
+
+// runs writes v as comma-separated values, a run of n > 2 equal values
+// as "value*n"; the page's script reads it back.
+func runs(v []uint32) string {
+	var b strings.Builder
+	for i := 0; i < len(v); {
+		j := i + 1
+		for j < len(v) && v[j] == v[i] {
+			j++
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		switch n := j - i; {
+		case n > 2:
+			fmt.Fprintf(&b, "%d*%d", v[i], n)
+		case n == 2:
+			fmt.Fprintf(&b, "%d,%d", v[i], v[i])
+		default:
+			fmt.Fprint(&b, v[i])
+		}
+		i = j
+	}
+	return b.String()
+}
+
+// pcieKeys are the PCIe savings the page shows: by cause, and the bytes.
+var pcieKeys = []string{"doorbells_saved", "wqe_fetches_saved_batching", "wqe_fetches_saved_blueflame",
+	"payload_reads_saved_inline", "cqe_writes_saved_unsignaled", "bytes_saved", "bytes_saved_pct"}
+
+// pcieOf is the savings of q the page shows, by the QP's JSON (which
+// leaves out what its mode or model does not give); nil when none.
+func pcieOf(q *analyzer.QP) map[string]float64 {
+	b, err := json.Marshal(q.PCIe)
+	if err != nil {
+		return nil
+	}
+	var all map[string]json.RawMessage
+	if json.Unmarshal(b, &all) != nil || all == nil {
+		return nil
+	}
+	out := map[string]float64{}
+	for _, k := range pcieKeys {
+		var v float64
+		if raw, ok := all[k]; ok && json.Unmarshal(raw, &v) == nil {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 type pageDiag struct {
@@ -195,15 +251,29 @@ func share(a, b uint64) *float64 {
 
 func buildPage(p *Page) *pageData {
 	s := &p.Snap
-	d := &pageData{FirstNS: s.FirstNS, SpanS: float64(s.LastNS-min(s.FirstNS, s.LastNS)) / 1e9, Diagnoses: []pageDiag{}}
+	d := &pageData{FirstNS: s.FirstNS, SpanS: float64(s.LastNS-min(s.FirstNS, s.LastNS)) / 1e9, Diagnoses: []pageDiag{}, Notes: []string{}}
 	if p.Series != nil {
 		d.StepS = float64(p.Series.StepNS) / 1e9
 	}
 	idx := map[failKey][]int{}
+	notes := map[string]int{}
 	d.QPs = make([]pageQP, len(s.QPs))
 	for i := range s.QPs {
 		q := &s.QPs[i]
 		d.QPs[i] = buildQP(p, q)
+		var ns []string
+		if q.CountersOnly {
+			ns = append(ns, analyzer.CountersModeNote)
+		}
+		for _, n := range append(ns, q.ProviderNotes()...) {
+			j, ok := notes[n]
+			if !ok {
+				j = len(d.Notes)
+				notes[n] = j
+				d.Notes = append(d.Notes, n)
+			}
+			d.QPs[i].Notes = append(d.QPs[i].Notes, j)
+		}
 		k := failKey{q.PID, q.QPNum}
 		idx[k] = append(idx[k], i)
 	}
@@ -227,10 +297,7 @@ func buildPage(p *Page) *pageData {
 }
 
 func buildQP(p *Page, q *analyzer.QP) pageQP {
-	pq := pageQP{Label: qpLabel(q), WRs: q.WRs, WRsPerS: q.Rates.WRsPerSec, ENOMEM: q.ENOMEM, Notes: q.ProviderNotes()}
-	if q.CountersOnly {
-		pq.Notes = append([]string{analyzer.CountersModeNote}, pq.Notes...)
-	}
+	pq := pageQP{Label: qpLabel(q), WRs: q.WRs, WRsPerS: q.Rates.WRsPerSec, ENOMEM: q.ENOMEM, PCIe: pcieOf(q)}
 	if q.Occupancy.Depth > 0 {
 		v := q.Occupancy.Depth
 		pq.Depth = &v
@@ -247,11 +314,6 @@ func buildQP(p *Page, q *analyzer.QP) pageQP {
 		v := q.PeakOutstanding
 		pq.Peak, pq.PeakBound = &v, q.OutstandingLowerBound
 	}
-	if b, err := json.Marshal(q.PCIe); err == nil {
-		pq.PCIe = b
-	} else {
-		pq.PCIe = json.RawMessage("null")
-	}
 	h, start := p.Series.of(q)
 	switch {
 	case q.CountersOnly:
@@ -261,14 +323,15 @@ func buildQP(p *Page, q *analyzer.QP) pageQP {
 	case len(h) == 0:
 		pq.NoOcc = "no post or completion of this QP in the trace"
 	default:
-		o := &pageSeries{T0: float64(start-min(start, p.Snap.FirstNS)) / 1e9,
-			Min: make([]uint32, len(h)), Max: make([]uint32, len(h)), WRs: make([]uint32, len(h))}
+		o := &pageSeries{T0: float64(start-min(start, p.Snap.FirstNS)) / 1e9, N: len(h)}
 		if start < p.Snap.FirstNS {
 			o.T0 = -float64(p.Snap.FirstNS-start) / 1e9
 		}
+		lo, hi, wrs := make([]uint32, len(h)), make([]uint32, len(h)), make([]uint32, len(h))
 		for i, smp := range h {
-			o.Min[i], o.Max[i], o.WRs[i] = smp.Min, smp.Max, smp.WRs
+			lo[i], hi[i], wrs[i] = smp.Min, smp.Max, smp.WRs
 		}
+		o.Min, o.Max, o.WRs = runs(lo), runs(hi), runs(wrs)
 		pq.Occ = o
 		pq.Fails = p.Series.failsOf(q, start, len(h))
 	}

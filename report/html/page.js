@@ -22,6 +22,15 @@
     if (v === null || v === undefined) return "n/a";
     return Number(v).toFixed(d === undefined ? 0 : d);
   }
+  // unruns reads a series written as runs: "v" or "v*n", comma-separated.
+  function unruns(s) {
+    var out = [];
+    s.split(",").forEach(function (tok) {
+      var p = tok.split("*"), v = Number(p[0]), n = p.length > 1 ? Number(p[1]) : 1;
+      for (var i = 0; i < n; i++) out.push(v);
+    });
+    return out;
+  }
   function secs(t) { return "+" + t.toFixed(t >= 1 ? 3 : 6) + " s"; }
 
   // niceTicks returns about n round values from 0 to hi.
@@ -121,7 +130,7 @@
   var cards = document.getElementById("cards");
   function card(i) {
     var id = "qp-card-" + i, old = document.getElementById(id);
-    if (old) { old.scrollIntoView(); return; }
+    if (old) return old;
     var q = data.qps[i], c = el("div", { "class": "card", id: id });
     var h = el("h3", {}, q.label);
     var x = el("button", { type: "button", title: "remove this plot" }, "×");
@@ -135,10 +144,10 @@
       if (g.count > 1) marks.push({ t: g.last_s, severity: g.severity, text: what + ", last at " + secs(g.last_s) + " (" + g.count + " times)" });
     });
     if (q.occ) {
-      c.appendChild(plot({ title: "WRs outstanding of " + q.label, ylabel: "WRs outstanding", t0: q.occ.t0, hi: q.occ.max, lo: q.occ.min,
+      c.appendChild(plot({ title: "WRs outstanding of " + q.label, ylabel: "WRs outstanding", t0: q.occ.t0, hi: unruns(q.occ.max), lo: unruns(q.occ.min),
         limit: q.depth, fails: q.fails, marks: marks }));
       c.appendChild(plot({ title: "WRs posted per second of " + q.label, ylabel: "WRs/s", t0: q.occ.t0,
-        hi: q.occ.wrs.map(function (n) { return n / data.step_s; }) }));
+        hi: unruns(q.occ.wrs).map(function (n) { return n / data.step_s; }) }));
     } else {
       c.appendChild(el("p", { "class": "absent" }, "No occupancy over time: " + q.no_occ));
     }
@@ -159,14 +168,15 @@
       p.appendChild(document.createTextNode(" at " + secs(g.first_s) + ": " + g.message + " Fix: " + g.fix));
       c.appendChild(p);
     });
-    (q.notes || []).forEach(function (n) { c.appendChild(el("p", { "class": "note" }, n)); });
+    (q.notes || []).forEach(function (n) { c.appendChild(el("p", { "class": "note" }, data.notes[n])); });
     cards.appendChild(c);
+    return c;
   }
 
   var pick = document.getElementById("pick");
   data.qps.forEach(function (q, i) { pick.appendChild(el("option", { value: String(i) }, q.label)); });
   pick.addEventListener("change", function () {
-    if (pick.value !== "") { card(Number(pick.value)); document.getElementById("qp-card-" + pick.value).scrollIntoView(); }
+    if (pick.value !== "") card(Number(pick.value)).scrollIntoView();
   });
   data.plot.forEach(card);
 
@@ -199,6 +209,6 @@
   applyFilter();
   body.addEventListener("click", function (e) {
     var r = e.target.closest("tr");
-    if (r) { card(Number(r.getAttribute("data-qp"))); document.getElementById("qp-card-" + r.getAttribute("data-qp")).scrollIntoView(); }
+    if (r) card(Number(r.getAttribute("data-qp"))).scrollIntoView();
   });
 })();
