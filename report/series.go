@@ -122,3 +122,20 @@ func (s *Series) failsOf(q *analyzer.QP, startNS uint64, n int) [][2]uint64 {
 	slices.SortFunc(out, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
 	return out
 }
+
+// SeriesFrom builds the Series of the run snap was taken of, with opts'
+// model settings: replay reads the run's events again, handing each to
+// fn, in one pass.
+func SeriesFrom(opts analyzer.Options, snap *analyzer.Snapshot, replay func(fn func(trace.Event)) error) (*Series, error) {
+	so := SeriesOptions(opts, snap.FirstNS, snap.LastNS, len(snap.QPs))
+	a := analyzer.New(so)
+	s := NewSeries(so.HistoryStepNS)
+	if err := replay(func(ev trace.Event) {
+		a.Ingest(ev)
+		s.Event(ev)
+	}); err != nil {
+		return nil, err
+	}
+	s.Take(a.Snapshot())
+	return s, nil
+}

@@ -58,124 +58,72 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !f.html && f.out != outfile.Stdout {
 		return cli.UsageErr("report: -o is the file of --html (text and JSON go to standard output)")
 	}
+	r, err := session.OpenRecording(path)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer r.Close()
+	out := &cli.Output{Writer: stdout}
 	if f.html {
-		return runReportHTML(ctx, fs, f, path, stdout, stderr)
-	}
-	r, err := session.OpenRecording(path)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	defer r.Close()
-	a := analyzer.New(analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor()})
-	res, err := session.ReadAll(ctx, r, a.Ingest)
-	if err != nil {
-		return fmt.Errorf("report: %s: %w", path, err)
-	}
-	if w := res.Warning(path); w != "" {
-		fmt.Fprintln(stderr, "sqscope:", w)
-	}
-	rec := session.Describe(path, r, &res)
-	snap := a.Snapshot()
-	if f.json {
-		if err := cli.WriteJSON(stdout, struct {
-			Recording session.RecordingInfo `json:"recording"`
-			analyzer.Snapshot
-		}{rec, snap}, true); err != nil {
-			return fmt.Errorf("report: writing JSON: %w", err)
+		if out, err = cli.CreateOutput("report", f.out, []string{path}, f.force, false, stdout); err != nil {
+			return err
 		}
-	} else {
-		fmt.Fprintln(stdout, rec.TextHeader())
-		if err := report.WriteText(stdout, snap); err != nil {
-			return fmt.Errorf("report: writing the report: %w", err)
-		}
+		defer out.Discard()
 	}
-	if err := res.Err(path); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	return nil
-}
-
-// runReportHTML writes the HTML report: the report's snapshot from one
-// pass over the recording, each QP's occupancy over the whole run from a
-// second (report.Series), then the page, through outfile.
-func runReportHTML(ctx context.Context, fs *flag.FlagSet, f *reportFlags, path string, stdout, stderr io.Writer) error {
-	if f.out == "" {
-		return cli.UsageErr("report: -o needs a file name (or - for stdout)")
-	}
-	if f.out == outfile.Stdout && isTerminal(stdout) {
-		return cli.UsageErr("report: --html writes a page, not text for a terminal: give -o FILE.html (or redirect standard output)")
-	}
-	if _, err := outfile.Check(f.out, []string{path}, f.force); err != nil {
-		return fmt.Errorf("report: creating output: %w", err)
-	}
-	r, err := session.OpenRecording(path)
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	defer r.Close()
 	opts := analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor()}
 	a := analyzer.New(opts)
 	res, err := session.ReadAll(ctx, r, a.Ingest)
 	if err != nil {
 		return fmt.Errorf("report: %s: %w", path, err)
 	}
-	rec := session.Describe(path, r, &res)
-	snap := a.Snapshot()
-	series, err := reportSeries(ctx, path, opts, &snap)
-	if err != nil {
-		return err
-	}
-	var w io.Writer = stdout
-	var out *outfile.File
-	if f.out != outfile.Stdout {
-		if out, err = outfile.Create(f.out, 0o600, []string{path}, f.force, true); err != nil {
-			return fmt.Errorf("report: creating output: %w", err)
-		}
-		defer out.Discard()
-		w = out
-	}
-	page := report.Page{Title: filepath.Base(path), Header: rec.TextHeader(), Snap: snap, Series: series}
-	if err := report.WriteHTML(w, page); err != nil {
-		return fmt.Errorf("report: writing the page: %w", err)
-	}
-	if res.Corrupt != nil && out != nil && out.Replaces() {
-		return fmt.Errorf("report: %w; %s is left as it was", res.Err(path), f.out)
-	}
-	if out != nil {
-		if err := out.Commit(); err != nil {
-			return fmt.Errorf("report: writing %s: %w", f.out, err)
-		}
-	}
 	if w := res.Warning(path); w != "" {
 		fmt.Fprintln(stderr, "sqscope:", w)
+	}
+	rec := session.Describe(path, r, &res)
+	snap := a.Snapshot()
+	switch {
+	case f.json:
+		err = cli.WriteJSON(stdout, struct {
+			Recording session.RecordingInfo `json:"recording"`
+			analyzer.Snapshot
+		}{rec, snap}, true)
+	case f.html:
+		err = writeReportHTML(ctx, path, opts, &rec, snap, out, &res)
+	default:
+		fmt.Fprintln(stdout, rec.TextHeader())
+		err = report.WriteText(stdout, snap)
+	}
+	if err != nil {
+		return fmt.Errorf("report: writing the report: %w", err)
 	}
 	if err := res.Err(path); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	if out != nil {
+	if out.IsFile() {
 		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs, %d diagnoses\n", f.out, len(snap.QPs), len(snap.Diagnoses))
 	}
 	return nil
 }
 
-// reportSeries reads the recording again into an analyzer whose
-// histories span the whole run (report.SeriesOptions), counting failed
-// posts as they pass: memory bounded by the QPs, not the recording.
-func reportSeries(ctx context.Context, path string, opts analyzer.Options, snap *analyzer.Snapshot) (*report.Series, error) {
-	r, err := session.OpenRecording(path)
+// writeReportHTML writes the HTML page of snap, each QP's occupancy over
+// the run read from a second pass over the recording, and commits it.
+func writeReportHTML(ctx context.Context, path string, opts analyzer.Options, rec *session.RecordingInfo, snap analyzer.Snapshot, out *cli.Output, res *session.ReadResult) error {
+	series, err := report.SeriesFrom(opts, &snap, func(fn func(trace.Event)) error {
+		r, err := session.OpenRecording(path)
+		if err == nil {
+			defer r.Close()
+			_, err = session.ReadAll(ctx, r, fn)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("report: %w", err)
+		return err
 	}
-	defer r.Close()
-	so := report.SeriesOptions(opts, snap.FirstNS, snap.LastNS, len(snap.QPs))
-	a := analyzer.New(so)
-	s := report.NewSeries(so.HistoryStepNS)
-	if _, err := session.ReadAll(ctx, r, func(ev trace.Event) {
-		a.Ingest(ev)
-		s.Event(ev)
-	}); err != nil {
-		return nil, fmt.Errorf("report: %s: %w", path, err)
+	if err := report.WriteHTML(out, report.Page{Title: filepath.Base(path), Header: rec.TextHeader(), Snap: snap, Series: series}); err != nil {
+		return err
 	}
-	s.Take(a.Snapshot())
-	return s, nil
+	if res.Corrupt != nil && out.Replaces() {
+		return fmt.Errorf("%w; %s is left as it was", res.Err(path), out.Name)
+	}
+	return out.Commit()
 }
