@@ -52,11 +52,8 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if f.html && f.json {
-		return cli.UsageErr("report: --html and --json are two outputs: give one")
-	}
-	if !f.html && f.out != outfile.Stdout {
-		return cli.UsageErr("report: -o is the file of --html (text and JSON go to standard output)")
+	if f.html && f.json || !f.html && f.out != outfile.Stdout {
+		return cli.UsageErr("report: -o and --html go together, without --json (text and JSON go to standard output)")
 	}
 	r, err := session.OpenRecording(path)
 	if err != nil {
@@ -108,14 +105,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // writeReportHTML writes the HTML page of snap, each QP's occupancy over
 // the run read from a second pass over the recording, and commits it.
 func writeReportHTML(ctx context.Context, path string, opts analyzer.Options, rec *session.RecordingInfo, snap analyzer.Snapshot, out *cli.Output, res *session.ReadResult) error {
-	series, err := report.SeriesFrom(opts, &snap, func(fn func(trace.Event)) error {
-		r, err := session.OpenRecording(path)
-		if err == nil {
-			defer r.Close()
-			_, err = session.ReadAll(ctx, r, fn)
-		}
-		return err
-	})
+	series, err := report.SeriesFrom(opts, &snap, func(fn func(trace.Event)) error { return session.ReadFile(ctx, path, fn) })
 	if err != nil {
 		return err
 	}

@@ -53,8 +53,8 @@ func TestReportHTML(t *testing.T) {
 	}{
 		{"over a recording", []string{"report", "--html", "-o", recCopy, rec}, 1, "existing recording"},
 		{"over its input", []string{"report", "--html", "-o", rec, rec}, 1, "also an input"},
-		{"html and json", []string{"report", "--html", "--json", rec}, 2, "give one"},
-		{"-o without --html", []string{"report", "-o", out, rec}, 2, "-o is the file of --html"},
+		{"html and json", []string{"report", "--html", "--json", rec}, 2, "without --json"},
+		{"-o without --html", []string{"report", "-o", out, rec}, 2, "-o and --html go together"},
 		{"no such recording", []string{"report", "--html", "-o", filepath.Join(dir, "x.html"), filepath.Join(dir, "none.sqscope")}, 1, "none.sqscope"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
