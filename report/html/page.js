@@ -33,14 +33,15 @@
   }
   function secs(t) { return "+" + t.toFixed(t >= 1 ? 3 : 6) + " s"; }
 
-  // niceTicks returns about n round values from 0 to hi.
-  function niceTicks(hi, n) {
-    if (!(hi > 0)) return [0];
-    var raw = hi / n, p = Math.pow(10, Math.floor(Math.log10(raw)));
+  // niceTicks returns about n round values from lo to hi, and the
+  // decimals that write them.
+  function niceTicks(lo, hi, n) {
+    if (!(hi > lo)) return { v: [lo], dec: 0 };
+    var raw = (hi - lo) / n, p = Math.pow(10, Math.floor(Math.log10(raw)));
     var m = raw / p, step = (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
     var out = [];
-    for (var v = 0; v <= hi * 1.0001; v += step) out.push(v);
-    return out;
+    for (var k = Math.ceil(lo / step - 1e-9); k * step <= hi + step * 1e-6; k++) out.push(k * step);
+    return { v: out, dec: Math.max(0, -Math.floor(Math.log10(step) + 1e-9)) };
   }
 
   // plot draws one series over the whole run: a band from lo to hi per
@@ -50,19 +51,22 @@
     var W = 760, H = 210, L = 56, R = 12, T = 12, B = 44;
     var svg = sv("svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, "class": "plot", role: "img" });
     svg.appendChild(sv("title", {}, o.title));
-    var span = Math.max(data.span_s, o.t0 + o.hi.length * data.step_s), t0 = Math.min(0, o.t0);
+    // the QP's own time in the run, in seconds into the trace
+    var t0 = o.t0, span = o.t0 + Math.max(o.hi.length, 1) * data.step_s;
     var top = 0;
     for (var i = 0; i < o.hi.length; i++) top = Math.max(top, o.hi[i]);
     if (o.limit) top = Math.max(top, o.limit);
     top = top > 0 ? top * 1.08 : 1;
     function X(t) { return L + (t - t0) / (span - t0 || 1) * (W - L - R); }
     function Y(v) { return H - B - v / top * (H - T - B); }
-    niceTicks(top, 4).forEach(function (v) {
+    var yt = niceTicks(0, top, 4);
+    yt.v.forEach(function (v) {
       svg.appendChild(sv("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), "class": "grid" }));
-      svg.appendChild(sv("text", { x: L - 4, y: Y(v) + 4, "text-anchor": "end" }, String(Math.round(v * 100) / 100)));
+      svg.appendChild(sv("text", { x: L - 4, y: Y(v) + 4, "text-anchor": "end" }, v.toFixed(yt.dec)));
     });
-    niceTicks(span - t0, 6).forEach(function (t) {
-      svg.appendChild(sv("text", { x: X(t + t0), y: H - B + 14, "text-anchor": "middle" }, (t + t0).toPrecision(3) + " s"));
+    var xt = niceTicks(t0, span, 6);
+    xt.v.forEach(function (t) {
+      svg.appendChild(sv("text", { x: X(t), y: H - B + 14, "text-anchor": "middle" }, "+" + t.toFixed(xt.dec) + " s"));
     });
     svg.appendChild(sv("text", { x: 4, y: T + 2, "class": "ylabel" }, o.ylabel));
     var up = "", down = "";
@@ -84,7 +88,7 @@
       svg.appendChild(m);
     });
     (o.marks || []).forEach(function (m) {
-      var x = X(m.t), tri = sv("path", { d: "M" + x + "," + (H - B + 28) + "l-5,9h10z", "class": "mark " + m.severity });
+      var x = Math.min(W - R, Math.max(L, X(m.t))), tri = sv("path", { d: "M" + x + "," + (H - B + 28) + "l-5,9h10z", "class": "mark " + m.severity });
       tri.appendChild(sv("title", {}, m.text));
       svg.appendChild(tri);
     });
