@@ -340,7 +340,7 @@ func buildQP(p *Page, q *analyzer.QP) pageQP {
 
 // plotted picks the QPs plotted when the page opens.
 func plotted(s *analyzer.Snapshot, d *pageData) []int {
-	var out []int
+	out := []int{}
 	add := func(i int) {
 		if !slices.Contains(out, i) {
 			out = append(out, i)
@@ -509,6 +509,9 @@ func writeTable(w io.Writer, s *analyzer.Snapshot, d *pageData) {
 		fmt.Fprint(w, "</tr>\n")
 	}
 	fmt.Fprint(w, "</tbody></table>\n")
+	if len(s.QPs) == 0 {
+		fmt.Fprint(w, "<p>No send queue activity seen.</p>\n")
+	}
 	if s.Total.WRs > 0 {
 		fmt.Fprintf(w, "<p>In total: %d WRs", s.Total.WRs)
 		if s.Total.ENOMEM > 0 {

@@ -393,3 +393,17 @@ func TestHTMLScript(t *testing.T) {
 		t.Errorf("cards %v: the QP picked was not plotted", ids)
 	}
 }
+
+// A trace of no QP makes a page whose script runs and plots nothing.
+func TestHTMLNoQPs(t *testing.T) {
+	s := streamtest.New()
+	s.Add(&trace.Proc{Header: s.Header(), Comm: "idle"})
+	snap, page := pageOf(t, withBF, eventsOf(s.Events))
+	p := checkPage(t, snap, page)
+	if !strings.Contains(p.text, "No send queue activity seen.") {
+		t.Error("the page does not say no send queue was seen")
+	}
+	if r := runScript(t, page); len(r.Opened) != 0 || r.ShownAll != "0 of 0 QPs" {
+		t.Errorf("opened %v, shown %q", r.Opened, r.ShownAll)
+	}
+}

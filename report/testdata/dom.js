@@ -83,13 +83,14 @@ function cards() {
 const out = { opened: cards().map((c) => c.id) };
 // sort by the QP column twice (descending), filter, plot another QP, remove one
 head.children[2].fire("click"); head.children[2].fire("click");
-out.sortedFirst = body.children[0].getAttribute("data-qp");
+out.sortedFirst = body.children.length ? body.children[0].getAttribute("data-qp") : "";
 byId.filter.value = "zzz-no-such-text"; byId.filter.fire("input");
 out.shownNone = byId.shown.textContent;
 byId.filter.value = ""; byId.filter.fire("input");
 out.shownAll = byId.shown.textContent;
-const last = body.children.length - 1;
-byId.pick.value = String(last); byId.pick.fire("change");
-body.fire("click", { target: body.children[0].children[0] });
+if (body.children.length) {
+  byId.pick.value = String(body.children.length - 1); byId.pick.fire("change");
+  body.fire("click", { target: body.children[0].children[0] });
+}
 out.cards = cards();
 process.stdout.write(JSON.stringify(out));
