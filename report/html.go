@@ -452,7 +452,12 @@ var tableCols = []tableCol{
 	}},
 	{"gen", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) { return uintCell(q.Gen) }},
 	{"type", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) { return q.Type, 0, false }},
-	{"provider", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) { return q.Provider, 0, false }},
+	{"provider (model)", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) {
+		if q.Model == "" {
+			return q.Provider + " (no HCA model)", 0, false
+		}
+		return q.Provider + " (" + q.Model + ")", 0, false
+	}},
 	{"max_send_wr", func(q *analyzer.QP, p *pageQP) (string, float64, bool) {
 		if p.Depth == nil {
 			return "unknown", -1, true
