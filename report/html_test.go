@@ -376,6 +376,9 @@ func TestHTMLScript(t *testing.T) {
 	if c.Fails == 0 || c.Marks == 0 {
 		t.Errorf("%d failure marks, %d diagnosis marks", c.Fails, c.Marks)
 	}
+	if !strings.Contains(c.Text, "so no peak is lost") {
+		t.Error("the plot does not say how it was downsampled")
+	}
 	if g := snap.Diagnoses[0]; !strings.Contains(c.Text, g.Fix) {
 		t.Errorf("card text lacks the fix %q", g.Fix)
 	}

@@ -150,6 +150,8 @@
     if (q.occ) {
       c.appendChild(plot({ title: "WRs outstanding of " + q.label, ylabel: "WRs outstanding", t0: q.occ.t0, hi: unruns(q.occ.max), lo: unruns(q.occ.min),
         limit: q.depth, fails: q.fails, marks: marks }));
+      c.appendChild(el("p", { "class": "note" }, "Downsampled: each step is the fewest to the most WRs outstanding in a bucket of " +
+        (data.step_s * 1e3).toPrecision(3) + " ms, so no peak is lost. Red: failed posts; triangles: diagnoses (first and last)."));
       c.appendChild(plot({ title: "WRs posted per second of " + q.label, ylabel: "WRs/s", t0: q.occ.t0,
         hi: unruns(q.occ.wrs).map(function (n) { return n / data.step_s; }) }));
     } else {
