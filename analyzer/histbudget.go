@@ -7,9 +7,9 @@ import "math/bits"
 // down to histMinLen windows (enough for the trend, trendWindows, and a
 // sparkline), so that memory grows by at most histMinLen samples per QP.
 const (
-	DefaultHistoryBytes = 32 << 20 // 341 QPs keep the default 60 s; 4,096 keep 5 s
+	DefaultHistoryBytes = 32 << 20 // 279 QPs keep the default 60 s; 4,096 keep 4 s
 	histMinLen          = 256
-	sampleBytes         = 16 // unsafe.Sizeof(OccSample{})
+	sampleBytes         = 20 // unsafe.Sizeof(OccSample{})
 )
 
 // histLenFor is the most windows each of n QPs keeps: the budget shared

@@ -3,6 +3,7 @@ package analyzer
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/trace"
@@ -16,13 +17,13 @@ func TestHistLenFor(t *testing.T) {
 		most   uint64
 		want   uint64
 	}{
-		{"one QP keeps the most", 16 << 20, 1, 6000, 6000},
-		{"one QP within the budget", 16 * 1000, 1, 6000, 1000},
-		{"two QPs share it", 16 * 1000, 2, 6000, 500},
-		{"three round up to four", 16 * 2048, 3, 6000, 512},
-		{"never below the floor", 16 * 1000, 64, 6000, histMinLen},
-		{"nor above the length asked", 16 * 1000, 64, 4, 4},
-		{"4,096 QPs of the default", DefaultHistoryBytes, 4096, DefaultHistoryLen, DefaultHistoryBytes / 16 / 4096},
+		{"one QP keeps the most", sampleBytes << 20, 1, 6000, 6000},
+		{"one QP within the budget", sampleBytes * 1000, 1, 6000, 1000},
+		{"two QPs share it", sampleBytes * 1000, 2, 6000, 500},
+		{"three round up to four", sampleBytes * 2048, 3, 6000, 512},
+		{"never below the floor", sampleBytes * 1000, 64, 6000, histMinLen},
+		{"nor above the length asked", sampleBytes * 1000, 64, 4, 4},
+		{"4,096 QPs of the default", DefaultHistoryBytes, 4096, DefaultHistoryLen, DefaultHistoryBytes / sampleBytes / 4096},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -43,10 +44,10 @@ func TestHistoryBudget(t *testing.T) {
 		budget  int // bytes
 		wantLen int // QP 1's samples at the end
 	}{
-		{"grows past the first ring", 200, 1, 16 * 1000, 201},
-		{"capped by the budget", 1500, 1, 16 * 1000, 1000},
-		{"halved by a second QP", 900, 2, 16 * 1000, 500},
-		{"at the floor with many QPs", 900, 40, 16 * 1000, histMinLen},
+		{"grows past the first ring", 200, 1, sampleBytes * 1000, 201},
+		{"capped by the budget", 1500, 1, sampleBytes * 1000, 1000},
+		{"halved by a second QP", 900, 2, sampleBytes * 1000, 500},
+		{"at the floor with many QPs", 900, 40, sampleBytes * 1000, histMinLen},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,5 +134,12 @@ func TestSnapshotWith(t *testing.T) {
 	a.Ingest(&trace.Proc{Header: trace.Header{TimeNS: want.LastNS, PID: 1}, How: trace.ProcFork, Comm: "x"})
 	if after, ok := a.SnapshotWith(SnapshotOptions{Since: want.Version, History: keep}); !ok || after.Version == want.Version {
 		t.Fatalf("no snapshot after an event (%v)", ok)
+	}
+}
+
+// The budget counts samples at their real size.
+func TestSampleBytes(t *testing.T) {
+	if n := unsafe.Sizeof(OccSample{}); n != sampleBytes {
+		t.Fatalf("OccSample is %d bytes, the budget counts %d", n, sampleBytes)
 	}
 }

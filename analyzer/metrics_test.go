@@ -150,24 +150,24 @@ func TestHistory(t *testing.T) {
 			s.Send(1, 3, 0, 0)
 			s.Send(1, 1, ibv.SendSignaled, 0)
 			s.Poll(1, 3)
-		}, 1000, []OccSample{{Max: 4, End: 0, WRs: 4, CQEs: 1}}},
+		}, 1000, []OccSample{{Max: 4, End: 0, WRs: 4, CQEs: 1, Min: 0}}},
 		{"gap carries the level over", func(s *streamtest.Stream) {
 			s.Send(1, 2, 0, 0) // t=1100, window 1
 			s.Wait(2000)
 			s.Send(1, 1, ibv.SendSignaled, 0) // t=3200, window 3
 			s.Poll(1, 2)                      // t=3300
-		}, 1000, []OccSample{{2, 2, 2, 0}, {2, 2, 0, 0}, {3, 0, 1, 1}}},
+		}, 1000, []OccSample{{2, 2, 2, 0, 2}, {2, 2, 0, 0, 2}, {3, 0, 1, 1, 0}}},
 		{"only the last windows are kept", func(s *streamtest.Stream) {
 			for range 6 {
 				s.Send(1, 1, 0, 0)
 				s.Wait(900)
 			}
-		}, 3000, []OccSample{{3, 3, 1, 0}, {4, 4, 1, 0}, {5, 5, 1, 0}, {6, 6, 1, 0}}},
+		}, 3000, []OccSample{{3, 3, 1, 0, 2}, {4, 4, 1, 0, 3}, {5, 5, 1, 0, 4}, {6, 6, 1, 0, 5}}},
 		{"a long gap keeps only the carried level", func(s *streamtest.Stream) {
 			s.Send(1, 1, 0, 0)
 			s.Wait(100_000)
 			s.Send(1, 1, 0, 0)
-		}, 98000, []OccSample{{1, 1, 0, 0}, {1, 1, 0, 0}, {1, 1, 0, 0}, {2, 2, 1, 0}}},
+		}, 98000, []OccSample{{1, 1, 0, 0, 1}, {1, 1, 0, 0, 1}, {1, 1, 0, 0, 1}, {2, 2, 1, 0, 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,10 @@ type OccSample struct {
 	End  uint32 `json:"end"`  // outstanding at the end of the window
 	WRs  uint32 `json:"wrs"`  // WRs posted in the window
 	CQEs uint32 `json:"cqes"` // send CQEs of the QP polled in the window
+	// Min is the fewest WRs outstanding at any moment of the window (from
+	// its start, or the QP's first event in it): with Max, the band a
+	// downsampled plot draws without losing a peak or a trough.
+	Min uint32 `json:"min"`
 }
 
 // history is a ring of the most recent windows. Window w covers trace time
@@ -79,18 +83,20 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 	if h.n == 0 {
 		return
 	}
+	o := clamp32(out)
 	if !h.started {
 		h.started, h.trendArmed = true, true
 		h.first = now / h.step
 		h.base, h.cur = h.first, h.first
 		h.grow(h.cur)
+		*h.at(h.cur) = OccSample{Min: o}
 		h.curEnd = (h.cur + 1) * h.step
 	} else if now >= h.curEnd {
 		h.advance(now / h.step)
 	}
 	s := h.at(h.cur)
-	o := clamp32(out)
 	s.Max = max(s.Max, o)
+	s.Min = min(s.Min, o)
 	s.End = o
 	s.WRs += wrs
 	s.CQEs += cqes
@@ -122,7 +128,7 @@ func (h *history) advance(w uint64) {
 	}
 	h.grow(w)
 	for i := h.cur + 1; i <= w; i++ {
-		*h.at(i) = OccSample{Max: end, End: end}
+		*h.at(i) = OccSample{Max: end, End: end, Min: end}
 	}
 	h.cur = w
 	h.curEnd = (w + 1) * h.step

@@ -80,10 +80,11 @@ func TestImportRules(t *testing.T) {
 		"verbs/nicmodel":      {},
 		"workload":            {"verbs", "ibv", "internal/outfile", "C"},
 		"advise":              {"analyzer", "session", "trace", "verbs/nicmodel", "ibv"},
+		"diff":                {"advise", "analyzer", "session", "trace"},
 		"serve":               {"analyzer", "session", "trace"},
 		"internal/outfile":    {},
 		"internal/bpftest":    {},
-		"cmd/internal/cli":    {"analyzer", "probe", "session", "trace"},
+		"cmd/internal/cli":    {"analyzer", "probe", "session", "trace", "internal/outfile"},
 	}
 	for pkg, ok := range allowed {
 		if product[pkg] == nil {

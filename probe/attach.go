@@ -110,6 +110,9 @@ func (t *Tracer) attachAll() error {
 			t.warnings = append(t.warnings, fmt.Sprintf(
 				"process %d was running before sqscope attached: its data-path functions were found %s, and QPs it created earlier are learned from their first post or poll, with caps unknown (max_send_wr is inferred from the first SQ-full ENOMEM)", t.opts.PID, how))
 		case bySym+byMem > 0:
+		case !UsesVerbs(t.opts.PID):
+			// no verbs library and no simulated HCA yet (a shell that
+			// will exec the program, say): it has no QP to miss
 		default:
 			t.warnings = append(t.warnings, fmt.Sprintf(
 				"process %d was running before sqscope attached: its existing QPs are seen from their next ibv_modify_qp, and their post_send/poll_cq functions only once some QP is created or modified (or given with --probe post_send=LIB:0xOFFSET); until then their posts and polls are not traced", t.opts.PID))
@@ -341,13 +344,18 @@ func (t *Tracer) attachPlaced(pid uint32, r role, cookie uint64, path, openPath 
 	if t.following() {
 		filter = 0
 	}
-	if filter != 0 && leaderExited(filter) {
+	leaderGone := func() bool {
+		if filter == 0 || !leaderExited(filter) {
+			return false
+		}
 		filter = 0
 		if !t.warnedLeader {
 			t.warnedLeader = true
 			t.warnings = append(t.warnings, fmt.Sprintf("the main thread of process %d has exited: probes placed from now on fire in every process that maps their file, and are ignored outside process %d", t.opts.PID, t.opts.PID))
 		}
+		return true
 	}
+	leaderGone()
 	var placed []link.Link
 	// The return probe goes first: a call entering before it exists then
 	// finds no saved arguments and is skipped as a whole.
@@ -359,6 +367,11 @@ func (t *Tracer) attachPlaced(pid uint32, r role, cookie uint64, path, openPath 
 			continue
 		}
 		l, err := t.uprobes.Attach(ex, p.prog(&t.objs.VerbsPrograms), off, cookie, filter, p.ret)
+		if err != nil && leaderGone() {
+			// the main thread exited since it was looked at: no probe
+			// can be tied to it any more
+			l, err = t.uprobes.Attach(ex, p.prog(&t.objs.VerbsPrograms), off, cookie, filter, p.ret)
+		}
 		if err != nil {
 			for _, l := range placed {
 				l.Close()
@@ -479,4 +492,14 @@ func (t *Tracer) learnHow(pid uint32, fns []uint64, how string) int {
 		}
 	}
 	return placed
+}
+
+// UsesVerbs says whether process pid maps a libibverbs or runs a binary
+// with the simulated HCA.
+func UsesVerbs(pid int) bool {
+	if lib, _ := libibverbsMapped(pid); lib != "" {
+		return true
+	}
+	_, err := ResolveSymbol(ProcDir(pid)+"/exe", "sqsim_create_qp")
+	return err == nil
 }

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -137,7 +139,11 @@ func StartHeldCmd(cmd *exec.Cmd) (*Child, error) {
 	cmd.Args = append([]string{self, path}, argv...)
 	cmd.Env = append(append([]string{}, env...), holdEnv+"=1")
 	cmd.ExtraFiles = []*os.File{gateR, errW}
-	err = cmd.Start()
+	if a := cmd.SysProcAttr; a != nil && a.Pdeathsig != 0 {
+		err = startOnForkThread(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	gateR.Close()
 	errW.Close()
 	if err != nil {
@@ -192,4 +198,28 @@ func (c *Child) Wait() (*os.ProcessState, error) {
 		err = nil // a non-zero status is in the ProcessState
 	}
 	return c.cmd.ProcessState, err
+}
+
+// A parent-death signal (SysProcAttr.Pdeathsig, so that a command sqscope
+// started ends when sqscope dies, however) is sent when the thread that
+// forked the child ends, not the process: Go ends a thread when a
+// goroutine locked to it returns (the live view's). So such children are
+// forked from one thread kept for that, locked to a goroutine that never
+// returns.
+var forkThread = sync.OnceValue(func() chan func() {
+	ch := make(chan func())
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+		for f := range ch {
+			f()
+		}
+	}()
+	return ch
+})
+
+// startOnForkThread starts cmd from the fork thread.
+func startOnForkThread(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	forkThread() <- func() { done <- cmd.Start() }
+	return <-done
 }

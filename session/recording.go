@@ -361,3 +361,15 @@ func (rec *RecordingInfo) TextHeader() string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// ReadFile opens the recording at path and streams every event of it
+// to fn (a pass after a first one that reported how reading ended).
+func ReadFile(ctx context.Context, path string, fn func(trace.Event)) error {
+	r, err := OpenRecording(path)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = ReadAll(ctx, r, fn)
+	return err
+}

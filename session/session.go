@@ -212,6 +212,10 @@ func Start(cfg Config) (_ *Session, err error) {
 		if cfg.ChildOut != nil {
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, cfg.ChildOut, cfg.ChildOut
 		}
+		if !cfg.KeepTarget {
+			// ended with sqscope, however sqscope ends (SIGKILL, a crash)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		}
 		child, err := probe.StartHeldCmd(cmd)
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", cfg.Argv[0], err)
@@ -243,6 +247,9 @@ func Start(cfg Config) (_ *Session, err error) {
 	}
 	s.openCPU, s.openWall = SelfCPU(), time.Now()
 	s.warnLate()
+	if cfg.PID != 0 && cfg.Wait && !probe.UsesVerbs(cfg.PID) {
+		fmt.Fprintf(cfg.Warnings, "sqscope: process %d uses no verbs library yet: its probes are in place, waiting for it (--wait), across an exec too\n", cfg.PID)
+	}
 	if n := len(tr.Running()); cfg.All && n > 0 {
 		fmt.Fprintf(cfg.Warnings, "sqscope: every process that uses verbs is traced from its first call; scanning the %d running now %v\n", n, tr.Running())
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/export"
-	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/session"
 )
 
@@ -56,28 +55,21 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if f.out == "" {
-		return cli.UsageErr("export: -o needs a file name (or - for stdout)")
-	}
 	r, err := session.OpenRecording(path)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer r.Close()
-	var w io.Writer = stdout
-	var out *outfile.File
-	if f.out != outfile.Stdout {
-		if out, err = outfile.Create(f.out, 0o600, []string{path}, f.force, true); err != nil {
-			return fmt.Errorf("export: creating output: %w", err)
-		}
-		defer out.Discard()
-		w = out
+	out, err := cli.CreateOutput("export", f.out, []string{path}, f.force, true, stdout)
+	if err != nil {
+		return err
 	}
+	defer out.Discard()
 	fi := r.Info()
 	o := &f.o
 	o.Recording, o.Version, o.Info, o.Progress, o.Offset = path, version, fi, stderr, r.Offset
 	o.Model = analyzer.Options{BF: f.bf.Config(fs, fi), Clock: fi.Anchor()}
-	x, err := export.New(w, export.Format(f.format), *o)
+	x, err := export.New(out, export.Format(f.format), *o)
 	if err != nil {
 		return cli.UsageErr("export: %v", err)
 	}
@@ -88,13 +80,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := x.Close(); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	if res.Corrupt != nil && out != nil && out.Replaces() {
+	if res.Corrupt != nil && out.Replaces() {
 		return fmt.Errorf("export: %w; %s is left as it was", res.Err(path), f.out)
 	}
-	if out != nil {
-		if err := out.Commit(); err != nil {
-			return fmt.Errorf("export: writing %s: %w", f.out, err)
-		}
+	if err := out.Commit(); err != nil {
+		return fmt.Errorf("export: writing %s: %w", f.out, err)
 	}
 	if w := res.Warning(path); w != "" {
 		fmt.Fprintln(stderr, "sqscope:", w)
@@ -105,7 +95,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := res.Err(path); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	if out != nil {
+	if out.IsFile() {
 		c := x.Stats()
 		fmt.Fprintf(stderr, "sqscope: wrote %s: %d trace events (%d counter samples, %d slices, %d instants; %d failed posts folded into %d) from %d recorded events\n",
 			f.out, c.Events(), c.Counters, c.Slices, c.Instants, c.Folded, c.Bursts, res.Events)

@@ -156,3 +156,44 @@ func allHolds(pid int) []string {
 	}
 	return out
 }
+
+// A command sqscope started ends when sqscope is killed (SIGKILL), unless
+// --keep-target.
+func TestKilledTracerEndsItsCommand(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep-target=%v", keep), func(t *testing.T) {
+			ready := filepath.Join(t.TempDir(), "ready")
+			args := []string{"trace", "--workload", "--", "-D", "60", "--rate", "1000", "--ready-file", ready}
+			if keep {
+				args = append([]string{"trace", "--keep-target"}, args[1:]...)
+			}
+			tr := exec.Command(sqscopeBin(t), args...)
+			if err := tr.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
+			waitFile(t, ready)
+			wl := childNamed(t, tr.Process.Pid, "sqscope")
+			t.Cleanup(func() { syscall.Kill(wl, syscall.SIGKILL) })
+			tr.Process.Kill()
+			tr.Wait()
+			stat := fmt.Sprintf("/proc/%d/stat", wl)
+			ended := func() bool { st := procState(stat); return st == 0 || st == 'Z' }
+			if keep {
+				time.Sleep(500 * time.Millisecond)
+				if ended() {
+					t.Fatal("--keep-target: the workload ended with sqscope")
+				}
+				return
+			}
+			deadline := time.Now().Add(bpftest.Timeout(t, 2*time.Second))
+			for !ended() {
+				if time.Now().After(deadline) {
+					t.Fatalf("the workload %d still runs after sqscope was killed", wl)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}

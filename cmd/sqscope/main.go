@@ -37,7 +37,8 @@ func commands() []command {
 		{"demo", "watch the built-in workload run healthy, then overflow an SQ (simulated HCA)", runDemo},
 		{"serve", "trace as a service: send-queue metrics on /metrics for Prometheus", runServe},
 		{"replay", "show a recording in the live view, with pause, speed and seek", runReplay},
-		{"report", "summarize a recording: send queues, PCIe savings, diagnoses (text or JSON)", runReport},
+		{"report", "summarize a recording: send queues, PCIe savings, diagnoses (text, JSON or an HTML page)", runReport},
+		{"diff", "compare two recordings, before and after a change: per QP and in total", runDiff},
 		{"advise", "replay a recording under other inline, signaling, batching and depth settings; print the best", runAdvise},
 		{"export", "convert a recording to a timeline: Perfetto protobuf or Chrome trace-event JSON", runExport},
 		{"completion", "print a shell completion script: completion bash|zsh|fish", func(_ context.Context, args []string, stdout, _ io.Writer) error {

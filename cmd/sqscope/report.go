@@ -5,16 +5,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/session"
+	"github.com/sqscope/sqscope/trace"
 )
 
 type reportFlags struct {
-	json bool
-	bf   cli.BF
+	json, html, force bool
+	out               string
+	bf                cli.BF
 }
 
 const reportExamples = `
@@ -23,6 +27,8 @@ EXAMPLES
         per-QP summary, PCIe savings and diagnoses of a recording
   sqscope report run.sqscope --json | jq '.qps[] | {qp_num, wrs, doorbells, bf_writes}'
         the same as one JSON object; counters use the workload's names
+  sqscope report --html -o run.html run.sqscope
+        one self-contained page (no network) with every QP, plots and diagnoses
   sqscope report --mlx5-shut-up-bf run.sqscope
         model a target that ran with MLX5_SHUT_UP_BF=1 (no BlueFlame)
 `
@@ -33,6 +39,9 @@ func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
 		"Rebuild every send queue of a recording and print what happened: occupancy,\ndoorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.\nA truncated recording is reported up to the cut, with a warning.",
 		reportExamples, help)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
+	fs.BoolVar(&f.html, "html", false, "write one self-contained HTML page (plots, every QP, the diagnoses) to -o")
+	fs.StringVar(&f.out, "o", "-", "with --html: output file (- for stdout, not a terminal); an existing file keeps its mode, a new one is 0600")
+	fs.BoolVar(&f.force, "force", false, "let -o replace an existing recording")
 	f.bf.Register(fs)
 	return fs, f
 }
@@ -43,12 +52,23 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if f.html && f.json || !f.html && f.out != outfile.Stdout {
+		return cli.UsageErr("report: -o and --html go together, without --json (text and JSON go to standard output)")
+	}
 	r, err := session.OpenRecording(path)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	defer r.Close()
-	a := analyzer.New(analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor()})
+	out := &cli.Output{Writer: stdout}
+	if f.html {
+		if out, err = cli.CreateOutput("report", f.out, []string{path}, f.force, false, stdout); err != nil {
+			return err
+		}
+		defer out.Discard()
+	}
+	opts := analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor()}
+	a := analyzer.New(opts)
 	res, err := session.ReadAll(ctx, r, a.Ingest)
 	if err != nil {
 		return fmt.Errorf("report: %s: %w", path, err)
@@ -58,21 +78,42 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	rec := session.Describe(path, r, &res)
 	snap := a.Snapshot()
-	if f.json {
-		if err := cli.WriteJSON(stdout, struct {
+	switch {
+	case f.json:
+		err = cli.WriteJSON(stdout, struct {
 			Recording session.RecordingInfo `json:"recording"`
 			analyzer.Snapshot
-		}{rec, snap}, true); err != nil {
-			return fmt.Errorf("report: writing JSON: %w", err)
-		}
-	} else {
+		}{rec, snap}, true)
+	case f.html:
+		err = writeReportHTML(ctx, path, opts, &rec, snap, out, &res)
+	default:
 		fmt.Fprintln(stdout, rec.TextHeader())
-		if err := report.WriteText(stdout, snap); err != nil {
-			return fmt.Errorf("report: writing the report: %w", err)
-		}
+		err = report.WriteText(stdout, snap)
+	}
+	if err != nil {
+		return fmt.Errorf("report: writing the report: %w", err)
 	}
 	if err := res.Err(path); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
+	if out.IsFile() {
+		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs, %d diagnoses\n", f.out, len(snap.QPs), len(snap.Diagnoses))
+	}
 	return nil
+}
+
+// writeReportHTML writes the HTML page of snap, each QP's occupancy over
+// the run read from a second pass over the recording, and commits it.
+func writeReportHTML(ctx context.Context, path string, opts analyzer.Options, rec *session.RecordingInfo, snap analyzer.Snapshot, out *cli.Output, res *session.ReadResult) error {
+	series, err := report.SeriesFrom(opts, &snap, func(fn func(trace.Event)) error { return session.ReadFile(ctx, path, fn) })
+	if err != nil {
+		return err
+	}
+	if err := report.WriteHTML(out, report.Page{Title: filepath.Base(path), Header: rec.TextHeader(), Snap: snap, Series: series}); err != nil {
+		return err
+	}
+	if res.Corrupt != nil && out.Replaces() {
+		return fmt.Errorf("%w; %s is left as it was", res.Err(path), out.Name)
+	}
+	return out.Commit()
 }

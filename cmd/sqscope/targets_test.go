@@ -120,10 +120,10 @@ func TestWaitFollowsExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
-	// the shell execs once the probes are in place: sqscope has said what
-	// it found of the running shell
+	// the shell execs once the probes are in place, when sqscope says
+	// it waits for it
 	waitFor(t, func() bool {
-		return strings.Contains(stderr.String(), fmt.Sprintf("process %d was running", sh.Process.Pid))
+		return strings.Contains(stderr.String(), fmt.Sprintf("process %d uses no verbs library yet: its probes are in place, waiting", sh.Process.Pid))
 	})
 	if err := os.WriteFile(go_, nil, 0o600); err != nil {
 		t.Fatal(err)

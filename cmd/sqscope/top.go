@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
-
-	"golang.org/x/term"
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
@@ -33,11 +30,6 @@ EXAMPLES
 KEYS
   arrows or j/k select, Enter detail, o/O sort, p pause, r reset, s save, / filter, ? help, q quit
 `
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
 
 func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
@@ -96,7 +88,7 @@ type watchOpts struct {
 // watch runs a session under the TUI, or prints text reports when stdout is
 // not a terminal.
 func watch(ctx context.Context, tf *cli.Target, rest []string, o watchOpts, stdout, stderr io.Writer) error {
-	headless := o.noTUI || !isTerminal(stdout)
+	headless := o.noTUI || !cli.IsTerminal(stdout)
 	// Under the TUI the target's output would scribble over the screen:
 	// keep its tail and print it after the TUI closes.
 	var childOut *session.Tail
@@ -166,7 +158,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if speed <= 0 || interval <= 0 {
 		return cli.UsageErr("replay: --speed and -i must be positive")
 	}
-	if !isTerminal(stdout) {
+	if !cli.IsTerminal(stdout) {
 		return runReport(ctx, args, stdout, stderr)
 	}
 	rp, info, err := session.OpenReplay(path, func(fi trace.FileInfo) analyzer.Options {

@@ -15,6 +15,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/session"
+	"github.com/sqscope/sqscope/trace"
 )
 
 // Target are the flags every tracing command shares (trace, record,
@@ -153,6 +154,9 @@ func (tf *Target) Status(s analyzer.Snapshot) error {
 	case tf.PID == 0 && s.Exited && s.ExitCode != 0:
 		return &ExitError{Code: int(s.ExitCode), Err: fmt.Errorf("the target exited with status %d", s.ExitCode)}
 	}
+	if err := nothingTraced(tf.PID, s); err != nil {
+		return err
+	}
 	if tf.FailOn == "" {
 		return nil
 	}
@@ -162,4 +166,32 @@ func (tf *Target) Status(s analyzer.Snapshot) error {
 		}
 	}
 	return nil
+}
+
+// nothingTraced is the error of a trace of a running process (-p) that
+// saw none of its QPs because every probe on its data path failed to be
+// placed: a trace that could not attach exits 1 saying why, never as an
+// empty trace that worked.
+func nothingTraced(pid int, s analyzer.Snapshot) error {
+	if pid == 0 || len(s.QPs) > 0 {
+		return nil
+	}
+	var failed *trace.Attach
+	for i, a := range s.Attach {
+		switch a.Func {
+		case "post_send", "poll_cq", "post_recv", "post_srq_recv":
+		default:
+			continue
+		}
+		switch {
+		case a.Err == "":
+			return nil // the data path was traced: there was nothing to see
+		case failed == nil && !strings.HasPrefix(a.Err, "not traced"):
+			failed = &s.Attach[i]
+		}
+	}
+	if failed == nil {
+		return nil
+	}
+	return &ExitError{Code: 1, Err: fmt.Errorf("nothing of process %d was traced: %s could not be attached in %s: %s", pid, failed.Func, failed.Path, failed.Err)}
 }

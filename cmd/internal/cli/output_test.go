@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// openPTY returns the terminal side of a new pseudo-terminal.
+func openPTY(t *testing.T) *os.File {
+	t.Helper()
+	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal to test with: %v", err)
+	}
+	t.Cleanup(func() { ptm.Close() })
+	fd := int(ptm.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	return pts
+}
+
+func TestCreateOutput(t *testing.T) {
+	tty := openPTY(t)
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	for _, tc := range []struct {
+		name        string
+		out         string
+		forTerminal bool
+		stdout      io.Writer
+		usage       bool // a usage error (exit 2)
+		file        bool
+	}{
+		{"a page to a terminal", "-", false, tty, true, false},
+		{"text to a terminal", "-", true, tty, false, false},
+		{"a page to a pipe", "-", false, &buf, false, false},
+		{"no name", "", false, &buf, true, false},
+		{"a file", filepath.Join(dir, "page.html"), false, tty, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := CreateOutput("report", tc.out, nil, false, tc.forTerminal, tc.stdout)
+			var ee *ExitError
+			if tc.usage {
+				if err == nil || !errors.As(err, &ee) || ee.Code != 2 || !strings.HasPrefix(err.Error(), "report: ") {
+					t.Fatalf("error %v, want a usage error of report", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer o.Discard()
+			if o.IsFile() != tc.file {
+				t.Fatalf("IsFile %v, want %v", o.IsFile(), tc.file)
+			}
+			if _, err := o.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.file {
+				if b, err := os.ReadFile(tc.out); err != nil || string(b) != "x" {
+					t.Fatalf("file holds %q (%v)", b, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/diff"
+	"github.com/sqscope/sqscope/trace"
+)
+
+func runDiff(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	var bf cli.BF
+	o := diff.Options{WriteJSON: func(w io.Writer, v any) error { return cli.WriteJSON(w, v, true) }}
+	fs := cli.CommandFlags("diff", "diff BEFORE AFTER [flags]",
+		"Compare two recordings: QPs matched by process name and QP order (or --match qpn);\nWRs per doorbell, inline and signaled shares, PCIe bytes per WR, peak against depth,\nENOMEMs, diagnoses that appeared or went, and the inferred settings that changed.",
+		diff.Examples, stdout)
+	fs.BoolVar(&o.JSON, "json", false, "print one JSON object instead of text")
+	fs.StringVar((*string)(&o.Match), "match", string(diff.ByProcess), "pair QPs by process (name and QP order) or qpn (QP number)")
+	bf.Register(fs)
+	files, err := cli.Positional(fs, "diff", args)
+	if err != nil {
+		return err
+	}
+	if len(files) != 2 {
+		return cli.UsageErr("diff: give two recordings, BEFORE and AFTER (got %d)", len(files))
+	}
+	if o.Match != diff.ByProcess && o.Match != diff.ByQPN {
+		return cli.UsageErr("diff: --match %q: want %s or %s", o.Match, diff.ByProcess, diff.ByQPN)
+	}
+	o.BF = func(fi trace.FileInfo) analyzer.BFConfig { return bf.Config(fs, fi) }
+	if err := diff.Run(ctx, files[0], files[1], o, stdout); err != nil {
+		return fmt.Errorf("diff: %w", err)
+	}
+	return nil
+}
