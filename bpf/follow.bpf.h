@@ -40,7 +40,7 @@ int proc_exec(void *ctx)
 
 	if (!targ_tgid || !wanted(tgid))
 		return 0; /* tracing every process: execs are not followed */
-	proc_joined(tgid, 0, SQ_PROC_EXEC, 0, follow || tgid == targ_tgid);
+	proc_joined(tgid, 0, SQ_PROC_EXEC, 0, follow || (stop_target_exec && tgid == targ_tgid));
 	return 0;
 }
 

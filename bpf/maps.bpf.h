@@ -11,6 +11,10 @@ const volatile __u32 self_tgid = 0;    /* the tracer: never stopped */
 /* 1: the processes targ_tgid starts (fork, clone) are traced too: the
  * tree map holds them */
 const volatile __u8 follow = 0;
+/* the target runs a new program: stop it while its files are hooked (a
+ * running process of -p, not a command sqscope started, whose program is
+ * hooked before it runs) */
+const volatile __u8 stop_target_exec = 0;
 const volatile __u8 stop_on_new = 1;   /* SIGSTOP on unknown data-path fns */
 const volatile __u8 targ_mode = SQ_MODE_EVENTS;
 const volatile __u32 max_wrs = SQ_MAX_WRS;

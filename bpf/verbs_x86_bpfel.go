@@ -585,6 +585,7 @@ const (
 	VerbsVarSelfTgid             = "self_tgid"
 	VerbsVarSlotMask             = "slot_mask"
 	VerbsVarStopOnNew            = "stop_on_new"
+	VerbsVarStopTargetExec       = "stop_target_exec"
 	VerbsVarTargExited           = "targ_exited"
 	VerbsVarTargMode             = "targ_mode"
 	VerbsVarTargTgid             = "targ_tgid"
@@ -751,6 +752,7 @@ type VerbsVariableSpecs struct {
 	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
 	SlotMask        *ebpf.VariableSpec `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.VariableSpec `ebpf:"stop_on_new"`
+	StopTargetExec  *ebpf.VariableSpec `ebpf:"stop_target_exec"`
 	TargExited      *ebpf.VariableSpec `ebpf:"targ_exited"`
 	TargMode        *ebpf.VariableSpec `ebpf:"targ_mode"`
 	TargTgid        *ebpf.VariableSpec `ebpf:"targ_tgid"`
@@ -867,6 +869,7 @@ type VerbsVariables struct {
 	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
 	SlotMask        *ebpf.Variable `ebpf:"slot_mask"`
 	StopOnNew       *ebpf.Variable `ebpf:"stop_on_new"`
+	StopTargetExec  *ebpf.Variable `ebpf:"stop_target_exec"`
 	TargExited      *ebpf.Variable `ebpf:"targ_exited"`
 	TargMode        *ebpf.Variable `ebpf:"targ_mode"`
 	TargTgid        *ebpf.Variable `ebpf:"targ_tgid"`

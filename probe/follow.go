@@ -63,7 +63,7 @@ func (t *Tracer) procRecord(raw []byte, fn func(trace.Event)) error {
 		t.members[pid] = true
 	case bpf.VerbsSqProcOpSQ_PROC_EXEC:
 		ev.How = trace.ProcExec
-		if t.following() || int(pid) == t.opts.PID {
+		if t.following() || (int(pid) == t.opts.PID && t.opts.Child == nil) {
 			t.hookProcess(int(pid))
 		}
 	case bpf.VerbsSqProcOpSQ_PROC_FIRST:

@@ -83,6 +83,10 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 			if t.haveStopped.Load() {
 				t.ranWhileHeld(t.rec.RawSample)
 			}
+			// what was queued before this record was read comes first
+			// (a running process's QPs, found by a scan in the
+			// background, before its first post)
+			t.deliverAttachments(fn)
 			if err := t.handle(t.rec.RawSample, fn); err != nil {
 				return err
 			}

@@ -72,9 +72,18 @@ func (t *Tracer) scanRunning(pid int, b ScanBounds) *runningScan {
 // the process.
 func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
 	pid, res, sc := rs.pid, &rs.res, rs.sc
-	defer func() {
+	// The QPs found are queued before the process runs again (it is
+	// stopped while its probes are placed), so the reader, which delivers
+	// what is queued before the next record it reads, lists each before
+	// any of its posts; the scan itself follows, with how long the stop
+	// took.
+	listed := false
+	listQPs := func() {
+		if listed {
+			return
+		}
+		listed = true
 		t.mu.Lock()
-		t.pre = append(t.pre, sc)
 		now := trace.MonotonicNS()
 		lib := map[uint64]string{} // a context's provider file: the QP's provider
 		for _, c := range res.Contexts {
@@ -85,6 +94,13 @@ func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
 				QP: q.Addr, QPNum: q.QPNum, Type: trace.QPType(q.Type), SendCQ: q.SendCQ, RecvCQ: q.RecvCQ,
 				Via: trace.ViaMemory, State: int32(q.State), Lib: lib[q.Context]})
 		}
+		t.haveUnsent.Store(true)
+		t.mu.Unlock()
+	}
+	defer func() {
+		listQPs()
+		t.mu.Lock()
+		t.pre = append(t.pre, sc)
 		t.haveUnsent.Store(true)
 		t.mu.Unlock()
 	}()
@@ -127,6 +143,7 @@ func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
 			byMem += t.learnHow(uint32(pid), fns, "memory")
 		}
 	}
+	listQPs()
 	if stopped {
 		t.releaseHold(pid) // continues pid unless another tracer still holds it
 		sc.StopNS = uint64(time.Since(stopAt))

@@ -395,6 +395,7 @@ func (t *Tracer) load() error {
 		{"targ_tgid", uint32(t.opts.PID)},
 		{"self_tgid", uint32(self)},
 		{"follow", boolKnob(t.following())},
+		{"stop_target_exec", boolKnob(t.opts.PID != 0 && t.opts.Child == nil)},
 		{"stop_on_new", stopKnob},
 		{"targ_mode", bpfMode(t.opts.Mode)},
 		{"call_times", boolKnob(t.opts.CallTimes)},

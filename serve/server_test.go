@@ -25,6 +25,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/bpftest"
 )
 
 // listening serves an analyzer of qps QPs (events mode, windows of
@@ -373,7 +374,9 @@ func TestScrapeFlood(t *testing.T) {
 			debug.FreeOSMemory()
 			base := rss(t)
 			url := "http://" + s.Addr().String() + "/metrics"
-			const floodFor = 2 * time.Second
+			// 2 s on a quiet host; longer on a busy one, where a render of
+			// 4,096 QPs alone can take that long
+			floodFor := min(20*time.Second, time.Duration(float64(2*time.Second)/bpftest.CPUShare(200*time.Millisecond)))
 			flood := exec.Command(os.Args[0], "-test.run=^TestFloodProcess$")
 			flood.Env = append(os.Environ(), "SQSCOPE_FLOOD_URL="+url, "SQSCOPE_FLOOD_FOR="+floodFor.String())
 			var floodOut bytes.Buffer

@@ -19,21 +19,11 @@ type exportFlags struct {
 	bf          cli.BF
 }
 
-const exportExamples = `
-EXAMPLES
-  sqscope export --format perfetto run.sqscope -o run.pftrace
-        Perfetto's native trace (ui.perfetto.dev, trace_processor)
-  sqscope export --qp 0x1c2 --from 8 --to 9.5 run.sqscope -o qp.json
-        one QP, from 8 to 9.5 s after the start
-  sqscope export --format perfetto --rates --pid 4242 --from 10:02:00 run.sqscope -o run.pftrace
-        one process from a time of day on, with per-QP rate counters
-`
-
 func newExportFlags(help io.Writer) (*flag.FlagSet, *exportFlags) {
 	f := &exportFlags{}
 	fs := cli.CommandFlags("export", "export [--format chrome|perfetto] [filters] FILE -o OUT",
 		"Convert a recording to a timeline. Timestamps are the trace's CLOCK_MONOTONIC\ntime; pid and tid are the traced process's and thread's. Failed posts of a QP\nwith one cause fold into one slice with their count.",
-		exportExamples, help)
+		cli.ExportExamples, help)
 	fs.StringVar(&f.format, "format", "chrome", "output format: perfetto (protobuf, smaller) or chrome (trace-event JSON)")
 	fs.StringVar(&f.out, "o", "-", "output file (- for stdout); an existing file keeps its mode, a new one is 0600")
 	fs.BoolVar(&f.force, "force", false, "let -o replace an existing recording")

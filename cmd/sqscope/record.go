@@ -10,27 +10,14 @@ import (
 	"github.com/sqscope/sqscope/cmd/internal/cli"
 )
 
-const recordExamples = `
-EXAMPLES
-  sqscope record -o run.sqscope --workload -- -s 64 -I 64 -Q 16 -n 100000
-        record the built-in workload
-  sqscope record -o perf.sqscope -c "ib_send_bw -d rxe0 -x 1 -s 64 -Q 16 -n 5000 127.0.0.1"
-        record perftest's client
-  sqscope report run.sqscope
-        read it back later, or on another machine
-  sqscope record --flight 10s --trigger enomem --trigger signal -o flight/ -p 1234
-        keep the last 10 s in memory; on a failed post or SIGUSR1 write them and
-        the 5 s after to a new file in flight/
-`
-
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
-	var ff flightFlags
+	var ff cli.FlightFlags
 	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file. With --flight, keep the last seconds in memory and write\nthem to a new file in the directory -o names on each --trigger.",
-		recordExamples, stdout)
+		cli.RecordExamples, stdout)
 	tf.Register(fs)
-	ff.register(fs)
+	ff.Register(fs)
 	fs.StringVar(&tf.RecordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr); with --flight the directory of the recordings (made 0700)")
 	fs.BoolVar(&tf.Force, "force", false, "replace an existing recording (kept as it was until the new one is complete)")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
@@ -44,7 +31,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	flight, err := ff.config(tf.RecordTo, tf.Mode, set)
+	flight, err := ff.Config(tf.RecordTo, tf.Mode, set)
 	switch {
 	case err != nil:
 		return cli.UsageErr("record: %v", err)
@@ -64,7 +51,7 @@ func record(ctx context.Context, tf *cli.Target, rest []string, stderr, childOut
 	}
 	defer s.Close()
 	if tf.Flight != nil {
-		return recordFlight(ctx, tf, s, stderr)
+		return cli.RecordFlight(ctx, tf, s, stderr)
 	}
 	rec := s.Recorder()
 	runErr := s.Run(ctx) // however it ends, the file holds what was seen and why it ended

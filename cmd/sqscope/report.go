@@ -21,23 +21,11 @@ type reportFlags struct {
 	bf                cli.BF
 }
 
-const reportExamples = `
-EXAMPLES
-  sqscope report run.sqscope
-        per-QP summary, PCIe savings and diagnoses of a recording
-  sqscope report run.sqscope --json | jq '.qps[] | {qp_num, wrs, doorbells, bf_writes}'
-        the same as one JSON object; counters use the workload's names
-  sqscope report --html -o run.html run.sqscope
-        one self-contained page (no network) with every QP, plots and diagnoses
-  sqscope report --mlx5-shut-up-bf run.sqscope
-        model a target that ran with MLX5_SHUT_UP_BF=1 (no BlueFlame)
-`
-
 func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
 	f := &reportFlags{}
 	fs := cli.CommandFlags("report", "report FILE [flags]",
 		"Rebuild every send queue of a recording and print what happened: occupancy,\ndoorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.\nA truncated recording is reported up to the cut, with a warning.",
-		reportExamples, help)
+		cli.ReportExamples, help)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	fs.BoolVar(&f.html, "html", false, "write one self-contained HTML page (plots, every QP, the diagnoses) to -o")
 	fs.StringVar(&f.out, "o", "-", "with --html: output file (- for stdout, not a terminal); an existing file keeps its mode, a new one is 0600")

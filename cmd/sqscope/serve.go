@@ -14,12 +14,12 @@ import (
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
 	var o serve.Options
-	var ff flightFlags
+	var ff cli.FlightFlags
 	var flightDir string
 	fs := cli.CommandFlags("serve", serve.Usage, serve.About, serve.Examples, stdout)
 	tf.Register(fs)
 	o.Register(fs)
-	ff.register(fs)
+	ff.Register(fs)
 	fs.StringVar(&flightDir, "flight-dir", "", "with --flight: the directory of the flight recorder's recordings (made 0700)")
 	tf.Mode, fs.Lookup("mode").DefValue = session.ModeCounters, session.ModeCounters
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
@@ -30,10 +30,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if (flightDir != "") != (ff.window != 0) {
+	if (flightDir != "") != ff.On() {
 		return cli.UsageErr("serve: --flight-dir DIR and --flight DURATION go together")
 	}
-	flight, err := ff.config(flightDir, tf.Mode, set)
+	flight, err := ff.Config(flightDir, tf.Mode, set)
 	if err != nil {
 		return cli.UsageErr("serve: %v", err)
 	}

@@ -17,27 +17,13 @@ import (
 	"github.com/sqscope/sqscope/workload"
 )
 
-const topExamples = `
-EXAMPLES
-  sqscope top --workload -- --qps 4 -s 64 -I 64 -Q 16 -D 60 --rate 5000
-        watch the built-in workload's send queues live
-  sqscope top -c "ib_write_bw -d rxe0 -x 1 -s 64 -Q 16 -D 30 127.0.0.1"
-        watch perftest
-  sqscope top -p 4242 | cat
-        without a terminal: a text report every second
-  sqscope top
-        every process of the host that uses verbs (as -a)
-KEYS
-  arrows or j/k select, Enter detail, o/O sort, p pause, r reset, s save, / filter, ? help, q quit
-`
-
 func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
 	var interval float64
 	var noTUI bool
 	fs := cli.CommandFlags("top", "top [-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...] [flags]",
 		"Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.",
-		topExamples, stdout)
+		cli.TopExamples, stdout)
 	tf.Register(fs)
 	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS (text reports without a terminal: every second unless given)")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")

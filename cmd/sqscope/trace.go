@@ -13,18 +13,6 @@ import (
 	"github.com/sqscope/sqscope/session"
 )
 
-const traceExamples = `
-EXAMPLES
-  sqscope trace --workload -- -s 64 -I 64 -Q 16 -n 100000
-        trace the built-in workload on the simulated HCA
-  sqscope trace -c "ib_write_bw -d rxe0 -x 1 -s 64 -Q 16 127.0.0.1"
-        start perftest and trace it
-  sqscope trace -p 4242 -i 1
-        trace a running process, a summary every second
-  sqscope trace --json --workload -- --fault never-signal -n 10000
-        the per-QP summary as JSON
-`
-
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
 	var interval float64
@@ -32,7 +20,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var out string
 	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
-		traceExamples, stdout)
+		cli.TraceExamples, stdout)
 	tf.Register(fs)
 	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr); with -i one object per line (NDJSON), its \"interval\" what the interval added")

@@ -27,31 +27,11 @@ type workloadFlags struct {
 	faultAfter    float64
 }
 
-const workloadExamples = `
-EXAMPLES
-  sqscope workload -s 64 -I 64 -Q 16 -t 128 -n 1000000
-        inline 64 B SENDs, a CQE every 16th WR, on the simulated HCA
-  sqscope workload -s 64 -I 64 -Q 16 -l 16 --api wr --json
-        batches of 16 WRs per doorbell through ibv_wr_*, JSON per QP
-  sqscope workload -t 128 --fault never-signal -n 10000
-        reproduce SQ overflow: no WR is ever signaled
-  sqscope workload --qps 4 -s 64 -I 64 -Q 16 -D 30 --rate 20000 --fault never-signal --fault-after 10 --fault-qp 2
-        four healthy QPs; after 10 s QP index 2 stops signaling and overflows
-  sqscope workload -t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000
-        a send CQ smaller than the signaled WRs outstanding overruns
-  sqscope workload --qps 1024 --threads 16 --shared-cq --srq -s 64 -I 64 -Q 16 -n 2000
-        1,024 QPs driven by 16 threads, each polling one CQ and refilling one SRQ
-  sqscope workload -d rxe0 -x 1 -s 32 -I 32 -Q 16
-        the same traffic on a Soft-RoCE device, RoCE v2 GID index 1
-  sqscope workload -d rxe0 -x 1 --qps 16 --threads 2 --shared-cq --srq -Q 4 -n 400
-        two threads on a device, each polling one send CQ and refilling one SRQ
-`
-
 func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	f := &workloadFlags{cfg: workload.Defaults()}
 	fs := cli.CommandFlags("workload", "workload [flags]",
 		"Drive send traffic and print what happened to each send queue. On the\nsimulated HCA (the default) the counters are the HCA's ground truth.",
-		workloadExamples, help)
+		cli.WorkloadExamples, help)
 	c := &f.cfg
 	both := func(short, long string, fn func(name string)) {
 		fn(short)

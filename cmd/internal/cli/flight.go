@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,12 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/session"
 )
 
-// flightFlags are record's flight-recorder flags.
-type flightFlags struct {
+// FlightFlags are the flight recorder's flags (record, serve).
+type FlightFlags struct {
 	window   time.Duration
 	after    time.Duration
 	mib      int
@@ -29,7 +28,11 @@ type flightFlags struct {
 // take less.
 const flightMiBPerSecond = 16
 
-func (ff *flightFlags) register(fs *flag.FlagSet) {
+// On says whether --flight was given.
+func (ff *FlightFlags) On() bool { return ff.window != 0 }
+
+// Register adds the flags to fs.
+func (ff *FlightFlags) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&ff.window, "flight", 0, "flight recorder: keep the events of the last DURATION in memory and write nothing until a --trigger; -o is then a directory")
 	fs.DurationVar(&ff.after, "after", 5*time.Second, "flight recorder: how long after a trigger its recording goes on")
 	fs.IntVar(&ff.mib, "flight-mib", 0, fmt.Sprintf("flight recorder: memory bound of the events kept, in MiB; the oldest go first, counted (default %d per second of --flight, at least 64)", flightMiBPerSecond))
@@ -43,10 +46,10 @@ func (ff *flightFlags) register(fs *flag.FlagSet) {
 	})
 }
 
-// config is the session's flight configuration for the directory dir and
+// Config is the session's flight configuration for the directory dir and
 // the probe mode, nil when --flight is not given; set says which flags
 // were given.
-func (ff *flightFlags) config(dir, mode string, set map[string]bool) (*session.FlightConfig, error) {
+func (ff *FlightFlags) Config(dir, mode string, set map[string]bool) (*session.FlightConfig, error) {
 	if ff.window == 0 {
 		for _, n := range []string{"after", "flight-mib", "max-files", "trigger"} {
 			if set[n] {
@@ -70,8 +73,8 @@ func (ff *flightFlags) config(dir, mode string, set map[string]bool) (*session.F
 	return cfg, cfg.Check()
 }
 
-// recordFlight runs the flight recorder of s and says what it wrote.
-func recordFlight(ctx context.Context, tf *cli.Target, s *session.Session, stderr io.Writer) error {
+// RecordFlight runs the flight recorder of s and says what it wrote.
+func RecordFlight(ctx context.Context, tf *Target, s *session.Session, stderr io.Writer) error {
 	f := s.Flight()
 	runErr := s.Run(ctx)
 	cerr := f.Close()
