@@ -469,8 +469,23 @@ func TestServeChurn(t *testing.T) {
 		rss, _ := value(mfs, "process_resident_memory_bytes", nil)
 		peakQPs, peakRSS, scrapes = max(peakQPs, live+gone), max(peakRSS, rss), scrapes+1
 	}
+	// the grace period, a sweep and a scrape's shared render (up to 1 s
+	// old) after the end, every series of a destroyed QP is gone
+	leftAfterGrace := func(mfs map[string]*dto.MetricFamily) bool {
+		for _, name := range []string{"sqscope_send_wrs_total", "sqscope_sq_depth_wrs", "sqscope_diagnosis_occurrences_total"} {
+			if mf := mfs[name]; mf != nil && len(mf.Metric) > 0 {
+				return true
+			}
+		}
+		return false
+	}
 	body, _ := s.scrape(t, "")
 	mfs := series(t, body)
+	for deadline := time.Now().Add(bpftest.Timeout(t, 10*time.Second)); leftAfterGrace(mfs) && time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		body, _ = s.scrape(t, "")
+		mfs = series(t, body)
+	}
 	events, _ := value(mfs, "sqscope_events_total", nil)
 	t.Logf("%d QPs created and destroyed, %v events: at most %v QPs exported at once, peak RSS %.0f MiB over %v scrapes",
 		rounds, events, peakQPs, peakRSS/(1<<20), scrapes)
