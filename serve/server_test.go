@@ -428,8 +428,13 @@ func TestScrapeFlood(t *testing.T) {
 			if len(promErrs) != 0 || promOK == 0 {
 				t.Errorf("Prometheus: %d scrapes answered, %d not: %v", promOK, len(promErrs), promErrs)
 			}
-			if refused != 0 || failed != 0 || answered == 0 {
-				t.Errorf("the flood: %d scrapes answered, %d refused, %d failed", answered, refused, failed)
+			// Past --max-connections a new connection replaces the one
+			// idle longest: a flood client that reuses such a connection
+			// just as it is closed sees it end (the keep-alive race every
+			// HTTP server with a connection cap has). None is refused, and
+			// such ends stay rare.
+			if refused != 0 || answered == 0 || failed*100 > answered {
+				t.Errorf("the flood: %d scrapes answered, %d refused, %d failed (more than 1%%)", answered, refused, failed)
 			}
 		})
 	}
