@@ -62,7 +62,7 @@ func TestKilledTracerContinuesWhatItHeld(t *testing.T) {
 			others := otherHolders(t, wl.Process.Pid, tr.Process.Pid)
 			if len(others) == 0 {
 				t.Fatalf("the workload is still stopped %v after its tracer was killed, and no other sqscope holds it (holds: %v; the watchdog %d is %q, the tracer %q)",
-					time.Since(killed), allHolds(wl.Process.Pid), wd, procState(fmt.Sprintf("/proc/%d/stat", wd)), procState(fmt.Sprintf("/proc/%d/stat", tr.Process.Pid)))
+					time.Since(killed), holdsOn(t, wl.Process.Pid), wd, procState(fmt.Sprintf("/proc/%d/stat", wd)), procState(fmt.Sprintf("/proc/%d/stat", tr.Process.Pid)))
 			}
 			if time.Since(killed) > bpftest.Timeout(t, 20*time.Second) {
 				t.Fatalf("the workload is still stopped %v after its tracer was killed, held by sqscope %v", time.Since(killed), others)
@@ -119,39 +119,32 @@ func childNamed(t *testing.T, pid int, comm string) int {
 	return found
 }
 
-// otherHolders lists the live processes other than dead that hold pid in
-// the holds map every sqscope of the host shares.
-func otherHolders(t *testing.T, pid, dead int) []uint32 {
+// holdsOn lists the holds on pid in the shared holds map every sqscope
+// of the host loads.
+func holdsOn(t *testing.T, pid int) []bpf.VerbsSqHoldKey {
 	m, err := ebpf.LoadPinnedMap("/sys/fs/bpf/sqscope/"+bpf.VerbsMapSqHoldsV1, nil)
 	if err != nil {
 		t.Logf("the shared holds map: %v", err)
 		return nil
 	}
 	defer m.Close()
-	var out []uint32
+	var out []bpf.VerbsSqHoldKey
 	var k bpf.VerbsSqHoldKey
 	var v bpf.VerbsSqHold
 	for it := m.Iterate(); it.Next(&k, &v); {
-		if k.Pid == uint32(pid) && k.Holder != uint32(dead) && procState(fmt.Sprintf("/proc/%d/stat", k.Holder)) != 0 {
-			out = append(out, k.Holder)
+		if k.Pid == uint32(pid) {
+			out = append(out, k)
 		}
 	}
 	return out
 }
 
-// allHolds lists the holds on pid in the shared holds map.
-func allHolds(pid int) []string {
-	m, err := ebpf.LoadPinnedMap("/sys/fs/bpf/sqscope/"+bpf.VerbsMapSqHoldsV1, nil)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	defer m.Close()
-	var out []string
-	var k bpf.VerbsSqHoldKey
-	var v bpf.VerbsSqHold
-	for it := m.Iterate(); it.Next(&k, &v); {
-		if k.Pid == uint32(pid) {
-			out = append(out, fmt.Sprintf("%+v %+v", k, v))
+// otherHolders lists the live processes other than dead that hold pid.
+func otherHolders(t *testing.T, pid, dead int) []uint32 {
+	var out []uint32
+	for _, k := range holdsOn(t, pid) {
+		if k.Holder != uint32(dead) && procState(fmt.Sprintf("/proc/%d/stat", k.Holder)) != 0 {
+			out = append(out, k.Holder)
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package bpftest
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 func TestHostSpeed(t *testing.T) {
@@ -18,7 +19,7 @@ func TestHostSpeed(t *testing.T) {
 	}
 	// A uprobe trap is a kernel entry and exit with an int3: never below
 	// 50 ns on any machine, and no test host takes 1 ms.
-	if s.Trap < 50e0 || s.Trap > 1e6 || s.CPUShare <= 0 || s.CPUShare > 1 || s.Scale < 1 || s.Scale > 100 {
+	if s.Trap < 50*time.Nanosecond || s.Trap > time.Millisecond || s.CPUShare <= 0 || s.CPUShare > 1 || s.Scale < 1 || s.Scale > 100 {
 		t.Errorf("implausible: %+v", s)
 	}
 }
