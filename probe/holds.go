@@ -117,20 +117,27 @@ func ensureBpffs() error {
 	return nil
 }
 
+// statFields are the fields of /proc/PID/stat from field 3, the state, on
+// (the command name before them may hold spaces and parentheses).
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 20 {
+		return nil, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return f, nil
+}
+
 // procStart is field 22 of /proc/PID/stat, the process's start time in
 // clock ticks after boot: with the pid, it names one process for good.
 func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := statFields(pid)
 	if err != nil {
 		return 0, err
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
-	}
-	f := strings.Fields(string(b[i+1:])) // from field 3, the state
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
 	return strconv.ParseUint(f[19], 10, 64)
 }

@@ -193,16 +193,8 @@ func runHoldWatchdog(who string) error {
 // process's last thread may still be releasing its probes, in state D,
 // for seconds), a zombie, or another process by now.
 func dying(pid int, start uint64) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return true
-	}
-	f := strings.Fields(string(b[i+1:])) // from field 3, the state
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+	f, err := statFields(pid)
+	if err != nil || f[0] == "Z" || f[0] == "X" || f[0] == "x" {
 		return true
 	}
 	const pfExiting = 0x4
