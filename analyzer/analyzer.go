@@ -115,6 +115,10 @@ type QP struct {
 	// WRs posted before the attach; RetiredUnseen WRs the depth proved
 	// retired whose completions were not seen (lateattach.go).
 	OutstandingLowerBound bool `json:"outstanding_lower_bound"`
+	// OutstandingSampledNS: Outstanding is what the sentinel mode's last
+	// window measured when it closed, at this time (the occupancy since
+	// is not traced); 0 when Outstanding is of now.
+	OutstandingSampledNS uint64 `json:"outstanding_sampled_at_ns,omitempty"`
 	// CompletionsNotTraced: posts were probed and no poll function was,
 	// so no completion can be seen: Outstanding and the occupancy count
 	// WRs posted, not WRs outstanding, and the reports leave them out.
@@ -156,7 +160,11 @@ type Rates struct {
 	CQEsPerSec     float64 `json:"cqes_per_s"`
 	PollsPerCQE    float64 `json:"polls_per_cqe"`
 	WRsPerDoorbell float64 `json:"wrs_per_doorbell"`
-	countersOnly   bool    // CQEs per QP not counted (counters mode)
+	// WhileTraced: the QP was traced only in the sentinel mode's windows,
+	// and its rates are over the time it was (SpanNS), while the probes
+	// slowed it.
+	WhileTraced  bool `json:"while_traced,omitempty"`
+	countersOnly bool // CQEs per QP not counted (counters mode)
 }
 
 // Snapshot is a copy of the analyzer's state.
@@ -413,6 +421,8 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.procs.proc(e) // procs.go
 	case *trace.PostFail:
 		a.onPostFail(e) // sentinel.go
+	case *trace.Window:
+		a.onWindow(e) // sample.go
 	}
 }
 

@@ -35,6 +35,9 @@ type Sentinel struct {
 	// Escalations the escalation windows opened.
 	Hits        uint64 `json:"error_site_hits"`
 	Escalations uint64 `json:"escalations"`
+	// Sampling is what the sample windows saw and cost (sample.go); nil
+	// without sample windows.
+	Sampling *Sampling `json:"sampling,omitempty"`
 }
 
 // sentinelState is the analyzer's side of the sentinel mode.
@@ -43,10 +46,19 @@ type sentinelState struct {
 	// probes were in place to when they were removed (0 while open): the
 	// calls in it are the window's records' to count
 	windows map[uint32]*escWindow
-	post    trace.Post // the refused call, as the models take it (reused)
+	// traced: per process, the ns its data path was traced in windows
+	// that closed
+	traced map[uint32]uint64
+	post   trace.Post // the refused call, as the models take it (reused)
 }
 
-type escWindow struct{ from, until uint64 }
+// escWindow is a window of full probes on one process: an escalation,
+// or a sample window (until a failure in it escalates it).
+type escWindow struct {
+	from, until uint64
+	sample      bool
+	closing     bool // its probes are being removed
+}
 
 // inWindow reports whether a call at ns of pid falls in its escalation
 // window, whose records count it.
@@ -59,6 +71,7 @@ func (a *Analyzer) sentinelOn() *Sentinel {
 	if a.snap.Sentinel == nil {
 		a.snap.Sentinel = &Sentinel{}
 		a.sentinel.windows = map[uint32]*escWindow{}
+		a.sentinel.traced = map[uint32]uint64{}
 	}
 	return a.snap.Sentinel
 }
@@ -75,27 +88,11 @@ func (a *Analyzer) sentinelAttach(e *trace.Attach) {
 		} else if strings.HasPrefix(e.Err, "no error site") {
 			s.FunctionsWithout++
 		}
-	case trace.HowEscalation:
+	case trace.HowEscalation, trace.HowSample:
 		if e.Func != "post_send" && e.Func != "wr_complete" {
 			return
 		}
-		s := a.sentinelOn()
-		w := a.sentinel.windows[e.PID]
-		open := w != nil && w.until == 0
-		switch {
-		case e.Err == "" && !open:
-			s.Escalations++
-			a.sentinel.windows[e.PID] = &escWindow{from: e.TimeNS}
-		case e.Err == trace.EscalationEnded && open:
-			w.until = e.TimeNS
-		default:
-			return // post_send's and wr_complete's: one window
-		}
-		for _, q := range a.all {
-			if q.key.pid == e.PID && !q.destroyed {
-				q.unsync()
-			}
-		}
+		a.windowAttach(e) // sample.go
 	}
 }
 

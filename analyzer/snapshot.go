@@ -66,6 +66,8 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		case q.countersOnly:
 			r.SpanNS = countedSpan(q.createdNS, s.FirstNS, q.lastNS)
 			r.countersOnly, s.Total.CountersOnly = true, true
+		case a.snap.Sentinel != nil && q.c.PostCalls > 0:
+			r.SpanNS, r.WhileTraced = a.tracedNS(k.pid, s.LastNS), true
 		case q.c.PostCalls > 0:
 			r.SpanNS = q.lastNS - min(q.firstPost, q.lastNS)
 		}
@@ -100,6 +102,9 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.Outstanding, p.SignalInterval = q.outstanding(), q.typicalInterval()
 		p.Found, p.StateFound = q.found, q.stateFound
 		p.OutstandingLowerBound = q.lowerBound() && !a.completionsNotTraced()
+		if n, ns := q.sampledOutstanding(); ns != 0 {
+			p.Outstanding, p.OutstandingSampledNS = n, ns
+		}
 		p.ExactSinceNS = q.exactSinceNS()
 		p.ExactSinceS = exactSince(a.clock(), p.ExactSinceNS)
 		p.WRIDsRepeat, p.CompletionsNotTraced = q.syncGuessed, a.completionsNotTraced()
@@ -117,6 +122,15 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 	}
 	t := &s.TotalRates
 	t.SpanNS = s.LastNS - s.FirstNS
+	if a.snap.Sentinel != nil { // traced in windows: the longest any process was
+		t.SpanNS, t.WhileTraced = 0, true
+		for p := range a.sentinel.traced {
+			t.SpanNS = max(t.SpanNS, a.tracedNS(p, s.LastNS))
+		}
+		for p := range a.sentinel.windows {
+			t.SpanNS = max(t.SpanNS, a.tracedNS(p, s.LastNS))
+		}
+	}
 	t.WRsPerSec = perSec(s.Total.WRs, t.SpanNS)
 	t.PostsPerSec = perSec(s.Total.PostCalls, t.SpanNS)
 	t.PollsPerSec = perSec(s.Total.Polls, t.SpanNS)
@@ -132,6 +146,14 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 	s.Diagnoses = a.diagnoses()
 	if c := a.snap.Sentinel; c != nil {
 		cp := *c // the analyzer's goes on counting
+		if c.Sampling != nil {
+			sm := *c.Sampling
+			if c.Sampling.Cost != nil {
+				cost := *c.Sampling.Cost
+				sm.Cost = &cost
+			}
+			cp.Sampling = &sm
+		}
 		s.Sentinel = &cp
 	}
 	a.snapshotRecv(&s)

@@ -80,6 +80,9 @@ type sq struct {
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.
 	countersOnly bool
+	// sampledOut: the occupancy measured when the last sentinel window
+	// closed (at sampledNS; 0: none), exported between windows
+	sampledOut, sampledNS uint64
 	// prov is the provider whose rules apply (provider.go); provLib the
 	// file of its post_send, and provFromCreate whether its create named it
 	prov           *Provider // nil: unknown, the generic model

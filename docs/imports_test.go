@@ -74,7 +74,7 @@ func TestImportRules(t *testing.T) {
 		"export":              {"analyzer", "export/perfetto", "trace", "ibv"},
 		"export/perfetto":     {},
 		"session":             {"analyzer", "probe", "trace", "ibv", "internal/outfile"},
-		"probe":               {"bpf", "trace", "ibv", "probe/errsite"},
+		"probe":               {"bpf", "trace", "ibv", "probe/errsite", "internal/trapcost"},
 		"probe/errsite":       {"ibv"},
 		"verbs":               {"ibv", "verbs/nicmodel", "C"},
 		"verbs/nicmodel":      {},
@@ -83,7 +83,8 @@ func TestImportRules(t *testing.T) {
 		"diff":                {"advise", "analyzer", "session", "trace"},
 		"serve":               {"analyzer", "session", "trace"},
 		"internal/outfile":    {},
-		"internal/bpftest":    {},
+		"internal/bpftest":    {"internal/trapcost"},
+		"internal/trapcost":   {},
 		"cmd/internal/cli":    {"analyzer", "probe", "session", "trace", "internal/outfile"},
 	}
 	for pkg, ok := range allowed {

@@ -388,7 +388,7 @@ func (t *Tracer) attachPlaced(pid uint32, r role, cookie uint64, path, openPath 
 	}
 	t.links = append(t.links, placed...)
 	t.attached[key] = true
-	if how == trace.HowEscalation {
+	if how == trace.HowEscalation || how == trace.HowSample {
 		// an escalation's probes see calls from now: a failure seen at an
 		// error site before it is the analyzer's to count (sentinel.go)
 		a.TimeNS = trace.MonotonicNS()

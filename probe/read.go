@@ -67,6 +67,18 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 		t.rd.Flush()
 	})
 	defer stop()
+	if t.opts.Mode == ModeSentinel && t.opts.SampleEvery > 0 {
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t.runSampler(sctx)
+		}()
+		defer func() {
+			cancel()
+			<-done
+		}()
+	}
 
 	next := time.Now().Add(t.opts.FlushInterval)
 	// Data records do not wake the reader (see output() in bpf/output.bpf.h):
@@ -151,8 +163,8 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 		return
 	}
 	t.mu.Lock()
-	pending, procs, pre := t.unsent, t.procs, t.pre
-	t.unsent, t.procs, t.pre = nil, nil, nil
+	pending, procs, pre, after := t.unsent, t.procs, t.pre, t.after
+	t.unsent, t.procs, t.pre, t.after = nil, nil, nil, nil
 	t.haveUnsent.Store(false)
 	t.mu.Unlock()
 	// a process, then what the scan of its memory read and found, then
@@ -166,6 +178,9 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 	for i := range pending {
 		a := pending[i]
 		fn(&a)
+	}
+	for _, ev := range after {
+		fn(ev)
 	}
 }
 

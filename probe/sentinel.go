@@ -73,8 +73,10 @@ type deferredProbe struct {
 	how            string
 }
 
-// window is a process's escalation: the probes it placed and until when.
+// window is a process's escalation or sample window: the probes it
+// placed and until when.
 type window struct {
+	sample        bool // a sample window (sample.go), until a failure escalates it
 	until         time.Time
 	entries, rets []link.Link
 	keys          []attachKey
@@ -282,68 +284,150 @@ func (t *Tracer) failEvent(r *bpf.VerbsSqFailRec) *trace.PostFail {
 }
 
 // escalate opens pid's escalation window: the data-path probes events
-// mode would have placed, until Options.Escalate from now.
+// mode would have placed, until Options.Escalate from now. A sample
+// window open on pid becomes the escalation window, its probes kept.
 func (t *Tracer) escalate(pid uint32) {
+	s := &t.sentinel
+	s.mu.Lock()
+	if w := s.windows[pid]; w != nil {
+		escalated := w.sample
+		if escalated {
+			w.sample, w.until = false, time.Now().Add(t.opts.Escalate)
+			s.failed[pid]++
+		}
+		s.mu.Unlock()
+		if escalated {
+			t.record(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid}, Func: "post_send",
+				How: trace.HowEscalation, Err: trace.EscalationInSample})
+		}
+		return
+	}
+	s.mu.Unlock()
+	t.openWindow(pid, false)
+}
+
+// openWindow places pid's deferred data-path probes for an escalation
+// (until Options.Escalate from now) or a sample window (closed by the
+// sampler); false when pid already has a window open.
+func (t *Tracer) openWindow(pid uint32, sample bool) bool {
 	s := &t.sentinel
 	s.mu.Lock()
 	if s.windows[pid] != nil {
 		s.mu.Unlock()
-		return
+		return false
 	}
-	w := &window{until: time.Now().Add(t.opts.Escalate), fns: slices.Clone(s.deferred[pid])}
+	how, d := trace.HowEscalation, t.opts.Escalate
+	if sample {
+		how, d = trace.HowSample, t.opts.SampleFor
+	}
+	w := &window{sample: sample, until: time.Now().Add(d), fns: pollsFirst(s.deferred[pid])}
 	s.windows[pid] = w
-	s.failed[pid]++
+	if !sample {
+		s.failed[pid]++
+	}
 	s.mu.Unlock()
 	for _, d := range w.fns {
-		a, links, key := t.attachPlaced(pid, d.r, d.r.cookie, d.path, d.openPath, d.off, trace.HowEscalation, "")
+		a, links, key := t.attachPlaced(pid, d.r, d.r.cookie, d.path, d.openPath, d.off, how, "")
 		if a.Err != "" || len(links) == 0 {
 			continue
 		}
+		s.mu.Lock()
 		w.keys = append(w.keys, key)
 		if d.r.ret != nil { // placed first
 			w.rets, links = append(w.rets, links[0]), links[1:]
 		}
 		w.entries = append(w.entries, links...)
+		s.mu.Unlock()
 	}
+	return true
 }
 
-// closeWindows removes the probes of the escalation windows past their
-// time (and of every one when all is set), and says so.
+// closeWindows removes the probes of the windows past their time (and
+// of every one when all is set), and says so.
 func (t *Tracer) closeWindows(all bool) {
+	t.closeWhere(func(w *window, now time.Time) bool { return all || (!w.sample && now.After(w.until)) })
+}
+
+// closeWhere removes the probes of the windows done says are over, and
+// says so.
+func (t *Tracer) closeWhere(done func(w *window, now time.Time) bool) {
 	s := &t.sentinel
 	now := time.Now()
-	var done []*window
+	var over []*window
 	var pids []uint32
 	s.mu.Lock()
 	for pid, w := range s.windows {
-		if all || now.After(w.until) {
-			done = append(done, w)
+		if done(w, now) {
+			over = append(over, w)
 			pids = append(pids, pid)
 			delete(s.windows, pid)
 		}
 	}
 	s.mu.Unlock()
-	for i, w := range done {
-		t.mu.Lock()
-		t.links = slices.DeleteFunc(t.links, func(l link.Link) bool {
-			return slices.Contains(w.entries, l) || slices.Contains(w.rets, l)
-		})
+	// The analyzer stops trusting the windows' QPs from here: what is
+	// seen while the probes go is the edge of the window, as after it.
+	t.mu.Lock()
+	for i, w := range over {
+		how := trace.HowEscalation
+		if w.sample {
+			how = trace.HowSample
+		}
+		for _, d := range w.fns { // one record, post_send's or wr_complete's, as the window's opening
+			if d.r.name == "post_send" || d.r.name == "wr_complete" {
+				t.recordLocked(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pids[i]},
+					Func: d.r.name, Path: d.path, Offset: d.off, How: how, Err: trace.WindowClosing})
+				break
+			}
+		}
+	}
+	var entries, rets []link.Link
+	for _, w := range over {
+		entries, rets = append(entries, w.entries...), append(rets, w.rets...)
 		for _, k := range w.keys {
 			delete(t.attached, k)
 		}
-		t.mu.Unlock()
-		// Entry probes go first, so that a call entered meanwhile still
-		// finds its return probe; each removal waits for an RCU grace
-		// period, so the entries go together, then the returns.
-		closeAll(w.entries)
-		closeAll(w.rets)
-		t.mu.Lock()
+	}
+	t.links = slices.DeleteFunc(t.links, func(l link.Link) bool {
+		return slices.Contains(entries, l) || slices.Contains(rets, l)
+	})
+	t.mu.Unlock()
+	// Entry probes go first, so that a call entered meanwhile still finds
+	// its return probe; each removal waits for an RCU grace period, so
+	// the entries of every window go together, then the returns.
+	closeAll(entries)
+	closeAll(rets)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, w := range over {
+		how, ended := trace.HowEscalation, trace.EscalationEnded
+		if w.sample {
+			how, ended = trace.HowSample, trace.SampleEnded
+		}
 		for _, d := range w.fns { // in their time order: after the removal
 			t.recordLocked(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pids[i]},
-				Func: d.r.name, Path: d.path, Offset: d.off, How: trace.HowEscalation, Err: trace.EscalationEnded})
+				Func: d.r.name, Path: d.path, Offset: d.off, How: how, Err: ended})
 		}
-		t.mu.Unlock()
 	}
+}
+
+// pollsFirst orders a window's functions so that the completions of
+// every post it sees are seen: the polls' probes are placed before the
+// posts'.
+func pollsFirst(fns []deferredProbe) []deferredProbe {
+	fns = slices.Clone(fns)
+	post := func(d deferredProbe) bool {
+		return strings.HasPrefix(d.r.name, "post_") || strings.HasPrefix(d.r.name, "wr_")
+	}
+	slices.SortStableFunc(fns, func(a, b deferredProbe) int {
+		switch {
+		case post(a) == post(b):
+			return 0
+		case post(b):
+			return -1
+		}
+		return 1
+	})
+	return fns
 }
 
 // closeAll closes links in parallel: each removal waits for an RCU grace

@@ -53,6 +53,10 @@ const (
 // after its first failure (Options.Escalate).
 const DefaultEscalate = 10 * time.Second
 
+// DefaultSampleFor is how long a sample window of the sentinel mode
+// lasts (Options.SampleFor).
+const DefaultSampleFor = 200 * time.Millisecond
+
 // Options say what to trace and how.
 type Options struct {
 	// Context, when done, ends Open within moments whatever it is doing
@@ -88,6 +92,15 @@ type Options struct {
 	// Escalate is how long the sentinel mode keeps the full data-path
 	// probes on a process after a failure; default DefaultEscalate.
 	Escalate time.Duration
+	// SampleEvery, in the sentinel mode, opens a sample window (sample.go)
+	// this long after the previous one ended: the data-path probes on
+	// every healthy traced process for SampleFor (default
+	// DefaultSampleFor). 0: no sample windows. Budget, a percentage of the
+	// traced processes' own CPU time, makes the wait longer when a
+	// window's measured cost needs it (up to MaxSamplePeriod); 0: none.
+	SampleEvery time.Duration
+	SampleFor   time.Duration
+	Budget      float64
 	// ReuseEvents lets Run pass the same *trace.Post and *trace.Poll (and
 	// their WR and completion slices) again and again: fn must not keep
 	// them past its return. It saves an allocation or two per record.
@@ -218,6 +231,7 @@ type Tracer struct {
 	scan      *ScanResult
 	scanErr   error
 	pre       []trace.Event
+	after     []trace.Event   // delivered after the attachments (a sample window's end)
 	exeHooked map[fileID]bool // executables searched for the simulated HCA
 	members   map[uint32]bool // processes followed from the target (Follow)
 	procs     []trace.Proc    // processes to announce; guarded by mu
@@ -275,6 +289,9 @@ func Open(opts Options) (*Tracer, error) {
 	}
 	if opts.Escalate == 0 {
 		opts.Escalate = DefaultEscalate
+	}
+	if err := checkSampling(&opts); err != nil {
+		return nil, err
 	}
 	for _, b := range []struct {
 		name string

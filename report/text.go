@@ -194,6 +194,9 @@ func writeEventsQP(w io.Writer, q *analyzer.QP) {
 	if q.CompletionsNotTraced {
 		fmt.Fprintf(w, "  CQEs polled %d; outstanding and occupancy UNKNOWN: no poll function is traced, so no completion is seen (give --probe poll_cq=LIB:0xOFFSET too)\n",
 			q.CQEsPolled)
+	} else if q.OutstandingSampledNS != 0 {
+		fmt.Fprintf(w, "  CQEs polled %d, outstanding %d when the last sample window closed (not traced since), peak seen in windows %d\n",
+			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
 	} else if q.OutstandingLowerBound && q.WRIDsRepeat {
 		fmt.Fprintf(w, "  CQEs polled %d (%d of WRs posted before the attach), outstanding now >= %d, peak >= %d (lower bounds: its WRs share wr_ids, so no completion tells a WR posted before the attach from one posted since)\n",
 			q.CQEsPolled, q.PreAttachCQEs, q.Outstanding, q.PeakOutstanding)
@@ -272,7 +275,7 @@ func writeOccupancy(w io.Writer, q *analyzer.QP) {
 
 func writeRates(w io.Writer, q *analyzer.QP) {
 	r := &q.Rates
-	fmt.Fprintf(w, "  rates over %.6f s: %.0f WR/s in %.0f post calls/s, %.0f CQEs/s", float64(r.SpanNS)/1e9, r.WRsPerSec, r.PostsPerSec, r.CQEsPerSec)
+	fmt.Fprintf(w, "  rates over %.6f s%s: %.0f WR/s in %.0f post calls/s, %.0f CQEs/s", float64(r.SpanNS)/1e9, whileTraced(r), r.WRsPerSec, r.PostsPerSec, r.CQEsPerSec)
 	if q.SendCQ != 0 {
 		fmt.Fprintf(w, "; send CQ %#x: %.0f polls/s, %.2f polls per CQE", q.SendCQ, r.PollsPerSec, r.PollsPerCQE)
 	}
@@ -284,6 +287,15 @@ func writeRates(w io.Writer, q *analyzer.QP) {
 		fmt.Fprintf(w, "  signal interval: typically every %d WRs, longest %d; longest unsignaled run %d\n",
 			q.SignalInterval, q.SignalIntervalLongest, q.LongestUnsignaledRun)
 	}
+}
+
+// whileTraced qualifies rates measured only in the sentinel mode's
+// windows.
+func whileTraced(r *analyzer.Rates) string {
+	if r.WhileTraced {
+		return " traced in windows (which the probes slow)"
+	}
+	return ""
 }
 
 // Cuts says what the tracer's bounds cut on a QP (or in total); "" when

@@ -131,6 +131,7 @@ func (c *Collector) visitSnapshot(snap analyzer.Snapshot, emit emitFunc) {
 	c.ch.observe(snap.QPs, snap.Processes, now, ended)
 	emit(lostFam, float64(snap.Lost))
 	emit(eventsFam, float64(snap.Events))
+	visitSentinel(emit, snap.Sentinel)
 
 	// the newest lifetime of each QP number, unless its grace is over: a
 	// number used again is one series, whose counters start over

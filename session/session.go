@@ -61,6 +61,9 @@ type Config struct {
 	// Escalate is how long the sentinel mode traces a process in full
 	// after a failure (0: probe.DefaultEscalate).
 	Escalate     time.Duration
+	// Sampling is the sentinel mode's sample windows and budget
+	// (probe.Options fields SampleEvery, SampleFor, Budget).
+	Sampling Sampling
 	CallTimes    bool // record entry times too (events mode)
 	NoStop       bool // never pause the target while attaching
 	Attach       AttachFlags
@@ -147,6 +150,7 @@ func Start(cfg Config) (_ *Session, err error) {
 		opts.Mode = probe.ModeCounters
 	case ModeSentinel:
 		opts.Mode, opts.Escalate = probe.ModeSentinel, cfg.Escalate
+		opts.SampleEvery, opts.SampleFor, opts.Budget = cfg.Sampling.Every, cfg.Sampling.For, cfg.Sampling.Budget
 	}
 	if err := cfg.Attach.options(&opts); err != nil {
 		return nil, err
@@ -291,6 +295,14 @@ func (s *Session) PID() int { return s.pid }
 // Target names the traced process: the command started, or the running
 // process's command line.
 func (s *Session) Target() string { return s.target }
+
+// Sampling is the sentinel mode's sample windows: every Every (0: none),
+// for For (0: probe.DefaultSampleFor), kept rarer by Budget, a
+// percentage of the traced processes' own CPU time (0: none).
+type Sampling struct {
+	Every, For time.Duration
+	Budget     float64
+}
 
 // Mode is the probe mode, ModeEvents, ModeCounters or ModeSentinel.
 func (s *Session) Mode() string { return s.cfg.Mode }

@@ -198,6 +198,8 @@ func (d *decoder) newEvent(kind Kind) Event {
 		return new(Proc)
 	case KindPostFail:
 		return new(PostFail)
+	case KindWindow:
+		return new(Window)
 	}
 	return nil
 }

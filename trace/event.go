@@ -45,6 +45,7 @@ const (
 	KindProc       Kind = 18
 	KindScan       Kind = 19
 	KindPostFail   Kind = 20
+	KindWindow     Kind = 21
 )
 
 var kindNames = map[Kind]string{
@@ -54,7 +55,7 @@ var kindNames = map[Kind]string{
 	KindAttach: "attach", KindQPCounters: "qp_counters", KindCQCounters: "cq_counters",
 	KindCQCreate: "cq_create", KindSRQCreate: "srq_create", KindSRQDestroy: "srq_destroy", KindEnd: "end",
 	KindCQChange: "cq_change", KindProc: "proc", KindScan: "scan",
-	KindPostFail: "post_fail",
+	KindPostFail: "post_fail", KindWindow: "window",
 }
 
 func (k Kind) String() string {
@@ -390,11 +391,23 @@ const HowSimSymbol = "symbol (simulated HCA)"
 // error site of a provider's function (Offset is the site's, Func the
 // function's); HowEscalation the How of the full data-path probes placed
 // for a while after a process's first failure, and of their removal,
-// whose Err is EscalationEnded.
+// whose Err is EscalationEnded; HowSample those of a sample window
+// (duty-cycled while the process is healthy), whose removal's Err is
+// SampleEnded.
 const (
 	HowErrorSite    = "error site"
 	HowEscalation   = "escalation"
 	EscalationEnded = "removed: the escalation window ended"
+	HowSample       = "sample window"
+	SampleEnded     = "removed: the sample window ended"
+	// EscalationInSample is the Err of the escalation a failure opened
+	// while a sample window was open: its probes stay until the
+	// escalation ends.
+	EscalationInSample = "escalated: the sample window's probes stay"
+	// WindowClosing is the Err of the record a window's end sends before
+	// its probes are removed (How HowSample or HowEscalation): what is
+	// seen from then on is its edge.
+	WindowClosing = "removing: the window ends"
 )
 
 func (*Attach) Kind() Kind { return KindAttach }
@@ -451,6 +464,42 @@ type PostFail struct {
 }
 
 func (*PostFail) Kind() Kind { return KindPostFail }
+
+// Window is a sample window of the sentinel mode at its end: the
+// data-path probes were on every healthy traced process from FromNS to
+// the header's TimeNS (PID 0: all of them), what every probe of sqscope
+// that ran while it was open cost the traced processes, and their CPU
+// time over the period since the previous window's end (PeriodNS).
+type Window struct {
+	Header
+	FromNS   uint64
+	PIDs     uint32 // processes the window traced
+	PeriodNS uint64
+	// Runs and RunNS are the BPF programs' runs and run time while the
+	// window was open (the kernel's BPF statistics); Traps the traps they
+	// took (one per run, and one more per hit of a return probe on a
+	// function without an entry probe), each at TrapNS (measured on this
+	// host, trapcost); TargetCPUNS the traced processes' CPU time over
+	// the period. All 0 with CostErr, which says why they were not
+	// measured.
+	Runs        uint64
+	RunNS       uint64
+	Traps       uint64
+	TrapNS      uint64
+	TargetCPUNS uint64
+	CostErr     string
+	// BudgetPPM is the budget (--budget) in parts per million of the
+	// traced processes' own CPU time, 0 without one; NextNS the wait
+	// until the next window that it (or the sample period) sets.
+	BudgetPPM uint32
+	NextNS    uint64
+}
+
+func (*Window) Kind() Kind { return KindWindow }
+
+// CostNS is what the window's probes cost the traced processes: the
+// traps at their price and the programs' run time.
+func (w *Window) CostNS() uint64 { return w.Traps*w.TrapNS + w.RunNS }
 
 // QPCounters is a per-QP aggregate kept in the kernel by the low-overhead
 // mode instead of per-call events. Values are totals of the QP's

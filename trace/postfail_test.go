@@ -17,6 +17,9 @@ func failEvents() []Event {
 			Site: 0x5d7e89, SiteCauses: "qp_state"},
 		&PostFail{Header: h(9_000_002), Func: "post_send", Errno: 12, State: -1, HasWR: true,
 			WR: WR{NumSGE: 40, Bytes: 1 << 20, SGEsNotSummed: 24}},
+		&Window{Header: Header{TimeNS: 9_500_000}, FromNS: 9_300_000, PIDs: 2, PeriodNS: 10_000_000_000,
+			Runs: 80_000, RunNS: 9_000_000, Traps: 80_000, TrapNS: 620, TargetCPUNS: 19_000_000_000, BudgetPPM: 10_000, NextNS: 12_000_000_000},
+		&Window{Header: Header{TimeNS: 9_600_000}, FromNS: 9_550_000, PIDs: 1, CostErr: "BPF statistics: operation not permitted"},
 	}
 }
 

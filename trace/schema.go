@@ -198,6 +198,18 @@ func (c *recordCodec) fields(ev Event) {
 		c.u32(&e.WR.Bytes)
 		c.u8(&e.WR.SGEsNotSummed)
 		c.bool(&e.Traced)
+	case *Window:
+		c.u64(&e.FromNS)
+		c.u32(&e.PIDs)
+		c.u64(&e.PeriodNS)
+		c.u64(&e.Runs)
+		c.u64(&e.RunNS)
+		c.u64(&e.Traps)
+		c.u64(&e.TrapNS)
+		c.u64(&e.TargetCPUNS)
+		c.str(&e.CostErr)
+		c.u32(&e.BudgetPPM)
+		c.u64(&e.NextNS)
 	}
 	c.end()
 }

@@ -253,9 +253,14 @@ func TestFlightSignalMaxFiles(t *testing.T) {
 func TestFlightMemoryBound(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	dir := filepath.Join(t.TempDir(), "flight")
-	cmd, stderr := startFlight(t, "--flight", "10s", "--flight-mib", "1", "--after", "100ms", "--trigger", "signal",
-		"-o", dir, "--workload", "--", "-D", "7", "--qps", "8", "-Q", "1", "-s", "64")
-	time.Sleep(6 * time.Second) // some 3 MB of blocks (0.5 MB/s when this test was written)
+	// some 3 MB of blocks in 6 s (0.5 MB/s when this test was written):
+	// as long again as the host's traps are dearer, which slow the
+	// workload as much, and a window longer than that
+	wait := bpftest.Timeout(t, 6*time.Second)
+	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) }
+	cmd, stderr := startFlight(t, "--flight", secs(wait+10*time.Second)+"s", "--flight-mib", "1", "--after", "100ms", "--trigger", "signal",
+		"-o", dir, "--workload", "--", "-D", secs(wait+time.Second), "--qps", "8", "-Q", "1", "-s", "64")
+	time.Sleep(wait)
 	rss := vmKiB(t, cmd.Process.Pid, "RssAnon")
 	if err := cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)

@@ -127,10 +127,19 @@ func TestFaultsNameTheirOwnCause(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			kinds, _ := tracedDiagnoses(t, "events", tc.flags)
 			var want []string
 			for _, k := range tc.want {
 				want = append(want, k+" QP 0x1c0")
+			}
+			kinds, _ := tracedDiagnoses(t, "events", tc.flags)
+			// the trend's prediction needs the ramp the workload paces,
+			// which a busy host may break up (the thread preempted, then
+			// catching up in a burst): a run without it is run again, up
+			// to 3 times
+			timed := tc.want[0] == "occupancy_trending_full"
+			for try := 1; timed && try < 3 && slices.Equal(kinds, want[1:]); try++ {
+				t.Logf("run %d: %q, without the prediction (the ramp broken up by the host?): again", try, kinds)
+				kinds, _ = tracedDiagnoses(t, "events", tc.flags)
 			}
 			if !slices.Equal(kinds, want) {
 				t.Errorf("events mode: diagnoses %q, want %q", kinds, want)

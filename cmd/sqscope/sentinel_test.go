@@ -22,6 +22,20 @@ type sentinelOut struct {
 		Without     int    `json:"functions_without_sites"`
 		Hits        uint64 `json:"error_site_hits"`
 		Escalations uint64 `json:"escalations"`
+		Sampling    *struct {
+			Windows     uint64  `json:"windows"`
+			Traced      float64 `json:"traced_s"`
+			NotMeasured string  `json:"cost_not_measured"`
+			Budget      float64 `json:"budget_pct"`
+			Next        float64 `json:"next_window_in_s"`
+			Cost        *struct {
+				Probe  float64 `json:"probe_cpu_s"`
+				Target float64 `json:"target_cpu_s"`
+				Share  float64 `json:"share_pct"`
+				Traps  uint64  `json:"traps"`
+				TrapNS uint64  `json:"trap_ns"`
+			} `json:"probe_cost"`
+		} `json:"sampling"`
 	} `json:"sentinel"`
 	QPs   []map[string]any `json:"qps"`
 	Total struct {
@@ -39,8 +53,15 @@ type sentinelOut struct {
 // mode and returns the trace's JSON and the workload's truth.
 func traceSentinel(t *testing.T, flags string) (sentinelOut, []map[string]any) {
 	t.Helper()
+	return traceSentinelWith(t, "", flags)
+}
+
+// traceSentinelWith is traceSentinel with more flags of the trace's.
+func traceSentinelWith(t *testing.T, traceFlags, flags string) (sentinelOut, []map[string]any) {
+	t.Helper()
 	truthFile := filepath.Join(t.TempDir(), "truth.json")
-	args := append([]string{"trace", "--json", "--mode", "sentinel", "--workload", "--"}, strings.Fields(flags)...)
+	args := append([]string{"trace", "--json", "--mode", "sentinel"}, strings.Fields(traceFlags)...)
+	args = append(append(args, "--workload", "--"), strings.Fields(flags)...)
 	args = append(args, "--sim-deterministic", "--json-out", truthFile)
 	cmd := exec.Command(sqscopeBin(t), args...)
 	var stdout, stderr bytes.Buffer

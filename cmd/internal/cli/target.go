@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +32,10 @@ type Target struct {
 	Anywhere bool
 	Mode     string
 	Escalate time.Duration // --escalate: the sentinel mode's window
+	// --sample-every, --sample-for, --budget: the sentinel mode's sample
+	// windows (sampleSet: one of them was given)
+	Sampling  session.Sampling
+	sampleSet bool
 	CallTime bool
 	NoStop   bool
 	Wait     bool
@@ -43,6 +49,32 @@ type Target struct {
 	// Flight: record's flight recorder (RecordTo is its directory)
 	Flight *session.FlightConfig
 	Attach session.AttachFlags
+}
+
+// The sentinel mode's sample windows by default: one of 200 ms every
+// 10 s at most, and rarer when they would cost the traced processes
+// more than 1% of their own CPU time.
+const (
+	DefaultSampleEvery = 10 * time.Second
+	DefaultBudget      = 1.0
+)
+
+// setDuration parses a duration flag's value: a Go duration (30s, 1m30s,
+// 200ms) or a bare number of seconds.
+func setDuration(d *time.Duration, v string) error {
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if f < 0 || f > 1e6 || math.IsNaN(f) {
+			return fmt.Errorf("%q: want a duration of 0 or more, e.g. 10s or 10", v)
+		}
+		*d = time.Duration(f * float64(time.Second))
+		return nil
+	}
+	x, err := time.ParseDuration(v)
+	if err != nil || x < 0 {
+		return fmt.Errorf("%q: want a duration, e.g. 10s, 200ms or 10 (seconds)", v)
+	}
+	*d = x
+	return nil
 }
 
 func (tf *Target) Register(fs *flag.FlagSet) {
@@ -62,6 +94,24 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&tf.Anywhere, "force-probe", false, "accept a --probe offset inside a function the library's symbols know (by default only a function's start)")
 	fs.StringVar(&tf.Mode, "mode", "events", "events (every call), counters (per-QP totals kept in the kernel, lower overhead) or sentinel (probes only where the provider's post fails; every call traced for --escalate after a failure)")
 	fs.DurationVar(&tf.Escalate, "escalate", probe.DefaultEscalate, "sentinel mode: how long a process is traced in full after a failure, e.g. 30s")
+	tf.Sampling = session.Sampling{Every: DefaultSampleEvery, For: probe.DefaultSampleFor, Budget: DefaultBudget}
+	fs.Func("sample-every", "sentinel mode: trace every healthy process in full for --sample-for this often, e.g. 10s or 10 (0: never; default 10s)", func(v string) error {
+		tf.sampleSet = true
+		return setDuration(&tf.Sampling.Every, v)
+	})
+	fs.Func("sample-for", "sentinel mode: how long a sample window lasts, e.g. 200ms (default 200ms)", func(v string) error {
+		tf.sampleSet = true
+		return setDuration(&tf.Sampling.For, v)
+	})
+	fs.Func("budget", "sentinel mode: the most the sample windows' probes may cost, in percent of the traced processes' own CPU time, measured; windows come rarer to keep to it (0: no budget; default 1)", func(v string) error {
+		tf.sampleSet = true
+		f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+		if err != nil || f < 0 || f > 100 || math.IsNaN(f) {
+			return fmt.Errorf("want a percentage between 0 and 100, e.g. 1 or 0.5")
+		}
+		tf.Sampling.Budget = f
+		return nil
+	})
 	fs.BoolVar(&tf.CallTime, "call-times", false, "also record when each post and poll was entered (events mode; costs a clock read per call, and the interval is mostly the probe's own)")
 	fs.BoolVar(&tf.NoStop, "no-stop", false, "never pause the target while probes for newly found functions are attached (calls in that window are missed)")
 	fs.BoolVar(&tf.Keep, "keep-target", false, "leave a command sqscope started running when tracing stops first (default: stop it with SIGINT, then SIGTERM, then SIGKILL)")
@@ -93,6 +143,14 @@ func (tf *Target) Check(rest []string) error {
 		return fmt.Errorf("--mode %q: want events, counters or sentinel", tf.Mode)
 	case tf.Escalate <= 0:
 		return errors.New("--escalate must be positive")
+	case tf.sampleSet && tf.Mode != session.ModeSentinel:
+		return errors.New("--sample-every, --sample-for and --budget need --mode sentinel")
+	case tf.Sampling.Every > 0 && tf.Sampling.For >= tf.Sampling.Every:
+		return fmt.Errorf("--sample-for %v: want it shorter than --sample-every %v", tf.Sampling.For, tf.Sampling.Every)
+	case tf.Sampling.For <= 0:
+		return errors.New("--sample-for must be positive")
+	case tf.Sampling.Budget > 0 && tf.Sampling.Every == 0:
+		return errors.New("--budget bounds the sample windows: --sample-every 0 has none")
 	case tf.CallTime && tf.Mode != "events":
 		return errors.New("--call-times needs --mode events")
 	case tf.RingMiB < 0 || tf.RingMiB&(tf.RingMiB-1) != 0 || tf.RingMiB > 1024:
@@ -115,7 +173,7 @@ func (tf *Target) Check(rest []string) error {
 // probe.ErrInterrupted, and the exit status is 130 (as a shell gives a
 // command ended by SIGINT).
 func (tf *Target) Start(ctx context.Context, rest []string, stderr, childOut io.Writer, version string) (*session.Session, error) {
-	cfg := session.Config{Context: ctx, PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, Escalate: tf.Escalate, CallTimes: tf.CallTime, NoStop: tf.NoStop,
+	cfg := session.Config{Context: ctx, PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, Escalate: tf.Escalate, Sampling: tf.Sampling, CallTimes: tf.CallTime, NoStop: tf.NoStop,
 		Wait: tf.Wait, VerbsTimeout: tf.Timeout, Duration: tf.Duration, KeepTarget: tf.Keep, RingBytes: tf.RingMiB << 20, ChildOut: childOut, Warnings: stderr,
 		RecordTo: tf.RecordTo, RecordForce: tf.Force, Version: version, Attach: tf.Attach}
 	if tf.Flight != nil {

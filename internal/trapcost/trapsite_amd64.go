@@ -1,4 +1,4 @@
-package bpftest
+package trapcost
 
 // trapSite is the function the trap is measured on (trapsite_amd64.s).
 //

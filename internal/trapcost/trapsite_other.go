@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package bpftest
+package trapcost
 
 import "reflect"
 

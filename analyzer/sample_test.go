@@ -1,0 +1,89 @@
+package analyzer
+
+import (
+	"math"
+	"testing"
+
+	"github.com/sqscope/sqscope/analyzer/streamtest"
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// sampleWindow is a sample window of the sentinel mode on the stream's
+// process: its opening, what build posts and polls in it, its closing
+// record, the removal's and the window's end with its cost.
+func sampleWindow(s *streamtest.Stream, build func()) {
+	attach := func(err string) {
+		s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", How: trace.HowSample, Err: err})
+	}
+	s.Add(&trace.Attach{Header: s.Header(), Func: "poll_cq", How: trace.HowSample})
+	attach("")
+	from := s.T
+	build()
+	attach(trace.WindowClosing)
+	to := s.T
+	attach(trace.SampleEnded)
+	s.Add(&trace.Window{Header: trace.Header{TimeNS: to}, FromNS: from, PIDs: 1, PeriodNS: 10_000_000,
+		Runs: 100, Traps: 100, TrapNS: 1000, RunNS: 50_000, TargetCPUNS: 10_150_000, BudgetPPM: 10_000, NextNS: 5_000_000_000})
+}
+
+// Between sample windows a QP's occupancy is what the last window
+// measured when it began to close (posts seen while its probes were
+// being removed are its edge, not counted in it); a window that never
+// synchronised the model leaves the lower bound; rates are over the
+// traced seconds; the windows' cost is summed against the processes'
+// own CPU.
+func TestSampleWindows(t *testing.T) {
+	const qpn = 0x1c0
+	s := streamtest.New()
+	s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", How: trace.HowErrorSite})
+	s.MemQP(qpn, ibv.QPSRTS)
+	s.IDs[qpn] = 1000
+	sampleWindow(s, func() {
+		s.Send(qpn, 4, 0, 4) // 1000..1003, 1003 signaled
+		s.Send(qpn, 4, 0, 4) // 1004..1007
+		s.Poll(qpn, 1003)    // synced: 4 outstanding
+		s.Send(qpn, 2, 0, 0) // 6
+	})
+	s.Wait(1_000_000_000)
+	snap := run(t, s, Options{BF: DefaultBF})
+	q := snap.QPs[0]
+	if q.Outstanding != 6 || q.OutstandingSampledNS == 0 || !q.OutstandingLowerBound {
+		t.Errorf("between windows: outstanding %d sampled at %d, lower bound %v; want the window's 6, sampled, the model a lower bound",
+			q.Outstanding, q.OutstandingSampledNS, q.OutstandingLowerBound)
+	}
+	if !q.Rates.WhileTraced || q.Rates.SpanNS == 0 || q.Rates.SpanNS > 2_000 {
+		t.Errorf("rates over %d ns (while traced %v): want the window's span, not the second after it", q.Rates.SpanNS, q.Rates.WhileTraced)
+	}
+	m := snap.Sentinel.Sampling
+	if m == nil || m.Windows != 1 || m.Cost == nil || m.Cost.Traps != 100 || m.BudgetPct != 1 || m.NextInSeconds != 5 {
+		t.Fatalf("sampling %+v: want one window, its cost and budget", m)
+	}
+	// 100 traps at 1 µs and 50 µs of BPF: 150 µs over 10 ms of the
+	// processes' own CPU
+	if math.Abs(m.Cost.SharePct-1.5) > 1e-9 || math.Abs(m.Cost.TargetCPUSeconds-0.01) > 1e-12 {
+		t.Errorf("cost %+v: want 1.5%% of 10 ms", m.Cost)
+	}
+
+	// a second window that posts after the first and polls nothing: the
+	// model stays a lower bound below what was measured, and the sample
+	// stands
+	sampleWindow(s, func() { s.Send(qpn, 2, 0, 0) })
+	snap = run(t, s, Options{BF: DefaultBF})
+	if q := snap.QPs[0]; q.Outstanding != 6 || q.OutstandingSampledNS == 0 {
+		t.Errorf("after an unsynced window: outstanding %d sampled at %d, want the first window's 6", q.Outstanding, q.OutstandingSampledNS)
+	}
+	if m := snap.Sentinel.Sampling; m.Windows != 2 || snap.Sentinel.Escalations != 0 {
+		t.Errorf("sampling %+v, sentinel %+v: want two windows, no escalation", m, snap.Sentinel)
+	}
+
+	// a failure in a window escalates it without re-synchronising
+	s2 := streamtest.New()
+	s2.MemQP(qpn, ibv.QPSRTS)
+	s2.Add(&trace.Attach{Header: s2.Header(), Func: "post_send", How: trace.HowSample})
+	s2.Add(&trace.Attach{Header: s2.Header(), Func: "post_send", How: trace.HowEscalation, Err: trace.EscalationInSample})
+	snap = run(t, s2, Options{BF: DefaultBF})
+	if snap.Sentinel.Escalations != 1 {
+		t.Errorf("%d escalations, want the sample window's", snap.Sentinel.Escalations)
+	}
+}

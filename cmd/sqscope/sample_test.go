@@ -1,0 +1,82 @@
+package main
+
+import (
+	"math"
+	"testing"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Sample windows on a healthy workload: the windows open and close as
+// asked, nothing is diagnosed, the counts in them keep the workload's
+// shape (its signaled share), the occupancy they measured is kept
+// between them, within the queue's depth, the rates are said to be of
+// the traced seconds, and what the probes cost is measured.
+func TestSentinelSampleWindows(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	out, truth := traceSentinelWith(t, "--sample-every 0.4 --sample-for 0.1 --budget 0", "-D 4 -Q 64 -t 128")
+	m := out.Sentinel.Sampling
+	if m == nil || m.Windows < 2 || m.Traced <= 0 {
+		t.Fatalf("sampling %+v: want two windows or more in 4 s at one every 0.4 s", m)
+	}
+	if out.Sentinel.Hits != 0 || out.Sentinel.Escalations != 0 || len(out.Diagnoses) != 0 {
+		t.Errorf("sentinel %+v, diagnoses %+v: a healthy run gets none", out.Sentinel, out.Diagnoses)
+	}
+	if m.NotMeasured != "" || m.Cost == nil || m.Cost.Traps == 0 || m.Cost.TrapNS == 0 || m.Cost.Share <= 0 || m.Cost.Target <= 0 {
+		t.Errorf("cost %+v (not measured: %q): want the windows' traps, their price and a share of the target's CPU", m.Cost, m.NotMeasured)
+	}
+	for _, a := range out.Probes {
+		if (a.Func == "post_send" || a.Func == "poll_cq") && a.How != trace.HowErrorSite && a.How != trace.HowSample {
+			t.Errorf("a data-path probe outside the windows: %+v", a)
+		}
+	}
+	if len(out.QPs) != 1 || len(truth) != 1 {
+		t.Fatalf("%d QPs traced, %d in the truth: want one", len(out.QPs), len(truth))
+	}
+	q, w := out.QPs[0], truth[0]
+	wrs, sig := q["wrs"].(float64), q["signaled"].(float64)
+	if wrs == 0 || wrs >= w["wrs"].(float64) {
+		t.Fatalf("%v WRs seen in windows of %v posted: want some, not all", wrs, w["wrs"])
+	}
+	// one WR in 64 is signaled: in windows too, but for a window's edges
+	want := w["signaled"].(float64) / w["wrs"].(float64)
+	if got := sig / wrs; math.Abs(got-want) > 0.02*want+2*float64(m.Windows)/wrs {
+		t.Errorf("signaled share in windows %.5f, the workload's %.5f", got, want)
+	}
+	depth := q["max_send_wr"].(float64)
+	if o, p := q["outstanding"].(float64), q["peak_outstanding"].(float64); o > depth || p > depth || p == 0 {
+		t.Errorf("outstanding %v, peak %v: want within max_send_wr %v, a peak seen", o, p, depth)
+	}
+	// the last window's, or (a window open at the end) of now
+	if _, ok := q["outstanding_sampled_at_ns"]; !ok && q["outstanding_lower_bound"] != false {
+		t.Errorf("outstanding %v neither the last window's nor exact: %v", q["outstanding"], q)
+	}
+	// over the seconds traced: those of the windows with their edges,
+	// where probes were being placed or removed; far from the run's 4 s
+	r := q["rates"].(map[string]any)
+	if span := r["span_ns"].(float64) / 1e9; r["while_traced"] != true || span < m.Traced || span > 3 {
+		t.Errorf("rates %v: want them over the traced seconds (%.2f s without the edges)", r, m.Traced)
+	}
+}
+
+// A budget makes the windows rarer: with 1% of the target's CPU, a busy
+// target's windows, whose probes cost it most of its CPU while open,
+// come seconds apart instead of every 0.2 s.
+func TestSentinelBudget(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	out, _ := traceSentinelWith(t, "--sample-every 0.2 --sample-for 0.1 --budget 1", "-D 4 -Q 64 -t 128")
+	m := out.Sentinel.Sampling
+	if m == nil || m.Windows == 0 || m.Budget != 1 {
+		t.Fatalf("sampling %+v: want windows under a budget of 1%%", m)
+	}
+	if m.Cost == nil || m.Cost.Share <= 0 {
+		t.Fatalf("cost %+v (not measured: %q): want it measured", m.Cost, m.NotMeasured)
+	}
+	// every 0.3 s without the budget: 13 windows in 4 s
+	if m.Windows > 3 || m.Next < 1 {
+		t.Errorf("%d windows, the next in %.1f s (their cost %.2f%% of the target's CPU): want the budget to space them seconds apart",
+			m.Windows, m.Next, m.Cost.Share)
+	}
+}

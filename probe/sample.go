@@ -1,0 +1,280 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/sqscope/sqscope/internal/trapcost"
+	"github.com/sqscope/sqscope/trace"
+)
+
+// Sample windows: while the traced processes are healthy, the sentinel
+// mode places the data-path probes events mode would have placed on
+// every one of them for Options.SampleFor, every Options.SampleEvery, or
+// more rarely when Options.Budget says so. Each window re-synchronises
+// the occupancy of their QPs as a late attach does (the analyzer's
+// part), and at its end a trace.Window says what every probe of sqscope
+// cost the traced processes while it was open: the programs' runs and
+// run time (the kernel's BPF statistics, on only then), the uprobe traps
+// they took at the price trapcost measured here; against the processes'
+// CPU time since the previous window's end (/proc/PID/stat).
+
+// MaxSamplePeriod is the longest wait between two sample windows the
+// budget sets.
+const MaxSamplePeriod = 10 * time.Minute
+
+// sampler is what the sample windows keep between two of them.
+type sampler struct {
+	trapNS   uint64
+	trapErr  string
+	progs    map[*ebpf.Program]bool // the programs to account, true: a return probe on a function without an entry probe
+	runs     map[*ebpf.Program]progTotals
+	cpu      map[uint32]uint64 // per process: utime+stime in ns at the previous window's end
+	lastEnd  uint64            // trace.MonotonicNS of the previous window's end (or of the start)
+	ownCPUNS float64           // the traced processes' own CPU per ns of wall time, last period
+	// costSum and ownSum: what the windows cost and the processes' own
+	// CPU time, since the first window (ns)
+	costSum, ownSum float64
+}
+
+type progTotals struct {
+	runs uint64
+	ns   uint64
+}
+
+// newSampler measures the price of a trap and lists the programs whose
+// runs a window accounts for.
+func (t *Tracer) newSampler() *sampler {
+	s := &sampler{progs: map[*ebpf.Program]bool{}, runs: map[*ebpf.Program]progTotals{}, cpu: map[uint32]uint64{}}
+	trap, err := trapcost.Measure()
+	if err != nil {
+		s.trapErr = fmt.Sprintf("the price of a uprobe trap: %v", err)
+	}
+	s.trapNS = uint64(trap)
+	p := &t.objs.VerbsPrograms
+	for _, r := range roles {
+		var entry, ret *ebpf.Program
+		if r.entry != nil {
+			entry = r.entry(p)
+		}
+		if r.ret != nil {
+			ret = r.ret(p)
+		}
+		if entry != nil && !s.progs[entry] {
+			s.progs[entry] = false
+		}
+		if ret != nil {
+			s.progs[ret] = s.progs[ret] || entry == nil
+		}
+	}
+	if p.ErrorSite != nil {
+		s.progs[p.ErrorSite] = false
+	}
+	s.lastEnd = trace.MonotonicNS()
+	s.cpuSince(t.sampledPIDs())
+	return s
+}
+
+// startStats turns the kernel's BPF run-time statistics on for a window
+// (they cost every BPF program of the host a clock reading per run, so
+// only while a window is open) and takes the programs' totals.
+func (s *sampler) startStats() (io.Closer, string) {
+	if s.trapErr != "" {
+		return nil, s.trapErr
+	}
+	st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return nil, fmt.Sprintf("BPF run-time statistics: %v", err)
+	}
+	s.progRuns()
+	return st, ""
+}
+
+// progRuns reads the programs' totals and returns what changed since the
+// previous call: runs, the traps they took, their run time.
+func (s *sampler) progRuns() (runs, traps, runNS uint64) {
+	for p, retOnly := range s.progs {
+		st, err := p.Stats()
+		if err != nil {
+			continue
+		}
+		now := progTotals{runs: st.RunCount, ns: uint64(st.Runtime)}
+		prev := s.runs[p]
+		s.runs[p] = now
+		if now.runs < prev.runs || now.ns < prev.ns {
+			continue
+		}
+		d := now.runs - prev.runs
+		runs += d
+		traps += d
+		if retOnly { // the entry's trap that sets the return's up
+			traps += d
+		}
+		runNS += now.ns - prev.ns
+	}
+	return runs, traps, runNS
+}
+
+// cpuSince returns the CPU time the processes used since the previous
+// call (a process new since then counts from now).
+func (s *sampler) cpuSince(pids []uint32) uint64 {
+	var cpuNS uint64
+	seen := map[uint32]uint64{}
+	for _, pid := range pids {
+		c, err := procCPU(pid)
+		if err != nil {
+			continue
+		}
+		seen[pid] = c
+		if prev, ok := s.cpu[pid]; ok && c >= prev {
+			cpuNS += c - prev
+		}
+	}
+	s.cpu = seen
+	return cpuNS
+}
+
+// procCPU is the CPU time a process has used, user and system, in ns
+// (/proc/PID/stat, in clock ticks of 10 ms).
+func procCPU(pid uint32) (uint64, error) {
+	f, err := statFields(int(pid))
+	if err != nil {
+		return 0, err
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	k, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected CPU times", pid)
+	}
+	return (u + k) * 10_000_000, nil
+}
+
+// sampledPIDs are the processes whose data-path probes the sentinel left
+// out, still running.
+func (t *Tracer) sampledPIDs() []uint32 {
+	s := &t.sentinel
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var pids []uint32
+	for pid := range s.deferred {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			delete(s.deferred, pid) // ended: nothing more to sample
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// runSampler opens and closes the sample windows until ctx is done.
+func (t *Tracer) runSampler(ctx context.Context) {
+	s := t.newSampler()
+	wait := t.opts.SampleEvery
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		pids := t.sampledPIDs()
+		stats, costErr := s.startStats()
+		opened := 0
+		for _, pid := range pids {
+			if t.openWindow(pid, true) {
+				opened++
+			}
+		}
+		from := trace.MonotonicNS() // every probe in place
+		select {
+		case <-ctx.Done():
+		case <-time.After(t.opts.SampleFor):
+		}
+		to := trace.MonotonicNS() // the removal begins
+		t.closeWhere(func(w *window, _ time.Time) bool { return w.sample })
+		w := s.window(from, to, uint32(opened), pids, costErr, t.opts)
+		if stats != nil {
+			stats.Close()
+		}
+		wait = time.Duration(w.NextNS)
+		t.mu.Lock()
+		t.after = append(t.after, w)
+		t.haveUnsent.Store(true)
+		t.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// window accounts for the window ending now, and for the period since
+// the previous one's end, and sets the wait until the next window:
+// Options.SampleEvery, or longer when the budget needs it.
+func (s *sampler) window(from, to uint64, opened uint32, pids []uint32, costErr string, o Options) *trace.Window {
+	end := trace.MonotonicNS()
+	w := &trace.Window{Header: trace.Header{TimeNS: to}, FromNS: from, PIDs: opened, PeriodNS: end - s.lastEnd,
+		CostErr: costErr, NextNS: uint64(o.SampleEvery)}
+	s.lastEnd = end
+	runs, traps, runNS := s.progRuns()
+	cpuNS := s.cpuSince(pids)
+	if costErr == "" {
+		w.Runs, w.Traps, w.RunNS, w.TrapNS, w.TargetCPUNS = runs, traps, runNS, s.trapNS, cpuNS
+	}
+	if o.Budget <= 0 {
+		return w
+	}
+	w.BudgetPPM = uint32(o.Budget * 1e4)
+	if costErr != "" || w.PeriodNS == 0 {
+		return w // not measured: the sample period stands, as the window says
+	}
+	// The processes' own CPU, without what the window cost them, per ns
+	// of wall time; the next window costs about what this one did. The
+	// next period is long enough that all the windows so far and the
+	// next, over the processes' own CPU since the first, keep to the
+	// budget: a window over it is paid back by a longer wait.
+	cost := float64(w.CostNS())
+	own := max(0, float64(cpuNS)-cost)
+	s.costSum += cost
+	s.ownSum += own
+	if own > 0 {
+		s.ownCPUNS = own / float64(w.PeriodNS)
+	}
+	if s.ownCPUNS <= 0 {
+		return w // idle: nothing to charge the windows against
+	}
+	period := ((s.costSum+cost)/(o.Budget/100) - s.ownSum) / s.ownCPUNS
+	next := period - float64(o.SampleFor)
+	w.NextNS = uint64(min(float64(MaxSamplePeriod), max(float64(o.SampleEvery), next)))
+	return w
+}
+
+// checkSampling checks the sample windows' options and sets their
+// defaults.
+func checkSampling(o *Options) error {
+	switch {
+	case o.SampleEvery < 0:
+		return fmt.Errorf("sample period %v: want a positive duration (0: no sample windows)", o.SampleEvery)
+	case o.SampleFor < 0:
+		return fmt.Errorf("sample window %v: want a positive duration", o.SampleFor)
+	case o.Budget < 0 || o.Budget > 100:
+		return fmt.Errorf("budget %g%%: want a share of the target's CPU between 0 and 100", o.Budget)
+	case o.Mode != ModeSentinel && (o.SampleEvery > 0 || o.Budget > 0):
+		return errors.New("sample windows and a budget are the sentinel mode's")
+	case o.Budget > 0 && o.SampleEvery == 0:
+		return errors.New("a budget bounds the sample windows: give a sample period")
+	}
+	if o.SampleFor == 0 {
+		o.SampleFor = DefaultSampleFor
+	}
+	if o.SampleEvery > 0 && o.SampleFor >= o.SampleEvery {
+		return fmt.Errorf("sample window %v: want it shorter than the sample period %v", o.SampleFor, o.SampleEvery)
+	}
+	return nil
+}

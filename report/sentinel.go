@@ -1,0 +1,45 @@
+package report
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/sqscope/sqscope/analyzer"
+)
+
+// writeSentinel says what the sentinel mode's probes saw and what its
+// sample windows traced and cost; nothing in the other modes.
+func writeSentinel(w io.Writer, s *analyzer.Sentinel) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(w, "  sentinel: %d error site(s) probed", s.SitesProbed)
+	if s.FunctionsWithout > 0 {
+		fmt.Fprintf(w, " (%d data-path function(s) without one: their failures are not seen)", s.FunctionsWithout)
+	}
+	fmt.Fprintf(w, "; %d ran (failing calls), %d escalation window(s)\n", s.Hits, s.Escalations)
+	if m := s.Sampling; m != nil {
+		fmt.Fprintln(w, "  "+SamplingText(m))
+	}
+}
+
+// SamplingText is one line on the sample windows: how many, what they
+// traced, what their probes cost the traced processes (or why that was
+// not measured) against the budget.
+func SamplingText(m *analyzer.Sampling) string {
+	t := fmt.Sprintf("sample windows: %d, %.2f s traced in full (the counts and rates of a QP traced only in windows are of those seconds, which the probes slow)",
+		m.Windows, m.TracedSeconds)
+	switch c := m.Cost; {
+	case c != nil && c.TargetCPUSeconds > 0:
+		t += fmt.Sprintf("; their probes cost %.2f%% of the traced processes' own CPU (%.1f ms of %.2f s: %d traps at %d ns, %.1f ms in BPF programs)",
+			c.SharePct, c.ProbeCPUSeconds*1e3, c.TargetCPUSeconds, c.Traps, c.TrapNS, float64(c.BPFRunNS)/1e6)
+	case c != nil:
+		t += fmt.Sprintf("; their probes cost %.1f ms of CPU, the traced processes used none besides", c.ProbeCPUSeconds*1e3)
+	case m.NotMeasured != "":
+		t += "; their cost not measured: " + m.NotMeasured
+	}
+	if m.BudgetPct > 0 {
+		t += fmt.Sprintf(", budget %g%%", m.BudgetPct)
+	}
+	return t + fmt.Sprintf("; next window in %.1f s", m.NextInSeconds)
+}

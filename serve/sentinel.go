@@ -1,0 +1,46 @@
+package serve
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sqscope/sqscope/analyzer"
+)
+
+// The sentinel mode's own series: its error sites, escalations, sample
+// windows and what their probes cost the traced processes.
+var (
+	siteHitsFam = newFamily("sqscope_sentinel_error_site_hits_total",
+		"Failing data-path calls the sentinel mode saw at its providers' error sites.", prometheus.CounterValue)
+	escalationsFam = newFamily("sqscope_sentinel_escalations_total",
+		"Escalation windows the sentinel mode opened: full probes on a process after a failure.", prometheus.CounterValue)
+	windowsFam = newFamily("sqscope_sentinel_sample_windows_total",
+		"Sample windows the sentinel mode opened: full probes on every healthy traced process for --sample-for.", prometheus.CounterValue)
+	windowSecondsFam = newFamily("sqscope_sentinel_sampled_seconds_total",
+		"Time the sample windows traced in full.", prometheus.CounterValue)
+	probeCostFam = newFamily("sqscope_probe_cost_ratio",
+		"What the sample windows' probes cost the traced processes over their own CPU time, measured (BPF run time and the uprobe traps at their measured price); absent until measured.", prometheus.GaugeValue)
+	budgetFam = newFamily("sqscope_probe_budget_ratio",
+		"The --budget the sample windows keep to, over the traced processes' own CPU time; absent without one.", prometheus.GaugeValue)
+)
+
+// visitSentinel emits the sentinel mode's series, none in the other
+// modes.
+func visitSentinel(emit emitFunc, s *analyzer.Sentinel) {
+	if s == nil {
+		return
+	}
+	emit(siteHitsFam, float64(s.Hits))
+	emit(escalationsFam, float64(s.Escalations))
+	m := s.Sampling
+	if m == nil {
+		return
+	}
+	emit(windowsFam, float64(m.Windows))
+	emit(windowSecondsFam, m.TracedSeconds)
+	if c := m.Cost; c != nil && c.TargetCPUSeconds > 0 {
+		emit(probeCostFam, c.SharePct/100)
+	}
+	if m.BudgetPct > 0 {
+		emit(budgetFam, m.BudgetPct/100)
+	}
+}
