@@ -31,9 +31,9 @@ type Collector struct {
 	ch             *churn
 	now            func() time.Time
 	monoNS         func() uint64
-	cpu            func() time.Duration // sqscope's own CPU time
-	order          []exported           // a scrape's QPs, kept for the next
-	flight         atomic.Pointer[session.Flight]
+	cpu            func() time.Duration                       // sqscope's own CPU time
+	order          []exported                                 // a scrape's QPs, kept for the next
+	flight         atomic.Pointer[func() session.FlightStats] // the flight recorder's Stats
 }
 
 // NewCollector returns a collector with the options' bounds.

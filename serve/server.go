@@ -108,7 +108,9 @@ func (s *Server) setHealth(ok bool, msg string) {
 }
 
 // healthz answers 200 while the trace runs, 503 with the reason while the
-// probes are being attached or after the trace ended.
+// probes are being attached or after the trace ended: its first line.
+// With a flight recorder that wrote a recording, a second line names the
+// newest.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	ok, msg := s.ok, s.health
@@ -117,6 +119,9 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	fmt.Fprintln(w, msg)
+	if line := s.C.flightHealth(); line != "" {
+		fmt.Fprintln(w, line)
+	}
 }
 
 // Shutdown stops the HTTP server, letting scrapes under way finish.

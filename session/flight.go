@@ -124,6 +124,7 @@ type Flight struct {
 	cur     *flightFile // the file being written, nil when armed
 	files   []string    // the files in the directory, oldest first
 	written map[string]int
+	latest  FlightFile
 	absorb  int    // triggers while a file was being written
 	dropped uint64 // the ring's Dropped at the last file
 	err     error  // the first write error
@@ -172,16 +173,27 @@ func newFlight(cfg FlightConfig, warn io.Writer) (*Flight, error) {
 
 // start begins keeping the session's events.
 func (f *Flight) start(s *Session) error {
+	if err := f.begin(s.fileInfo(), s.an); err != nil {
+		return err
+	}
+	s.AddSink(f.write)
+	return nil
+}
+
+// begin makes the ring and starts the triggers; each file's header is
+// base, and an's diagnoses are looked at. Events come through f.write.
+func (f *Flight) begin(base trace.FileInfo, an *analyzer.Analyzer) error {
 	// a diagnosis is seen up to diagEvery after the event that made it,
 	// and the trigger is that event: the ring keeps that much more
 	ring, err := trace.NewRing(uint64(f.cfg.Window+2*diagEvery+f.blockEvery()), f.cfg.MaxBytes)
 	if err != nil {
 		return err
 	}
-	f.ring, f.base = ring, s.fileInfo()
-	s.AddSink(f.write)
+	f.mu.Lock()
+	f.ring, f.base = ring, base
+	f.mu.Unlock()
 	f.stop = make(chan struct{})
-	f.done.Go(func() { f.tick(s.an) })
+	f.done.Go(func() { f.tick(an) })
 	if slices.ContainsFunc(f.cfg.Triggers, func(t FlightTrigger) bool { return t.On == TriggerSignal }) {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGUSR1)
@@ -352,6 +364,9 @@ func (f *Flight) trigger(name, detail string, atNS uint64) {
 		AfterNS: uint64(f.cfg.After), Dropped: st.Dropped - f.dropped}
 	f.dropped = st.Dropped
 	path := filepath.Join(f.cfg.Dir, flightFileName(host.StartWall, name))
+	// the oldest go before the new file is made, so the directory never
+	// holds more than MaxFiles (a file abandoned on a write error counts)
+	f.removeOldest(f.cfg.MaxFiles - 1)
 	out, err := outfile.CreateNew(path, 0o600)
 	if err != nil {
 		f.fail(fmt.Errorf("flight recording: %w", err))
@@ -363,6 +378,7 @@ func (f *Flight) trigger(name, detail string, atNS uint64) {
 		f.fail(err)
 		return
 	}
+	f.files = append(f.files, path)
 	c := &flightFile{path: path, out: out, w: w, info: *fi.Flight}
 	f.cur = c
 	wait := time.Duration(atNS + uint64(f.cfg.After) - min(trace.MonotonicNS(), atNS+uint64(f.cfg.After)))
@@ -426,16 +442,21 @@ func (f *Flight) finish() {
 		return
 	}
 	f.written[c.info.Trigger]++
-	f.files = append(f.files, c.path)
-	for len(f.files) > f.cfg.MaxFiles {
+	f.latest = FlightFile{Path: c.path, Trigger: c.info.Trigger, Done: time.Now()}
+	fmt.Fprintf(f.warn, "sqscope: flight recording %s: %s (%s), %.1f s before it and %.1f s after; %d events, %d bytes; the window written in %.1f ms\n",
+		c.path, c.info.Trigger, c.info.Detail, float64(c.info.TriggerNS-c.info.WindowNS)/1e9,
+		float64(f.afterHeld(c))/1e9, c.w.Events(), c.w.Bytes(), float64(c.took)/1e6)
+}
+
+// removeOldest removes the oldest files until keep are left; f.mu is
+// held.
+func (f *Flight) removeOldest(keep int) {
+	for len(f.files) > keep {
 		if err := os.Remove(f.files[0]); err != nil && !errors.Is(err, os.ErrNotExist) {
 			f.fail(fmt.Errorf("removing the oldest flight recording: %w", err))
 		}
 		f.files = f.files[1:]
 	}
-	fmt.Fprintf(f.warn, "sqscope: flight recording %s: %s (%s), %.1f s before it and %.1f s after; %d events, %d bytes; the window written in %.1f ms\n",
-		c.path, c.info.Trigger, c.info.Detail, float64(c.info.TriggerNS-c.info.WindowNS)/1e9,
-		float64(f.afterHeld(c))/1e9, c.w.Events(), c.w.Bytes(), float64(c.took)/1e6)
 }
 
 // afterHeld is how long after its trigger a file went on.
@@ -472,17 +493,30 @@ func (f *Flight) fail(err error) {
 type FlightStats struct {
 	Files     []string       // kept in the directory, oldest first
 	Written   map[string]int // files written, by trigger
+	Latest    FlightFile     // the newest file written whole; no Path before the first
 	Absorbed  int            // triggers while a file was being written
-	Dropped   uint64         // events the memory bound dropped before their time
-	RingBytes int64          // held in memory now
+	Dropped   uint64         // events the memory bound dropped before their time, the oldest first
+	RingBytes int64          // the window's encoded events held in memory now
+	MaxBytes  int64          // the bound of RingBytes (--flight-mib)
+}
+
+// FlightFile is a recording a flight recorder wrote.
+type FlightFile struct {
+	Path    string
+	Trigger string    // as in its name and header: enomem, signal, diagnosis=KIND
+	Done    time.Time // when it was complete
 }
 
 // Stats says what f did so far.
 func (f *Flight) Stats() FlightStats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := f.ring.Stats()
-	return FlightStats{Files: slices.Clone(f.files), Written: maps.Clone(f.written), Absorbed: f.absorb, Dropped: st.Dropped, RingBytes: st.Bytes}
+	var st trace.RingStats
+	if f.ring != nil { // nil until the session starts
+		st = f.ring.Stats()
+	}
+	return FlightStats{Files: slices.Clone(f.files), Written: maps.Clone(f.written), Latest: f.latest, Absorbed: f.absorb,
+		Dropped: st.Dropped, RingBytes: st.Bytes, MaxBytes: f.cfg.MaxBytes}
 }
 
 // Close completes a file being written and stops; the error is the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -403,6 +404,12 @@ func TestServeFlight(t *testing.T) {
 	if _, ok := value(series(t, body), "sqscope_flight_recordings_total", nil); ok {
 		t.Errorf("a flight recording counted before any trigger")
 	}
+	if _, ok := value(series(t, body), "sqscope_flight_latest_recording_info", nil); ok {
+		t.Errorf("a latest flight recording before any trigger")
+	}
+	if v, ok := value(series(t, body), "sqscope_flight_window_max_bytes", nil); !ok || v != 64<<20 {
+		t.Errorf("sqscope_flight_window_max_bytes = %v (%v), want the default bound, 64 MiB", v, ok)
+	}
 	time.Sleep(1200 * time.Millisecond)
 	if err := s.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
@@ -414,6 +421,26 @@ func TestServeFlight(t *testing.T) {
 	}
 	if files := flightFiles(t, dir); len(files) != 1 || files[0] != m[1] {
 		t.Errorf("files %v, want %s", files, m[1])
+	}
+	mfs := series(t, body)
+	if n, ok := value(mfs, "sqscope_flight_latest_recording_info", map[string]string{"file": filepath.Base(m[1]), "trigger": "signal"}); !ok || n != 1 {
+		t.Errorf("sqscope_flight_latest_recording_info{file=%q,trigger=\"signal\"} = %v (%v), want 1", filepath.Base(m[1]), n, ok)
+	}
+	if at, ok := value(mfs, "sqscope_flight_latest_recording_timestamp_seconds", nil); !ok || time.Since(time.Unix(int64(at), 0)) > time.Minute {
+		t.Errorf("sqscope_flight_latest_recording_timestamp_seconds = %v (%v), want about now", at, ok)
+	}
+	if b, ok := value(mfs, "sqscope_flight_window_bytes", nil); !ok || b <= 0 || b > 64<<20 {
+		t.Errorf("sqscope_flight_window_bytes = %v (%v), want some bytes within the bound", b, ok)
+	}
+	resp, err := http.Get("http://" + s.addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	health, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(health), "tracing ") ||
+		!strings.Contains(string(health), "\nlatest flight recording: "+m[1]+" (trigger signal, complete ") {
+		t.Errorf("/healthz %d %q, want 200, tracing and the file", resp.StatusCode, health)
 	}
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
