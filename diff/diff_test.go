@@ -62,6 +62,7 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := Compare(load(t, tc.before), load(t, tc.after), tc.match)
+			checkReport(t, rep)
 			var b bytes.Buffer
 			if err := WriteText(&b, rep); err != nil {
 				t.Fatal(err)
