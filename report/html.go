@@ -152,7 +152,7 @@ func WriteHTML(w io.Writer, p Page) error {
 <p class="header">%s</p>
 <p>%s</p>
 <pre class="trace">%s</pre>
-`, esc(p.Header), esc(runLine(s)), esc(run.String()))
+`, esc(p.Header), esc(RunLine(s)), esc(run.String()))
 	if s.ReceivesNotTraced != "" {
 		fmt.Fprintf(ew, "<p class=\"note\">Receives not traced: %s</p>\n", esc(s.ReceivesNotTraced))
 	}
@@ -171,8 +171,8 @@ func WriteHTML(w io.Writer, p Page) error {
 	return ew.err
 }
 
-// runLine is the run in one line: span, events and losses, QPs.
-func runLine(s *analyzer.Snapshot) string {
+// RunLine is the run in one line: span, events and losses, QPs.
+func RunLine(s *analyzer.Snapshot) string {
 	lost := "no events lost"
 	if s.Lost > 0 {
 		lost = fmt.Sprintf("%d events LOST: counts are lower bounds", s.Lost)
