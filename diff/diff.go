@@ -5,7 +5,8 @@
 // ENOMEMs), the diagnoses that appeared or went, and the settings advise
 // infers that changed (sqscope diff). Every figure is the analyzer's of
 // one recording or a ratio of two of its counts; a figure a recording's
-// mode or provider model does not give is absent (null in JSON), not 0.
+// mode or provider model does not give is absent (null in JSON, with why),
+// not 0.
 package diff
 
 import (
@@ -29,6 +30,7 @@ type Side struct {
 	notInferred map[qpKey]string
 	noSettings  string
 	Result      session.ReadResult
+	Info        session.RecordingInfo // what was read of the file
 }
 
 type qpKey struct{ pid, qpNum uint32 }
@@ -51,7 +53,7 @@ func Load(ctx context.Context, path string, bf func(trace.FileInfo) analyzer.BFC
 	if err := res.Err(path); err != nil {
 		return nil, err
 	}
-	s := &Side{File: path, Snap: a.Snapshot(), Result: res, settings: map[qpKey]advise.Settings{}, notInferred: map[qpKey]string{}}
+	s := &Side{File: path, Snap: a.Snapshot(), Result: res, Info: session.Describe(path, r, &res), settings: map[qpKey]advise.Settings{}, notInferred: map[qpKey]string{}}
 	r2, err := session.OpenRecording(path)
 	if err != nil {
 		return nil, err
@@ -95,6 +97,8 @@ type Figures struct {
 	Depth     *uint64  `json:"depth"`
 	ENOMEM    uint64   `json:"enomem"`
 	Diagnoses []string `json:"diagnoses"` // kinds, each once, sorted
+	// Absent says why each figure not given is absent, by its JSON name.
+	Absent map[string]string `json:"absent,omitempty"`
 }
 
 // QPSide is one QP of one recording.
@@ -236,17 +240,23 @@ func figures(qs []*analyzer.QP, diags []analyzer.Diagnosis) Figures {
 	var f Figures
 	var inl, sig, dbWRs, db, pWRs, pBytes uint64
 	var haveDB, haveP bool
+	// why the first QP that does not give a figure leaves it out
+	noDB, noP, noPeak := "no QP in the recording", "no QP in the recording", "no QP in the recording"
 	var fullest float64 = -1
-	for _, q := range qs {
+	for i, q := range qs {
 		f.WRs += q.WRs
 		f.ENOMEM += q.ENOMEM
 		inl += q.Inline
 		sig += q.Signaled
 		if q.Reported("doorbells") {
 			haveDB, dbWRs, db = true, dbWRs+q.WRs, db+q.Doorbells
+		} else if i == 0 {
+			noDB = whyNot(q, "doorbells")
 		}
 		if q.Reported("actual") {
 			haveP, pWRs, pBytes = true, pWRs+q.WRs, pBytes+q.PCIe.Actual.Bytes
+		} else if i == 0 {
+			noP = whyNot(q, "actual")
 		}
 		if q.Reported("peak_outstanding") && !q.CompletionsNotTraced {
 			share := float64(q.PeakOutstanding)
@@ -262,6 +272,11 @@ func figures(qs []*analyzer.QP, diags []analyzer.Diagnosis) Figures {
 					f.Depth = &d
 				}
 			}
+		} else if i == 0 {
+			noPeak = "no poll function was traced, so no completion was seen: outstanding WRs unknown"
+			if !q.CompletionsNotTraced {
+				noPeak = whyNot(q, "peak_outstanding")
+			}
 		}
 		for _, g := range diags {
 			if g.PID == q.PID && g.QPNum == q.QPNum && !slices.Contains(f.Diagnoses, g.Kind) {
@@ -275,12 +290,49 @@ func figures(qs []*analyzer.QP, diags []analyzer.Diagnosis) Figures {
 	}
 	f.InlinePct, f.SignaledPct = pctOf(inl, f.WRs), pctOf(sig, f.WRs)
 	if haveDB {
-		f.WRsPerDoorbell = ratio(dbWRs, db)
+		f.WRsPerDoorbell, noDB = ratio(dbWRs, db), "no doorbell was rung"
 	}
 	if haveP {
-		f.PCIeBytesPerWR = ratio(pBytes, pWRs)
+		f.PCIeBytesPerWR, noP = ratio(pBytes, pWRs), "no WR was posted"
+	}
+	noDepth := noPeak
+	if f.Peak != nil {
+		noDepth = "max_send_wr unknown: the QP's create was not traced"
+	}
+	f.absent("wrs_per_doorbell", f.WRsPerDoorbell, noDB)
+	f.absent("inline_pct", f.InlinePct, "no WR was posted")
+	f.absent("signaled_pct", f.SignaledPct, "no WR was posted")
+	f.absent("pcie_bytes_per_wr", f.PCIeBytesPerWR, noP)
+	if f.Peak == nil {
+		f.absent("peak_outstanding", nil, noPeak)
+	}
+	if f.Depth == nil {
+		f.absent("depth", nil, noDepth)
 	}
 	return f
+}
+
+// absent notes why the figure key is not given, when v is nil.
+func (f *Figures) absent(key string, v *float64, why string) {
+	if v != nil {
+		return
+	}
+	if f.Absent == nil {
+		f.Absent = map[string]string{}
+	}
+	f.Absent[key] = why
+}
+
+// whyNot says why a QP's report leaves out the figure key: its mode does
+// not measure it, or its provider's model does not give it.
+func whyNot(q *analyzer.QP, key string) string {
+	switch {
+	case !q.Measured(key):
+		return "not measured in counters mode (needs --mode events)"
+	case q.Model == "":
+		return fmt.Sprintf("no HCA model applies to provider %s", q.Provider)
+	}
+	return fmt.Sprintf("the %s does not give it", q.Model)
 }
 
 func ratio(a, b uint64) *float64 {

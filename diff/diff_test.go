@@ -52,16 +52,10 @@ func golden(t *testing.T, name string, got []byte) {
 
 // The text and JSON of diffs of committed recordings.
 func TestGolden(t *testing.T) {
-	for _, tc := range []struct {
-		name, before, after string
-		match               Match
-	}{
-		{"lazy_poll_to_sig_all", "lazy-poll", "sig-all-with-flags", ByProcess},
-		{"never_signal_to_after_healthy", "never-signal", "never-signal-after-healthy", ByProcess},
-		{"rq_starve_by_qpn", "rq-starve", "cq-overrun", ByQPN},
-	} {
+	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := Compare(load(t, tc.before), load(t, tc.after), tc.match)
+			checkReport(t, rep)
 			var b bytes.Buffer
 			if err := WriteText(&b, rep); err != nil {
 				t.Fatal(err)

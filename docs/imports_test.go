@@ -80,7 +80,7 @@ func TestImportRules(t *testing.T) {
 		"verbs/nicmodel":      {},
 		"workload":            {"verbs", "ibv", "internal/outfile", "C"},
 		"advise":              {"analyzer", "session", "trace", "verbs/nicmodel", "ibv"},
-		"diff":                {"advise", "analyzer", "session", "trace"},
+		"diff":                {"advise", "analyzer", "report", "session", "trace"},
 		"serve":               {"analyzer", "session", "trace"},
 		"internal/outfile":    {},
 		"internal/bpftest":    {"internal/trapcost"},

@@ -42,8 +42,8 @@ func FuzzReport(f *testing.F) {
 		if err := WriteHTML(&page, Page{Title: "fuzz", Snap: s, Series: series}); err != nil {
 			t.Fatal(err)
 		}
-		if p := parsePage(t, page.Bytes()); len(p.rows) != len(s.QPs) {
-			t.Fatalf("%d rows for %d QPs", len(p.rows), len(s.QPs))
+		if p := parsePage(t, page.Bytes()); len(p.Rows) != len(s.QPs) {
+			t.Fatalf("%d rows for %d QPs", len(p.Rows), len(s.QPs))
 		}
 	})
 }

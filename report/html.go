@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
 	"slices"
 	"strings"
@@ -13,14 +12,11 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 )
 
-// The page's script and style, inlined into every report: the page is one
-// file that needs no network (docs/design.md, the HTML report).
-var (
-	//go:embed html/page.js
-	pageJS string
-	//go:embed html/page.css
-	pageCSS string
-)
+// The report page's own script, after the helpers every page shares
+// (page.go).
+//
+//go:embed html/page.js
+var pageJS string
 
 // Page is what the HTML report shows: the run, every QP in a table, plots
 // of the QPs worth a look, and the diagnoses.
@@ -149,24 +145,14 @@ func WriteHTML(w io.Writer, p Page) error {
 	ew := &errWriter{w: w}
 	s := &p.Snap
 	data := buildPage(&p)
-	js, err := json.Marshal(data) // escapes <, > and &: nothing closes the script
-	if err != nil {
-		return fmt.Errorf("encoding the page's data: %w", err)
-	}
 	var run bytes.Buffer
 	writeTrace(&run, s)
-	fmt.Fprintf(ew, `<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"/><meta name="generator" content="sqscope"/>
-<title>sqscope report: %s</title>
-<style>/*<![CDATA[*/
-%s
-/*]]>*/</style></head><body>
-<h1>sqscope report: %s</h1>
-<section id="run"><h2>The run</h2>
+	PageStart(ew, "sqscope report: "+p.Title)
+	fmt.Fprintf(ew, `<section id="run"><h2>The run</h2>
 <p class="header">%s</p>
 <p>%s</p>
 <pre class="trace">%s</pre>
-`, esc(p.Title), pageCSS, esc(p.Title), esc(p.Header), esc(runLine(s)), esc(run.String()))
+`, esc(p.Header), esc(RunLine(s)), esc(run.String()))
 	if s.ReceivesNotTraced != "" {
 		fmt.Fprintf(ew, "<p class=\"note\">Receives not traced: %s</p>\n", esc(s.ReceivesNotTraced))
 	}
@@ -179,19 +165,14 @@ func WriteHTML(w io.Writer, p Page) error {
 </section>
 `, esc(seriesNote(&p)))
 	writeTable(ew, s, data)
-	fmt.Fprintf(ew, `<script type="application/json" id="sqscope-data">%s</script>
-<script>//<![CDATA[
-%s
-//]]></script>
-</body></html>
-`, js, pageJS)
+	if err := PageEnd(ew, data, pageJS); err != nil {
+		return err
+	}
 	return ew.err
 }
 
-func esc(s string) string { return html.EscapeString(s) }
-
-// runLine is the run in one line: span, events and losses, QPs.
-func runLine(s *analyzer.Snapshot) string {
+// RunLine is the run in one line: span, events and losses, QPs.
+func RunLine(s *analyzer.Snapshot) string {
 	lost := "no events lost"
 	if s.Lost > 0 {
 		lost = fmt.Sprintf("%d events LOST: counts are lower bounds", s.Lost)
@@ -428,92 +409,78 @@ func writeDiagSection(w io.Writer, s *analyzer.Snapshot, d *pageData) {
 }
 
 // tableCol is one column of the QP table: its heading, and the cell of a
-// QP (its text and the value it sorts by; text "n/a" when the figure is
-// not given).
+// QP ("n/a" when the figure is not given).
 type tableCol struct {
 	head string
-	cell func(q *analyzer.QP, p *pageQP) (text string, v float64, num bool)
+	cell func(q *analyzer.QP, p *pageQP) Cell
 }
 
-func numCell(v *float64, f string) (string, float64, bool) {
-	if v == nil {
-		return "n/a", -1, true
-	}
-	return fmt.Sprintf(f, *v), *v, true
-}
-
-func uintCell(v uint64) (string, float64, bool) { return fmt.Sprint(v), float64(v), true }
+func textCell(s string) Cell { return Cell{Text: s} }
 
 var tableCols = []tableCol{
-	{"pid", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) { return uintCell(uint64(q.PID)) }},
-	{"process", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) { return q.Comm, 0, false }},
-	{"QP", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) {
-		return fmt.Sprintf("%#x", q.QPNum), float64(q.QPNum), true
+	{"pid", func(q *analyzer.QP, _ *pageQP) Cell { return UintCell(uint64(q.PID)) }},
+	{"process", func(q *analyzer.QP, _ *pageQP) Cell { return textCell(q.Comm) }},
+	{"QP", func(q *analyzer.QP, _ *pageQP) Cell {
+		return Cell{Text: fmt.Sprintf("%#x", q.QPNum), V: float64(q.QPNum), Num: true}
 	}},
-	{"gen", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) { return uintCell(q.Gen) }},
-	{"type", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) { return q.Type, 0, false }},
-	{"provider (model)", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) {
-		if q.Model == "" {
-			return q.Provider + " (no HCA model)", 0, false
-		}
-		return q.Provider + " (" + q.Model + ")", 0, false
-	}},
-	{"max_send_wr", func(q *analyzer.QP, p *pageQP) (string, float64, bool) {
+	{"gen", func(q *analyzer.QP, _ *pageQP) Cell { return UintCell(q.Gen) }},
+	{"type", func(q *analyzer.QP, _ *pageQP) Cell { return textCell(q.Type) }},
+	{"provider (model)", func(q *analyzer.QP, _ *pageQP) Cell { return textCell(ProviderModel(q)) }},
+	{"max_send_wr", func(q *analyzer.QP, p *pageQP) Cell {
 		if p.Depth == nil {
-			return "unknown", -1, true
+			return Cell{Text: "unknown", V: -1, Num: true}
 		}
-		return uintCell(*p.Depth)
+		return UintCell(*p.Depth)
 	}},
-	{"WRs", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) { return uintCell(q.WRs) }},
-	{"WRs/s", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) {
-		return fmt.Sprintf("%.0f", q.Rates.WRsPerSec), q.Rates.WRsPerSec, true
+	{"WRs", func(q *analyzer.QP, _ *pageQP) Cell { return UintCell(q.WRs) }},
+	{"WRs/s", func(q *analyzer.QP, _ *pageQP) Cell {
+		return Cell{Text: fmt.Sprintf("%.0f", q.Rates.WRsPerSec), V: q.Rates.WRsPerSec, Num: true}
 	}},
-	{"doorbells/s", func(_ *analyzer.QP, p *pageQP) (string, float64, bool) { return numCell(p.DoorbellsPerS, "%.0f") }},
-	{"WRs/doorbell", func(_ *analyzer.QP, p *pageQP) (string, float64, bool) { return numCell(p.WRsPerDoorbell, "%.2f") }},
-	{"inline %", func(_ *analyzer.QP, p *pageQP) (string, float64, bool) { return numCell(p.InlinePct, "%.1f") }},
-	{"signaled %", func(_ *analyzer.QP, p *pageQP) (string, float64, bool) { return numCell(p.SignaledPct, "%.1f") }},
-	{"peak outstanding", func(_ *analyzer.QP, p *pageQP) (string, float64, bool) {
+	{"doorbells/s", func(_ *analyzer.QP, p *pageQP) Cell { return NumCell(p.DoorbellsPerS, "%.0f", "") }},
+	{"WRs/doorbell", func(_ *analyzer.QP, p *pageQP) Cell { return NumCell(p.WRsPerDoorbell, "%.2f", "") }},
+	{"inline %", func(_ *analyzer.QP, p *pageQP) Cell { return NumCell(p.InlinePct, "%.1f", "") }},
+	{"signaled %", func(_ *analyzer.QP, p *pageQP) Cell { return NumCell(p.SignaledPct, "%.1f", "") }},
+	{"peak outstanding", func(_ *analyzer.QP, p *pageQP) Cell {
 		if p.Peak == nil {
-			return "n/a", -1, true
+			return Absent("")
 		}
-		t, v, n := uintCell(*p.Peak)
+		c := UintCell(*p.Peak)
 		if p.PeakBound {
-			t = ">= " + t
+			c.Text = ">= " + c.Text
 		}
-		return t, v, n
+		return c
 	}},
-	{"ENOMEM", func(q *analyzer.QP, _ *pageQP) (string, float64, bool) { return uintCell(q.ENOMEM) }},
-	{"diagnoses", func(_ *analyzer.QP, p *pageQP) (string, float64, bool) { return uintCell(uint64(len(p.Diags))) }},
+	{"ENOMEM", func(q *analyzer.QP, _ *pageQP) Cell { return UintCell(q.ENOMEM) }},
+	{"diagnoses", func(_ *analyzer.QP, p *pageQP) Cell { return UintCell(uint64(len(p.Diags))) }},
 }
 
-// writeTable writes every QP as a row of the table; the page's script
-// sorts and filters the rows, which read without it too.
+// ProviderModel names a QP's provider and the HCA model its figures
+// rest on.
+func ProviderModel(q *analyzer.QP) string {
+	if q.Model == "" {
+		return q.Provider + " (no HCA model)"
+	}
+	return q.Provider + " (" + q.Model + ")"
+}
+
+// writeTable writes every QP as a row of the table.
 func writeTable(w io.Writer, s *analyzer.Snapshot, d *pageData) {
-	fmt.Fprint(w, `<section id="qps"><h2>Send queues</h2>
-<p><label>Filter: <input id="filter" type="search" placeholder="text in any cell, e.g. a process or 0x1c2"/></label> <span id="shown"></span></p>
-<table id="qptable"><thead><tr>`)
+	fmt.Fprint(w, "<section id=\"qps\"><h2>Send queues</h2>\n")
+	heads := make([]string, len(tableCols))
 	for i, c := range tableCols {
-		fmt.Fprintf(w, `<th data-col="%d">%s</th>`, i, esc(c.head))
+		heads[i] = c.head
 	}
-	fmt.Fprint(w, "</tr></thead><tbody>\n")
-	for i := range s.QPs {
+	WriteTable(w, heads, len(s.QPs), func(i int) (string, []Cell) {
 		q, p := &s.QPs[i], &d.QPs[i]
-		cls := ""
+		cells := make([]Cell, len(tableCols))
+		for j, c := range tableCols {
+			cells[j] = c.cell(q, p)
+		}
 		if len(p.Diags) > 0 {
-			cls = ` class="diagnosed"`
+			return "diagnosed", cells
 		}
-		fmt.Fprintf(w, `<tr data-qp="%d"%s>`, i, cls)
-		for _, c := range tableCols {
-			t, v, num := c.cell(q, p)
-			if num {
-				fmt.Fprintf(w, `<td data-v="%g">%s</td>`, v, esc(t))
-			} else {
-				fmt.Fprintf(w, `<td>%s</td>`, esc(t))
-			}
-		}
-		fmt.Fprint(w, "</tr>\n")
-	}
-	fmt.Fprint(w, "</tbody></table>\n")
+		return "", cells
+	})
 	if len(s.QPs) == 0 {
 		fmt.Fprint(w, "<p>No send queue activity seen.</p>\n")
 	}

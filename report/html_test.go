@@ -3,14 +3,8 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +13,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer/analyzertest"
 	"github.com/sqscope/sqscope/analyzer/streamtest"
 	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/report/pagetest"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -51,94 +46,37 @@ func eventsOf(evs []trace.Event) func(fn func([]trace.Event)) {
 	return func(fn func([]trace.Event)) { fn(evs) }
 }
 
-// parsedPage is what a strict XML parse of a page finds.
+// parsedPage is a page and the data it embeds.
 type parsedPage struct {
-	data     pageData
-	rows     []string // data-qp of each table row
-	links    []string // every src and href
-	text     string   // the character data outside scripts and styles
-	elements int
+	pagetest.Page
+	data pageData
 }
 
-// parsePage parses page as XML, strictly: every element closed, every
-// entity known. It fails t on the first error.
+// parsePage parses page strictly (pagetest.Parse) and decodes its data.
 func parsePage(t testing.TB, page []byte) parsedPage {
 	t.Helper()
-	d := xml.NewDecoder(bytes.NewReader(page))
-	d.Strict = true
-	var p parsedPage
-	var text strings.Builder
-	var inData, inCode bool
-	var raw []byte
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("page is not well-formed: %v", err)
-		}
-		switch e := tok.(type) {
-		case xml.StartElement:
-			p.elements++
-			attr := map[string]string{}
-			for _, a := range e.Attr {
-				attr[a.Name.Local] = a.Value
-				if a.Name.Local == "src" || a.Name.Local == "href" {
-					p.links = append(p.links, a.Value)
-				}
-			}
-			switch {
-			case e.Name.Local == "script" && attr["id"] == "sqscope-data":
-				inData = true
-			case e.Name.Local == "script" || e.Name.Local == "style":
-				inCode = true
-			case e.Name.Local == "tr" && attr["data-qp"] != "":
-				p.rows = append(p.rows, attr["data-qp"])
-			}
-		case xml.EndElement:
-			inData, inCode = false, false
-		case xml.CharData:
-			switch {
-			case inData:
-				raw = append(raw, e...)
-			case !inCode:
-				text.Write(e)
-			}
-		}
-	}
-	if err := json.Unmarshal(raw, &p.data); err != nil {
+	p := parsedPage{Page: pagetest.Parse(t, page)}
+	if err := json.Unmarshal(p.Data, &p.data); err != nil {
 		t.Fatalf("the page's data does not decode: %v", err)
 	}
-	p.text = text.String()
 	return p
 }
 
 // checkPage checks what every page must be: well-formed, its data
 // decoding, every QP of snap a row of the table and in the data, nothing
-// to fetch.
+// to fetch (pagetest.Parse).
 func checkPage(t *testing.T, snap analyzer.Snapshot, page []byte) parsedPage {
 	t.Helper()
 	p := parsePage(t, page)
-	if len(p.rows) != len(snap.QPs) || len(p.data.QPs) != len(snap.QPs) {
-		t.Fatalf("%d table rows and %d QPs in the data, want %d", len(p.rows), len(p.data.QPs), len(snap.QPs))
+	if len(p.Rows) != len(snap.QPs) || len(p.data.QPs) != len(snap.QPs) {
+		t.Fatalf("%d table rows and %d QPs in the data, want %d", len(p.Rows), len(p.data.QPs), len(snap.QPs))
 	}
-	for i, r := range p.rows {
+	for i, r := range p.Rows {
 		if r != fmt.Sprint(i) {
 			t.Fatalf("row %d is QP %s", i, r)
 		}
 		if !strings.Contains(p.data.QPs[i].Label, fmt.Sprintf("QP %#x", snap.QPs[i].QPNum)) {
 			t.Fatalf("QP %d's label %q", i, p.data.QPs[i].Label)
-		}
-	}
-	for _, l := range p.links {
-		if strings.Contains(l, "://") || strings.HasPrefix(l, "//") {
-			t.Errorf("the page links to %q: it must need no network", l)
-		}
-	}
-	for _, bad := range []string{`src="http`, `href="http`, `src='http`, `href='http`, "@import", "url("} {
-		if bytes.Contains(page, []byte(bad)) {
-			t.Errorf("the page holds %q: it must need no network", bad)
 		}
 	}
 	return p
@@ -202,7 +140,7 @@ func TestHTMLOverflow(t *testing.T) {
 	}
 	g := snap.Diagnoses[q.Diags[0]]
 	for _, want := range []string{g.Message, g.Fix, "no peak is lost"} {
-		if !strings.Contains(p.text, want) {
+		if !strings.Contains(p.Text, want) {
 			t.Errorf("page text lacks %q", want)
 		}
 	}
@@ -319,29 +257,11 @@ type scriptRun struct {
 	} `json:"cards"`
 }
 
-// runScript runs the page's script under node on testdata/dom.js's small
-// DOM; it skips when node is not installed.
+// runScript runs the page's script (pagetest.RunScript).
 func runScript(t *testing.T, page []byte) scriptRun {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the page's script is not run (go test ./report/ runs it where node is)")
-	}
-	path := filepath.Join(t.TempDir(), "page.html")
-	if err := os.WriteFile(path, page, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(node, "testdata/dom.js", path)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("the page's script failed: %v\n%s", err, stderr.Bytes())
-	}
 	var r scriptRun
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("dom.js printed %q: %v", out, err)
-	}
+	pagetest.RunScript(t, page, &r)
 	return r
 }
 
@@ -403,7 +323,7 @@ func TestHTMLNoQPs(t *testing.T) {
 	s.Add(&trace.Proc{Header: s.Header(), Comm: "idle"})
 	snap, page := pageOf(t, withBF, eventsOf(s.Events))
 	p := checkPage(t, snap, page)
-	if !strings.Contains(p.text, "No send queue activity seen.") {
+	if !strings.Contains(p.Text, "No send queue activity seen.") {
 		t.Error("the page does not say no send queue was seen")
 	}
 	if r := runScript(t, page); len(r.Opened) != 0 || r.ShownAll != "0 of 0 QPs" {

@@ -11,14 +11,16 @@ import (
 	"github.com/sqscope/sqscope/trace"
 )
 
-func runDiff(ctx context.Context, args []string, stdout, _ io.Writer) error {
+func runDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var bf cli.BF
+	var page cli.Page
 	o := diff.Options{WriteJSON: func(w io.Writer, v any) error { return cli.WriteJSON(w, v, true) }}
 	fs := cli.CommandFlags("diff", "diff BEFORE AFTER [flags]",
 		"Compare two recordings: QPs matched by process name and QP order (or --match qpn);\nWRs per doorbell, inline and signaled shares, PCIe bytes per WR, peak against depth,\nENOMEMs, diagnoses that appeared or went, and the inferred settings that changed.",
 		diff.Examples, stdout)
 	fs.BoolVar(&o.JSON, "json", false, "print one JSON object instead of text")
 	fs.StringVar((*string)(&o.Match), "match", string(diff.ByProcess), "pair QPs by process (name and QP order) or qpn (QP number)")
+	page.Register(fs, "the runs, the totals, every QP in a table and its figures as bars")
 	bf.Register(fs)
 	files, err := cli.Positional(fs, "diff", args)
 	if err != nil {
@@ -30,9 +32,21 @@ func runDiff(ctx context.Context, args []string, stdout, _ io.Writer) error {
 	if o.Match != diff.ByProcess && o.Match != diff.ByQPN {
 		return cli.UsageErr("diff: --match %q: want %s or %s", o.Match, diff.ByProcess, diff.ByQPN)
 	}
-	o.BF = func(fi trace.FileInfo) analyzer.BFConfig { return bf.Config(fs, fi) }
-	if err := diff.Run(ctx, files[0], files[1], o, stdout); err != nil {
+	out, err := page.Output("diff", o.JSON, files, stdout)
+	if err != nil {
+		return err
+	}
+	defer out.Discard()
+	o.BF, o.HTML = func(fi trace.FileInfo) analyzer.BFConfig { return bf.Config(fs, fi) }, page.HTML
+	rep, err := diff.Run(ctx, files[0], files[1], o, out, stderr)
+	if err == nil {
+		err = out.Commit()
+	}
+	if err != nil {
 		return fmt.Errorf("diff: %w", err)
+	}
+	if out.IsFile() {
+		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs matched\n", out.Name, len(rep.QPs))
 	}
 	return nil
 }

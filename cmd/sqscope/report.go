@@ -9,16 +9,15 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
-	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
 )
 
 type reportFlags struct {
-	json, html, force bool
-	out               string
-	bf                cli.BF
+	json bool
+	page cli.Page
+	bf   cli.BF
 }
 
 func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
@@ -27,9 +26,7 @@ func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
 		"Rebuild every send queue of a recording and print what happened: occupancy,\ndoorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.\nA truncated recording is reported up to the cut, with a warning.",
 		cli.ReportExamples, help)
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
-	fs.BoolVar(&f.html, "html", false, "write one self-contained HTML page (plots, every QP, the diagnoses) to -o")
-	fs.StringVar(&f.out, "o", "-", "with --html: output file (- for stdout, not a terminal); an existing file keeps its mode, a new one is 0600")
-	fs.BoolVar(&f.force, "force", false, "let -o replace an existing recording")
+	f.page.Register(fs, "plots, every QP, the diagnoses")
 	f.bf.Register(fs)
 	return fs, f
 }
@@ -40,21 +37,16 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if f.html && f.json || !f.html && f.out != outfile.Stdout {
-		return cli.UsageErr("report: -o and --html go together, without --json (text and JSON go to standard output)")
+	out, err := f.page.Output("report", f.json, []string{path}, stdout)
+	if err != nil {
+		return err
 	}
+	defer out.Discard()
 	r, err := session.OpenRecording(path)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	defer r.Close()
-	out := &cli.Output{Writer: stdout}
-	if f.html {
-		if out, err = cli.CreateOutput("report", f.out, []string{path}, f.force, false, stdout); err != nil {
-			return err
-		}
-		defer out.Discard()
-	}
 	opts := analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor()}
 	a := analyzer.New(opts)
 	res, err := session.ReadAll(ctx, r, a.Ingest)
@@ -72,7 +64,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			Recording session.RecordingInfo `json:"recording"`
 			analyzer.Snapshot
 		}{rec, snap}, true)
-	case f.html:
+	case f.page.HTML:
 		err = writeReportHTML(ctx, path, opts, &rec, snap, out, &res)
 	default:
 		fmt.Fprintln(stdout, rec.TextHeader())
@@ -85,7 +77,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("report: %w", err)
 	}
 	if out.IsFile() {
-		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs, %d diagnoses\n", f.out, len(snap.QPs), len(snap.Diagnoses))
+		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs, %d diagnoses\n", out.Name, len(snap.QPs), len(snap.Diagnoses))
 	}
 	return nil
 }

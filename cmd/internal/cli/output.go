@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -64,3 +65,30 @@ func IsTerminal(w io.Writer) bool {
 
 // Replaces says the output replaces an existing file when committed.
 func (o *Output) Replaces() bool { return o.f != nil && o.f.Replaces() }
+
+// Page is the flags of a command that writes an HTML page as well as text
+// or JSON (report, diff): --html, -o, --force.
+type Page struct {
+	HTML, Force bool
+	Out         string
+}
+
+// Register adds the flags; what says what the page holds.
+func (p *Page) Register(fs *flag.FlagSet, what string) {
+	fs.BoolVar(&p.HTML, "html", false, "write one self-contained HTML page ("+what+") to -o")
+	fs.StringVar(&p.Out, "o", outfile.Stdout, "with --html: output file (- for stdout, not a terminal); an existing file keeps its mode, a new one is 0600")
+	fs.BoolVar(&p.Force, "force", false, "let -o replace an existing recording")
+}
+
+// Output is where the command cmd writes: with --html the file -o names
+// (never one of inputs), or standard output when that is not a terminal;
+// else standard output, and -o or --json with --html is a usage error.
+func (p *Page) Output(cmd string, json bool, inputs []string, stdout io.Writer) (*Output, error) {
+	if p.HTML && json || !p.HTML && p.Out != outfile.Stdout {
+		return nil, UsageErr("%s: -o and --html go together, without --json (text and JSON go to standard output)", cmd)
+	}
+	if !p.HTML {
+		return &Output{Writer: stdout}, nil
+	}
+	return CreateOutput(cmd, p.Out, inputs, p.Force, false, stdout)
+}

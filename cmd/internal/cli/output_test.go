@@ -85,3 +85,48 @@ func TestCreateOutput(t *testing.T) {
 		})
 	}
 }
+
+// Page.Output: --html to a file or a pipe, never to a terminal; -o only
+// with --html, and --html without --json; text to a terminal.
+func TestPageOutput(t *testing.T) {
+	tty := openPTY(t)
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	for _, tc := range []struct {
+		name   string
+		page   Page
+		json   bool
+		stdout io.Writer
+		usage  string // the usage error's words; "": none
+		file   bool
+	}{
+		{"a page to a terminal", Page{HTML: true, Out: "-"}, false, tty, "standard output is a terminal", false},
+		{"a page to a pipe", Page{HTML: true, Out: "-"}, false, &buf, "", false},
+		{"a page to a file", Page{HTML: true, Out: filepath.Join(dir, "d.html")}, false, tty, "", true},
+		{"a page and JSON", Page{HTML: true, Out: "-"}, true, &buf, "without --json", false},
+		{"-o without --html", Page{Out: filepath.Join(dir, "e.html")}, false, &buf, "-o and --html go together", false},
+		{"text to a terminal", Page{Out: "-"}, false, tty, "", false},
+		{"JSON to a terminal", Page{Out: "-"}, true, tty, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := tc.page.Output("diff", tc.json, nil, tc.stdout)
+			var ee *ExitError
+			if tc.usage != "" {
+				if err == nil || !errors.As(err, &ee) || ee.Code != 2 || !strings.HasPrefix(err.Error(), "diff: ") || !strings.Contains(err.Error(), tc.usage) {
+					t.Fatalf("error %v, want a usage error of diff with %q", err, tc.usage)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer o.Discard()
+			if o.IsFile() != tc.file {
+				t.Fatalf("IsFile %v, want %v", o.IsFile(), tc.file)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "e.html")); err == nil {
+		t.Error("-o without --html made its file")
+	}
+}

@@ -1,5 +1,5 @@
-// A small DOM for running the HTML report's script under node, when no
-// browser is at hand: it builds the page's elements the script reads
+// A small DOM for running the script of a page sqscope writes (report
+// --html, diff --html) under node, when no browser is at hand: it builds the page's elements the script reads
 // from the page's own text, runs the script, works its controls and
 // prints what it drew as JSON. Any exception fails the run.
 "use strict";
@@ -34,6 +34,9 @@ const data = page.match(/<script type="application\/json" id="sqscope-data">([\s
 if (!data) throw new Error("no data script");
 mk("script", "sqscope-data")._text = data[1];
 mk("div", "cards"); mk("select", "pick"); mk("input", "filter").value = ""; mk("span", "shown");
+// any other element a page's script draws into (diff's #total-bars)
+const drawn = (page.match(/<div id="[^"]+"/g) || []).map((d) => d.slice(9, -1)).filter((id) => !byId[id]);
+drawn.forEach((id) => mk("div", id));
 
 // the table, from the page's rows
 const table = mk("table", "qptable"), head = new Node("tr"), body = new Node("tbody");
@@ -64,22 +67,23 @@ const script = page.match(/<script>\/\/<!\[CDATA\[([\s\S]*?)\/\/\]\]><\/script>/
 if (!script) throw new Error("no page script");
 new Function(script[1])();
 
-function cards() {
-  return byId.cards.children.map((c) => {
-    const cls = (n) => n.getAttribute("class") || "";
-    const lines = c.all((n) => n.tagName === "path" && cls(n) === "line");
-    return {
-      id: c.getAttribute("id"),
-      svgs: c.all((n) => n.tagName === "svg").length,
-      band: c.all((n) => n.tagName === "path" && cls(n) === "band").length,
-      lineYs: lines.map((l) => (l.getAttribute("d").match(/,[-\d.]+/g) || []).map((s) => Number(s.slice(1)))),
-      limitY: c.all((n) => cls(n) === "limit").map((n) => Number(n.getAttribute("y1"))),
-      fails: c.all((n) => cls(n) === "fail").length,
-      marks: c.all((n) => /^mark/.test(cls(n))).length,
-      text: c.textContent,
-    };
-  });
+// what a card (or any element) holds of what the scripts draw
+function drawing(c) {
+  const cls = (n) => n.getAttribute("class") || "";
+  const lines = c.all((n) => n.tagName === "path" && cls(n) === "line");
+  return {
+    id: c.getAttribute("id"),
+    svgs: c.all((n) => n.tagName === "svg").length,
+    band: c.all((n) => n.tagName === "path" && cls(n) === "band").length,
+    lineYs: lines.map((l) => (l.getAttribute("d").match(/,[-\d.]+/g) || []).map((s) => Number(s.slice(1)))),
+    limitY: c.all((n) => cls(n) === "limit").map((n) => Number(n.getAttribute("y1"))),
+    fails: c.all((n) => cls(n) === "fail").length,
+    marks: c.all((n) => /^mark/.test(cls(n))).length,
+    bars: c.all((n) => n.tagName === "rect" && /^bar /.test(cls(n))).map((n) => ({ cls: cls(n), width: Number(n.getAttribute("width")) })),
+    text: c.textContent,
+  };
 }
+function cards() { return byId.cards.children.map(drawing); }
 const out = { opened: cards().map((c) => c.id) };
 // sort by the QP column twice (descending), filter, plot another QP, remove one
 head.children[2].fire("click"); head.children[2].fire("click");
@@ -93,4 +97,6 @@ if (body.children.length) {
   body.fire("click", { target: body.children[0].children[0] });
 }
 out.cards = cards();
+out.drawn = {};
+drawn.forEach((id) => { out.drawn[id] = drawing(byId[id]); });
 process.stdout.write(JSON.stringify(out));
