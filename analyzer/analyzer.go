@@ -119,6 +119,10 @@ type QP struct {
 	// window measured when it closed, at this time (the occupancy since
 	// is not traced); 0 when Outstanding is of now.
 	OutstandingSampledNS uint64 `json:"outstanding_sampled_at_ns,omitempty"`
+	// Sentinel: the QP was traced in the sentinel mode, whose probes see
+	// its calls only in windows: its per-call counts are of those, its
+	// refusals all of them (Reported).
+	Sentinel bool `json:"sentinel,omitempty"`
 	// CompletionsNotTraced: posts were probed and no poll function was,
 	// so no completion can be seen: Outstanding and the occupancy count
 	// WRs posted, not WRs outstanding, and the reports leave them out.

@@ -284,6 +284,14 @@ func (q *QP) notModeled() map[string]bool {
 // causeCounters are the ENOMEM causes a model tells apart.
 var causeCounters = keySet("enomem_sq_full", "enomem_inline", "enomem_sge")
 
+// sentinelComplete are the figures of a sentinel-mode QP that are whole
+// rather than a sample of its windows: every failure runs an error site
+// (or a window's probe), so the refusals by cause are all counted; the
+// occupancy is the last window's (or the depth, at an SQ-full refusal),
+// the peak what the windows and refusals saw.
+var sentinelComplete = keySet("enomem_sq_full", "enomem_inline", "enomem_sge", "enomem",
+	"einval", "not_rts", "other_errors", "outstanding", "peak_outstanding")
+
 // noCausesOf holds, by the type of a model that infers causes from caps,
 // what a QP of it whose caps are unknown leaves out.
 var noCausesOf sync.Map
@@ -298,6 +306,9 @@ var savingsKeys = keySet("actual", "baseline", "doorbells_saved", "wqe_fetches_s
 // (Measured) and given by its provider's model. A front end that exports
 // figures one by one (serve) leaves out the others instead of a 0.
 func (q QP) Reported(key string) bool {
+	if q.Sentinel && !sentinelComplete[key] {
+		return false
+	}
 	nm := q.notModeled()
 	if nm[key] || nm["pcie"] && savingsKeys[key] {
 		return false

@@ -132,6 +132,13 @@ func (a *Analyzer) onPostFail(e *trace.PostFail) {
 		wrs = append(wrs, e.WR)
 	}
 	p.WRs = wrs
+	if cause == causeSQFull && q.capsKnown {
+		// the queue held what it can when the call returned: the WRs
+		// before the refused one went in
+		d := q.depth()
+		q.sampledOut, q.sampledNS = d, e.TimeNS
+		q.c.PeakOutstanding = max(q.c.PeakOutstanding, d)
+	}
 	if cause == causeSQFull {
 		num, inl, state := noValue, noValue, noValue
 		if e.HasWR {

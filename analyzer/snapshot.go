@@ -102,6 +102,7 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.Outstanding, p.SignalInterval = q.outstanding(), q.typicalInterval()
 		p.Found, p.StateFound = q.found, q.stateFound
 		p.OutstandingLowerBound = q.lowerBound() && !a.completionsNotTraced()
+		p.Sentinel = a.snap.Sentinel != nil
 		if n, ns := q.sampledOutstanding(); ns != 0 {
 			p.Outstanding, p.OutstandingSampledNS = n, ns
 		}

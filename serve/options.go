@@ -26,14 +26,18 @@ var DefaultListen = net.JoinHostPort("localhost", strconv.Itoa(DefaultPort))
 // The command's help: its usage line, what it does, examples.
 const (
 	Usage = "serve (-a | -p PID | -c CMD | --workload -- FLAGS | -- CMD ARGS...) [flags]"
-	About = "Trace in counters mode (--mode events for every call) and serve the numbers on /metrics\n" +
+	About = "Trace in sentinel mode (probes where posts fail, and short sample windows kept within\n" +
+		"--budget of the target's CPU; --mode counters or events for every call's totals) and\n" +
+		"serve the numbers on /metrics\n" +
 		"for Prometheus (text or OpenMetrics), /healthz for supervisors, until SIGTERM or Ctrl-C,\n" +
 		"which detach the probes. deploy/ holds alerting rules, a Grafana dashboard, a systemd\n" +
 		"unit and a Kubernetes DaemonSet."
 	Examples = `
 EXAMPLES
   sqscope serve -a
-        serve the send-queue metrics of every verbs process on localhost:9847/metrics
+        serve the send-queue alerts' metrics of every verbs process on localhost:9847/metrics
+  sqscope serve -a --mode counters
+        every post counted, at a uprobe trap per call
   sqscope serve -p 4242
         one running process
   sqscope serve --listen :9847 --mode events -c "ib_write_bw -d mlx5_0 -D 3600"

@@ -21,7 +21,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	o.Register(fs)
 	ff.Register(fs)
 	fs.StringVar(&flightDir, "flight-dir", "", "with --flight: the directory of the flight recorder's recordings (made 0700)")
-	tf.Mode, fs.Lookup("mode").DefValue = session.ModeCounters, session.ModeCounters
+	// the mode whose metrics the shipped alerts need, at the least cost
+	tf.Mode, fs.Lookup("mode").DefValue = session.ModeSentinel, session.ModeSentinel
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}

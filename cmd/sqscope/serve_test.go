@@ -318,14 +318,20 @@ scrape_configs:
 // waitProm queries until ok accepts the result (30 s at most).
 func waitProm(t *testing.T, query func(*testing.T, string) []promSample, q string, ok func([]promSample) bool) []promSample {
 	t.Helper()
-	deadline := time.Now().Add(bpftest.Timeout(t, 30*time.Second))
+	return waitPromFor(t, query, q, ok, 30*time.Second)
+}
+
+// waitPromFor is waitProm for at most d (scaled to the host).
+func waitPromFor(t *testing.T, query func(*testing.T, string) []promSample, q string, ok func([]promSample) bool, d time.Duration) []promSample {
+	t.Helper()
+	deadline := time.Now().Add(bpftest.Timeout(t, d))
 	for {
 		r := query(t, q)
 		if ok(r) {
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus query %s: %+v after 30 s", q, r)
+			t.Fatalf("Prometheus query %s: %+v after %v", q, r, bpftest.Timeout(t, d))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -511,7 +517,7 @@ func TestServeChurn(t *testing.T) {
 // it, by the workload's pid, equal to its ground truth.
 func TestServeHostWide(t *testing.T) {
 	bpftest.RequireHost(t, probe.Preflight)
-	s := serveWith(t, "-a")
+	s := serveWith(t, "-a", "--mode", "counters")
 	truth := filepath.Join(t.TempDir(), "truth.json")
 	w := exec.Command(sqscopeBin(t), "workload", "--qps", "2", "-n", "20000", "--sim-deterministic", "--json-out", truth)
 	if out, err := w.CombinedOutput(); err != nil {
