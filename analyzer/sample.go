@@ -55,6 +55,9 @@ func (a *Analyzer) windowAttach(e *trace.Attach) {
 	case e.Err == "" && !open:
 		if e.How == trace.HowEscalation {
 			s.Escalations++
+			if s.FirstEscalationNS == 0 {
+				s.FirstEscalationNS = e.TimeNS
+			}
 		}
 		a.sentinel.windows[e.PID] = &escWindow{from: e.TimeNS, sample: e.How == trace.HowSample}
 	case e.Err == trace.WindowClosing && open && !w.closing:

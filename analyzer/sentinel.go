@@ -35,6 +35,10 @@ type Sentinel struct {
 	// Escalations the escalation windows opened.
 	Hits        uint64 `json:"error_site_hits"`
 	Escalations uint64 `json:"escalations"`
+	// FirstEscalationNS is when the first escalation window's probes were
+	// in place: the failing process's calls are all traced from then for
+	// the window (a flight recording's detail is complete from there).
+	FirstEscalationNS uint64 `json:"first_escalation_ns,omitempty"`
 	// Sampling is what the sample windows saw and cost (sample.go); nil
 	// without sample windows.
 	Sampling *Sampling `json:"sampling,omitempty"`

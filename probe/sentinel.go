@@ -306,6 +306,23 @@ func (t *Tracer) escalate(pid uint32) {
 	t.openWindow(pid, false)
 }
 
+// Escalate opens an escalation window on pid, or on every process the
+// sentinel traces when pid is 0 (a flight recorder's trigger): their
+// data path is traced in full for Options.Escalate. Nothing in the other
+// modes. It places probes: not for a caller that must not wait.
+func (t *Tracer) Escalate(pid uint32) {
+	if t.opts.Mode != ModeSentinel {
+		return
+	}
+	pids := []uint32{pid}
+	if pid == 0 {
+		pids = t.sampledPIDs()
+	}
+	for _, p := range pids {
+		t.escalate(p)
+	}
+}
+
 // openWindow places pid's deferred data-path probes for an escalation
 // (until Options.Escalate from now) or a sample window (closed by the
 // sampler); false when pid already has a window open.

@@ -9,7 +9,7 @@ import (
 
 // writeSentinel says what the sentinel mode's probes saw and what its
 // sample windows traced and cost; nothing in the other modes.
-func writeSentinel(w io.Writer, s *analyzer.Sentinel) {
+func writeSentinel(w io.Writer, s *analyzer.Sentinel, firstNS uint64) {
 	if s == nil {
 		return
 	}
@@ -17,7 +17,11 @@ func writeSentinel(w io.Writer, s *analyzer.Sentinel) {
 	if s.FunctionsWithout > 0 {
 		fmt.Fprintf(w, " (%d data-path function(s) without one: their failures are not seen)", s.FunctionsWithout)
 	}
-	fmt.Fprintf(w, "; %d ran (failing calls), %d escalation window(s)\n", s.Hits, s.Escalations)
+	fmt.Fprintf(w, "; %d ran (failing calls), %d escalation window(s)", s.Hits, s.Escalations)
+	if at := s.FirstEscalationNS; at != 0 && at >= firstNS {
+		fmt.Fprintf(w, "; traced in full from %.6f s into the trace (the first escalation window's probes in place)", float64(at-firstNS)/1e9)
+	}
+	fmt.Fprintln(w)
 	if m := s.Sampling; m != nil {
 		fmt.Fprintln(w, "  "+SamplingText(m))
 	}

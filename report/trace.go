@@ -32,7 +32,7 @@ func writeTrace(w io.Writer, s *analyzer.Snapshot) {
 		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
 	}
 	writeEnding(w, s)
-	writeSentinel(w, s.Sentinel)
+	writeSentinel(w, s.Sentinel, s.FirstNS)
 	for i := range s.Scans {
 		writeScan(w, &s.Scans[i], s.Processes)
 	}

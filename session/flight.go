@@ -118,6 +118,9 @@ type Flight struct {
 	base trace.FileInfo // the session's, for each file's header
 	ring *trace.Ring
 	warn io.Writer
+	// escalate, in the sentinel mode, traces a process (0: every one) in
+	// full for a while: a trigger's file then holds the calls after it
+	escalate func(pid uint32)
 
 	mu      sync.Mutex
 	objs    flightObjects
@@ -173,6 +176,9 @@ func newFlight(cfg FlightConfig, warn io.Writer) (*Flight, error) {
 
 // start begins keeping the session's events.
 func (f *Flight) start(s *Session) error {
+	if s.tracer != nil {
+		f.escalate = s.tracer.Escalate
+	}
 	if err := f.begin(s.fileInfo(), s.an); err != nil {
 		return err
 	}
@@ -204,7 +210,7 @@ func (f *Flight) begin(base trace.FileInfo, an *analyzer.Analyzer) error {
 				case <-f.stop:
 					return
 				case <-sig:
-					f.Trigger(TriggerSignal, "SIGUSR1 received", trace.MonotonicNS())
+					f.Trigger(TriggerSignal, "SIGUSR1 received", trace.MonotonicNS(), 0)
 				}
 			}
 		})
@@ -273,7 +279,7 @@ func (f *Flight) checkDiagnoses(ds []analyzer.Diagnosis) {
 		}
 		for _, t := range f.cfg.Triggers {
 			if t.matches(d) {
-				f.Trigger(TriggerDiagnosis+"="+d.Kind, fmt.Sprintf("%s %s on QP %#x (pid %d)", d.Severity, d.Kind, d.QPNum, d.PID), at)
+				f.Trigger(TriggerDiagnosis+"="+d.Kind, fmt.Sprintf("%s %s on QP %#x (pid %d)", d.Severity, d.Kind, d.QPNum, d.PID), at, d.PID)
 				break
 			}
 		}
@@ -306,11 +312,11 @@ func (f *Flight) write(ev trace.Event) {
 			if e.API == trace.APIWR {
 				call = "wr_complete"
 			}
-			f.trigger(TriggerENOMEM, fmt.Sprintf("%s on QP %#x (pid %d) failed with ENOMEM", call, e.QPNum, e.PID), e.TimeNS)
+			f.trigger(TriggerENOMEM, fmt.Sprintf("%s on QP %#x (pid %d) failed with ENOMEM", call, e.QPNum, e.PID), e.TimeNS, e.PID)
 		}
 	case *trace.PostFail:
 		if e.Errno == ibv.ENOMEM {
-			f.trigger(TriggerENOMEM, fmt.Sprintf("%s on QP %#x (pid %d) failed with ENOMEM", e.Func, e.QPNum, e.PID), e.TimeNS)
+			f.trigger(TriggerENOMEM, fmt.Sprintf("%s on QP %#x (pid %d) failed with ENOMEM", e.Func, e.QPNum, e.PID), e.TimeNS, e.PID)
 		}
 	}
 }
@@ -321,20 +327,24 @@ func (f *Flight) onENOMEM() bool {
 
 // Trigger writes a recording of the window before atNS (CLOCK_MONOTONIC)
 // and the after window, unless one is being written.
-func (f *Flight) Trigger(name, detail string, atNS uint64) {
+func (f *Flight) Trigger(name, detail string, atNS uint64, pid uint32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.trigger(name, detail, atNS)
+	f.trigger(name, detail, atNS, pid)
 }
 
-// trigger starts a file; f.mu is held.
-func (f *Flight) trigger(name, detail string, atNS uint64) {
+// trigger starts a file; f.mu is held. pid is the process the trigger
+// is about (0: all).
+func (f *Flight) trigger(name, detail string, atNS uint64, pid uint32) {
 	if f.cur != nil {
 		f.absorb++
 		return
 	}
 	if f.stop == nil { // closed
 		return
+	}
+	if f.escalate != nil { // the sentinel: the rest in full, placed meanwhile
+		go f.escalate(pid)
 	}
 	began := time.Now()
 	blocks, err := f.ring.Take()
