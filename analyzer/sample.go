@@ -52,7 +52,9 @@ func (a *Analyzer) windowAttach(e *trace.Attach) {
 		s.Escalations++
 		w.sample = false
 		return
-	case e.Err == "" && !open:
+	case (e.Err == trace.WindowOpening || e.Err == "") && !open:
+		// the opening's record, or the first probe's in a recording
+		// without one
 		if e.How == trace.HowEscalation {
 			s.Escalations++
 			if s.FirstEscalationNS == 0 {

@@ -343,6 +343,11 @@ func (t *Tracer) openWindow(pid uint32, sample bool) bool {
 		s.failed[pid]++
 	}
 	s.mu.Unlock()
+	// the analyzer stops trusting the process's QPs from here: what the
+	// probes see while they are placed is the window's edge
+	t.mu.Lock()
+	t.markWindow(pid, w, how, trace.WindowOpening)
+	t.mu.Unlock()
 	for _, d := range w.fns {
 		a, links, key := t.attachPlaced(pid, d.r, d.r.cookie, d.path, d.openPath, d.off, how, "")
 		if a.Err != "" || len(links) == 0 {
@@ -389,13 +394,7 @@ func (t *Tracer) closeWhere(done func(w *window, now time.Time) bool) {
 		if w.sample {
 			how = trace.HowSample
 		}
-		for _, d := range w.fns { // one record, post_send's or wr_complete's, as the window's opening
-			if d.r.name == "post_send" || d.r.name == "wr_complete" {
-				t.recordLocked(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pids[i]},
-					Func: d.r.name, Path: d.path, Offset: d.off, How: how, Err: trace.WindowClosing})
-				break
-			}
-		}
+		t.markWindow(pids[i], w, how, trace.WindowClosing)
 	}
 	var entries, rets []link.Link
 	for _, w := range over {
@@ -423,6 +422,19 @@ func (t *Tracer) closeWhere(done func(w *window, now time.Time) bool) {
 		for _, d := range w.fns { // in their time order: after the removal
 			t.recordLocked(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pids[i]},
 				Func: d.r.name, Path: d.path, Offset: d.off, How: how, Err: ended})
+		}
+	}
+}
+
+// markWindow records a window's opening or closing, as post_send's (or
+// wr_complete's) attachment, whose records the analyzer follows; t.mu is
+// held.
+func (t *Tracer) markWindow(pid uint32, w *window, how, mark string) {
+	for _, d := range w.fns {
+		if d.r.name == "post_send" || d.r.name == "wr_complete" {
+			t.recordLocked(trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
+				Func: d.r.name, Path: d.path, Offset: d.off, How: how, Err: mark})
+			return
 		}
 	}
 }

@@ -404,6 +404,10 @@ const (
 	// while a sample window was open: its probes stay until the
 	// escalation ends.
 	EscalationInSample = "escalated: the sample window's probes stay"
+	// WindowOpening is the Err of the record a window sends before its
+	// probes are placed (How HowSample or HowEscalation): what is seen
+	// while they are is its edge.
+	WindowOpening = "placing: the window begins"
 	// WindowClosing is the Err of the record a window's end sends before
 	// its probes are removed (How HowSample or HowEscalation): what is
 	// seen from then on is its edge.

@@ -253,8 +253,13 @@ func TestTraceAll(t *testing.T) {
 			joined[p.PID] = p.Joined
 		}
 	}
-	if joined[uint32(w1.Process.Pid)] != "running" || joined[uint32(w2.Process.Pid)] != "first" || joined[uint32(w3.Process.Pid)] != "first" {
-		t.Errorf("processes %+v: want %d running, %d and %d first, all exited with 0", out.Processes, w1.Process.Pid, w2.Process.Pid, w3.Process.Pid)
+	// one started later joins by its first verbs call, or, when the
+	// periodic look in /proc for processes mapping a verbs library came
+	// between its start and that call (a busy host), as found then: its
+	// QPs are exact either way (above)
+	later := func(pid int) bool { j := joined[uint32(pid)]; return j == "first" || j == "found" }
+	if joined[uint32(w1.Process.Pid)] != "running" || !later(w2.Process.Pid) || !later(w3.Process.Pid) {
+		t.Errorf("processes %+v: want %d running, %d and %d first (or found), all exited with 0", out.Processes, w1.Process.Pid, w2.Process.Pid, w3.Process.Pid)
 	}
 }
 

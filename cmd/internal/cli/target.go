@@ -36,16 +36,16 @@ type Target struct {
 	// windows (sampleSet: one of them was given)
 	Sampling  session.Sampling
 	sampleSet bool
-	CallTime bool
-	NoStop   bool
-	Wait     bool
-	Timeout  time.Duration
-	Duration time.Duration
-	RingMiB  int
-	FailOn   string // --fail-on: a diagnosis severity
-	Keep     bool   // --keep-target
-	RecordTo string // record's -o
-	Force    bool   // record's --force
+	CallTime  bool
+	NoStop    bool
+	Wait      bool
+	Timeout   time.Duration
+	Duration  time.Duration
+	RingMiB   int
+	FailOn    string // --fail-on: a diagnosis severity
+	Keep      bool   // --keep-target
+	RecordTo  string // record's -o
+	Force     bool   // record's --force
 	// Flight: record's flight recorder (RecordTo is its directory)
 	Flight *session.FlightConfig
 	Attach session.AttachFlags
