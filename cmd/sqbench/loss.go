@@ -134,7 +134,7 @@ func lossRun(ctx context.Context, c *config, dir string, ring, qps, threads, lis
 	for _, q := range tr.QPs {
 		seen += q.WRs
 	}
-	row.WRsPerS = float64(w.WRs) / w.Seconds
+	row.WRsPerS = w.wrsPerSec()
 	row.CallsPerS = float64(w.PostCalls) / w.Seconds
 	row.Lost = tr.Lost
 	row.Cores, row.NSPerEvent = tr.Self.Cores, tr.Self.NSPerEvent

@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,11 +49,18 @@ type config struct {
 	baseline string  // another sqscope build to compare with
 	builds   []build // more builds for the qpcache rounds (-build)
 	slow     time.Duration
-	log      io.Writer
+	// the budget section (budget.go): seconds per run, rounds, post
+	// list lengths
+	budgetSecs, budgetRounds int
+	budgetLists              []int
+	log                      io.Writer
 }
 
+// sections are the values of -only.
+var sections = []string{"overhead", "breakdown", "budget", "qpcache", "loss", "go"}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := config{log: stderr}
+	c := config{log: stderr, budgetLists: []int{1, 16}}
 	fs := flag.NewFlagSet("sqbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.sqscope, "sqscope", "./sqscope", "the sqscope executable to measure")
@@ -61,7 +70,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.out, "o", "BENCHMARKS.md", "write the report here (empty: do not write)")
 	fs.Uint64Var(&c.iters1, "n1", 300000, "WRs per overhead run at post_list 1")
 	fs.Uint64Var(&c.iters16, "n16", 800000, "WRs per overhead run at post_list 16")
-	fs.StringVar(&c.only, "only", "", "run one section: overhead (with breakdown), breakdown, qpcache, loss or go")
+	fs.StringVar(&c.only, "only", "", "run one section: overhead (with breakdown), breakdown, budget, qpcache, loss or go")
+	fs.IntVar(&c.budgetSecs, "budget-secs", 60, "seconds of each run of the budget section (the sentinel with --budget 1 against the untraced workload)")
+	fs.IntVar(&c.budgetRounds, "budget-rounds", 3, "rounds of the budget section (its ratios' 95% intervals need 6)")
+	fs.Func("budget-lists", "post list lengths of the budget section, comma-separated (default 1,16)", func(v string) error {
+		lists, err := parseLists(v)
+		c.budgetLists = lists
+		return err
+	})
 	fs.StringVar(&c.goBin, "go", "go", "the go command (for the go test benchmarks)")
 	fs.StringVar(&c.baseline, "baseline", "", "another sqscope build: its events and counters modes join the overhead and qpcache rounds")
 	fs.DurationVar(&c.slow, "slow-traps", 0, "only make every uprobe trap of the host this much dearer, until interrupted (to check tests as on a slower host)")
@@ -95,6 +111,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.maxRuns < c.runs {
 		return fmt.Errorf("-max-runs %d is below -runs %d", c.maxRuns, c.runs)
 	}
+	if c.only != "" && !slices.Contains(sections, c.only) {
+		return fmt.Errorf("-only %q: want one of %s", c.only, strings.Join(sections, ", "))
+	}
+	if c.budgetSecs < 1 || c.budgetRounds < 1 {
+		return fmt.Errorf("-budget-secs %d, -budget-rounds %d: want at least 1 each", c.budgetSecs, c.budgetRounds)
+	}
 	abs, err := filepath.Abs(c.sqscope)
 	if err != nil {
 		return err
@@ -127,6 +149,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("helper costs: %w", err)
 		}
 	}
+	if c.only == "" || c.only == "budget" {
+		if err := budget(ctx, &c, r); err != nil {
+			return fmt.Errorf("the sentinel under a budget: %w", err)
+		}
+	}
 	if c.only == "" || c.only == "qpcache" {
 		if err := qpCache(ctx, &c, r); err != nil {
 			return fmt.Errorf("QP number cache: %w", err)
@@ -155,4 +182,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\nwritten to %s (%s)\n", c.out, r.elapsed.Round(time.Second))
 	}
 	return nil
+}
+
+// parseLists reads post list lengths, comma-separated.
+func parseLists(v string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 16 {
+			return nil, fmt.Errorf("want post list lengths from 1 to 16, comma-separated, got %q", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -13,6 +13,9 @@ const (
 	targetCounters   = 1.05
 	targetEvents16   = 1.25
 	targetCounters16 = 1.10
+	// the sentinel against the untraced workload: a healthy post pays
+	// close to nothing
+	targetSentinel = 1.05
 )
 
 func (r *report) row(list int, name string) (ovRow, bool) {
@@ -28,17 +31,21 @@ func (r *report) row(list int, name string) (ovRow, bool) {
 func (r *report) summaryTable() *table {
 	t := &table{head: []string{"figure", "median [min–max]", "unit"}}
 	for _, list := range []int{1, 16} {
-		for _, name := range []string{"untraced", "floor", "least events", "least counters", "sqscope events", "sqscope counters", "bpftrace", "baseline events", "baseline counters"} {
+		for _, name := range []string{"untraced", "floor", "least events", "least counters", "sqscope events", "sqscope counters", "sqscope sentinel", "bpftrace", "baseline events", "baseline counters"} {
 			o, ok := r.row(list, name)
 			if !ok {
 				continue
 			}
 			t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: thread CPU time per post call", list, name), fmtNS(o.NS), "ns"})
 			if name != "floor" && name != "untraced" {
-				t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: ratio to the floor", list, name), fmtRatioCI(o), "×"})
+				t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: ratio to the floor", list, name), fmtRatioCI(o.Ratio, o.Capped), "×"})
+			}
+			if name != "untraced" {
+				t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: ratio to untraced", list, name), fmtRatioCI(o.RatioU, false), "×"})
 			}
 		}
 	}
+	t.rows = append(t.rows, r.budgetSummary()...)
 	var best *lossRow
 	for i, l := range r.loss {
 		if l.Stall == 0 && l.Lost == 0 && l.Unseen == 0 && (best == nil || l.WRsPerS > best.WRsPerS) {
@@ -117,7 +124,12 @@ func (r *report) verdicts() []string {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: full events cheaper than bpftrace", list), ev.NS.Med < bt.NS.Med,
 				fmt.Sprintf("%.0f ns vs %.0f ns per call (%.2f× cheaper)", ev.NS.Med, bt.NS.Med, bt.NS.Med/ev.NS.Med)))
 		}
+		if se, ok := r.row(list, "sqscope sentinel"); ok {
+			out = append(out, verdict(fmt.Sprintf("post_list %d: sentinel on a healthy workload ≤ %.2f× untraced", list, targetSentinel), se.RatioU.Med <= targetSentinel,
+				fmt.Sprintf("%.3f×, 95%% CI %s", se.RatioU.Med, fmtCI(se.RatioU))))
+		}
 	}
+	out = append(out, r.budgetVerdicts()...)
 	for _, l := range r.loss {
 		if l.Stall == 0 {
 			out = append(out, verdict(fmt.Sprintf("0 lost events at full speed, %d QP(s) over %d thread(s), post_list %d (%s WR/s)", l.QPs, l.Threads, l.List, fmtNum(l.WRsPerS)),
@@ -138,13 +150,17 @@ func verdict(what string, ok bool, got string) string {
 
 func (r *report) text() string {
 	var b strings.Builder
-	if len(r.overhead)+len(r.loss)+len(r.other) > 0 {
+	if len(r.overhead)+len(r.budget)+len(r.loss)+len(r.other) > 0 {
 		b.WriteString("\n== summary\n")
 		b.WriteString(r.summaryTable().text())
 	}
 	if len(r.overhead) > 0 {
 		fmt.Fprintf(&b, "\n== probe overhead per post call, ns (median [min–max] of %d rounds)\n", r.overhead[0].NS.N)
 		b.WriteString(r.overheadTable().text())
+	}
+	if len(r.budget) > 0 {
+		fmt.Fprintf(&b, "\n== the sentinel's sample windows under --budget %d, %d s runs (median [min–max] of %d rounds)\n", budgetPct, r.budget[0].Secs, r.budget[0].Rounds)
+		b.WriteString(r.budgetTable().text())
 	}
 	if len(r.breakdown) > 0 {
 		b.WriteString("\n== BPF run time per hit, ns (kernel statistics; they add their own cost, which the floor's empty programs show)\n")
@@ -222,6 +238,14 @@ func (r *report) markdown(c *config) string {
 			}
 		}
 	}
+	if len(r.budget) > 0 {
+		fmt.Fprintf(&b, "\n## The sentinel's sample windows under --budget %d\n\n%d s runs, median [min–max] of %d rounds. ", budgetPct, r.budget[0].Secs, r.budget[0].Rounds)
+		b.WriteString(budgetMethod)
+		b.WriteString("\n")
+		b.WriteString(r.budgetTable().markdown())
+		fmt.Fprintf(&b, "\nRuns:\n\n- **untraced**: %s\n- **sentinel --budget %d**: the sentinel mode with its sample windows at their defaults and `--budget %d` (the default); between windows a healthy post takes no trap\n",
+			untraced.desc, budgetPct, budgetPct)
+	}
 	b.WriteString("\n## What the probes do per hit\n\n")
 	b.WriteString(probeDesign)
 	if len(r.breakdown) > 0 {
@@ -293,8 +317,12 @@ workload's ` + "`app.avg_post_ns`" + ` (wall time inside the post call only). Th
 within each round, then summarised with the 95% confidence interval of its median (the order
 statistics the binomial distribution gives, whatever the rounds' distribution); rounds are added
 until every tracer's ratio has its interval within ±3% of its median, so that a change of 5% shows, up to
-` + "`-max-runs`" + ` (the rows say when that was reached first); "CPU ns above floor" likewise. "all WRs seen" checks that the trace
-holds every WR the simulated HCA counted (the exactness the tests require).
+` + "`-max-runs`" + ` (the rows say when that was reached first); "CPU ns above floor" likewise. The ratio to untraced is
+what the application pays, taken and summarised the same way (the rounds are not added for it). "all WRs seen"
+checks that the trace holds every WR the simulated HCA counted (the exactness the tests require); the sentinel
+traces the calls of its sample windows only, by design, and says which share of the WRs they held (its first
+window opens only after ` + "`--sample-every`" + `, 10 s, so a short run may have none: the next section measures
+the windows over a long run).
 `
 
 const breakdownMethod = `The same workloads once more with the kernel's BPF statistics on (` + "`BPF_ENABLE_STATS`" + `): the

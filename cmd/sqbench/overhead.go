@@ -54,13 +54,61 @@ type ovRow struct {
 	Wall    summary // wall ns per post call
 	PostNS  summary // ns inside the post call
 	Ratio   summary // NS / floor NS of the same round
-	Above   summary // NS - floor NS of the same round
-	Lost    uint64  // summed over the rounds
-	Exact   bool    // every traced run saw every WR
-	Traced  bool
+	// RatioU is NS / untraced NS of the same round: what the application
+	// pays, where Ratio is what the probes add to a trap's price
+	RatioU summary
+	Above  summary // NS - floor NS of the same round
+	Lost   uint64  // summed over the rounds
+	Exact  bool    // every traced run saw every WR
+	Traced bool
+	// Sampled: the tracer sees the calls of its sample windows only (the
+	// sentinel mode); Seen of WRs were in them, summed over the rounds
+	Sampled   bool
+	Seen, WRs uint64
 	// Capped: the rounds reached -max-runs with the ratio's interval
 	// still wider than ±ciTarget
 	Capped bool
+}
+
+// ovRowOf summarises a variant's runs against the untraced and the
+// floor's runs of the same rounds.
+func ovRowOf(list int, v variant, runs, untraced, floor []wlRun) ovRow {
+	row := ovRow{List: list, Variant: v, Exact: true}
+	var ns, wall, post, ratio, ratioU, above []float64
+	for k, w := range runs {
+		ns = append(ns, w.nsPerCall())
+		wall = append(wall, w.wallNSPerCall())
+		post = append(post, w.PostNS)
+		ratio = append(ratio, w.nsPerCall()/floor[k].nsPerCall())
+		ratioU = append(ratioU, w.nsPerCall()/untraced[k].nsPerCall())
+		above = append(above, w.nsPerCall()-floor[k].nsPerCall())
+		row.Lost += w.Lost
+		if w.Traced {
+			row.Traced = true
+			row.Sampled = row.Sampled || w.Sampled
+			row.Seen += w.TracedWR
+			row.WRs += w.WRs
+			if w.TracedWR != w.WRs {
+				row.Exact = false
+			}
+		}
+	}
+	row.NS, row.Wall, row.PostNS, row.Above = summarize(ns), summarize(wall), summarize(post), summarize(above)
+	row.Ratio, row.RatioU = withCI(ratio), withCI(ratioU)
+	return row
+}
+
+// inTempDir runs f in a new directory under dir, removed after it, with
+// timeout on ctx.
+func inTempDir(ctx context.Context, dir string, timeout time.Duration, f func(ctx context.Context, rd string) error) error {
+	rd, err := os.MkdirTemp(dir, "run")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(rd)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return f(ctx, rd)
 }
 
 // flags is the overhead workload for post_list list, at the length
@@ -74,7 +122,14 @@ func (c *config) flags(list int) []string {
 }
 
 func overheadFlags(list int, n uint64) []string {
-	return []string{"-s", "64", "-I", "64", "-Q", "16", "-l", strconv.Itoa(list), "-n", strconv.FormatUint(n, 10), "--sim-deterministic"}
+	return wlFlags(list, "-n", strconv.FormatUint(n, 10))
+}
+
+// wlFlags is the workload the overhead and the budget sections run at
+// post_list list, of the length given by length (-n N or -D SECONDS).
+func wlFlags(list int, length ...string) []string {
+	fl := append([]string{"-s", "64", "-I", "64", "-Q", "16", "-l", strconv.Itoa(list)}, length...)
+	return append(fl, "--sim-deterministic")
 }
 
 // overhead measures the cost of tracing per post call: every variant runs
@@ -119,43 +174,24 @@ func overhead(ctx context.Context, c *config, r *report) error {
 				i := (k + round) % len(variants)
 				v := variants[i]
 				fmt.Fprintf(c.log, "overhead post_list=%d round %d (at least %d, at most %d): %s\n", list, round+1, c.runs, c.maxRuns, v.name)
-				rd, err := os.MkdirTemp(dir, "run")
-				if err != nil {
+				err := inTempDir(ctx, dir, 3*time.Minute, func(ctx context.Context, rd string) error {
+					w, err := v.run(ctx, c, wl, rd)
+					if err == nil {
+						runs[i] = append(runs[i], w)
+					}
 					return err
-				}
-				rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-				w, err := v.run(rctx, c, wl, rd)
-				cancel()
-				os.RemoveAll(rd)
+				})
 				if err != nil {
 					return fmt.Errorf("%s, post_list %d: %w", v.name, list, err)
 				}
-				runs[i] = append(runs[i], w)
 			}
 		}
 		for _, i := range wideAtEnd {
 			r.notes = append(r.notes, fmt.Sprintf("post_list %d, %s: the ratio's interval is still wider than ±%.0f%% after %d rounds (-max-runs)",
 				list, variants[i].name, 100*ciTarget, c.maxRuns))
 		}
-		floor := runs[1]
 		for i, v := range variants {
-			row := ovRow{List: list, Variant: v, Exact: true}
-			var ns, wall, post, ratio, above []float64
-			for k, w := range runs[i] {
-				ns = append(ns, w.nsPerCall())
-				wall = append(wall, w.wallNSPerCall())
-				post = append(post, w.PostNS)
-				ratio = append(ratio, w.nsPerCall()/floor[k].nsPerCall())
-				above = append(above, w.nsPerCall()-floor[k].nsPerCall())
-				row.Lost += w.Lost
-				if w.Traced {
-					row.Traced = true
-					if w.TracedWR != w.WRs {
-						row.Exact = false
-					}
-				}
-			}
-			row.NS, row.Wall, row.PostNS, row.Ratio, row.Above = summarize(ns), summarize(wall), summarize(post), withCI(ratio), summarize(above)
+			row := ovRowOf(list, v, runs[i], runs[0], runs[1])
 			row.Capped = slices.Contains(wideAtEnd, i)
 			r.overhead = append(r.overhead, row)
 		}

@@ -11,6 +11,7 @@ type report struct {
 	elapsed   time.Duration
 	machine   machine
 	overhead  []ovRow
+	budget    []budgetRow
 	loss      []lossRow
 	breakdown []bdRow
 	costs     []costRow
@@ -43,12 +44,22 @@ func fmtRatio(s summary) string {
 
 // fmtRatioCI is a ratio's median and range, then its median's 95%
 // interval, saying when the rounds ran out before it was within ±3%.
-func fmtRatioCI(o ovRow) string {
-	capped := ""
-	if o.Capped {
-		capped = ", -max-runs reached"
+func fmtRatioCI(s summary, capped bool) string {
+	more := ""
+	if capped {
+		more = ", -max-runs reached"
 	}
-	return fmtRatio(o.Ratio) + "; 95% CI " + fmtCI(o.Ratio) + capped
+	return fmtRatio(s) + "; 95% CI " + fmtCI(s) + more
+}
+
+// fmtPct is a summary of percentages, without the unit; signed, a
+// change.
+func fmtPct(s summary, signed bool) string {
+	f := "%.2f"
+	if signed {
+		f = "%+.2f"
+	}
+	return fmt.Sprintf(f+" ["+f+"–"+f+"]", s.Med, s.Min, s.Max)
 }
 
 // fmtNum prints a figure with a precision that suits its size.
@@ -119,17 +130,37 @@ func (t *table) markdown() string {
 }
 
 func (r *report) overheadTable() *table {
-	t := &table{head: []string{"post_list", "variant", "CPU ns/post call", "ratio to floor [min–max]; 95% CI of the median", "CPU ns above floor", "wall ns/post call", "ns inside post", "lost", "all WRs seen"}}
+	t := &table{head: []string{"post_list", "variant", "CPU ns/post call", "ratio to floor [min–max]; 95% CI of the median",
+		"ratio to untraced [min–max]; 95% CI of the median", "CPU ns above floor", "wall ns/post call", "ns inside post", "lost", "all WRs seen"}}
 	for _, o := range r.overhead {
-		lost, exact := "", ""
+		lost, exact, toUntraced := "", "", ""
 		if o.Traced {
 			lost = fmt.Sprint(o.Lost)
-			exact = map[bool]string{true: "yes", false: "NO"}[o.Exact]
+			exact = o.seen()
 		}
-		t.rows = append(t.rows, []string{fmt.Sprint(o.List), o.Variant.name, fmtNS(o.NS), fmtRatioCI(o),
-			fmtNS(o.Above), fmtNS(o.Wall), fmtNS(o.PostNS), lost, exact})
+		if o.Variant.name != untraced.name {
+			toUntraced = fmtRatioCI(o.RatioU, false)
+		}
+		t.rows = append(t.rows, []string{fmt.Sprint(o.List), o.Variant.name, fmtNS(o.NS), fmtRatioCI(o.Ratio, o.Capped),
+			toUntraced, fmtNS(o.Above), fmtNS(o.Wall), fmtNS(o.PostNS), lost, exact})
 	}
 	return t
+}
+
+// seen says whether a traced variant saw every WR; a sampling one sees
+// those of its windows by design, and says what share that was.
+func (o ovRow) seen() string {
+	switch {
+	case o.Sampled:
+		share := 0.0
+		if o.WRs > 0 {
+			share = 100 * float64(o.Seen) / float64(o.WRs)
+		}
+		return fmt.Sprintf("sampled: %.1f%% in windows", share)
+	case o.Exact:
+		return "yes"
+	}
+	return "NO"
 }
 
 func (r *report) lossTable() *table {

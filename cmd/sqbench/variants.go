@@ -35,9 +35,13 @@ type wlApp struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
+// wlQP is one QP of the workload's --json-out: the simulated HCA's
+// ground truth at the top level, the application's view under "app".
 type wlQP struct {
-	App wlApp  `json:"app"`
-	WRs uint64 `json:"wrs"` // the simulated HCA's ground truth
+	App      wlApp  `json:"app"`
+	WRs      uint64 `json:"wrs"`
+	Inline   uint64 `json:"inline"`
+	Signaled uint64 `json:"signaled"`
 }
 
 // wlRun is one workload run, summed over its QPs.
@@ -46,10 +50,24 @@ type wlRun struct {
 	Seconds               float64 // the longest QP's traffic time
 	CPUSeconds            float64 // the CPU time of that QP's thread
 	PostNS                float64 // mean time inside one post call
+	// the simulated HCA's truth, summed over the QPs
+	Truth counts
 	// traced runs
 	Lost     uint64
 	TracedWR uint64 // WRs the tracer saw
 	Traced   bool
+	// Sampled: the tracer saw the calls of sample windows only (the
+	// sentinel mode), so TracedWR is a part of WRs by design
+	Sampled bool
+}
+
+// counts are WRs and how many of them were inline and signaled.
+type counts struct{ WRs, Inline, Signaled uint64 }
+
+func (n *counts) add(wrs, inline, signaled uint64) {
+	n.WRs += wrs
+	n.Inline += inline
+	n.Signaled += signaled
 }
 
 // nsPerCall is the CPU time the traffic loop's thread took per post call
@@ -72,6 +90,14 @@ func (w wlRun) wallNSPerCall() float64 {
 	return w.Seconds * 1e9 / float64(w.PostCalls)
 }
 
+// wrsPerSec is the workload's own rate: its WRs over its traffic time.
+func (w wlRun) wrsPerSec() float64 {
+	if w.Seconds == 0 {
+		return 0
+	}
+	return float64(w.WRs) / w.Seconds
+}
+
 func readWorkloadJSON(path string) (wlRun, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -90,6 +116,7 @@ func readWorkloadJSON(path string) (wlRun, error) {
 		r.WRs += q.App.WRs
 		r.PostCalls += q.App.PostCalls
 		r.Polls += q.App.Polls
+		r.Truth.add(q.WRs, q.Inline, q.Signaled)
 		if q.App.Seconds >= r.Seconds {
 			r.Seconds, r.CPUSeconds = q.App.Seconds, q.App.CPUSeconds
 		}
@@ -159,7 +186,7 @@ func tracedVariant(name, mode, bin, desc string) variant {
 		desc = map[string]string{
 			"events":   "every post and poll recorded (per-call records with every WR and CQE)",
 			"counters": "per-QP and per-CQ totals kept in the kernel (--mode counters)",
-			"sentinel": "probes on the provider's error sites only while healthy (--mode sentinel)",
+			"sentinel": "probes on the provider's error sites only while healthy, and sample windows at their defaults (--mode sentinel)",
 		}[mode]
 	}
 	return variant{
@@ -193,6 +220,12 @@ var bpftraceVariant = variant{
 
 // runTraced runs `sqscope trace --json FLAGS WL --json-out F`.
 func runTraced(ctx context.Context, c *config, flags, wl []string, dir string) (wlRun, error) {
+	r, _, err := runTracedJSON(ctx, c, flags, wl, dir)
+	return r, err
+}
+
+// runTracedJSON is runTraced that also returns the tracer's summary.
+func runTracedJSON(ctx context.Context, c *config, flags, wl []string, dir string) (wlRun, traceJSON, error) {
 	js := filepath.Join(dir, "wl.json")
 	args := append([]string{"trace", "--json"}, flags...)
 	args = append(append(args, wl...), "--json-out", js)
@@ -200,34 +233,66 @@ func runTraced(ctx context.Context, c *config, flags, wl []string, dir string) (
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return wlRun{}, fmt.Errorf("sqscope %s: %v: %s", strings.Join(args, " "), err, lastLine(stderr.Bytes()))
+		return wlRun{}, traceJSON{}, fmt.Errorf("sqscope %s: %v: %s", strings.Join(args, " "), err, lastLine(stderr.Bytes()))
 	}
 	r, err := readWorkloadJSON(js)
 	if err != nil {
-		return r, err
+		return r, traceJSON{}, err
 	}
 	tr, err := parseTraceJSON(stdout.Bytes())
 	if err != nil {
-		return r, err
+		return r, tr, err
 	}
 	r.Traced = true
 	r.Lost = tr.Lost
 	for _, q := range tr.QPs {
 		r.TracedWR += q.WRs
+		r.Sampled = r.Sampled || q.Sentinel
 	}
-	return r, nil
+	return r, tr, nil
 }
 
+// traceJSON is what sqbench reads of `sqscope trace --json`.
 type traceJSON struct {
-	Events uint64 `json:"events"`
-	Lost   uint64 `json:"lost_events"`
-	QPs    []struct {
-		WRs uint64 `json:"wrs"`
-	} `json:"qps"`
-	Self struct {
+	Events uint64    `json:"events"`
+	Lost   uint64    `json:"lost_events"`
+	QPs    []traceQP `json:"qps"`
+	Self   struct {
 		Cores      float64 `json:"cores"`
 		NSPerEvent float64 `json:"cpu_ns_per_event"`
 	} `json:"sqscope_cpu"`
+	Sentinel *struct {
+		Sampling *sampling `json:"sampling"`
+	} `json:"sentinel"`
+}
+
+// sampling is the sentinel's sample windows and what they cost
+// (sentinel.sampling).
+type sampling struct {
+	Windows     uint64      `json:"windows"`
+	TracedS     float64     `json:"traced_s"`
+	NotMeasured string      `json:"cost_not_measured"`
+	BudgetPct   float64     `json:"budget_pct"`
+	Cost        *sampleCost `json:"probe_cost"`
+}
+
+type sampleCost struct {
+	ProbeCPUS  float64 `json:"probe_cpu_s"`
+	TargetCPUS float64 `json:"target_cpu_s"`
+	SharePct   float64 `json:"share_pct"`
+	Traps      uint64  `json:"traps"`
+}
+
+// traceQP is one QP of the trace; a sentinel-mode QP's counts are of
+// the sample windows only.
+type traceQP struct {
+	WRs      uint64 `json:"wrs"`
+	Inline   uint64 `json:"inline"`
+	Signaled uint64 `json:"signaled"`
+	Sentinel bool   `json:"sentinel"`
+	Rates    struct {
+		WhileTraced bool `json:"while_traced"`
+	} `json:"rates"`
 }
 
 // parseTraceJSON reads the tracer's summary, which follows the workload's
