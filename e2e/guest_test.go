@@ -74,6 +74,10 @@ var guestCmds = []guestCmd{
 	// polling with WRITEs overflows nothing and stays quiet.
 	tracedRxe("fault-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000", "sq_overflow_rnr_retry"),
 	tracedRxe("lazy-poll-write-quiet", "--opcode write -s 64 -t 128 -Q 16 -l 1 -n 2000 --fault lazy-poll=1000", ""),
+	// The sentinel on rxe: librxe's error sites found and verified here,
+	// the overflow caught at them with rxe's cause; a healthy run untraced.
+	tracedSentinel("sentinel-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000", true),
+	tracedSentinel("sentinel-healthy", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000", false),
 	// The low-overhead mode on this kernel's verifier and rxe's bad_wr:
 	// healthy lists, and lists the full SQ cuts short.
 	tracedCounters("counters-inline-Q16-l4", "--opcode send -s 64 -I 64 -Q 16 -l 4 -n 2000"),

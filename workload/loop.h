@@ -86,4 +86,10 @@ void wl_request_stop(void);
 void wl_reset_stop(void);
 uint64_t wl_now_ns(void);
 
+/* threads created and joined beside the traffic until stopped (churn.c);
+ * NULL when none could be started */
+struct wl_churn;
+struct wl_churn *wl_churn_start(void);
+void wl_churn_stop(struct wl_churn *c);
+
 #endif

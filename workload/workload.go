@@ -136,6 +136,9 @@ type Config struct {
 	Sim        verbs.NICModel
 	ReadyFile  string
 	WaitSignal bool
+	// ThreadChurn runs threads that start and exit beside the traffic,
+	// about a thousand a second (--thread-churn).
+	ThreadChurn bool
 	// DrainTimeout bounds the wait for outstanding CQEs at the end.
 	DrainTimeout time.Duration
 }
@@ -438,6 +441,13 @@ func Run(ctx context.Context, cfg Config) (_ *Result, err error) {
 	var usr1 *usr1Waiter
 	if cfg.WaitSignal {
 		usr1 = armUSR1()
+	}
+	if cfg.ThreadChurn {
+		c := C.wl_churn_start()
+		if c == nil {
+			return nil, errors.New("--thread-churn: no thread could be started")
+		}
+		defer C.wl_churn_stop(c)
 	}
 	if cfg.ReadyFile != "" {
 		if err := writeReady(cfg.ReadyFile, eps); err != nil {

@@ -80,6 +80,11 @@ func TestTraceStrippedRunning(t *testing.T) {
 		{"ops table in memory, host-wide", func(t *testing.T, dir, stripped, debug string) (string, string) {
 			return stripped, mkdir(t, dir, "no-debug")
 		}, "memory", nil, []string{"post_send", "poll_cq"}, true},
+		// threads start and exit while the probes are placed and the
+		// memory is scanned
+		{"ops table in memory, threads coming and going", func(t *testing.T, dir, stripped, debug string) (string, string) {
+			return stripped, mkdir(t, dir, "no-debug")
+		}, "memory", []string{"--thread-churn"}, []string{"post_send", "poll_cq"}, false},
 		{"wr API and extended CQ in memory", func(t *testing.T, dir, stripped, debug string) (string, string) {
 			return stripped, mkdir(t, dir, "no-debug")
 		}, "memory", []string{"--api", "wr", "--cq-ex"}, []string{"wr_start", "wr_complete", "wr_send", "start_poll", "next_poll", "end_poll"}, false},

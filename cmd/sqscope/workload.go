@@ -67,6 +67,7 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	cli.UintVar(fs, &c.CQDepth, "cq-depth", 0, "entries to ask for each send CQ (0: room for every WR the SQ holds)")
 	fs.StringVar(&c.API, "api", c.API, "post_send or wr (ibv_wr_start..ibv_wr_complete)")
 	cli.UintVar(fs, &c.PollBatch, "poll-batch", c.PollBatch, "work completions per ibv_poll_cq")
+	fs.BoolVar(&c.ThreadChurn, "thread-churn", false, "start and end threads beside the traffic, about a thousand a second (as a process whose threads come and go while a tracer attaches)")
 	fs.Uint64Var(&c.Rate, "rate", 0, "cap the post rate, WR/s per QP (0: none)")
 	fs.BoolVar(&c.SigAll, "sig-all", false, "create QPs with sq_sig_all=1")
 	fs.BoolVar(&c.Receiver, "receiver", false, "on the simulator, give each RC QP a receiving peer whose receives its SENDs take (devices always have one)")
