@@ -191,6 +191,18 @@ func TestReportHTMLInBrowser(t *testing.T) {
 
 	screenshot(t, tab, "overflow-report.png", "")
 	screenshot(t, tab, "overflow-card.png", "#qp-card-0")
+
+	// without script: the table as Go wrote it, the diagnoses and fixes
+	bare := b.OpenWithoutScript(t, path, 30*time.Second)
+	checkClean(t, bare)
+	got := pagetest.Eval[[3]string](t, bare, `[String(document.querySelectorAll("table tbody tr").length),
+  String(document.querySelectorAll("#cards .card, #qptable").length), document.body.innerText]`)
+	if got[0] != "1" || got[1] != "0" {
+		t.Errorf("without script: %s table rows, %s cards or tables made by script; want the row as written, nothing drawn", got[0], got[1])
+	}
+	if g := r.Diagnoses[0]; !strings.Contains(got[2], g.Fix) || !strings.Contains(got[2], fmt.Sprintf("%#x", qp.QPNum)) {
+		t.Errorf("without script the page does not show the fix or the QP's row")
+	}
 }
 
 // firstENOMEM is when the first post to QP qpn failed with ENOMEM in rec.

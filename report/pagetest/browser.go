@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/performance"
@@ -141,6 +142,19 @@ func (l Load) String() string {
 // load event is painted (within timeout) and says when each came.
 func (b *Browser) Open(t testing.TB, path string, timeout time.Duration) (*Tab, Load) {
 	t.Helper()
+	return b.open(t, path, timeout, true)
+}
+
+// OpenWithoutScript opens the file at path as Open does, with the page's
+// script disabled, as a reader who allows none sees it.
+func (b *Browser) OpenWithoutScript(t testing.TB, path string, timeout time.Duration) *Tab {
+	t.Helper()
+	tab, _ := b.open(t, path, timeout, false)
+	return tab
+}
+
+func (b *Browser) open(t testing.TB, path string, timeout time.Duration, script bool) (*Tab, Load) {
+	t.Helper()
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		t.Fatal(err)
@@ -155,29 +169,42 @@ func (b *Browser) Open(t testing.TB, path string, timeout time.Duration) (*Tab, 
 	run, cancelRun := context.WithTimeout(ctx, timeout)
 	defer cancelRun()
 	_, err = chromedp.Call(run, performance.Enable, performance.EnableParams{})
+	if err == nil && !script {
+		_, err = chromedp.Call(run, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+	}
 	if err == nil {
 		err = chromedp.Do(run, chromedp.Navigate(tab.URL)) // returns once the load event fired
 	}
-	// a frame's requestAnimationFrame runs before the frame is drawn, a
-	// task it queues after
-	var ms [3]float64
-	if err == nil {
-		ms, err = chromedp.Run(run, chromedp.Evaluate[[3]float64](`new Promise(function (done) {
-  requestAnimationFrame(function () { setTimeout(function () {
-    var n = performance.getEntriesByType("navigation")[0];
-    done([n.domContentLoadedEventEnd, n.loadEventEnd, performance.now()]);
-  }, 0); });
-})`, chromedp.EvalAwaitPromise))
-	}
-	var m performance.GetMetricsResult
-	if err == nil {
-		m, err = chromedp.Call(run, performance.GetMetrics, cdp.Empty{})
+	var l Load
+	if err == nil && script {
+		l, err = measure(run)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%s did not load within %v", path, timeout)
 	}
 	if err != nil {
 		t.Fatalf("opening %s: %v", path, err)
+	}
+	return tab, l
+}
+
+// measure reads, once a page has loaded, when it was parsed, loaded and
+// drawn, and the browser's time on its script, style and layout.
+func measure(ctx context.Context) (Load, error) {
+	// a frame's requestAnimationFrame runs before the frame is drawn, a
+	// task it queues after
+	ms, err := chromedp.Run(ctx, chromedp.Evaluate[[3]float64](`new Promise(function (done) {
+  requestAnimationFrame(function () { setTimeout(function () {
+    var n = performance.getEntriesByType("navigation")[0];
+    done([n.domContentLoadedEventEnd, n.loadEventEnd, performance.now()]);
+  }, 0); });
+})`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		return Load{}, err
+	}
+	m, err := chromedp.Call(ctx, performance.GetMetrics, cdp.Empty{})
+	if err != nil {
+		return Load{}, err
 	}
 	d := func(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 	l := Load{Parsed: d(ms[0]), Loaded: d(ms[1]), Drawn: d(ms[2])}
@@ -192,7 +219,7 @@ func (b *Browser) Open(t testing.TB, path string, timeout time.Duration) (*Tab, 
 			l.Layout = s
 		}
 	}
-	return tab, l
+	return l, nil
 }
 
 // Eval evaluates the expression js in tab's page and decodes its value
