@@ -5,11 +5,12 @@ export PATH := $(PATH):/usr/local/go/bin
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN := sqscope
 
-# Debian packages the project needs to build, test and demo.
+# Debian packages the project needs to build, test and demo (chromium:
+# the HTML report's test opens it in a headless browser).
 DEB_PKGS := gcc make pkg-config clang llvm libbpf-dev bpftool \
 	libibverbs-dev ibverbs-providers rdma-core tmux \
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils fish \
-	protobuf-compiler prometheus
+	protobuf-compiler prometheus chromium
 
 .PHONY: all deps build test demo bench generate check-generate vet clean
 

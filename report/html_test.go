@@ -242,6 +242,10 @@ func TestRuns(t *testing.T) {
 // scriptRun is what testdata/dom.js saw the page's script do.
 type scriptRun struct {
 	Opened      []string `json:"opened"`
+	Rows        []string `json:"rows"` // the QP of each row shown at first
+	Shown       string   `json:"shown"`
+	More        string   `json:"more"` // the button for more rows, "" when hidden
+	AfterMore   int      `json:"rowsAfterMore"`
 	SortedFirst string   `json:"sortedFirst"`
 	ShownNone   string   `json:"shownNone"`
 	ShownAll    string   `json:"shownAll"`
@@ -302,6 +306,9 @@ func TestHTMLScript(t *testing.T) {
 	if g := snap.Diagnoses[0]; !strings.Contains(c.Text, g.Fix) {
 		t.Errorf("card text lacks the fix %q", g.Fix)
 	}
+	if !slices.Equal(r.Rows, []string{"0", "1", "2"}) || r.Shown != "3 of 3 QPs" || r.More != "" {
+		t.Errorf("table at first: rows %v, %q, button %q", r.Rows, r.Shown, r.More)
+	}
 	if r.ShownNone != "0 of 3 QPs" || r.ShownAll != "3 of 3 QPs" {
 		t.Errorf("filter showed %q, then %q", r.ShownNone, r.ShownAll)
 	}
@@ -314,6 +321,24 @@ func TestHTMLScript(t *testing.T) {
 	}
 	if !ids["qp-card-2"] {
 		t.Errorf("cards %v: the QP picked was not plotted", ids)
+	}
+}
+
+// A table of more QPs than a page of rows shows the first 200, in the
+// order of the page, and the rest on request.
+func TestHTMLScriptRowPages(t *testing.T) {
+	const qps = 1300
+	snap, page := pageOf(t, withBF, func(fn func([]trace.Event)) { analyzertest.SteadyEvents(qps, 2, 100_000, fn) })
+	checkPage(t, snap, page)
+	r := runScript(t, page)
+	if len(r.Rows) != 200 || r.Rows[0] != "0" || r.Rows[199] != "199" {
+		t.Fatalf("%d rows shown at first (%v...), want QPs 0 to 199", len(r.Rows), r.Rows[:min(3, len(r.Rows))])
+	}
+	if r.Shown != "1300 of 1300 QPs, the first 200 shown" || r.More != "show 1000 more of 1100" || r.AfterMore != 1200 {
+		t.Errorf("shown %q, button %q, then %d rows", r.Shown, r.More, r.AfterMore)
+	}
+	if r.ShownAll != "1300 of 1300 QPs, the first 200 shown" {
+		t.Errorf("after the filter is cleared: %q (a filter shows the first rows again)", r.ShownAll)
 	}
 }
 

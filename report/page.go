@@ -75,12 +75,16 @@ func NumCell(v *float64, format, why string) Cell {
 // UintCell is the cell of a count.
 func UintCell(v uint64) Cell { return Cell{Text: fmt.Sprint(v), V: float64(v), Num: true} }
 
-// WriteTable writes the filter and the table of n QPs (#qptable), a row
-// each with its index as data-qp and the class row gives; the page's
-// script sorts and filters the rows, which read without it too.
+// WriteTable writes the filter and the table of n QPs, a row each with
+// its index as data-qp and the class row gives, one row a line. The
+// table is inside <noscript id="qprows">: without script it is the table
+// as it reads; a browser running script keeps it as text, which costs
+// nothing to parse, and the page's script (common.js) shows it as
+// #qptable a page of rows at a time, sorted and filtered over all of
+// them, since laying out thousands of rows at once takes seconds.
 func WriteTable(w io.Writer, heads []string, n int, row func(i int) (class string, cells []Cell)) {
 	fmt.Fprint(w, `<p><label>Filter: <input id="filter" type="search" placeholder="text in any cell, e.g. a process or 0x1c2"/></label> <span id="shown"></span></p>
-<table id="qptable"><thead><tr>`)
+<div id="qpview"><noscript id="qprows"><table><thead><tr>`)
 	for i, h := range heads {
 		fmt.Fprintf(w, `<th data-col="%d">%s</th>`, i, esc(h))
 	}
@@ -104,7 +108,7 @@ func WriteTable(w io.Writer, heads []string, n int, row func(i int) (class strin
 		}
 		fmt.Fprint(w, "</tr>\n")
 	}
-	fmt.Fprint(w, "</tbody></table>\n")
+	fmt.Fprint(w, "</tbody></table></noscript></div>\n")
 }
 
 func esc(s string) string { return html.EscapeString(s) }

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,21 +17,6 @@ import (
 )
 
 const deployDir = "../deploy"
-
-// requireTool finds a program CI installs (promtool, prometheus: Debian's
-// prometheus package, in the Makefile's DEB_PKGS), with the rule of the
-// tests that need BPF: skip without it, fail when SQSCOPE_REQUIRE_BPF=1.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	bpftest.Require(t, func() error {
-		if err != nil {
-			return errors.New(name + " is not installed (Debian package prometheus; make deps)")
-		}
-		return nil
-	})
-	return path
-}
 
 // metricNames are the names the collector (and the process collector
 // beside it) exports.
@@ -126,7 +110,7 @@ func TestDeployNamesExist(t *testing.T) {
 // TestRules checks the alerting rules with promtool and runs their unit
 // tests.
 func TestRules(t *testing.T) {
-	promtool := requireTool(t, "promtool")
+	promtool := bpftest.RequireTool(t, "promtool", "prometheus")
 	dir := filepath.Join(deployDir, "prometheus")
 	for _, args := range [][]string{
 		{"check", "rules", "sqscope-rules.yml"},

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/session"
 )
 
@@ -120,7 +121,7 @@ func TestFlightExposition(t *testing.T) {
 			text = got
 		}
 	}
-	promtool := requireTool(t, "promtool")
+	promtool := bpftest.RequireTool(t, "promtool", "prometheus")
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = bytes.NewReader(text)
 	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {

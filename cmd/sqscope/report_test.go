@@ -108,11 +108,7 @@ func sample() []trace.Event {
 // is the size of the file header).
 func writeRecording(t *testing.T, path string, evs []trace.Event, flushEvery int) []int64 {
 	t.Helper()
-	w, err := trace.Create(path, trace.FileInfo{Hostname: "host", Kernel: "6.8.0", Version: "test",
-		StartWall: time.Unix(1700000000, 0), Target: "app", TargetPID: 7, ProbeMode: "symbol"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := createRecording(t, path)
 	size := func() int64 {
 		st, err := os.Stat(path)
 		if err != nil {
@@ -136,6 +132,17 @@ func writeRecording(t *testing.T, path string, evs []trace.Event, flushEvery int
 		t.Fatal(err)
 	}
 	return sizes
+}
+
+// createRecording creates a recording at path, of a target "app" (pid 7).
+func createRecording(t *testing.T, path string) *trace.Writer {
+	t.Helper()
+	w, err := trace.Create(path, trace.FileInfo{Hostname: "host", Kernel: "6.8.0", Version: "test",
+		StartWall: time.Unix(1700000000, 0), Target: "app", TargetPID: 7, ProbeMode: "symbol"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // reportJSON runs report --json and decodes the parts the tests look at.

@@ -146,8 +146,8 @@ next:
 // alert for the faulty QP only, and SIGTERM detaches and exits 0.
 func TestServe(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
-	promtool := requireTool(t, "promtool")
-	prometheus := requireTool(t, "prometheus")
+	promtool := bpftest.RequireTool(t, "promtool", "prometheus")
+	prometheus := bpftest.RequireTool(t, "prometheus", "prometheus")
 	healthy := startServe(t, "counters", "-s 64 -I 64 -Q 16 -n 20000 --qps 2")
 	faulty := startServe(t, "events", "-t 64 --fault never-signal -n 2000")
 	ended := regexp.MustCompile(`the trace ended`)
@@ -335,21 +335,6 @@ func waitPromFor(t *testing.T, query func(*testing.T, string) []promSample, q st
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-// requireTool finds a program CI installs (Debian's prometheus package
-// brings prometheus and promtool): skip without it, fail when
-// SQSCOPE_REQUIRE_BPF=1.
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	bpftest.Require(t, func() error {
-		if err != nil {
-			return fmt.Errorf("%s is not installed (Debian package prometheus; make deps)", name)
-		}
-		return nil
-	})
-	return path
 }
 
 // TestServeBadInput: a port in use, a bad address, no privileges: one

@@ -17,7 +17,7 @@ import (
 // only when a window does): it fires on its fault with --mode events.
 func TestServeAlertsFire(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
-	prometheus := requireTool(t, "prometheus")
+	prometheus := bpftest.RequireTool(t, "prometheus", "prometheus")
 	faulty := serveWith(t, "--workload", "--", "--qps", "2", "-t", "64", "-Q", "16", "--fault", "never-signal", "--fault-qp", "1",
 		"--fault-after", "2", "-D", "200", "--rate", "20000")
 	healthy := serveWith(t, "--workload", "--", "-Q", "16", "-t", "128", "-D", "200", "--rate", "20000")

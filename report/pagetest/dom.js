@@ -22,7 +22,7 @@ class Node {
   addEventListener(type, fn) { (this.handlers[type] = this.handlers[type] || []).push(fn); }
   fire(type, ev) { (this.handlers[type] || []).forEach((fn) => fn(Object.assign({ target: this }, ev || {}))); }
   get textContent() { return this._text + this.children.map((c) => c.textContent).join(""); }
-  set textContent(t) { this._text = String(t); this.children = []; }
+  set textContent(t) { this._text = String(t); this.children.forEach((c) => { c.parent = null; }); this.children = []; }
   closest(tag) { for (let n = this; n; n = n.parent) if (n.tagName === tag) return n; return null; }
   scrollIntoView() {}
   all(pred, out) { out = out || []; if (pred(this)) out.push(this); this.children.forEach((c) => c.all(pred, out)); return out; }
@@ -34,30 +34,19 @@ const data = page.match(/<script type="application\/json" id="sqscope-data">([\s
 if (!data) throw new Error("no data script");
 mk("script", "sqscope-data")._text = data[1];
 mk("div", "cards"); mk("select", "pick"); mk("input", "filter").value = ""; mk("span", "shown");
+// the rows of the QP table, which a browser running script reads as the
+// text of their <noscript>
+const rows = page.match(/<noscript id="qprows">([\s\S]*?)<\/noscript>/);
+if (!rows) throw new Error("no table rows (noscript#qprows)");
+mk("noscript", "qprows")._text = rows[1];
+mk("div", "qpview");
+
 // any other element a page's script draws into (diff's #total-bars)
 const drawn = (page.match(/<div id="[^"]+"/g) || []).map((d) => d.slice(9, -1)).filter((id) => !byId[id]);
 drawn.forEach((id) => mk("div", id));
 
-// the table, from the page's rows
-const table = mk("table", "qptable"), head = new Node("tr"), body = new Node("tbody");
-(page.match(/<th data-col="\d+">[^<]*<\/th>/g) || []).forEach((th) => { const c = new Node("th"); c._text = th.replace(/<[^>]+>/g, ""); head.appendChild(c); });
-(page.match(/<tr data-qp="\d+"[^>]*>[\s\S]*?<\/tr>/g) || []).forEach((tr) => {
-  const r = new Node("tr"); r.attrs["data-qp"] = tr.match(/data-qp="(\d+)"/)[1];
-  (tr.match(/<td[^>]*>[^<]*<\/td>/g) || []).forEach((td) => {
-    const c = new Node("td"), v = td.match(/data-v="([^"]*)"/);
-    if (v) c.attrs["data-v"] = v[1];
-    c._text = td.replace(/<[^>]+>/g, "");
-    r.appendChild(c);
-  });
-  body.appendChild(r);
-});
-Object.defineProperty(head, "cells", { get: () => head.children });
-Object.defineProperty(body, "rows", { get: () => body.children });
-body.children.forEach((r) => Object.defineProperty(r, "cells", { get: () => r.children }));
-table.tHead = { rows: [head] }; table.tBodies = [body];
-
 global.document = {
-  getElementById: (id) => byId[id] || byId.cards.all((n) => n.attrs.id === id)[0] || null,
+  getElementById: (id) => byId[id] || Object.values(byId).map((n) => n.all((c) => c.attrs.id === id)[0]).find(Boolean) || null,
   createElement: (tag) => new Node(tag),
   createElementNS: (ns, tag) => new Node(tag, ns),
   createTextNode: (t) => { const n = new Node("#text"); n._text = t; return n; },
@@ -85,6 +74,12 @@ function drawing(c) {
 }
 function cards() { return byId.cards.children.map(drawing); }
 const out = { opened: cards().map((c) => c.id) };
+// the table the script made of the rows: a page of them, a button for more
+const table = document.getElementById("qptable"), head = table.children[0].children[0], body = table.children[1];
+const more = document.getElementById("qpmore"), shownRows = () => body.children.map((r) => r.getAttribute("data-qp"));
+out.rows = shownRows(); out.shown = byId.shown.textContent;
+out.more = more.style.display === "none" ? "" : more.textContent;
+if (out.more) { more.fire("click"); out.rowsAfterMore = shownRows().length; }
 // sort by the QP column twice (descending), filter, plot another QP, remove one
 head.children[2].fire("click"); head.children[2].fire("click");
 out.sortedFirst = body.children.length ? body.children[0].getAttribute("data-qp") : "";
