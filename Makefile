@@ -6,11 +6,12 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 BIN := sqscope
 
 # Debian packages the project needs to build, test and demo (chromium:
-# the HTML report's test opens it in a headless browser).
+# the HTML report's test opens it in a headless browser; nodejs runs the
+# pages' script on a small DOM).
 DEB_PKGS := gcc make pkg-config clang llvm libbpf-dev bpftool \
 	libibverbs-dev ibverbs-providers rdma-core tmux \
 	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils fish \
-	protobuf-compiler prometheus chromium
+	protobuf-compiler prometheus chromium nodejs
 
 .PHONY: all deps build test demo bench generate check-generate vet clean
 

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
 )
 
 //go:embed dom.js
@@ -94,13 +96,11 @@ func Parse(t testing.TB, page []byte) Page {
 
 // RunScript runs the page's script under node on dom.js's small DOM,
 // which works the page's controls, and decodes what dom.js saw into out.
-// It skips t when node is not installed.
+// Without node it skips t, or fails it where every test must run
+// (bpftest.RequireTool).
 func RunScript(t testing.TB, page []byte, out any) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the page's script is not run (go test runs it where node is)")
-	}
+	node := bpftest.RequireTool(t, "node", "nodejs")
 	dir := t.TempDir()
 	path, dom := filepath.Join(dir, "page.html"), filepath.Join(dir, "dom.js")
 	if err := os.WriteFile(path, page, 0o644); err != nil {
