@@ -78,6 +78,9 @@ func (u *UI) renderDetail() {
 	if q.CountersOnly {
 		writeCountersDetail(&b, &r)
 	} else {
+		if q.Sentinel {
+			b.WriteString("\n[gray]" + tview.Escape(SentinelNote(q)) + "[-]")
+		}
 		u.writeEventsDetail(&b, &r, w)
 	}
 	if cut := report.Cuts(r.c.Cuts); cut != "" {
@@ -108,6 +111,16 @@ func (u *UI) writeEventsDetail(b *strings.Builder, r *row, w int) {
 	}
 	fmt.Fprintf(b, "signal pattern: %s, longest unsignaled run %d of depth %d\n", signalPattern(r), q.LongestUnsignaledRun, q.MaxSendWR)
 	fmt.Fprintf(b, "WRs %d  posts %d  inline %d  CQEs polled %d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
+}
+
+// SentinelNote says once, where a sentinel-mode QP is shown, what its
+// figures are of.
+func SentinelNote(q *analyzer.QP) string {
+	n := "sentinel mode: the counts and rates below are of the sample and escalation windows, which the probes slow; refusals are all counted"
+	if q.OutstandingSampledNS != 0 {
+		n += "; outstanding is what the last window measured when it closed"
+	}
+	return n
 }
 
 // noModel says why a QP has no PCIe figures: its provider is not mlx5's.

@@ -313,6 +313,9 @@ func (u *UI) renderHeader() {
 	if u.cpuKnown {
 		h += fmt.Sprintf(" | sqscope CPU %.0f%%", 100*u.cpuShare)
 	}
+	if se := s.Sentinel; se != nil && se.Sampling != nil {
+		h += " | " + tview.Escape(sampleHeader(se.Sampling))
+	}
 	if s.Exited {
 		h += fmt.Sprintf(" | target exited (%d)", s.ExitCode)
 	}
@@ -403,3 +406,19 @@ func (u *UI) Paused() bool {
 
 // Selected returns the selected QP number.
 func (u *UI) Selected() (uint32, bool) { return u.selected.qpNum, u.hasSel }
+
+// sampleHeader is the sentinel's sample windows in a few words: how many,
+// what their probes cost the traced processes (measured), the budget.
+func sampleHeader(m *analyzer.Sampling) string {
+	h := fmt.Sprintf("windows %d", m.Windows)
+	switch {
+	case m.Cost != nil && m.Cost.TargetCPUSeconds > 0:
+		h += fmt.Sprintf(", probes %.2f%% of the targets' CPU", m.Cost.SharePct)
+	case m.NotMeasured != "":
+		h += ", cost not measured"
+	}
+	if m.BudgetPct > 0 {
+		h += fmt.Sprintf(" (budget %g%%)", m.BudgetPct)
+	}
+	return h
+}
