@@ -281,7 +281,15 @@ type Options struct {
 	// Clock ties event times to the wall clock, for the wall-clock times
 	// of diagnoses; zero when unknown.
 	Clock trace.WallAnchor
+	// Mode is the probes' mode ("counters", "events", "sentinel"; a
+	// recording's trace.FileInfo.ProbeMode), "" when not known. In the
+	// counters mode every QP shows only what the kernel's totals measure,
+	// also one those totals never came for (a QP that only received).
+	Mode string
 }
+
+// ModeCounters is Options.Mode of a counters-mode trace.
+const ModeCounters = "counters"
 
 // Analyzer consumes events; Snapshot may be called from another goroutine.
 type Analyzer struct {

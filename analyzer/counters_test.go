@@ -177,3 +177,24 @@ func TestCountersModeSigAll(t *testing.T) {
 		}
 	}
 }
+
+// In a counters-mode trace a QP whose totals never came (one that only
+// received, say) shows what counters mode measures, not events mode's
+// figures as 0: no occupancy, no ENOMEM cause, no CQEs per QP.
+func TestCountersModeQPWithoutTotals(t *testing.T) {
+	s := streamtest.New()
+	s.Create(0x1c1, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
+	for _, mode := range []string{"", ModeCounters} {
+		snap := run(t, s, Options{BF: DefaultBF, Mode: mode})
+		q := snap.QPs[0]
+		counters := mode == ModeCounters
+		if q.CountersOnly != counters {
+			t.Errorf("mode %q: counters only %v, want %v", mode, q.CountersOnly, counters)
+		}
+		for _, k := range []string{"outstanding", "peak_outstanding", "cqes_polled", "enomem_sq_full"} {
+			if q.Reported(k) == counters {
+				t.Errorf("mode %q: %s reported %v", mode, k, q.Reported(k))
+			}
+		}
+	}
+}

@@ -79,7 +79,8 @@ type srqState struct {
 // newQP starts a QP lifetime and makes it the latest of its number.
 func (a *Analyzer) newQP(pid, num uint32, addr, gen, now uint64) *sq {
 	k := qpKey{pid, num}
-	q := &sq{key: k, qp: addr, gen: gen, firstNS: now, late: true} // until its create says otherwise
+	q := &sq{key: k, qp: addr, gen: gen, firstNS: now, late: true, // until its create says otherwise
+		countersOnly: a.opts.Mode == ModeCounters}
 	a.fitHistories(q)
 	for i := range q.diags {
 		q.diags[i] = -1

@@ -45,7 +45,7 @@ func Load(ctx context.Context, path string, bf func(trace.FileInfo) analyzer.BFC
 	}
 	defer r.Close()
 	cfg := bf(r.Info())
-	a := analyzer.New(analyzer.Options{BF: cfg, Clock: r.Info().Anchor()})
+	a := analyzer.New(analyzer.Options{BF: cfg, Clock: r.Info().Anchor(), Mode: r.Info().ProbeMode})
 	res, err := session.ReadAll(ctx, r, a.Ingest)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -158,7 +158,7 @@ func (r *lifeRun) readBack(t *testing.T) (analyzer.Snapshot, trace.Event) {
 	}
 	defer f.Close()
 	// the model the live trace used: the target's BlueFlame knobs
-	an := analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(f.Info().Env)})
+	an := analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(f.Info().Env), Mode: f.Info().ProbeMode})
 	var last trace.Event
 	res, err := ReadAll(context.Background(), f, func(ev trace.Event) {
 		an.Ingest(ev)

@@ -107,7 +107,11 @@ func (r *Replay) restart() error {
 	if err != nil {
 		return err
 	}
-	r.rd, r.an, r.pending, r.pos, r.done = rd, analyzer.New(r.opts), nil, 0, false
+	opts := r.opts
+	if opts.Mode == "" { // the recording's own
+		opts.Mode = rd.Info().ProbeMode
+	}
+	r.rd, r.an, r.pending, r.pos, r.done = rd, analyzer.New(opts), nil, 0, false
 	r.last = r.now()
 	return nil
 }

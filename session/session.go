@@ -229,7 +229,7 @@ func Start(cfg Config) (_ *Session, err error) {
 		return nil, errors.New("no target: a process id or a command is needed")
 	}
 	s.env = env
-	s.an = analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(env), Clock: trace.NowAnchor()})
+	s.an = analyzer.New(analyzer.Options{BF: analyzer.BFFromEnv(env), Clock: trace.NowAnchor(), Mode: cfg.Mode})
 	tr, err := openTracer(cfg.Context, opts)
 	if err != nil {
 		if s.child != nil {

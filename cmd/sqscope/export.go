@@ -58,7 +58,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fi := r.Info()
 	o := &f.o
 	o.Recording, o.Version, o.Info, o.Progress, o.Offset = path, version, fi, stderr, r.Offset
-	o.Model = analyzer.Options{BF: f.bf.Config(fs, fi), Clock: fi.Anchor()}
+	o.Model = analyzer.Options{BF: f.bf.Config(fs, fi), Clock: fi.Anchor(), Mode: fi.ProbeMode}
 	x, err := export.New(out, export.Format(f.format), *o)
 	if err != nil {
 		return cli.UsageErr("export: %v", err)

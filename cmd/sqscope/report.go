@@ -47,7 +47,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("report: %w", err)
 	}
 	defer r.Close()
-	opts := analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor()}
+	opts := analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor(), Mode: r.Info().ProbeMode}
 	a := analyzer.New(opts)
 	res, err := session.ReadAll(ctx, r, a.Ingest)
 	if err != nil {

@@ -148,7 +148,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return runReport(ctx, args, stdout, stderr)
 	}
 	rp, info, err := session.OpenReplay(path, func(fi trace.FileInfo) analyzer.Options {
-		return analyzer.Options{BF: bf.Config(fs, fi), Clock: fi.Anchor()}
+		return analyzer.Options{BF: bf.Config(fs, fi), Clock: fi.Anchor(), Mode: fi.ProbeMode}
 	})
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
