@@ -60,10 +60,10 @@ type Config struct {
 	Mode           string // ModeEvents (default), ModeCounters or ModeSentinel
 	// Escalate is how long the sentinel mode traces a process in full
 	// after a failure (0: probe.DefaultEscalate).
-	Escalate     time.Duration
+	Escalate time.Duration
 	// Sampling is the sentinel mode's sample windows and budget
 	// (probe.Options fields SampleEvery, SampleFor, Budget).
-	Sampling Sampling
+	Sampling     Sampling
 	CallTimes    bool // record entry times too (events mode)
 	NoStop       bool // never pause the target while attaching
 	Attach       AttachFlags
