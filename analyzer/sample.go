@@ -22,6 +22,9 @@ type Sampling struct {
 	// (trace.Window): absent with NotMeasured, which says why.
 	Cost        *SampleCost `json:"probe_cost,omitempty"`
 	NotMeasured string      `json:"cost_not_measured,omitempty"`
+	// LowerBound says why the cost is a lower bound (the kernel's BPF
+	// statistics could not be had), "" when it is not.
+	LowerBound string `json:"cost_lower_bound,omitempty"`
 	// BudgetPct is the budget the windows kept to (--budget), 0 none.
 	BudgetPct float64 `json:"budget_pct,omitempty"`
 	// NextInSeconds is the wait until the next window, as the budget
@@ -102,6 +105,9 @@ func (a *Analyzer) onWindow(e *trace.Window) {
 	if e.CostErr != "" {
 		sm.NotMeasured = e.CostErr
 		return
+	}
+	if e.CostNote != "" {
+		sm.LowerBound = e.CostNote
 	}
 	c := sm.Cost
 	if c == nil {

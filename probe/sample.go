@@ -85,14 +85,13 @@ func (t *Tracer) newSampler() *sampler {
 
 // startStats turns the kernel's BPF run-time statistics on for a window
 // (they cost every BPF program of the host a clock reading per run, so
-// only while a window is open) and takes the programs' totals.
-func (s *sampler) startStats() (io.Closer, string) {
-	if s.trapErr != "" {
-		return nil, s.trapErr
-	}
+// only while a window is open) and takes the programs' totals; without
+// them (BPF_ENABLE_STATS needs CAP_SYS_ADMIN) the window counts the calls
+// it recorded instead, and note says so.
+func (s *sampler) startStats() (st io.Closer, note string) {
 	st, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
-		return nil, fmt.Sprintf("BPF run-time statistics: %v", err)
+		return nil, fmt.Sprintf("BPF run-time statistics: %v; the traps are two per call recorded, the programs' run time left out: a lower bound", err)
 	}
 	s.progRuns()
 	return st, ""
@@ -185,7 +184,8 @@ func (t *Tracer) runSampler(ctx context.Context) {
 		case <-time.After(wait):
 		}
 		pids := t.sampledPIDs()
-		stats, costErr := s.startStats()
+		stats, note := s.startStats()
+		calls := t.dataCalls.Load()
 		opened := 0
 		for _, pid := range pids {
 			if t.openWindow(pid, true) {
@@ -199,7 +199,14 @@ func (t *Tracer) runSampler(ctx context.Context) {
 		}
 		to := trace.MonotonicNS() // the removal begins
 		t.closeWhere(func(w *window, _ time.Time) bool { return w.sample })
-		w := s.window(from, to, uint32(opened), pids, costErr, t.opts)
+		var counted uint64
+		if note != "" {
+			// the window's records read by now, or soon: a lower bound
+			// still, the later ones left out
+			time.Sleep(50 * time.Millisecond)
+			counted = 2 * (t.dataCalls.Load() - calls)
+		}
+		w := s.window(from, to, uint32(opened), pids, note, counted, t.opts)
 		if stats != nil {
 			stats.Close()
 		}
@@ -214,25 +221,38 @@ func (t *Tracer) runSampler(ctx context.Context) {
 	}
 }
 
-// window accounts for the window ending now, and for the period since
+// window accounts for the window ending now (counted: the traps the
+// calls it recorded took, when note says the kernel's statistics could
+// not be had), and for the period since
 // the previous one's end, and sets the wait until the next window:
 // Options.SampleEvery, or longer when the budget needs it.
-func (s *sampler) window(from, to uint64, opened uint32, pids []uint32, costErr string, o Options) *trace.Window {
+func (s *sampler) window(from, to uint64, opened uint32, pids []uint32, note string, counted uint64, o Options) *trace.Window {
 	end := trace.MonotonicNS()
 	w := &trace.Window{Header: trace.Header{TimeNS: to}, FromNS: from, PIDs: opened, PeriodNS: end - s.lastEnd,
-		CostErr: costErr, NextNS: uint64(o.SampleEvery)}
+		CostErr: s.trapErr, CostNote: note, NextNS: uint64(o.SampleEvery)}
 	s.lastEnd = end
 	runs, traps, runNS := s.progRuns()
 	cpuNS := s.cpuSince(pids)
-	if costErr == "" {
-		w.Runs, w.Traps, w.RunNS, w.TrapNS, w.TargetCPUNS = runs, traps, runNS, s.trapNS, cpuNS
+	if s.trapErr == "" {
+		w.Traps, w.TrapNS, w.TargetCPUNS = traps, s.trapNS, cpuNS
+		if note == "" {
+			w.Runs, w.RunNS = runs, runNS
+		} else {
+			w.Traps = counted
+		}
 	}
 	if o.Budget <= 0 {
 		return w
 	}
 	w.BudgetPPM = uint32(o.Budget * 1e4)
-	if costErr != "" || w.PeriodNS == 0 {
-		return w // not measured: the sample period stands, as the window says
+	if s.trapErr != "" {
+		// nothing to price the windows with: as rare as the budget's
+		// longest wait, so that it holds whatever they cost
+		w.NextNS = uint64(MaxSamplePeriod)
+		return w
+	}
+	if w.PeriodNS == 0 {
+		return w
 	}
 	// The processes' own CPU, without what the window cost them, per ns
 	// of wall time; the next window costs about what this one did. The

@@ -196,6 +196,10 @@ type Tracer struct {
 	// haveUnsent and haveStopped let Run skip the lock per record
 	haveUnsent  atomic.Bool
 	haveStopped atomic.Bool
+	// dataCalls counts the data-path calls read from the ring (posts,
+	// polls and the empty polls they carry, receives): what a sample
+	// window's probes ran for, where the kernel's statistics cannot say
+	dataCalls atomic.Uint64
 	// reused events (Options.ReuseEvents)
 	post  trace.Post
 	poll  trace.Poll

@@ -42,6 +42,9 @@ func SamplingText(m *analyzer.Sampling) string {
 	case m.NotMeasured != "":
 		t += "; their cost not measured: " + m.NotMeasured
 	}
+	if m.LowerBound != "" && m.Cost != nil {
+		t += " (at least: " + m.LowerBound + ")"
+	}
 	if m.BudgetPct > 0 {
 		t += fmt.Sprintf(", budget %g%%", m.BudgetPct)
 	}

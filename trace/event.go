@@ -492,6 +492,10 @@ type Window struct {
 	TrapNS      uint64
 	TargetCPUNS uint64
 	CostErr     string
+	// CostNote says what the cost leaves out when the kernel's statistics
+	// could not be had: the traps are then two per call recorded (entry
+	// and return), the programs' run time 0, a lower bound.
+	CostNote string
 	// BudgetPPM is the budget (--budget) in parts per million of the
 	// traced processes' own CPU time, 0 without one; NextNS the wait
 	// until the next window that it (or the sample period) sets.

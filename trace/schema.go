@@ -208,6 +208,7 @@ func (c *recordCodec) fields(ev Event) {
 		c.u64(&e.TrapNS)
 		c.u64(&e.TargetCPUNS)
 		c.str(&e.CostErr)
+		c.str(&e.CostNote)
 		c.u32(&e.BudgetPPM)
 		c.u64(&e.NextNS)
 	}

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/sqscope/sqscope/internal/bpftest"
@@ -78,5 +82,30 @@ func TestSentinelBudget(t *testing.T) {
 	if m.Windows > 3 || m.Next < 1 {
 		t.Errorf("%d windows, the next in %.1f s (their cost %.2f%% of the target's CPU): want the budget to space them seconds apart",
 			m.Windows, m.Next, m.Cost.Share)
+	}
+}
+
+// Without CAP_SYS_ADMIN (the deploy files grant CAP_BPF and CAP_PERFMON)
+// the kernel's BPF statistics cannot be had: the windows' traps are then
+// counted from the calls they recorded, and the cost is said to be a
+// lower bound; the trap's price is still measured.
+func TestSentinelCostWithoutSysAdmin(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	setpriv := bpftest.RequireTool(t, "setpriv", "util-linux")
+	cmd := exec.Command(setpriv, "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", sqscopeBin(t),
+		"trace", "--json", "--mode", "sentinel", "--sample-every", "0.5", "--sample-for", "0.1", "--budget", "0",
+		"--workload", "--", "-D", "2.5", "--rate", "50000")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, stderr.String())
+	}
+	var out sentinelOut
+	if err := json.Unmarshal(stdout.Bytes()[bytes.Index(stdout.Bytes(), []byte("\n{"))+1:], &out); err != nil {
+		t.Fatalf("trace JSON: %v\n%s", err, stdout.String())
+	}
+	m := out.Sentinel.Sampling
+	if m == nil || m.Windows == 0 || m.Cost == nil || m.Cost.Traps == 0 || m.Cost.TrapNS == 0 || !strings.Contains(m.LowerBound, "BPF run-time statistics") {
+		t.Fatalf("sampling %+v (cost %+v): want the windows' traps counted, priced, and said to be a lower bound", m, m.Cost)
 	}
 }

@@ -26,6 +26,7 @@ type sentinelOut struct {
 			Windows     uint64  `json:"windows"`
 			Traced      float64 `json:"traced_s"`
 			NotMeasured string  `json:"cost_not_measured"`
+			LowerBound  string  `json:"cost_lower_bound"`
 			Budget      float64 `json:"budget_pct"`
 			Next        float64 `json:"next_window_in_s"`
 			Cost        *struct {

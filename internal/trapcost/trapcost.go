@@ -15,6 +15,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -39,11 +40,19 @@ func timeCalls(n int) time.Duration {
 // over the last 50 of 150 ms (so that a tracer that places its own probes beside new
 // ones, as a concurrent tracer would, is in the figure).
 func Measure() (time.Duration, error) {
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+	// attached as sqscope's own probes are: a uprobe_multi link where
+	// the kernel has them (which CAP_BPF and CAP_PERFMON allow), else a
+	// perf event
+	multi := features.HaveBPFLinkUprobeMulti() == nil
+	spec := &ebpf.ProgramSpec{
 		Type:         ebpf.Kprobe,
 		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 0), asm.Return()},
 		License:      "GPL",
-	})
+	}
+	if multi {
+		spec.AttachType = ebpf.AttachTraceUprobeMulti
+	}
+	prog, err := ebpf.NewProgram(spec)
 	if err != nil {
 		return 0, fmt.Errorf("loading an empty program: %w", err)
 	}
@@ -70,7 +79,12 @@ func Measure() (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	l, err := exe.Uprobe("", prog, &link.UprobeOptions{Address: off})
+	var l link.Link
+	if multi {
+		l, err = exe.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: []uint64{off}, PID: uint32(os.Getpid())})
+	} else {
+		l, err = exe.Uprobe("", prog, &link.UprobeOptions{Address: off, PID: os.Getpid()})
+	}
 	if err != nil {
 		return 0, fmt.Errorf("placing a uprobe: %w", err)
 	}
