@@ -25,3 +25,14 @@ func TestPollCutsText(t *testing.T) {
 	}, nil)
 	golden(t, "report_poll_cuts.txt.golden", []byte(out))
 }
+
+// The poll record's bound alone, as an interval's counters keep it when
+// no completion of the interval was past it, is no cut to say.
+func TestPollCutsBoundAlone(t *testing.T) {
+	if s := Cuts(analyzer.Cuts{PollRecordWCs: 32}); s != "" {
+		t.Errorf("Cuts of the bound alone: %q, want nothing", s)
+	}
+	if s := PollCuts(analyzer.Cuts{PollRecordWCs: 32}); s != "" {
+		t.Errorf("PollCuts of the bound alone: %q, want nothing", s)
+	}
+}

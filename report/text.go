@@ -309,12 +309,9 @@ func whileTraced(r *analyzer.Rates) string {
 	return ""
 }
 
-// Cuts says what the tracer's bounds cut on a QP (or in total); "" when
-// nothing was.
+// Cuts says what the tracer's bounds cut on a QP, its send CQ's
+// completions past the poll record bound included; "" when nothing was.
 func Cuts(c analyzer.Cuts) string {
-	if c == (analyzer.Cuts{}) {
-		return ""
-	}
 	var parts []string
 	if c.SGECutWRs > 0 {
 		parts = append(parts, fmt.Sprintf("%d WRs with SGEs past the SGE bound (%d SGEs not summed: byte counts are lower bounds)",
@@ -326,6 +323,9 @@ func Cuts(c analyzer.Cuts) string {
 	}
 	if c.CQEsPastBound > 0 {
 		parts = append(parts, "its send CQ's "+PollCuts(c))
+	}
+	if len(parts) == 0 { // the bound alone is no cut (an interval's counters)
+		return ""
 	}
 	return "cut by the tracer's bounds: " + strings.Join(parts, ", ")
 }
