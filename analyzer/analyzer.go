@@ -115,6 +115,12 @@ type QP struct {
 	// WRs posted before the attach; RetiredUnseen WRs the depth proved
 	// retired whose completions were not seen (lateattach.go).
 	OutstandingLowerBound bool `json:"outstanding_lower_bound"`
+	// OutstandingUpperBound: its send CQ's polls returned completions
+	// past what a poll record holds (Cuts.CQEsPastBound), which retired
+	// WRs the model may still count: Outstanding, the peak and the
+	// occupancy are upper bounds (with OutstandingLowerBound too,
+	// neither), its CQEs polled a lower bound.
+	OutstandingUpperBound bool `json:"outstanding_upper_bound,omitempty"`
 	// OutstandingSampledNS: Outstanding is what the sentinel mode's last
 	// window measured when it closed, at this time (the occupancy since
 	// is not traced); 0 when Outstanding is of now.
@@ -242,7 +248,11 @@ type cqState struct {
 	replaced           bool
 	polls, empty, cqes uint64
 	recvCQEs           uint64 // receive completions of ibv_poll_cq (recv.go)
-	firstNS, lastNS    uint64 // first and last poll seen, when polls > 0
+	// pastBound: completions polls returned past what a poll record
+	// holds, recordWCs (cuts.go)
+	pastBound       uint64
+	recordWCs       uint64
+	firstNS, lastNS uint64 // first and last poll seen, when polls > 0
 	// counted: its polls are the kernel's totals (counters mode), whose
 	// times are those of their flushes; createdNS is its create's time
 	counted   bool

@@ -18,12 +18,35 @@ type Cuts struct {
 	// tracer walks: the WRs past the walk bound were neither seen nor
 	// counted, so the WR counts of the QP are lower bounds.
 	WalkCappedPosts uint64 `json:"posts_walk_capped,omitempty"`
+	// CQEsPastBound counts completions polls returned past the
+	// PollRecordWCs a poll record holds: counted in their CQ's CQEs (the
+	// poll's return value), but not attributed to a QP nor told send from
+	// receive. Like its polls, a QP's are its send CQ's (its CQEs polled
+	// are then a lower bound, its occupancy an upper bound:
+	// QP.OutstandingUpperBound); the total's are every CQ's.
+	CQEsPastBound uint64 `json:"cqes_past_bound,omitempty"`
+	// PollRecordWCs is how many completions a poll record held where a
+	// poll returned more (the tracer's bound); 0 when none did.
+	PollRecordWCs uint64 `json:"poll_record_wcs,omitempty"`
 }
 
 func (c *Cuts) add(o *Cuts) {
 	c.SGECutWRs += o.SGECutWRs
 	c.SGEsNotSummed += o.SGEsNotSummed
 	c.WalkCappedPosts += o.WalkCappedPosts
+	c.CQEsPastBound += o.CQEsPastBound
+	c.PollRecordWCs = max(c.PollRecordWCs, o.PollRecordWCs)
+}
+
+// pollCut counts on CQ c the completions a poll returned past what its
+// record holds: the poll's return value says how many it returned, the
+// record holds the first of them.
+func (c *cqState) pollCut(e *trace.Poll) {
+	if e.Ret <= 0 || int(e.Ret) <= len(e.WCs) {
+		return
+	}
+	c.pastBound += uint64(int(e.Ret) - len(e.WCs))
+	c.recordWCs = max(c.recordWCs, uint64(len(e.WCs)))
 }
 
 // noteCuts counts what the tracer cut from one post call, of which posted

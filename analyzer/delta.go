@@ -40,8 +40,9 @@ type QPDelta struct {
 	CounterDelta
 }
 
-// levels are the Counters fields that are levels, which a delta leaves out.
-var levels = keySet("peak_outstanding", "longest_unsignaled_run")
+// levels are the Counters fields that are levels, which a delta leaves out
+// (the poll record's bound is one too).
+var levels = keySet("peak_outstanding", "longest_unsignaled_run", "poll_record_wcs")
 
 // MarshalJSON leaves out the levels and, in counters mode, what was not
 // measured.
@@ -117,6 +118,7 @@ func (d *Deltas) Next(cur Snapshot, now time.Time) *Interval {
 	// polls are the CQs', counted once each as the snapshot does
 	iv.Total.Polls = cur.Total.Polls - min(d.prev.Total.Polls, cur.Total.Polls)
 	iv.Total.EmptyPolls = cur.Total.EmptyPolls - min(d.prev.Total.EmptyPolls, cur.Total.EmptyPolls)
+	iv.Total.CQEsPastBound = cur.Total.CQEsPastBound - min(d.prev.Total.CQEsPastBound, cur.Total.CQEsPastBound)
 	d.prev, d.since = cur, now
 	return iv
 }

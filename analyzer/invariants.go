@@ -37,7 +37,9 @@ func (s Snapshot) Check() []error {
 		addCounters(&sum, &q.Counters)
 		checkQP(&s, q, span, bad)
 	}
-	sum.Polls, sum.EmptyPolls = s.Total.Polls, s.Total.EmptyPolls // counted per CQ
+	// counted per CQ
+	sum.Polls, sum.EmptyPolls = s.Total.Polls, s.Total.EmptyPolls
+	sum.CQEsPastBound, sum.PollRecordWCs = s.Total.CQEsPastBound, s.Total.PollRecordWCs
 	if len(s.QPs) > 0 && sum != s.Total.Counters {
 		bad("totals %+v are not the sum of the QPs' %+v", s.Total.Counters, sum)
 	}
@@ -187,9 +189,9 @@ func checkCQ(c *CQ, span uint64, bad func(string, ...any)) {
 	// (a QP's CQEs are not summed here: a send completion may come
 	// from a CQ other than the one its QP's create named, in a damaged
 	// recording, and is the QP's all the same)
-	if c.EmptyPolls > c.Polls || c.UnmatchedExCQEs > c.CQEs || c.SpanNS > span {
-		bad("CQ %#x (pid %d, gen %d): %d empty of %d polls, %d unmatched of %d CQEs, over %d ns (trace %d ns)",
-			c.CQ, c.PID, c.Gen, c.EmptyPolls, c.Polls, c.UnmatchedExCQEs, c.CQEs, c.SpanNS, span)
+	if c.EmptyPolls > c.Polls || c.UnmatchedExCQEs+c.CQEsPastBound > c.CQEs || c.SpanNS > span {
+		bad("CQ %#x (pid %d, gen %d): %d empty of %d polls, %d unmatched and %d past the poll record bound of %d CQEs, over %d ns (trace %d ns)",
+			c.CQ, c.PID, c.Gen, c.EmptyPolls, c.Polls, c.UnmatchedExCQEs, c.CQEsPastBound, c.CQEs, c.SpanNS, span)
 	}
 }
 

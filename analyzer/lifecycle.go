@@ -41,9 +41,15 @@ type CQ struct {
 	// WR outstanding on a QP of this CQ: receive completions of a CQ
 	// shared with a receive queue, or WRs posted through calls not traced.
 	UnmatchedExCQEs uint64 `json:"unmatched_ex_cqes"`
-	Resizes         uint64 `json:"resizes"`
-	ModCount        uint16 `json:"moderation_count"`
-	ModPeriodUS     uint16 `json:"moderation_period_us"`
+	// CQEsPastBound counts the completions its polls returned past the
+	// PollRecordWCs a poll record holds: in CQEs, but not attributed to
+	// a QP nor told send from receive (RecvCQEs, and the counts of its
+	// QPs' completions, are then lower bounds).
+	CQEsPastBound uint64 `json:"cqes_past_bound,omitempty"`
+	PollRecordWCs uint64 `json:"poll_record_wcs,omitempty"`
+	Resizes       uint64 `json:"resizes"`
+	ModCount      uint16 `json:"moderation_count"`
+	ModPeriodUS   uint16 `json:"moderation_period_us"`
 	// Replaced: another CQ was created at its address, which ended it.
 	// Destroyed: its ibv_destroy_cq was seen, which ended it.
 	Replaced    bool    `json:"replaced,omitempty"`
@@ -53,7 +59,7 @@ type CQ struct {
 	// SendQPs and RecvQPs are the QPs whose send or receive CQ it is
 	// (recv.go); RecvCQEs the receive completions ibv_poll_cq returned
 	// from it, absent where they are not told apart (counters mode, a CQ
-	// polled with ibv_start_poll).
+	// polled with ibv_start_poll), a lower bound when CQEsPastBound.
 	SendQPs  []uint32 `json:"send_qps,omitempty"`
 	RecvQPs  []uint32 `json:"recv_qps,omitempty"`
 	RecvCQEs *uint64  `json:"recv_cqes,omitempty"`
@@ -236,6 +242,7 @@ func (a *Analyzer) cqSnapshot() []CQ {
 		}
 		out = append(out, CQ{PID: c.pid, CQ: c.addr, Gen: c.gen, CQE: c.cqe, Extended: c.ex,
 			Polls: c.polls, EmptyPolls: c.empty, CQEs: c.cqes, UnmatchedExCQEs: c.exUnmatched,
+			CQEsPastBound: c.pastBound, PollRecordWCs: c.recordWCs,
 			Resizes: c.resizes, ModCount: c.modCount, ModPeriodUS: c.modPeriod,
 			Replaced: c.replaced, Destroyed: c.destroyed, SpanNS: span,
 			PollsPerSec: perSec(c.polls, span)})

@@ -17,6 +17,7 @@ func (a *Analyzer) onPoll(e *trace.Poll) {
 	c.empty += e.EmptyBefore
 	if e.Ret > 0 {
 		c.cqes += uint64(e.Ret)
+		c.pollCut(e)
 	} else if e.Ret == 0 {
 		c.empty++
 	}

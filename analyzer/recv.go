@@ -57,6 +57,12 @@ type RecvQueue struct {
 	// (ibv_poll_cq), CQEErrors those with an error status (flushes).
 	Consumed  uint64 `json:"consumed"`
 	CQEErrors uint64 `json:"cqe_errors"`
+	// CQEsPastBound counts the completions its receive CQ returned past
+	// what a poll record holds (CQ.CQEsPastBound), not attributed to a
+	// QP: some may be this QP's receives, so Consumed is then a lower
+	// bound (ConsumedLowerBound), Outstanding and Peak upper bounds.
+	CQEsPastBound      uint64 `json:"recv_cq_cqes_past_bound,omitempty"`
+	ConsumedLowerBound bool   `json:"consumed_lower_bound,omitempty"`
 	// Outstanding and Peak are the receives posted and not yet consumed,
 	// now and at most after any post; absent when not known, with the
 	// reason in OutstandingUnknown.
@@ -244,6 +250,9 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 	out := &m.RecvQueue
 	if r.rcq != nil {
 		out.RecvCQGen = r.rcq.gen
+		if known.completions && r.rcq.pastBound > 0 {
+			out.CQEsPastBound, out.ConsumedLowerBound = r.rcq.pastBound, true
+		}
 	}
 	if q.capsKnown {
 		m.depth = q.caps.MaxRecvWR

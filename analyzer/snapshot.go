@@ -84,6 +84,7 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 			}
 			r.PollsPerCQE = ratio(cs.polls, cs.cqes)
 			p.SendCQGen = cs.gen
+			c.CQEsPastBound, c.PollRecordWCs = cs.pastBound, cs.recordWCs
 		}
 		if detail {
 			p.History, p.HistoryStartNS = q.hist.copyOut()
@@ -102,6 +103,7 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.Outstanding, p.SignalInterval = q.outstanding(), q.typicalInterval()
 		p.Found, p.StateFound = q.found, q.stateFound
 		p.OutstandingLowerBound = q.lowerBound() && !a.completionsNotTraced()
+		p.OutstandingUpperBound = c.CQEsPastBound > 0 && !q.countersOnly
 		p.Sentinel = a.snap.Sentinel != nil
 		if n, ns := q.sampledOutstanding(); ns != 0 {
 			p.Outstanding, p.OutstandingSampledNS = n, ns
@@ -115,10 +117,13 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 	}
 	// polls belong to CQs, which QPs may share: count each CQ once
 	s.Total.Polls, s.Total.EmptyPolls = 0, 0
+	s.Total.CQEsPastBound, s.Total.PollRecordWCs = 0, 0
 	var cqes uint64
 	for _, cs := range a.allCQs {
 		s.Total.Polls += cs.polls
 		s.Total.EmptyPolls += cs.empty
+		s.Total.CQEsPastBound += cs.pastBound
+		s.Total.PollRecordWCs = max(s.Total.PollRecordWCs, cs.recordWCs)
 		cqes += cs.cqes
 	}
 	t := &s.TotalRates

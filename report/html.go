@@ -61,6 +61,7 @@ type pageQP struct {
 	SignaledPct    *float64           `json:"signaled_pct"`
 	Peak           *uint64            `json:"peak"`
 	PeakBound      bool               `json:"peak_lower_bound,omitempty"`
+	PeakUpper      bool               `json:"peak_upper_bound,omitempty"` // completions past the poll record bound
 	ENOMEM         uint64             `json:"enomem"`
 	PCIe           map[string]float64 `json:"pcie"` // the savings by cause; nil: no PCIe model (Notes say why)
 	Notes          []int              `json:"notes,omitempty"`
@@ -293,7 +294,7 @@ func buildQP(p *Page, q *analyzer.QP) pageQP {
 	pq.InlinePct, pq.SignaledPct = share(q.Inline, q.WRs), share(q.Signaled, q.WRs)
 	if q.Reported("peak_outstanding") && !q.CompletionsNotTraced {
 		v := q.PeakOutstanding
-		pq.Peak, pq.PeakBound = &v, q.OutstandingLowerBound
+		pq.Peak, pq.PeakBound, pq.PeakUpper = &v, q.OutstandingLowerBound, q.OutstandingUpperBound
 	}
 	h, start := p.Series.of(q)
 	switch {

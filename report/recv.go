@@ -24,14 +24,22 @@ func writeRecvQP(w io.Writer, q *analyzer.QP) {
 	if r.FailedCalls > 0 {
 		fmt.Fprintf(w, " (%d failed)", r.FailedCalls)
 	}
+	bound := ""
 	if r.CompletionsSeen() {
-		fmt.Fprintf(w, ", %d consumed by receive CQEs", r.Consumed)
+		least := ""
+		if r.ConsumedLowerBound {
+			bound, least = "<= ", "at least "
+		}
+		fmt.Fprintf(w, ", %s%d consumed by receive CQEs", least, r.Consumed)
 		if r.CQEErrors > 0 {
 			fmt.Fprintf(w, " (%d with errors)", r.CQEErrors)
 		}
+		if r.ConsumedLowerBound {
+			fmt.Fprintf(w, " (its recv CQ returned %d completions past the poll record bound, not attributed to a QP)", r.CQEsPastBound)
+		}
 	}
 	if r.Outstanding != nil {
-		fmt.Fprintf(w, "; outstanding now %d, peak %d", *r.Outstanding, *r.Peak)
+		fmt.Fprintf(w, "; outstanding now %s%d, peak %s%d", bound, *r.Outstanding, bound, *r.Peak)
 		if r.Depth != nil {
 			fmt.Fprintf(w, " of max_recv_wr %d", *r.Depth)
 		}
@@ -144,9 +152,12 @@ func writeCQs(w io.Writer, cqs []analyzer.CQ) {
 		}
 		fmt.Fprintf(w, "; polls %d (empty %d), CQEs %d", c.Polls, c.EmptyPolls, c.CQEs)
 		if c.RecvCQEs != nil {
-			fmt.Fprintf(w, " (receive %d)", *c.RecvCQEs)
+			fmt.Fprintf(w, " (receive %s%d)", map[bool]string{true: ">= "}[c.CQEsPastBound > 0], *c.RecvCQEs)
 		}
 		fmt.Fprintln(w)
+		if s := PollCuts(analyzer.Cuts{CQEsPastBound: c.CQEsPastBound, PollRecordWCs: c.PollRecordWCs}); s != "" {
+			fmt.Fprintf(w, "  %s (in its CQEs, not told send from receive)\n", s)
+		}
 		if c.UnmatchedExCQEs > 0 {
 			fmt.Fprintf(w, "  %d extended-poll completions matched no WR outstanding on this CQ's QPs (receive completions, or WRs not traced)\n", c.UnmatchedExCQEs)
 		}

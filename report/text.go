@@ -194,6 +194,12 @@ func writeEventsQP(w io.Writer, q *analyzer.QP) {
 	if q.CompletionsNotTraced {
 		fmt.Fprintf(w, "  CQEs polled %d; outstanding and occupancy UNKNOWN: no poll function is traced, so no completion is seen (give --probe poll_cq=LIB:0xOFFSET too)\n",
 			q.CQEsPolled)
+	} else if q.OutstandingUpperBound && q.OutstandingLowerBound {
+		fmt.Fprintf(w, "  CQEs polled >= %d, outstanding now %d, peak %d (not bounds either way: the WRs posted before the attach are not counted, and WRs whose completions were past the poll record bound may still be)\n",
+			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
+	} else if q.OutstandingUpperBound {
+		fmt.Fprintf(w, "  CQEs polled >= %d, outstanding now <= %d, peak <= %d (upper bounds: WRs whose completions were past the poll record bound are counted until a later completion of the QP retires them)\n",
+			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
 	} else if q.OutstandingSampledNS != 0 {
 		fmt.Fprintf(w, "  CQEs polled %d, outstanding %d when the last sample window closed (not traced since), peak seen in windows %d\n",
 			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
@@ -253,8 +259,13 @@ func writeOccupancy(w io.Writer, q *analyzer.QP) {
 	if o.Depth > 0 {
 		peak = fmt.Sprintf("%d (%.0f%%) of %d", o.Peak, pct(o.Peak, o.Depth), o.Depth)
 	}
-	if q.OutstandingLowerBound {
+	switch {
+	case q.OutstandingLowerBound && q.OutstandingUpperBound:
+		peak = "~" + peak
+	case q.OutstandingLowerBound:
 		peak = ">= " + peak
+	case q.OutstandingUpperBound:
+		peak = "<= " + peak
 	}
 	fmt.Fprintf(w, "  occupancy: peak %s", peak)
 	if len(o.Histogram) == 0 {
@@ -298,12 +309,9 @@ func whileTraced(r *analyzer.Rates) string {
 	return ""
 }
 
-// Cuts says what the tracer's bounds cut on a QP (or in total); "" when
-// nothing was.
+// Cuts says what the tracer's bounds cut on a QP, its send CQ's
+// completions past the poll record bound included; "" when nothing was.
 func Cuts(c analyzer.Cuts) string {
-	if c == (analyzer.Cuts{}) {
-		return ""
-	}
 	var parts []string
 	if c.SGECutWRs > 0 {
 		parts = append(parts, fmt.Sprintf("%d WRs with SGEs past the SGE bound (%d SGEs not summed: byte counts are lower bounds)",
@@ -313,7 +321,22 @@ func Cuts(c analyzer.Cuts) string {
 		parts = append(parts, fmt.Sprintf("%d post calls with lists past the walk bound (WRs past it not seen: WR counts are lower bounds)",
 			c.WalkCappedPosts))
 	}
+	if c.CQEsPastBound > 0 {
+		parts = append(parts, "its send CQ's "+PollCuts(c))
+	}
+	if len(parts) == 0 { // the bound alone is no cut (an interval's counters)
+		return ""
+	}
 	return "cut by the tracer's bounds: " + strings.Join(parts, ", ")
+}
+
+// PollCuts says how many completions polls returned past what a poll
+// record holds; "" when none.
+func PollCuts(c analyzer.Cuts) string {
+	if c.CQEsPastBound == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d completions past the %d a poll record holds: not attributed to a QP", c.CQEsPastBound, c.PollRecordWCs)
 }
 
 // writeCuts writes the line saying what the tracer's bounds cut on a QP;

@@ -32,6 +32,9 @@ func writeTrace(w io.Writer, s *analyzer.Snapshot) {
 		fmt.Fprintf(w, "  trace ended: %s\n", s.Ended)
 	}
 	writeEnding(w, s)
+	if c := PollCuts(s.Total.Cuts); c != "" {
+		fmt.Fprintf(w, "  cut by the tracer's bounds, in all: %s (each CQ's are on its line)\n", c)
+	}
 	writeSentinel(w, s.Sentinel, s.FirstNS)
 	for i := range s.Scans {
 		writeScan(w, &s.Scans[i], s.Processes)

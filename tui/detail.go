@@ -110,7 +110,8 @@ func (u *UI) writeEventsDetail(b *strings.Builder, r *row, w int) {
 		noModel(b, q)
 	}
 	fmt.Fprintf(b, "signal pattern: %s, longest unsignaled run %d of depth %d\n", signalPattern(r), q.LongestUnsignaledRun, q.MaxSendWR)
-	fmt.Fprintf(b, "WRs %d  posts %d  inline %d  CQEs polled %d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
+	least := map[bool]string{true: ">="}[q.OutstandingUpperBound] // completions past the poll record bound: not all attributed
+	fmt.Fprintf(b, "WRs %d  posts %d  inline %d  CQEs polled %s%d  polls %d (empty %d)", r.c.WRs, r.c.PostCalls, r.c.Inline, least, r.c.CQEsPolled, r.c.Polls, r.c.EmptyPolls)
 }
 
 // SentinelNote says once, where a sentinel-mode QP is shown, what its

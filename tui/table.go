@@ -78,7 +78,7 @@ var columns = []column{
 			if !r.qp.Measured("outstanding") {
 				return notMeasured, unmeasuredColor
 			}
-			return fmt.Sprintf("%s %s%d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), atLeast(r), r.occupancy), statusColor(r.status)
+			return fmt.Sprintf("%s %s%d", Bar(r.occupancy, uint64(r.qp.MaxSendWR)), bound(r), r.occupancy), statusColor(r.status)
 		}},
 	{name: "PEAK", drop: 4,
 		less: func(a, b *row) bool { return a.qp.PeakOutstanding < b.qp.PeakOutstanding },
@@ -86,7 +86,7 @@ var columns = []column{
 			if !r.qp.Measured("peak_outstanding") {
 				return notMeasured, unmeasuredColor
 			}
-			return atLeast(r) + fmt.Sprint(r.qp.PeakOutstanding), plain
+			return bound(r) + fmt.Sprint(r.qp.PeakOutstanding), plain
 		}},
 	{name: "INLINE%", drop: 3,
 		less: func(a, b *row) bool {
@@ -230,11 +230,19 @@ func modeled(r *row, rate float64) string {
 	return humanRate(rate)
 }
 
-// atLeast marks a count that is a lower bound: the QP's WRs posted before
-// the attach are not known yet (analyzer.QP.OutstandingLowerBound).
-func atLeast(r *row) string {
-	if r.qp.OutstandingLowerBound {
+// bound marks an occupancy that is a bound: a lower one while the QP's
+// WRs posted before the attach are not known (analyzer.QP
+// OutstandingLowerBound), an upper one once completions past the poll
+// record bound may have retired WRs it counts (OutstandingUpperBound),
+// neither with both.
+func bound(r *row) string {
+	switch lo, hi := r.qp.OutstandingLowerBound, r.qp.OutstandingUpperBound; {
+	case lo && hi:
+		return "~"
+	case lo:
 		return ">="
+	case hi:
+		return "<="
 	}
 	return ""
 }

@@ -307,6 +307,9 @@ func (u *UI) renderHeader() {
 		when = fmt.Sprintf("replay %s of %s x%.2g", pos.Truncate(time.Second), length.Truncate(time.Second), p.Speed(1))
 	}
 	h := fmt.Sprintf("[::b]sqscope[::-] | %s | %s | events/s %s | %s", u.info.Mode, when, humanRate(u.eventsPS), lost)
+	if c := s.Total.CQEsPastBound; c > 0 {
+		h += fmt.Sprintf(" | [orange]%d CQEs past the poll record bound[-]", c)
+	}
 	if u.info.Warning != "" {
 		h += " | [white:red]" + tview.Escape(u.info.Warning) + "[-:-]"
 	}

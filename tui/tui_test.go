@@ -537,6 +537,36 @@ func TestLowerBoundOccupancy(t *testing.T) {
 	}
 }
 
+// A QP whose send CQ returned completions past the poll record bound shows
+// its occupancy and peak as upper bounds (as neither with a lower bound
+// too), its detail says what was cut, and the header the total.
+func TestPollCutBounds(t *testing.T) {
+	s := healthy()
+	q := &s.QPs[0] // the one selected first
+	q.OutstandingUpperBound, q.Outstanding, q.PeakOutstanding = true, 37, 41
+	q.Cuts = analyzer.Cuts{CQEsPastBound: 191, PollRecordWCs: 32}
+	s.Total.CQEsPastBound, s.Total.PollRecordWCs = 191, 32
+	u, _, scr := newTestUI(t, s)
+	lines := draw(u, scr)
+	if _, l := find(lines, "0x1c0 "); !strings.Contains(l, "<=37") || !strings.Contains(l, "<=41") {
+		t.Errorf("row %q: want <=37 and <=41", l)
+	}
+	if _, l := find(lines, "0x1c1 "); strings.Contains(l, "<=") {
+		t.Errorf("row %q: an exact QP shows a bound", l)
+	}
+	if !strings.Contains(lines[0], "191 CQEs past the poll record bound") {
+		t.Errorf("header %q: want the completions past the bound", lines[0])
+	}
+	if _, l := find(lines, "its send CQ's 191 completions past the 32 a poll record holds"); l == "" {
+		t.Errorf("no cut line in the detail:\n%s", strings.Join(lines, "\n"))
+	}
+	q.OutstandingLowerBound = true
+	u, _, scr = newTestUI(t, s)
+	if _, l := find(draw(u, scr), "0x1c0 "); !strings.Contains(l, "~37") || !strings.Contains(l, "~41") {
+		t.Errorf("row %q: want ~37 and ~41 (neither bound)", l)
+	}
+}
+
 // The detail names the QP's process, where the trace knows its name.
 func TestDetailNamesTheProcess(t *testing.T) {
 	for _, tc := range []struct{ comm, want string }{{"ib_write_bw", "(ib_write_bw) RC"}, {"", fmt.Sprintf("pid %d RC", healthy().QPs[0].PID)}} {

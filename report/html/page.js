@@ -109,6 +109,15 @@ function pcieBlock(q) {
   return d;
 }
 
+// peakBound marks a peak that is a bound: lower (WRs posted before the
+// attach unknown), upper (completions past the poll record bound), or
+// neither with both.
+function peakBound(q) {
+  if (q.peak_lower_bound && q.peak_upper_bound) return "~";
+  if (q.peak_lower_bound) return ">= ";
+  return q.peak_upper_bound ? "<= " : "";
+}
+
 function card(i) {
   var q = data.qps[i];
   return cardOf(i, q.label, function (c) {
@@ -132,7 +141,7 @@ function card(i) {
     [["WRs", q.wrs], ["WRs/s", fmt(q.wrs_per_s)], ["doorbells/s", fmt(q.doorbells_per_s)],
      ["WRs per doorbell", fmt(q.wrs_per_doorbell, 2)], ["inline", fmt(q.inline_pct, 1) + "%"],
      ["signaled", fmt(q.signaled_pct, 1) + "%"],
-     ["peak outstanding", (q.peak_lower_bound ? ">= " : "") + fmt(q.peak) + (q.depth ? " of " + q.depth : " (depth unknown)")],
+     ["peak outstanding", peakBound(q) + fmt(q.peak) + (q.depth ? " of " + q.depth : " (depth unknown)")],
      ["ENOMEM", q.enomem]].forEach(function (f) {
       facts.appendChild(el("li", {}, f[0] + ": " + f[1]));
     });
