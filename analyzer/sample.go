@@ -28,8 +28,11 @@ type Sampling struct {
 	// BudgetPct is the budget the windows kept to (--budget), 0 none.
 	BudgetPct float64 `json:"budget_pct,omitempty"`
 	// NextInSeconds is the wait until the next window, as the budget
-	// (or the sample period) set it at the last window's end.
+	// (or the sample period) set it at the last window's end; Ended: the
+	// trace ended since, and the cost is over the processes' CPU to its
+	// end.
 	NextInSeconds float64 `json:"next_window_in_s"`
+	Ended         bool    `json:"ended,omitempty"`
 }
 
 // SampleCost is the probes' cost against the processes' own CPU time.
@@ -96,6 +99,16 @@ func (a *Analyzer) onWindow(e *trace.Window) {
 		s.Sampling = &Sampling{}
 	}
 	sm := s.Sampling
+	if e.Tail { // the trace's end: the CPU since the last window
+		if c := sm.Cost; c != nil && e.CostErr == "" {
+			c.TargetCPUSeconds += float64(e.TargetCPUNS) / 1e9
+			if c.TargetCPUSeconds > 0 {
+				c.SharePct = 100 * c.ProbeCPUSeconds / c.TargetCPUSeconds
+			}
+		}
+		sm.Ended = true
+		return
+	}
 	sm.Windows++
 	if e.TimeNS > e.FromNS {
 		sm.TracedSeconds += float64(e.TimeNS-e.FromNS) / 1e9

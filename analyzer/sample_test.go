@@ -77,6 +77,13 @@ func TestSampleWindows(t *testing.T) {
 		t.Errorf("sampling %+v, sentinel %+v: want two windows, no escalation", m, snap.Sentinel)
 	}
 
+	// the trace's end: the cost is over the CPU to it, no window more
+	s.Add(&trace.Window{Header: trace.Header{TimeNS: s.T + 100}, FromNS: s.T + 100, PeriodNS: 20_000_000, TargetCPUNS: 20_000_000, Tail: true})
+	snap = run(t, s, Options{BF: DefaultBF})
+	if m := snap.Sentinel.Sampling; m.Windows != 2 || !m.Ended || math.Abs(m.Cost.TargetCPUSeconds-0.04) > 1e-9 || math.Abs(m.Cost.SharePct-0.75) > 1e-9 {
+		t.Errorf("sampling %+v, cost %+v: want two windows, their 300 µs over the 40 ms of the processes' own CPU to the end", m, m.Cost)
+	}
+
 	// a failure in a window escalates it without re-synchronising
 	s2 := streamtest.New()
 	s2.MemQP(qpn, ibv.QPSRTS)

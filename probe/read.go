@@ -77,6 +77,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 		defer func() {
 			cancel()
 			<-done
+			t.deliverAttachments(fn) // what the sampler said last
 		}()
 	}
 

@@ -43,6 +43,7 @@ type sampler struct {
 	// costSum and ownSum: what the windows cost and the processes' own
 	// CPU time, since the first window (ns)
 	costSum, ownSum float64
+	cpuAcc          uint64 // the processes' CPU read since the last window's end, of those that ended too
 }
 
 type progTotals struct {
@@ -178,10 +179,18 @@ func (t *Tracer) runSampler(ctx context.Context) {
 	s := t.newSampler()
 	wait := t.opts.SampleEvery
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
+		// the processes' CPU read every second meanwhile: one that ends
+		// before the next window counts up to then
+		for deadline := time.Now().Add(wait); time.Now().Before(deadline); {
+			select {
+			case <-ctx.Done():
+				// the processes' CPU since the last window, which the
+				// cost so far is over too
+				t.queueAfter(s.tail(t.sampledPIDs(), t.opts))
+				return
+			case <-time.After(min(time.Until(deadline), time.Second)):
+			}
+			s.cpuAcc += s.cpuSince(t.sampledPIDs())
 		}
 		pids := t.sampledPIDs()
 		stats, note := s.startStats()
@@ -211,10 +220,7 @@ func (t *Tracer) runSampler(ctx context.Context) {
 			stats.Close()
 		}
 		wait = time.Duration(w.NextNS)
-		t.mu.Lock()
-		t.after = append(t.after, w)
-		t.haveUnsent.Store(true)
-		t.mu.Unlock()
+		t.queueAfter(w)
 		if ctx.Err() != nil {
 			return
 		}
@@ -232,7 +238,8 @@ func (s *sampler) window(from, to uint64, opened uint32, pids []uint32, note str
 		CostErr: s.trapErr, CostNote: note, NextNS: uint64(o.SampleEvery)}
 	s.lastEnd = end
 	runs, traps, runNS := s.progRuns()
-	cpuNS := s.cpuSince(pids)
+	cpuNS := s.cpuAcc + s.cpuSince(pids)
+	s.cpuAcc = 0
 	if s.trapErr == "" {
 		w.Traps, w.TrapNS, w.TargetCPUNS = traps, s.trapNS, cpuNS
 		if note == "" {
@@ -297,4 +304,26 @@ func checkSampling(o *Options) error {
 		return fmt.Errorf("sample window %v: want it shorter than the sample period %v", o.SampleFor, o.SampleEvery)
 	}
 	return nil
+}
+
+// queueAfter queues ev for Run to deliver after the attachments.
+func (t *Tracer) queueAfter(ev trace.Event) {
+	t.mu.Lock()
+	t.after = append(t.after, ev)
+	t.haveUnsent.Store(true)
+	t.mu.Unlock()
+}
+
+// tail is the end of the trace as a trace.Window without a window: the
+// processes' CPU time since the last window's end.
+func (s *sampler) tail(pids []uint32, o Options) *trace.Window {
+	end := trace.MonotonicNS()
+	w := &trace.Window{Header: trace.Header{TimeNS: end}, FromNS: end, PeriodNS: end - s.lastEnd, Tail: true,
+		CostErr: s.trapErr, TrapNS: s.trapNS, BudgetPPM: uint32(o.Budget * 1e4)}
+	s.lastEnd = end
+	if cpu := s.cpuAcc + s.cpuSince(pids); s.trapErr == "" {
+		w.TargetCPUNS = cpu
+	}
+	s.cpuAcc = 0
+	return w
 }

@@ -48,5 +48,8 @@ func SamplingText(m *analyzer.Sampling) string {
 	if m.BudgetPct > 0 {
 		t += fmt.Sprintf(", budget %g%%", m.BudgetPct)
 	}
+	if m.Ended {
+		return t + "; to the trace's end"
+	}
 	return t + fmt.Sprintf("; next window in %.1f s", m.NextInSeconds)
 }

@@ -501,6 +501,10 @@ type Window struct {
 	// until the next window that it (or the sample period) sets.
 	BudgetPPM uint32
 	NextNS    uint64
+	// Tail: no window, the end of the trace: the processes' CPU time
+	// since the last window's end (TargetCPUNS over PeriodNS), which
+	// the windows' cost is over too.
+	Tail bool
 }
 
 func (*Window) Kind() Kind { return KindWindow }

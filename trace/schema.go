@@ -211,6 +211,7 @@ func (c *recordCodec) fields(ev Event) {
 		c.str(&e.CostNote)
 		c.u32(&e.BudgetPPM)
 		c.u64(&e.NextNS)
+		c.bool(&e.Tail)
 	}
 	c.end()
 }
