@@ -41,15 +41,41 @@ type scanJSON struct {
 // WRs traced must come -l per post, signaled every -Q, with never more
 // than -t outstanding.
 func perftestAttached(tool, args string, traceSecs int) guestCmd {
+	return perftestAttachedRate(tool, args, traceSecs, false)
+}
+
+// perftestAttachedRate is perftestAttached; with untracedFirst the same
+// client runs once untraced before, and the traced run's message rate
+// must stay within what the untraced one had (a tracer that attaches
+// must not stall its target).
+func perftestAttachedRate(tool, args string, traceSecs int, untracedFirst bool) guestCmd {
 	a, err := parsePerftestArgs(args)
 	name := "attach-" + tool + strings.NewReplacer(" --", "-", " -", "-", " ", "").Replace(" "+args)
+	if untracedFirst {
+		name += "-rate"
+	}
 	if err != nil {
 		return guestCmd{name: name, sh: "true", check: func(t *testing.T, _ cmdResult) {
 			t.Fatalf("perftest args %q: %v", args, err)
 		}}
 	}
+	first := ""
+	if untracedFirst {
+		first = `$T $A > server0.log 2>&1 &
+s=$!
+i=0
+until ss -Hltn 'sport = :18515' | grep -q .; do
+	i=$((i + 1))
+	[ $i -gt 400 ] && { echo "server not listening after 20 s"; cat server0.log; kill $s; exit 1; }
+	sleep 0.05
+done
+$T $A 127.0.0.1 > client0.log 2>&1 || { echo "untraced client failed"; cat client0.log; kill $s; exit 1; }
+wait $s
+sleep 0.5
+`
+	}
 	sh := fmt.Sprintf(`T=%s A=%q
-$T $A > server.log 2>&1 &
+`+first+`$T $A > server.log 2>&1 &
 s=$!
 i=0
 until ss -Hltn 'sport = :18515' | grep -q .; do
@@ -91,8 +117,61 @@ echo "trace exit $r, client exit $cv, server exit $sv"
 		check: func(t *testing.T, r cmdResult) {
 			requireExit(t, r, 0)
 			checkAttached(t, r, a)
+			if untracedFirst {
+				checkRate(t, r, traceSecs, a)
+			}
 		},
 	}
+}
+
+// checkRate compares the client's message rate traced (for traceSecs of
+// its run) with its untraced run's: a stall (the rate falling to 0 after
+// the attach) shows as a traced rate far below; the probes' own cost as a
+// fall of at most the traced share of the run.
+func checkRate(t *testing.T, r cmdResult, traceSecs int, a perftestArgs) {
+	t.Helper()
+	rate := func(name string) float64 {
+		b, err := os.ReadFile(filepath.Join(r.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := perftestMsgRate(string(b))
+		if !ok {
+			t.Fatalf("%s: no message rate in the client's output:\n%s", name, b)
+		}
+		return v
+	}
+	untraced, traced := rate("client0.log"), rate("client.log")
+	// the traced share of the run may cost what the probes cost, the
+	// rest of it nothing: the average stays above the untraced rate's
+	// untraced share, and above half of it whatever the share
+	share := float64(traceSecs) / float64(max(a.duration, 1))
+	floor := max(0.5, 1-share) * untraced
+	t.Logf("message rate: untraced %.4f Mpps, traced for %d s of %d s: %.4f Mpps (%.0f%%)", untraced, traceSecs, a.duration, traced, 100*traced/untraced)
+	if traced < floor {
+		t.Errorf("the client's message rate fell from %.4f to %.4f Mpps while traced %d s of %d s: want at least %.4f", untraced, traced, traceSecs, a.duration, floor)
+	}
+}
+
+// perftestMsgRate is the MsgRate[Mpps] of a perftest bw client's result
+// line: the last number of the line after its header.
+func perftestMsgRate(out string) (float64, bool) {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "MsgRate") || i+1 >= len(lines) {
+			continue
+		}
+		f := strings.Fields(lines[i+1])
+		if len(f) == 0 {
+			return 0, false
+		}
+		var v float64
+		if _, err := fmt.Sscan(f[len(f)-1], &v); err != nil {
+			return 0, false
+		}
+		return v, true
+	}
+	return 0, false
 }
 
 func checkAttached(t *testing.T, r cmdResult, a perftestArgs) {
@@ -226,5 +305,18 @@ func checkAttached(t *testing.T, r cmdResult, a perftestArgs) {
 		exact, sender["wr_ids_repeat"], num(sender, "pre_attach_cqes"))
 	if t.Failed() {
 		t.Logf("sender: %s\nclient output:\n%s", excerpt(sender, "outstanding", "exact_since_ns", "outstanding_lower_bound", "wr_ids_repeat", "pre_attach_cqes"), tail(r.stdout, 40))
+	}
+}
+
+// The message rate is read from the result line under perftest's header,
+// and its absence is said.
+func TestPerftestMsgRate(t *testing.T) {
+	out := " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n" +
+		" 16         123456           0.00               1.88                 0.123456\n"
+	if v, ok := perftestMsgRate(out); !ok || v != 0.123456 {
+		t.Errorf("rate %v (%v), want 0.123456", v, ok)
+	}
+	if _, ok := perftestMsgRate("Couldn't connect to 127.0.0.1:18515\n"); ok {
+		t.Error("a rate read from an output without one")
 	}
 }
