@@ -186,8 +186,8 @@ func seriesNote(p *Page) string {
 	if p.Series == nil {
 		return "No occupancy series was built for this report."
 	}
-	return fmt.Sprintf("Each point is a bucket of %s: the shaded band spans the fewest to the most WRs outstanding at any moment in it (downsampled with min/max per bucket, so no peak is lost); the dashed line is max_send_wr; red ticks under the axis are buckets with failed posts, orange ones where a diagnosis was first and last made.",
-		durText(p.Series.StepNS))
+	return fmt.Sprintf("Each point is a bucket of %s: the shaded band spans the fewest to the most WRs outstanding at any moment in it (downsampled with min/max per bucket, so no peak is lost); the dashed line is max_send_wr; red ticks under the axis are buckets with failed posts, orange ones where a diagnosis was first and last made.%s",
+		durText(p.Series.StepNS), p.Series.Note)
 }
 
 func durText(ns uint64) string {
