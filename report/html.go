@@ -25,6 +25,7 @@ type Page struct {
 	Header string            // what was read of it (one line)
 	Snap   analyzer.Snapshot // the report's snapshot
 	Series *Series           // occupancy over the run; nil: none built
+	Advice *Advice           // what sqscope advise says; nil: no section
 }
 
 // The most QPs plotted when the page opens: every QP with a diagnosis
@@ -158,6 +159,7 @@ func WriteHTML(w io.Writer, p Page) error {
 	}
 	fmt.Fprint(ew, "</section>\n")
 	writeDiagSection(ew, s, data)
+	writeAdvice(ew, p.Advice, s, data)
 	fmt.Fprintf(ew, `<section id="plots"><h2>Send queues over time</h2>
 <p class="note">%s</p>
 <p><label>Plot another QP: <select id="pick"><option value="">(choose, or click a row of the table)</option></select></label></p>
