@@ -81,8 +81,9 @@ func maxOfRuns(t *testing.T, s string) uint64 {
 // the page (a new file, 0600) holds the workload's QP with its WRs and
 // ENOMEMs, its occupancy up to its depth with every failed post marked,
 // and the diagnoses with their fixes; record's is the page report --html
-// makes of the recording, byte for byte, its advice included; trace's
-// says why it has none.
+// makes of the recording, byte for byte, its advice included; trace's,
+// and record's of a recording sent to standard output, say why they
+// have none.
 func TestTraceRecordHTML(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	bin := sqscopeBin(t)
@@ -95,9 +96,10 @@ func TestTraceRecordHTML(t *testing.T) {
 	}{
 		{"trace", "No advice: advise replays a recording's WR streams, and a trace keeps none", []string{"trace", "--json"}},
 		{"record", "", []string{"record", "-o", rec}},
+		{"record to stdout", "this one went to standard output", []string{"record", "-o", "-"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			page := filepath.Join(dir, tc.name+".html")
+			page := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".html")
 			args := append(append(tc.args, "--html", page), workload...)
 			var stdout, stderr bytes.Buffer
 			cmd := exec.Command(bin, args...)
@@ -109,8 +111,15 @@ func TestTraceRecordHTML(t *testing.T) {
 				t.Errorf("stderr does not say the page was written:\n%s", stderr.String())
 			}
 			summary := stdout.Bytes()
-			if tc.name == "record" {
-				out, err := exec.Command(bin, "report", "--json", rec).Output()
+			if tc.name != "trace" { // the recording's report
+				from := rec
+				if tc.name == "record to stdout" {
+					from = filepath.Join(dir, "stdout.sqscope")
+					if err := os.WriteFile(from, summary, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				out, err := exec.Command(bin, "report", "--json", from).Output()
 				if err != nil {
 					t.Fatalf("report --json: %v", err)
 				}
