@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -269,6 +270,71 @@ func TestLoad(t *testing.T) {
 			}
 			if ss[0].Current.InlineUpTo != tc.cur.InlineUpTo || ss[0].Current.PostList != tc.cur.PostList || ss[0].Current.MaxSendWR != tc.cur.MaxSendWR {
 				t.Errorf("current %+v, want %+v", ss[0].Current, tc.cur)
+			}
+		})
+	}
+}
+
+// LoadSome keeps only the streams of the QPs selected, each up to the
+// bound: the others are left out, a longer one is not advised on
+// (ErrTooLong) and its WRs are not held.
+func TestLoadSome(t *testing.T) {
+	h := func(ns uint64) trace.Header { return trace.Header{TimeNS: ns, PID: 7, TID: 7} }
+	create := func(qp uint64, qpn uint32, lib string) *trace.QPCreate {
+		return &trace.QPCreate{Header: h(1), QP: qp, QPNum: qpn, Type: trace.QPTypeRC, SendCQ: 2, RecvCQ: 2,
+			Caps: trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}, Via: "ibv_create_qp", Lib: lib}
+	}
+	post := func(ns, qp uint64, qpn uint32, n int) *trace.Post {
+		p := &trace.Post{Header: h(ns), QP: qp, QPNum: qpn, Accepted: uint32(n)}
+		for i := range n {
+			p.WRs = append(p.WRs, trace.WR{ID: ns*100 + uint64(i), Opcode: ibv.WRSend, NumSGE: 1, Bytes: 48})
+		}
+		return p
+	}
+	const mlx5, rxe = "/usr/lib/libmlx5.so.1", "/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so"
+	// QP 0x10: 10 WRs in three posts; 0x30: 3 WRs; 0x20 on rxe
+	evs := []trace.Event{create(1, 0x10, mlx5), create(2, 0x20, rxe), create(3, 0x30, mlx5),
+		post(10, 1, 0x10, 4), post(20, 2, 0x20, 2), post(30, 3, 0x30, 3), post(40, 1, 0x10, 4), post(50, 1, 0x10, 2)}
+	only := func(qpns ...uint32) func(pid, qpn uint32) bool {
+		return func(pid, qpn uint32) bool { return pid == 7 && slices.Contains(qpns, qpn) }
+	}
+	for _, tc := range []struct {
+		name    string
+		sel     Select
+		err     error
+		streams map[uint32]int // WRs of each stream kept
+		not     map[uint32]error
+	}{
+		{"all", Select{}, nil, map[uint32]int{0x10: 10, 0x30: 3}, map[uint32]error{0x20: ErrNotMlx5}},
+		{"one QP", Select{Keep: only(0x30)}, nil, map[uint32]int{0x30: 3}, nil},
+		{"the bound", Select{MaxWRs: 5}, nil, map[uint32]int{0x30: 3}, map[uint32]error{0x10: ErrTooLong, 0x20: ErrNotMlx5}},
+		{"at the bound", Select{Keep: only(0x10), MaxWRs: 10}, nil, map[uint32]int{0x10: 10}, nil},
+		{"only one past the bound", Select{Keep: only(0x10), MaxWRs: 9}, ErrTooLong, nil, map[uint32]error{0x10: ErrTooLong}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ss, not, _, err := LoadSome(context.Background(), record(t, evs...), analyzer.DefaultBF, tc.sel)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("LoadSome: %v, want %v", err, tc.err)
+			}
+			got := map[uint32]int{}
+			for _, s := range ss {
+				got[s.QPNum] = len(s.WRs)
+			}
+			if len(got) != len(tc.streams) {
+				t.Fatalf("streams %v, want %v", got, tc.streams)
+			}
+			for q, n := range tc.streams {
+				if got[q] != n {
+					t.Errorf("QP %#x: %d WRs, want %d", q, got[q], n)
+				}
+			}
+			if len(not) != len(tc.not) {
+				t.Fatalf("not advised %+v, want %v", not, tc.not)
+			}
+			for _, n := range not {
+				if n.Err != tc.not[n.QPNum] || n.Why == "" {
+					t.Errorf("QP %#x not advised: %v (%q), want %v", n.QPNum, n.Err, n.Why, tc.not[n.QPNum])
+				}
 			}
 		})
 	}

@@ -44,48 +44,66 @@ func WriteJSON(w io.Writer, r Report) error {
 }
 
 // WriteText writes per QP the current settings and what they measured,
-// the best candidates with the changes that give them, the QPs not
-// advised on and why, the model and its limits.
+// the best candidates with the changes that give them (WriteQPText), the
+// QPs not advised on and why, the model and its limits (WriteRestText).
 func WriteText(w io.Writer, m Model, ads []Advice, not []NotAdvised) error {
-	ew := &errWriter{w: w}
-	for _, ad := range ads {
-		c := &ad.Measured
-		fmt.Fprintf(ew, "QP %#x (pid %d, %s): %d WRs recorded\n", ad.QPNum, ad.PID, c.Type, len(ad.WRs))
-		fmt.Fprintf(ew, "  current: %s (max_inline_data %d)\n", ad.Stream.Current, ad.Caps.MaxInlineData)
-		if ad.NotRecorded > 0 {
-			fmt.Fprintf(ew, "  %d WRs past the recording's bounds have no detail and are not replayed\n", ad.NotRecorded)
+	for i := range ads {
+		if err := WriteQPText(w, &ads[i]); err != nil {
+			return err
 		}
-		fmt.Fprintf(ew, "  measured: %d doorbells, %d BlueFlame, %d WQE reads, %d payload reads, %d CQE writes, peak %d outstanding, %d ENOMEM\n",
-			c.Doorbells, c.BFWrites, c.DMAReadsWQE, c.DMAReadsPayload, c.CQEWrites, c.PeakOutstanding, c.ENOMEMSQFull+c.ENOMEMInline+c.ENOMEMSGE)
-		if r := c.Rates.WRsPerSec; r > 0 && ad.Current.Overflow == "" && ad.Current.WRsPerSec > 1.15*r {
-			fmt.Fprintf(ew, "  recorded at %.0f WR/s (traced), the replay of its settings predicts %.0f: the host, not the NIC model, set\n"+
-				"  the recorded rate, and the WR/s below are the NIC's bound, not what the application will reach\n", r, ad.Current.WRsPerSec)
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
 		}
-		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "  \tWR/s\tPCIe B/WR\tdoorbells\tBF\tWQE reads\tpayload reads\tCQE writes\tpeak out\t")
-		row := func(name string, p *Prediction) {
-			fmt.Fprintf(tw, "  %s\t%.0f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t\n", name, p.WRsPerSec, p.BytesPerWR(),
-				p.Doorbells, p.BFWrites, p.DMAReadsWQE, p.DMAReadsPayload, p.CQEWrites, p.PeakOutstanding)
-		}
-		if ad.Current.Overflow == "" {
-			row("current (replayed)", &ad.Current)
-		}
-		for i := range ad.Best {
-			row(fmt.Sprintf("#%d", i+1), &ad.Best[i].Prediction)
-		}
-		tw.Flush()
-		if ad.Current.Overflow != "" {
-			fmt.Fprintf(ew, "  current settings replayed: %s\n", ad.Current.Overflow)
-		}
-		fmt.Fprintf(ew, "  best of %d candidates (throughput vs PCIe bytes, none overflows):\n", len(ad.All))
-		for i, b := range ad.Best {
-			fmt.Fprintf(ew, "  #%d %s:\n", i+1, b.Settings)
-			for _, x := range b.Changes {
-				fmt.Fprintf(ew, "       %s\n", x)
-			}
-		}
-		fmt.Fprintln(ew)
 	}
+	return WriteRestText(w, m, not)
+}
+
+// WriteQPText writes one QP's advice as WriteText does.
+func WriteQPText(w io.Writer, ad *Advice) error {
+	ew := &errWriter{w: w}
+	c := &ad.Measured
+	fmt.Fprintf(ew, "QP %#x (pid %d, %s): %d WRs recorded\n", ad.QPNum, ad.PID, c.Type, len(ad.WRs))
+	fmt.Fprintf(ew, "  current: %s (max_inline_data %d)\n", ad.Stream.Current, ad.Caps.MaxInlineData)
+	if ad.NotRecorded > 0 {
+		fmt.Fprintf(ew, "  %d WRs past the recording's bounds have no detail and are not replayed\n", ad.NotRecorded)
+	}
+	fmt.Fprintf(ew, "  measured: %d doorbells, %d BlueFlame, %d WQE reads, %d payload reads, %d CQE writes, peak %d outstanding, %d ENOMEM\n",
+		c.Doorbells, c.BFWrites, c.DMAReadsWQE, c.DMAReadsPayload, c.CQEWrites, c.PeakOutstanding, c.ENOMEMSQFull+c.ENOMEMInline+c.ENOMEMSGE)
+	if r := c.Rates.WRsPerSec; r > 0 && ad.Current.Overflow == "" && ad.Current.WRsPerSec > 1.15*r {
+		fmt.Fprintf(ew, "  recorded at %.0f WR/s (traced), the replay of its settings predicts %.0f: the host, not the NIC model, set\n"+
+			"  the recorded rate, and the WR/s below are the NIC's bound, not what the application will reach\n", r, ad.Current.WRsPerSec)
+	}
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  \tWR/s\tPCIe B/WR\tdoorbells\tBF\tWQE reads\tpayload reads\tCQE writes\tpeak out\t")
+	row := func(name string, p *Prediction) {
+		fmt.Fprintf(tw, "  %s\t%.0f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t\n", name, p.WRsPerSec, p.BytesPerWR(),
+			p.Doorbells, p.BFWrites, p.DMAReadsWQE, p.DMAReadsPayload, p.CQEWrites, p.PeakOutstanding)
+	}
+	if ad.Current.Overflow == "" {
+		row("current (replayed)", &ad.Current)
+	}
+	for i := range ad.Best {
+		row(fmt.Sprintf("#%d", i+1), &ad.Best[i].Prediction)
+	}
+	tw.Flush()
+	if ad.Current.Overflow != "" {
+		fmt.Fprintf(ew, "  current settings replayed: %s\n", ad.Current.Overflow)
+	}
+	fmt.Fprintf(ew, "  best of %d candidates (throughput vs PCIe bytes, none overflows):\n", len(ad.All))
+	for i, b := range ad.Best {
+		fmt.Fprintf(ew, "  #%d %s:\n", i+1, b.Settings)
+		for _, x := range b.Changes {
+			fmt.Fprintf(ew, "       %s\n", x)
+		}
+	}
+	return ew.err
+}
+
+// WriteRestText writes what follows the QPs in WriteText: the QPs not
+// advised on and why, the model, its measured error and what a replay
+// cannot know.
+func WriteRestText(w io.Writer, m Model, not []NotAdvised) error {
+	ew := &errWriter{w: w}
 	for _, n := range not {
 		fmt.Fprintf(ew, "QP %#x (pid %d): not advised: %s\n", n.QPNum, n.PID, n.Why)
 	}

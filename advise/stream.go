@@ -78,15 +78,26 @@ type Stream struct {
 	// library): the replay's create names them too, so the analyzer
 	// applies the same provider's rules
 	via, lib string
+	tooLong  bool // past Select's MaxWRs: not held, not advised on
 }
 
 // ErrNoDetail, ErrNoCaps and ErrNotMlx5 say why a recording cannot be
-// replayed.
+// replayed; ErrTooLong why a stream past Select's bound is not.
 var (
 	ErrNoDetail = errors.New("the recording has no per-WR detail (it was made with --mode counters): record in events mode, the default")
 	ErrNoCaps   = errors.New("the recording has no QP create, so no caps (max_send_wr, max_inline_data): start tracing before the QPs are created (-c CMD or --workload)")
 	ErrNotMlx5  = errors.New("advise replays through the mlx5 model (mlx5 and the simulated HCA), which does not apply to it")
+	ErrTooLong  = errors.New("its WR stream is longer than this replays: run sqscope advise on the recording")
 )
+
+// Select bounds what LoadSome keeps: the streams of the QPs Keep
+// accepts (all when nil), each of at most MaxWRs WRs (0: no bound; a
+// longer one is not advised on, ErrTooLong), so that a page advising on
+// a few QPs of a long recording holds only theirs.
+type Select struct {
+	Keep   func(pid, qpNum uint32) bool
+	MaxWRs int
+}
 
 // NotAdvised is a QP of the recording that posted WRs and cannot be
 // replayed, and why.
@@ -121,6 +132,12 @@ func notAdvised(q *analyzer.QP, err error) NotAdvised {
 // no QP to replay is an error saying what is needed (the first QP's
 // reason).
 func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream, []NotAdvised, session.ReadResult, error) {
+	return LoadSome(ctx, r, bf, Select{})
+}
+
+// LoadSome is Load of the QPs sel keeps; the others are left out, as
+// QPs that posted nothing.
+func LoadSome(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig, sel Select) ([]*Stream, []NotAdvised, session.ReadResult, error) {
 	a := analyzer.New(analyzer.Options{BF: bf, HistoryLen: -1})
 	type key struct{ pid, qp uint32 }
 	byQP := map[key]*Stream{}
@@ -135,6 +152,9 @@ func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream
 		case *trace.QPCreate:
 			created[key{e.PID, e.QPNum}] = [2]string{e.Via, e.Lib}
 		case *trace.Post:
+			if sel.Keep != nil && !sel.Keep(e.PID, e.QPNum) {
+				break
+			}
 			k := key{e.PID, e.QPNum}
 			s := byQP[k]
 			if s == nil {
@@ -148,6 +168,10 @@ func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream
 			s.NotRecorded += uint64(e.Truncated)
 			if e.WalkCapped {
 				s.NotRecorded++ // at least one
+			}
+			if s.tooLong = s.tooLong || sel.MaxWRs > 0 && len(s.WRs)+len(e.WRs) > sel.MaxWRs; s.tooLong {
+				s.WRs = nil // never replayed: not held
+				break
 			}
 			for i := range e.WRs {
 				w := &e.WRs[i]
@@ -168,8 +192,11 @@ func Load(ctx context.Context, r *trace.Reader, bf analyzer.BFConfig) ([]*Stream
 		q := &snap.QPs[i]
 		s := byQP[key{q.PID, q.QPNum}]
 		switch {
-		case q.CountersOnly && q.PostCalls > 0:
+		case q.CountersOnly && q.PostCalls > 0 && (sel.Keep == nil || sel.Keep(q.PID, q.QPNum)):
 			not = append(not, notAdvised(q, ErrNoDetail))
+			continue
+		case s != nil && s.tooLong:
+			not = append(not, notAdvised(q, ErrTooLong))
 			continue
 		case s == nil || len(s.WRs) == 0:
 			continue

@@ -39,3 +39,15 @@ func (a *Analyzer) fitHistories(q *sq) {
 	a.histLen = n
 	q.hist.step, q.hist.n = a.opts.HistoryStepNS, n
 }
+
+// HistoryWindows is how many windows of stepNS each QP's occupancy
+// history keeps now: Options.HistoryLen, fewer as QPs come to share the
+// budget; a window older than that is gone from a QP whose ring is full.
+func (a *Analyzer) HistoryWindows() (n int, stepNS uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.histQPs == 0 {
+		return a.opts.HistoryLen, a.opts.HistoryStepNS
+	}
+	return int(a.histLen), a.opts.HistoryStepNS
+}

@@ -60,7 +60,16 @@ func TestHistoryBudget(t *testing.T) {
 			}
 			s.DT = dt
 			s.Send(1, 1, 0, 0) // one more window of QP 1
-			snap := run(t, s, Options{HistoryStepNS: 1000, HistoryLen: 6000, HistoryBytes: tc.budget})
+			opts := Options{HistoryStepNS: 1000, HistoryLen: 6000, HistoryBytes: tc.budget}
+			a := New(opts)
+			if n, step := a.HistoryWindows(); n != 6000 || step != 1000 {
+				t.Fatalf("before any QP: %d windows of %d ns, want 6000 of 1000", n, step)
+			}
+			a.IngestAll(s.Events)
+			snap := checked(t, a)
+			if n, _ := a.HistoryWindows(); uint64(n) != histLenFor(uint64(tc.budget), tc.qps, 6000) || n < len(snap.QPs[0].History) {
+				t.Fatalf("HistoryWindows says %d windows, want %d (QP 1 holds %d)", n, histLenFor(uint64(tc.budget), tc.qps, 6000), len(snap.QPs[0].History))
+			}
 			h := snap.QPs[0].History
 			if len(h) != tc.wantLen {
 				t.Fatalf("%d samples, want %d", len(h), tc.wantLen)

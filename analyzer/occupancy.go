@@ -46,6 +46,15 @@ type OccSample struct {
 	Min uint32 `json:"min"`
 }
 
+// Join makes s the sample of its window and the next one, o, as one
+// longer window: the band of both, the end of the later, the WRs and CQEs
+// of both (a plot of a long run, downsampled).
+func (s *OccSample) Join(o OccSample) {
+	s.Max, s.Min, s.End = max(s.Max, o.Max), min(s.Min, o.Min), o.End
+	s.WRs += o.WRs
+	s.CQEs += o.CQEs
+}
+
 // history is a ring of the most recent windows. Window w covers trace time
 // [w*step, (w+1)*step). The analyzer lowers n when many QPs share the
 // history budget (histbudget.go).

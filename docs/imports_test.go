@@ -81,11 +81,12 @@ func TestImportRules(t *testing.T) {
 		"workload":            {"verbs", "ibv", "internal/outfile", "C"},
 		"advise":              {"analyzer", "session", "trace", "verbs/nicmodel", "ibv"},
 		"diff":                {"advise", "analyzer", "report", "session", "trace"},
+		"reportpage":          {"advise", "analyzer", "report", "session", "trace", "verbs/nicmodel"},
 		"serve":               {"analyzer", "session", "trace"},
 		"internal/outfile":    {},
 		"internal/bpftest":    {"internal/trapcost"},
 		"internal/trapcost":   {},
-		"cmd/internal/cli":    {"analyzer", "probe", "session", "trace", "internal/outfile"},
+		"cmd/internal/cli":    {"analyzer", "probe", "reportpage", "session", "trace", "verbs/nicmodel", "internal/outfile"},
 	}
 	for pkg, ok := range allowed {
 		if product[pkg] == nil {

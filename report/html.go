@@ -25,6 +25,7 @@ type Page struct {
 	Header string            // what was read of it (one line)
 	Snap   analyzer.Snapshot // the report's snapshot
 	Series *Series           // occupancy over the run; nil: none built
+	Advice *Advice           // what sqscope advise says; nil: no section
 }
 
 // The most QPs plotted when the page opens: every QP with a diagnosis
@@ -159,6 +160,7 @@ func WriteHTML(w io.Writer, p Page) error {
 	}
 	fmt.Fprint(ew, "</section>\n")
 	writeDiagSection(ew, s, data)
+	writeAdvice(ew, p.Advice, s, data)
 	fmt.Fprintf(ew, `<section id="plots"><h2>Send queues over time</h2>
 <p class="note">%s</p>
 <p><label>Plot another QP: <select id="pick"><option value="">(choose, or click a row of the table)</option></select></label></p>
@@ -187,8 +189,8 @@ func seriesNote(p *Page) string {
 	if p.Series == nil {
 		return "No occupancy series was built for this report."
 	}
-	return fmt.Sprintf("Each point is a bucket of %s: the shaded band spans the fewest to the most WRs outstanding at any moment in it (downsampled with min/max per bucket, so no peak is lost); the dashed line is max_send_wr; red ticks under the axis are buckets with failed posts, orange ones where a diagnosis was first and last made.",
-		durText(p.Series.StepNS))
+	return fmt.Sprintf("Each point is a bucket of %s: the shaded band spans the fewest to the most WRs outstanding at any moment in it (downsampled with min/max per bucket, so no peak is lost); the dashed line is max_send_wr; red ticks under the axis are buckets with failed posts, orange ones where a diagnosis was first and last made.%s",
+		durText(p.Series.StepNS), p.Series.Note)
 }
 
 func durText(ns uint64) string {

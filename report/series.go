@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"fmt"
 	"math/bits"
 	"slices"
 	"unsafe"
@@ -16,11 +17,26 @@ import (
 // history holds the run from its first event to the last, and the posts
 // that failed in each bucket, counted from the events as they stream by.
 // Its memory is bounded by the QPs times the buckets, whatever the
-// recording's length.
+// recording's length. A live trace's Series (NewLiveSeries) is the
+// trace's own analyzer's histories instead, which keep each QP's latest
+// windows (Note says what that leaves out).
 type Series struct {
 	StepNS uint64
-	hist   map[seriesKey]*analyzer.QP
-	fails  map[failKey]map[uint64]uint32 // window number -> failed post calls
+	// Note says what of the run the series leaves out, when it does;
+	// empty when it spans the run.
+	Note  string
+	hist  map[seriesKey]occHist
+	fails map[failKey]map[uint64]uint32 // window number -> failed post calls
+	// live is the analyzer a live series counts failed posts in the
+	// windows of; keep is how many windows of them each QP keeps (as
+	// many as a history holds: the older are dropped as posts fail)
+	live *analyzer.Analyzer
+	keep uint64
+}
+
+type occHist struct {
+	samples []analyzer.OccSample
+	startNS uint64
 }
 
 type seriesKey struct {
@@ -59,6 +75,16 @@ func NewSeries(stepNS uint64) *Series {
 	return &Series{StepNS: max(stepNS, 1), fails: map[failKey]map[uint64]uint32{}}
 }
 
+// NewLiveSeries returns the Series of a live trace whose analyzer is a:
+// feed it every event of the trace (Event), then a's last snapshot
+// (TakeLive).
+func NewLiveSeries(a *analyzer.Analyzer) *Series {
+	n, step := a.HistoryWindows()
+	s := NewSeries(step)
+	s.live, s.keep = a, uint64(n)
+	return s
+}
+
 // Event counts the post calls that failed, by QP and window.
 func (s *Series) Event(ev trace.Event) {
 	var k failKey
@@ -79,16 +105,87 @@ func (s *Series) Event(ev trace.Event) {
 		m = map[uint64]uint32{}
 		s.fails[k] = m
 	}
-	m[t/s.StepNS]++
+	w := t / s.StepNS
+	m[w]++
+	if s.live != nil && uint64(len(m)) > 2*s.keep {
+		s.prune(m, w)
+	}
+}
+
+// prune drops the failed posts of m in windows no history keeps now,
+// those before the latest keep windows up to w.
+func (s *Series) prune(m map[uint64]uint32, w uint64) {
+	n, _ := s.live.HistoryWindows()
+	s.keep = max(uint64(n), 1)
+	for x := range m {
+		if x+s.keep <= w {
+			delete(m, x)
+		}
+	}
 }
 
 // Take keeps the occupancy history of each QP of snap.
 func (s *Series) Take(snap analyzer.Snapshot) {
-	s.hist = make(map[seriesKey]*analyzer.QP, len(snap.QPs))
+	s.hist = make(map[seriesKey]occHist, len(snap.QPs))
 	for i := range snap.QPs {
 		q := &snap.QPs[i]
-		s.hist[seriesKey{q.PID, q.QPNum, q.Gen}] = q
+		s.hist[seriesKey{q.PID, q.QPNum, q.Gen}] = occHist{q.History, q.HistoryStartNS}
 	}
+}
+
+// TakeLive keeps the occupancy history of each QP of snap, the last
+// snapshot of the live trace's analyzer: its windows joined k to a
+// bucket, k the fewest that fit the longest history in
+// Buckets(len(snap.QPs)), and the failed posts counted alike. Note says
+// how many QPs' histories are full, their oldest windows gone.
+func (s *Series) TakeLive(snap analyzer.Snapshot) {
+	n, _ := s.live.HistoryWindows()
+	b := uint64(Buckets(len(snap.QPs)))
+	longest, full := 1, 0
+	for i := range snap.QPs {
+		l := len(snap.QPs[i].History)
+		longest = max(longest, l)
+		if n > 0 && l >= n {
+			full++
+		}
+	}
+	// a history of L windows spans at most (L-1)/k+1 buckets
+	k := max(1, (uint64(longest)-1+b-2)/(b-1))
+	s.hist = make(map[seriesKey]occHist, len(snap.QPs))
+	for i := range snap.QPs {
+		q := &snap.QPs[i]
+		s.hist[seriesKey{q.PID, q.QPNum, q.Gen}] = joinWindows(q.History, q.HistoryStartNS/s.StepNS, k, s.StepNS)
+	}
+	for key, m := range s.fails {
+		j := make(map[uint64]uint32, len(m))
+		for w, c := range m {
+			j[w/k] += c
+		}
+		s.fails[key] = j
+	}
+	if full > 0 {
+		s.Note = fmt.Sprintf(" A trace keeps each QP's latest %s of occupancy (%d windows of %s among %d QPs): the plots of %d QP(s) whose history is full start there, not at the QP's first event; record the run and report --html the recording for all of it.",
+			durText(uint64(n)*s.StepNS), n, durText(s.StepNS), len(snap.QPs), full)
+	}
+	s.StepNS *= k
+}
+
+// joinWindows joins the windows of h, the first window number w0 of
+// stepNS, k to a bucket (bucket b holds windows b*k to b*k+k-1), and
+// returns the buckets and when the first starts.
+func joinWindows(h []analyzer.OccSample, w0, k, stepNS uint64) occHist {
+	if k == 1 || len(h) == 0 {
+		return occHist{h, w0 * stepNS}
+	}
+	out := make([]analyzer.OccSample, 0, uint64(len(h))/k+2)
+	for i, smp := range h {
+		if i == 0 || (w0+uint64(i))%k == 0 {
+			out = append(out, smp)
+			continue
+		}
+		out[len(out)-1].Join(smp)
+	}
+	return occHist{out, w0 / k * k * stepNS}
 }
 
 // of returns the history of the report's QP q and when it starts, nil
@@ -98,10 +195,7 @@ func (s *Series) of(q *analyzer.QP) ([]analyzer.OccSample, uint64) {
 		return nil, 0
 	}
 	h := s.hist[seriesKey{q.PID, q.QPNum, q.Gen}]
-	if h == nil {
-		return nil, 0
-	}
-	return h.History, h.HistoryStartNS
+	return h.samples, h.startNS
 }
 
 // failsOf returns the windows of q's history (from its first) in which

@@ -325,9 +325,20 @@ func Describe(path string, r *trace.Reader, res *ReadResult) RecordingInfo {
 	return rec
 }
 
+// Describe says what the session traces, as Describe says what was read
+// of a recording; it has no file (TextHeader says "live trace").
+func (s *Session) Describe() RecordingInfo {
+	fi := s.fileInfo()
+	return RecordingInfo{Hostname: fi.Hostname, Kernel: fi.Kernel, Version: fi.Version, StartWall: s.startWall.UTC().Format(time.RFC3339Nano),
+		Target: fi.Target, TargetPID: fi.TargetPID, ProbeMode: fi.ProbeMode, Complete: true}
+}
+
 // TextHeader is the line above a text report saying what was read.
 func (rec *RecordingInfo) TextHeader() string {
 	parts := []string{"recording " + rec.File + ":"}
+	if rec.File == "" {
+		parts[0] = "live trace:"
+	}
 	if rec.Target != "" {
 		t := rec.Target
 		if rec.TargetPID != 0 && !strings.Contains(t, fmt.Sprint(rec.TargetPID)) {

@@ -193,6 +193,10 @@ func TestTextHeaderSaysWhatWasNotRead(t *testing.T) {
 	if !strings.Contains(h, "INCOMPLETE") || !strings.Contains(h, "3 records of kinds this sqscope does not know were skipped") {
 		t.Errorf("header %q", h)
 	}
+	live := RecordingInfo{Target: "app", TargetPID: 7, ProbeMode: ModeEvents, Complete: true}
+	if h := live.TextHeader(); h != "live trace: app (pid 7) probes events" {
+		t.Errorf("a live session's header %q", h)
+	}
 }
 
 // A report says the format version of the file it read, an older one's

@@ -42,7 +42,7 @@ func runAdvise(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		defer os.RemoveAll(dir)
 		tf.RecordTo = filepath.Join(dir, "run.sqscope")
-		if err := record(ctx, &tf, pos, stderr, stderr); err != nil {
+		if err := record(ctx, &tf, nil, pos, stderr, stderr); err != nil {
 			return err
 		}
 		pos = []string{tf.RecordTo}

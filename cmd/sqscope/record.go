@@ -8,11 +8,13 @@ import (
 	"io"
 
 	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/verbs"
 )
 
 func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
 	var ff cli.FlightFlags
+	var page cli.TracePage
 	fs := cli.CommandFlags("record", "record -o FILE (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Trace like 'sqscope trace' and write every event to FILE for 'sqscope report',\n'sqscope replay' and 'sqscope export'. Ctrl-C or SIGTERM stops and leaves a\ncomplete file. With --flight, keep the last seconds in memory and write\nthem to a new file in the directory -o names on each --trigger.",
 		cli.RecordExamples, stdout)
@@ -20,6 +22,7 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ff.Register(fs)
 	fs.StringVar(&tf.RecordTo, "o", "", "recording file to write (mode 0600), - for standard output (the target's output then goes to stderr); with --flight the directory of the recordings (made 0700)")
 	fs.BoolVar(&tf.Force, "force", false, "replace an existing recording (kept as it was until the new one is complete)")
+	page.Register(fs)
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
@@ -39,17 +42,31 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return cli.UsageErr("record: --force: a flight recorder never replaces a file")
 	}
 	tf.Flight = flight
-	return record(ctx, &tf, fs.Args(), stderr, nil)
+	onStdout := ""
+	if tf.RecordTo == "-" {
+		onStdout = "the recording"
+	}
+	if err := page.Open("record", &tf, nil, onStdout, stdout); err != nil {
+		return err
+	}
+	defer page.Discard()
+	var childOut io.Writer
+	if page.ToStdout() {
+		childOut = stderr
+	}
+	return record(ctx, &tf, &page, fs.Args(), stderr, childOut)
 }
 
-// record traces the target tf names into tf.RecordTo; rest is what
-// followed "--"; a started target writes to childOut (nil: sqscope's own).
-func record(ctx context.Context, tf *cli.Target, rest []string, stderr, childOut io.Writer) error {
+// record traces the target tf names into tf.RecordTo, and writes page
+// (nil: none); rest is what followed "--"; a started target writes to
+// childOut (nil: sqscope's own).
+func record(ctx context.Context, tf *cli.Target, page *cli.TracePage, rest []string, stderr, childOut io.Writer) error {
 	s, err := tf.Start(ctx, rest, stderr, childOut, version)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	page.Watch(tf, s)
 	if tf.Flight != nil {
 		return cli.RecordFlight(ctx, tf, s, stderr)
 	}
@@ -61,6 +78,9 @@ func record(ctx context.Context, tf *cli.Target, rest []string, stderr, childOut
 	snap := s.Analyzer().Snapshot()
 	fmt.Fprintf(stderr, "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost; %s\n",
 		rec.Events(), rec.Bytes(), len(snap.QPs), tf.RecordTo, snap.Lost, snap.Ended)
+	if perr := page.Write(ctx, tf, verbs.DefaultNICModel(), stderr); perr != nil && runErr == nil {
+		runErr = fmt.Errorf("record: %w", perr)
+	}
 	if runErr == nil {
 		runErr = tf.Status(snap)
 	}

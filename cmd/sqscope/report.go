@@ -5,13 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/report"
+	"github.com/sqscope/sqscope/reportpage"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
+	"github.com/sqscope/sqscope/verbs"
 )
 
 type reportFlags struct {
@@ -42,58 +43,33 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer out.Discard()
-	r, err := session.OpenRecording(path)
+	rc, err := reportpage.Read(ctx, path, func(fi trace.FileInfo) analyzer.BFConfig { return f.bf.Config(fs, fi) })
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	defer r.Close()
-	opts := analyzer.Options{BF: f.bf.Config(fs, r.Info()), Clock: r.Info().Anchor(), Mode: r.Info().ProbeMode}
-	a := analyzer.New(opts)
-	res, err := session.ReadAll(ctx, r, a.Ingest)
-	if err != nil {
-		return fmt.Errorf("report: %s: %w", path, err)
-	}
-	if w := res.Warning(path); w != "" {
+	if w := rc.Res.Warning(path); w != "" {
 		fmt.Fprintln(stderr, "sqscope:", w)
 	}
-	rec := session.Describe(path, r, &res)
-	snap := a.Snapshot()
 	switch {
 	case f.json:
 		err = cli.WriteJSON(stdout, struct {
 			Recording session.RecordingInfo `json:"recording"`
 			analyzer.Snapshot
-		}{rec, snap}, true)
+		}{rc.Info, rc.Snap}, true)
 	case f.page.HTML:
-		err = writeReportHTML(ctx, path, opts, &rec, snap, out, &res)
+		err = rc.WritePage(ctx, out, out.Name, verbs.DefaultNICModel())
 	default:
-		fmt.Fprintln(stdout, rec.TextHeader())
-		err = report.WriteText(stdout, snap)
+		fmt.Fprintln(stdout, rc.Info.TextHeader())
+		err = report.WriteText(stdout, rc.Snap)
 	}
 	if err != nil {
 		return fmt.Errorf("report: writing the report: %w", err)
 	}
-	if err := res.Err(path); err != nil {
+	if err := rc.Res.Err(path); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	if out.IsFile() {
-		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs, %d diagnoses\n", out.Name, len(snap.QPs), len(snap.Diagnoses))
+		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs, %d diagnoses\n", out.Name, len(rc.Snap.QPs), len(rc.Snap.Diagnoses))
 	}
 	return nil
-}
-
-// writeReportHTML writes the HTML page of snap, each QP's occupancy over
-// the run read from a second pass over the recording, and commits it.
-func writeReportHTML(ctx context.Context, path string, opts analyzer.Options, rec *session.RecordingInfo, snap analyzer.Snapshot, out *cli.Output, res *session.ReadResult) error {
-	series, err := report.SeriesFrom(opts, &snap, func(fn func(trace.Event)) error { return session.ReadFile(ctx, path, fn) })
-	if err != nil {
-		return err
-	}
-	if err := report.WriteHTML(out, report.Page{Title: filepath.Base(path), Header: rec.TextHeader(), Snap: snap, Series: series}); err != nil {
-		return err
-	}
-	if res.Corrupt != nil && out.Replaces() {
-		return fmt.Errorf("%w; %s is left as it was", res.Err(path), out.Name)
-	}
-	return out.Commit()
 }

@@ -11,10 +11,12 @@ import (
 	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/session"
+	"github.com/sqscope/sqscope/verbs"
 )
 
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
+	var page cli.TracePage
 	var interval float64
 	var asJSON bool
 	var out string
@@ -25,6 +27,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr); with -i one object per line (NDJSON), its \"interval\" what the interval added")
 	fs.StringVar(&out, "o", "", "write the summary to FILE instead of stdout (- for stdout)")
+	page.Register(fs)
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
 	}
@@ -34,10 +37,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if interval < 0 {
 		return cli.UsageErr("trace: -i must be positive")
 	}
-	w, childOut := stdout, io.Writer(nil)
-	if asJSON && (out == "" || out == outfile.Stdout) {
-		childOut = stderr // nothing but JSON on stdout
-	}
+	w, childOut, onStdout := stdout, io.Writer(nil), "the summary"
 	var f *outfile.File
 	if out != "" && out != outfile.Stdout {
 		var err error
@@ -45,13 +45,21 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return fmt.Errorf("trace: %w", err)
 		}
 		defer f.Discard()
-		w = f
+		w, onStdout = f, ""
+	}
+	if err := page.Open("trace", &tf, []string{out}, onStdout, stdout); err != nil {
+		return err
+	}
+	defer page.Discard()
+	if asJSON && onStdout != "" || page.ToStdout() {
+		childOut = stderr // nothing but JSON, or the page, on stdout
 	}
 	s, err := tf.Start(ctx, fs.Args(), stderr, childOut, version)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	page.Watch(&tf, s)
 
 	deltas := analyzer.NewDeltas(time.Now()) // with -i, what each interval added
 	print := func() error {
@@ -83,6 +91,9 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if cerr := f.Commit(); err == nil && cerr != nil {
 			err = fmt.Errorf("trace: writing %s: %w", out, cerr)
 		}
+	}
+	if perr := page.Write(ctx, &tf, verbs.DefaultNICModel(), stderr); err == nil && perr != nil {
+		err = fmt.Errorf("trace: %w", perr)
 	}
 	if err == nil {
 		err = tf.Status(s.Analyzer().Snapshot())

@@ -22,6 +22,8 @@ EXAMPLES
         record perftest's client
   sqscope report run.sqscope
         read it back later, or on another machine
+  sqscope record -o run.sqscope --html run.html --workload -- -t 128 --fault never-signal -n 10000
+        also write the page report --html makes of the recording, with its advice
   sqscope record --flight 10s --trigger enomem --trigger signal -o flight/ -p 1234
         keep the last 10 s in memory; on a failed post or SIGUSR1 write them and
         the 5 s after to a new file in flight/
@@ -66,6 +68,8 @@ EXAMPLES
         trace a running process, a summary every second
   sqscope trace --json --workload -- --fault never-signal -n 10000
         the per-QP summary as JSON
+  sqscope trace --html run.html -p 4242
+        also one self-contained page of what was traced, as report --html writes
 `
 
 // WorkloadExamples are `sqscope workload --help`'s examples.

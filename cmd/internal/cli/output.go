@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,17 +25,31 @@ type Output struct {
 // binary (forTerminal false) is refused on standard output when that is a
 // terminal, as a usage error.
 func CreateOutput(cmd, name string, inputs []string, force, forTerminal bool, stdout io.Writer) (*Output, error) {
+	o, err := createOutput("-o", name, inputs, force, forTerminal, stdout)
+	switch {
+	case err == nil:
+		return o, nil
+	case errors.As(err, new(*ExitError)):
+		return nil, UsageErr("%s: %v", cmd, err)
+	}
+	return nil, fmt.Errorf("%s: creating output: %w", cmd, err)
+}
+
+// createOutput opens name, the value of the flag flagName, for writing:
+// a usage error (*ExitError) when name is no output or a terminal a
+// page is refused on, outfile's error when the file cannot be created.
+func createOutput(flagName, name string, inputs []string, force, forTerminal bool, stdout io.Writer) (*Output, error) {
 	switch {
 	case name == "":
-		return nil, UsageErr("%s: -o needs a file name (or %s for stdout)", cmd, outfile.Stdout)
+		return nil, UsageErr("%s needs a file name (or %s for stdout)", flagName, outfile.Stdout)
 	case name == outfile.Stdout && !forTerminal && IsTerminal(stdout):
-		return nil, UsageErr("%s: standard output is a terminal: give -o FILE (or redirect standard output)", cmd)
+		return nil, UsageErr("standard output is a terminal: give %s FILE (or redirect standard output)", flagName)
 	case name == outfile.Stdout:
 		return &Output{Writer: stdout, Name: name}, nil
 	}
 	f, err := outfile.Create(name, 0o600, inputs, force, true)
 	if err != nil {
-		return nil, fmt.Errorf("%s: creating output: %w", cmd, err)
+		return nil, err
 	}
 	return &Output{Writer: f, Name: name, f: f}, nil
 }
