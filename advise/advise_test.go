@@ -418,3 +418,28 @@ func TestRunJSON(t *testing.T) {
 		})
 	}
 }
+
+// Advising stops when its context is done (Ctrl-C), with the context's
+// error, and advises as before when it is not.
+func TestAdviseInterrupted(t *testing.T) {
+	create := &trace.QPCreate{Header: trace.Header{TimeNS: 1, PID: 7}, QP: 1, QPNum: 0x10, Type: trace.QPTypeRC,
+		Caps: trace.Caps{MaxSendWR: 128, MaxInlineData: 60, MaxSendSGE: 1}, Via: "sqsim_create_qp"}
+	var evs []trace.Event
+	evs = append(evs, create)
+	for i := range 200 {
+		evs = append(evs, &trace.Post{Header: trace.Header{TimeNS: uint64(10 + i), PID: 7}, QP: 1, QPNum: 0x10,
+			WRs: []trace.WR{{ID: uint64(i), Opcode: ibv.WRSend, Flags: ibv.SendSignaled, NumSGE: 1, Bytes: 64}}, Accepted: 1})
+	}
+	ss, _, _, err := Load(context.Background(), record(t, evs...), analyzer.DefaultBF)
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("Load: %d streams, %v", len(ss), err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if ads, err := Advise(ctx, ss, Model{BF: analyzer.DefaultBF}); !errors.Is(err, context.Canceled) || ads != nil {
+		t.Errorf("advising after Ctrl-C: %d advices, %v; want none and context.Canceled", len(ads), err)
+	}
+	if ads, err := Advise(context.Background(), ss, Model{BF: analyzer.DefaultBF}); err != nil || len(ads) != 1 {
+		t.Errorf("advising: %d advices, %v; want one", len(ads), err)
+	}
+}

@@ -1,6 +1,7 @@
 package advise
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -31,16 +32,21 @@ type Candidate struct {
 	Changes []string `json:"changes"`
 }
 
-// Advise replays every candidate setting on each stream.
-func Advise(streams []*Stream, m Model) []Advice {
+// Advise replays every candidate setting on each stream. It stops, with
+// ctx's error, within one replay of ctx being done (Ctrl-C).
+func Advise(ctx context.Context, streams []*Stream, m Model) ([]Advice, error) {
 	var out []Advice
 	for _, s := range streams {
-		out = append(out, adviseQP(s, m))
+		ad, err := adviseQP(ctx, s, m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ad)
 	}
-	return out
+	return out, nil
 }
 
-func adviseQP(s *Stream, m Model) Advice {
+func adviseQP(ctx context.Context, s *Stream, m Model) (Advice, error) {
 	cur := s.Current
 	if cur.PostList == 0 {
 		cur.PostList = 1
@@ -52,10 +58,16 @@ func adviseQP(s *Stream, m Model) Advice {
 			continue
 		}
 		seen[set] = true
+		if err := ctx.Err(); err != nil {
+			return ad, err
+		}
 		ad.All = append(ad.All, replay(s, set, m, ScreenWRs))
 	}
 	front := pareto(ad.All)
 	for _, p := range front {
+		if err := ctx.Err(); err != nil {
+			return ad, err
+		}
 		full := replay(s, p.Settings, m, 0)
 		if full.Overflow != "" {
 			continue
@@ -69,7 +81,7 @@ func adviseQP(s *Stream, m Model) Advice {
 		}
 		return a.BytesPerWR() < b.BytesPerWR()
 	})
-	return ad
+	return ad, nil
 }
 
 // grid is the settings tried: inline thresholds from none to the largest

@@ -60,7 +60,10 @@ func Run(ctx context.Context, path string, o Options, stdout, stderr io.Writer) 
 	if w := res.Warning(path); w != "" {
 		fmt.Fprintln(stderr, "sqscope:", w)
 	}
-	ads := Advise(streams, m)
+	ads, err := Advise(ctx, streams, m)
+	if err != nil {
+		return fail(fmt.Errorf("advise: %s: %w", path, err))
+	}
 	damaged := res.Err(path)
 	if o.JSON {
 		rep.QPs = ads

@@ -71,6 +71,9 @@ func (rc *Recording) WritePage(ctx context.Context, out Output, name string, nic
 	}
 	page := report.Page{Title: filepath.Base(rc.Path), Header: rc.Info.TextHeader(), Snap: rc.Snap, Series: series,
 		Advice: adviceOf(ctx, rc.Path, advise.Model{NIC: nic, BF: rc.Opts.BF}, &rc.Snap)}
+	if err := ctx.Err(); err != nil { // interrupted: no page, nothing replaced
+		return err
+	}
 	if err := report.WriteHTML(out, page); err != nil {
 		return err
 	}
@@ -118,7 +121,10 @@ func adviceOf(ctx context.Context, path string, m advise.Model, snap *analyzer.S
 	if len(all) > len(keep) {
 		adv.Note = fmt.Sprintf("Here the %d QP(s) plotted first of the %d; sqscope advise on the recording advises on every one, and --nic sets the NIC model.", len(keep), len(all))
 	}
-	ads := advise.Advise(streams, m)
+	ads, err := advise.Advise(ctx, streams, m)
+	if err != nil {
+		return &report.Advice{Absent: err.Error()}
+	}
 	for i := range ads { // a strings.Builder takes every write
 		var b strings.Builder
 		advise.WriteQPText(&b, &ads[i])
