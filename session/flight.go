@@ -201,8 +201,7 @@ func (f *Flight) begin(base trace.FileInfo, an *analyzer.Analyzer) error {
 	f.stop = make(chan struct{})
 	f.done.Go(func() { f.tick(an) })
 	if slices.ContainsFunc(f.cfg.Triggers, func(t FlightTrigger) bool { return t.On == TriggerSignal }) {
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGUSR1)
+		sig := heldSignal()
 		f.done.Go(func() {
 			defer signal.Stop(sig)
 			for {
@@ -548,3 +547,37 @@ func (f *Flight) Close() error {
 // Flight is the session's flight recorder (Config.Flight), nil without
 // one. Close it after Run.
 func (s *Session) Flight() *Flight { return s.flight }
+
+// held is SIGUSR1 caught from HoldFlightSignal on, before the recorder
+// starts: a signal sent while the probes are still being placed is not
+// the default action's (the end of sqscope) but a trigger once the
+// recorder runs.
+var (
+	heldMu sync.Mutex
+	held   chan os.Signal
+)
+
+// HoldFlightSignal catches SIGUSR1 from now on for a flight recorder
+// with a signal trigger that starts later.
+func HoldFlightSignal() {
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	if held == nil {
+		held = make(chan os.Signal, 1)
+		signal.Notify(held, syscall.SIGUSR1)
+	}
+}
+
+// heldSignal is the channel SIGUSR1 comes on: the one HoldFlightSignal
+// made, whose signal may be waiting already, or a new one.
+func heldSignal() chan os.Signal {
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	sig := held
+	held = nil
+	if sig == nil {
+		sig = make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGUSR1)
+	}
+	return sig
+}

@@ -205,8 +205,10 @@ func TestFlightSignalMaxFiles(t *testing.T) {
 	if err := os.WriteFile(other, []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	ready := filepath.Join(t.TempDir(), "ready")
 	cmd, stderr := startFlight(t, "--flight", "1s", "--after", "300ms", "--trigger", "signal", "--max-files", "2",
-		"-o", dir, "--workload", "--", "-D", "7", "--rate", "5000")
+		"-o", dir, "--workload", "--", "-D", "30", "--rate", "5000", "--ready-file", ready)
+	waitFile(t, ready) // traffic from now: each file's second before its signal holds some
 	written := regexp.MustCompile(`flight recording (\S+): signal`)
 	var latency [3]time.Duration
 	for i := range 3 {
@@ -216,7 +218,7 @@ func TestFlightSignalMaxFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		// wait for the file: the after window, then the line saying it
-		for deadline := time.Now().Add(5 * time.Second); len(written.FindAllString(stderr.String(), -1)) <= i; {
+		for deadline := time.Now().Add(bpftest.Timeout(t, 5*time.Second)); len(written.FindAllString(stderr.String(), -1)) <= i; {
 			if time.Now().After(deadline) {
 				t.Fatalf("no file after SIGUSR1 #%d:\n%s", i+1, stderr)
 			}
@@ -225,6 +227,7 @@ func TestFlightSignalMaxFiles(t *testing.T) {
 		latency[i] = time.Since(sent)
 	}
 	t.Logf("each file complete %v after its SIGUSR1 (--after 300ms)", latency)
+	cmd.Process.Signal(syscall.SIGINT) // the workload runs on: Ctrl-C
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("record --flight: %v\n%s", err, stderr)
 	}

@@ -70,7 +70,13 @@ func (ff *FlightFlags) Config(dir, mode string, set map[string]bool) (*session.F
 	}
 	cfg := &session.FlightConfig{Dir: dir, Window: ff.window, After: ff.after, MaxBytes: int64(mib) << 20,
 		MaxFiles: ff.maxFiles, Triggers: ff.triggers}
-	return cfg, cfg.Check()
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(ff.triggers, func(t session.FlightTrigger) bool { return t.On == session.TriggerSignal }) {
+		session.HoldFlightSignal() // a SIGUSR1 during the attach must not end sqscope
+	}
+	return cfg, nil
 }
 
 // RecordFlight runs the flight recorder of s and says what it wrote.
