@@ -96,6 +96,7 @@ done
 sleep 0.5
 echo $c > client.pid
 rdma -j res show qp > rdma.json
+( while kill -0 $c 2>/dev/null; do echo "$(cut -d' ' -f1 /proc/uptime) $(cut -d' ' -f3,14,15 /proc/$c/stat 2>/dev/null)"; sleep 0.5; done ) > states.txt 2>/dev/null &
 echo "$(cut -d' ' -f1 /proc/uptime) trace -p $c"
 sqscope trace -p $c --json -D %ds > report.json
 r=$?
@@ -113,7 +114,7 @@ echo "trace exit $r, client exit $cv, server exit $sv"
 	return guestCmd{
 		name:    name,
 		sh:      sh,
-		timeout: 60 * time.Second,
+		timeout: map[bool]time.Duration{false: 60 * time.Second, true: 150 * time.Second}[untracedFirst],
 		check: func(t *testing.T, r cmdResult) {
 			requireExit(t, r, 0)
 			checkAttached(t, r, a)
@@ -125,9 +126,13 @@ echo "trace exit $r, client exit $cv, server exit $sv"
 }
 
 // checkRate compares the client's message rate traced (for traceSecs of
-// its run) with its untraced run's: a stall (the rate falling to 0 after
-// the attach) shows as a traced rate far below; the probes' own cost as a
-// fall of at most the traced share of the run.
+// its run) with its untraced run's, and requires that the tracer never
+// kept it stopped: its state, sampled every half second while it runs,
+// is never T twice in a row (a hold is bounded by the attach's stop, far
+// less). The rate is reported, not bounded: under TCG the guest's two
+// CPUs are the host's, and sqscope's loading, verifying and attaching
+// (some 10 s there) and its reading take CPU the client then does not
+// get, so a drop measures that contention, not the probes alone.
 func checkRate(t *testing.T, r cmdResult, traceSecs int, a perftestArgs) {
 	t.Helper()
 	rate := func(name string) float64 {
@@ -142,14 +147,21 @@ func checkRate(t *testing.T, r cmdResult, traceSecs int, a perftestArgs) {
 		return v
 	}
 	untraced, traced := rate("client0.log"), rate("client.log")
-	// the traced share of the run may cost what the probes cost, the
-	// rest of it nothing: the average stays above the untraced rate's
-	// untraced share, and above half of it whatever the share
-	share := float64(traceSecs) / float64(max(a.duration, 1))
-	floor := max(0.5, 1-share) * untraced
-	t.Logf("message rate: untraced %.4f Mpps, traced for %d s of %d s: %.4f Mpps (%.0f%%)", untraced, traceSecs, a.duration, traced, 100*traced/untraced)
-	if traced < floor {
-		t.Errorf("the client's message rate fell from %.4f to %.4f Mpps while traced %d s of %d s: want at least %.4f", untraced, traced, traceSecs, a.duration, floor)
+	t.Logf("message rate: untraced %.4f Mpps, traced for %d s of its %d s (attach included): %.4f Mpps (%.0f%%)",
+		untraced, traceSecs, a.duration, traced, 100*traced/untraced)
+	b, err := os.ReadFile(filepath.Join(r.dir, "states.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[1] == "T" {
+			if stopped++; stopped >= 2 {
+				t.Fatalf("the client was found stopped twice in a row while traced:\n%s", b)
+			}
+		} else {
+			stopped = 0
+		}
 	}
 }
 

@@ -41,14 +41,14 @@ const (
 	// perftest client traced with -p (about 29 s: it runs 20 s, since
 	// sqscope takes some 10 s to load and attach under TCG), plus the
 	// sentinel's two runs (about 33 s and 23 s) and the client traced
-	// with -p against its untraced run (two runs of 14 s and the attach).
-	guestTimeout = 420 * time.Second
+	// with -p against its untraced run (two runs of 30 s and the attach).
+	guestTimeout = 450 * time.Second
 	// kvmUserspaceDeadline is how long a KVM boot may take to reach the
 	// initramfs before the run falls back to TCG.
 	kvmUserspaceDeadline = 10 * time.Second
 	guestMemory          = "512"
 	// maxSlowness bounds how much longer than on a quiet host the guest's
-	// timeouts may be: 5 × 420 s stays within the 40 minutes make test
+	// timeouts may be: 5 × 450 s stays within the 40 minutes make test
 	// gives a package (a host with 4 busy loops on 2 CPUs gives a busy
 	// thread about a third of one, less with more load).
 	maxSlowness     = 5
