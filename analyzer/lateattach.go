@@ -71,7 +71,7 @@ func (q *sq) lateCompletion(wc *trace.WC, now uint64) bool {
 	// a pre-attach WR's. Retiring as if it were not retires too much, so
 	// the figures stay lower bounds, and completions that find nothing
 	// outstanding are the pre-attach WRs', not unmatched ones.
-	q.syncGuessed = same > 1
+	q.syncGuessed = same > 1 || q.idsRepeat
 	return false
 }
 

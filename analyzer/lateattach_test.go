@@ -143,3 +143,30 @@ func TestCompletionsNotTraced(t *testing.T) {
 		})
 	}
 }
+
+// A late QP whose WRs share wr_ids (perftest's lists) is synced by a guess
+// even when, at the completion, only one WR of that id is outstanding: a
+// completion that then finds nothing is a pre-attach WR's, not an
+// unmatched one.
+func TestLateAttachRepeatedIDsInList(t *testing.T) {
+	const qpn = 0x1c0
+	s := streamtest.New()
+	s.MemQP(qpn, ibv.QPSRTS)
+	post := func() {
+		wrs := s.WRs(qpn, 2, ibv.WRSend, 0, 1, 16, 2) // the second signaled
+		for i := range wrs {
+			wrs[i].ID = 0
+		}
+		s.Post(qpn, wrs, 0, 2)
+	}
+	post()
+	s.Poll(qpn, 0) // retires the list: synced, by a guess
+	s.Poll(qpn, 0) // a pre-attach WR's
+	post()
+	snap := run(t, s, Options{BF: DefaultBF})
+	q := snap.QPs[0]
+	if !q.WRIDsRepeat || !q.OutstandingLowerBound || q.UnmatchedCQEs != 0 || q.PreAttachCQEs != 1 {
+		t.Errorf("wr_ids repeat %v, lower bound %v, unmatched %d, pre-attach %d: want a guessed sync, the second completion a pre-attach WR's",
+			q.WRIDsRepeat, q.OutstandingLowerBound, q.UnmatchedCQEs, q.PreAttachCQEs)
+	}
+}

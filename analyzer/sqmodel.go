@@ -139,11 +139,15 @@ type sq struct {
 	syncedNS uint64
 	// syncGuessed: the completion that ended the lower bound had a wr_id
 	// other WRs posted since the attach share (lateattach.go)
-	syncGuessed   bool
-	found         string
-	stateFound    string // the state the memory scan saw
-	preCQEs       uint64 // completions of WRs posted before the attach
-	retiredUnseen uint64 // WRs retired by the depth bound, completions not seen
+	syncGuessed bool
+	// lastID is the wr_id of the WR posted last (haveLastID), idsRepeat
+	// that two in a row shared one, on a late QP: its sync is a guess
+	lastID                uint64
+	haveLastID, idsRepeat bool
+	found                 string
+	stateFound            string // the state the memory scan saw
+	preCQEs               uint64 // completions of WRs posted before the attach
+	retiredUnseen         uint64 // WRs retired by the depth bound, completions not seen
 	// overSeen is what the trace alone left outstanding when the depth
 	// bound last retired WRs, until checkNotTraced says so (then 0)
 	overSeen uint64
@@ -511,6 +515,15 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 				}
 			}
 			*q.slot(seq) = wrSlot{id: w.ID, signaled: sig}
+			if q.late && q.haveLastID && q.lastID == w.ID {
+				// WRs share wr_ids (perftest gives a QP's every WR
+				// one): no completion proves which WR it is of
+				q.idsRepeat = true
+				if q.syncedNS != 0 {
+					q.syncGuessed = true
+				}
+			}
+			q.lastID, q.haveLastID = w.ID, true
 		} else {
 			*q.slot(seq) = wrSlot{id: ^uint64(0), signaled: q.sigAll}
 			sig = q.sigAll
