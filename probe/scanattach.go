@@ -112,12 +112,12 @@ func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
 	var stopAt time.Time
 	if !t.opts.NoStop && !alreadyStopped(pid) {
 		stopAt = time.Now()
-		t.takeScanHold(pid) // shared with other tracers (holds.go)
+		t.takeHold(pid) // shared with other tracers (holds.go)
 		if syscall.Kill(pid, syscall.SIGSTOP) == nil {
 			stopped = true
 			waitGroupStopped(pid, 100*time.Millisecond)
 		} else {
-			t.dropScanHold(pid)
+			t.dropHold(pid)
 		}
 	}
 	bySym = t.attachBySymbol(pid, rs.hits)
@@ -145,7 +145,7 @@ func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
 	}
 	listQPs()
 	if stopped {
-		t.releaseScanHold(pid) // continues pid unless another hold is left (another tracer's, a record's stop)
+		t.releaseHold(pid) // continues pid unless another tracer still holds it
 		sc.StopNS = uint64(time.Since(stopAt))
 	}
 	return bySym, byMem
