@@ -19,6 +19,12 @@ type decoder struct {
 	// instead of two per event. Every event is still its own, never reused.
 	posts slab[Post]
 	polls slab[Poll]
+	// reuse: each post and poll is decoded into the same event, and its
+	// list into the same memory, overwritten by the next record
+	// (Reader.Reuse).
+	reuse bool
+	post1 Post
+	poll1 Poll
 }
 
 // newDecoder returns a decoder of the given layout version (1 or 2).
@@ -40,9 +46,21 @@ const (
 	slabElems  = 512 // WRs or CQEs; longer lists get their own
 )
 
-func (d *decoder) post() *Post { return d.posts.one() }
+func (d *decoder) post() *Post {
+	if d.reuse {
+		d.post1 = Post{}
+		return &d.post1
+	}
+	return d.posts.one()
+}
 
-func (d *decoder) poll() *Poll { return d.polls.one() }
+func (d *decoder) poll() *Poll {
+	if d.reuse {
+		d.poll1 = Poll{}
+		return &d.poll1
+	}
+	return d.polls.one()
+}
 
 // slab is what events or list elements are carved from. An index moves
 // through it, so that carving writes no pointer (a write barrier while
@@ -114,6 +132,9 @@ func (d *decoder) nextRecord(p []byte) (Event, int, error) {
 		return nil, 0, errShortRecord
 	}
 	c := &d.c
+	if d.reuse { // the lists of the event before are given back
+		c.wrs.i, c.wcs.i = 0, 0
+	}
 	c.beginDecode(p[1+w : size])
 	var h Header
 	c.header(&h, &d.state)

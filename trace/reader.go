@@ -136,6 +136,16 @@ func (rd *Reader) Version() uint16 { return rd.version }
 // Skipped counts records of kinds this version does not know, skipped so far.
 func (rd *Reader) Skipped() int64 { return rd.skipped }
 
+// Reuse makes Next return the same post and poll events again, each
+// overwritten, its list too, by the next call: for a consumer that keeps
+// nothing of an event once it has handled it (an analyzer's Ingest), which
+// then reads a recording without an allocation per event. The other kinds
+// are new events still, and so is every event of a version 1 recording,
+// whose chunks are decoded whole.
+func (rd *Reader) Reuse() {
+	rd.dec.reuse = rd.version >= 2
+}
+
 // Close closes the file opened by Open; for a Reader from NewReader it does
 // nothing.
 func (rd *Reader) Close() error {
