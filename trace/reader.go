@@ -136,14 +136,33 @@ func (rd *Reader) Version() uint16 { return rd.version }
 // Skipped counts records of kinds this version does not know, skipped so far.
 func (rd *Reader) Skipped() int64 { return rd.skipped }
 
-// Reuse makes Next return the same post and poll events again, each
-// overwritten, its list too, by the next call: for a consumer that keeps
-// nothing of an event once it has handled it (an analyzer's Ingest), which
-// then reads a recording without an allocation per event. The other kinds
-// are new events still, and so is every event of a version 1 recording,
-// whose chunks are decoded whole.
+// Reuse makes the reader decode posts and polls, and their lists, into
+// the memory of those it returned before: the events a call of Next or
+// NextBatch returns are overwritten by the next call. It is for a
+// consumer that keeps nothing of an event once it has handled it (an
+// analyzer), which then reads a recording without an allocation per
+// event. The other kinds are new events still, and so is every event of
+// a version 1 recording, whose chunks are decoded whole.
 func (rd *Reader) Reuse() {
 	rd.dec.reuse = rd.version >= 2
+}
+
+// NextBatch reads up to len(evs) events into evs, as many calls of Next
+// would, and returns how many: at least one and a nil error, or none and
+// the error Next would return.
+func (rd *Reader) NextBatch(evs []Event) (int, error) {
+	rd.dec.rewind()
+	for i := range evs {
+		ev, err := rd.nextEvent()
+		if err != nil {
+			if i > 0 {
+				return i, nil // the error sticks: the next call returns it
+			}
+			return 0, err
+		}
+		evs[i] = ev
+	}
+	return len(evs), nil
 }
 
 // Close closes the file opened by Open; for a Reader from NewReader it does
@@ -162,6 +181,11 @@ func (rd *Reader) Close() error {
 // and a *CorruptError where a damaged block starts. Once it returns an
 // error it returns the same error again.
 func (rd *Reader) Next() (Event, error) {
+	rd.dec.rewind()
+	return rd.nextEvent()
+}
+
+func (rd *Reader) nextEvent() (Event, error) {
 	for {
 		if rd.next < len(rd.pending) {
 			ev := rd.pending[rd.next]

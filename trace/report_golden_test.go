@@ -105,28 +105,32 @@ func recorded(t *testing.T, evs []trace.Event) []byte {
 	return buf.Bytes()
 }
 
-// reportOf reads a recording into an analyzer as sqscope report does
-// (reuse: with the reader's events reused) and renders the report: its
-// text, its JSON and each QP's occupancy history.
+// reportOf reads a recording into an analyzer and renders the report: its
+// text, its JSON and each QP's occupancy history. With reuse it reads as
+// sqscope report does, the reader's events reused, in batches; else one
+// new event at a time.
 func reportOf(t *testing.T, data []byte, reuse bool) []byte {
 	t.Helper()
 	r, err := trace.NewReader(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
+	a := analyzer.New(analyzer.Options{BF: analyzer.DefaultBF})
+	batch := make([]trace.Event, 256)
 	if reuse {
 		r.Reuse()
+	} else {
+		batch = batch[:1]
 	}
-	a := analyzer.New(analyzer.Options{BF: analyzer.DefaultBF})
 	for {
-		ev, err := r.Next()
+		n, err := r.NextBatch(batch)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.Ingest(ev)
+		a.IngestAll(batch[:n])
 	}
 	return render(t, a.Snapshot())
 }
