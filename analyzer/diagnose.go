@@ -230,7 +230,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 		f = q.failWR
 	}
 	q.noteSends(p, n)
-	inferred := q.model().causeBasis() == CauseInferred
+	inferred := cause != causeNone && q.model().causeBasis() == CauseInferred
 	switch cause {
 	case causeSQFull:
 		a.diagnoseOverflow(q, now)
@@ -286,7 +286,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
 	// the depth bound retired WRs whose completions the trace missed
 	// (lateattach.go): the trace alone would have had overSeen outstanding
-	over := q.slotRule() == SlotFreedByCQE && q.capsKnown && !q.sendCapsInferred && q.overSeen > 0
+	over := q.overSeen > 0 && q.capsKnown && !q.sendCapsInferred && q.slotRule() == SlotFreedByCQE
 	seen := q.overSeen
 	q.overSeen = 0
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {

@@ -57,7 +57,7 @@ func (q *sq) lateCompletion(wc *trace.WC, now uint64) bool {
 	q.sigOldest()
 	same := 0
 	for i := q.sigHead; i < q.sigTail; i++ {
-		if q.slot(q.sig[i%uint64(len(q.sig))].seq).id == wc.ID {
+		if q.slot(q.sigAt(i).seq).id == wc.ID {
 			same++
 		}
 	}

@@ -165,8 +165,14 @@ type sq struct {
 
 func (q *sq) outstanding() uint64 { return q.head - q.tail }
 
+// slot is where WR seq is in the ring, whose length is a power of two
+// (grow), as is the ring of signaled WRs' (sigAt).
 func (q *sq) slot(seq uint64) *wrSlot {
-	return &q.ring[seq%uint64(len(q.ring))]
+	return &q.ring[seq&uint64(len(q.ring)-1)]
+}
+
+func (q *sq) sigAt(i uint64) *sigEntry {
+	return &q.sig[i&uint64(len(q.sig)-1)]
 }
 
 // grow keeps the rings larger than anything that can be outstanding. They
@@ -202,14 +208,14 @@ func (q *sq) sigPush(seq, ns uint64) {
 	if q.cq != nil {
 		e.polls, e.empty = q.cq.polls, q.cq.empty
 	}
-	q.sig[q.sigTail%uint64(len(q.sig))] = e
+	*q.sigAt(q.sigTail) = e
 	q.sigTail++
 }
 
 // sigOldest returns the oldest signaled WR still outstanding.
 func (q *sq) sigOldest() (sigEntry, bool) {
 	for q.sigHead < q.sigTail {
-		e := q.sig[q.sigHead%uint64(len(q.sig))]
+		e := *q.sigAt(q.sigHead)
 		if e.seq >= q.tail {
 			return e, true
 		}
