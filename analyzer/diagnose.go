@@ -229,7 +229,6 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	if cause != causeNone {
 		f = q.failWR
 	}
-	q.noteSends(p, n)
 	inferred := cause != causeNone && q.model().causeBasis() == CauseInferred
 	switch cause {
 	case causeSQFull:
@@ -284,8 +283,13 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	// the depth bound retired WRs whose completions the trace missed
-	// (lateattach.go): the trace alone would have had overSeen outstanding
+	if q.overSeen == 0 && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
+		return // nothing new (notTraced would say so too)
+	}
+	a.notTraced(q, now)
+}
+
+func (a *Analyzer) notTraced(q *sq, now uint64) {
 	over := q.overSeen > 0 && q.capsKnown && !q.sendCapsInferred && q.slotRule() == SlotFreedByCQE
 	seen := q.overSeen
 	q.overSeen = 0
@@ -318,9 +322,12 @@ func (a *Analyzer) checkPeakOverCaps(q *sq, now uint64) {
 
 // checkTrend makes the trend prediction when a history window has closed.
 func (a *Analyzer) checkTrend(q *sq, now uint64) {
-	if !q.hist.closed {
-		return
+	if q.hist.closed {
+		a.windowClosed(q, now)
 	}
+}
+
+func (a *Analyzer) windowClosed(q *sq, now uint64) {
 	if q.slotRule() != SlotFreedByCQE { // the WRs outstanding are the occupancy only where a CQE frees a slot
 		q.hist.closed = false
 		return

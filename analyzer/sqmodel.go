@@ -179,9 +179,12 @@ func (q *sq) sigAt(i uint64) *sigEntry {
 // start small (thousands of QPs with a few WRs outstanding each would hold
 // megabytes of slots never used) and double as WRs come.
 func (q *sq) grow(need uint64) {
-	if uint64(len(q.ring)) > need {
-		return
+	if uint64(len(q.ring)) <= need {
+		q.regrow(need)
 	}
+}
+
+func (q *sq) regrow(need uint64) {
 	n := len(q.ring) * 2
 	if n == 0 {
 		n = ringFirstLen
@@ -443,6 +446,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.firstPost = p.TimeNS
 	}
 	q.c.PostCalls++
+	if p.WalkCapped {
+		q.c.WalkCappedPosts++
+	}
 	if p.API == trace.APIWR {
 		q.c.WRAPICalls++
 	}
@@ -495,6 +501,13 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 				}
 			}
 			q.c.Opcodes.add(w.Opcode)
+			if w.SGEsNotSummed > 0 { // cuts.go
+				q.c.SGECutWRs++
+				q.c.SGEsNotSummed += uint64(w.SGEsNotSummed)
+			}
+			if takesRecv(w.Opcode) { // diag_recv.go
+				q.sendsPosted++
+			}
 			if lastInline {
 				if q.capsKnown && q.caps.MaxInlineData == 0 && w.Bytes > 0 {
 					q.inlineNever++
@@ -632,7 +645,6 @@ func (a *Analyzer) onPost(e *trace.Post) {
 	}
 	a.resolveProvider(q)
 	cause, n := q.post(e, a.opts.BF)
-	q.noteCuts(e, n)
 	q.lastPost = e.TimeNS
 	q.lastNS = max(q.lastNS, e.TimeNS)
 	a.afterPost(q, e, cause, n)

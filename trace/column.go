@@ -28,25 +28,25 @@ func (c *column) begin(raw []byte) {
 // decode, or it is malformed.
 func (c *column) fill() bool {
 	raw, i, n := c.raw, c.pos, 0
-	vals := &c.batch
-	for i < len(raw) && n < columnBatch {
-		switch {
-		case raw[i] < 0x80:
-			vals[n] = uint64(raw[i])
+	vals := c.batch[:]
+	for ; n < len(vals) && i < len(raw); n++ {
+		b := raw[i]
+		if b < 0x80 {
+			vals[n] = uint64(b)
 			i++
-		case i+1 < len(raw) && raw[i+1] < 0x80: // times: most take two bytes
-			vals[n] = uint64(raw[i]&0x7f) | uint64(raw[i+1])<<7
-			i += 2
-		default:
-			v, m := binary.Uvarint(raw[i:])
-			if m <= 0 {
-				c.from, c.pos, c.vals, c.k = c.pos, i, vals[:n], 0
-				return n > 0
-			}
-			vals[n] = v
-			i += m
+			continue
 		}
-		n++
+		if i+1 < len(raw) && raw[i+1] < 0x80 { // times: most take two bytes
+			vals[n] = uint64(b&0x7f) | uint64(raw[i+1])<<7
+			i += 2
+			continue
+		}
+		v, m := binary.Uvarint(raw[i:])
+		if m <= 0 {
+			break
+		}
+		vals[n] = v
+		i += m
 	}
 	c.from, c.pos, c.vals, c.k = c.pos, i, vals[:n], 0
 	return n > 0

@@ -27,10 +27,6 @@ func uvarint(b []byte, i int) (uint64, int) {
 	if uint(i) < uint(len(b)) && b[i] < 0x80 {
 		return uint64(b[i]), i + 1
 	}
-	return uvarintLong(b, i)
-}
-
-func uvarintLong(b []byte, i int) (uint64, int) {
 	if i < 0 || i >= len(b) {
 		return 0, -1
 	}
@@ -41,15 +37,8 @@ func uvarintLong(b []byte, i int) (uint64, int) {
 	return v, i + n
 }
 
-// fastRef reads at b[i:] a reference to an entry of a table of n entries
-// whose entry referred to last is last (tableRef): it returns the entry,
-// -1 for any other reference, and where the next field starts.
-func fastRef(b []byte, i, last, n int) (int, int) {
-	v, i := uvarint(b, i)
-	return ref(v, last, n), i
-}
-
-// ref is the entry reference v refers to, -1 for none.
+// ref is the entry of a table of n entries, whose entry referred to last
+// is last, that the reference v refers to (tableRef); -1 for any other.
 func ref(v uint64, last, n int) int {
 	switch {
 	case v == 0:
@@ -60,35 +49,62 @@ func ref(v uint64, last, n int) int {
 	return -1
 }
 
-// fastValues reads the next n (at most 4) values of the block's column
-// into v, and reports whether they were there: when they were not,
-// nothing is read.
-func (d *decoder) fastValues(v *[4]uint64, n int) bool {
-	col := &d.c.col
-	if col.k+n <= len(col.vals) { // the usual case: in the batch
-		for j, u := range col.vals[col.k : col.k+n] {
-			v[j] = u
-		}
-		col.k += n
-		return true
+// fields reads the n fields of a record's body, each a u, into f; false
+// when they are not n whole ones and nothing else. Most fields take one
+// byte: such a body is read in line by the callers.
+func fields(body []byte, f []uint64) bool {
+	i := 0
+	for j := range f {
+		f[j], i = uvarint(body, i)
 	}
+	return i == len(body)
+}
+
+// values reads the next n (at most 4) values of the block's column, and
+// reports whether they were there: when they were not, nothing is read.
+// The callers read those of a batch with 4 left in line.
+func (col *column) values(n int) (v [4]uint64, ok bool) {
 	from, k := col.mark()
 	for j := range n {
 		v[j] = col.u64()
 	}
 	if col.err != nil {
 		col.reset(from, k)
-		return false
+		return v, false
 	}
-	return true
+	return v, true
 }
 
-// fastList carves a list of shape whose first wr_id is *next plus d,
-// and moves *next past its last.
-func fastList[T any, P listElem[T]](s *slab[T], shape []T, next *uint64, d int64) []T {
-	l := s.take(len(shape))
-	var p P
-	*next = p.place(l, shape, *next+uint64(d)-1) + 1
+// carve is s.take(n), its usual case in line.
+func carve[T any](s *slab[T], n int) []T {
+	if i := s.i; n <= slabElems/8 && i+n <= len(s.s) {
+		s.i = i + n
+		return s.s[i : i+n : i+n]
+	}
+	return s.take(n)
+}
+
+// fastWRs carves a list of shape whose first wr_id is *next plus d,
+// and moves *next past its last; fastWCs a poll's.
+func (d *decoder) fastWRs(shape []WR, next *uint64, delta int64) []WR {
+	l := carve(&d.c.wrs, len(shape))
+	add := *next + uint64(delta) - 1
+	for i := range l {
+		l[i] = shape[i]
+		l[i].ID += add
+	}
+	*next = l[len(l)-1].ID + 1
+	return l
+}
+
+func (d *decoder) fastWCs(shape []WC, next *uint64, delta int64) []WC {
+	l := carve(&d.c.wcs, len(shape))
+	add := *next + uint64(delta) - 1
+	for i := range l {
+		l[i] = shape[i]
+		l[i].ID += add
+	}
+	*next = l[len(l)-1].ID + 1
 	return l
 }
 
@@ -98,41 +114,41 @@ func fastList[T any, P listElem[T]](s *slab[T], shape []T, next *uint64, d int64
 // reference to its list's shape; its values in the column the time, the
 // call's duration and, for a list, where its wr_ids start.
 func (d *decoder) fastPost(body []byte) Event {
-	b := d.c.blk
-	var ti, qi int
-	var accepted, si uint64
+	var thread, qp, opts, accepted, si uint64
 	if len(body) == 5 && (body[0]|body[1]|body[2]|body[3]|body[4]) < 0x80 { // each field one byte
-		if body[2] != 0 {
-			return nil
-		}
-		ti, qi = ref(uint64(body[0]), b.threads.last, len(b.threads.keys)), ref(uint64(body[1]), b.qps.last, len(b.qps.keys))
-		accepted, si = uint64(body[3]), uint64(body[4])
+		thread, qp, opts, accepted, si = uint64(body[0]), uint64(body[1]), uint64(body[2]), uint64(body[3]), uint64(body[4])
 	} else {
-		var i int
-		ti, i = fastRef(body, 0, b.threads.last, len(b.threads.keys))
-		qi, i = fastRef(body, i, b.qps.last, len(b.qps.keys))
-		if i < 0 || i >= len(body) || body[i] != 0 {
+		var f [5]uint64
+		if !fields(body, f[:]) {
 			return nil
 		}
-		accepted, i = uvarint(body, i+1)
-		si, i = uvarint(body, i)
-		if i != len(body) || accepted > math.MaxUint32 {
-			return nil
-		}
+		thread, qp, opts, accepted, si = f[0], f[1], f[2], f[3], f[4]
 	}
-	var v [4]uint64
-	if ti < 0 || qi < 0 || si > uint64(len(b.wrShapes.list)) || !d.fastValues(&v, 2+min(int(si), 1)) {
+	b := d.c.blk
+	ti, qi := ref(thread, b.threads.last, len(b.threads.keys)), ref(qp, b.qps.last, len(b.qps.keys))
+	if ti < 0 || qi < 0 || opts != 0 || accepted > math.MaxUint32 || si > uint64(len(b.wrShapes.list)) {
 		return nil
 	}
-	h := d.header(ti, unzig(v[0]))
+	var t, entry, first uint64
+	col := &d.c.col
+	if k := col.k; k+3 <= len(col.vals) {
+		v := col.vals[k : k+3]
+		t, entry, first = v[0], v[1], v[2]
+		col.k = k + 2 + min(int(si), 1)
+	} else if v, ok := col.values(2 + min(int(si), 1)); ok {
+		t, entry, first = v[0], v[1], v[2]
+	} else {
+		return nil
+	}
+	h := d.header(ti, unzig(t))
 	b.qps.last = qi
 	var wrs []WR
 	if si > 0 {
-		wrs = fastList[WR, *WR](&d.c.wrs, b.wrShapes.list[si-1], &b.qps.state[qi].nextID, unzig(v[2]))
+		wrs = d.fastWRs(b.wrShapes.list[si-1], &b.qps.state[qi].nextID, unzig(first))
 	}
 	p := d.posts.one()
 	*p = Post{Header: h, QP: b.qps.keys[qi].qp, QPNum: b.qps.keys[qi].num, Accepted: uint32(accepted),
-		EntryNS: entryTime(h.TimeNS, unzig(v[1])), WRs: wrs}
+		EntryNS: entryTime(h.TimeNS, unzig(entry)), WRs: wrs}
 	return p
 }
 
@@ -142,37 +158,41 @@ func (d *decoder) fastPost(body []byte) Event {
 // values in the column the time, EmptyBefore, the call's duration and,
 // for a list, where its wr_ids start.
 func (d *decoder) fastPoll(body []byte) Event {
-	b := d.c.blk
-	var ti, ci int
-	var maxWCs, ret, truncated, si uint64
+	var thread, cq, maxWCs, ret, truncated, si uint64
 	if len(body) == 6 && (body[0]|body[1]|body[2]|body[3]|body[4]|body[5]) < 0x80 { // each field one byte
-		ti, ci = ref(uint64(body[0]), b.threads.last, len(b.threads.keys)), ref(uint64(body[1]), b.cqs.last, len(b.cqs.keys))
-		maxWCs, ret, truncated, si = uint64(body[2]), uint64(body[3]), uint64(body[4]), uint64(body[5])
+		thread, cq, maxWCs, ret, truncated, si = uint64(body[0]), uint64(body[1]), uint64(body[2]), uint64(body[3]), uint64(body[4]), uint64(body[5])
 	} else {
-		var i int
-		ti, i = fastRef(body, 0, b.threads.last, len(b.threads.keys))
-		ci, i = fastRef(body, i, b.cqs.last, len(b.cqs.keys))
-		maxWCs, i = uvarint(body, i)
-		ret, i = uvarint(body, i)
-		truncated, i = uvarint(body, i)
-		si, i = uvarint(body, i)
-		if i != len(body) || maxWCs > math.MaxUint32 || ret > math.MaxUint32 || truncated > math.MaxUint32 {
+		var f [6]uint64
+		if !fields(body, f[:]) {
 			return nil
 		}
+		thread, cq, maxWCs, ret, truncated, si = f[0], f[1], f[2], f[3], f[4], f[5]
 	}
-	var v [4]uint64
-	if ti < 0 || ci < 0 || si > uint64(len(b.wcShapes.list)) || !d.fastValues(&v, 3+min(int(si), 1)) {
+	b := d.c.blk
+	ti, ci := ref(thread, b.threads.last, len(b.threads.keys)), ref(cq, b.cqs.last, len(b.cqs.keys))
+	if ti < 0 || ci < 0 || maxWCs > math.MaxUint32 || ret > math.MaxUint32 || truncated > math.MaxUint32 || si > uint64(len(b.wcShapes.list)) {
 		return nil
 	}
-	h := d.header(ti, unzig(v[0]))
+	var t, empty, entry, first uint64
+	col := &d.c.col
+	if k := col.k; k+4 <= len(col.vals) {
+		v := col.vals[k : k+4]
+		t, empty, entry, first = v[0], v[1], v[2], v[3]
+		col.k = k + 3 + min(int(si), 1)
+	} else if v, ok := col.values(3 + min(int(si), 1)); ok {
+		t, empty, entry, first = v[0], v[1], v[2], v[3]
+	} else {
+		return nil
+	}
+	h := d.header(ti, unzig(t))
 	b.cqs.last = ci
 	var wcs []WC
 	if si > 0 {
-		wcs = fastList[WC, *WC](&d.c.wcs, b.wcShapes.list[si-1], &b.cqs.state[ci].nextID, unzig(v[3]))
+		wcs = d.fastWCs(b.wcShapes.list[si-1], &b.cqs.state[ci].nextID, unzig(first))
 	}
 	p := d.polls.one()
 	*p = Poll{Header: h, CQ: b.cqs.keys[ci], Max: unzig32(maxWCs), Ret: unzig32(ret), Truncated: uint32(truncated),
-		EmptyBefore: v[1], EntryNS: entryTime(h.TimeNS, unzig(v[2])), WCs: wcs}
+		EmptyBefore: empty, EntryNS: entryTime(h.TimeNS, unzig(entry)), WCs: wcs}
 	return p
 }
 

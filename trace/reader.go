@@ -153,6 +153,22 @@ func (rd *Reader) Reuse() {
 func (rd *Reader) NextBatch(evs []Event) (int, error) {
 	rd.dec.rewind()
 	for i := range evs {
+		if rd.left > 1 && rd.pos < len(rd.raw) { // blockRecord's usual case, in line
+			ev, size, err := rd.dec.nextRecord(rd.raw[rd.pos:])
+			if err == nil && ev != nil {
+				rd.pos += size
+				rd.left--
+				rd.records++
+				evs[i] = ev
+				continue
+			}
+			if ev, err = rd.decoded(ev, size, err); err != nil {
+				rd.left, rd.err = 0, err // as nextEvent does, which returns it
+			} else if ev != nil {
+				evs[i] = ev
+				continue
+			}
+		}
 		ev, err := rd.nextEvent()
 		if err != nil {
 			if i > 0 {
@@ -380,7 +396,13 @@ func (rd *Reader) blockRecord() (Event, error) {
 	if rd.pos >= len(rd.raw) {
 		return nil, &CorruptError{Offset: rd.blockAt, Reason: fmt.Sprintf("block holds fewer records than its header says (%d)", rd.blockRecs)}
 	}
-	ev, size, err := rd.dec.nextRecord(rd.raw[rd.pos:])
+	return rd.decoded(rd.dec.nextRecord(rd.raw[rd.pos:]))
+}
+
+// decoded moves past the record of the block being read that was decoded
+// to ev, size bytes long, or fails where it failed (err): blockRecord's
+// result.
+func (rd *Reader) decoded(ev Event, size int, err error) (Event, error) {
 	if err != nil {
 		return nil, &CorruptError{Offset: rd.blockAt, Reason: fmt.Sprintf("record %d of the block: %v", rd.blockRecs-rd.left, err)}
 	}
