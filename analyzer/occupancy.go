@@ -90,6 +90,24 @@ func clamp32(v uint64) uint32 {
 // note records the occupancy after an event at time now. Events slightly
 // out of order (from different CPUs) count in the current window.
 func (h *history) note(now, out uint64, wrs, cqes uint32) {
+	if h.started && now < h.curEnd { // the usual case, in line
+		h.samples[h.curAt].add(clamp32(out), wrs, cqes)
+		return
+	}
+	h.noteAfter(now, out, wrs, cqes)
+}
+
+// add notes o outstanding after wrs posted and cqes polled.
+func (s *OccSample) add(o, wrs, cqes uint32) {
+	s.Max = max(s.Max, o)
+	s.Min = min(s.Min, o)
+	s.End = o
+	s.WRs += wrs
+	s.CQEs += cqes
+}
+
+// noteAfter is note of an event that starts the history or a window.
+func (h *history) noteAfter(now, out uint64, wrs, cqes uint32) {
 	if h.n == 0 {
 		return
 	}
@@ -105,12 +123,7 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 	} else if now >= h.curEnd {
 		h.advance(now / h.step)
 	}
-	s := &h.samples[h.curAt]
-	s.Max = max(s.Max, o)
-	s.Min = min(s.Min, o)
-	s.End = o
-	s.WRs += wrs
-	s.CQEs += cqes
+	h.samples[h.curAt].add(o, wrs, cqes)
 }
 
 // at is window w's sample (w between first and cur).

@@ -482,6 +482,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 	var lastSize uint32
 	var lastInline bool
 	var batchBytes uint64
+	warnAt := q.runWarnAt() // again after each signaled WR, which moves it
 	for i := 0; i < n; i++ {
 		seq := q.head + uint64(i)
 		var sig bool
@@ -552,12 +553,13 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 			q.c.Signaled++
 			q.sigPush(seq, p.TimeNS)
 			q.endRun()
+			warnAt = q.runWarnAt()
 		} else {
 			q.curRun++
 			if q.curRun > q.c.LongestUnsignaledRun {
 				q.c.LongestUnsignaledRun = q.curRun
 			}
-			if !q.runWarned && q.curRun >= q.runWarnAt() {
+			if !q.runWarned && q.curRun >= warnAt {
 				q.runWarned = true
 				q.runWarnPending = true
 			}

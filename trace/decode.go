@@ -140,6 +140,9 @@ var (
 // for a kind this version does not know), the record's length in bytes, and
 // an error for a record that is cut short (errShortRecord) or malformed.
 func (d *decoder) nextRecord(p []byte) (Event, int, error) {
+	if ev, size := d.fastRecord(p); ev != nil {
+		return ev, size, nil
+	}
 	if len(p) == 0 {
 		return nil, 0, errShortRecord
 	}
@@ -161,18 +164,6 @@ func (d *decoder) nextRecord(p []byte) (Event, int, error) {
 		return nil, 0, errShortRecord
 	}
 	c := &d.c
-	if c.blk != nil && !d.walkOnly {
-		var ev Event
-		switch kind {
-		case KindPost:
-			ev = d.fastPost(p[1+w : size])
-		case KindPoll:
-			ev = d.fastPoll(p[1+w : size])
-		}
-		if ev != nil {
-			return ev, size, nil
-		}
-	}
 	c.beginDecode(p[1+w : size])
 	var h Header
 	c.header(&h, &d.state)

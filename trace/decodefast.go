@@ -21,6 +21,27 @@ import (
 // and the walk decodes the record. checkReader holds every recording the
 // fuzzers make to both decoding the same.
 
+// fastRecord decodes the record at the start of p, if it is one fastPost
+// or fastPoll decodes (shorter than 128 bytes, as they all are): its event
+// and its length; nil where nextRecord must decode it.
+func (d *decoder) fastRecord(p []byte) (Event, int) {
+	if len(p) < 2 || p[1] >= 0x80 || d.c.blk == nil || d.walkOnly {
+		return nil, 0
+	}
+	size := 2 + int(p[1])
+	if size > len(p) {
+		return nil, 0
+	}
+	var ev Event
+	switch Kind(p[0]) {
+	case KindPost:
+		ev = d.fastPost(p[2:size])
+	case KindPoll:
+		ev = d.fastPoll(p[2:size])
+	}
+	return ev, size
+}
+
 // uvarint reads the u at b[i:] and returns it and where the next field
 // starts, -1 when it is malformed or b ends first.
 func uvarint(b []byte, i int) (uint64, int) {

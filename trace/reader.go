@@ -154,14 +154,14 @@ func (rd *Reader) NextBatch(evs []Event) (int, error) {
 	rd.dec.rewind()
 	for i := range evs {
 		if rd.left > 1 && rd.pos < len(rd.raw) { // blockRecord's usual case, in line
-			ev, size, err := rd.dec.nextRecord(rd.raw[rd.pos:])
-			if err == nil && ev != nil {
+			if ev, size := rd.dec.fastRecord(rd.raw[rd.pos:]); ev != nil {
 				rd.pos += size
 				rd.left--
 				rd.records++
 				evs[i] = ev
 				continue
 			}
+			ev, size, err := rd.dec.nextRecord(rd.raw[rd.pos:])
 			if ev, err = rd.decoded(ev, size, err); err != nil {
 				rd.left, rd.err = 0, err // as nextEvent does, which returns it
 			} else if ev != nil {
