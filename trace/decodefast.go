@@ -96,19 +96,15 @@ func (col *column) values(n int) (v [4]uint64, ok bool) {
 	return v, true
 }
 
-// carve is s.take(n), its usual case in line.
-func carve[T any](s *slab[T], n int) []T {
-	if i := s.i; n <= slabElems/8 && i+n <= len(s.s) {
-		s.i = i + n
-		return s.s[i : i+n : i+n]
-	}
-	return s.take(n)
-}
-
 // fastWRs carves a list of shape whose first wr_id is *next plus d,
 // and moves *next past its last; fastWCs a poll's.
 func (d *decoder) fastWRs(shape []WR, next *uint64, delta int64) []WR {
-	l := carve(&d.c.wrs, len(shape))
+	var l []WR
+	if s, i, n := &d.c.wrs, d.c.wrs.i, len(shape); n <= slabElems/8 && i+n <= len(s.s) { // s.take(n), in line
+		l, s.i = s.s[i:i+n:i+n], i+n
+	} else {
+		l = s.take(n)
+	}
 	add := *next + uint64(delta) - 1
 	for i := range l {
 		l[i] = shape[i]
@@ -119,7 +115,12 @@ func (d *decoder) fastWRs(shape []WR, next *uint64, delta int64) []WR {
 }
 
 func (d *decoder) fastWCs(shape []WC, next *uint64, delta int64) []WC {
-	l := carve(&d.c.wcs, len(shape))
+	var l []WC
+	if s, i, n := &d.c.wcs, d.c.wcs.i, len(shape); n <= slabElems/8 && i+n <= len(s.s) { // s.take(n), in line
+		l, s.i = s.s[i:i+n:i+n], i+n
+	} else {
+		l = s.take(n)
+	}
 	add := *next + uint64(delta) - 1
 	for i := range l {
 		l[i] = shape[i]
