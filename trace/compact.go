@@ -242,9 +242,6 @@ type listElem[T any] interface {
 	// shift adds add to each wr_id of l and returns the first and the
 	// last after.
 	shift(l []T, add uint64) (first, last uint64)
-	// place copies src to dst, as long, adding add to each wr_id, and
-	// returns the last after.
-	place(dst, src []T, add uint64) (last uint64)
 	// noCuts drops what a list's shape leaves out (a WR's cuts).
 	noCuts(l []T)
 }
@@ -261,24 +258,6 @@ func (*WC) shift(l []WC, add uint64) (first, last uint64) {
 		l[i].ID += add
 	}
 	return l[0].ID, l[len(l)-1].ID
-}
-
-func (*WR) place(dst, src []WR, add uint64) uint64 {
-	dst = dst[:len(src)]
-	for i := range src {
-		dst[i] = src[i]
-		dst[i].ID += add
-	}
-	return dst[len(dst)-1].ID
-}
-
-func (*WC) place(dst, src []WC, add uint64) uint64 {
-	dst = dst[:len(src)]
-	for i := range src {
-		dst[i] = src[i]
-		dst[i].ID += add
-	}
-	return dst[len(dst)-1].ID
 }
 
 func (*WR) noCuts(l []WR) {
@@ -378,7 +357,9 @@ func shapedDecode[T comparable, P listElem[T]](c *recordCodec, list *[]T, next *
 		return
 	}
 	l := slab.take(len(shape))
+	copy(l, shape)
 	var p P
-	*next = p.place(l, shape, first-1) + 1
+	_, last := p.shift(l, first-1)
+	*next = last + 1
 	*list = l
 }

@@ -96,40 +96,6 @@ func (col *column) values(n int) (v [4]uint64, ok bool) {
 	return v, true
 }
 
-// fastWRs carves a list of shape whose first wr_id is *next plus d,
-// and moves *next past its last; fastWCs a poll's.
-func (d *decoder) fastWRs(shape []WR, next *uint64, delta int64) []WR {
-	var l []WR
-	if s, i, n := &d.c.wrs, d.c.wrs.i, len(shape); n <= slabElems/8 && i+n <= len(s.s) { // s.take(n), in line
-		l, s.i = s.s[i:i+n:i+n], i+n
-	} else {
-		l = s.take(n)
-	}
-	add := *next + uint64(delta) - 1
-	for i := range l {
-		l[i] = shape[i]
-		l[i].ID += add
-	}
-	*next = l[len(l)-1].ID + 1
-	return l
-}
-
-func (d *decoder) fastWCs(shape []WC, next *uint64, delta int64) []WC {
-	var l []WC
-	if s, i, n := &d.c.wcs, d.c.wcs.i, len(shape); n <= slabElems/8 && i+n <= len(s.s) { // s.take(n), in line
-		l, s.i = s.s[i:i+n:i+n], i+n
-	} else {
-		l = s.take(n)
-	}
-	add := *next + uint64(delta) - 1
-	for i := range l {
-		l[i] = shape[i]
-		l[i].ID += add
-	}
-	*next = l[len(l)-1].ID + 1
-	return l
-}
-
 // fastPost decodes the body of a post record as the walk does, or returns
 // nil where the walk must. Its fields are the references to its thread
 // and QP, the mask of its optional fields (0: none), Accepted and the
@@ -165,8 +131,14 @@ func (d *decoder) fastPost(body []byte) Event {
 	h := d.header(ti, unzig(t))
 	b.qps.last = qi
 	var wrs []WR
-	if si > 0 {
-		wrs = d.fastWRs(b.wrShapes.list[si-1], &b.qps.state[qi].nextID, unzig(first))
+	if si > 0 { // its shape, its wr_ids from where the QP expects plus first
+		shape, next := b.wrShapes.list[si-1], &b.qps.state[qi].nextID
+		wrs = d.c.wrs.take(len(shape))
+		for i := range wrs { // as copy, without a call for the usual few
+			wrs[i] = shape[i]
+		}
+		_, last := (*WR).shift(nil, wrs, *next+uint64(unzig(first))-1)
+		*next = last + 1
 	}
 	p := d.posts.one()
 	*p = Post{Header: h, QP: b.qps.keys[qi].qp, QPNum: b.qps.keys[qi].num, Accepted: uint32(accepted),
@@ -210,7 +182,13 @@ func (d *decoder) fastPoll(body []byte) Event {
 	b.cqs.last = ci
 	var wcs []WC
 	if si > 0 {
-		wcs = d.fastWCs(b.wcShapes.list[si-1], &b.cqs.state[ci].nextID, unzig(first))
+		shape, next := b.wcShapes.list[si-1], &b.cqs.state[ci].nextID
+		wcs = d.c.wcs.take(len(shape))
+		for i := range wcs {
+			wcs[i] = shape[i]
+		}
+		_, last := (*WC).shift(nil, wcs, *next+uint64(unzig(first))-1)
+		*next = last + 1
 	}
 	p := d.polls.one()
 	*p = Poll{Header: h, CQ: b.cqs.keys[ci], Max: unzig32(maxWCs), Ret: unzig32(ret), Truncated: uint32(truncated),

@@ -1,8 +1,6 @@
 package trace_test
 
 import (
-	"bytes"
-	"io"
 	"runtime"
 	"testing"
 
@@ -32,38 +30,8 @@ func BenchmarkReport(b *testing.B) {
 					wrs += len(p.WRs)
 				}
 			}
-			var buf bytes.Buffer
-			w, err := trace.NewWriter(&buf, trace.FileInfo{Target: "stream"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, ev := range evs {
-				if err := w.Write(ev); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := w.Close(); err != nil {
-				b.Fatal(err)
-			}
-			data := buf.Bytes()
-			batch := make([]trace.Event, 256)
-			read := func(fn func([]trace.Event)) {
-				r, err := trace.NewReader(bytes.NewReader(data))
-				if err != nil {
-					b.Fatal(err)
-				}
-				r.Reuse()
-				for {
-					n, err := r.NextBatch(batch)
-					if err == io.EOF {
-						return
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					fn(batch[:n])
-				}
-			}
+			data := recorded(b, evs)
+			read := func(fn func([]trace.Event)) { readBatches(b, data, true, fn) }
 			prev := runtime.GOMAXPROCS(1)
 			defer runtime.GOMAXPROCS(prev)
 			var whole, reading, analysis int64

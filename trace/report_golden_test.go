@@ -87,7 +87,7 @@ func slicesOf[T any](lists ...[]T) []T {
 }
 
 // recorded is evs written as a recording of the current version.
-func recorded(t *testing.T, evs []trace.Event) []byte {
+func recorded(t testing.TB, evs []trace.Event) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := trace.NewWriter(&buf, trace.FileInfo{Target: "stream"})
@@ -111,11 +111,20 @@ func recorded(t *testing.T, evs []trace.Event) []byte {
 // new event at a time.
 func reportOf(t *testing.T, data []byte, reuse bool) []byte {
 	t.Helper()
+	a := analyzer.New(analyzer.Options{BF: analyzer.DefaultBF})
+	readBatches(t, data, reuse, a.IngestAll)
+	return render(t, a.Snapshot())
+}
+
+// readBatches reads the recording data to fn: with reuse as sqscope report
+// does, the reader's events reused, 256 at a time; else one new event at
+// a time.
+func readBatches(t testing.TB, data []byte, reuse bool, fn func([]trace.Event)) {
+	t.Helper()
 	r, err := trace.NewReader(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := analyzer.New(analyzer.Options{BF: analyzer.DefaultBF})
 	batch := make([]trace.Event, 256)
 	if reuse {
 		r.Reuse()
@@ -125,14 +134,13 @@ func reportOf(t *testing.T, data []byte, reuse bool) []byte {
 	for {
 		n, err := r.NextBatch(batch)
 		if err == io.EOF {
-			break
+			return
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.IngestAll(batch[:n])
+		fn(batch[:n])
 	}
-	return render(t, a.Snapshot())
 }
 
 func render(t *testing.T, snap analyzer.Snapshot) []byte {
