@@ -283,10 +283,11 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	if q.overSeen == 0 && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
-		return // nothing new (notTraced would say so too)
+	// not when nothing is new, which notTraced would find too: no WR
+	// retired past the depth, both counts as noted
+	if q.overSeen != 0 || q.notTracedNoted != [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches} {
+		a.notTraced(q, now)
 	}
-	a.notTraced(q, now)
 }
 
 func (a *Analyzer) notTraced(q *sq, now uint64) {

@@ -92,12 +92,16 @@ func (q *sq) exactSinceNS() uint64 {
 // known depth: the provider took the post, so they had retired, their
 // completions not seen.
 func (q *sq) boundByDepth() {
-	if d := q.depth(); d != 0 && q.outstanding() > d {
-		q.pastDepth(d)
+	if q.outstanding() > q.depth() {
+		q.pastDepth()
 	}
 }
 
-func (q *sq) pastDepth(d uint64) {
+func (q *sq) pastDepth() {
+	d := q.depth()
+	if d == 0 { // not known
+		return
+	}
 	// rxe frees a slot when its WR completes, and holds more than it
 	// reports: only where a CQE frees a slot (mlx5) does the depth bound
 	// the outstanding WRs
