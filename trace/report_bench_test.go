@@ -30,7 +30,7 @@ func BenchmarkReport(b *testing.B) {
 					wrs += len(p.WRs)
 				}
 			}
-			data := recorded(b, evs)
+			data := trace.Recorded(b, evs)
 			read := func(fn func([]trace.Event)) { readBatches(b, data, true, fn) }
 			prev := runtime.GOMAXPROCS(1)
 			defer runtime.GOMAXPROCS(prev)

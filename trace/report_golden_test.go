@@ -86,25 +86,6 @@ func slicesOf[T any](lists ...[]T) []T {
 	return out
 }
 
-// recorded is evs written as a recording of the current version.
-func recorded(t testing.TB, evs []trace.Event) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, trace.FileInfo{Target: "stream"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range evs {
-		if err := w.Write(ev); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // reportOf reads a recording into an analyzer and renders the report: its
 // text, its JSON and each QP's occupancy history. With reuse it reads as
 // sqscope report does, the reader's events reused, in batches; else one
@@ -201,7 +182,7 @@ func TestReportStreams(t *testing.T) {
 			a := analyzer.New(analyzer.Options{BF: analyzer.DefaultBF})
 			a.IngestAll(evs)
 			direct := render(t, a.Snapshot())
-			data := recorded(t, evs)
+			data := trace.Recorded(t, evs)
 			for _, reuse := range []bool{false, true} {
 				if got := reportOf(t, data, reuse); !bytes.Equal(got, direct) {
 					t.Fatalf("read with reuse %v: the report differs from that of the events as made", reuse)
@@ -224,7 +205,7 @@ func TestReportCases(t *testing.T) {
 	var digests strings.Builder
 	for _, name := range names {
 		evs := cases[name]
-		data := recorded(t, evs)
+		data := trace.Recorded(t, evs)
 		plain := reportOf(t, data, false)
 		if reused := reportOf(t, data, true); !bytes.Equal(reused, plain) {
 			t.Errorf("%s: the report read with the reader's events reused differs", name)
