@@ -58,7 +58,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		if int(r.N) > maxRecordWRs || len(raw) < postWRsOff+int(r.N)*wrSize {
 			return fmt.Errorf("post record of %d bytes claims %d WRs", len(raw), r.N)
 		}
-		t.dataCalls.Add(1)
+		t.countCall(1)
 		fn(t.postEvent(r))
 	case bpf.VerbsSqRecKindSQ_REC_POLL, bpf.VerbsSqRecKindSQ_REC_POLL_EX:
 		if len(raw) < pollWCsOff {
@@ -69,7 +69,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		if int(r.N) > maxRecordWCs || len(raw) < pollWCsOff+int(r.N)*wcSize {
 			return fmt.Errorf("poll record of %d bytes claims %d completions", len(raw), r.N)
 		}
-		t.dataCalls.Add(1 + r.EmptyBefore)
+		t.countCall(1 + r.EmptyBefore)
 		p := t.pollEvent(r)
 		p.Ex = kind == bpf.VerbsSqRecKindSQ_REC_POLL_EX
 		if !p.Ex && r.Max >= 0 && r.Ret > r.Max && !t.oddPoll {
@@ -82,7 +82,7 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 			return err
 		}
 		decodeInto(&t.recvRec, raw)
-		t.dataCalls.Add(1)
+		t.countCall(1)
 		r := &t.recvRec
 		fn(&trace.PostRecv{Header: header(&r.Hdr), QP: r.Qp, QPNum: r.QpNum, NumWRs: r.N, Ret: r.Ret, Accepted: r.Accepted,
 			SRQ: kind == bpf.VerbsSqRecKindSQ_REC_SRQ_RECV})

@@ -327,3 +327,12 @@ func (s *sampler) tail(pids []uint32, o Options) *trace.Window {
 	s.cpuAcc = 0
 	return w
 }
+
+// countCall counts n data-path calls read from the ring, which a sample
+// window without the kernel's statistics prices: in the sentinel mode
+// only, so that the other modes' decode pays no atomic add per record.
+func (t *Tracer) countCall(n uint64) {
+	if t.opts.Mode == ModeSentinel {
+		t.dataCalls.Add(n)
+	}
+}
