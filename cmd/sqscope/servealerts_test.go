@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,9 +19,11 @@ import (
 func TestServeAlertsFire(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	prometheus := bpftest.RequireTool(t, "prometheus", "prometheus")
+	// the workloads outlast the longest wait below (scaled to the host)
+	run := fmt.Sprint(int(bpftest.Timeout(t, 150*time.Second).Seconds()) + 60)
 	faulty := serveWith(t, "--workload", "--", "--qps", "2", "-t", "64", "-Q", "16", "--fault", "never-signal", "--fault-qp", "1",
-		"--fault-after", "2", "-D", "200", "--rate", "20000")
-	healthy := serveWith(t, "--workload", "--", "-Q", "16", "-t", "128", "-D", "200", "--rate", "20000")
+		"--fault-after", "2", "-D", run, "--rate", "20000")
+	healthy := serveWith(t, "--workload", "--", "-Q", "16", "-t", "128", "-D", run, "--rate", "20000")
 	overrun := serveWith(t, "--mode", "events", "--workload", "--", "-Q", "1", "-t", "128", "--cq-depth", "32", "--fault", "cq-overrun", "-n", "2000")
 	query := runPrometheus(t, prometheus, faulty.addr, healthy.addr, overrun.addr)
 	start := time.Now()
