@@ -148,12 +148,14 @@ func Run(ctx context.Context, o Options, start func() (*session.Session, error),
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "sqscope: serving http://%s/metrics, tracing %s\n", srv.Addr(), sess.Target())
+	// everything a scrape shows is attached before the line that says
+	// the trace is served: a scrape that follows it sees the recorder
 	if f := sess.Flight(); f != nil {
 		srv.C.AttachFlight(f)
 	}
 	srv.C.Attach(sess.Analyzer(), sess.PID())
 	srv.setHealth(true, "tracing "+sess.Target())
+	fmt.Fprintf(log, "sqscope: serving http://%s/metrics, tracing %s\n", srv.Addr(), sess.Target())
 
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	defer stopSweep()
