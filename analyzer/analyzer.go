@@ -325,9 +325,8 @@ type Analyzer struct {
 	diags      []diagRec
 	procs      procs
 	snap       Snapshot
-	// the QP of the last WC, to skip the map lookup for runs of WCs of one QP
-	lastWCKey qpKey
-	lastWCQ   *sq
+	// qpCache holds QPs of qps by number (lookupQP)
+	qpCache [qpCacheLen]*sq
 	// histQPs counts the QPs given a history, histLen is the most windows
 	// each keeps now (histbudget.go)
 	histQPs int
@@ -394,18 +393,20 @@ func (a *Analyzer) Outstanding(pid, qpNum uint32) (uint64, bool) {
 }
 
 func (a *Analyzer) ingest(ev trace.Event) {
-	if e, ok := ev.(*trace.End); ok { // not an event of the target's
+	switch e := ev.(type) { // the bulk of a trace first
+	case *trace.Post:
+		a.noteEvent(&e.Header)
+		a.onPost(e) // sqmodel.go
+		return
+	case *trace.Poll:
+		a.noteEvent(&e.Header)
+		a.onPoll(e) // poll.go
+		return
+	case *trace.End: // not an event of the target's
 		a.ended(e)
 		return
 	}
-	h := ev.Hdr()
-	a.snap.Events++
-	if a.snap.FirstNS == 0 || (h.TimeNS != 0 && h.TimeNS < a.snap.FirstNS) {
-		a.snap.FirstNS = h.TimeNS
-	}
-	if h.TimeNS > a.snap.LastNS {
-		a.snap.LastNS = h.TimeNS
-	}
+	a.noteEvent(ev.Hdr())
 	switch e := ev.(type) {
 	case *trace.QPCreate:
 		a.onQPCreate(e) // lifecycle.go
@@ -413,10 +414,6 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.qpDestroyed(e) // lifecycle.go
 	case *trace.QPModify:
 		a.onQPModify(e) // diag_state.go
-	case *trace.Post:
-		a.onPost(e) // sqmodel.go
-	case *trace.Poll:
-		a.onPoll(e) // poll.go
 	case *trace.EmptyPolls:
 		a.onEmptyPolls(e) // poll.go
 	case *trace.PostRecv:
@@ -448,6 +445,17 @@ func (a *Analyzer) ingest(ev trace.Event) {
 	}
 }
 
+// noteEvent counts an event of the target's, at h.
+func (a *Analyzer) noteEvent(h *trace.Header) {
+	a.snap.Events++
+	if a.snap.FirstNS == 0 || (h.TimeNS != 0 && h.TimeNS < a.snap.FirstNS) {
+		a.snap.FirstNS = h.TimeNS
+	}
+	if h.TimeNS > a.snap.LastNS {
+		a.snap.LastNS = h.TimeNS
+	}
+}
+
 // onScan keeps what a memory scan read and found.
 func (a *Analyzer) onScan(e *trace.Scan) { a.snap.Scans = append(a.snap.Scans, *e) }
 
@@ -466,17 +474,31 @@ func countedSpan(createdNS, traceFirst, lastNS uint64) uint64 {
 	return lastNS - min(start, lastNS)
 }
 
-// wcQP finds the QP of a completion, remembering the last one.
-func (a *Analyzer) wcQP(pid, qpNum uint32, now uint64) *sq {
-	k := qpKey{pid, qpNum}
-	if a.lastWCQ != nil && a.lastWCKey == k {
-		return a.lastWCQ
+// qpCacheLen is how many of the QPs looked up last lookupQP keeps.
+const qpCacheLen = 16
+
+// lookupQP is qps[k]. A QP looked up is kept in qpCache, in the entry of
+// its number, so that the posts and completions of a few QPs in turn find
+// theirs without a map lookup; an entry holds nil or a QP that qps holds
+// under its key (newQP and Forget keep it so).
+func (a *Analyzer) lookupQP(k qpKey) *sq {
+	c := &a.qpCache[k.qpNum%qpCacheLen]
+	if q := *c; q != nil && q.key == k {
+		return q
 	}
-	q := a.qps[k] // a QP destroyed since its post is still the one of its CQEs
+	q := a.qps[k]
+	if q != nil {
+		*c = q
+	}
+	return q
+}
+
+// wcQP finds the QP of a completion.
+func (a *Analyzer) wcQP(pid, qpNum uint32, now uint64) *sq {
+	q := a.lookupQP(qpKey{pid, qpNum}) // a QP destroyed since its post is still the one of its CQEs
 	if q == nil {
 		q = a.newQP(pid, qpNum, 0, 0, now)
 	}
-	a.lastWCKey, a.lastWCQ = k, q
 	return q
 }
 

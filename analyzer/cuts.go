@@ -1,11 +1,11 @@
 package analyzer
 
-import (
-	"github.com/sqscope/sqscope/trace"
-)
+import "github.com/sqscope/sqscope/trace"
 
 // Cuts count what the tracer's bounds kept it from seeing whole on a QP.
 // They are left out of JSON while zero, as the text leaves out their line.
+// sq.post counts a post's: SGE lists for the WRs posted, whose bytes the
+// model sums; a capped walk for any call.
 type Cuts struct {
 	// SGECutWRs counts posted WRs with more SGEs (or inline buffers) than
 	// the tracer sums: their byte counts, and the payload and inline bytes
@@ -47,19 +47,4 @@ func (c *cqState) pollCut(e *trace.Poll) {
 	}
 	c.pastBound += uint64(int(e.Ret) - len(e.WCs))
 	c.recordWCs = max(c.recordWCs, uint64(len(e.WCs)))
-}
-
-// noteCuts counts what the tracer cut from one post call, of which posted
-// WRs were posted: SGE lists count for the posted WRs, whose bytes the
-// model sums; a capped walk counts for any call.
-func (q *sq) noteCuts(p *trace.Post, posted int) {
-	if p.WalkCapped {
-		q.c.WalkCappedPosts++
-	}
-	for i := range min(posted, len(p.WRs)) {
-		if n := p.WRs[i].SGEsNotSummed; n > 0 {
-			q.c.SGECutWRs++
-			q.c.SGEsNotSummed += uint64(n)
-		}
-	}
 }

@@ -33,15 +33,6 @@ func takesRecv(op uint8) bool {
 	return false
 }
 
-// noteSends counts the receive-taking WRs among the n a post accepted.
-func (q *sq) noteSends(p *trace.Post, n int) {
-	for i := 0; i < n && i < len(p.WRs); i++ {
-		if takesRecv(p.WRs[i].Opcode) {
-			q.sendsPosted++
-		}
-	}
-}
-
 // rqEmpty reports whether every receive the QP posted came back: its RQ
 // holds none (a receive consumed but not yet polled still counts as held,
 // so an empty RQ is certain, never guessed).

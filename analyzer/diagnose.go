@@ -229,8 +229,7 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 	if cause != causeNone {
 		f = q.failWR
 	}
-	q.noteSends(p, n)
-	inferred := q.model().causeBasis() == CauseInferred
+	inferred := cause != causeNone && q.model().causeBasis() == CauseInferred
 	switch cause {
 	case causeSQFull:
 		a.diagnoseOverflow(q, now)
@@ -284,9 +283,15 @@ func (a *Analyzer) afterPost(q *sq, p *trace.Post, cause errCause, n int) {
 // for no WR, or more WRs outstanding than the SQ holds without an SQ-full
 // error (by the mlx5 rule that a slot is freed only by a completion).
 func (a *Analyzer) checkNotTraced(q *sq, now uint64) {
-	// the depth bound retired WRs whose completions the trace missed
-	// (lateattach.go): the trace alone would have had overSeen outstanding
-	over := q.slotRule() == SlotFreedByCQE && q.capsKnown && !q.sendCapsInferred && q.overSeen > 0
+	// not when nothing is new, which notTraced would find too: no WR
+	// retired past the depth, both counts as noted
+	if q.overSeen != 0 || q.notTracedNoted != [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches} {
+		a.notTraced(q, now)
+	}
+}
+
+func (a *Analyzer) notTraced(q *sq, now uint64) {
+	over := q.overSeen > 0 && q.capsKnown && !q.sendCapsInferred && q.slotRule() == SlotFreedByCQE
 	seen := q.overSeen
 	q.overSeen = 0
 	if !over && q.c.UnmatchedCQEs == q.notTracedNoted[0] && q.c.EmptyWRBatches == q.notTracedNoted[1] {
@@ -318,9 +323,12 @@ func (a *Analyzer) checkPeakOverCaps(q *sq, now uint64) {
 
 // checkTrend makes the trend prediction when a history window has closed.
 func (a *Analyzer) checkTrend(q *sq, now uint64) {
-	if !q.hist.closed {
-		return
+	if q.hist.closed {
+		a.windowClosed(q, now)
 	}
+}
+
+func (a *Analyzer) windowClosed(q *sq, now uint64) {
 	if q.slotRule() != SlotFreedByCQE { // the WRs outstanding are the occupancy only where a CQE frees a slot
 		q.hist.closed = false
 		return

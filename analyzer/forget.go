@@ -32,6 +32,9 @@ func (a *Analyzer) Forget(qp func(pid, qpNum uint32, gen uint64) bool, proc func
 		if a.qps[q.key] == q {
 			delete(a.qps, q.key)
 		}
+		if c := &a.qpCache[q.key.qpNum%qpCacheLen]; *c == q {
+			*c = nil
+		}
 		if q.gen != 0 && a.qpGens[objKey{q.key.pid, q.gen}] == q {
 			delete(a.qpGens, objKey{q.key.pid, q.gen})
 		}
@@ -44,7 +47,6 @@ func (a *Analyzer) Forget(qp func(pid, qpNum uint32, gen uint64) bool, proc func
 	}
 	if len(dropped) > 0 {
 		a.qpEpoch++
-		a.lastWCQ = nil
 		a.forgetDiagnoses(dropped)
 	}
 	a.forgetCQs(proc)

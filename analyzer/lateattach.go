@@ -57,7 +57,7 @@ func (q *sq) lateCompletion(wc *trace.WC, now uint64) bool {
 	q.sigOldest()
 	same := 0
 	for i := q.sigHead; i < q.sigTail; i++ {
-		if q.slot(q.sig[i%uint64(len(q.sig))].seq).id == wc.ID {
+		if q.slot(q.sigAt(i).seq).id == wc.ID {
 			same++
 		}
 	}
@@ -92,11 +92,20 @@ func (q *sq) exactSinceNS() uint64 {
 // known depth: the provider took the post, so they had retired, their
 // completions not seen.
 func (q *sq) boundByDepth() {
+	if q.outstanding() > q.depth() {
+		q.pastDepth()
+	}
+}
+
+func (q *sq) pastDepth() {
 	d := q.depth()
+	if d == 0 { // not known
+		return
+	}
 	// rxe frees a slot when its WR completes, and holds more than it
 	// reports: only where a CQE frees a slot (mlx5) does the depth bound
 	// the outstanding WRs
-	if d == 0 || q.outstanding() <= d || q.slotRule() != SlotFreedByCQE {
+	if q.slotRule() != SlotFreedByCQE {
 		return
 	}
 	n := q.outstanding() - d

@@ -95,21 +95,19 @@ func (a *Analyzer) newQP(pid, num uint32, addr, gen, now uint64) *sq {
 		old.destroyed = true // a number names one live QP: the old one is gone
 	}
 	a.qps[k] = q
+	a.qpCache[num%qpCacheLen] = q
 	if gen != 0 {
 		a.qpGens[objKey{pid, gen}] = q
 	}
 	a.all = append(a.all, q)
 	a.qpEpoch++
-	if a.lastWCQ != nil && a.lastWCKey == k {
-		a.lastWCQ = nil
-	}
 	return q
 }
 
 // qp is the QP living under a number: posts, receives and modifies go to
 // it. A number whose QP was destroyed starts a new lifetime.
 func (a *Analyzer) qp(pid, num uint32, addr uint64, now uint64) *sq {
-	q := a.qps[qpKey{pid, num}]
+	q := a.lookupQP(qpKey{pid, num})
 	if q == nil || q.destroyed {
 		q = a.newQP(pid, num, addr, 0, now)
 	}

@@ -65,6 +65,7 @@ type history struct {
 	samples    []OccSample
 	base       uint64
 	first, cur uint64 // window numbers of the oldest and the current sample
+	curAt      uint64 // where the current sample is in samples
 	curEnd     uint64 // first ns past the current window
 	started    bool
 	closed     bool // a window closed since the analyzer last looked
@@ -89,6 +90,24 @@ func clamp32(v uint64) uint32 {
 // note records the occupancy after an event at time now. Events slightly
 // out of order (from different CPUs) count in the current window.
 func (h *history) note(now, out uint64, wrs, cqes uint32) {
+	if h.started && now < h.curEnd { // the usual case, in line
+		h.samples[h.curAt].add(clamp32(out), wrs, cqes)
+		return
+	}
+	h.noteAfter(now, out, wrs, cqes)
+}
+
+// add notes o outstanding after wrs posted and cqes polled.
+func (s *OccSample) add(o, wrs, cqes uint32) {
+	s.Max = max(s.Max, o)
+	s.Min = min(s.Min, o)
+	s.End = o
+	s.WRs += wrs
+	s.CQEs += cqes
+}
+
+// noteAfter is note of an event that starts the history or a window.
+func (h *history) noteAfter(now, out uint64, wrs, cqes uint32) {
 	if h.n == 0 {
 		return
 	}
@@ -98,17 +117,13 @@ func (h *history) note(now, out uint64, wrs, cqes uint32) {
 		h.first = now / h.step
 		h.base, h.cur = h.first, h.first
 		h.grow(h.cur)
+		h.curAt = 0
 		*h.at(h.cur) = OccSample{Min: o}
 		h.curEnd = (h.cur + 1) * h.step
 	} else if now >= h.curEnd {
 		h.advance(now / h.step)
 	}
-	s := h.at(h.cur)
-	s.Max = max(s.Max, o)
-	s.Min = min(s.Min, o)
-	s.End = o
-	s.WRs += wrs
-	s.CQEs += cqes
+	h.samples[h.curAt].add(o, wrs, cqes)
 }
 
 // at is window w's sample (w between first and cur).
@@ -139,7 +154,7 @@ func (h *history) advance(w uint64) {
 	for i := h.cur + 1; i <= w; i++ {
 		*h.at(i) = OccSample{Max: end, End: end, Min: end}
 	}
-	h.cur = w
+	h.cur, h.curAt = w, (w-h.base)%h.n
 	h.curEnd = (w + 1) * h.step
 	if h.cur-h.first >= h.n {
 		h.first = h.cur - h.n + 1
@@ -165,6 +180,7 @@ func (h *history) limit(m uint64) {
 		out[w-first] = *h.at(w)
 	}
 	h.samples, h.base, h.first, h.n = out, first, first, m
+	h.curAt = h.cur - first
 }
 
 // copyOut returns the samples oldest first and the start of the oldest.

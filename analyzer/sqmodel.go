@@ -165,17 +165,26 @@ type sq struct {
 
 func (q *sq) outstanding() uint64 { return q.head - q.tail }
 
+// slot is where WR seq is in the ring, whose length is a power of two
+// (grow), as is the ring of signaled WRs' (sigAt).
 func (q *sq) slot(seq uint64) *wrSlot {
-	return &q.ring[seq%uint64(len(q.ring))]
+	return &q.ring[seq&uint64(len(q.ring)-1)]
+}
+
+func (q *sq) sigAt(i uint64) *sigEntry {
+	return &q.sig[i&uint64(len(q.sig)-1)]
 }
 
 // grow keeps the rings larger than anything that can be outstanding. They
 // start small (thousands of QPs with a few WRs outstanding each would hold
 // megabytes of slots never used) and double as WRs come.
 func (q *sq) grow(need uint64) {
-	if uint64(len(q.ring)) > need {
-		return
+	if uint64(len(q.ring)) <= need {
+		q.regrow(need)
 	}
+}
+
+func (q *sq) regrow(need uint64) {
 	n := len(q.ring) * 2
 	if n == 0 {
 		n = ringFirstLen
@@ -202,14 +211,14 @@ func (q *sq) sigPush(seq, ns uint64) {
 	if q.cq != nil {
 		e.polls, e.empty = q.cq.polls, q.cq.empty
 	}
-	q.sig[q.sigTail%uint64(len(q.sig))] = e
+	*q.sigAt(q.sigTail) = e
 	q.sigTail++
 }
 
 // sigOldest returns the oldest signaled WR still outstanding.
 func (q *sq) sigOldest() (sigEntry, bool) {
 	for q.sigHead < q.sigTail {
-		e := q.sig[q.sigHead%uint64(len(q.sig))]
+		e := *q.sigAt(q.sigHead)
 		if e.seq >= q.tail {
 			return e, true
 		}
@@ -437,6 +446,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.firstPost = p.TimeNS
 	}
 	q.c.PostCalls++
+	if p.WalkCapped {
+		q.c.WalkCappedPosts++
+	}
 	if p.API == trace.APIWR {
 		q.c.WRAPICalls++
 	}
@@ -470,6 +482,7 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 	var lastSize uint32
 	var lastInline bool
 	var batchBytes uint64
+	warnAt := q.runWarnAt() // again after each signaled WR, which moves it
 	for i := 0; i < n; i++ {
 		seq := q.head + uint64(i)
 		var sig bool
@@ -489,6 +502,13 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 				}
 			}
 			q.c.Opcodes.add(w.Opcode)
+			if w.SGEsNotSummed > 0 { // cuts.go
+				q.c.SGECutWRs++
+				q.c.SGEsNotSummed += uint64(w.SGEsNotSummed)
+			}
+			if takesRecv(w.Opcode) { // diag_recv.go
+				q.sendsPosted++
+			}
 			if lastInline {
 				if q.capsKnown && q.caps.MaxInlineData == 0 && w.Bytes > 0 {
 					q.inlineNever++
@@ -533,12 +553,13 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 			q.c.Signaled++
 			q.sigPush(seq, p.TimeNS)
 			q.endRun()
+			warnAt = q.runWarnAt()
 		} else {
 			q.curRun++
 			if q.curRun > q.c.LongestUnsignaledRun {
 				q.c.LongestUnsignaledRun = q.curRun
 			}
-			if !q.runWarned && q.curRun >= q.runWarnAt() {
+			if !q.runWarned && q.curRun >= warnAt {
 				q.runWarned = true
 				q.runWarnPending = true
 			}
@@ -626,7 +647,6 @@ func (a *Analyzer) onPost(e *trace.Post) {
 	}
 	a.resolveProvider(q)
 	cause, n := q.post(e, a.opts.BF)
-	q.noteCuts(e, n)
 	q.lastPost = e.TimeNS
 	q.lastNS = max(q.lastNS, e.TimeNS)
 	a.afterPost(q, e, cause, n)

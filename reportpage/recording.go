@@ -44,7 +44,8 @@ func Read(ctx context.Context, path string, bf func(trace.FileInfo) analyzer.BFC
 	fi := r.Info()
 	opts := analyzer.Options{BF: bf(fi), Clock: fi.Anchor(), Mode: fi.ProbeMode}
 	a := analyzer.New(opts)
-	res, err := session.ReadAll(ctx, r, a.Ingest)
+	r.Reuse() // the analyzer keeps nothing of an event
+	res, err := session.ReadBatches(ctx, r, a.IngestAll)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -207,9 +207,23 @@ func (r *ReadResult) Err(path string) error {
 // ReadAll streams every event of r to fn. A truncated or damaged file is
 // not an error here: the result says where it stopped.
 func ReadAll(ctx context.Context, r *trace.Reader, fn func(trace.Event)) (ReadResult, error) {
+	return ReadBatches(ctx, r, func(evs []trace.Event) {
+		for _, ev := range evs {
+			fn(ev)
+		}
+	})
+}
+
+// readBatch is how many events ReadBatches hands over at once.
+const readBatch = 256
+
+// ReadBatches streams every event of r to fn, a batch at a time (the
+// batch is reused: fn must not keep it), as ReadAll does.
+func ReadBatches(ctx context.Context, r *trace.Reader, fn func([]trace.Event)) (ReadResult, error) {
 	var res ReadResult
+	batch := make([]trace.Event, readBatch)
 	for {
-		ev, err := r.Next()
+		n, err := r.NextBatch(batch)
 		if err != nil {
 			var te *trace.TruncatedError
 			var ce *trace.CorruptError
@@ -225,9 +239,10 @@ func ReadAll(ctx context.Context, r *trace.Reader, fn func(trace.Event)) (ReadRe
 			}
 			return res, err
 		}
-		fn(ev)
-		res.Events++
-		if res.Events%65536 == 0 && ctx.Err() != nil {
+		fn(batch[:n])
+		was := res.Events
+		res.Events += int64(n)
+		if res.Events/65536 != was/65536 && ctx.Err() != nil {
 			return res, fmt.Errorf("interrupted after %d events", res.Events)
 		}
 	}
@@ -374,13 +389,15 @@ func (rec *RecordingInfo) TextHeader() string {
 }
 
 // ReadFile opens the recording at path and streams every event of it
-// to fn (a pass after a first one that reported how reading ended).
+// to fn (a pass after a first one that reported how reading ended). The
+// events are reused (trace.Reader.Reuse): fn must keep nothing of one.
 func ReadFile(ctx context.Context, path string, fn func(trace.Event)) error {
 	r, err := OpenRecording(path)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
+	r.Reuse()
 	_, err = ReadAll(ctx, r, fn)
 	return err
 }

@@ -353,7 +353,7 @@ func shapedDecode[T comparable, P listElem[T]](c *recordCodec, list *[]T, next *
 	var d int64
 	c.varying(&d)
 	first := *next + uint64(d)
-	if c.r.err != nil || c.vr.err != nil {
+	if c.r.err != nil || c.col.err != nil {
 		return
 	}
 	l := slab.take(len(shape))

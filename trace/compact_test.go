@@ -310,8 +310,9 @@ func TestBadReference(t *testing.T) {
 	}
 }
 
-// TestFlatMemory writes a long recording and reads it back, both with the
-// live heap measured as they go: neither grows with the recording.
+// TestFlatMemory writes a long recording and reads it back, one new event
+// at a time and as report does (Reader.Reuse, in batches), each with the
+// live heap measured as it goes: none grows with the recording.
 func TestFlatMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes and reads 6.4M WRs")
@@ -344,26 +345,40 @@ func TestFlatMemory(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var reading []float64
-	for i := 0; ; i++ {
-		if _, err := r.Next(); err != nil {
-			if err != io.EOF {
-				t.Fatal(err)
+	// read one event at a time, then as a report does: events reused, in
+	// batches
+	read := func(reuse bool) []float64 {
+		r, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		batch := make([]Event, 1)
+		if reuse {
+			r.Reuse()
+			batch = make([]Event, 256)
+		}
+		var at []float64
+		for i := 0; ; {
+			n, err := r.NextBatch(batch)
+			if err != nil {
+				if err != io.EOF {
+					t.Fatal(err)
+				}
+				return at
 			}
-			break
-		}
-		if i%(posts/4) == posts/4-1 {
-			reading = append(reading, heap()-base)
+			for range n {
+				if i%(posts/4) == posts/4-1 {
+					at = append(at, heap()-base)
+				}
+				i++
+			}
 		}
 	}
+	reading, reused := read(false), read(true)
 	st, _ := os.Stat(path)
-	t.Logf("%d bytes; live heap beyond the start, MiB, writing %.2f, reading %.2f", st.Size(), writing, reading)
-	for _, m := range [][]float64{writing, reading} {
+	t.Logf("%d bytes; live heap beyond the start, MiB, writing %.2f, reading %.2f, reading reused %.2f", st.Size(), writing, reading, reused)
+	for _, m := range [][]float64{writing, reading, reused} {
 		if len(m) != 4 || m[3] > m[0]+1 || m[3] > 4 {
 			t.Errorf("live heap grows with the recording: %.2f MiB at each quarter", m)
 		}

@@ -16,9 +16,15 @@ type decoder struct {
 	c     recordCodec
 	// Posts and polls, the bulk of a recording, and their WRs and CQEs (in
 	// c) are carved from slabs: a few allocations per hundred events
-	// instead of two per event. Every event is still its own, never reused.
+	// instead of two per event. Every event is its own, unless reuse
+	// (Reader.Reuse): then the slabs are carved again from their start at
+	// each rewind.
 	posts slab[Post]
 	polls slab[Poll]
+	reuse bool
+	// walkOnly: every record is decoded by the walk, none by fastPost or
+	// fastPoll (the tests compare the two).
+	walkOnly bool
 }
 
 // newDecoder returns a decoder of the given layout version (1 or 2).
@@ -40,9 +46,34 @@ const (
 	slabElems  = 512 // WRs or CQEs; longer lists get their own
 )
 
-func (d *decoder) post() *Post { return d.posts.one() }
+// post and poll carve a new event, zero.
+func (d *decoder) post() *Post {
+	p := d.posts.one()
+	if d.reuse {
+		*p = Post{}
+	}
+	return p
+}
 
-func (d *decoder) poll() *Poll { return d.polls.one() }
+func (d *decoder) poll() *Poll {
+	p := d.polls.one()
+	if d.reuse {
+		*p = Poll{}
+	}
+	return p
+}
+
+// rewind gives back the events carved so far, and their lists, to be
+// carved again: when reusing, the reader's events are overwritten from
+// here on.
+func (d *decoder) rewind() {
+	if d.reuse {
+		d.posts.rewind()
+		d.polls.rewind()
+		d.c.wrs.rewind()
+		d.c.wcs.rewind()
+	}
+}
 
 // slab is what events or list elements are carved from. An index moves
 // through it, so that carving writes no pointer (a write barrier while
@@ -50,12 +81,24 @@ func (d *decoder) poll() *Poll { return d.polls.one() }
 type slab[T any] struct {
 	s []T
 	i int
+	// kept: the slab was rewound, and is carved again from its start;
+	// each new slab it needs is then twice the last, so that soon one
+	// holds what is carved between two rewinds.
+	kept bool
+}
+
+// size is the length of a new slab, at least n.
+func (s *slab[T]) size(n int) int {
+	if s.kept {
+		return max(n, 2*len(s.s))
+	}
+	return n
 }
 
 // one carves one event.
 func (s *slab[T]) one() *T {
 	if s.i == len(s.s) {
-		s.s, s.i = make([]T, slabEvents), 0
+		s.s, s.i = make([]T, s.size(slabEvents)), 0
 	}
 	e := &s.s[s.i]
 	s.i++
@@ -69,12 +112,16 @@ func (s *slab[T]) take(n int) []T {
 		return make([]T, n)
 	}
 	if len(s.s)-s.i < n {
-		s.s, s.i = make([]T, slabElems), 0
+		s.s, s.i = make([]T, s.size(slabElems)), 0
 	}
 	l := s.s[s.i : s.i+n : s.i+n]
 	s.i += n
 	return l
 }
+
+// rewind carves the slab again from its start: what was carved from it
+// is overwritten.
+func (s *slab[T]) rewind() { s.i, s.kept = 0, true }
 
 // errShortRecord says a record's frame runs past the bytes available: in a
 // checksummed chunk that is corruption, at the end of a truncated file it is
@@ -93,6 +140,9 @@ var (
 // for a kind this version does not know), the record's length in bytes, and
 // an error for a record that is cut short (errShortRecord) or malformed.
 func (d *decoder) nextRecord(p []byte) (Event, int, error) {
+	if ev, size := d.fastRecord(p); ev != nil {
+		return ev, size, nil
+	}
 	if len(p) == 0 {
 		return nil, 0, errShortRecord
 	}
@@ -141,14 +191,14 @@ func (d *decoder) beginBlock(raw []byte) ([]byte, error) {
 	if w <= 0 || n > uint64(len(raw)-w) {
 		return nil, errors.New("bad length of the block's varying values")
 	}
-	d.c.vr = fieldReader{b: raw[w : w+int(n)]}
+	d.c.col.begin(raw[w : w+int(n)])
 	return raw[w+int(n):], nil
 }
 
 // endBlock checks that the records of a block read every value of its
 // column.
 func (d *decoder) endBlock() error {
-	if n := d.c.vr.left(); n > 0 {
+	if n := d.c.col.left(); n > 0 {
 		return fmt.Errorf("%d bytes of varying values left after the last record of the block", n)
 	}
 	return nil

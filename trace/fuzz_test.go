@@ -94,6 +94,7 @@ func checkReader(t *testing.T, data []byte) {
 				if err == io.EOF {
 					checkRewrite(t, r.Info(), evs)
 				}
+				checkDecodings(t, data, evs, err)
 				return
 			}
 			if len(evs) > len(data) {
@@ -103,6 +104,46 @@ func checkReader(t *testing.T, data []byte) {
 				checkRoundTrip(t, v, ev)
 			}
 			evs = append(evs, ev)
+		}
+	}
+}
+
+// checkDecodings reads data again, with every record decoded by the walk,
+// then with the events reused (Reader.Reuse), one at a time and in
+// batches: each must return the events evs, then the error end, as the
+// reader's usual decoding did.
+func checkDecodings(t *testing.T, data []byte, evs []Event, end error) {
+	for _, mode := range []string{"walk only", "reuse", "reuse, batches"} {
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		if mode == "walk only" {
+			r.dec.walkOnly = true
+		} else {
+			r.Reuse()
+		}
+		batch := make([]Event, 1)
+		if mode == "reuse, batches" {
+			batch = make([]Event, 7)
+		}
+		for i := 0; ; {
+			n, err := r.NextBatch(batch)
+			if err != nil {
+				if n != 0 || i != len(evs) || err.Error() != end.Error() {
+					t.Fatalf("%s: %d events and %v after %d events, want %v after %d", mode, n, err, i, end, len(evs))
+				}
+				break
+			}
+			if n == 0 || n > len(batch) {
+				t.Fatalf("%s: a batch of %d events of at most %d and no error", mode, n, len(batch))
+			}
+			for _, ev := range batch[:n] {
+				if i >= len(evs) || !reflect.DeepEqual(ev, evs[i]) {
+					t.Fatalf("%s: event %d is %#v, want the one read before", mode, i, ev)
+				}
+				i++
+			}
 		}
 	}
 }

@@ -136,6 +136,51 @@ func (rd *Reader) Version() uint16 { return rd.version }
 // Skipped counts records of kinds this version does not know, skipped so far.
 func (rd *Reader) Skipped() int64 { return rd.skipped }
 
+// Reuse makes the reader decode posts and polls, and their lists, into
+// the memory of those it returned before: the events a call of Next or
+// NextBatch returns are overwritten by the next call. It is for a
+// consumer that keeps nothing of an event once it has handled it (an
+// analyzer), which then reads a recording without an allocation per
+// event. The other kinds are new events still, and so is every event of
+// a version 1 recording, whose chunks are decoded whole.
+func (rd *Reader) Reuse() {
+	rd.dec.reuse = rd.version >= 2
+}
+
+// NextBatch reads up to len(evs) events into evs, as many calls of Next
+// would, and returns how many: at least one and a nil error, or none and
+// the error Next would return.
+func (rd *Reader) NextBatch(evs []Event) (int, error) {
+	rd.dec.rewind()
+	for i := range evs {
+		if rd.left > 1 && rd.pos < len(rd.raw) { // blockRecord's usual case, in line
+			if ev, size := rd.dec.fastRecord(rd.raw[rd.pos:]); ev != nil {
+				rd.pos += size
+				rd.left--
+				rd.records++
+				evs[i] = ev
+				continue
+			}
+			ev, size, err := rd.dec.nextRecord(rd.raw[rd.pos:])
+			if ev, err = rd.decoded(ev, size, err); err != nil {
+				rd.left, rd.err = 0, err // as nextEvent does, which returns it
+			} else if ev != nil {
+				evs[i] = ev
+				continue
+			}
+		}
+		ev, err := rd.nextEvent()
+		if err != nil {
+			if i > 0 {
+				return i, nil // the error sticks: the next call returns it
+			}
+			return 0, err
+		}
+		evs[i] = ev
+	}
+	return len(evs), nil
+}
+
 // Close closes the file opened by Open; for a Reader from NewReader it does
 // nothing.
 func (rd *Reader) Close() error {
@@ -152,6 +197,11 @@ func (rd *Reader) Close() error {
 // and a *CorruptError where a damaged block starts. Once it returns an
 // error it returns the same error again.
 func (rd *Reader) Next() (Event, error) {
+	rd.dec.rewind()
+	return rd.nextEvent()
+}
+
+func (rd *Reader) nextEvent() (Event, error) {
 	for {
 		if rd.next < len(rd.pending) {
 			ev := rd.pending[rd.next]
@@ -346,7 +396,13 @@ func (rd *Reader) blockRecord() (Event, error) {
 	if rd.pos >= len(rd.raw) {
 		return nil, &CorruptError{Offset: rd.blockAt, Reason: fmt.Sprintf("block holds fewer records than its header says (%d)", rd.blockRecs)}
 	}
-	ev, size, err := rd.dec.nextRecord(rd.raw[rd.pos:])
+	return rd.decoded(rd.dec.nextRecord(rd.raw[rd.pos:]))
+}
+
+// decoded moves past the record of the block being read that was decoded
+// to ev, size bytes long, or fails where it failed (err): blockRecord's
+// result.
+func (rd *Reader) decoded(ev Event, size int, err error) (Event, error) {
 	if err != nil {
 		return nil, &CorruptError{Offset: rd.blockAt, Reason: fmt.Sprintf("record %d of the block: %v", rd.blockRecs-rd.left, err)}
 	}

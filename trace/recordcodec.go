@@ -22,8 +22,8 @@ type recordCodec struct {
 	blk     *blockState // version 2: what the block's records met so far
 	// Version 2: the block's values that change from record to record
 	// (see varying), apart from the records.
-	vals []byte      // encoding: the block's so far
-	vr   fieldReader // decoding: the block's not read yet
+	vals []byte // encoding: the block's so far
+	col  column // decoding: the block's
 
 	// Appended groups (see appended).
 	tail bool // the walk is past the record's first appended group
@@ -70,8 +70,8 @@ func (c *recordCodec) err() error {
 	if c.r.err != nil {
 		return c.r.err
 	}
-	if c.vr.err != nil {
-		return fmt.Errorf("varying values: %w", c.vr.err)
+	if c.col.err != nil {
+		return fmt.Errorf("varying values: %w", c.col.err)
 	}
 	return nil
 }
@@ -167,7 +167,7 @@ func (c *recordCodec) varying(p *int64) {
 	case c.version < 2:
 		c.z64(p)
 	case c.dec:
-		*p = c.vr.z64()
+		*p = c.col.z64()
 	default:
 		c.vals = binary.AppendVarint(c.vals, *p)
 	}
@@ -180,7 +180,7 @@ func (c *recordCodec) varyingU(p *uint64) {
 	case c.version < 2:
 		c.u64(p)
 	case c.dec:
-		*p = c.vr.u64()
+		*p = c.col.u64()
 	default:
 		c.vals = binary.AppendUvarint(c.vals, *p)
 	}

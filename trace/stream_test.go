@@ -3,6 +3,7 @@ package trace
 import (
 	"math/rand/v2"
 	"syscall"
+	"testing"
 
 	"github.com/sqscope/sqscope/ibv"
 )
@@ -132,6 +133,10 @@ func StreamEvents(c StreamConfig) []Event {
 	evs = append(evs, &Exit{Header: tick()}, &End{Header: tick(), Reason: "the target exited with status 0"})
 	return evs
 }
+
+// Recorded is events written as a recording of the current version, with
+// the tests' file header (exported to the package's external tests only).
+func Recorded(t testing.TB, events []Event) []byte { return writeRecording(t, events, 0) }
 
 // CPUNow is the CPU time this process has used, in ns (exported to the
 // package's external tests only).
