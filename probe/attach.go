@@ -101,24 +101,53 @@ func (t *Tracer) attachAll() error {
 				"process %d was running before sqscope attached: %d QP(s) found in its memory (%d MiB of %d mappings read in %v), their caps unknown and the WRs they had outstanding before the attach unknown until a completion of a WR posted since retires them",
 				t.opts.PID, len(s.QPs), s.Bytes>>20, s.Mappings, s.Duration.Round(time.Millisecond)))
 		}
+		placed := bySym + byMem
 		switch {
-		case bySym+byMem > 0 && len(t.scan.QPs) == 0:
-			how := "by symbol"
-			if bySym == 0 {
-				how = "in its memory"
-			}
-			t.warnings = append(t.warnings, fmt.Sprintf(
-				"process %d was running before sqscope attached: its data-path functions were found %s, and QPs it created earlier are learned from their first post or poll, with caps unknown (max_send_wr is inferred from the first SQ-full ENOMEM)", t.opts.PID, how))
-		case bySym+byMem > 0:
-		case !UsesVerbs(t.opts.PID):
-			// no verbs library and no simulated HCA yet (a shell that
-			// will exec the program, say): it has no QP to miss
+		case placed > 0 && len(t.scan.QPs) == 0, placed == 0 && UsesVerbs(t.opts.PID):
+			// found no QP, or not even a context: of a process that was
+			// ending then, that is the cause to say
+			ended := exiting(t.opts.PID) || t.proc.wait(attachEndWait)
+			t.warnings = append(t.warnings, runningNote(t.opts.PID, bySym, byMem, len(t.scan.QPs), ended))
+		case placed == 0 && exiting(t.opts.PID):
+			t.warnings = append(t.warnings, runningNote(t.opts.PID, 0, 0, len(t.scan.QPs), true))
 		default:
-			t.warnings = append(t.warnings, fmt.Sprintf(
-				"process %d was running before sqscope attached: its existing QPs are seen from their next ibv_modify_qp, and their post_send/poll_cq functions only once some QP is created or modified (or given with --probe post_send=LIB:0xOFFSET); until then their posts and polls are not traced", t.opts.PID))
+			// QPs found and their functions placed; or no verbs library
+			// and no simulated HCA yet (a shell that will exec the
+			// program, say): it has no QP to miss
 		}
 	}
 	return nil
+}
+
+// attachEndWait is how long an attach that found no QP in a running
+// target waits for it to end: one closing its device on its way out
+// ends within it, and is said to have ended, not to have QPs to learn.
+const attachEndWait = 100 * time.Millisecond
+
+// runningNote says what a trace of a process that was running before
+// sqscope attached, and in whose memory no QP (or no function to place)
+// was found, sees of the QPs it made earlier: bySym and byMem data-path
+// functions were placed by symbol and from its memory, qps QPs found in
+// it; ended, it ended during the attach (on its way out it had destroyed
+// what the scan did not find), which is then the cause to say.
+func runningNote(pid, bySym, byMem, qps int, ended bool) string {
+	switch {
+	case ended && qps > 0:
+		return fmt.Sprintf("process %d ended while sqscope attached: nothing of it is traced", pid)
+	case ended:
+		found := "no verbs context"
+		if bySym+byMem > 0 {
+			found = "no QP"
+		}
+		return fmt.Sprintf("process %d ended while sqscope attached: its memory scan found %s (destroyed on its way out), and nothing of it is traced", pid, found)
+	case bySym+byMem > 0:
+		how := "by symbol"
+		if bySym == 0 {
+			how = "in its memory"
+		}
+		return fmt.Sprintf("process %d was running before sqscope attached: its data-path functions were found %s, and QPs it created earlier are learned from their first post or poll, with caps unknown (max_send_wr is inferred from the first SQ-full ENOMEM)", pid, how)
+	}
+	return fmt.Sprintf("process %d was running before sqscope attached: its existing QPs are seen from their next ibv_modify_qp, and their post_send/poll_cq functions only once some QP is created or modified (or given with --probe post_send=LIB:0xOFFSET); until then their posts and polls are not traced", pid)
 }
 
 // attachDiscovery hooks the control-path functions found in one ELF file

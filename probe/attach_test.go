@@ -438,3 +438,29 @@ func TestDetachHandsOverPendingCounts(t *testing.T) {
 		})
 	}
 }
+
+// What is said of a running target in whose memory no QP was found: that
+// it ended, when it ended during the attach (not that its QPs are learned
+// later), and otherwise how its QPs are learned.
+func TestRunningNote(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		bySym, byMem, qps int
+		ended             bool
+		want, no          string
+	}{
+		{"no context found, running", 0, 0, 0, false, "its existing QPs are seen from their next ibv_modify_qp", "ended"},
+		{"no context found, ended", 0, 0, 0, true, "process 42 ended while sqscope attached: its memory scan found no verbs context", "next ibv_modify_qp"},
+		{"functions, no QP, running", 2, 0, 0, false, "found by symbol, and QPs it created earlier are learned from their first post or poll", "ended"},
+		{"functions from memory, no QP, running", 0, 3, 0, false, "found in its memory", "ended"},
+		{"functions, no QP, ended", 0, 3, 0, true, "its memory scan found no QP (destroyed on its way out)", "learned"},
+		{"QPs but no function placed, ended", 0, 0, 2, true, "process 42 ended while sqscope attached: nothing of it is traced", "found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := runningNote(42, tc.bySym, tc.byMem, tc.qps, tc.ended)
+			if !strings.Contains(got, tc.want) || strings.Contains(got, tc.no) {
+				t.Errorf("%q: want %q, not %q", got, tc.want, tc.no)
+			}
+		})
+	}
+}

@@ -193,20 +193,54 @@ func settle(pid, tid int, deadline time.Time) {
 	}
 }
 
-// takeHold adds this tracer's hold on pid before it stops pid itself (the
-// memory scan of a running process), so that another tracer's release does
-// not continue pid while this one's probes are being placed; dropHold
-// takes it back when the stop was not sent.
-func (t *Tracer) takeHold(pid int) {
+// scanHold marks the holds of a tracer's memory scans in the key's tracer
+// field: a hold of their own, beside the one its programs take when a
+// record stops the same process, so that neither release continues the
+// process while the other still holds it.
+const scanHold = uint64(1) << 63
+
+// takeScanHold adds this tracer's scan hold on pid before it stops pid
+// itself (the memory scan of a running process), so that no other release
+// (another tracer's, or this one's of a record's stop) continues pid while
+// the scan's probes are being placed; dropScanHold takes it back when the
+// stop was not sent, releaseScanHold once they are placed.
+func (t *Tracer) takeScanHold(pid int) {
 	if m := t.objs.SqHoldsV1; m != nil {
-		m.Put(t.holdKey(pid), bpf.VerbsSqHold{HolderStart: t.hold.start, Ts: trace.MonotonicNS()})
+		m.Put(t.scanHoldKey(pid), bpf.VerbsSqHold{HolderStart: t.hold.start, Ts: trace.MonotonicNS()})
 	}
 }
 
-func (t *Tracer) dropHold(pid int) {
+func (t *Tracer) dropScanHold(pid int) {
 	if m := t.objs.SqHoldsV1; m != nil {
-		m.Delete(t.holdKey(pid))
+		m.Delete(t.scanHoldKey(pid))
 	}
+}
+
+func (t *Tracer) releaseScanHold(pid int) bool { return t.release(pid, t.scanHoldKey(pid)) }
+
+// scanHoldKey is this tracer's scan hold on pid.
+func (t *Tracer) scanHoldKey(pid int) bpf.VerbsSqHoldKey {
+	k := t.holdKey(pid)
+	k.Tracer |= scanHold
+	return k
+}
+
+// holdOf reports whether k is a hold of the tracer (tgid, tracer): its
+// programs' or its scans'.
+func holdOf(k bpf.VerbsSqHoldKey, tgid uint32, tracer uint64) bool {
+	return k.Holder == tgid && k.Tracer&^scanHold == tracer
+}
+
+// holdIn reports whether this tracer's hold on pid (its programs') is in
+// the holds map: only a release past holdMax takes it out before this
+// tracer releases it.
+func (t *Tracer) holdIn(pid int) bool {
+	m := t.objs.SqHoldsV1
+	if m == nil {
+		return true
+	}
+	var v bpf.VerbsSqHold
+	return m.Lookup(t.holdKey(pid), &v) == nil
 }
 
 // holdKey is this tracer's hold on pid.
@@ -217,13 +251,17 @@ func (t *Tracer) holdKey(pid int) bpf.VerbsSqHoldKey {
 // releaseHold ends this tracer's hold on pid and continues pid unless
 // another tracer's valid hold is left (dropping the stale ones it finds).
 // It reports whether pid was continued.
-func (t *Tracer) releaseHold(pid int) bool {
+func (t *Tracer) releaseHold(pid int) bool { return t.release(pid, t.holdKey(pid)) }
+
+// release ends the hold k on pid and continues pid unless another valid
+// hold is left; it reports whether pid was continued.
+func (t *Tracer) release(pid int, k bpf.VerbsSqHoldKey) bool {
 	m := t.objs.SqHoldsV1
 	if m == nil {
 		syscall.Kill(pid, syscall.SIGCONT)
 		return true
 	}
-	m.Delete(t.holdKey(pid))
+	m.Delete(k)
 	if heldByOther(m, pid) {
 		return false
 	}
@@ -262,7 +300,7 @@ func (t *Tracer) sweepHolds() {
 	entries := holdEntries(m)
 	stale := map[uint32]bool{}
 	for _, e := range entries {
-		if e.k.Holder == t.hold.tgid && e.k.Tracer == t.hold.tracer {
+		if holdOf(e.k, t.hold.tgid, t.hold.tracer) {
 			continue // this tracer's own: released when handled
 		}
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", e.k.Pid)); err != nil {
@@ -288,8 +326,8 @@ func (t *Tracer) releaseAllHolds() {
 		return
 	}
 	for _, e := range holdEntries(m) {
-		if e.k.Holder == t.hold.tgid && e.k.Tracer == t.hold.tracer {
-			t.releaseHold(int(e.k.Pid))
+		if holdOf(e.k, t.hold.tgid, t.hold.tracer) {
+			t.release(int(e.k.Pid), e.k)
 		}
 	}
 }

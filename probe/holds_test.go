@@ -257,7 +257,10 @@ func inState(t *testing.T, pid int, st byte) bool {
 
 // TestUserStopHolds: a stop sent from user space (the memory scan's) takes
 // a hold like the programs' stops, so that another tracer's release leaves
-// the process stopped until this one releases it too.
+// the process stopped until this one releases it too; and a hold of its
+// own, beside the one this tracer's programs take when a record stops the
+// same process, so that releasing the record's stop does not continue a
+// process the scan still holds (nor the other way round).
 func TestUserStopHolds(t *testing.T) {
 	requireBPF(t)
 	m := sharedHolds(t)
@@ -269,24 +272,35 @@ func TestUserStopHolds(t *testing.T) {
 	pid := sleeper.Process.Pid
 	scan, other := &Tracer{hold: newHoldID()}, &Tracer{hold: newHoldID()}
 	scan.objs.SqHoldsV1, other.objs.SqHoldsV1 = m, m
-	defer scan.dropHold(pid)
-	defer other.dropHold(pid)
-	scan.takeHold(pid)
-	other.takeHold(pid)
+	defer scan.dropScanHold(pid)
+	defer other.dropScanHold(pid)
+	defer m.Delete(scan.holdKey(pid))
+	scan.takeScanHold(pid)
+	other.takeScanHold(pid)
+	// the scanning tracer's programs stopped it too, for a record (stop_self)
+	if err := m.Put(scan.holdKey(pid), bpf.VerbsSqHold{HolderStart: scan.hold.start, Ts: trace.MonotonicNS()}); err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	if !inState(t, pid, 'T') {
 		t.Fatalf("process %d did not stop", pid)
 	}
-	if other.releaseHold(pid) || !inState(t, pid, 'T') {
+	if other.releaseScanHold(pid) || !inState(t, pid, 'T') {
 		t.Fatal("another tracer's release continued a process the scan still holds")
 	}
-	if !scan.releaseHold(pid) || !inState(t, pid, 'S') {
+	if scan.releaseHold(pid) || !inState(t, pid, 'T') {
+		t.Fatal("the release of a record's stop continued a process the same tracer's scan still holds")
+	}
+	if scan.holdIn(pid) {
+		t.Fatal("a released record's hold is still in the map")
+	}
+	if !scan.releaseScanHold(pid) || !inState(t, pid, 'S') {
 		t.Fatal("the scan's release, the last hold, did not continue the process")
 	}
 	var v bpf.VerbsSqHold
-	if m.Lookup(scan.holdKey(pid), &v) == nil || m.Lookup(other.holdKey(pid), &v) == nil {
+	if m.Lookup(scan.scanHoldKey(pid), &v) == nil || m.Lookup(other.scanHoldKey(pid), &v) == nil {
 		t.Fatal("a released hold is still in the map")
 	}
 }

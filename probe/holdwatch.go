@@ -153,7 +153,7 @@ func runHoldWatchdog(who string) error {
 		return fmt.Errorf("the stopped processes: %w", err)
 	}
 	start, _ := strconv.ParseUint(f[2], 10, 64)
-	mine := func(k bpf.VerbsSqHoldKey) bool { return k.Holder == uint32(tgid) && k.Tracer == tracer }
+	mine := func(k bpf.VerbsSqHoldKey) bool { return holdOf(k, uint32(tgid), tracer) }
 	fds := []unix.PollFd{{Fd: 3, Events: unix.POLLIN}}
 	for {
 		n, err := unix.Poll(fds, 100)

@@ -208,9 +208,7 @@ func (t *Tracer) resume(force bool) {
 		if t.holdsPrivate == nil {
 			settle(pid, h.tid, h.since.Add(stopGrace))
 		}
-		if !heldUntilNow(pid, h.tid) {
-			t.heldBroken(pid)
-		}
+		t.checkHold(pid, h)
 		t.releaseHold(pid) // continues it unless another tracer still holds it
 		t.lastCont[pid] = trace.MonotonicNS()
 		t.objs.StoppedPids.Delete(uint32(pid))
@@ -241,12 +239,13 @@ func (t *Tracer) markStopped(pid, tid int, ts uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stops++
-	if ts < t.lastCont[pid] {
+	late := ts < t.lastCont[pid]
+	if late {
 		t.warnings = append(t.warnings, fmt.Sprintf("process %d was continued (after the %v bound on a stop) while a record that stopped it was still unread: it may have called the functions that record revealed before their probes were placed",
 			pid, stopGrace))
 	}
 	if _, ok := t.stopped[pid]; !ok {
-		t.stopped[pid] = stopHold{since: time.Now(), tid: tid}
+		t.stopped[pid] = stopHold{since: time.Now(), tid: tid, stopNS: ts, late: late}
 		t.haveStopped.Store(true)
 	}
 }

@@ -112,12 +112,12 @@ func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
 	var stopAt time.Time
 	if !t.opts.NoStop && !alreadyStopped(pid) {
 		stopAt = time.Now()
-		t.takeHold(pid) // shared with other tracers (holds.go)
+		t.takeScanHold(pid) // shared with other tracers (holds.go)
 		if syscall.Kill(pid, syscall.SIGSTOP) == nil {
 			stopped = true
 			waitGroupStopped(pid, 100*time.Millisecond)
 		} else {
-			t.dropHold(pid)
+			t.dropScanHold(pid)
 		}
 	}
 	bySym = t.attachBySymbol(pid, rs.hits)
@@ -145,7 +145,7 @@ func (t *Tracer) placeRunning(rs *runningScan) (bySym, byMem int) {
 	}
 	listQPs()
 	if stopped {
-		t.releaseHold(pid) // continues pid unless another tracer still holds it
+		t.releaseScanHold(pid) // continues pid unless another hold is left (another tracer's, a record's stop)
 		sc.StopNS = uint64(time.Since(stopAt))
 	}
 	return bySym, byMem
