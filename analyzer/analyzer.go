@@ -29,14 +29,18 @@ type Counters struct {
 	ENOMEMUnknown uint64 `json:"enomem_unknown"`
 	// ENOMEM: post calls that failed with ENOMEM, whatever the cause
 	// (counters mode counts them in the kernel, which cannot tell it).
-	ENOMEM               uint64 `json:"enomem"`
-	OtherErrors          uint64 `json:"other_errors"`
-	CQEErrors            uint64 `json:"cqe_errors"`
-	FlushedUnsignaled    uint64 `json:"flushed_unsignaled"`
-	UnmatchedCQEs        uint64 `json:"unmatched_cqes"`
-	Truncated            uint64 `json:"wrs_past_bound"`
-	WRAPICalls           uint64 `json:"wr_api_calls"`
-	Aborted              uint64 `json:"aborted"`
+	ENOMEM            uint64 `json:"enomem"`
+	OtherErrors       uint64 `json:"other_errors"`
+	CQEErrors         uint64 `json:"cqe_errors"`
+	FlushedUnsignaled uint64 `json:"flushed_unsignaled"`
+	UnmatchedCQEs     uint64 `json:"unmatched_cqes"`
+	Truncated         uint64 `json:"wrs_past_bound"`
+	WRAPICalls        uint64 `json:"wr_api_calls"`
+	Aborted           uint64 `json:"aborted"`
+	// EdgePosts are post calls traced at a sentinel window's end, while
+	// its probes were being removed: counted as calls and WRs, kept out
+	// of the occupancy (their completions may not be seen).
+	EdgePosts            uint64 `json:"edge_post_calls,omitempty"`
 	LongestUnsignaledRun uint64 `json:"longest_unsignaled_run"`
 	MMIOBytes            uint64 `json:"mmio_bytes"`
 	DMABytesWQE          uint64 `json:"dma_bytes_wqe"`

@@ -145,8 +145,8 @@ func checkHist(id string, q *QP, bad func(string, ...any)) {
 			bad("%s: occupancy bucket %d..%d (%d) outside 0..%d", id, b.Lo, b.Hi, b.Count, o.Peak)
 		}
 	}
-	if n != c.PostCalls-min(c.Aborted, c.PostCalls) {
-		bad("%s: occupancy histogram of %d post calls, %d made (%d aborted)", id, n, c.PostCalls, c.Aborted)
+	if n != c.PostCalls-min(c.Aborted+c.EdgePosts, c.PostCalls) {
+		bad("%s: occupancy histogram of %d post calls, %d made (%d aborted, %d at windows' edges)", id, n, c.PostCalls, c.Aborted, c.EdgePosts)
 	}
 }
 

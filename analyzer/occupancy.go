@@ -362,7 +362,8 @@ type Occupancy struct {
 // occupancy is the QP's occupancy figures; the histogram only when
 // withHist.
 func (q *sq) occupancy(withHist bool) Occupancy {
-	o := Occupancy{Now: q.outstanding(), Peak: q.c.PeakOutstanding, Depth: q.depth()}
+	now, _ := q.sampledOutstanding() // between sentinel windows, the last one's
+	o := Occupancy{Now: now, Peak: q.c.PeakOutstanding, Depth: q.depth()}
 	d := &q.occ
 	if d.n == 0 {
 		return o

@@ -94,3 +94,65 @@ func TestSampleWindows(t *testing.T) {
 		t.Errorf("%d escalations, want the sample window's", snap.Sentinel.Escalations)
 	}
 }
+
+// A window's end removes its probes in no set order: posts traced after
+// the poll probes went have completions the trace no longer sees. Those
+// posts are counted as calls, never as occupancy: a healthy QP gets no
+// calls_not_traced and keeps the peak and the histogram the window
+// measured, however many WRs it posts while the probes go.
+func TestSampleWindowEdge(t *testing.T) {
+	const qpn = 0x1c0
+	s := streamtest.New()
+	s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", How: trace.HowErrorSite})
+	s.Create(qpn, trace.QPTypeRC, trace.Caps{MaxSendWR: 16, MaxInlineData: 60, MaxSendSGE: 1}, false)
+	s.ToRTS(qpn)
+	edge := func() {
+		s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", How: trace.HowSample, Err: trace.WindowClosing})
+		for range 10 { // 40 WRs on a queue of 16, their completions unseen
+			s.Send(qpn, 4, 0, 4)
+		}
+		s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", How: trace.HowSample, Err: trace.SampleEnded})
+		s.Send(qpn, 4, 0, 4) // read after the end's record: still the edge
+	}
+	s.Add(&trace.Attach{Header: s.Header(), Func: "poll_cq", How: trace.HowSample})
+	s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", How: trace.HowSample})
+	ids := s.Signaled(qpn, 2)
+	s.Poll(qpn, ids[0]) // synced: 1 outstanding
+	s.Send(qpn, 4, 0, 4)
+	edge()
+	snap := run(t, s, Options{BF: DefaultBF})
+	q := snap.QPs[0]
+	if got := diagKinds(snap); len(got) != 0 {
+		t.Errorf("diagnoses %v at a window's edge: a healthy QP gets none", got)
+	}
+	if q.WRs != 50 || q.PeakOutstanding != 5 || q.Outstanding != 5 || q.OutstandingSampledNS == 0 {
+		t.Errorf("WRs %d, peak %d, outstanding %d (sampled at %d): want the 50 posted, the window's peak 5 and its 5 at the end",
+			q.WRs, q.PeakOutstanding, q.Outstanding, q.OutstandingSampledNS)
+	}
+	// a QP first seen between the windows is at the edge too
+	s.Create(qpn+1, trace.QPTypeRC, trace.Caps{MaxSendWR: 16, MaxInlineData: 60, MaxSendSGE: 1}, false)
+	s.ToRTS(qpn + 1)
+	for range 10 {
+		s.Send(qpn+1, 4, 0, 4)
+	}
+	snap = run(t, s, Options{BF: DefaultBF})
+	if got := diagKinds(snap); len(got) != 0 {
+		t.Errorf("diagnoses %v for posts between windows: want none", got)
+	}
+	for _, q := range snap.QPs {
+		if q.PeakOutstanding > 16 {
+			t.Errorf("QP %#x: peak %d of a queue of 16", q.QPNum, q.PeakOutstanding)
+		}
+	}
+	// the next window measures again
+	s.Add(&trace.Attach{Header: s.Header(), Func: "poll_cq", How: trace.HowSample})
+	s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", How: trace.HowSample})
+	ids = s.Signaled(qpn, 8)
+	s.Poll(qpn, ids[0]) // synced: 7 outstanding, after 8
+	snap = run(t, s, Options{BF: DefaultBF})
+	for _, q := range snap.QPs {
+		if q.QPNum == qpn && (q.PeakOutstanding != 8 || q.Outstanding != 7) {
+			t.Errorf("next window: peak %d, outstanding %d, want 8 and 7", q.PeakOutstanding, q.Outstanding)
+		}
+	}
+}

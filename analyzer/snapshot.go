@@ -216,6 +216,7 @@ func addCounters(t, c *Counters) {
 	t.Truncated += c.Truncated
 	t.WRAPICalls += c.WRAPICalls
 	t.Aborted += c.Aborted
+	t.EdgePosts += c.EdgePosts
 	if c.LongestUnsignaledRun > t.LongestUnsignaledRun {
 		t.LongestUnsignaledRun = c.LongestUnsignaledRun
 	}

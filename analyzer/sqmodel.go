@@ -140,6 +140,12 @@ type sq struct {
 	// syncGuessed: the completion that ended the lower bound had a wr_id
 	// other WRs posted since the attach share (lateattach.go)
 	syncGuessed bool
+	// edge: the QP's process is at a sentinel window's end, its probes
+	// being removed in no set order (sample.go): a post seen then may
+	// have completions the trace no longer sees, so its WRs are counted
+	// as calls but kept out of the occupancy (nothing outstanding, peak
+	// or histogram is taken from them)
+	edge bool
 	// lastID is the wr_id of the WR posted last (haveLastID), idsRepeat
 	// that two in a row shared one, on a late QP: its sync is a guess
 	lastID                uint64
@@ -456,6 +462,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.c.Aborted++
 		return causeNone, 0
 	}
+	if q.edge {
+		q.c.EdgePosts++
+	}
 	if p.API == trace.APIWR && p.Ret == 0 && p.NumWRs() == 0 {
 		// a doorbell for WRs the trace did not see being built
 		q.c.EmptyWRBatches++
@@ -475,7 +484,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.countCause(p.Ret, cause)
 	}
 	if n == 0 {
-		q.notePost(p.TimeNS, 0)
+		if !q.edge {
+			q.notePost(p.TimeNS, 0)
+		}
 		return cause, 0
 	}
 	q.grow(q.outstanding() + uint64(n))
@@ -566,6 +577,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		}
 	}
 	q.head += uint64(n)
+	if q.edge {
+		q.unsync()
+	}
 	q.boundByDepth()
 	q.c.Doorbells++
 	if bf.BlueFlame(n, lastInline, lastSize) && len(p.WRs) > 0 {
@@ -575,6 +589,9 @@ func (q *sq) post(p *trace.Post, bf BFConfig) (errCause, int) {
 		q.c.MMIOBytes += 8
 		q.c.DMAReadsWQE++
 		q.c.DMABytesWQE += batchBytes
+	}
+	if q.edge {
+		return cause, n
 	}
 	if out := q.outstanding(); out > q.c.PeakOutstanding {
 		q.c.PeakOutstanding = out

@@ -52,6 +52,7 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.Truncated, b.Truncated)
 	sub(&d.WRAPICalls, b.WRAPICalls)
 	sub(&d.Aborted, b.Aborted)
+	sub(&d.EdgePosts, b.EdgePosts)
 	sub(&d.MMIOBytes, b.MMIOBytes)
 	sub(&d.DMABytesWQE, b.DMABytesWQE)
 	sub(&d.DMABytesPayload, b.DMABytesPayload)
