@@ -82,6 +82,14 @@ var goBenches = []goBench{
 		{"BenchmarkScrape/qps=4096", "alloc-MiB/scrape-client_golang", "sqscope serve: allocated per scrape by client_golang, 4,096 QPs", "MiB"},
 		{"BenchmarkScrape/qps=4096", "heap-MiB", "sqscope serve: heap of the analyzer (100 history windows per QP) and collector, 4,096 QPs", "MiB"},
 	}},
+	{pkg: "./cmd/sqscope/", pattern: "BenchmarkFlight", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
+		{"BenchmarkFlight", "healthy-bytes", "record --flight 10s, full speed, 4 QPs: bytes in the flight directory during the 30 s of healthy traffic before a never-signal overflow (looked at every 200 ms)", "bytes"},
+		{"BenchmarkFlight", "anon-MiB", "record --flight 10s: sqscope's anonymous resident memory, at its largest (bound: the default --flight-mib, 160 for 10 s, + 64 MiB)", "MiB"},
+		{"BenchmarkFlight", "hwm-MiB", "record --flight 10s: sqscope's peak resident memory (VmHWM: the binary's pages and the BPF ring buffer too)", "MiB"},
+		{"BenchmarkFlight", "dropped", "record --flight 10s: events the memory bound dropped before the trigger", "events"},
+		{"BenchmarkFlight", "window-s", "record --flight 10s: seconds the file holds before the trigger", "s"},
+		{"BenchmarkFlight", "late-ms", "record --flight 10s --after 2s: the file complete this long after the trigger and its after window", "ms"},
+	}},
 	{pkg: "./cmd/sqscope/", pattern: "BenchmarkAdvice", benchtime: "1x", count: 3, root: true, metrics: []goMetric{
 		{"BenchmarkAdvice", "counts-err-%", "advise, 7 poor workloads on the simulator: largest error of the predicted doorbells, BlueFlame writes, DMA reads, CQE writes, peak outstanding", "% of the prediction"},
 		{"BenchmarkAdvice", "wrs-err-%", "advise, the same runs: largest error of the predicted WR/s", "% of the prediction"},

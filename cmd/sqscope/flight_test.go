@@ -38,7 +38,7 @@ func startFlight(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 
 // flightFiles lists the flight recordings in dir, oldest first, and
 // checks the directory's and the files' modes.
-func flightFiles(t *testing.T, dir string) []string {
+func flightFiles(t testing.TB, dir string) []string {
 	t.Helper()
 	if st, err := os.Lstat(dir); err != nil || st.Mode().Perm() != 0o700 || !st.IsDir() {
 		t.Fatalf("%s: %v (err %v), want a directory with mode 0700", dir, st.Mode(), err)
@@ -65,7 +65,7 @@ type flightSpan struct {
 	end                       string
 }
 
-func readFlight(t *testing.T, path string) flightSpan {
+func readFlight(t testing.TB, path string) flightSpan {
 	t.Helper()
 	r, err := trace.Open(path)
 	if err != nil {

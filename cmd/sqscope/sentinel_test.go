@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -45,8 +46,10 @@ type sentinelOut struct {
 	} `json:"total"`
 	Probes    []trace.Attach `json:"probes"`
 	Diagnoses []struct {
-		Kind  string  `json:"kind"`
-		QPNum float64 `json:"qp_num"`
+		Kind     string         `json:"kind"`
+		QPNum    float64        `json:"qp_num"`
+		Message  string         `json:"message"`
+		Evidence map[string]any `json:"evidence"`
 	} `json:"diagnoses"`
 }
 
@@ -92,6 +95,13 @@ func TestSentinelCatchesFaults(t *testing.T) {
 		{"never-signal after healthy traffic", "--fault never-signal --fault-after 0.3 -D 0.6 --qps 2 --fault-qp 1", "enomem_sq_full", "sq_overflow_at_error_site"},
 		{"inline-too-big", "--fault inline-too-big -n 2000", "enomem_inline", "inline_too_big"},
 		{"inline-too-big after healthy traffic", "--fault inline-too-big --fault-after 0.3 -D 0.6", "enomem_inline", "inline_too_big"},
+		{"too-many-sge", "--fault too-many-sge -n 2000", "enomem_sge", "too_many_sge"},
+		{"bad-opcode", "--fault bad-opcode -n 2000", "einval", "einval"},
+		{"post-before-rts", "--fault post-before-rts -n 2000", "not_rts", "post_qp_not_rts"},
+		// the escalation window sees the completions not polled: the
+		// cause, not only the full queue
+		{"lazy-poll", "--fault lazy-poll=500 -Q 16 -n 5000", "enomem_sq_full", "sq_overflow_cq_not_polled"},
+		{"lazy-poll after healthy traffic", "--fault lazy-poll=500 -Q 16 --fault-after 0.3 -D 0.6 --qps 2 --fault-qp 1", "enomem_sq_full", "sq_overflow_cq_not_polled"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,7 +116,12 @@ func TestSentinelCatchesFaults(t *testing.T) {
 				}
 			}
 			if len(faulted) != 1 {
-				t.Fatalf("the simulated HCA counted %s on QPs %v: want one", tc.count, faulted)
+				var saw []string
+				for _, q := range truth {
+					app := q["app"].(map[string]any)
+					saw = append(saw, fmt.Sprintf("QP %v: %v WRs in %v s, fault from %v s, peak %v", q["qp_num"], app["wrs"], app["seconds"], app["fault_start_s"], app["peak_outstanding"]))
+				}
+				t.Fatalf("the simulated HCA counted %s on QPs %v: want one (%s)", tc.count, faulted, strings.Join(saw, "; "))
 			}
 			for _, q := range truth {
 				var got map[string]any
