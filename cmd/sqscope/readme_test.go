@@ -70,3 +70,25 @@ func TestReadmeDiffExample(t *testing.T) {
 		t.Errorf("the README's diff example is not what sqscope diff prints of %s:\n--- README\n%s--- sqscope diff\n%s", adviseDir, got, text)
 	}
 }
+
+// The README's picture of the HTML report is one TestReportHTMLInBrowser
+// made (go test ./cmd/sqscope -run TestReportHTMLInBrowser
+// -update-screenshot): a drawn page of the browser window's size.
+func TestReadmeScreenshot(t *testing.T) {
+	b, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel("../..", readmePNG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "]("+filepath.ToSlash(rel)+")") {
+		t.Errorf("%s shows no %s", readme, rel)
+	}
+	png, err := os.ReadFile(readmePNG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReadmePNG(t, readmePNG, png)
+}

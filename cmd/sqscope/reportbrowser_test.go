@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"image/png"
 	"os"
@@ -192,6 +193,7 @@ func TestReportHTMLInBrowser(t *testing.T) {
 
 	screenshot(t, tab, "overflow-report.png", "")
 	screenshot(t, tab, "overflow-card.png", "#qp-card-0")
+	readmeShot(t, tab)
 
 	// without script: the table as Go wrote it, the diagnoses and fixes
 	bare := b.OpenWithoutScript(t, path, 30*time.Second)
@@ -249,6 +251,32 @@ func screenshot(t *testing.T, tab *pagetest.Tab, name, sel string) {
 		t.Errorf("%s is %dx%d", path, r.Dx(), r.Dy())
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+var updateScreenshot = flag.Bool("update-screenshot", false, "rewrite the README's screenshot of the HTML report ("+readmePNG+") from TestReportHTMLInBrowser's")
+
+// readmePNG is the README's picture of the HTML report.
+const readmePNG = "../../docs/report.png"
+
+// readmeShot writes the README's picture of the page to the test's
+// artifacts, and over readmePNG with -update-screenshot: the window
+// scrolled to the plots, the overflowing QP's card first among them.
+func readmeShot(t *testing.T, tab *pagetest.Tab) {
+	t.Helper()
+	path := filepath.Join(t.ArtifactDir(), "readme.png")
+	tab.ScreenshotViewport(t, path, "#plots")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReadmePNG(t, path, b)
+	t.Logf("screenshot: %s", path)
+	if *updateScreenshot {
+		if err := os.WriteFile(readmePNG, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", readmePNG)
+	}
 }
 
 // tableView is what the QP table showed and did when worked.
@@ -373,4 +401,33 @@ func TestDiffHTMLInBrowser(t *testing.T) {
 		t.Errorf("bars in the totals %s, in the pair's card %s; table %q, first row %s", got[0], got[1], got[2], got[3])
 	}
 	screenshot(t, tab, "diff.png", "")
+}
+
+// checkReadmePNG says whether b, the PNG at path, is a picture of a page:
+// the window's size, and drawn (many colours, not all but a hundredth
+// of it one).
+func checkReadmePNG(t testing.TB, path string, b []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	r := img.Bounds()
+	if r.Dx() != pagetest.WindowWidth || r.Dy() != pagetest.WindowHeight {
+		t.Fatalf("%s is %dx%d, want the window's %dx%d", path, r.Dx(), r.Dy(), pagetest.WindowWidth, pagetest.WindowHeight)
+	}
+	colours := map[[4]uint32]int{}
+	for y := r.Min.Y; y < r.Max.Y; y += 3 {
+		for x := r.Min.X; x < r.Max.X; x += 3 {
+			c0, c1, c2, c3 := img.At(x, y).RGBA()
+			colours[[4]uint32{c0 >> 12, c1 >> 12, c2 >> 12, c3 >> 12}]++
+		}
+	}
+	most, all := 0, 0
+	for _, n := range colours {
+		most, all = max(most, n), all+n
+	}
+	if len(colours) < 32 || most > all*99/100 {
+		t.Errorf("%s: %d colours, the commonest %d of %d pixels looked at: not a drawn page", path, len(colours), most, all)
+	}
 }

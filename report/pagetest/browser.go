@@ -27,6 +27,10 @@ import (
 // installs.
 const ChromiumPath = "chromium"
 
+// WindowWidth and WindowHeight are the browser window's size in CSS
+// pixels, the size of a screenshot of the viewport (Tab.ScreenshotViewport).
+const WindowWidth, WindowHeight = 1280, 900
+
 // Browser is a headless Chromium the tests open pages in, driven over
 // the DevTools protocol. It is closed when the test ends.
 type Browser struct {
@@ -42,7 +46,7 @@ func Chromium(t testing.TB) *Browser {
 	path := bpftest.RequireTool(t, ChromiumPath, "chromium")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], // headless among them
 		chromedp.ExecPath(path),
-		chromedp.WindowSize(1280, 900),
+		chromedp.WindowSize(WindowWidth, WindowHeight),
 		chromedp.DisableGPU,
 		// a page of sqscope must not need the network: with none, a
 		// request it would make fails and is seen, and nothing it does
@@ -248,6 +252,38 @@ func (tab *Tab) Screenshot(t testing.TB, path, sel string) {
 	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		t.Fatalf("screenshot of %s: %v", tab.URL, err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ScreenshotViewport writes what the window shows, scrolled so that the
+// element sel selects is at its top, as a PNG to path.
+func (tab *Tab) ScreenshotViewport(t testing.TB, path, sel string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, 30*time.Second)
+	defer cancel()
+	// the window's size, not what its frame leaves of it
+	_, err := chromedp.Run(ctx, chromedp.EmulateViewport(WindowWidth, WindowHeight))
+	found := false
+	if err == nil {
+		found, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(function () {
+  var e = document.querySelector(%q);
+  if (!e) return false;
+  window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY);
+  return true;
+})()`, sel)))
+	}
+	if err == nil && !found {
+		err = fmt.Errorf("no element %s", sel)
+	}
+	var png []byte
+	if err == nil {
+		png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	}
+	if err != nil {
+		t.Fatalf("screenshot of %s at %s: %v", tab.URL, sel, err)
 	}
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
