@@ -88,9 +88,7 @@ func (a *Analyzer) newQP(pid, num uint32, addr, gen, now uint64) *sq {
 	q := &sq{key: k, qp: addr, gen: gen, firstNS: now, late: true, // until its create says otherwise
 		countersOnly: a.opts.Mode == ModeCounters}
 	a.fitHistories(q)
-	if w := a.sentinel.windows[pid]; w != nil && (w.closing || w.until != 0) {
-		q.edge = true // between two windows of its process (sample.go)
-	}
+	q.edge = a.sentinel.between(pid)
 	for i := range q.diags {
 		q.diags[i] = -1
 	}

@@ -88,7 +88,7 @@ func (a *Analyzer) windowAttach(e *trace.Attach) {
 	// from the window's end to the next one's opening the process's
 	// posts are an edge: those traced after the end's record may have
 	// completions polled past the poll probes' removal
-	edge := e.Err != trace.WindowOpening && e.Err != ""
+	edge := a.sentinel.between(e.PID)
 	for _, q := range a.all {
 		if q.key.pid == e.PID && !q.destroyed {
 			q.unsync()

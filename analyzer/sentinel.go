@@ -64,6 +64,14 @@ type escWindow struct {
 	closing     bool // its probes are being removed
 }
 
+// between reports whether pid's last window has begun to close: from
+// then to the next window's opening its posts are the window's edge
+// (sq.edge).
+func (s *sentinelState) between(pid uint32) bool {
+	w := s.windows[pid]
+	return w != nil && (w.closing || w.until != 0)
+}
+
 // inWindow reports whether a call at ns of pid falls in its escalation
 // window, whose records count it.
 func (s *sentinelState) inWindow(pid uint32, ns uint64) bool {
