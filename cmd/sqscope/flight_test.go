@@ -307,12 +307,21 @@ func vmKiB(t *testing.T, pid int, field string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^` + field + `:\s+(\d+) kB`).FindSubmatch(b)
-	if m == nil {
+	n, ok := statusKiB(b, field)
+	if !ok {
 		t.Fatalf("no %s in /proc/%d/status", field, pid)
 	}
-	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return n
+}
+
+// statusKiB is the field of /proc/PID/status given in kB, if it has it.
+func statusKiB(status []byte, field string) (int64, bool) {
+	m := regexp.MustCompile(`(?m)^` + field + `:\s+(\d+) kB`).FindSubmatch(status)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(m[1]), 10, 64)
+	return n, err == nil
 }
 
 // Bad flight flags: one line, exit 2, nothing started nor created.
