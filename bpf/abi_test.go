@@ -76,6 +76,11 @@ func TestGeneratedSizes(t *testing.T) {
 		{"sq_obj_rec", VerbsSqObjRec{}},
 		{"sq_qp_final_rec", VerbsSqQpFinalRec{}},
 		{"sq_fail_rec", VerbsSqFailRec{}},
+		{"sq_occ", VerbsSqOcc{}},
+		{"sq_occ_fail_rec", VerbsSqOccFailRec{}},
+		{"sq_qpn_key", VerbsSqQpnKey{}},
+		{"sq_sig", VerbsSqSig{}},
+		{"sq_qp_occ", VerbsSqQpOcc{}},
 	}
 	if len(cases) != len(sizes) {
 		t.Errorf("%d C sizes measured, %d Go types checked", len(sizes), len(cases))

@@ -196,6 +196,8 @@ int BPF_KRETPROBE(create_qp_ret, void *ret)
 	r->gen = obj_born(id >> 32, SQ_OBJ_QP, qp, r->qp_num);
 	bpf_probe_read_user(&r->caps, sizeof(r->caps), (void *)(a.a1 + IBV_QP_INIT_ATTR_CAP));
 	r->sig_all = read_u32(a.a1 + IBV_QP_INIT_ATTR_SQ_SIG_ALL);
+	if (targ_mode == SQ_MODE_COUNTERS)
+		occ_born(id >> 32, r->qp_num, (__u32)r->gen, qp, r->sig_all);
 	emit_ctl(r, id);
 	return 0;
 }

@@ -210,6 +210,7 @@ static __always_inline int tally_one(struct thread_state *st)
 	st->call_payload_bytes = (__u64)bytes * (1 - inl) * sends_payload(h.opcode);
 	st->call_sges = nonzero(bytes) * (1 - inl) * sends_payload(h.opcode);
 	st->call_signaled = (h.send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+	st->call_wr_id = h.wr_id;
 	return 0;
 }
 
@@ -222,9 +223,11 @@ static __always_inline int tally_one(struct thread_state *st)
 static __always_inline void count_entry(struct thread_state *st, __u64 id, __u64 qp)
 {
 	__u32 capped = 0, cut_wrs = 0, not_summed = 0;
-	struct walk *w;
+	struct sq_qp_occ *o;
+	struct walk *w = 0;
 
 	st->call_counted = 0;
+	st->occ_wrs = 0;
 	if (st->last_wrs > 1 || tally_one(st)) {
 		claim_cpu(id);
 		w = walk_post(st, st->post.a1, 0, 0);
@@ -241,6 +244,17 @@ static __always_inline void count_entry(struct thread_state *st, __u64 id, __u64
 	}
 	pend_call(st, id >> 32, qp);
 	st->call_counted = SQ_CALL_COUNTED;
+	o = occ_of(id >> 32, st->pend_qpn, st->pend_gen, qp);
+	if (o) {
+		if (w) {
+			occ_save(st, o);
+			occ_post_walk(o, w, id >> 32, st->pend_qpn);
+			st->occ_wrs = w->accepted;
+		} else {
+			occ_post_one(st, o, st->call_wr_id);
+			st->occ_wrs = 1;
+		}
+	}
 	if (capped | cut_wrs) {
 		/* after pend_call, which may hand the earlier counts over */
 		st->pend_walk_capped += capped;
@@ -311,6 +325,16 @@ static __always_inline void post_send_failed(struct pt_regs *ctx, int ret)
 		st->pend_enomem++;
 	else if (ret == EINVAL)
 		st->pend_einval++;
+	if (st->occ_wrs && st->pend_qp == a->a0) {
+		struct sq_qp_occ *o = occ_of(id >> 32, st->pend_qpn, st->pend_gen, a->a0);
+
+		if (o) {
+			occ_undo(st, o, st->occ_wrs, id >> 32, st->pend_qpn);
+			occ_post_walk(o, w, id >> 32, st->pend_qpn);
+			occ_failed(o, id, a->a0, st->pend_qpn, ret, w->accepted, read_u64(a->a2), w->cur && !w->ended);
+		}
+	}
+	st->occ_wrs = 0;
 }
 
 /* qp_final ends a destroyed QP's totals (counters mode): the destroying
@@ -327,6 +351,9 @@ static __always_inline void qp_final(__u64 id, __u64 qp, __u32 gen)
 
 	if (st && st->pend_qp == qp && st->pend_gen == gen)
 		flush_posts(st, id >> 32);
+	struct sq_qpn_key ok = { .pid = id >> 32 };
+	struct sq_qp_occ *o;
+
 	c = bpf_map_lookup_elem(&qp_counters, &k);
 	if (!c)
 		return;
@@ -336,6 +363,19 @@ static __always_inline void qp_final(__u64 id, __u64 qp, __u32 gen)
 	fill_hdr(&r->hdr, SQ_REC_QP_FINAL, id, 0);
 	r->key = k;
 	r->c = *c;
+	ok.qpn = c->qp_num;
+	o = bpf_map_lookup_elem(&qp_occ, &ok);
+	if (o && o->s.gen == gen) {
+		r->o = o->s;
+		r->oldest_ns = occ_oldest_ns(o);
+		r->has_occ = 1;
+		bpf_map_delete_elem(&qp_occ, &ok);
+	} else {
+		__builtin_memset(&r->o, 0, sizeof(r->o));
+		r->oldest_ns = 0;
+		r->has_occ = 0;
+	}
+	r->pad = 0;
 	bpf_map_delete_elem(&qp_counters, &k);
 	bpf_ringbuf_submit(r, 0);
 }

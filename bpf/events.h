@@ -168,6 +168,7 @@
 #define SQ_IBV_WR_ATOMIC_CMP_AND_SWP   5
 #define SQ_IBV_WR_ATOMIC_FETCH_AND_ADD 6
 #define SQ_IBV_ENOENT                  2   /* ibv_start_poll/ibv_next_poll: CQ empty */
+#define SQ_IBV_WC_RECV                 128 /* IBV_WC_RECV: set in every receive completion's opcode */
 
 /* ---- bounds ------------------------------------------------------------ */
 
@@ -200,6 +201,8 @@ enum sq_rec_kind {
 	SQ_REC_PROC     = 11, /* struct sq_proc_rec: a process joined the trace */
 	SQ_REC_POST_FAIL = 12, /* struct sq_fail_rec: an error site of a provider's
 	                      * post_send or wr_complete ran (sentinel mode) */
+	SQ_REC_OCC_FAIL = 13, /* struct sq_occ_fail_rec: a failed ibv_post_send
+	                       * and its QP's send queue (counters mode) */
 };
 
 /* sq_qp_op is sq_qp_rec.op: the control-path call that produced it. */
@@ -486,6 +489,8 @@ struct sq_cq_stats {
 	__u64 cqes;
 	__u32 gen;       /* the CQ's generation (0: created before tracing, or not seen) */
 	__u32 prev_gen;  /* the generation of the CQ at its address before it (0: none known) */
+	__u64 ex_cqes;   /* of cqes, those of extended polls (counters mode): the
+	                  * send-queue model does not see them */
 };
 
 /* Per-QP totals of the low-overhead (counters) mode. Posted WRs only (the
@@ -561,11 +566,102 @@ struct sq_obj_rec {
 	struct sq_cq_stats prev;
 };
 
-/* Counters mode: a QP's totals at its destroy, which ends them. */
+/* ---- the counters mode's send-queue model ----------------------------- */
+
+/* Each QP's send queue as the counters mode keeps it (map qp_occ, keyed by
+ * process and QP number): the WRs its posts put in, the ones completions
+ * retired (a send completion retires its WR and every earlier one), and a
+ * ring of its signaled WRs outstanding, each with the number of WRs posted
+ * through it: a completion of the oldest retires up to that number. */
+#define SQ_SIG_RING     256 /* signaled WRs kept per QP (a power of two) */
+#define SQ_SIG_PER_CALL 32  /* signaled WRs of one post_send list kept */
+#define SQ_OCC_WCS      256 /* completions of one poll looked at */
+
+/* sq_occ.flags */
+#define SQ_OCC_SYNCED     1 /* outstanding is exact: the QP was created in the
+                             * trace, or a completion matched a WR posted in it */
+#define SQ_OCC_SIG_ALL    2 /* sq_sig_all: every WR signaled, a completion each */
+#define SQ_OCC_ERR        4 /* an error completion matched no signaled WR kept
+                             * (a flush of unsignaled WRs, or a receive's) */
+#define SQ_OCC_IDS_REPEAT 8 /* two signaled WRs in a row had one wr_id: a
+                             * completion does not prove which it is of */
+#define SQ_OCC_WR_API    16 /* WRs were posted through the ibv_wr_* API, which
+                             * the model does not follow */
+
+struct sq_sig {
+	__u64 wr_id;
+	__u32 cum;   /* low 32 bits of sq_occ.posted through this WR */
+	__u32 ts;    /* bpf_ktime_get_ns() >> SQ_SIG_TS_SHIFT at its post */
+};
+#define SQ_SIG_TS_SHIFT 20
+
+struct sq_occ {
+	__u64 posted;      /* WRs its posts put in (the accepted ones) */
+	__u64 retired;     /* of those, the ones completions retired */
+	__u64 peak;        /* most outstanding after a post */
+	__u64 longest_run; /* longest run of unsignaled WRs */
+	__u64 cur_run;     /* unsignaled WRs since the last signaled one */
+	__u64 signaled;    /* signaled WRs posted (by their flag) */
+	__u64 send_cqes;   /* send completions of the QP polled (ibv_poll_cq) */
+	__u64 cqe_errors;  /* of those, with an error status */
+	__u64 unmatched;   /* completions that matched no signaled WR kept */
+	__u64 unkept;      /* signaled WRs the ring had no room for */
+	__u64 fail_repeats;/* failed calls not sent: each as the QP's last sq_occ_fail_rec */
+	__u64 send_cq;     /* the QP's send CQ (struct ibv_cq *) */
+	__u64 last_wr_id;  /* of the last signaled WR kept */
+	__u32 gen;         /* the QP's generation (sq_gen_key.gen) */
+	__u32 flags;       /* SQ_OCC_* */
+	__u32 head, tail;  /* ring entries head..tail-1 are outstanding */
+	__u32 fail_out;    /* outstanding, accepted and errno of the last failure sent */
+	__u32 fail_accepted;
+	__s32 fail_err;
+	__u32 pad;
+};
+
+struct sq_qp_occ {
+	struct sq_occ s;
+	struct sq_sig ring[SQ_SIG_RING];
+};
+
+struct sq_qpn_key {
+	__u32 pid;
+	__u32 qpn;
+};
+
+/* A failed ibv_post_send of the counters mode with its QP's send queue
+ * after the call (its accepted WRs in): the refused WR, the QP's state, and
+ * when the oldest signaled WR outstanding was posted. A failure like the
+ * QP's last one sent (same errno, WRs accepted and outstanding) is only
+ * counted (sq_occ.fail_repeats). */
+struct sq_occ_fail_rec {
+	struct sq_hdr hdr;
+	__u64 qp;
+	__u64 wr_id;       /* the WR refused */
+	__u64 oldest_ns;   /* post time of the oldest signaled WR outstanding (0: none kept) */
+	struct sq_occ o;
+	__u32 qp_num;
+	__s32 err;
+	__s32 state;       /* the ibv_qp's state, -1 when not read */
+	__u32 accepted;
+	__u32 send_flags;
+	__u32 num_sge;
+	__u32 bytes;
+	__u8  opcode;
+	__u8  has_wr;
+	__u8  sge_over;
+	__u8  walk_capped; /* the list was longer than the walk: accepted is a lower bound */
+};
+
+/* Counters mode: a QP's totals at its destroy, which ends them, with its
+ * send queue then (has_occ: kept). */
 struct sq_qp_final_rec {
 	struct sq_hdr hdr;
 	struct sq_gen_key key;
 	struct sq_qp_counters c;
+	struct sq_occ o;
+	__u64 oldest_ns;
+	__u32 has_occ;
+	__u32 pad;
 };
 
 /* A hold on a stopped process, an entry of the map sq_holds_v1 that every

@@ -202,6 +202,19 @@ struct thread_state {
 	 * that address since then is not the one they are of */
 	__u32 pend_cq_seq;
 	__u32 pad5;
+	/* Counters mode: the QP's send-queue model before the post in
+	 * progress (occupancy.bpf.h), which a failed call's return restores */
+	__u64 occ_run;
+	__u64 occ_longest;
+	__u64 occ_peak;
+	__u64 occ_unkept;
+	__u64 occ_sigs;
+	__u64 call_wr_id; /* a one-WR post's wr_id */
+	__u32 occ_flags;
+	__u32 occ_wrs;    /* the WRs its entry counted in (0: none, no model) */
+	/* Counters mode: completions of extended polls of pend_cq pending */
+	__u32 pend_ex_cqes;
+	__u32 pad6;
 	/* qp_num of the QPs this thread posted to last (qpn_cache.bpf.h):
 	 * last, so that it keeps the fields above on few cache lines */
 	struct qpn_way qpns[2 * SQ_QPN_SETS];
@@ -345,6 +358,8 @@ const enum sq_proc_op *unused_proc_op __attribute__((unused));
 const struct sq_obj_rec *unused_obj __attribute__((unused));
 const struct sq_qp_final_rec *unused_qp_final __attribute__((unused));
 const struct sq_fail_rec *unused_fail __attribute__((unused));
+const struct sq_occ_fail_rec *unused_occ_fail __attribute__((unused));
+const struct sq_sig *unused_sig __attribute__((unused));
 const enum sq_obj_type *unused_obj_type __attribute__((unused));
 const enum sq_obj_op *unused_obj_op __attribute__((unused));
 const enum sq_rec_kind *unused_kind __attribute__((unused));

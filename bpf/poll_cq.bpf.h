@@ -52,10 +52,13 @@ static __always_inline void flush_polls(struct thread_state *st, __u32 tgid)
 			__sync_fetch_and_add(&s->polls, st->pend_polls);
 		if (st->pend_cqes)
 			__sync_fetch_and_add(&s->cqes, st->pend_cqes);
+		if (st->pend_ex_cqes)
+			__sync_fetch_and_add(&s->ex_cqes, st->pend_ex_cqes);
 	}
 	st->pend_empty = 0;
 	st->pend_polls = 0;
 	st->pend_cqes = 0;
+	st->pend_ex_cqes = 0;
 }
 
 /* pending_cq makes cq the CQ the thread's pending poll counts are of. They
@@ -144,6 +147,9 @@ int BPF_KRETPROBE(poll_cq_ret, int ret)
 	a = leave(&st->poll, 0);
 	if (!a || past_cut()) /* decided at the return */
 		return 0;
+	/* the counters mode's send-queue model retires what was completed */
+	if (targ_mode == SQ_MODE_COUNTERS && ret > 0)
+		occ_poll(tgid, a->a1, ret);
 	/* Empty polls are the most frequent call of a busy poller: a count
 	 * here, carried by the next record or flushed by user space. */
 	if (count_poll(st, tgid, a->a0, ret == 0, ret > 0 ? (__u32)ret : 0))

@@ -96,8 +96,11 @@ int BPF_KRETPROBE(start_poll_ret, int ret)
 	if (!a || past_cut()) /* decided at the return, like a poll_cq */
 		return 0;
 	cq = a->a0;
-	if (count_poll(st, tgid, cq, ret == SQ_IBV_ENOENT, ret == 0))
+	if (count_poll(st, tgid, cq, ret == SQ_IBV_ENOENT, ret == 0)) {
+		if (targ_mode == SQ_MODE_COUNTERS && ret == 0)
+			st->pend_ex_cqes++; /* after count_poll, which may hand the CQ's over */
 		return 0;
+	}
 	k.addr = cq;
 	b = bpf_map_lookup_elem(&ex_polls, &k);
 	/* a session not ended (ibv_end_poll not seen) is sent as it is */
@@ -164,6 +167,7 @@ int BPF_KRETPROBE(next_poll_ret, int ret)
 		if (ret == 0) {
 			pending_cq(st, tgid, a->a0);
 			st->pend_cqes++;
+			st->pend_ex_cqes++;
 		}
 		return 0;
 	}

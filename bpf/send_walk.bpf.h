@@ -20,6 +20,16 @@ struct walk {
 	__u32 sge_cut_wrs, sges_not_summed; /* WRs with SGEs past the SGE bound, and those SGEs */
 	__u32 pad2;
 	__u64 inline_bytes, payload_bytes;
+	/* counters mode: the signaled WRs among the accepted ones, for the
+	 * send-queue model (occupancy.bpf.h): how many, the first and last
+	 * (index + 1), the longest unsignaled run between two, and the first
+	 * SQ_SIG_PER_CALL of them */
+	__u32 sig_n, sig_first, sig_last, sig_gap;
+	struct {
+		__u64 wr_id;
+		__u32 idx;
+		__u32 pad;
+	} sigs[SQ_SIG_PER_CALL];
 };
 
 /* The walk state lives in a per-CPU slot, not on the stack: the verifier
@@ -96,6 +106,24 @@ static __always_inline __u32 sum_sges(__u64 sg_list, __s32 num_sge, __u8 *over, 
 	return bytes;
 }
 
+/* note_sig notes the idx-th WR of the list, signaled, for the counters
+ * mode's send-queue model. */
+static __always_inline void note_sig(struct walk *w, __u32 idx, __u64 wr_id)
+{
+	__u32 n = w->sig_n;
+
+	if (w->sig_last && idx - w->sig_last > w->sig_gap)
+		w->sig_gap = idx - w->sig_last;
+	if (!w->sig_first)
+		w->sig_first = idx + 1;
+	w->sig_last = idx + 1;
+	if (n < SQ_SIG_PER_CALL) {
+		w->sigs[n & (SQ_SIG_PER_CALL - 1)].wr_id = wr_id;
+		w->sigs[n & (SQ_SIG_PER_CALL - 1)].idx = idx;
+	}
+	w->sig_n = n + 1;
+}
+
 /* note_wr puts one walked WR in the record (events) or in the totals of
  * the accepted WRs (counters), and moves on. The totals are branch-free:
  * a branch per WR multiplies the states the verifier walks. */
@@ -125,6 +153,8 @@ static __always_inline void note_wr(struct walk *w, struct sq_post_rec *r, __u32
 		/* SGEs past the bound are assumed non-empty */
 		w->payload_sges += (nonempty + over) * out;
 		w->signaled += (h->send_flags / SQ_IBV_SEND_SIGNALED) & 1;
+		if (h->send_flags & SQ_IBV_SEND_SIGNALED)
+			note_sig(w, idx, h->wr_id);
 		/* over is 0 in walk_fast, where these vanish */
 		w->sge_cut_wrs += nonzero(over);
 		w->sges_not_summed += over;

@@ -25,6 +25,7 @@
  *   thread.bpf.h     the calling thread's state, a call's entry and return
  *   objects.bpf.h    which QP, CQ or SRQ lives at an address: generations
  *   send_walk.bpf.h  the walk over a post_send WR list
+ *   occupancy.bpf.h  the counters mode's send-queue model
  *   counters.bpf.h   the counters mode's per-QP totals
  *   control.bpf.h    create/modify/destroy QP, qp_to_qp_ex, alloc_pd
  *   post_send.bpf.h  ibv_post_send
@@ -59,6 +60,7 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #include "thread.bpf.h"
 #include "objects.bpf.h"
 #include "send_walk.bpf.h"
+#include "occupancy.bpf.h"
 #include "counters.bpf.h"
 #include "control.bpf.h"
 #include "post_send.bpf.h"

@@ -88,6 +88,7 @@ type VerbsSqCqStats struct {
 	Cqes    uint64
 	Gen     uint32
 	PrevGen uint32
+	ExCqes  uint64
 }
 
 type VerbsSqExitRec struct {
@@ -223,6 +224,51 @@ const (
 	VerbsSqObjTypeSQ_OBJ_SRQ VerbsSqObjType = 3
 )
 
+type VerbsSqOcc struct {
+	_            structs.HostLayout
+	Posted       uint64
+	Retired      uint64
+	Peak         uint64
+	LongestRun   uint64
+	CurRun       uint64
+	Signaled     uint64
+	SendCqes     uint64
+	CqeErrors    uint64
+	Unmatched    uint64
+	Unkept       uint64
+	FailRepeats  uint64
+	SendCq       uint64
+	LastWrId     uint64
+	Gen          uint32
+	Flags        uint32
+	Head         uint32
+	Tail         uint32
+	FailOut      uint32
+	FailAccepted uint32
+	FailErr      int32
+	Pad          uint32
+}
+
+type VerbsSqOccFailRec struct {
+	_          structs.HostLayout
+	Hdr        VerbsSqHdr
+	Qp         uint64
+	WrId       uint64
+	OldestNs   uint64
+	O          VerbsSqOcc
+	QpNum      uint32
+	Err        int32
+	State      int32
+	Accepted   uint32
+	SendFlags  uint32
+	NumSge     uint32
+	Bytes      uint32
+	Opcode     uint8
+	HasWr      uint8
+	SgeOver    uint8
+	WalkCapped uint8
+}
+
 type VerbsSqPollRec struct {
 	_           structs.HostLayout
 	Hdr         VerbsSqHdr
@@ -294,10 +340,20 @@ type VerbsSqQpCounters struct {
 }
 
 type VerbsSqQpFinalRec struct {
-	_   structs.HostLayout
-	Hdr VerbsSqHdr
-	Key VerbsSqGenKey
-	C   VerbsSqQpCounters
+	_        structs.HostLayout
+	Hdr      VerbsSqHdr
+	Key      VerbsSqGenKey
+	C        VerbsSqQpCounters
+	O        VerbsSqOcc
+	OldestNs uint64
+	HasOcc   uint32
+	Pad      uint32
+}
+
+type VerbsSqQpOcc struct {
+	_    structs.HostLayout
+	S    VerbsSqOcc
+	Ring [256]VerbsSqSig
 }
 
 type VerbsSqQpOp uint32
@@ -334,6 +390,12 @@ type VerbsSqQpRec struct {
 	Gen     uint64
 }
 
+type VerbsSqQpnKey struct {
+	_   structs.HostLayout
+	Pid uint32
+	Qpn uint32
+}
+
 type VerbsSqRecKind uint32
 
 const (
@@ -349,6 +411,7 @@ const (
 	VerbsSqRecKindSQ_REC_SRQ_RECV  VerbsSqRecKind = 10
 	VerbsSqRecKindSQ_REC_PROC      VerbsSqRecKind = 11
 	VerbsSqRecKindSQ_REC_POST_FAIL VerbsSqRecKind = 12
+	VerbsSqRecKindSQ_REC_OCC_FAIL  VerbsSqRecKind = 13
 )
 
 type VerbsSqRecvRec struct {
@@ -359,6 +422,13 @@ type VerbsSqRecvRec struct {
 	N        uint32
 	Ret      int32
 	Accepted uint32
+}
+
+type VerbsSqSig struct {
+	_    structs.HostLayout
+	WrId uint64
+	Cum  uint32
+	Ts   uint32
 }
 
 type VerbsSqVia uint32
@@ -435,6 +505,16 @@ type VerbsThreadState struct {
 	PendEpoch         uint32
 	PendCqSeq         uint32
 	Pad5              uint32
+	OccRun            uint64
+	OccLongest        uint64
+	OccPeak           uint64
+	OccUnkept         uint64
+	OccSigs           uint64
+	CallWrId          uint64
+	OccFlags          uint32
+	OccWrs            uint32
+	PendExCqes        uint32
+	Pad6              uint32
 	Qpns              [128]struct {
 		_   structs.HostLayout
 		Qp  uint64
@@ -478,6 +558,16 @@ type VerbsWalk struct {
 	Pad2          uint32
 	InlineBytes   uint64
 	PayloadBytes  uint64
+	SigN          uint32
+	SigFirst      uint32
+	SigLast       uint32
+	SigGap        uint32
+	Sigs          [32]struct {
+		_    structs.HostLayout
+		WrId uint64
+		Idx  uint32
+		Pad  uint32
+	}
 }
 
 type VerbsWindows struct {
@@ -504,8 +594,10 @@ const (
 	VerbsMapKnownFns             = "known_fns"
 	VerbsMapLost                 = "lost"
 	VerbsMapObjLife              = "obj_life"
+	VerbsMapOccZero              = "occ_zero"
 	VerbsMapProcs                = "procs"
 	VerbsMapQpCounters           = "qp_counters"
+	VerbsMapQpOcc                = "qp_occ"
 	VerbsMapScratch              = "scratch"
 	VerbsMapSqHoldsV1            = "sq_holds_v1"
 	VerbsMapStoppedPids          = "stopped_pids"
@@ -580,6 +672,8 @@ const (
 	VerbsVarMaxWcs               = "max_wcs"
 	VerbsVarMaxWrs               = "max_wrs"
 	VerbsVarObjSeq               = "obj_seq"
+	VerbsVarOccFull              = "occ_full"
+	VerbsVarOccWcsPast           = "occ_wcs_past"
 	VerbsVarQpGen                = "qp_gen"
 	VerbsVarSelfStart            = "self_start"
 	VerbsVarSelfTgid             = "self_tgid"
@@ -598,12 +692,14 @@ const (
 	VerbsVarUnusedObj            = "unused_obj"
 	VerbsVarUnusedObjOp          = "unused_obj_op"
 	VerbsVarUnusedObjType        = "unused_obj_type"
+	VerbsVarUnusedOccFail        = "unused_occ_fail"
 	VerbsVarUnusedOp             = "unused_op"
 	VerbsVarUnusedProc           = "unused_proc"
 	VerbsVarUnusedProcOp         = "unused_proc_op"
 	VerbsVarUnusedQp             = "unused_qp"
 	VerbsVarUnusedQpFinal        = "unused_qp_final"
 	VerbsVarUnusedRecv           = "unused_recv"
+	VerbsVarUnusedSig            = "unused_sig"
 	VerbsVarUnusedVia            = "unused_via"
 	VerbsVarUseThreadSlots       = "use_thread_slots"
 	VerbsVarWakeupBytes          = "wakeup_bytes"
@@ -715,8 +811,10 @@ type VerbsMapSpecs struct {
 	KnownFns     *ebpf.MapSpec `ebpf:"known_fns"`
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	ObjLife      *ebpf.MapSpec `ebpf:"obj_life"`
+	OccZero      *ebpf.MapSpec `ebpf:"occ_zero"`
 	Procs        *ebpf.MapSpec `ebpf:"procs"`
 	QpCounters   *ebpf.MapSpec `ebpf:"qp_counters"`
+	QpOcc        *ebpf.MapSpec `ebpf:"qp_occ"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
 	SqHoldsV1    *ebpf.MapSpec `ebpf:"sq_holds_v1"`
 	StoppedPids  *ebpf.MapSpec `ebpf:"stopped_pids"`
@@ -747,6 +845,8 @@ type VerbsVariableSpecs struct {
 	MaxWcs          *ebpf.VariableSpec `ebpf:"max_wcs"`
 	MaxWrs          *ebpf.VariableSpec `ebpf:"max_wrs"`
 	ObjSeq          *ebpf.VariableSpec `ebpf:"obj_seq"`
+	OccFull         *ebpf.VariableSpec `ebpf:"occ_full"`
+	OccWcsPast      *ebpf.VariableSpec `ebpf:"occ_wcs_past"`
 	QpGen           *ebpf.VariableSpec `ebpf:"qp_gen"`
 	SelfStart       *ebpf.VariableSpec `ebpf:"self_start"`
 	SelfTgid        *ebpf.VariableSpec `ebpf:"self_tgid"`
@@ -765,12 +865,14 @@ type VerbsVariableSpecs struct {
 	UnusedObj       *ebpf.VariableSpec `ebpf:"unused_obj"`
 	UnusedObjOp     *ebpf.VariableSpec `ebpf:"unused_obj_op"`
 	UnusedObjType   *ebpf.VariableSpec `ebpf:"unused_obj_type"`
+	UnusedOccFail   *ebpf.VariableSpec `ebpf:"unused_occ_fail"`
 	UnusedOp        *ebpf.VariableSpec `ebpf:"unused_op"`
 	UnusedProc      *ebpf.VariableSpec `ebpf:"unused_proc"`
 	UnusedProcOp    *ebpf.VariableSpec `ebpf:"unused_proc_op"`
 	UnusedQp        *ebpf.VariableSpec `ebpf:"unused_qp"`
 	UnusedQpFinal   *ebpf.VariableSpec `ebpf:"unused_qp_final"`
 	UnusedRecv      *ebpf.VariableSpec `ebpf:"unused_recv"`
+	UnusedSig       *ebpf.VariableSpec `ebpf:"unused_sig"`
 	UnusedVia       *ebpf.VariableSpec `ebpf:"unused_via"`
 	UseThreadSlots  *ebpf.VariableSpec `ebpf:"use_thread_slots"`
 	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -804,8 +906,10 @@ type VerbsMaps struct {
 	KnownFns     *ebpf.Map `ebpf:"known_fns"`
 	Lost         *ebpf.Map `ebpf:"lost"`
 	ObjLife      *ebpf.Map `ebpf:"obj_life"`
+	OccZero      *ebpf.Map `ebpf:"occ_zero"`
 	Procs        *ebpf.Map `ebpf:"procs"`
 	QpCounters   *ebpf.Map `ebpf:"qp_counters"`
+	QpOcc        *ebpf.Map `ebpf:"qp_occ"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
 	SqHoldsV1    *ebpf.Map `ebpf:"sq_holds_v1"`
 	StoppedPids  *ebpf.Map `ebpf:"stopped_pids"`
@@ -831,8 +935,10 @@ func (m *VerbsMaps) Close() error {
 		m.KnownFns,
 		m.Lost,
 		m.ObjLife,
+		m.OccZero,
 		m.Procs,
 		m.QpCounters,
+		m.QpOcc,
 		m.Scratch,
 		m.SqHoldsV1,
 		m.StoppedPids,
@@ -864,6 +970,8 @@ type VerbsVariables struct {
 	MaxWcs          *ebpf.Variable `ebpf:"max_wcs"`
 	MaxWrs          *ebpf.Variable `ebpf:"max_wrs"`
 	ObjSeq          *ebpf.Variable `ebpf:"obj_seq"`
+	OccFull         *ebpf.Variable `ebpf:"occ_full"`
+	OccWcsPast      *ebpf.Variable `ebpf:"occ_wcs_past"`
 	QpGen           *ebpf.Variable `ebpf:"qp_gen"`
 	SelfStart       *ebpf.Variable `ebpf:"self_start"`
 	SelfTgid        *ebpf.Variable `ebpf:"self_tgid"`
@@ -882,12 +990,14 @@ type VerbsVariables struct {
 	UnusedObj       *ebpf.Variable `ebpf:"unused_obj"`
 	UnusedObjOp     *ebpf.Variable `ebpf:"unused_obj_op"`
 	UnusedObjType   *ebpf.Variable `ebpf:"unused_obj_type"`
+	UnusedOccFail   *ebpf.Variable `ebpf:"unused_occ_fail"`
 	UnusedOp        *ebpf.Variable `ebpf:"unused_op"`
 	UnusedProc      *ebpf.Variable `ebpf:"unused_proc"`
 	UnusedProcOp    *ebpf.Variable `ebpf:"unused_proc_op"`
 	UnusedQp        *ebpf.Variable `ebpf:"unused_qp"`
 	UnusedQpFinal   *ebpf.Variable `ebpf:"unused_qp_final"`
 	UnusedRecv      *ebpf.Variable `ebpf:"unused_recv"`
+	UnusedSig       *ebpf.Variable `ebpf:"unused_sig"`
 	UnusedVia       *ebpf.Variable `ebpf:"unused_via"`
 	UseThreadSlots  *ebpf.Variable `ebpf:"use_thread_slots"`
 	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`

@@ -257,6 +257,14 @@ static __always_inline void end_batch(struct sq_post_rec *b, __u64 id, int ret, 
 		}
 		if (aborted)
 			return;
+		{
+			/* the send-queue model does not follow the wr API: said */
+			struct sq_qp_occ *o = occ_of(id >> 32, read_u32(b->qp + IBV_QP_QP_NUM),
+						     obj_gen(id >> 32, SQ_OBJ_QP, b->qp), b->qp);
+
+			if (o)
+				o->s.flags |= SQ_OCC_WR_API;
+		}
 		count_post(id >> 32, b->qp, ret, accepted, inline_wrs, signaled, inline_bytes,
 			   payload_bytes, sges, cut_wrs, not_summed);
 		return;

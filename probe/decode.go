@@ -10,21 +10,22 @@ import (
 )
 
 var (
-	hdrSize      = int(unsafe.Sizeof(bpf.VerbsSqHdr{}))
-	hdrKindOff   = int(unsafe.Offsetof(bpf.VerbsSqHdr{}.Kind))
-	postWRsOff   = int(unsafe.Offsetof(bpf.VerbsSqPostRec{}.Wrs))
-	pollWCsOff   = int(unsafe.Offsetof(bpf.VerbsSqPollRec{}.Wcs))
-	wrSize       = int(unsafe.Sizeof(bpf.VerbsSqWr{}))
-	wcSize       = int(unsafe.Sizeof(bpf.VerbsSqWc{}))
-	qpRecSize    = int(unsafe.Sizeof(bpf.VerbsSqQpRec{}))
-	cqRecSize    = int(unsafe.Sizeof(bpf.VerbsSqCqRec{}))
-	recvRecSize  = int(unsafe.Sizeof(bpf.VerbsSqRecvRec{}))
-	exitRecSize  = int(unsafe.Sizeof(bpf.VerbsSqExitRec{}))
-	objRecSize   = int(unsafe.Sizeof(bpf.VerbsSqObjRec{}))
-	finalRecSize = int(unsafe.Sizeof(bpf.VerbsSqQpFinalRec{}))
-	failRecSize  = int(unsafe.Sizeof(bpf.VerbsSqFailRec{}))
-	maxRecordWRs = len(bpf.VerbsSqPostRec{}.Wrs)
-	maxRecordWCs = len(bpf.VerbsSqPollRec{}.Wcs)
+	hdrSize       = int(unsafe.Sizeof(bpf.VerbsSqHdr{}))
+	hdrKindOff    = int(unsafe.Offsetof(bpf.VerbsSqHdr{}.Kind))
+	postWRsOff    = int(unsafe.Offsetof(bpf.VerbsSqPostRec{}.Wrs))
+	pollWCsOff    = int(unsafe.Offsetof(bpf.VerbsSqPollRec{}.Wcs))
+	wrSize        = int(unsafe.Sizeof(bpf.VerbsSqWr{}))
+	wcSize        = int(unsafe.Sizeof(bpf.VerbsSqWc{}))
+	qpRecSize     = int(unsafe.Sizeof(bpf.VerbsSqQpRec{}))
+	cqRecSize     = int(unsafe.Sizeof(bpf.VerbsSqCqRec{}))
+	recvRecSize   = int(unsafe.Sizeof(bpf.VerbsSqRecvRec{}))
+	exitRecSize   = int(unsafe.Sizeof(bpf.VerbsSqExitRec{}))
+	objRecSize    = int(unsafe.Sizeof(bpf.VerbsSqObjRec{}))
+	finalRecSize  = int(unsafe.Sizeof(bpf.VerbsSqQpFinalRec{}))
+	failRecSize   = int(unsafe.Sizeof(bpf.VerbsSqFailRec{}))
+	sizeofOccFail = unsafe.Sizeof(bpf.VerbsSqOccFailRec{})
+	maxRecordWRs  = len(bpf.VerbsSqPostRec{}.Wrs)
+	maxRecordWCs  = len(bpf.VerbsSqPollRec{}.Wcs)
 )
 
 // handle decodes one ring-buffer record, acts on what it reveals (attach,
@@ -132,6 +133,13 @@ func (t *Tracer) handle(raw []byte, fn func(trace.Event)) error {
 		var r bpf.VerbsSqFailRec
 		decodeInto(&r, raw)
 		fn(t.failEvent(&r))
+	case bpf.VerbsSqRecKindSQ_REC_OCC_FAIL:
+		if err := checkSize("failed post", len(raw), occFailRecSize); err != nil {
+			return err
+		}
+		var r bpf.VerbsSqOccFailRec
+		decodeInto(&r, raw)
+		fn(t.occFail(&r))
 	default:
 		return fmt.Errorf("BPF record of unknown kind %d", kind)
 	}
@@ -297,13 +305,21 @@ func (t *Tracer) flush(fn func(trace.Event)) {
 	var c bpf.VerbsSqQpCounters
 	it = t.objs.QpCounters.Iterate()
 	for it.Next(&gk, &c) {
-		if t.foreign(gk.Pid) || t.countsSeen[gk] == c {
+		if t.foreign(gk.Pid) {
 			continue
 		}
-		t.countsSeen[gk] = c
+		m, kept := t.occOf(gk.Pid, c.QpNum, gk.Gen, now)
+		if t.countsSeen[gk] == c && t.occSeen[gk] == m {
+			continue
+		}
+		t.countsSeen[gk], t.occSeen[gk] = c, m
 		if f, ok := t.qpFinals[gk]; ok {
 			c = addQPCounters(f, c) // counted after the QP's destroy
 		}
-		fn(qpCounters(now, gk, c))
+		ev := qpCounters(now, gk, c)
+		if kept {
+			ev.SQ = m
+		}
+		fn(ev)
 	}
 }

@@ -51,7 +51,7 @@ func (t *Tracer) cqReport(now uint64, k cqGenKey, s bpf.VerbsSqCqStats, fn func(
 		// the totals say it all; no separate empty-poll events
 		if t.cqSeen[k] != s {
 			t.cqSeen[k] = s
-			fn(&trace.CQCounters{Header: h, CQ: k.addr, Polls: s.Polls, CQEs: s.Cqes, Empty: s.Empty, Gen: uint64(k.gen)})
+			fn(&trace.CQCounters{Header: h, CQ: k.addr, Polls: s.Polls, CQEs: s.Cqes, Empty: s.Empty, Gen: uint64(k.gen), ExCQEs: s.ExCqes})
 		}
 		return
 	}
@@ -75,7 +75,7 @@ func (t *Tracer) cqLate(now uint64, k cqGenKey, late bpf.VerbsSqCqStats, fn func
 		t.emptySeen[k] = f.Empty // reported with its end
 	}
 	t.cqReport(now, k, bpf.VerbsSqCqStats{Empty: f.Empty + late.Empty, Polls: f.Polls + late.Polls,
-		Cqes: f.Cqes + late.Cqes, Gen: k.gen}, fn)
+		Cqes: f.Cqes + late.Cqes, Gen: k.gen, ExCqes: f.ExCqes + late.ExCqes}, fn)
 }
 
 // cqForget drops what was reported of a CQ lifetime that has ended.
@@ -92,7 +92,14 @@ func (t *Tracer) qpFinal(r *bpf.VerbsSqQpFinalRec, fn func(trace.Event)) {
 	total := addQPCounters(t.qpFinals[k], r.C)
 	t.qpFinals[k] = total
 	delete(t.countsSeen, k)
-	fn(qpCounters(r.Hdr.Ts, k, total))
+	m := t.occSeen[k] // counts handed over after the destroy keep its last model
+	delete(t.occSeen, k)
+	if r.HasOcc != 0 {
+		m = t.occModel(&r.O, r.OldestNs)
+	}
+	ev := qpCounters(r.Hdr.Ts, k, total)
+	ev.SQ = m
+	fn(ev)
 }
 
 // qpCounters is the event of one QP lifetime's totals.

@@ -225,6 +225,7 @@ type Tracer struct {
 	emptySeen   map[cqGenKey]uint64
 	lostSeen    uint64
 	countsSeen  map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters
+	occSeen     map[bpf.VerbsSqGenKey]trace.SQModel         // the model last reported with them
 	qpFinals    map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters // totals of destroyed QPs
 	cqSeen      map[cqGenKey]bpf.VerbsSqCqStats
 	cqFinals    map[cqGenKey]bpf.VerbsSqCqStats // counts replaced CQs ended with
@@ -342,6 +343,7 @@ func Open(opts Options) (*Tracer, error) {
 		lastCont:    map[int]uint64{},
 		emptySeen:   map[cqGenKey]uint64{},
 		countsSeen:  map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
+		occSeen:     map[bpf.VerbsSqGenKey]trace.SQModel{},
 		qpFinals:    map[bpf.VerbsSqGenKey]bpf.VerbsSqQpCounters{},
 		cqSeen:      map[cqGenKey]bpf.VerbsSqCqStats{},
 		cqFinals:    map[cqGenKey]bpf.VerbsSqCqStats{},

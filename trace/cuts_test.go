@@ -244,11 +244,14 @@ func TestQPCutsAppended(t *testing.T) {
 }
 
 // Bytes a later writer appends after the counters' cuts (and the
-// generation and receives appended after them) are ignored.
+// generation, receives and send-queue model appended after them) are
+// ignored.
 func TestQPCutsThenLaterFields(t *testing.T) {
 	c := qpCutEvents()[0].(*QPCounters)
 	c.Gen = 9
 	c.RecvsCounted, c.RecvCalls, c.Recvs, c.RecvFailed = true, 40, 6400, 1
+	c.SQ = SQModel{Kept: true, Posted: 900, Retired: 880, Peak: 64, LongestRun: 15, Signaled: 56,
+		SigOutstanding: 1, OldestSigNS: 12345, SendCQEs: 55, SendCQ: 0x7f00, Synced: true}
 	body := append(bytes.Clone(recordBody(t, c)), "later fields"...)
 	rec := append([]byte{byte(KindQPCounters)}, binary.AppendUvarint(nil, uint64(len(body)))...)
 	var d decoder

@@ -465,6 +465,13 @@ type PostFail struct {
 	// Traced says the call's entry was seen by an escalation window's
 	// post_send probe: its Post, at its return, carries the failure too.
 	Traced bool
+	// Counted: a failed ibv_post_send of the counters mode, seen at its
+	// return: Accepted WRs went in before the one refused (a lower bound
+	// when WalkCapped), and SQ is the QP's send queue after the call.
+	Counted    bool
+	Accepted   uint32
+	WalkCapped bool
+	SQ         SQModel
 }
 
 func (*PostFail) Kind() Kind { return KindPostFail }
@@ -552,9 +559,64 @@ type QPCounters struct {
 	// have not.
 	RecvsCounted                 bool
 	RecvCalls, Recvs, RecvFailed uint64
+	// SQ is the QP's send queue as the kernel keeps it (recordings made
+	// before it was kept have none: SQ.Kept false).
+	SQ SQModel
 }
 
 func (*QPCounters) Kind() Kind { return KindQPCounters }
+
+// SQModel is a QP's send queue as the counters mode keeps it in the
+// kernel: the WRs its ibv_post_send calls put in, those its send
+// completions retired (polled by ibv_poll_cq: a completion retires its
+// WR and every earlier one), and what its signaled WRs left outstanding.
+type SQModel struct {
+	// Kept: the kernel kept the model for this QP (false: a recording
+	// made before, or no room in the kernel's map: Full says it).
+	Kept bool
+	// Posted and Retired: Posted - Retired WRs are outstanding. Peak is
+	// the most outstanding after a post; LongestRun the longest run of
+	// unsignaled WRs, CurRun the one since the last signaled WR.
+	Posted, Retired, Peak, LongestRun, CurRun uint64
+	// Signaled counts the signaled WRs posted (by their flag);
+	// SigOutstanding those outstanding the kernel keeps (at most
+	// SigRing), OldestSigNS when the oldest of them was posted (0: none).
+	Signaled, SigOutstanding, OldestSigNS uint64
+	// SendCQEs counts the QP's send completions seen, CQEErrors those
+	// with an error, Unmatched those that matched no signaled WR kept,
+	// Unkept the signaled WRs the kernel had no room to keep (while
+	// SigRing were outstanding: their completions retire late).
+	SendCQEs, CQEErrors, Unmatched, Unkept uint64
+	// FailRepeats counts failed calls not sent as a PostFail: each like
+	// the QP's last one sent (same errno, WRs accepted and outstanding).
+	FailRepeats uint64
+	SendCQ      uint64 // the QP's send CQ (struct ibv_cq *)
+	// Synced: Posted - Retired is exact (the QP was created in the trace,
+	// or a completion matched a WR posted in it); else a lower bound.
+	// SigAll: an sq_sig_all QP. Err: an error completion matched no WR
+	// kept (a flush of unsignaled WRs, or a receive's): what it retired is
+	// not known. IDsRepeat: signaled WRs in a row shared a wr_id. WRAPI:
+	// WRs went through the ibv_wr_* API, which the model does not follow.
+	Synced, SigAll, Err, IDsRepeat, WRAPI bool
+	// Of the whole trace, as the kernel counted them when this was read:
+	// WCsPast, completions of polls past SigWCs the model did not look at;
+	// Full, QPs the kernel's map had no room for.
+	WCsPast, Full uint64
+}
+
+// The kernel's bounds of the send-queue model (bpf/events.h).
+const (
+	SigRing = 256 // signaled WRs kept per QP
+	SigWCs  = 256 // completions of one poll looked at
+)
+
+// Outstanding is Posted - Retired (0 if the completions ran ahead).
+func (m *SQModel) Outstanding() uint64 {
+	if m.Retired > m.Posted {
+		return 0
+	}
+	return m.Posted - m.Retired
+}
 
 // CQCounters is a per-CQ aggregate kept in the kernel by the low-overhead
 // mode: every ibv_poll_cq call, the completions returned, and the calls
@@ -567,6 +629,9 @@ type CQCounters struct {
 	CQEs  uint64
 	Empty uint64
 	Gen   uint64
+	// ExCQEs: of CQEs, those of extended polls (ibv_start_poll and
+	// ibv_next_poll), which the kernel's send-queue model does not see.
+	ExCQEs uint64
 }
 
 func (*CQCounters) Kind() Kind { return KindCQCounters }

@@ -130,6 +130,9 @@ func (c *recordCodec) fields(ev Event) {
 			c.u64(&e.Recvs)
 			c.u64(&e.RecvFailed)
 		}
+		if c.appendedFlag(&e.SQ.Kept) {
+			c.sqModel(&e.SQ)
+		}
 	case *CQCounters:
 		c.u64(&e.CQ)
 		c.u64(&e.Polls)
@@ -137,6 +140,9 @@ func (c *recordCodec) fields(ev Event) {
 		c.u64(&e.Empty)
 		if c.appended(e.Gen != 0) {
 			c.u64(&e.Gen)
+		}
+		if c.appended(e.ExCQEs != 0) {
+			c.u64(&e.ExCQEs)
 		}
 	case *CQCreate:
 		c.u64(&e.CQ)
@@ -198,6 +204,12 @@ func (c *recordCodec) fields(ev Event) {
 		c.u32(&e.WR.Bytes)
 		c.u8(&e.WR.SGEsNotSummed)
 		c.bool(&e.Traced)
+		if c.appendedFlag(&e.Counted) {
+			c.u32(&e.Accepted)
+			c.bool(&e.WalkCapped)
+			c.bool(&e.SQ.Kept)
+			c.sqModel(&e.SQ)
+		}
 	case *Window:
 		c.u64(&e.FromNS)
 		c.u32(&e.PIDs)
@@ -277,4 +289,16 @@ func (wc *WC) follow(prev *WC) {
 	wc.Opcode = prev.Opcode
 	wc.ByteLen = prev.ByteLen
 	wc.QPNum = prev.QPNum
+}
+
+// sqModel walks a kernel send-queue model (QPCounters, PostFail).
+func (c *recordCodec) sqModel(m *SQModel) {
+	for _, p := range [...]*uint64{&m.Posted, &m.Retired, &m.Peak, &m.LongestRun, &m.CurRun,
+		&m.Signaled, &m.SigOutstanding, &m.OldestSigNS, &m.SendCQEs, &m.CQEErrors,
+		&m.Unmatched, &m.Unkept, &m.FailRepeats, &m.SendCQ, &m.WCsPast, &m.Full} {
+		c.u64(p)
+	}
+	for _, p := range [...]*bool{&m.Synced, &m.SigAll, &m.Err, &m.IDsRepeat, &m.WRAPI} {
+		c.bool(p)
+	}
 }

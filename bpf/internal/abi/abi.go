@@ -166,6 +166,7 @@ const struct abi_fact abi_facts[] = {
 	VAL(SQ_IBV_WR_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_CMP_AND_SWP),
 	VAL(SQ_IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_FETCH_AND_ADD),
 	VAL(SQ_IBV_ENOENT, ENOENT),
+	VAL(SQ_IBV_WC_RECV, IBV_WC_RECV),
 };
 
 const int abi_nfacts = sizeof(abi_facts) / sizeof(abi_facts[0]);
@@ -177,6 +178,7 @@ const struct abi_fact abi_sizes[] = {
 	ESIZE(sq_wc), ESIZE(sq_poll_rec), ESIZE(sq_recv_rec), ESIZE(sq_exit_rec), ESIZE(sq_proc_rec),
 	ESIZE(sq_key), ESIZE(sq_cq_stats), ESIZE(sq_qp_counters),
 	ESIZE(sq_gen_key), ESIZE(sq_obj_rec), ESIZE(sq_qp_final_rec), ESIZE(sq_fail_rec),
+	ESIZE(sq_occ), ESIZE(sq_occ_fail_rec), ESIZE(sq_qpn_key), ESIZE(sq_sig), ESIZE(sq_qp_occ),
 };
 
 const int abi_nsizes = sizeof(abi_sizes) / sizeof(abi_sizes[0]);
