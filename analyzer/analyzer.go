@@ -88,11 +88,17 @@ type QP struct {
 	CapsKnown    bool   `json:"caps_known"`
 	CapsInferred bool   `json:"caps_inferred"`
 	// CountersOnly: totals kept in the kernel (--mode counters); BlueFlame,
-	// WQE fetches, occupancy and the ENOMEM cause need per-call events.
-	CountersOnly bool   `json:"counters_only,omitempty"`
-	Destroyed    bool   `json:"destroyed"`
-	SendCQ       uint64 `json:"send_cq"`
-	SendCQGen    uint64 `json:"send_cq_gen"`
+	// WQE fetches and the occupancy histogram need per-call events.
+	CountersOnly bool `json:"counters_only,omitempty"`
+	// KernelSQ: counters mode kept the QP's send queue in the kernel, so
+	// its occupancy, peak, unsignaled runs, send completions and ENOMEM
+	// causes are measured (kernsq.go); OccupancyNotMeasured says why a
+	// counters-mode QP's are not, when the kernel's model cannot be used.
+	KernelSQ             bool   `json:"-"`
+	OccupancyNotMeasured string `json:"occupancy_not_measured,omitempty"`
+	Destroyed            bool   `json:"destroyed"`
+	SendCQ               uint64 `json:"send_cq"`
+	SendCQGen            uint64 `json:"send_cq_gen"`
 	// Provider is the verbs provider the QP runs on (mlx5, sim, rxe or
 	// unknown), ProviderLib the file of its post_send when its create
 	// was seen, and Model the model its HCA figures and ENOMEM causes come
@@ -261,6 +267,10 @@ type cqState struct {
 	// times are those of their flushes; createdNS is its create's time
 	counted   bool
 	createdNS uint64
+	// counters mode: its totals at its last flushes (kernsq.go), and
+	// the completions of extended polls among its CQEs
+	samples []cqSample
+	exCQEs  uint64
 	cqCalls
 	cqPending // diag_state.go
 }

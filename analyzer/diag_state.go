@@ -107,7 +107,7 @@ func (a *Analyzer) notePending(q *sq, now uint64) {
 		q.pendCQ, q.pendNoted = q.cq, 0
 	}
 	c := q.cq
-	if c == nil || q.countersOnly {
+	if c == nil || q.countersOnly && !q.kernUsable() {
 		return
 	}
 	cur := q.sigOutstanding()

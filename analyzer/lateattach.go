@@ -77,7 +77,12 @@ func (q *sq) lateCompletion(wc *trace.WC, now uint64) bool {
 
 // lowerBound reports whether q's outstanding count is a lower bound: its
 // pre-attach WRs not proved retired, or proved only by a guess.
-func (q *sq) lowerBound() bool { return q.late && (q.syncedNS == 0 || q.syncGuessed) }
+func (q *sq) lowerBound() bool {
+	if q.kernUsable() { // the kernel's model: kernsq.go
+		return !q.kern.m.Synced || q.gen == 0 && q.kern.m.IDsRepeat
+	}
+	return q.late && (q.syncedNS == 0 || q.syncGuessed)
+}
 
 // exactSinceNS is when q's model became exact (0: not yet, never, or it
 // always was).

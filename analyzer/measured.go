@@ -26,6 +26,10 @@ var (
 		"dma_writes_response", "dma_bytes_response", "opcodes", "not_rts", "recv_cqes_polled")
 	unmeasuredQP = keySet("outstanding", "signal_interval_typical",
 		"signal_interval_longest", "occupancy")
+	// what the kernel's send-queue model measures of those (kernsq.go)
+	kernelMeasured = keySet("outstanding", "peak_outstanding", "longest_unsignaled_run",
+		"cqes_polled", "cqe_errors", "enomem_sq_full", "enomem_inline", "enomem_sge",
+		"enomem_unknown", "not_rts")
 	unmeasuredRates = keySet("cqes_per_s")
 	// Of the PCIe savings only those of doorbell batching and unsignaled
 	// WRs rest on counted numbers; the rest needs the BlueFlame and WQE
@@ -36,8 +40,24 @@ var (
 )
 
 // CountersModeNote says once, where a counters-mode QP is shown, what it
-// leaves out and why.
-const CountersModeNote = "counters mode: totals kept in the kernel; occupancy, BlueFlame writes, WQE fetches, unsignaled runs, CQEs per QP, ENOMEM causes and PCIe bytes need --mode events"
+// leaves out and why; CountersModeKernelNote the same of a QP whose send
+// queue the kernel kept (QP.CountersNote chooses).
+const (
+	CountersModeNote       = "counters mode: totals kept in the kernel; occupancy, BlueFlame writes, WQE fetches, unsignaled runs, CQEs per QP, ENOMEM causes and PCIe bytes need --mode events"
+	CountersModeKernelNote = "counters mode: totals and the send queue kept in the kernel; BlueFlame writes, WQE fetches, the occupancy histogram and PCIe bytes need --mode events"
+)
+
+// CountersNote is what a counters-mode QP leaves out and why: with the
+// reason the kernel's send-queue model could not be used, if it could not.
+func (q QP) CountersNote() string {
+	switch {
+	case q.KernelSQ:
+		return CountersModeKernelNote
+	case q.OccupancyNotMeasured != "":
+		return CountersModeNote + " (the kernel's send-queue model: " + q.OccupancyNotMeasured + ")"
+	}
+	return CountersModeNote
+}
 
 // Measured reports whether the figure of the QP (or of its PCIe savings)
 // with this JSON name was measured: false for what counters mode does not
@@ -46,6 +66,9 @@ func (q QP) Measured(key string) bool {
 	if q.recvUntraced && recvDrop[key] {
 		return false
 	}
+	if q.CountersOnly && q.KernelSQ && kernelMeasured[key] {
+		return true
+	}
 	return !q.CountersOnly || !qpDrop[key] && !unmeasuredPCIe[key]
 }
 
@@ -53,6 +76,17 @@ func keySet(keys ...string) map[string]bool {
 	m := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		m[k] = true
+	}
+	return m
+}
+
+// without is a's keys not in b.
+func without(a, b map[string]bool) map[string]bool {
+	m := map[string]bool{}
+	for k := range a {
+		if !b[k] {
+			m[k] = true
+		}
 	}
 	return m
 }
@@ -69,6 +103,9 @@ func union(sets ...map[string]bool) map[string]bool {
 
 var (
 	qpDrop = union(unmeasuredCounters, unmeasuredQP)
+	// what a QP whose send queue the kernel kept leaves out
+	qpDropKernel     = without(qpDrop, kernelMeasured)
+	totalsDropKernel = without(unmeasuredCounters, kernelMeasured)
 	// what a trace that does not trace receives leaves out of a QP or
 	// the totals, whatever its QPs posted
 	recvDrop = keySet("post_recvs")
@@ -99,7 +136,10 @@ func (q QP) MarshalJSON() ([]byte, error) {
 		return b, err
 	}
 	drop := q.notModeled()
-	if q.CountersOnly {
+	switch {
+	case q.CountersOnly && q.KernelSQ:
+		drop = union(drop, qpDropKernel)
+	case q.CountersOnly:
 		drop = union(drop, qpDrop)
 	}
 	if q.recvUntraced {
@@ -116,6 +156,9 @@ func (q QP) MarshalJSON() ([]byte, error) {
 type Totals struct {
 	Counters
 	CountersOnly bool `json:"-"`
+	// noKernelSQ: some counters-mode QP has no kernel send-queue model:
+	// the totals' occupancy figures and causes are left out
+	noKernelSQ bool
 	// notGiven: what the model of no QP gives (provider.go), left out of
 	// JSON
 	notGiven     map[string]bool
@@ -131,8 +174,11 @@ func (t Totals) MarshalJSON() ([]byte, error) {
 		return b, err
 	}
 	var drop map[string]bool
-	if t.CountersOnly {
+	switch {
+	case t.CountersOnly && t.noKernelSQ:
 		drop = unmeasuredCounters
+	case t.CountersOnly:
+		drop = totalsDropKernel
 	}
 	drop = union(drop, t.notGiven)
 	if t.recvUntraced {
@@ -233,6 +279,7 @@ func (a *Analyzer) onQPCounters(e *trace.QPCounters) {
 	if e.TimeNS > q.lastNS {
 		q.lastNS = e.TimeNS
 	}
+	a.kernApply(q, &e.SQ, e.TimeNS) // kernsq.go
 }
 
 // onCQCounters applies a CQ's totals kept in the kernel (counters mode):
@@ -244,5 +291,7 @@ func (a *Analyzer) onCQCounters(e *trace.CQCounters) {
 	}
 	c.polls, c.cqes, c.empty = e.Polls, e.CQEs, e.Empty
 	c.counted, c.lastNS = true, max(c.lastNS, e.TimeNS)
+	c.exCQEs = e.ExCQEs
+	c.noteSample(e.TimeNS)
 	a.recv.kernel = true
 }

@@ -123,6 +123,10 @@ func (q *sq) unsync() {
 // (trace.Post) to count; a wr_complete's inside a window too (its
 // batch's probes do not say they saw it).
 func (a *Analyzer) onPostFail(e *trace.PostFail) {
+	if e.Counted { // a failed post of the counters mode, at its return
+		a.onCountedFail(e) // kernsq.go
+		return
+	}
 	a.sentinelOn().Hits++
 	if e.Traced || (e.Func == "wr_complete" && a.sentinel.inWindow(e.PID, e.TimeNS)) || (e.QP == 0 && e.QPNum == 0) {
 		return

@@ -96,6 +96,9 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.MaxSendWR, p.MaxInline, p.MaxSendSGE = q.caps.MaxSendWR, q.caps.MaxInlineData, q.caps.MaxSendSGE
 		p.SigAll, p.Gen, p.CapsKnown, p.CapsInferred = q.sigAll, q.gen, q.capsKnown, q.sendCapsInferred
 		p.Destroyed, p.CountersOnly, p.SendCQ = q.destroyed, q.countersOnly, q.sendCQ
+		if q.countersOnly && q.kern != nil { // kernsq.go
+			p.KernelSQ, p.OccupancyNotMeasured = q.kernUsable(), q.kern.why
+		}
 		p.Provider, p.ProviderLib, p.Model = nameOf(q.prov), q.provLib, m.label()
 		if q.capsKnown { // no cause is inferred from caps not known
 			p.CauseBasis = m.causeBasis()
@@ -114,6 +117,9 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.PreAttachCQEs, p.RetiredUnseen = q.preCQEs, q.retiredUnseen
 		p.Recv = a.recvSnapshot(q)
 		addCounters(&s.Total.Counters, c)
+		if q.countersOnly && !p.KernelSQ {
+			s.Total.noKernelSQ = true
+		}
 	}
 	// polls belong to CQs, which QPs may share: count each CQ once
 	s.Total.Polls, s.Total.EmptyPolls = 0, 0

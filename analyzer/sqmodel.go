@@ -80,6 +80,8 @@ type sq struct {
 	// countersOnly: the kernel kept totals for this QP (low-overhead
 	// mode); the per-call shape behind the mlx5 model was not recorded.
 	countersOnly bool
+	// kern: the send queue the kernel keeps (counters mode, kernsq.go)
+	kern *kernSQ
 	// sampledOut: the occupancy measured when the last sentinel window
 	// closed (at sampledNS; 0: none), exported between windows
 	sampledOut, sampledNS uint64
@@ -223,6 +225,9 @@ func (q *sq) sigPush(seq, ns uint64) {
 
 // sigOldest returns the oldest signaled WR still outstanding.
 func (q *sq) sigOldest() (sigEntry, bool) {
+	if q.kernUsable() {
+		return q.kernSigOldest()
+	}
 	for q.sigHead < q.sigTail {
 		e := *q.sigAt(q.sigHead)
 		if e.seq >= q.tail {
@@ -235,6 +240,9 @@ func (q *sq) sigOldest() (sigEntry, bool) {
 
 // sigOutstanding counts the signaled WRs still outstanding.
 func (q *sq) sigOutstanding() uint64 {
+	if q.kernUsable() {
+		return q.kernSigOutstanding()
+	}
 	q.sigOldest()
 	return q.sigTail - q.sigHead
 }

@@ -247,7 +247,7 @@ func buildPage(p *Page) *pageData {
 		d.QPs[i] = buildQP(p, q)
 		var ns []string
 		if q.CountersOnly {
-			ns = append(ns, analyzer.CountersModeNote)
+			ns = append(ns, q.CountersNote())
 		}
 		for _, n := range append(ns, q.ProviderNotes()...) {
 			j, ok := notes[n]

@@ -88,7 +88,7 @@ func writeQP(w io.Writer, q *analyzer.QP) {
 	case sendIdle(q):
 		fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")
 	case q.CountersOnly:
-		fmt.Fprintln(w, "  "+analyzer.CountersModeNote)
+		fmt.Fprintln(w, "  "+q.CountersNote())
 		writeCountersQP(w, q)
 	default:
 		writeEventsQP(w, q)
@@ -111,7 +111,7 @@ func writeErrors(w io.Writer, q *analyzer.QP) {
 		{q.ENOMEMSGE, "ENOMEM too many SGEs %d"},
 		{q.NotRTS, "refused, QP not in RTS %d"},
 		{q.ENOMEMUnknown, "ENOMEM cause unknown %d"},
-		{map[bool]uint64{true: q.ENOMEM}[q.CountersOnly], "ENOMEM %d"}, // the cause needs events
+		{map[bool]uint64{true: q.ENOMEM}[q.CountersOnly && !q.KernelSQ], "ENOMEM %d"}, // the cause needs events
 		{q.EINVAL, "EINVAL %d"},
 		{q.OtherErrors, "other errors %d"},
 		{q.CQEErrors, "error CQEs %d"},
@@ -247,7 +247,22 @@ func writeCountersQP(w io.Writer, q *analyzer.QP) {
 		fmt.Fprintf(w, "; send CQ %#x: %.0f polls/s, %.2f polls per CQE", q.SendCQ, r.PollsPerSec, r.PollsPerCQE)
 	}
 	fmt.Fprintln(w)
+	if q.KernelSQ {
+		writeKernelSQ(w, q)
+	}
 	writeProviderNotes(w, q)
+}
+
+// writeKernelSQ writes a counters-mode QP's send queue as the kernel kept
+// it: no histogram, which needs each call.
+func writeKernelSQ(w io.Writer, q *analyzer.QP) {
+	bound := map[bool]string{true: ">= "}[q.OutstandingLowerBound]
+	of := ""
+	if d := q.Occupancy.Depth; d > 0 {
+		of = fmt.Sprintf(" of %d", d)
+	}
+	fmt.Fprintf(w, "  send queue (kept in the kernel): outstanding %s%d%s, peak %s%d%s, longest unsignaled run %d, send CQEs %d\n",
+		bound, q.Outstanding, of, bound, q.PeakOutstanding, of, q.LongestUnsignaledRun, q.CQEsPolled)
 }
 
 func writeOccupancy(w io.Writer, q *analyzer.QP) {

@@ -71,10 +71,10 @@ var qpMetrics = []*qpMetric{
 		help:   "WQEs written to the HCA by BlueFlame MMIO instead of a doorbell and a WQE fetch (mlx5 model; events mode only).",
 		series: one("bf_writes", func(q *analyzer.QP) uint64 { return q.BFWrites })},
 	{name: "sqscope_cqes_polled_total", typ: prometheus.CounterValue, fold: true,
-		help:   "Send completions polled for the QP (events mode only: counters mode counts polls per CQ).",
+		help:   "Send completions polled for the QP (events mode; counters mode where the kernel kept the QP's send queue, of ibv_poll_cq).",
 		series: one("cqes_polled", func(q *analyzer.QP) uint64 { return q.CQEsPolled })},
 	{name: "sqscope_post_enomem_total", typ: prometheus.CounterValue, fold: true, extra: "cause", basis: true,
-		help: "Work requests refused with ENOMEM, by cause: sq_full, inline (inline data over max_inline_data), sge (more SGEs than max_send_sge); unknown in counters mode, which does not see the cause. basis: provider (the provider's own checks, as sqscope models mlx5 and rxe), inferred (from the caps the QP reported, on a provider sqscope has no model of), none (cause unknown).",
+		help: "Work requests refused with ENOMEM, by cause: sq_full, inline (inline data over max_inline_data), sge (more SGEs than max_send_sge); unknown where the cause was not seen (counters mode without the kernel's send-queue model). basis: provider (the provider's own checks, as sqscope models mlx5 and rxe), inferred (from the caps the QP reported, on a provider sqscope has no model of), none (cause unknown).",
 		series: []qpSeries{
 			{"sq_full", "enomem_sq_full", u(func(q *analyzer.QP) uint64 { return q.ENOMEMSQFull })},
 			{"inline", "enomem_inline", u(func(q *analyzer.QP) uint64 { return q.ENOMEMInline })},
@@ -82,7 +82,7 @@ var qpMetrics = []*qpMetric{
 			// every ENOMEM of counters mode, which does not see the cause;
 			// in events mode those of a provider without a model of causes
 			{"unknown", "enomem", u(func(q *analyzer.QP) uint64 {
-				if q.CountersOnly {
+				if q.CountersOnly && !q.KernelSQ {
 					return q.ENOMEM
 				}
 				return q.ENOMEMUnknown
@@ -111,13 +111,13 @@ var qpMetrics = []*qpMetric{
 		help:   "PCIe bytes saved so far against the same WRs posted one per call, not inline, all signaled (mlx5 model, 24 B of TLP header per transaction, an estimate); may fall; events mode only.",
 		series: []qpSeries{{key: "bytes_saved", value: func(q *analyzer.QP) float64 { return float64(q.PCIe.BytesSaved) }}}},
 	{name: "sqscope_sq_outstanding_wrs", typ: prometheus.GaugeValue, fold: true,
-		help:   "Send WRs posted and not yet retired by a completion: the send queue's occupancy now (events mode only).",
+		help:   "Send WRs posted and not yet retired by a completion: the send queue's occupancy now (events mode; counters mode where the kernel kept the QP's send queue, read at each flush).",
 		series: one("outstanding", func(q *analyzer.QP) uint64 { return q.Outstanding })},
 	{name: "sqscope_sq_peak_outstanding_wrs", typ: prometheus.GaugeValue,
-		help:   "The most send WRs outstanding at once since the QP was created or traced (events mode only).",
+		help:   "The most send WRs outstanding at once since the QP was created or traced (events mode; counters mode where the kernel kept the QP's send queue).",
 		series: one("peak_outstanding", func(q *analyzer.QP) uint64 { return q.PeakOutstanding })},
 	{name: "sqscope_sq_longest_unsignaled_run_wrs", typ: prometheus.GaugeValue,
-		help:   "The longest run of unsignaled send WRs posted in a row (events mode only).",
+		help:   "The longest run of unsignaled send WRs posted in a row (events mode; counters mode where the kernel kept the QP's send queue).",
 		series: one("longest_unsignaled_run", func(q *analyzer.QP) uint64 { return q.LongestUnsignaledRun })},
 }
 
@@ -125,7 +125,7 @@ var qpMetrics = []*qpMetric{
 const (
 	basisProvider = "provider" // the provider's own checks, as its model has them
 	basisInferred = "inferred" // the caps the QP reported (the generic model)
-	basisNone     = "none"     // no cause: counters mode, or none found
+	basisNone     = "none"     // no cause: not seen, or none found
 )
 
 // basesOf are the values m's label basis takes ("" for none: no label).

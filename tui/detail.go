@@ -133,13 +133,18 @@ func noModel(b *strings.Builder, q *analyzer.QP) {
 // once why the rest is not shown.
 func writeCountersDetail(b *strings.Builder, r *row) {
 	p := r.qp.PCIe
-	fmt.Fprintf(b, "\n[gray]%s[-]\n", tview.Escape(analyzer.CountersModeNote))
+	fmt.Fprintf(b, "\n[gray]%s[-]\n", tview.Escape(r.qp.CountersNote()))
 	if r.qp.Model != "" {
 		fmt.Fprintf(b, "saved vs one WR per call, all signaled: doorbells %d   CQE writes %d (unsignaled)\n", p.DoorbellsSaved, p.CQEWritesSaved)
 	} else {
 		noModel(b, r.qp)
 	}
 	fmt.Fprintf(b, "signal pattern: %s\n", signalPattern(r))
+	if q := r.qp; q.KernelSQ {
+		bound := map[bool]string{true: ">= "}[q.OutstandingLowerBound]
+		fmt.Fprintf(b, "send queue: outstanding %s%d  peak %s%d  longest unsignaled run %d  send CQEs %d\n",
+			bound, q.Outstanding, bound, q.PeakOutstanding, q.LongestUnsignaledRun, q.CQEsPolled)
+	}
 	fmt.Fprintf(b, "WRs %d  posts %d  inline %d  polls %d (empty %d) of the send CQ", r.c.WRs, r.c.PostCalls, r.c.Inline, r.c.Polls, r.c.EmptyPolls)
 }
 
