@@ -353,6 +353,9 @@ type Analyzer struct {
 	sentinel               sentinelState // sentinel.go
 	version                Version       // version.go
 	picked                 []*sq         // the QPs a partial snapshot copies (reused)
+	// firstRecorded, while set, takes the first diagnosis recorded
+	// (kernsq.go)
+	firstRecorded *DiagKind
 }
 
 // New returns an empty analyzer.

@@ -203,6 +203,9 @@ func (a *Analyzer) record(q *sq, kind DiagKind, now uint64, ev evidence) {
 
 // recordAs is record of a cause inferred from caps, or not.
 func (a *Analyzer) recordAs(q *sq, kind DiagKind, now uint64, ev evidence, inferred bool) {
+	if a.firstRecorded != nil && *a.firstRecorded == numDiagKinds {
+		*a.firstRecorded = kind // kernsq.go: the diagnosis a failed post made
+	}
 	if i := q.diags[kind]; i >= 0 {
 		r := &a.diags[i]
 		r.count++
@@ -426,8 +429,12 @@ func (r *diagRec) export(c traceClock) Diagnosis {
 			e[0], e[1], e[2])
 		d.Fix = fmt.Sprintf("Set IBV_SEND_SIGNALED on at least one WR in every %d (half of max_send_wr) and poll the send CQ, or create the QP with sq_sig_all=1.", half(e[1]))
 	case DiagOverflowUnsignaledRun:
-		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding, all unsignaled: the last %d WRs posted carried no IBV_SEND_SIGNALED (typical signal interval %d), so no CQE can retire them",
-			e[0], e[1], e[2], e[3])
+		typical := "" // not known in counters mode, which sees no run end
+		if e[3] != noValue {
+			typical = fmt.Sprintf(" (typical signal interval %d)", e[3])
+		}
+		d.Message = fmt.Sprintf("SQ overflow (ENOMEM): %d of %d WRs outstanding, all unsignaled: the last %d WRs posted carried no IBV_SEND_SIGNALED%s, so no CQE can retire them",
+			e[0], e[1], e[2], typical)
 		d.Fix = fmt.Sprintf("Signal at least one WR in every %d (half of max_send_wr) so that a CQE retires the queue before it fills.", half(e[1]))
 	case DiagOverflowCQNotPolled:
 		cq := "the send CQ"

@@ -262,6 +262,44 @@ func CheckModes(events, counters Snapshot) []error {
 					events.QPs[i].QPNum, k, ev, cv))
 			}
 		}
+		if counters.QPs[i].KernelSQ {
+			errs = append(errs, sameDiagnoses(events, counters, events.QPs[i].QPNum)...)
+		}
+	}
+	return errs
+}
+
+// needHistory are the diagnoses only events mode gives: they need each
+// call (the occupancy's trend, each WR's flags on an sq_sig_all QP,
+// completions matched to WRs, the receive side's completions, a CQ's
+// polls after an overrun), see kernsq.go.
+var needHistory = keySet("occupancy_trending_full", "sig_all_ignores_signaled_flag",
+	"calls_not_traced", "inline_unsupported", "rq_starved", "rnr_retry_exceeded",
+	"sq_overflow_rnr_retry", "cq_overrun")
+
+// sameDiagnoses requires of the QP numbered qpn the same kinds of
+// diagnosis in both modes, but those that need each call.
+func sameDiagnoses(events, counters Snapshot, qpn uint32) []error {
+	kinds := func(s Snapshot) map[string]bool {
+		m := map[string]bool{}
+		for _, d := range s.Diagnoses {
+			if d.QPNum == qpn && !needHistory[d.Kind] {
+				m[d.Kind] = true
+			}
+		}
+		return m
+	}
+	e, c := kinds(events), kinds(counters)
+	var errs []error
+	for k := range e {
+		if !c[k] {
+			errs = append(errs, fmt.Errorf("QP %#x: diagnosis %s in events mode, not in counters mode", qpn, k))
+		}
+	}
+	for k := range c {
+		if !e[k] {
+			errs = append(errs, fmt.Errorf("QP %#x: diagnosis %s in counters mode, not in events mode", qpn, k))
+		}
 	}
 	return errs
 }

@@ -30,7 +30,8 @@ type kernSQ struct {
 	lastErrno int32
 	lastCause errCause
 	haveLast  bool
-	runSaid   bool // a run near the depth was said
+	lastDiag  DiagKind // the diagnosis of the last one (numDiagKinds: none)
+	runSaid   bool     // a run near the depth was said
 }
 
 // cqSample is a CQ's totals at one flush (counters mode).
@@ -96,6 +97,11 @@ func (a *Analyzer) kernApply(q *sq, m *trace.SQModel, now uint64) {
 	k.m = *m
 	if d := m.FailRepeats - min(k.repeats, m.FailRepeats); d > 0 && k.haveLast {
 		q.countCauses(k.lastErrno, k.lastCause, d)
+		if k.lastDiag < numDiagKinds && q.diags[k.lastDiag] >= 0 { // the same diagnosis, d times more
+			r := &a.diags[q.diags[k.lastDiag]]
+			r.count += d
+			r.last = max(r.last, now)
+		}
 	}
 	k.repeats = max(k.repeats, m.FailRepeats)
 	if k.why = a.kernWhy(q, m); k.why != "" {
@@ -123,16 +129,28 @@ func (a *Analyzer) kernRunCheck(q *sq, now uint64) {
 	if k.runSaid || q.slotRule() != SlotFreedByCQE || !q.capsKnown {
 		return
 	}
-	d := q.depth()
-	at := firstRunWarnAt(d)
-	if q.c.Signaled > 0 {
-		at = nearFullAt(d)
+	// Events mode says it when a run grows past every run ended before it
+	// and 3/4 of the depth (7/8 before any WR was signaled): the longest
+	// run did, when it was made.
+	d, run := q.depth(), k.m.LongestRun
+	at := nearFullAt(d)
+	if k.m.Signaled == 0 {
+		at = firstRunWarnAt(d)
 	}
-	if at >= d || k.m.CurRun < at {
+	if at >= d || run < at {
 		return
 	}
 	k.runSaid = true
-	a.record(q, DiagRunNearDepth, now, evidence{k.m.CurRun, d, 100 * k.m.CurRun / d, q.outstanding()})
+	a.record(q, DiagRunNearDepth, now, evidence{run, d, 100 * run / d, q.outstanding()})
+}
+
+// typicalEvidence is the typical signal interval as evidence: not known
+// from the kernel's model, which keeps no runs but the longest.
+func (q *sq) typicalEvidence() uint64 {
+	if q.kernUsable() {
+		return noValue
+	}
+	return q.typicalInterval()
 }
 
 // kernSigOutstanding counts the signaled WRs outstanding by the kernel's
@@ -189,32 +207,32 @@ func (a *Analyzer) onCountedFail(e *trace.PostFail) {
 	} else {
 		cause = q.model().refused(q, e) // the WR against the caps and the state
 	}
-	q.countCause(e.Errno, cause)
+	q.countCauses(e.Errno, cause, 1)
 	k := q.kern
-	if k != nil {
-		k.lastErrno, k.lastCause, k.haveLast = e.Errno, cause, true
+	if k == nil {
+		k = &kernSQ{}
+		q.kern = k
 	}
+	k.lastErrno, k.lastCause, k.haveLast, k.lastDiag = e.Errno, cause, true, numDiagKinds
 	if cause == causeSQFull && !q.kernUsable() {
 		return // no occupancy to tell why it was full
 	}
+	a.firstRecorded = &k.lastDiag
 	a.afterPost(q, p, cause, n)
+	a.firstRecorded = nil
 }
 
-// countCauses counts n failed calls of one errno and cause.
+// countCauses counts the causes of n failed calls of one errno and
+// cause; their errnos are in the kernel's totals already (onQPCounters).
 func (q *sq) countCauses(ret int32, cause errCause, n uint64) {
 	before := q.c
 	q.countCause(ret, cause)
-	if n == 1 {
-		return
-	}
 	m := n - 1
 	add := func(after, was *uint64) { *after += (*after - *was) * m }
-	add(&q.c.ENOMEM, &before.ENOMEM)
 	add(&q.c.ENOMEMSQFull, &before.ENOMEMSQFull)
 	add(&q.c.ENOMEMInline, &before.ENOMEMInline)
 	add(&q.c.ENOMEMSGE, &before.ENOMEMSGE)
-	add(&q.c.EINVAL, &before.EINVAL)
 	add(&q.c.ENOMEMUnknown, &before.ENOMEMUnknown)
 	add(&q.c.NotRTS, &before.NotRTS)
-	add(&q.c.OtherErrors, &before.OtherErrors)
+	q.c.ENOMEM, q.c.EINVAL, q.c.OtherErrors = before.ENOMEM, before.EINVAL, before.OtherErrors
 }

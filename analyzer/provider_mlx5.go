@@ -123,7 +123,7 @@ func (a *Analyzer) diagnoseMlx5Overflow(q *sq, now uint64) {
 			a.record(q, DiagOverflowNeverSignaled, now, evidence{out, d, q.c.WRs})
 			return
 		}
-		a.record(q, DiagOverflowUnsignaledRun, now, evidence{out, d, q.curRun, q.typicalInterval(), q.c.Signaled})
+		a.record(q, DiagOverflowUnsignaledRun, now, evidence{out, d, q.curRun, q.typicalEvidence(), q.c.Signaled})
 		return
 	}
 	oldest, _ := q.sigOldest()
