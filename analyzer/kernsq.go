@@ -115,9 +115,6 @@ func (a *Analyzer) kernApply(q *sq, m *trace.SQModel, now uint64) {
 	q.c.LongestUnsignaledRun = max(q.c.LongestUnsignaledRun, m.LongestRun)
 	q.curRun = m.CurRun
 	q.c.CQEsPolled, q.c.CQEErrors = m.SendCQEs, m.CQEErrors
-	if !q.sigAll {
-		q.c.Signaled = max(q.c.Signaled, m.Signaled)
-	}
 	a.notePending(q, now)
 	a.kernRunCheck(q, now)
 }
@@ -142,6 +139,15 @@ func (a *Analyzer) kernRunCheck(q *sq, now uint64) {
 	}
 	k.runSaid = true
 	a.record(q, DiagRunNearDepth, now, evidence{run, d, 100 * run / d, q.outstanding()})
+}
+
+// signaledNow is the signaled WRs posted: the kernel's model counts them
+// at each post, the totals at their flushes.
+func (q *sq) signaledNow() uint64 {
+	if q.kernUsable() && !q.sigAll {
+		return max(q.c.Signaled, q.kern.m.Signaled)
+	}
+	return q.c.Signaled
 }
 
 // typicalEvidence is the typical signal interval as evidence: not known

@@ -119,11 +119,11 @@ func (a *Analyzer) diagnoseMlx5Overflow(q *sq, now uint64) {
 	out, d := q.outstanding(), q.depth()
 	sigOut := q.sigOutstanding()
 	if sigOut == 0 {
-		if q.c.Signaled == 0 {
-			a.record(q, DiagOverflowNeverSignaled, now, evidence{out, d, q.c.WRs})
+		if q.signaledNow() == 0 {
+			a.record(q, DiagOverflowNeverSignaled, now, evidence{out, d, max(q.c.WRs, q.head)})
 			return
 		}
-		a.record(q, DiagOverflowUnsignaledRun, now, evidence{out, d, q.curRun, q.typicalEvidence(), q.c.Signaled})
+		a.record(q, DiagOverflowUnsignaledRun, now, evidence{out, d, q.curRun, q.typicalEvidence(), q.signaledNow()})
 		return
 	}
 	oldest, _ := q.sigOldest()
