@@ -213,6 +213,9 @@ type Snapshot struct {
 	// no QP), nil when not traced; ReceivesNotTraced says what is not.
 	SRQRecvs          *uint64 `json:"srq_recvs,omitempty"`
 	ReceivesNotTraced string  `json:"receives_not_traced,omitempty"`
+	// SQModelCuts: what the counters mode's kernel send-queue model
+	// counted past its bounds, in the whole trace (kernsq.go).
+	SQModelCuts *SQModelCuts `json:"sq_model_cuts,omitempty"` // nil: nothing cut
 	Exited            bool    `json:"target_exited"`
 	ExitCode          int32   `json:"exit_code"`
 	// ExitSignal is the signal that killed the target (ExitCode is then

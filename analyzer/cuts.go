@@ -28,9 +28,15 @@ type Cuts struct {
 	// PollRecordWCs is how many completions a poll record held where a
 	// poll returned more (the tracer's bound); 0 when none did.
 	PollRecordWCs uint64 `json:"poll_record_wcs,omitempty"`
+	// SignaledUnkept counts signaled WRs the kernel's send-queue model had
+	// no room to keep (counters mode: more than trace.SigRing outstanding,
+	// or more than 32 in one list): their completions retired late, so the
+	// occupancy read high until a later kept WR's completion.
+	SignaledUnkept uint64 `json:"signaled_unkept,omitempty"`
 }
 
 func (c *Cuts) add(o *Cuts) {
+	c.SignaledUnkept += o.SignaledUnkept
 	c.SGECutWRs += o.SGECutWRs
 	c.SGEsNotSummed += o.SGEsNotSummed
 	c.WalkCappedPosts += o.WalkCappedPosts

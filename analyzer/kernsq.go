@@ -19,6 +19,15 @@ import (
 // (to the flush interval: a poll less than one interval before the WR was
 // posted may count as after it).
 
+// SQModelCuts are the kernel send-queue model's bounds over the whole
+// trace: CQEsUnread, completions of polls past trace.SigWCs it did not
+// look at (a later completion of the same QP retired their WRs);
+// QPsNotKept, QPs its map had no room for (their occupancy not measured).
+type SQModelCuts struct {
+	CQEsUnread uint64 `json:"cqes_unread,omitempty"`
+	QPsNotKept uint64 `json:"qps_not_kept,omitempty"`
+}
+
 // kernSQ is a counters-mode QP's last kernel model.
 type kernSQ struct {
 	m trace.SQModel
@@ -115,6 +124,15 @@ func (a *Analyzer) kernApply(q *sq, m *trace.SQModel, now uint64) {
 	q.c.LongestUnsignaledRun = max(q.c.LongestUnsignaledRun, m.LongestRun)
 	q.curRun = m.CurRun
 	q.c.CQEsPolled, q.c.CQEErrors = m.SendCQEs, m.CQEErrors
+	q.c.Cuts.SignaledUnkept = m.Unkept
+	if m.WCsPast+m.Full > 0 {
+		c := a.snap.SQModelCuts
+		if c == nil {
+			c = &SQModelCuts{}
+			a.snap.SQModelCuts = c
+		}
+		c.CQEsUnread, c.QPsNotKept = max(c.CQEsUnread, m.WCsPast), max(c.QPsNotKept, m.Full)
+	}
 	a.notePending(q, now)
 	a.kernRunCheck(q, now)
 }

@@ -168,6 +168,10 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		}
 		s.Sentinel = &cp
 	}
+	if c := a.snap.SQModelCuts; c != nil { // the analyzer's goes on counting
+		cp := *c
+		s.SQModelCuts = &cp
+	}
 	a.snapshotRecv(&s)
 	if s.Partial {
 		s.Cut = nil

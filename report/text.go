@@ -339,6 +339,10 @@ func Cuts(c analyzer.Cuts) string {
 	if c.CQEsPastBound > 0 {
 		parts = append(parts, "its send CQ's "+PollCuts(c))
 	}
+	if c.SignaledUnkept > 0 {
+		parts = append(parts, fmt.Sprintf("%d signaled WRs the kernel's send-queue model had no room for (their completions retired late: occupancy read high until a later one's)",
+			c.SignaledUnkept))
+	}
 	if len(parts) == 0 { // the bound alone is no cut (an interval's counters)
 		return ""
 	}

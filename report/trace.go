@@ -35,6 +35,10 @@ func writeTrace(w io.Writer, s *analyzer.Snapshot) {
 	if c := PollCuts(s.Total.Cuts); c != "" {
 		fmt.Fprintf(w, "  cut by the tracer's bounds, in all: %s (each CQ's are on its line)\n", c)
 	}
+	if c := s.SQModelCuts; c != nil {
+		fmt.Fprintf(w, "  cut by the kernel's send-queue model, in all: %d completions of polls past the %d it reads per poll (a later completion of the same QP retired their WRs), %d QPs it had no room for (their occupancy not measured)\n",
+			c.CQEsUnread, trace.SigWCs, c.QPsNotKept)
+	}
 	writeSentinel(w, s.Sentinel, s.FirstNS)
 	for i := range s.Scans {
 		writeScan(w, &s.Scans[i], s.Processes)
