@@ -216,8 +216,8 @@ type Snapshot struct {
 	// SQModelCuts: what the counters mode's kernel send-queue model
 	// counted past its bounds, in the whole trace (kernsq.go).
 	SQModelCuts *SQModelCuts `json:"sq_model_cuts,omitempty"` // nil: nothing cut
-	Exited            bool    `json:"target_exited"`
-	ExitCode          int32   `json:"exit_code"`
+	Exited      bool         `json:"target_exited"`
+	ExitCode    int32        `json:"exit_code"`
 	// ExitSignal is the signal that killed the target (ExitCode is then
 	// -1), 0 when it exited.
 	ExitSignal int32 `json:"exit_signal,omitempty"`
