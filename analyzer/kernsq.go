@@ -31,8 +31,6 @@ type SQModelCuts struct {
 // kernSQ is a counters-mode QP's last kernel model.
 type kernSQ struct {
 	m trace.SQModel
-	// why the occupancy is not measured, "" when it is
-	why string
 	// failed posts counted from the model's repeats, and the cause of the
 	// last one classified, which the repeats share
 	repeats   uint64
@@ -75,14 +73,19 @@ func (c *cqState) at(ns uint64) (polls, empty uint64) {
 }
 
 // kernUsable reports whether q's occupancy is the kernel's model.
-func (q *sq) kernUsable() bool { return q.kern != nil && q.kern.m.Kept && q.kern.why == "" }
+func (q *sq) kernUsable() bool { return q.kern != nil && q.kern.m.Kept && q.kernWhy() == "" }
 
-// kernWhy says why the kernel's model of q is not its occupancy.
-func (a *Analyzer) kernWhy(q *sq, m *trace.SQModel) string {
+// kernWhy says why the kernel's model of q is not its occupancy ("": it
+// is). Asked each time: what its send CQ is may be learnt after the model.
+func (q *sq) kernWhy() string {
+	if q.kern == nil {
+		return ""
+	}
+	m := &q.kern.m
 	switch {
 	case m.WRAPI:
 		return "posts through the ibv_wr_* API, which the kernel's send-queue model does not follow"
-	case q.cq != nil && q.cq.exCQEs > 0:
+	case q.cq != nil && (q.cq.ex || q.cq.exCQEs > 0):
 		return "its send CQ is polled with ibv_start_poll (an extended CQ), whose completions the kernel's send-queue model does not see"
 	case m.Err:
 		return "an error completion matched no signaled WR the kernel kept: the WRs it flushed are not known"
@@ -113,7 +116,7 @@ func (a *Analyzer) kernApply(q *sq, m *trace.SQModel, now uint64) {
 		}
 	}
 	k.repeats = max(k.repeats, m.FailRepeats)
-	if k.why = a.kernWhy(q, m); k.why != "" {
+	if q.kernWhy() != "" {
 		return
 	}
 	if q.firstPost == 0 {
@@ -145,11 +148,12 @@ func (a *Analyzer) kernRunCheck(q *sq, now uint64) {
 		return
 	}
 	// Events mode says it when a run grows past every run ended before it
-	// and 3/4 of the depth (7/8 before any WR was signaled): the longest
-	// run did, when it was made.
+	// and 3/4 of the depth, or, before any WR was signaled, 7/8: the
+	// longest run grew past all before it, so it did if it reached 3/4
+	// after the first signaled WR, or 7/8 as the first run.
 	d, run := q.depth(), k.m.LongestRun
 	at := nearFullAt(d)
-	if k.m.Signaled == 0 {
+	if run <= k.m.FirstRun {
 		at = firstRunWarnAt(d)
 	}
 	if at >= d || run < at {

@@ -51,7 +51,7 @@ func diagsByKind(snap Snapshot) map[string]Diagnosis {
 // why and leaves them out.
 func TestCountersKernelSQ(t *testing.T) {
 	send := trace.WR{ID: 7, Opcode: ibv.WRSend, NumSGE: 1, Bytes: 64}
-	full := trace.SQModel{Posted: 64, Peak: 64, LongestRun: 64, CurRun: 64, SendCQ: streamtest.CQAddr(0x1c0), Synced: true}
+	full := trace.SQModel{Posted: 64, Peak: 64, LongestRun: 64, CurRun: 64, FirstRun: 64, SendCQ: streamtest.CQAddr(0x1c0), Synced: true}
 	cases := []struct {
 		name  string
 		build func(s *streamtest.Stream)

@@ -97,7 +97,7 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.SigAll, p.Gen, p.CapsKnown, p.CapsInferred = q.sigAll, q.gen, q.capsKnown, q.sendCapsInferred
 		p.Destroyed, p.CountersOnly, p.SendCQ = q.destroyed, q.countersOnly, q.sendCQ
 		if q.countersOnly && q.kern != nil { // kernsq.go
-			p.KernelSQ, p.OccupancyNotMeasured = q.kernUsable(), q.kern.why
+			p.KernelSQ, p.OccupancyNotMeasured = q.kernUsable(), q.kernWhy()
 		}
 		p.Provider, p.ProviderLib, p.Model = nameOf(q.prov), q.provLib, m.label()
 		if q.capsKnown { // no cause is inferred from caps not known

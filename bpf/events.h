@@ -587,6 +587,7 @@ struct sq_obj_rec {
                              * completion does not prove which it is of */
 #define SQ_OCC_WR_API    16 /* WRs were posted through the ibv_wr_* API, which
                              * the model does not follow */
+#define SQ_OCC_SIG_SEEN  32 /* a signaled WR was posted: first_run has ended */
 
 struct sq_sig {
 	__u64 wr_id;
@@ -601,6 +602,7 @@ struct sq_occ {
 	__u64 peak;        /* most outstanding after a post */
 	__u64 longest_run; /* longest run of unsignaled WRs */
 	__u64 cur_run;     /* unsignaled WRs since the last signaled one */
+	__u64 first_run;   /* the run before the first signaled WR (so far, if none yet) */
 	__u64 signaled;    /* signaled WRs posted (by their flag) */
 	__u64 send_cqes;   /* send completions of the QP polled (ibv_poll_cq) */
 	__u64 cqe_errors;  /* of those, with an error status */

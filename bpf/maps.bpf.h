@@ -209,6 +209,7 @@ struct thread_state {
 	__u64 occ_peak;
 	__u64 occ_unkept;
 	__u64 occ_sigs;
+	__u64 occ_first_run;
 	__u64 call_wr_id; /* a one-WR post's wr_id */
 	__u32 occ_flags;
 	__u32 occ_wrs;    /* the WRs its entry counted in (0: none, no model) */

@@ -115,6 +115,11 @@ static __always_inline void occ_runs(struct sq_qp_occ *o, __u32 wrs, __u32 first
 		o->s.cur_run = 0;
 		return;
 	}
+	if (!(o->s.flags & SQ_OCC_SIG_SEEN)) {
+		o->s.first_run = first ? o->s.cur_run + first - 1 : o->s.cur_run + wrs;
+		if (first)
+			o->s.flags |= SQ_OCC_SIG_SEEN;
+	}
 	if (!first) {
 		run = o->s.cur_run + wrs;
 	} else {
@@ -150,6 +155,7 @@ static __always_inline void occ_save(struct thread_state *st, struct sq_qp_occ *
 	st->occ_peak = o->s.peak;
 	st->occ_unkept = o->s.unkept;
 	st->occ_sigs = o->s.signaled;
+	st->occ_first_run = o->s.first_run;
 	st->occ_flags = o->s.flags;
 }
 
@@ -185,6 +191,7 @@ static long occ_push_sig(__u32 j, void *data)
 	struct walk *w = bpf_map_lookup_elem(&walks, &(__u32){0});
 	struct sq_qp_occ *o = bpf_map_lookup_elem(&qp_occ, &k);
 
+	j++; /* the first was kept before the loop */
 	if (!w || !o || j >= c->n)
 		return 1;
 	j &= SQ_SIG_PER_CALL - 1;
@@ -205,10 +212,15 @@ static __always_inline void occ_post_walk(struct sq_qp_occ *o, struct walk *w, _
 		return;
 	}
 	if (n) {
-		struct occ_call_ctx c = { .base = base, .tgid = tgid, .qpn = qpn, .n = n,
-					  .ts = (__u32)(bpf_ktime_get_ns() >> SQ_SIG_TS_SHIFT) };
+		__u32 ts = (__u32)(bpf_ktime_get_ns() >> SQ_SIG_TS_SHIFT);
 
-		bpf_loop(n, occ_push_sig, &c, 0);
+		/* the first here (most lists signal one WR), the rest in a loop */
+		occ_push(o, w->sigs[0].wr_id, base + w->sigs[0].idx + 1, ts);
+		if (n > 1) {
+			struct occ_call_ctx c = { .base = base, .tgid = tgid, .qpn = qpn, .n = n, .ts = ts };
+
+			bpf_loop(n - 1, occ_push_sig, &c, 0);
+		}
 	}
 	o->s.unkept += w->sig_n - n;
 	o->s.signaled += w->sig_n;
@@ -248,7 +260,9 @@ static __always_inline void occ_undo(struct thread_state *st, struct sq_qp_occ *
 	o->s.peak = st->occ_peak;
 	o->s.unkept = st->occ_unkept;
 	o->s.signaled = st->occ_sigs;
-	o->s.flags = (o->s.flags & ~SQ_OCC_IDS_REPEAT) | (st->occ_flags & SQ_OCC_IDS_REPEAT);
+	o->s.first_run = st->occ_first_run;
+	o->s.flags = (o->s.flags & ~(SQ_OCC_IDS_REPEAT | SQ_OCC_SIG_SEEN)) |
+		     (st->occ_flags & (SQ_OCC_IDS_REPEAT | SQ_OCC_SIG_SEEN));
 }
 
 /* occ_oldest_ns is when the oldest signaled WR outstanding was posted, on
@@ -348,6 +362,10 @@ static __always_inline void occ_poll(__u32 tgid, __u64 wc, int ret)
 
 	if (ret <= 0)
 		return;
+	if (ret == 1) { /* the commonest poll: no loop */
+		occ_wc(0, &c);
+		return;
+	}
 	if (c.n > SQ_OCC_WCS) {
 		__sync_fetch_and_add(&occ_wcs_past, c.n - SQ_OCC_WCS);
 		c.wc += (__u64)(c.n - SQ_OCC_WCS) * IBV_WC_SIZE;

@@ -274,7 +274,8 @@ static __always_inline struct walk *walk_post(struct thread_state *st, __u64 hea
 
 	if (!w || !ws)
 		return 0;
-	__builtin_memset(w, 0, sizeof(*w));
+	/* the signaled WRs kept are read only below sig_n: not zeroed */
+	__builtin_memset(w, 0, __builtin_offsetof(struct walk, sigs));
 	w->cur = head;
 	w->wr.missed = w->sge.missed = st->last_wrs > 1;
 	w->failed = failed;

@@ -231,6 +231,7 @@ type VerbsSqOcc struct {
 	Peak         uint64
 	LongestRun   uint64
 	CurRun       uint64
+	FirstRun     uint64
 	Signaled     uint64
 	SendCqes     uint64
 	CqeErrors    uint64
@@ -510,6 +511,7 @@ type VerbsThreadState struct {
 	OccPeak           uint64
 	OccUnkept         uint64
 	OccSigs           uint64
+	OccFirstRun       uint64
 	CallWrId          uint64
 	OccFlags          uint32
 	OccWrs            uint32

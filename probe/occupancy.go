@@ -16,7 +16,7 @@ var occFailRecSize = int(sizeofOccFail)
 // oldest signaled WR outstanding was posted (0: none).
 func (t *Tracer) occModel(o *bpf.VerbsSqOcc, oldestNS uint64) trace.SQModel {
 	m := trace.SQModel{Kept: true, Posted: o.Posted, Retired: o.Retired, Peak: o.Peak,
-		LongestRun: o.LongestRun, CurRun: o.CurRun, Signaled: o.Signaled,
+		LongestRun: o.LongestRun, CurRun: o.CurRun, FirstRun: o.FirstRun, Signaled: o.Signaled,
 		SigOutstanding: uint64(o.Tail - o.Head), OldestSigNS: oldestNS,
 		SendCQEs: o.SendCqes, CQEErrors: o.CqeErrors, Unmatched: o.Unmatched, Unkept: o.Unkept,
 		FailRepeats: o.FailRepeats, SendCQ: o.SendCq,

@@ -576,8 +576,9 @@ type SQModel struct {
 	Kept bool
 	// Posted and Retired: Posted - Retired WRs are outstanding. Peak is
 	// the most outstanding after a post; LongestRun the longest run of
-	// unsignaled WRs, CurRun the one since the last signaled WR.
-	Posted, Retired, Peak, LongestRun, CurRun uint64
+	// unsignaled WRs, CurRun the one since the last signaled WR, FirstRun
+	// the one before the first signaled WR (so far, while none was).
+	Posted, Retired, Peak, LongestRun, CurRun, FirstRun uint64
 	// Signaled counts the signaled WRs posted (by their flag);
 	// SigOutstanding those outstanding the kernel keeps (at most
 	// SigRing), OldestSigNS when the oldest of them was posted (0: none).

@@ -295,7 +295,7 @@ func (wc *WC) follow(prev *WC) {
 func (c *recordCodec) sqModel(m *SQModel) {
 	for _, p := range [...]*uint64{&m.Posted, &m.Retired, &m.Peak, &m.LongestRun, &m.CurRun,
 		&m.Signaled, &m.SigOutstanding, &m.OldestSigNS, &m.SendCQEs, &m.CQEErrors,
-		&m.Unmatched, &m.Unkept, &m.FailRepeats, &m.SendCQ, &m.WCsPast, &m.Full} {
+		&m.Unmatched, &m.Unkept, &m.FailRepeats, &m.SendCQ, &m.WCsPast, &m.Full, &m.FirstRun} {
 		c.u64(p)
 	}
 	for _, p := range [...]*bool{&m.Synced, &m.SigAll, &m.Err, &m.IDsRepeat, &m.WRAPI} {

@@ -71,7 +71,10 @@ func breakdown(ctx context.Context, c *config, r *report) error {
 		for _, v := range []struct {
 			name  string
 			stats func(ctx context.Context, c *config, mode string, wl []string, dir string) (bdRow, error)
-		}{{"least", leastStats}, {"sqscope", tracedStats}} {
+		}{{"least", leastStats}, {"sqscope", tracedStats}, {"baseline", baselineStats}} {
+			if v.name == "baseline" && c.baseline == "" {
+				continue
+			}
 			for _, mode := range []string{"events", "counters"} {
 				fmt.Fprintf(c.log, "breakdown post_list=%d: %s %s\n", list, v.name, mode)
 				row, err := v.stats(ctx, c, mode, wl, dir)
@@ -85,6 +88,11 @@ func breakdown(ctx context.Context, c *config, r *report) error {
 	}
 	r.commands = append(r.commands, "per-program run time: the same runs with BPF_ENABLE_STATS (run_time_ns / run_cnt of each program, read through its ID)")
 	return nil
+}
+
+// baselineStats is tracedStats of the -baseline build.
+func baselineStats(ctx context.Context, c *config, mode string, wl []string, dir string) (bdRow, error) {
+	return tracedStatsOf(ctx, c.baseline, "baseline "+mode, mode, wl, dir)
 }
 
 func floorStats(ctx context.Context, c *config, wl []string, dir string) (bdRow, error) {

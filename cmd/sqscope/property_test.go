@@ -36,9 +36,11 @@ const propSeedEnv = "SQSCOPE_PROPERTY_SEED"
 
 // propSeeds run every time (the draws that found a bug, while the tables
 // draw them: 9 a wr batch failing past its first WR, 12 an sq_sig_all QP
-// in counters mode, 27 a flow control that stalled); propNewSeeds more
-// are drawn from the clock.
-var propSeeds = []int64{1, 9, 12, 27}
+// in counters mode, 27 a flow control that stalled; in the counters
+// mode's send-queue model, ...297 an sq_sig_all QP on an extended CQ,
+// ...793 lazy polls of an extended CQ, ...809 a pattern of long runs kept
+// since the first); propNewSeeds more are drawn from the clock.
+var propSeeds = []int64{1, 9, 12, 27, 1796422703242060297, 1796422716411320793, 1796422795428455809}
 
 const propNewSeeds = 4
 
