@@ -277,15 +277,31 @@ var needHistory = keySet("occupancy_trending_full", "sig_all_ignores_signaled_fl
 	"calls_not_traced", "inline_unsupported", "rq_starved", "rnr_retry_exceeded",
 	"sq_overflow_rnr_retry", "cq_overrun")
 
+// pollKinds are the overflows told apart by the send CQ's polls since the
+// oldest signaled WR outstanding: counters mode says sq_overflow_inferred
+// instead where its CQ's totals were not flushed since (kernsq.go).
+var pollKinds = keySet("sq_overflow_cq_not_polled", "sq_overflow_polls_too_rare", "sq_overflow_completions_slow")
+
 // sameDiagnoses requires of the QP numbered qpn the same kinds of
 // diagnosis in both modes, but those that need each call.
 func sameDiagnoses(events, counters Snapshot, qpn uint32) []error {
+	counted := map[string]bool{}
+	for _, d := range counters.Diagnoses {
+		if d.QPNum == qpn {
+			counted[d.Kind] = true
+		}
+	}
 	kinds := func(s Snapshot) map[string]bool {
 		m := map[string]bool{}
 		for _, d := range s.Diagnoses {
-			if d.QPNum == qpn && !needHistory[d.Kind] {
-				m[d.Kind] = true
+			k := d.Kind
+			if d.QPNum != qpn || needHistory[k] {
+				continue
 			}
+			if pollKinds[k] && counted["sq_overflow_inferred"] {
+				k = "sq_overflow_inferred"
+			}
+			m[k] = true
 		}
 		return m
 	}

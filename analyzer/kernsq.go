@@ -49,9 +49,15 @@ type cqSample struct{ ns, polls, empty uint64 }
 // earliest is taken.
 const cqSamples = 16
 
-// noteSample keeps the CQ's totals at a flush.
+// noteSample keeps the CQ's totals at a flush. Of a run of flushes that
+// found them unchanged the first and the last are kept.
 func (c *cqState) noteSample(ns uint64) {
-	if n := len(c.samples); n > 0 && c.samples[n-1].polls == c.polls && c.samples[n-1].empty == c.empty {
+	if n := len(c.samples); n > 0 && ns <= c.samples[n-1].ns {
+		return
+	}
+	if n := len(c.samples); n > 1 && c.samples[n-1].polls == c.polls && c.samples[n-1].empty == c.empty &&
+		c.samples[n-2].polls == c.polls && c.samples[n-2].empty == c.empty {
+		c.samples[n-1].ns = ns
 		return
 	}
 	if len(c.samples) == cqSamples {
@@ -61,15 +67,23 @@ func (c *cqState) noteSample(ns uint64) {
 	c.samples = append(c.samples, cqSample{ns, c.polls, c.empty})
 }
 
-// at is the CQ's totals as of ns: those of the last flush at or before it
-// (none: nothing polled, as far as the trace knows).
-func (c *cqState) at(ns uint64) (polls, empty uint64) {
-	for i := len(c.samples) - 1; i >= 0; i-- {
+// at is the CQ's totals as of ns: those of the last flush at or before
+// it; ok when there was one, and one after it (the CQ's totals since ns
+// are then known, to the flush interval).
+func (c *cqState) at(ns uint64) (polls, empty uint64, ok bool) {
+	n := len(c.samples)
+	if n == 0 || c.samples[n-1].ns <= ns {
+		return 0, 0, false
+	}
+	for i := n - 1; i >= 0; i-- {
 		if c.samples[i].ns <= ns {
-			return c.samples[i].polls, c.samples[i].empty
+			return c.samples[i].polls, c.samples[i].empty, true
 		}
 	}
-	return 0, 0
+	if c.createdNS == 0 || c.createdNS > ns {
+		return 0, 0, false
+	}
+	return 0, 0, true // created in the trace, not polled before its first flush
 }
 
 // kernUsable reports whether q's occupancy is the kernel's model.
@@ -93,8 +107,10 @@ func (q *sq) kernWhy() string {
 	return ""
 }
 
-// kernApply takes the kernel's model of q, read at now.
-func (a *Analyzer) kernApply(q *sq, m *trace.SQModel, now uint64) {
+// kernApply takes the kernel's model of q, read at now; flushed when it
+// came with the QP's totals, after its CQs' (whose totals are then those
+// as of now: a flush reports a CQ's only when they changed).
+func (a *Analyzer) kernApply(q *sq, m *trace.SQModel, now uint64, flushed bool) {
 	if !m.Kept {
 		return
 	}
@@ -105,6 +121,9 @@ func (a *Analyzer) kernApply(q *sq, m *trace.SQModel, now uint64) {
 	}
 	if m.SendCQ != 0 && q.cq == nil {
 		q.sendCQ, q.cq = m.SendCQ, a.cq(q.key.pid, m.SendCQ)
+	}
+	if flushed && q.cq != nil {
+		q.cq.noteSample(now)
 	}
 	k.m = *m
 	if d := m.FailRepeats - min(k.repeats, m.FailRepeats); d > 0 && k.haveLast {
@@ -197,9 +216,11 @@ func (q *sq) kernSigOldest() (sigEntry, bool) {
 	if m.OldestSigNS == 0 || q.kernSigOutstanding() == 0 {
 		return sigEntry{}, false
 	}
-	e := sigEntry{seq: q.tail, ns: m.OldestSigNS}
+	e := sigEntry{seq: q.tail, ns: m.OldestSigNS, pollsUnknown: true}
 	if q.cq != nil {
-		e.polls, e.empty = q.cq.at(m.OldestSigNS)
+		var ok bool
+		e.polls, e.empty, ok = q.cq.at(m.OldestSigNS)
+		e.pollsUnknown = !ok
 	}
 	return e, true
 }
@@ -213,7 +234,7 @@ func (a *Analyzer) onCountedFail(e *trace.PostFail) {
 	q.noteFound(FoundCounters)
 	q.countersOnly = true
 	a.resolveProvider(q)
-	a.kernApply(q, &e.SQ, e.TimeNS)
+	a.kernApply(q, &e.SQ, e.TimeNS, false)
 	q.lastNS = max(q.lastNS, e.TimeNS)
 	p := &a.sentinel.post
 	wrs := p.WRs[:0]

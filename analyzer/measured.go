@@ -156,9 +156,10 @@ func (q QP) MarshalJSON() ([]byte, error) {
 type Totals struct {
 	Counters
 	CountersOnly bool `json:"-"`
-	// noKernelSQ: some counters-mode QP has no kernel send-queue model:
-	// the totals' occupancy figures and causes are left out
-	noKernelSQ bool
+	// kernelSQ: some counters-mode QP has a kernel send-queue model: the
+	// totals give its occupancy figures and causes (the sum of the QPs'
+	// that give them)
+	kernelSQ bool
 	// notGiven: what the model of no QP gives (provider.go), left out of
 	// JSON
 	notGiven     map[string]bool
@@ -175,7 +176,7 @@ func (t Totals) MarshalJSON() ([]byte, error) {
 	}
 	var drop map[string]bool
 	switch {
-	case t.CountersOnly && t.noKernelSQ:
+	case t.CountersOnly && !t.kernelSQ:
 		drop = unmeasuredCounters
 	case t.CountersOnly:
 		drop = totalsDropKernel
@@ -279,7 +280,7 @@ func (a *Analyzer) onQPCounters(e *trace.QPCounters) {
 	if e.TimeNS > q.lastNS {
 		q.lastNS = e.TimeNS
 	}
-	a.kernApply(q, &e.SQ, e.TimeNS) // kernsq.go
+	a.kernApply(q, &e.SQ, e.TimeNS, true) // kernsq.go
 }
 
 // onCQCounters applies a CQ's totals kept in the kernel (counters mode):

@@ -127,6 +127,12 @@ func (a *Analyzer) diagnoseMlx5Overflow(q *sq, now uint64) {
 		return
 	}
 	oldest, _ := q.sigOldest()
+	if oldest.pollsUnknown {
+		// counters mode, the CQ's totals not flushed since the oldest
+		// signaled WR was posted: whether it was polled is not known
+		a.record(q, DiagOverflowInferred, now, evidence{out, d, sigOut, max(q.c.WRs, q.head), q.signaledNow(), q.curRun})
+		return
+	}
 	var postRate uint64
 	if now > q.firstPost {
 		postRate = q.c.WRs * 1e9 / (now - q.firstPost)

@@ -117,8 +117,8 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.PreAttachCQEs, p.RetiredUnseen = q.preCQEs, q.retiredUnseen
 		p.Recv = a.recvSnapshot(q)
 		addCounters(&s.Total.Counters, c)
-		if q.countersOnly && !p.KernelSQ {
-			s.Total.noKernelSQ = true
+		if p.KernelSQ {
+			s.Total.kernelSQ = true
 		}
 	}
 	// polls belong to CQs, which QPs may share: count each CQ once

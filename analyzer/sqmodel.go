@@ -54,6 +54,9 @@ const ringFirstLen = 16
 type sigEntry struct {
 	seq, ns      uint64
 	polls, empty uint64
+	// pollsUnknown: the send CQ's polls since its post are not known
+	// (counters mode: no flush of the CQ's totals before it and after it)
+	pollsUnknown bool
 }
 
 // runSmall is how many unsignaled run lengths are counted in an array; longer

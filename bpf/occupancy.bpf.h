@@ -382,9 +382,10 @@ static __always_inline void occ_failed(struct sq_qp_occ *o, __u64 id, __u64 qp, 
 {
 	struct sq_occ_fail_rec *r;
 	struct wr_head h = {};
-	__u32 out = (__u32)(o->s.posted - o->s.retired), bytes = 0, nonempty, has_wr = 0;
+	__u32 out = (__u32)(o->s.posted - o->s.retired), bytes = 0, has_wr = 0;
 	__u8 over = 0;
 	__s32 state;
+	struct sge sge;
 
 	if (o->s.fail_err == ret && o->s.fail_accepted == accepted && o->s.fail_out == out) {
 		o->s.fail_repeats++;
@@ -394,7 +395,18 @@ static __always_inline void occ_failed(struct sq_qp_occ *o, __u64 id, __u64 qp, 
 	 * record is reserved would keep the reader waiting on it */
 	if (bad && !bpf_probe_read_user(&h, sizeof(h), (void *)bad)) {
 		has_wr = 1;
-		bytes = sum_sges(h.sg_list, h.num_sge, &over, &nonempty);
+		/* one SGE at a time, as the sentinel's error site reads them: a
+		 * buffer of them on the stack would pass older verifiers' bound
+		 * on the stack of a program and the loops it calls together */
+		for (int i = 0; i < SQ_FAIL_SGES; i++) {
+			if (i >= h.num_sge)
+				break;
+			if (bpf_probe_read_user(&sge, sizeof(sge), (void *)(h.sg_list + i * IBV_SGE_SIZE)))
+				break;
+			bytes += sge.length;
+		}
+		if (h.num_sge > SQ_FAIL_SGES)
+			over = h.num_sge - SQ_FAIL_SGES > 255 ? 255 : h.num_sge - SQ_FAIL_SGES;
 	}
 	state = (__s32)read_u32(qp + IBV_QP_STATE_FIELD);
 	r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);

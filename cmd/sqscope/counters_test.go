@@ -12,8 +12,10 @@ import (
 )
 
 // Counters mode on the workload: the rate is the workload's own, the PCIe
-// savings are not wrapped, and what the mode does not measure is absent
-// from the JSON and the text.
+// savings are not wrapped, the send queue the kernel kept is the
+// workload's (-Q 16: runs of 15, a peak of 16, a CQE per signaled WR),
+// and what the mode does not measure is absent from the JSON and the
+// text.
 func TestTraceCountersModeMeasuredOnly(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	bin := sqscopeBin(t)
@@ -62,9 +64,19 @@ func TestTraceCountersModeMeasuredOnly(t *testing.T) {
 			t.Errorf("pcie.%s = %v: negative or more than the WRs", k, v)
 		}
 	}
+	for k, want := range map[string]float64{"longest_unsignaled_run": 15, "outstanding": 0, "cqes_polled": 200000 / 16} {
+		if v, ok := q[k].(float64); !ok || v != want {
+			t.Errorf("qps[0].%s = %v, want %v (the kernel's send-queue model)", k, q[k], want)
+		}
+	}
+	// the peak: 16 after each signaled WR's post, more while its CQE is
+	// on its way; never past the depth
+	if p, ok := q["peak_outstanding"].(float64); !ok || p < 16 || p > q["max_send_wr"].(float64) {
+		t.Errorf("qps[0].peak_outstanding = %v, want 16 to the depth %v", q["peak_outstanding"], q["max_send_wr"])
+	}
 	for obj, keys := range map[string][]string{
-		"": {"bf_writes", "wqebbs", "dma_reads_wqe", "longest_unsignaled_run", "signal_interval_typical",
-			"signal_interval_longest", "occupancy", "peak_outstanding", "cqes_polled"},
+		"": {"bf_writes", "wqebbs", "dma_reads_wqe", "signal_interval_typical",
+			"signal_interval_longest", "occupancy"},
 		"rates": {"cqes_per_s"},
 		"pcie":  {"wqe_fetches_saved_blueflame", "wqe_fetches_saved_batching", "bytes_saved_pct", "transactions_saved_pct"},
 	} {
@@ -83,12 +95,15 @@ func TestTraceCountersModeMeasuredOnly(t *testing.T) {
 	// the workload's own summary comes first and says what the simulated
 	// HCA did; the trace's report begins at "sqscope:"
 	text = text[strings.Index(text, "\nsqscope:")+1:]
-	for _, bad := range []string{"longest unsignaled run", "(BlueFlame", "WQEBBs", "occupancy:", "signal interval", "CQEs polled"} {
+	for _, bad := range []string{"(BlueFlame", "WQEBBs", "occupancy:", "signal interval", "CQEs polled"} {
 		if strings.Contains(text, bad) {
 			t.Errorf("text says %q, not measured in counters mode:\n%s", bad, text)
 		}
 	}
 	if strings.Count(text, "counters mode:") != 1 {
 		t.Errorf("text does not say once what counters mode cannot see:\n%s", text)
+	}
+	if !strings.Contains(text, "send queue (kept in the kernel): outstanding 0 of") {
+		t.Errorf("text does not give the send queue the kernel kept:\n%s", text)
 	}
 }
