@@ -44,6 +44,10 @@ type sampler struct {
 	// CPU time, since the first window (ns)
 	costSum, ownSum float64
 	cpuAcc          uint64 // the processes' CPU read since the last window's end, of those that ended too
+	// the last window's: when its placing began, how long its probes
+	// took to place and to remove, and what it cost per ns of all that
+	openingNS, placingNS, removalNS uint64
+	costRate                        float64
 }
 
 type progTotals struct {
@@ -55,11 +59,16 @@ type progTotals struct {
 // runs a window accounts for.
 func (t *Tracer) newSampler() *sampler {
 	s := &sampler{progs: map[*ebpf.Program]bool{}, runs: map[*ebpf.Program]progTotals{}, cpu: map[uint32]uint64{}}
-	trap, err := trapcost.Measure()
+	trap, removal, err := trapcost.MeasureRemoval()
 	if err != nil {
 		s.trapErr = fmt.Sprintf("the price of a uprobe trap: %v", err)
 	}
 	s.trapNS = uint64(trap)
+	// until a window's removal is timed: twice two rounds of one probe's
+	// (a window removes its entry probes, then its return probes, and
+	// each round of a dozen or more took about twice one probe's here:
+	// 65-88 ms against 17-20 ms)
+	s.removalNS = 4 * uint64(removal)
 	p := &t.objs.VerbsPrograms
 	for _, r := range roles {
 		var entry, ret *ebpf.Program
@@ -101,6 +110,19 @@ func (s *sampler) startStats() (st io.Closer, note string) {
 // progRuns reads the programs' totals and returns what changed since the
 // previous call: runs, the traps they took, their run time.
 func (s *sampler) progRuns() (runs, traps, runNS uint64) {
+	return s.progDelta(true)
+}
+
+// spent is what the open window's probes cost so far (ns), the totals
+// kept for the window's end.
+func (s *sampler) spent() float64 {
+	_, traps, runNS := s.progDelta(false)
+	return float64(traps*s.trapNS + runNS)
+}
+
+// progDelta is what changed in the programs' totals since the previous
+// progRuns, taken as the new base when commit is set.
+func (s *sampler) progDelta(commit bool) (runs, traps, runNS uint64) {
 	for p, retOnly := range s.progs {
 		st, err := p.Stats()
 		if err != nil {
@@ -108,7 +130,9 @@ func (s *sampler) progRuns() (runs, traps, runNS uint64) {
 		}
 		now := progTotals{runs: st.RunCount, ns: uint64(st.Runtime)}
 		prev := s.runs[p]
-		s.runs[p] = now
+		if commit {
+			s.runs[p] = now
+		}
 		if now.runs < prev.runs || now.ns < prev.ns {
 			continue
 		}
@@ -193,8 +217,14 @@ func (t *Tracer) runSampler(ctx context.Context) {
 			s.cpuAcc += s.cpuSince(t.sampledPIDs())
 		}
 		pids := t.sampledPIDs()
+		s.cpuAcc += s.cpuSince(pids) // up to the window: what the budget has saved
+		if wait = s.short(t.opts); wait > 0 {
+			continue
+		}
 		stats, note := s.startStats()
 		calls := t.dataCalls.Load()
+		opening := trace.MonotonicNS()
+		s.openingNS = opening
 		opened := 0
 		for _, pid := range pids {
 			if t.openWindow(pid, true) {
@@ -202,12 +232,11 @@ func (t *Tracer) runSampler(ctx context.Context) {
 			}
 		}
 		from := trace.MonotonicNS() // every probe in place
-		select {
-		case <-ctx.Done():
-		case <-time.After(t.opts.SampleFor):
-		}
+		s.placingNS = from - opening
+		s.hold(ctx, t.opts, note == "", from-opening)
 		to := trace.MonotonicNS() // the removal begins
 		t.closeWhere(func(w *window, _ time.Time) bool { return w.sample })
+		s.removalNS = trace.MonotonicNS() - to
 		var counted uint64
 		if note != "" {
 			// the window's records read by now, or soon: a lower bound
@@ -226,6 +255,84 @@ func (t *Tracer) runSampler(ctx context.Context) {
 		}
 	}
 }
+
+// hold keeps a window open for Options.SampleFor, or less under a
+// budget: a window spends only what the budget has saved, its share of
+// the processes' own CPU time since the first window less what the
+// windows cost, and closes once what it cost so far, with the removal of
+// its probes at the rate it costs (as long as the last removal took, or
+// for the first two of the removal of one probe timed at the start),
+// would spend more. The wait
+// before the next window then saves for it. Without the kernel's
+// statistics (priced false) its cost is known only after it closes.
+func (s *sampler) hold(ctx context.Context, o Options, priced bool, placing uint64) {
+	// placing: how long this window's probes took to place
+	full := time.NewTimer(o.SampleFor)
+	defer full.Stop()
+	if o.Budget <= 0 || !priced || s.trapErr != "" {
+		select {
+		case <-ctx.Done():
+		case <-full.C:
+		}
+		return
+	}
+	saved := o.Budget/100*(s.ownSum+float64(s.cpuAcc)) - s.costSum
+	removal := float64(max(s.removalNS, placing))
+	start := trace.MonotonicNS() - placing
+	tick := time.NewTicker(budgetTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-full.C:
+			return
+		case <-tick.C:
+		}
+		spent := s.spent()
+		if spent == 0 {
+			continue // nothing traced yet: nothing spent
+		}
+		rate := spent / float64(trace.MonotonicNS()-start)
+		if spent+rate*removal >= saved {
+			return
+		}
+	}
+}
+
+// short is how much longer the budget needs to save before a window:
+// for its least cost, its probes' placing and removal and one look at
+// what it cost, at the rate the last window cost (before the first, at
+// the processes' whole CPU time: a window costs them no more); 0 when it
+// has saved that, or without a budget.
+func (s *sampler) short(o Options) time.Duration {
+	if o.Budget <= 0 || s.trapErr != "" {
+		return 0
+	}
+	own := s.ownCPUNS
+	if own <= 0 {
+		if since := trace.MonotonicNS() - s.lastEnd; since > 0 {
+			own = float64(s.cpuAcc) / float64(since)
+		}
+	}
+	if own <= 0 {
+		return 0 // idle: a window costs nothing either
+	}
+	rate := s.costRate
+	if rate <= 0 {
+		rate = own
+	}
+	need := rate * float64(s.placingNS+s.removalNS+uint64(budgetTick))
+	saved := o.Budget/100*(s.ownSum+float64(s.cpuAcc)) - s.costSum
+	if saved >= need {
+		return 0
+	}
+	return min(MaxSamplePeriod, max(budgetTick, time.Duration((need-saved)/(o.Budget/100*own))))
+}
+
+// budgetTick is how often an open window under a budget reads what it
+// has cost.
+const budgetTick = 10 * time.Millisecond
 
 // window accounts for the window ending now (counted: the traps the
 // calls it recorded took, when note says the kernel's statistics could
@@ -268,6 +375,9 @@ func (s *sampler) window(from, to uint64, opened uint32, pids []uint32, note str
 	// budget: a window over it is paid back by a longer wait.
 	cost := float64(w.CostNS())
 	own := max(0, float64(cpuNS)-cost)
+	if wall := end - s.openingNS; cost > 0 && s.openingNS != 0 && wall > 0 {
+		s.costRate = cost / float64(wall)
+	}
 	s.costSum += cost
 	s.ownSum += own
 	if own > 0 {

@@ -40,6 +40,14 @@ func timeCalls(n int) time.Duration {
 // over the last 50 of 150 ms (so that a tracer that places its own probes beside new
 // ones, as a concurrent tracer would, is in the figure).
 func Measure() (time.Duration, error) {
+	trap, _, err := MeasureRemoval()
+	return trap, err
+}
+
+// MeasureRemoval is Measure, and how long the probe then took to remove:
+// its trap is taken until the kernel has taken it out, and the kernel
+// waits for a grace period before the removal returns.
+func MeasureRemoval() (trap, removal time.Duration, err error) {
 	// attached as sqscope's own probes are: a uprobe_multi link where
 	// the kernel has them (which CAP_BPF and CAP_PERFMON allow), else a
 	// perf event
@@ -54,30 +62,30 @@ func Measure() (time.Duration, error) {
 	}
 	prog, err := ebpf.NewProgram(spec)
 	if err != nil {
-		return 0, fmt.Errorf("loading an empty program: %w", err)
+		return 0, 0, fmt.Errorf("loading an empty program: %w", err)
 	}
 	defer prog.Close()
 	// by its real path, as the probes of sqscope are placed (a probe's
 	// path is kept as given: /proc/self/exe would name every reader)
 	path, err := os.Readlink("/proc/self/exe")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	exe, err := link.OpenExecutable(path)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	untraced := timeCalls(100000)
 	if untraced < 0 {
-		return 0, fmt.Errorf("timing the calls: trapSite returned a wrong count")
+		return 0, 0, fmt.Errorf("timing the calls: trapSite returned a wrong count")
 	}
 	// go test links without a symbol table: the offset comes from the
 	// function's address and the mapping that holds it
 	off, err := fileOffset(trapSiteAddr())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var l link.Link
 	if multi {
@@ -86,9 +94,14 @@ func Measure() (time.Duration, error) {
 		l, err = exe.Uprobe("", prog, &link.UprobeOptions{Address: off, PID: os.Getpid()})
 	}
 	if err != nil {
-		return 0, fmt.Errorf("placing a uprobe: %w", err)
+		return 0, 0, fmt.Errorf("placing a uprobe: %w", err)
 	}
-	defer l.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			l.Close()
+		}
+	}()
 	var batches []time.Duration
 	start := time.Now()
 	for time.Since(start) < 150*time.Millisecond {
@@ -98,10 +111,14 @@ func Measure() (time.Duration, error) {
 		}
 	}
 	if len(batches) == 0 {
-		return 0, fmt.Errorf("no batch timed")
+		return 0, 0, fmt.Errorf("no batch timed")
 	}
 	slices.Sort(batches)
-	return max(0, batches[len(batches)/2]-untraced), nil
+	trap = max(0, batches[len(batches)/2]-untraced)
+	start = time.Now()
+	l.Close()
+	closed = true
+	return trap, time.Since(start), nil
 }
 
 // fileOffset is where in this executable's file the code at addr lies.
