@@ -33,6 +33,10 @@ type Sampling struct {
 	// end.
 	NextInSeconds float64 `json:"next_window_in_s"`
 	Ended         bool    `json:"ended,omitempty"`
+	// Shares: the inline and signaled shares of the WRs the windows saw,
+	// estimates of the run's with their intervals (estimate.go); nil
+	// before a window saw a WR.
+	Shares *SampledShares `json:"shares,omitempty"`
 }
 
 // SampleCost is the probes' cost against the processes' own CPU time.
@@ -67,15 +71,40 @@ func (a *Analyzer) windowAttach(e *trace.Attach) {
 				s.FirstEscalationNS = e.TimeNS
 			}
 		}
-		a.sentinel.windows[e.PID] = &escWindow{from: e.TimeNS, sample: e.How == trace.HowSample}
+		w := &escWindow{from: e.TimeNS, sample: e.How == trace.HowSample}
+		if w.sample {
+			w.base = map[*sq][3]uint64{}
+			for _, q := range a.all {
+				if q.key.pid == e.PID {
+					w.base[q] = [3]uint64{q.c.WRs, q.c.Inline, q.c.Signaled}
+				}
+			}
+		}
+		a.sentinel.windows[e.PID] = w
 	case e.Err == trace.WindowClosing && open && !w.closing:
 		// what the window measured, kept till the next, before the
 		// removal's edge: from here the QPs are a late attach again
 		w.closing = true
+		var seen [3]uint64 // the window's WRs, inline and signaled
 		for _, q := range a.all {
-			if q.key.pid == e.PID && !q.destroyed && !q.lowerBound() {
+			if q.key.pid != e.PID {
+				continue
+			}
+			if !q.destroyed && !q.lowerBound() {
 				q.sampledOut, q.sampledNS = q.outstanding(), e.TimeNS
 			}
+			if w.sample {
+				b := w.base[q] // a QP first seen in the window: from 0
+				if q.c.WRs >= b[0] && q.c.Inline >= b[1] && q.c.Signaled >= b[2] {
+					seen[0] += q.c.WRs - b[0]
+					seen[1] += q.c.Inline - b[1]
+					seen[2] += q.c.Signaled - b[2]
+				}
+			}
+		}
+		if w.sample {
+			a.sentinel.shares.add(seen[0], seen[1], seen[2])
+			w.base = nil
 		}
 	case (e.Err == trace.EscalationEnded || e.Err == trace.SampleEnded) && open:
 		w.until = e.TimeNS

@@ -54,6 +54,8 @@ type sentinelState struct {
 	// that closed
 	traced map[uint32]uint64
 	post   trace.Post // the refused call, as the models take it (reused)
+	// shares: the sample windows' WRs, for the estimates (estimate.go)
+	shares shareSums
 }
 
 // escWindow is a window of full probes on one process: an escalation,
@@ -62,6 +64,9 @@ type escWindow struct {
 	from, until uint64
 	sample      bool
 	closing     bool // its probes are being removed
+	// base: a sample window's QPs' WRs, inline and signaled at its
+	// opening
+	base map[*sq][3]uint64
 }
 
 // between reports whether pid's last window has begun to close: from

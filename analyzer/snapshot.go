@@ -164,6 +164,7 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 				cost := *c.Sampling.Cost
 				sm.Cost = &cost
 			}
+			sm.Shares = a.sentinel.shares.shares()
 			cp.Sampling = &sm
 		}
 		s.Sentinel = &cp

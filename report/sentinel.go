@@ -49,7 +49,25 @@ func SamplingText(m *analyzer.Sampling) string {
 		t += fmt.Sprintf(", budget %g%%", m.BudgetPct)
 	}
 	if m.Ended {
-		return t + "; to the trace's end"
+		t += "; to the trace's end"
+	} else {
+		t += fmt.Sprintf("; next window in %.1f s", m.NextInSeconds)
 	}
-	return t + fmt.Sprintf("; next window in %.1f s", m.NextInSeconds)
+	if sh := m.Shares; sh != nil {
+		t += fmt.Sprintf("; estimated from the %d WRs of %d window(s): inline %s, signaled %s",
+			sh.WRs, sh.Windows, EstimateText(sh.Inline), EstimateText(sh.Signaled))
+		if sh.NoInterval != "" {
+			t += " (no interval: " + sh.NoInterval + ")"
+		}
+	}
+	return t
+}
+
+// EstimateText is an estimated percentage with its 95% interval, when it
+// has one.
+func EstimateText(e analyzer.Estimate) string {
+	if e.Low == nil || e.High == nil {
+		return fmt.Sprintf("%.2f%%", e.Pct)
+	}
+	return fmt.Sprintf("%.2f%% (95%% CI %.2f-%.2f%%)", e.Pct, *e.Low, *e.High)
 }

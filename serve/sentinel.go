@@ -19,6 +19,8 @@ var (
 		"Time the sample windows traced in full.", prometheus.CounterValue)
 	probeCostFam = newFamily("sqscope_probe_cost_ratio",
 		"What the sample windows' probes cost the traced processes over their own CPU time, measured (BPF run time and the uprobe traps at their measured price); absent until measured.", prometheus.GaugeValue)
+	sharesFam = newFamily("sqscope_sampled_wr_share_ratio",
+		"The share of the traced processes' WRs that were inline or signaled, estimated from the WRs the sample windows saw (bound=\"estimate\"), with its 95% confidence interval (bound=\"ci95_low\", \"ci95_high\") once two windows saw WRs; absent before a window saw one.", prometheus.GaugeValue, "share", "bound")
 	budgetFam = newFamily("sqscope_probe_budget_ratio",
 		"The --budget the sample windows keep to, over the traced processes' own CPU time; absent without one.", prometheus.GaugeValue)
 )
@@ -42,5 +44,17 @@ func visitSentinel(emit emitFunc, s *analyzer.Sentinel) {
 	}
 	if m.BudgetPct > 0 {
 		emit(budgetFam, m.BudgetPct/100)
+	}
+	if sh := m.Shares; sh != nil {
+		for _, e := range []struct {
+			share string
+			est   analyzer.Estimate
+		}{{"inline", sh.Inline}, {"signaled", sh.Signaled}} {
+			emit(sharesFam, e.est.Pct/100, e.share, "estimate")
+			if e.est.Low != nil && e.est.High != nil {
+				emit(sharesFam, *e.est.Low/100, e.share, "ci95_low")
+				emit(sharesFam, *e.est.High/100, e.share, "ci95_high")
+			}
+		}
 	}
 }

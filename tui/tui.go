@@ -423,5 +423,8 @@ func sampleHeader(m *analyzer.Sampling) string {
 	if m.BudgetPct > 0 {
 		h += fmt.Sprintf(" (budget %g%%)", m.BudgetPct)
 	}
+	if sh := m.Shares; sh != nil {
+		h += ", est. inline " + report.EstimateText(sh.Inline) + ", signaled " + report.EstimateText(sh.Signaled)
+	}
 	return h
 }

@@ -54,6 +54,23 @@ func TestSentinelSampleWindows(t *testing.T) {
 	if got := sig / wrs; math.Abs(got-want) > 0.02*want+2*float64(m.Windows)/wrs {
 		t.Errorf("signaled share in windows %.5f, the workload's %.5f", got, want)
 	}
+	// the run's signaled and inline shares estimated from the windows:
+	// within 5% of the workload's, with an interval around the estimate
+	sh := m.Shares
+	if sh == nil || sh.Windows < 2 || sh.WRs == 0 || sh.NoInterval != "" {
+		t.Fatalf("shares %+v: want estimates of two windows or more, with intervals", sh)
+	}
+	wantInline := 100 * w["inline"].(float64) / w["wrs"].(float64)
+	for _, c := range []struct {
+		name       string
+		est        estimate
+		truthShare float64
+	}{{"signaled", sh.Signaled, 100 * want}, {"inline", sh.Inline, wantInline}} {
+		t.Logf("%s share estimated %.4f%% [%v–%v] over %d windows, the workload's %.4f%%", c.name, c.est.Pct, *c.est.Low, *c.est.High, sh.Windows, c.truthShare)
+		if math.Abs(c.est.Pct-c.truthShare) > 0.05*c.truthShare || c.est.Low == nil || c.est.High == nil || *c.est.Low > c.est.Pct || *c.est.High < c.est.Pct {
+			t.Errorf("%s share estimated %+v: want within 5%% of the workload's %.4f%%, inside its interval", c.name, c.est, c.truthShare)
+		}
+	}
 	depth := q["max_send_wr"].(float64)
 	if o, p := q["outstanding"].(float64), q["peak_outstanding"].(float64); o > depth || p > depth || p == 0 {
 		t.Errorf("outstanding %v, peak %v: want within max_send_wr %v, a peak seen", o, p, depth)

@@ -30,7 +30,14 @@ type sentinelOut struct {
 			LowerBound  string  `json:"cost_lower_bound"`
 			Budget      float64 `json:"budget_pct"`
 			Next        float64 `json:"next_window_in_s"`
-			Cost        *struct {
+			Shares      *struct {
+				Windows    uint64   `json:"windows"`
+				WRs        uint64   `json:"wrs"`
+				Inline     estimate `json:"inline_pct"`
+				Signaled   estimate `json:"signaled_pct"`
+				NoInterval string   `json:"no_interval"`
+			} `json:"shares"`
+			Cost *struct {
 				Probe  float64 `json:"probe_cpu_s"`
 				Target float64 `json:"target_cpu_s"`
 				Share  float64 `json:"share_pct"`
@@ -51,6 +58,13 @@ type sentinelOut struct {
 		Message  string         `json:"message"`
 		Evidence map[string]any `json:"evidence"`
 	} `json:"diagnoses"`
+}
+
+// estimate is an estimated percentage with its 95% interval.
+type estimate struct {
+	Pct  float64  `json:"value"`
+	Low  *float64 `json:"ci95_low"`
+	High *float64 `json:"ci95_high"`
 }
 
 // traceSentinel traces the workload on the simulated HCA in sentinel
