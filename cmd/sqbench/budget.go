@@ -42,6 +42,10 @@ type budgetRound struct {
 type shareCmp struct {
 	Sampled, Truth, Diff summary
 	Absent               string
+	// Estimated: rounds whose share came from sqscope's own estimate
+	// (sentinel.sampling.shares), Intervals those of them with an
+	// interval, Inside those whose interval held the truth's share
+	Estimated, Intervals, Inside int
 }
 
 // budgetRow is one post list length's rounds.
@@ -138,16 +142,20 @@ func budgetRowOf(list, secs int, rounds []budgetRound) budgetRow {
 	row.Untraced, row.NS, row.Ratio, row.AddedPct = summarize(un), summarize(ns), withCI(ratio), summarize(added)
 	row.Windows, row.SharePct, row.ShareAbsent = summarize(windows), summarize(share), strings.Join(why, "; ")
 	row.UntracedWRs, row.TracedWRs = summarize(uwr), summarize(twr)
-	row.Inline = shareOf(rounds, func(n counts) uint64 { return n.Inline })
-	row.Signaled = shareOf(rounds, func(n counts) uint64 { return n.Signaled })
+	row.Inline = shareOf(rounds, func(n counts) uint64 { return n.Inline },
+		func(s *sampling) *shareEstimate { return &s.Shares.Inline })
+	row.Signaled = shareOf(rounds, func(n counts) uint64 { return n.Signaled },
+		func(s *sampling) *shareEstimate { return &s.Shares.Signaled })
 	return row
 }
 
 // shareOf compares, round by round, the share of part in the WRs the
-// sentinel's windows saw with the truth's over the traced run.
-func shareOf(rounds []budgetRound, part func(counts) uint64) shareCmp {
+// sentinel's windows saw with the truth's over the traced run: sqscope's
+// own estimate (est) where it gives one, and whether its interval holds
+// the truth's, else the share of the WRs its QPs counted in windows.
+func shareOf(rounds []budgetRound, part func(counts) uint64, est func(*sampling) *shareEstimate) shareCmp {
 	var sampled, truth, diff []float64
-	var unseen, none int
+	var unseen, none, estimated, intervals, inside int
 	for _, rd := range rounds {
 		var seen counts
 		for _, q := range rd.Trace.QPs {
@@ -163,10 +171,22 @@ func shareOf(rounds []budgetRound, part func(counts) uint64) shareCmp {
 			none++
 		default:
 			s, w := float64(part(seen))/float64(seen.WRs), float64(part(t))/float64(t.WRs)
+			if sm := rd.Trace.Sentinel; sm != nil && sm.Sampling != nil && sm.Sampling.Shares != nil {
+				e := est(sm.Sampling)
+				s = e.Pct / 100
+				estimated++
+				if e.Low != nil && e.High != nil {
+					intervals++
+					if *e.Low <= 100*w && 100*w <= *e.High {
+						inside++
+					}
+				}
+			}
 			sampled, truth, diff = append(sampled, 100*s), append(truth, 100*w), append(diff, 100*(s-w)/w)
 		}
 	}
-	c := shareCmp{Sampled: summarize(sampled), Truth: summarize(truth), Diff: summarize(diff)}
+	c := shareCmp{Sampled: summarize(sampled), Truth: summarize(truth), Diff: summarize(diff),
+		Estimated: estimated, Intervals: intervals, Inside: inside}
 	var why []string
 	if unseen > 0 {
 		why = append(why, fmt.Sprintf("no WR seen in a window in %d of %d rounds", unseen, len(rounds)))
@@ -211,6 +231,18 @@ func withWhy(figure, why string) string {
 func (s shareCmp) within(pct float64) (bool, float64) {
 	far := max(math.Abs(s.Diff.Min), math.Abs(s.Diff.Max))
 	return s.Diff.N > 0 && s.Absent == "" && far <= pct, far
+}
+
+// intervalSay says how often sqscope's stated interval held the truth's
+// share.
+func (s shareCmp) intervalSay() string {
+	switch {
+	case s.Estimated == 0:
+		return "sqscope gave no estimate (sentinel.sampling.shares) in any round: the share of the WRs its QPs counted in windows"
+	case s.Intervals == 0:
+		return fmt.Sprintf("sqscope's estimate in %d round(s), without an interval (fewer than two windows saw WRs)", s.Estimated)
+	}
+	return fmt.Sprintf("sqscope's 95%% interval held the truth's in %d of %d round(s) that had one", s.Inside, s.Intervals)
 }
 
 func (b budgetRow) name() string {
@@ -275,7 +307,7 @@ func (r *report) budgetVerdicts() []string {
 				got += fmt.Sprintf("; the farthest round %.2f%%", far)
 			}
 			out = append(out, verdict(fmt.Sprintf("%s: sampled %s share within ±%.0f%% of the truth's in every round", what, s.name, targetShareDiff), ok,
-				got+"; sqscope states no interval for it yet"))
+				got+"; "+s.cmp.intervalSay()))
 		}
 		out = append(out, fmt.Sprintf("%s: estimated WR/s within ±%.0f%% of the truth's: not measured (%s)", what, targetShareDiff, rateAbsent))
 	}
@@ -292,8 +324,8 @@ the share of its CPU the workload pays for the windows (a busy-polling thread ru
 way, so the cost shows as fewer post calls per CPU second). "windows" and "probe cost sqscope measured"
 are sqscope's own account (` + "`sentinel.sampling`" + ` of ` + "`--json`" + `: the windows that ended, and
 ` + "`probe_cost.share_pct`" + `, the windows' probes against the target's own CPU, which the budget keeps to).
-The inline and signaled shares are those of the WRs the windows saw (a sentinel-mode QP's ` + "`wrs`" + `,
-` + "`inline`" + ` and ` + "`signaled`" + ` count the calls in windows only) against the simulated HCA's
+The inline and signaled shares are sqscope's estimates from the WRs the windows saw (` + "`sentinel.sampling.shares`" + `,
+with their 95% intervals, whether each held the truth's said below) against the simulated HCA's
 truth over the whole run (` + "`--json-out`" + `), with their difference in percent of the truth's (median
 [min–max] of the rounds). "WR/s" is the workload's own rate, its WRs over its traffic time; a figure
 sqscope does not give is shown absent, with why.

@@ -104,12 +104,12 @@ func TestBudgetRowAbsent(t *testing.T) {
 	if ok, _ := b.Inline.within(5); ok {
 		t.Error("a share missing from 2 rounds of 3 passes its target")
 	}
-	none := shareOf(nil, func(n counts) uint64 { return n.Inline })
+	none := shareOf(nil, func(n counts) uint64 { return n.Inline }, inlineEst)
 	if got := none.say(false); got != "absent: " {
 		t.Errorf("no rounds: %q", got)
 	}
 	rounds[2].Traced.Truth.Inline = 0
-	if got := shareOf(rounds[2:], func(n counts) uint64 { return n.Inline }).say(false); got != "absent: none in the truth in 1 of 1 rounds" {
+	if got := shareOf(rounds[2:], func(n counts) uint64 { return n.Inline }, inlineEst).say(false); got != "absent: none in the truth in 1 of 1 rounds" {
 		t.Errorf("no inline WR in the truth: %q", got)
 	}
 }
@@ -129,7 +129,7 @@ func TestBudgetMarkdown(t *testing.T) {
 		"post_list 1, sentinel --budget 1 over 60 s: ratio to untraced | 1.010",
 		"post_list 1, sentinel --budget 1 over 60 s: added CPU ≤ 1.5% of the untraced's: met (+1.00 [+0.50–+2.00]% of 3 rounds; sqscope measured 0.60 [0.40–0.90]%)",
 		"sampled inline share within ±5% of the truth's in every round: met",
-		"sampled signaled share within ±5% of the truth's in every round: NOT met (sampled 6.25% vs the truth's 6.25%, a difference of +0.00 [+0.00–+6.25]% of the truth's; the farthest round 6.25%; sqscope states no interval for it yet)",
+		"sampled signaled share within ±5% of the truth's in every round: NOT met (sampled 6.25% vs the truth's 6.25%, a difference of +0.00 [+0.00–+6.25]% of the truth's; the farthest round 6.25%; sqscope gave no estimate (sentinel.sampling.shares) in any round: the share of the WRs its QPs counted in windows)",
 		"estimated WR/s within ±5% of the truth's: not measured (" + rateAbsent + ")",
 		"- **sentinel --budget 1**:",
 	} {
@@ -229,5 +229,33 @@ func TestBudgetFlags(t *testing.T) {
 	}
 	if l, err := parseLists("1, 16"); err != nil || len(l) != 2 || l[1] != 16 {
 		t.Errorf("parseLists = %v, %v", l, err)
+	}
+}
+
+func inlineEst(s *sampling) *shareEstimate { return &s.Shares.Inline }
+
+// sqscope's own estimate, where it gives one, is the sampled share, and
+// the rounds whose interval held the truth's are counted.
+func TestShareEstimates(t *testing.T) {
+	rounds := budgetRound3()
+	lo, hi := 6.0, 6.5
+	for i := range rounds {
+		sm := rounds[i].Trace.Sentinel.Sampling
+		sm.Shares = &struct {
+			Inline   shareEstimate `json:"inline_pct"`
+			Signaled shareEstimate `json:"signaled_pct"`
+		}{Signaled: shareEstimate{Pct: 6.2}}
+		if i > 0 {
+			sm.Shares.Signaled.Low, sm.Shares.Signaled.High = &lo, &hi
+		}
+	}
+	hi2 := 6.2
+	rounds[2].Trace.Sentinel.Sampling.Shares.Signaled.High = &hi2 // below the truth's 6.25
+	c := shareOf(rounds, func(n counts) uint64 { return n.Signaled }, func(s *sampling) *shareEstimate { return &s.Shares.Signaled })
+	if c.Estimated != 3 || c.Intervals != 2 || c.Inside != 1 || !near(c.Sampled.Med, 6.2) {
+		t.Errorf("%+v: want 3 estimates of 6.2%%, 2 with an interval, 1 holding the truth", c)
+	}
+	if got, want := c.intervalSay(), "sqscope's 95% interval held the truth's in 1 of 2 round(s) that had one"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }

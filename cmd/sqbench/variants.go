@@ -274,6 +274,18 @@ type sampling struct {
 	NotMeasured string      `json:"cost_not_measured"`
 	BudgetPct   float64     `json:"budget_pct"`
 	Cost        *sampleCost `json:"probe_cost"`
+	Shares      *struct {
+		Inline   shareEstimate `json:"inline_pct"`
+		Signaled shareEstimate `json:"signaled_pct"`
+	} `json:"shares"`
+}
+
+// shareEstimate is a share sqscope estimated from its windows, with its
+// 95% interval when it gives one.
+type shareEstimate struct {
+	Pct  float64  `json:"value"`
+	Low  *float64 `json:"ci95_low"`
+	High *float64 `json:"ci95_high"`
 }
 
 type sampleCost struct {
