@@ -87,16 +87,21 @@ func TestSentinelSampleWindows(t *testing.T) {
 	}
 }
 
-// A budget makes the windows rarer and keeps their cost to it: with 1% of
-// the target's CPU, a busy target's windows, whose probes cost it most of
-// its CPU while open, come seconds apart instead of every 0.2 s, and
-// sqscope's own account of their cost stays within the budget.
+// A budget makes the windows rarer and keeps their cost to it: a busy
+// target's windows, whose probes cost it most of its CPU while open (and
+// while they are removed, a grace period or two), come a second or more
+// apart instead of every 0.2 s, and sqscope's own account of their cost
+// stays within the budget. A budget of 5% lets the first window come
+// within seconds; the run stretches with the host, whose slower removals
+// take longer to save for.
 func TestSentinelBudget(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
-	out, _ := traceSentinelWith(t, "--sample-every 0.2 --sample-for 0.1 --budget 1", "-D 15 -Q 64 -t 128")
+	const budget = 5.0
+	secs := min(60, bpftest.Timeout(t, 8*time.Second).Seconds())
+	out, _ := traceSentinelWith(t, fmt.Sprintf("--sample-every 0.2 --sample-for 0.1 --budget %g", budget), fmt.Sprintf("-D %.0f -Q 64 -t 128", secs))
 	m := out.Sentinel.Sampling
-	if m == nil || m.Windows == 0 || m.Budget != 1 {
-		t.Fatalf("sampling %+v: want windows under a budget of 1%%", m)
+	if m == nil || m.Windows == 0 || m.Budget != budget {
+		t.Fatalf("sampling %+v: want windows under a budget of %g%% in %.0f s", m, budget, secs)
 	}
 	if m.Cost == nil || m.Cost.Share <= 0 {
 		t.Fatalf("cost %+v (not measured: %q): want it measured", m.Cost, m.NotMeasured)
@@ -104,14 +109,14 @@ func TestSentinelBudget(t *testing.T) {
 	// a window opens once the budget saved its least cost and spends what
 	// the budget saved: past it only where a removal of the probes took
 	// longer than the last one
-	t.Logf("%d windows, %.3f s traced, their cost %.2f%% of the target's CPU", m.Windows, m.Traced, m.Cost.Share)
-	if m.Cost.Share > 1.25*m.Budget {
-		t.Errorf("the windows cost %.2f%% of the target's CPU: want the budget's %g%% kept", m.Cost.Share, m.Budget)
+	t.Logf("%d windows in %.0f s, %.3f s traced, their cost %.2f%% of the target's CPU, the next in %.1f s", m.Windows, secs, m.Traced, m.Cost.Share, m.Next)
+	if m.Cost.Share > 1.25*budget {
+		t.Errorf("the windows cost %.2f%% of the target's CPU: want the budget's %g%% kept", m.Cost.Share, budget)
 	}
-	// every 0.3 s without the budget: 50 windows in 15 s
-	if m.Windows > 6 || m.Next < 1 {
-		t.Errorf("%d windows, the next in %.1f s (their cost %.2f%% of the target's CPU): want the budget to space them seconds apart",
-			m.Windows, m.Next, m.Cost.Share)
+	// every 0.3 s without the budget
+	if float64(m.Windows) > secs/0.5 || m.Next < 0.5 {
+		t.Errorf("%d windows in %.0f s, the next in %.1f s (their cost %.2f%% of the target's CPU): want the budget to space them out",
+			m.Windows, secs, m.Next, m.Cost.Share)
 	}
 }
 
