@@ -46,6 +46,12 @@ type ProviderModel interface {
 	causeBasis() string
 	// overflow records the diagnosis of an SQ-full ENOMEM.
 	overflow(a *Analyzer, q *sq, now uint64)
+	// siteOverflow records the provider's own diagnosis of an SQ-full
+	// refusal seen at an error site (the sentinel mode: the refused WR and
+	// what windows traced, no history of the queue) and reports whether
+	// it did; false: its cause needs what the sentinel did not trace, and
+	// the site's diagnosis (sq_overflow_at_error_site) stands.
+	siteOverflow(a *Analyzer, q *sq, e *trace.PostFail) bool
 	// unexplained records what the model says of an ENOMEM it found no
 	// cause for, at WR index i of the list (nothing, where the report's
 	// count of causes unknown says it all).
@@ -220,6 +226,12 @@ func (a *Analyzer) resolveProvider(q *sq) {
 // the peer.
 func (m *OpcodeMix) sends() uint64 {
 	return m[ibv.WRSend] + m[ibv.WRSendWithImm] + m[ibv.WRSendWithInv]
+}
+
+// isSend reports whether a WR opcode is a SEND, which takes a receive at
+// the peer.
+func isSend(op uint8) bool {
+	return op == ibv.WRSend || op == ibv.WRSendWithImm || op == ibv.WRSendWithInv
 }
 
 // The snapshot's figures of what a post costs on an mlx5-like HCA

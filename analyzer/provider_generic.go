@@ -96,6 +96,10 @@ func (genericModel) cause(q *sq, p *trace.Post, i int) errCause {
 
 // overflow says the SQ was full, by the caps, and what the application's
 // side shows: which WRs were left to retire.
+// siteOverflow: the generic model's cause of a full queue needs the
+// signaled WRs outstanding, which a site does not see.
+func (genericModel) siteOverflow(*Analyzer, *sq, *trace.PostFail) bool { return false }
+
 func (genericModel) overflow(a *Analyzer, q *sq, now uint64) {
 	a.recordAs(q, DiagOverflowInferred, now, evidence{q.outstanding(), q.depth(), q.sigOutstanding(),
 		q.c.WRs, q.c.Signaled, q.curRun}, true)

@@ -24,12 +24,17 @@ func init() {
 	registerProvider(&Provider{Name: simName, Model: mlx5Model{}})
 }
 
-func (mlx5Model) label() string                                { return Mlx5Model }
-func (mlx5Model) slotFree() SlotRule                           { return SlotFreedByCQE }
-func (mlx5Model) causeBasis() string                           { return "" }
-func (mlx5Model) notGiven() map[string]bool                    { return nil }
-func (mlx5Model) overflow(a *Analyzer, q *sq, now uint64)      { a.diagnoseMlx5Overflow(q, now) }
-func (mlx5Model) unexplained(*Analyzer, *sq, *trace.Post, int) {}
+func (mlx5Model) label() string                           { return Mlx5Model }
+func (mlx5Model) slotFree() SlotRule                      { return SlotFreedByCQE }
+func (mlx5Model) causeBasis() string                      { return "" }
+func (mlx5Model) notGiven() map[string]bool               { return nil }
+func (mlx5Model) overflow(a *Analyzer, q *sq, now uint64) { a.diagnoseMlx5Overflow(q, now) }
+
+// siteOverflow: mlx5's cause of a full queue (no signaled WR outstanding,
+// or completions not polled) needs the queue's history, which a site does
+// not see; an escalation window traces it.
+func (mlx5Model) siteOverflow(*Analyzer, *sq, *trace.PostFail) bool { return false }
+func (mlx5Model) unexplained(*Analyzer, *sq, *trace.Post, int)      {}
 
 // refused: mlx5's checks that the WR and the QP decide (sentinel.go).
 func (mlx5Model) refused(q *sq, e *trace.PostFail) errCause { return refusedByChecks(q, e) }

@@ -78,6 +78,22 @@ func (rxeModel) overflow(a *Analyzer, q *sq, now uint64) {
 	a.record(q, DiagOverflowNotCompleting, now, evidence{out, d, q.c.WRs})
 }
 
+// siteOverflow: rxe's cause of a full ring needs no history of the
+// queue, only what is posted: a refused SEND (or SENDs the windows
+// traced) is the RNR retry, anything else WRs not completing.
+func (rxeModel) siteOverflow(a *Analyzer, q *sq, e *trace.PostFail) bool {
+	d := noValue
+	if q.capsKnown {
+		d = q.depth()
+	}
+	if q.c.Opcodes.sends() > 0 || e.HasWR && isSend(e.WR.Opcode) {
+		a.record(q, DiagOverflowRNR, e.TimeNS, evidence{noValue, d, noValue, noValue})
+		return true
+	}
+	a.record(q, DiagOverflowNotCompleting, e.TimeNS, evidence{noValue, d, noValue})
+	return true
+}
+
 // heldMore says, when more WRs are outstanding than the depth the QP
 // reports, that the provider holds more than it reports.
 func heldMore(out, depth uint64) string {
@@ -92,10 +108,20 @@ func exportRxe(r *diagRec, d *Diagnosis) {
 	e := &r.ev
 	switch r.kind {
 	case DiagOverflowRNR:
+		if e[0] == noValue { // at the error site: the refused WR
+			d.Message = "SQ overflow (ENOMEM) on rxe, seen at its error site: a SEND was refused (or SENDs are posted) with the ring full: a SEND that finds no receive posted at the peer gets a receiver-not-ready (RNR) NAK and is retried, nothing behind it completes, and rxe frees a slot only when its WR completes, so the ring fills while the peer's receives are out"
+			d.Fix = "Keep receives posted at the peer ahead of the SENDs: post at least as many as can be in flight, and repost each as soon as its completion is polled, not only when the sender polls (polling the send CQ more often frees no slot on rxe); or use RDMA WRITE, which needs no receive."
+			break
+		}
 		d.Message = fmt.Sprintf("SQ overflow (ENOMEM) on rxe: %d WRs outstanding%s; %d of the %d WRs posted are SENDs: a SEND that finds no receive posted at the peer gets a receiver-not-ready (RNR) NAK and is retried, nothing behind it completes, and rxe frees a slot only when its WR completes, so the ring fills while the peer's receives are out",
 			e[0], heldMore(e[0], e[1]), e[2], e[3])
 		d.Fix = "Keep receives posted at the peer ahead of the SENDs: post at least as many as can be in flight, and repost each as soon as its completion is polled, not only when the sender polls (polling the send CQ more often frees no slot on rxe); or use RDMA WRITE, which needs no receive."
 	case DiagOverflowNotCompleting:
+		if e[0] == noValue { // at the error site
+			d.Message = "SQ overflow (ENOMEM) on rxe, seen at its error site: the ring was full, and rxe frees a slot only when its WR completes: the WRs posted are not completing (the peer does not acknowledge them, or the link is slower than the posting)"
+			d.Fix = "Post no faster than the WRs complete (wait for completions before posting more), and check the peer and the link: on rxe polling the send CQ frees no slot."
+			break
+		}
 		d.Message = fmt.Sprintf("SQ overflow (ENOMEM) on rxe: %d WRs outstanding%s, and rxe frees a slot only when its WR completes: the WRs posted are not completing (the peer does not acknowledge them, or the link is slower than the posting)",
 			e[0], heldMore(e[0], e[1]))
 		d.Fix = "Post no faster than the WRs complete (wait for completions before posting more), and check the peer and the link: on rxe polling the send CQ frees no slot."

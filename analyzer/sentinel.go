@@ -171,6 +171,9 @@ func (a *Analyzer) onPostFail(e *trace.PostFail) {
 		if e.State >= 0 {
 			state = uint64(e.State)
 		}
+		if q.model().siteOverflow(a, q, e) {
+			return // the provider's own cause
+		}
 		depth := noValue
 		if q.capsKnown {
 			depth = q.depth()
