@@ -16,6 +16,9 @@ const (
 	// the sentinel against the untraced workload: a healthy post pays
 	// close to nothing
 	targetSentinel = 1.05
+	// counters mode against the -baseline build's (the build before its
+	// send-queue model in the kernel): the model costs little
+	targetCountersBaseline = 1.05
 )
 
 func (r *report) row(list int, name string) (ovRow, bool) {
@@ -42,6 +45,9 @@ func (r *report) summaryTable() *table {
 			}
 			if name != "untraced" {
 				t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: ratio to untraced", list, name), fmtRatioCI(o.RatioU, false), "×"})
+			}
+			if o.RatioB.N > 0 {
+				t.rows = append(t.rows, []string{fmt.Sprintf("post_list %d, %s: ratio to the -baseline build's", list, name), fmtRatioCI(o.RatioB, false), "×"})
 			}
 		}
 	}
@@ -123,6 +129,10 @@ func (r *report) verdicts() []string {
 		if ok1 && ok3 {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: full events cheaper than bpftrace", list), ev.NS.Med < bt.NS.Med,
 				fmt.Sprintf("%.0f ns vs %.0f ns per call (%.2f× cheaper)", ev.NS.Med, bt.NS.Med, bt.NS.Med/ev.NS.Med)))
+		}
+		if ok2 && ct.RatioB.N > 0 {
+			out = append(out, verdict(fmt.Sprintf("post_list %d: counters mode ≤ %.2f× the -baseline build's counters mode", list, targetCountersBaseline), ct.RatioB.Med <= targetCountersBaseline,
+				fmt.Sprintf("%.3f×, 95%% CI %s", ct.RatioB.Med, fmtCI(ct.RatioB))))
 		}
 		if se, ok := r.row(list, "sqscope sentinel"); ok {
 			out = append(out, verdict(fmt.Sprintf("post_list %d: sentinel on a healthy workload ≤ %.2f× untraced", list, targetSentinel), se.RatioU.Med <= targetSentinel,

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -57,6 +58,9 @@ type ovRow struct {
 	// RatioU is NS / untraced NS of the same round: what the application
 	// pays, where Ratio is what the probes add to a trap's price
 	RatioU summary
+	// RatioB is NS / the -baseline build's NS in the same mode and round
+	// (N 0: no baseline, or not sqscope's events or counters mode)
+	RatioB summary
 	Above  summary // NS - floor NS of the same round
 	Lost   uint64  // summed over the rounds
 	Exact  bool    // every traced run saw every WR
@@ -96,6 +100,18 @@ func ovRowOf(list int, v variant, runs, untraced, floor []wlRun) ovRow {
 	row.NS, row.Wall, row.PostNS, row.Above = summarize(ns), summarize(wall), summarize(post), summarize(above)
 	row.Ratio, row.RatioU = withCI(ratio), withCI(ratioU)
 	return row
+}
+
+// ratioOf is the ratio of each round's CPU per post call to another
+// variant's of the same round.
+func ratioOf(runs, other []wlRun) summary {
+	var r []float64
+	for k, w := range runs {
+		if k < len(other) {
+			r = append(r, w.nsPerCall()/other[k].nsPerCall())
+		}
+	}
+	return withCI(r)
 }
 
 // inTempDir runs f in a new directory under dir, removed after it, with
@@ -193,6 +209,11 @@ func overhead(ctx context.Context, c *config, r *report) error {
 		for i, v := range variants {
 			row := ovRowOf(list, v, runs[i], runs[0], runs[1])
 			row.Capped = slices.Contains(wideAtEnd, i)
+			if mode, ok := strings.CutPrefix(v.name, "sqscope "); ok {
+				if b := slices.IndexFunc(variants, func(b variant) bool { return b.name == "baseline "+mode }); b >= 0 {
+					row.RatioB = ratioOf(runs[i], runs[b])
+				}
+			}
 			r.overhead = append(r.overhead, row)
 		}
 		for _, v := range variants {
