@@ -78,6 +78,9 @@ var guestCmds = []guestCmd{
 	// the overflow caught at them with rxe's cause; a healthy run untraced.
 	tracedSentinel("sentinel-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000", true),
 	tracedSentinel("sentinel-healthy", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000", false),
+	// The flight recorder on the same overflow: one file from its first
+	// ENOMEM, read back with rxe's cause.
+	flightRxe("flight-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000"),
 	// The low-overhead mode on this kernel's verifier and rxe's bad_wr:
 	// healthy lists, and lists the full SQ cuts short.
 	tracedCounters("counters-inline-Q16-l4", "--opcode send -s 64 -I 64 -Q 16 -l 4 -n 2000"),
