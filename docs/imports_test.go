@@ -73,7 +73,7 @@ func TestImportRules(t *testing.T) {
 		"tui":                 {"analyzer", "report", "ibv"},
 		"export":              {"analyzer", "export/perfetto", "trace", "ibv"},
 		"export/perfetto":     {},
-		"session":             {"analyzer", "probe", "trace", "ibv", "internal/outfile"},
+		"session":             {"analyzer", "probe", "trace", "ibv", "internal/outfile", "internal/durflag"},
 		"probe":               {"bpf", "trace", "ibv", "probe/errsite", "internal/trapcost"},
 		"probe/errsite":       {"ibv"},
 		"verbs":               {"ibv", "verbs/nicmodel", "C"},
@@ -82,11 +82,12 @@ func TestImportRules(t *testing.T) {
 		"advise":              {"analyzer", "session", "trace", "verbs/nicmodel", "ibv"},
 		"diff":                {"advise", "analyzer", "report", "session", "trace"},
 		"reportpage":          {"advise", "analyzer", "report", "session", "trace", "verbs/nicmodel"},
-		"serve":               {"analyzer", "session", "trace"},
+		"serve":               {"analyzer", "session", "trace", "internal/durflag"},
 		"internal/outfile":    {},
 		"internal/bpftest":    {"internal/trapcost"},
 		"internal/trapcost":   {},
-		"cmd/internal/cli":    {"analyzer", "probe", "reportpage", "session", "trace", "verbs/nicmodel", "internal/outfile"},
+		"internal/durflag":    {},
+		"cmd/internal/cli":    {"analyzer", "probe", "reportpage", "session", "trace", "verbs/nicmodel", "internal/outfile", "internal/durflag"},
 	}
 	for pkg, ok := range allowed {
 		if product[pkg] == nil {

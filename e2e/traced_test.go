@@ -177,6 +177,7 @@ func tracedWorkload(name, via, args string) guestCmd {
 			s, truth := readTraced(t, r, sh)
 			checkTruth(t, args, truth.qps)
 			compareTruth(t, sh, s, truth)
+			noWarnings(t, r)
 			funcs := []string{"post_send", "poll_cq"}
 			if strings.Contains(args, "--api wr") {
 				funcs = []string{"wr_start", "wr_complete", "poll_cq"}
@@ -308,6 +309,17 @@ func compareTruth(t *testing.T, sh string, s *snapshot, truth workloadTruth) {
 		if num(q, "wrs") != 0 || num(q, "post_calls") != 0 {
 			t.Errorf("QP %#x is not the workload's sending QP but posted %d WRs in %d calls\ncommand: %s\ntrace: %s",
 				num(q, "qp_num"), num(q, "wrs"), num(q, "post_calls"), sh, excerpt(q))
+		}
+	}
+}
+
+// noWarnings requires a clean trace of a started command to say no
+// warning.
+func noWarnings(t *testing.T, r cmdResult) {
+	t.Helper()
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.HasPrefix(l, "sqscope: warning") {
+			t.Errorf("a warning on a clean trace: %s", l)
 		}
 	}
 }

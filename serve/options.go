@@ -11,6 +11,8 @@ import (
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/sqscope/sqscope/internal/durflag"
 )
 
 // DefaultPort is where serve listens unless told: not a port the exporters
@@ -65,8 +67,8 @@ type Options struct {
 func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.Listen, "listen", DefaultListen, "HOST:PORT to serve /metrics and /healthz on (:PORT for every address)")
 	fs.IntVar(&o.MaxQPs, "max-qps", 4096, "QPs given series of their own; past it, a QP's counts go to its process's series with qpn=\"folded\"")
-	fs.DurationVar(&o.Grace, "grace", 5*time.Minute, "keep the series of a destroyed QP, or of a process that exited, this long, then drop them")
-	fs.DurationVar(&o.DiagWindow, "diag-window", 5*time.Minute, "sqscope_diagnosis is 1 while the diagnosis occurred within this window")
+	durflag.Var(fs, &o.Grace, "grace", 5*time.Minute, "keep the series of a destroyed QP, or of a process that exited, for `DURATION`, then drop them")
+	durflag.Var(fs, &o.DiagWindow, "diag-window", 5*time.Minute, "sqscope_diagnosis is 1 while the diagnosis occurred within this `DURATION`")
 	fs.IntVar(&o.MaxConnections, "max-connections", DefaultMaxConnections, "HTTP connections served at once; past it a new one replaces the one idle longest, or waits for one to end")
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/probe"
 )
 
@@ -26,9 +27,9 @@ type AttachFlags struct {
 // --scan-total-time and --debug-dir to fs.
 func (f *AttachFlags) Register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.ScanMiB, "scan-mib", probe.DefaultScanBytes>>20, "-p, -a: read at most this many MiB of a running process's memory looking for its verbs contexts and QPs")
-	fs.DurationVar(&f.ScanTime, "scan-time", probe.DefaultScanTime, "-p, -a: spend at most this long looking for a running process's verbs contexts and QPs in its memory")
+	durflag.Var(fs, &f.ScanTime, "scan-time", probe.DefaultScanTime, "-p, -a: spend at most `DURATION` (e.g. 10s or 10) looking for a running process's verbs contexts and QPs in its memory")
 	fs.Int64Var(&f.ScanTotalMiB, "scan-total-mib", probe.DefaultScanTotalBytes>>20, "-a: read at most this many MiB in all, over every running process's memory scan")
-	fs.DurationVar(&f.ScanTotalTime, "scan-total-time", probe.DefaultScanTotalTime, "-a: spend at most this long in all on the running processes' memory scans")
+	durflag.Var(fs, &f.ScanTotalTime, "scan-total-time", probe.DefaultScanTotalTime, "-a: spend at most `DURATION` in all on the running processes' memory scans")
 	fs.Func("debug-dir", "a directory of separate debug files (DIR/.build-id/xx/yyyy.debug, .gnu_debuglink targets); repeatable; default $SQSCOPE_DEBUG_DIR, else /usr/lib/debug", func(s string) error {
 		f.DebugDirs = append(f.DebugDirs, filepath.Clean(s))
 		return nil

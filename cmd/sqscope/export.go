@@ -9,6 +9,7 @@ import (
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/export"
+	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/session"
 )
 
@@ -33,8 +34,8 @@ func newExportFlags(help io.Writer) (*flag.FlagSet, *exportFlags) {
 	fs.Var(&f.o.Filter.PIDs, "pid", "only these processes (comma-separated; repeatable)")
 	fs.BoolVar(&f.o.Instants, "instants", false, "draw posts and polls recorded without --call-times as instants (default: by the counters they move)")
 	fs.BoolVar(&f.o.Rates, "rates", false, "add per-QP counter tracks of doorbells/s, inline share and PCIe bytes saved/s")
-	fs.DurationVar(&f.o.RateStep, "rate-step", export.DefaultRateStep, "period of the rate counter tracks")
-	fs.DurationVar(&f.o.Fold, "fold", export.DefaultFold, "fold failed posts of a QP less than this apart into one slice")
+	durflag.Var(fs, &f.o.RateStep, "rate-step", export.DefaultRateStep, "period of the rate counter tracks, a `DURATION`")
+	durflag.Var(fs, &f.o.Fold, "fold", export.DefaultFold, "fold failed posts of a QP less than this `DURATION` apart into one slice")
 	f.bf.Register(fs)
 	return fs, f
 }

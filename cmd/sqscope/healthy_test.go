@@ -45,6 +45,13 @@ func tracedDiagnoses(t *testing.T, mode, flags string) ([]string, []map[string]a
 	if r.Lost != 0 || len(r.QPs) == 0 {
 		t.Fatalf("%d QPs, %d events lost", len(r.QPs), r.Lost)
 	}
+	// a trace of a started command that ran to its end has nothing to
+	// warn of, whatever the application did
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.HasPrefix(l, "sqscope: warning") {
+			t.Errorf("a warning on a clean trace: %s", l)
+		}
+	}
 	var kinds []string
 	for _, d := range r.Diagnoses {
 		kinds = append(kinds, fmt.Sprintf("%s QP %#x", d.Kind, d.QPNum))

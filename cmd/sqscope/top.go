@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
@@ -25,7 +26,7 @@ func runTop(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		"Watch a verbs application's send queues live: occupancy, doorbells, savings, alerts.",
 		cli.TopExamples, stdout)
 	tf.Register(fs)
-	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS (text reports without a terminal: every second unless given)")
+	durflag.SecondsVar(fs, &interval, "i", 0.1, "refresh every `DURATION`, e.g. 0.1 or 100ms (text reports without a terminal: every second unless given)")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
@@ -48,9 +49,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := cli.CommandFlags("demo", "demo [flags]",
 		"Trace the built-in workload on the simulated HCA in a scripted scenario: four QPs\npost inline with a CQE every 16th WR; then one QP stops signaling, its send queue\nfills and ibv_post_send fails with ENOMEM. Needs root (eBPF).",
 		fmt.Sprintf("\nThe workload it runs: sqscope workload %s\n", strings.Join(workload.DemoArgs(60, 8), " ")), stdout)
-	fs.Float64Var(&seconds, "D", 60, "run the scenario for SECONDS")
-	fs.Float64Var(&after, "fault-after", 8, "turn the never-signal bug on after SECONDS")
-	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
+	durflag.SecondsVar(fs, &seconds, "D", 60, "run the scenario for `DURATION`, e.g. 60 or 1m")
+	durflag.SecondsVar(fs, &after, "fault-after", 8, "turn the never-signal bug on after `DURATION`")
+	durflag.SecondsVar(fs, &interval, "i", 0.1, "refresh every `DURATION`")
 	fs.BoolVar(&noTUI, "no-tui", false, "print periodic text reports even on a terminal")
 	if err := cli.ParseCommand(fs, args, stdout); err != nil {
 		return err
@@ -134,7 +135,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		"Show a recording in the live view at the pace it was recorded: p pauses,\n+/- change the speed, left/right seek 10 s. Without a terminal, print its report.",
 		"", stdout)
 	fs.Float64Var(&speed, "speed", 1, "replay speed (2 = twice as fast)")
-	fs.Float64Var(&interval, "i", 0.1, "refresh every SECONDS")
+	durflag.SecondsVar(fs, &interval, "i", 0.1, "refresh every `DURATION`")
 	var bf cli.BF
 	bf.Register(fs)
 	path, err := cli.OneFile(fs, "replay", args)

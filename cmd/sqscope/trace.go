@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/session"
@@ -24,7 +25,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
 		cli.TraceExamples, stdout)
 	tf.Register(fs)
-	fs.Float64Var(&interval, "i", 0, "also print the summary every SECONDS")
+	durflag.SecondsVar(fs, &interval, "i", 0, "also print the summary every `DURATION`, e.g. 1 or 500ms")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr); with -i one object per line (NDJSON), its \"interval\" what the interval added")
 	fs.StringVar(&out, "o", "", "write the summary to FILE instead of stdout (- for stdout)")
 	page.Register(fs)

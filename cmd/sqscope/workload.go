@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/cmd/internal/cli"
+	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/internal/outfile"
 	"github.com/sqscope/sqscope/verbs"
 	"github.com/sqscope/sqscope/verbs/nicmodel"
@@ -54,7 +55,9 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	})
 	both("l", "post_list", func(n string) { cli.UintVar(fs, &c.PostList, n, c.PostList, "WRs per post call (one doorbell)") })
 	both("n", "iters", func(n string) { fs.Uint64Var(&c.Iters, n, c.Iters, "WRs per QP") })
-	both("D", "duration", func(n string) { fs.Float64Var(&f.duration, n, 0, "run for this many seconds instead of -n") })
+	both("D", "duration", func(n string) {
+		durflag.SecondsVar(fs, &f.duration, n, 0, "run for `DURATION` (e.g. 30 or 30s) instead of -n")
+	})
 	for _, n := range []string{"q", "qp", "qps"} { // perftest's -q/--qp
 		fs.IntVar(&c.QPs, n, c.QPs, "QPs, one thread each unless --threads")
 	}
@@ -73,7 +76,7 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.BoolVar(&c.Receiver, "receiver", false, "on the simulator, give each RC QP a receiving peer whose receives its SENDs take (devices always have one)")
 	cli.UintVar(fs, &c.RNRRetry, "rnr-retry", c.RNRRetry, "the sender's rnr_retry with a receiver: RNR retries before IBV_WC_RNR_RETRY_EXC_ERR, 7 forever")
 	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts, cq-overrun (with --cq-depth), rq-starve")
-	fs.Float64Var(&f.faultAfter, "fault-after", 0, "start the fault this many seconds into the run")
+	durflag.SecondsVar(fs, &f.faultAfter, "fault-after", 0, "start the fault `DURATION` (e.g. 60 or 1m) into the run")
 	fs.IntVar(&c.FaultQP, "fault-qp", -1, "apply the fault to this QP index only (-1: all)")
 	for _, n := range []string{"json", "out_json"} { // perftest's --out_json
 		fs.BoolVar(&f.json, n, false, "print one JSON object per QP")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/session"
 )
 
@@ -33,8 +34,8 @@ func (ff *FlightFlags) On() bool { return ff.window != 0 }
 
 // Register adds the flags to fs.
 func (ff *FlightFlags) Register(fs *flag.FlagSet) {
-	fs.DurationVar(&ff.window, "flight", 0, "flight recorder: keep the events of the last DURATION in memory and write nothing until a --trigger; -o is then a directory")
-	fs.DurationVar(&ff.after, "after", 5*time.Second, "flight recorder: how long after a trigger its recording goes on")
+	durflag.Var(fs, &ff.window, "flight", 0, "flight recorder: keep the events of the last `DURATION` (e.g. 10s or 10) in memory and write nothing until a --trigger; -o is then a directory")
+	durflag.Var(fs, &ff.after, "after", 5*time.Second, "flight recorder: how long after a trigger its recording goes on, a `DURATION` such as 5s or 5")
 	fs.IntVar(&ff.mib, "flight-mib", 0, fmt.Sprintf("flight recorder: memory bound of the events kept, in MiB; the oldest go first, counted (default %d per second of --flight, at least 64)", flightMiBPerSecond))
 	fs.IntVar(&ff.maxFiles, "max-files", 10, "flight recorder: recordings kept in the directory, the oldest removed")
 	fs.Func("trigger", "flight recorder: enomem (a post failed with ENOMEM), diagnosis[=KIND|SEVERITY], signal (SIGUSR1); repeatable", func(s string) error {

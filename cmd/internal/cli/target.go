@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/analyzer"
+	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/probe"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
@@ -59,24 +60,6 @@ const (
 	DefaultBudget      = 1.0
 )
 
-// setDuration parses a duration flag's value: a Go duration (30s, 1m30s,
-// 200ms) or a bare number of seconds.
-func setDuration(d *time.Duration, v string) error {
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		if f < 0 || f > 1e6 || math.IsNaN(f) {
-			return fmt.Errorf("%q: want a duration of 0 or more, e.g. 10s or 10", v)
-		}
-		*d = time.Duration(f * float64(time.Second))
-		return nil
-	}
-	x, err := time.ParseDuration(v)
-	if err != nil || x < 0 {
-		return fmt.Errorf("%q: want a duration, e.g. 10s, 200ms or 10 (seconds)", v)
-	}
-	*d = x
-	return nil
-}
-
 func (tf *Target) Register(fs *flag.FlagSet) {
 	fs.IntVar(&tf.PID, "p", 0, "trace a running process by PID")
 	fs.StringVar(&tf.Cmd, "c", "", "start CMD (a command line) and trace it")
@@ -93,15 +76,17 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 	})
 	fs.BoolVar(&tf.Anywhere, "force-probe", false, "accept a --probe offset inside a function the library's symbols know (by default only a function's start)")
 	fs.StringVar(&tf.Mode, "mode", "events", "events (every call), counters (per-QP totals kept in the kernel, lower overhead) or sentinel (probes only where the provider's post fails; every call traced for --escalate after a failure)")
-	fs.DurationVar(&tf.Escalate, "escalate", probe.DefaultEscalate, "sentinel mode: how long a process is traced in full after a failure, e.g. 30s")
+	durflag.Var(fs, &tf.Escalate, "escalate", probe.DefaultEscalate, "sentinel mode: how long a process is traced in full after a failure, a `DURATION` such as 30s or 30")
 	tf.Sampling = session.Sampling{Every: DefaultSampleEvery, For: probe.DefaultSampleFor, Budget: DefaultBudget}
-	fs.Func("sample-every", "sentinel mode: trace every healthy process in full for --sample-for this often, e.g. 10s or 10 (0: never; default 10s)", func(v string) error {
+	fs.Func("sample-every", "sentinel mode: trace every healthy process in full for --sample-for this often, e.g. 10s or 10 (0: never; default 10s)", func(v string) (err error) {
 		tf.sampleSet = true
-		return setDuration(&tf.Sampling.Every, v)
+		tf.Sampling.Every, err = durflag.Parse(v)
+		return err
 	})
-	fs.Func("sample-for", "sentinel mode: how long a sample window lasts, e.g. 200ms (default 200ms)", func(v string) error {
+	fs.Func("sample-for", "sentinel mode: how long a sample window lasts, e.g. 200ms or 0.2 (default 200ms)", func(v string) (err error) {
 		tf.sampleSet = true
-		return setDuration(&tf.Sampling.For, v)
+		tf.Sampling.For, err = durflag.Parse(v)
+		return err
 	})
 	fs.Func("budget", "sentinel mode: the most the sample windows' probes may cost, in percent of the traced processes' own CPU time, measured; windows come rarer to keep to it (0: no budget; default 1)", func(v string) error {
 		tf.sampleSet = true
@@ -117,9 +102,9 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&tf.Keep, "keep-target", false, "leave a command sqscope started running when tracing stops first (default: stop it with SIGINT, then SIGTERM, then SIGKILL)")
 	fs.BoolVar(&tf.Wait, "wait", false, "keep waiting for a target that has not loaded a verbs library")
 	for _, n := range []string{"D", "duration"} {
-		fs.DurationVar(&tf.Duration, n, 0, "stop tracing after this long, e.g. 30s (a command sqscope started is stopped too, as on Ctrl-C)")
+		durflag.Var(fs, &tf.Duration, n, 0, "stop tracing after `DURATION`, e.g. 30s or 30 (a command sqscope started is stopped too, as on Ctrl-C)")
 	}
-	fs.DurationVar(&tf.Timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so")
+	durflag.Var(fs, &tf.Timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so, a `DURATION` such as 10s or 10")
 	fs.StringVar(&tf.FailOn, "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
 	fs.IntVar(&tf.RingMiB, "ring-mib", 0, "ring buffer size in MiB, a power of two (default 32 in events mode, 8 in counters mode)")
 	tf.Attach.Register(fs)
