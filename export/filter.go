@@ -58,6 +58,29 @@ type Time struct {
 	Source      string // as the user wrote it
 }
 
+// Check says what is wrong with the filter before a recording is read:
+// --to before --from where both are of one kind (from the start, a date
+// and time, or a time of day); nil when nothing can be told yet.
+func (f *Filter) Check() error {
+	a, b := f.From, f.To
+	if !a.Given || !b.Given {
+		return nil
+	}
+	var before bool
+	switch {
+	case a.IsTOD && b.IsTOD:
+		before = b.Clock < a.Clock
+	case !a.Wall.IsZero() && !b.Wall.IsZero():
+		before = b.Wall.Before(a.Wall)
+	case a.Wall.IsZero() && b.Wall.IsZero() && !a.IsTOD && !b.IsTOD:
+		before = b.FromStartNS < a.FromStartNS
+	}
+	if before {
+		return fmt.Errorf("--to %s is before --from %s", b.Source, a.Source)
+	}
+	return nil
+}
+
 // maxSeconds bounds a time from the start: the trace clock's range.
 const maxSeconds = float64(math.MaxUint64) / 1e9
 

@@ -46,12 +46,16 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if err := f.o.Filter.Check(); err != nil {
+		return cli.UsageErr("export: %v", err)
+	}
 	r, err := session.OpenRecording(path)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer r.Close()
-	out, err := cli.CreateOutput("export", f.out, []string{path}, f.force, true, stdout)
+	// Perfetto's trace is binary: refused on a terminal, as a page is
+	out, err := cli.CreateOutput("export", f.out, []string{path}, f.force, export.Format(f.format) != export.FormatPerfetto, stdout)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -14,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sqscope/sqscope/cmd/internal/cli/ptytest"
 	"github.com/sqscope/sqscope/export/perfetto"
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
@@ -342,5 +345,26 @@ func TestExportPerfettoCut(t *testing.T) {
 				t.Errorf("no occupancy sample in the export of the events before the cut (%d packets)", len(tr.Packet))
 			}
 		})
+	}
+}
+
+// Perfetto's trace is binary: to a terminal it is refused, one line and
+// exit 2, and nothing is written; Chrome's JSON is text and goes there.
+func TestExportToTerminal(t *testing.T) {
+	tty := ptytest.Open(t)
+	good := filepath.Join(t.TempDir(), "good.sqscope")
+	writeRecording(t, good, sample(), 5)
+	for _, c := range []struct {
+		format string
+		code   int
+	}{{"perfetto", 2}, {"chrome", 0}} {
+		var errb bytes.Buffer
+		err := run(context.Background(), []string{"export", "--format", c.format, good}, tty, &errb)
+		if code := exitCode(err); code != c.code {
+			t.Errorf("export --format %s to a terminal: exit %d (%v), want %d", c.format, code, err, c.code)
+		}
+		if c.code == 2 && (err == nil || !strings.Contains(err.Error(), "standard output is a terminal: give -o FILE")) {
+			t.Errorf("export --format %s to a terminal: %v, want it to say to give -o FILE", c.format, err)
+		}
 	}
 }

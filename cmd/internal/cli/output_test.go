@@ -3,42 +3,17 @@ package cli
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/sqscope/sqscope/cmd/internal/cli/ptytest"
 )
 
-// openPTY returns the terminal side of a new pseudo-terminal.
-func openPTY(t *testing.T) *os.File {
-	t.Helper()
-	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal to test with: %v", err)
-	}
-	t.Cleanup(func() { ptm.Close() })
-	fd := int(ptm.Fd())
-	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(fd, unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pts.Close() })
-	return pts
-}
-
 func TestCreateOutput(t *testing.T) {
-	tty := openPTY(t)
+	tty := ptytest.Open(t)
 	dir := t.TempDir()
 	var buf bytes.Buffer
 	for _, tc := range []struct {
@@ -89,7 +64,7 @@ func TestCreateOutput(t *testing.T) {
 // Page.Output: --html to a file or a pipe, never to a terminal; -o only
 // with --html, and --html without --json; text to a terminal.
 func TestPageOutput(t *testing.T) {
-	tty := openPTY(t)
+	tty := ptytest.Open(t)
 	dir := t.TempDir()
 	var buf bytes.Buffer
 	for _, tc := range []struct {

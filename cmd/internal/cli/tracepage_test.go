@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqscope/sqscope/cmd/internal/cli/ptytest"
 	"github.com/sqscope/sqscope/report/pagetest"
 	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/verbs/nicmodel"
@@ -22,7 +23,7 @@ import (
 // taken is a new file of mode 0600 until the page is written, removed
 // if it never is.
 func TestTracePageOpen(t *testing.T) {
-	tty := openPTY(t)
+	tty := ptytest.Open(t)
 	dir := t.TempDir()
 	path := func(name string) string { return filepath.Join(dir, name) }
 	write := func(name, content string) string {
