@@ -16,9 +16,10 @@ import (
 )
 
 type reportFlags struct {
-	json bool
-	page cli.Page
-	bf   cli.BF
+	json   bool
+	page   cli.Page
+	bf     cli.BF
+	failOn cli.FailOn
 }
 
 func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
@@ -29,6 +30,7 @@ func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	f.page.Register(fs, "plots, every QP, the diagnoses")
 	f.bf.Register(fs)
+	f.failOn.Register(fs)
 	return fs, f
 }
 
@@ -38,14 +40,24 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	out, err := f.page.Output("report", f.json, []string{path}, stdout)
+	return f.write(ctx, "report", fs, path, stdout, stderr)
+}
+
+// write reports the recording at path as the flags say; cmd labels its
+// errors (report, or replay without a terminal), fs holds the flags the
+// BlueFlame settings are read from.
+func (f *reportFlags) write(ctx context.Context, cmd string, fs *flag.FlagSet, path string, stdout, stderr io.Writer) error {
+	if err := f.failOn.Check(); err != nil {
+		return cli.UsageErr("%s: %v", cmd, err)
+	}
+	out, err := f.page.Output(cmd, f.json, []string{path}, stdout)
 	if err != nil {
 		return err
 	}
 	defer out.Discard()
 	rc, err := reportpage.Read(ctx, path, func(fi trace.FileInfo) analyzer.BFConfig { return f.bf.Config(fs, fi) })
 	if err != nil {
-		return fmt.Errorf("report: %w", err)
+		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	if w := rc.Res.Warning(path); w != "" {
 		fmt.Fprintln(stderr, "sqscope:", w)
@@ -63,13 +75,16 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		err = report.WriteText(stdout, rc.Snap)
 	}
 	if err != nil {
-		return fmt.Errorf("report: writing the report: %w", err)
+		return fmt.Errorf("%s: writing the report: %w", cmd, err)
 	}
 	if err := rc.Res.Err(path); err != nil {
-		return fmt.Errorf("report: %w", err)
+		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	if out.IsFile() {
 		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs, %d diagnoses\n", out.Name, len(rc.Snap.QPs), len(rc.Snap.Diagnoses))
+	}
+	if err := f.failOn.Status(rc.Snap.Diagnoses); err != nil {
+		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	return nil
 }

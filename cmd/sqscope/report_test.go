@@ -444,3 +444,35 @@ func TestReportHelp(t *testing.T) {
 		}
 	}
 }
+
+// report --fail-on exits with status 3 on a diagnosis of its severity or
+// worse, as trace --fail-on does, the report still printed; a severity it
+// does not know is a usage error.
+func TestReportFailOn(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "good.sqscope")
+	writeRecording(t, good, sample(), 5) // QP 0x11 never signals and overflows
+	out, _, code, err := sqscope("report", "--fail-on", "error", good)
+	if code != 3 || err == nil || !strings.Contains(err.Error(), "--fail-on error: error sq_overflow") || !strings.Contains(out, "QP 0x11") {
+		t.Errorf("--fail-on error: exit %d, %v; want 3 naming the overflow, after the report:\n%s", code, err, out)
+	}
+	if _, _, code, err := sqscope("report", "--fail-on", "error", "--json", good); code != 3 {
+		t.Errorf("--fail-on error --json: exit %d, %v; want 3", code, err)
+	}
+	if _, _, code, err := sqscope("report", "--fail-on", "sometimes", good); code != 2 || err == nil || !strings.Contains(err.Error(), `--fail-on "sometimes"`) {
+		t.Errorf("--fail-on sometimes: exit %d, %v; want 2", code, err)
+	}
+}
+
+// replay without a terminal prints the recording's report, with replay's
+// own flags and replay's name on its errors.
+func TestReplayWithoutTerminal(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "good.sqscope")
+	writeRecording(t, good, sample(), 5)
+	out, _, code, err := sqscope("replay", "--speed", "2", "-i", "500ms", good)
+	if code != 0 || !strings.Contains(out, "QP 0x11") {
+		t.Errorf("replay --speed 2 -i 500ms: exit %d, %v; want the report:\n%s", code, err, out)
+	}
+	if _, _, code, err := sqscope("replay", filepath.Join(t.TempDir(), "none.sqscope")); code != 1 || err == nil || !strings.HasPrefix(err.Error(), "replay: ") {
+		t.Errorf("replay of no file: exit %d, %v; want 1 and an error of replay's", code, err)
+	}
+}

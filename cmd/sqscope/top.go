@@ -146,7 +146,9 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return cli.UsageErr("replay: --speed and -i must be positive")
 	}
 	if !cli.IsTerminal(stdout) {
-		return runReport(ctx, args, stdout, stderr)
+		// the recording's report, its errors replay's
+		f := &reportFlags{bf: bf, page: cli.Page{Out: "-"}}
+		return f.write(ctx, "replay", fs, path, stdout, stderr)
 	}
 	rp, info, err := session.OpenReplay(path, func(fi trace.FileInfo) analyzer.Options {
 		return analyzer.Options{BF: bf.Config(fs, fi), Clock: fi.Anchor(), Mode: fi.ProbeMode}

@@ -43,7 +43,7 @@ type Target struct {
 	Timeout   time.Duration
 	Duration  time.Duration
 	RingMiB   int
-	FailOn    string // --fail-on: a diagnosis severity
+	FailOn    FailOn // --fail-on: a diagnosis severity
 	Keep      bool   // --keep-target
 	RecordTo  string // record's -o
 	Force     bool   // record's --force
@@ -105,7 +105,7 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 		durflag.Var(fs, &tf.Duration, n, 0, "stop tracing after `DURATION`, e.g. 30s or 30 (a command sqscope started is stopped too, as on Ctrl-C)")
 	}
 	durflag.Var(fs, &tf.Timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so, a `DURATION` such as 10s or 10")
-	fs.StringVar(&tf.FailOn, "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
+	tf.FailOn.Register(fs)
 	fs.IntVar(&tf.RingMiB, "ring-mib", 0, "ring buffer size in MiB, a power of two (default 32 in events mode, 8 in counters mode)")
 	tf.Attach.Register(fs)
 }
@@ -140,8 +140,8 @@ func (tf *Target) Check(rest []string) error {
 		return errors.New("--call-times needs --mode events")
 	case tf.RingMiB < 0 || tf.RingMiB&(tf.RingMiB-1) != 0 || tf.RingMiB > 1024:
 		return fmt.Errorf("--ring-mib %d: want a power of two up to 1024", tf.RingMiB)
-	case severityRank(tf.FailOn) == 0 && tf.FailOn != "":
-		return fmt.Errorf("--fail-on %q: want error, warning or prediction", tf.FailOn)
+	case tf.FailOn.Check() != nil:
+		return tf.FailOn.Check()
 	case tf.Duration < 0:
 		return errors.New("-D/--duration must be positive")
 	case tf.Timeout <= 0:
@@ -200,12 +200,35 @@ func (tf *Target) Status(s analyzer.Snapshot) error {
 	if err := nothingTraced(tf.PID, s); err != nil {
 		return err
 	}
-	if tf.FailOn == "" {
+	return tf.FailOn.Status(s.Diagnoses)
+}
+
+// FailOn is --fail-on (trace, record, top, report): exit with status 3
+// when a diagnosis of its severity or worse was made, as a CI step wants.
+type FailOn string
+
+// Register adds --fail-on to fs.
+func (f *FailOn) Register(fs *flag.FlagSet) {
+	fs.StringVar((*string)(f), "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
+}
+
+// Check says what is wrong with the severity given.
+func (f FailOn) Check() error {
+	if f != "" && severityRank(string(f)) == 0 {
+		return fmt.Errorf("--fail-on %q: want error, warning or prediction", string(f))
+	}
+	return nil
+}
+
+// Status is exit status 3, saying the first diagnosis of the severity or
+// worse, or nil.
+func (f FailOn) Status(diags []analyzer.Diagnosis) error {
+	if f == "" {
 		return nil
 	}
-	for _, d := range s.Diagnoses {
-		if severityRank(d.Severity) >= severityRank(tf.FailOn) {
-			return &ExitError{Code: 3, Err: fmt.Errorf("--fail-on %s: %s %s on QP %#x (pid %d)", tf.FailOn, d.Severity, d.Kind, d.QPNum, d.PID)}
+	for _, d := range diags {
+		if severityRank(d.Severity) >= severityRank(string(f)) {
+			return &ExitError{Code: 3, Err: fmt.Errorf("--fail-on %s: %s %s on QP %#x (pid %d)", string(f), d.Severity, d.Kind, d.QPNum, d.PID)}
 		}
 	}
 	return nil
