@@ -148,7 +148,7 @@ func WriteHTML(w io.Writer, p Page) error {
 	s := &p.Snap
 	data := buildPage(&p)
 	var run bytes.Buffer
-	writeTrace(&run, s)
+	writeTrace(&run, s, true)
 	PageStart(ew, "sqscope report: "+p.Title)
 	fmt.Fprintf(ew, `<section id="run"><h2>The run</h2>
 <p class="header">%s</p>

@@ -16,8 +16,20 @@ import (
 // traffic, what the HCA did by the provider's model, what was saved, and
 // what went wrong. It returns the first write error.
 func WriteText(w io.Writer, s analyzer.Snapshot) error {
+	return Text{Verbose: true}.Write(w, s)
+}
+
+// Text is how much the text of a snapshot says: Verbose lists every probe,
+// where it was placed and how it was found (-v); else their number, and
+// each that failed.
+type Text struct {
+	Verbose bool
+}
+
+// Write writes the snapshot as text.
+func (t Text) Write(w io.Writer, s analyzer.Snapshot) error {
 	ew := &errWriter{w: w}
-	writeText(ew, s)
+	writeText(ew, s, t.Verbose)
 	return ew.err
 }
 
@@ -36,8 +48,8 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func writeText(w io.Writer, s analyzer.Snapshot) {
-	writeTrace(w, &s)
+func writeText(w io.Writer, s analyzer.Snapshot, verbose bool) {
+	writeTrace(w, &s, verbose)
 	if len(s.QPs) == 0 {
 		fmt.Fprintln(w, "  no send queue activity seen")
 		return

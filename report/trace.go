@@ -13,7 +13,7 @@ import (
 // writeTrace writes what is said of the trace as a whole, before its QPs:
 // its events, losses and target, how and where it ended, the memory scans,
 // its processes and its probes.
-func writeTrace(w io.Writer, s *analyzer.Snapshot) {
+func writeTrace(w io.Writer, s *analyzer.Snapshot, verbose bool) {
 	secs := float64(s.LastNS-s.FirstNS) / 1e9
 	fmt.Fprintf(w, "sqscope: %d events over %.3f s, %d QP(s)", s.Events, secs, len(s.QPs))
 	if s.Lost > 0 {
@@ -44,7 +44,7 @@ func writeTrace(w io.Writer, s *analyzer.Snapshot) {
 		writeScan(w, &s.Scans[i], s.Processes)
 	}
 	writeProcs(w, s.Processes)
-	writeProbes(w, s.Attach)
+	writeProbes(w, s.Attach, verbose)
 }
 
 // writeEnding writes where the trace was cut and the completions that
@@ -148,18 +148,38 @@ func writeProcs(w io.Writer, ps []analyzer.Process) {
 	}
 }
 
-// writeProbes writes where each probe was placed and how it was found, or
-// why it was not.
-func writeProbes(w io.Writer, attach []trace.Attach) {
+// writeProbes writes why each probe that failed was not placed and, when
+// verbose, where each was placed and how it was found; else how many
+// were. Each is said once however often a window placed it; the windows'
+// marks are not probes (the sentinel's line says the windows).
+func writeProbes(w io.Writer, attach []trace.Attach, verbose bool) {
+	type key struct {
+		fn, path, how, err string
+		off                uint64
+	}
+	seen := map[key]bool{}
+	placed := 0
 	for _, a := range attach {
-		if a.Err != "" {
+		k := key{a.Func, a.Path, a.How, a.Err, a.Offset}
+		if a.WindowMark() || seen[k] {
+			continue
+		}
+		seen[k] = true
+		switch {
+		case a.Err != "":
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
-		} else {
+		case verbose:
 			how := a.How
 			if a.DebugFile != "" {
 				how += " " + a.DebugFile
 			}
 			fmt.Fprintf(w, "  probe %-18s %s+%#x (%s)\n", a.Func, a.Path, a.Offset, how)
+			placed++
+		default:
+			placed++
 		}
+	}
+	if !verbose && placed > 0 {
+		fmt.Fprintf(w, "  probes: %d placed (-v lists where, and how each was found)\n", placed)
 	}
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer"
@@ -71,5 +72,51 @@ func TestProcessesText(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			checkText(t, text(t, tc.snap), tc.textHas, tc.textHasNot)
 		})
+	}
+}
+
+// The text says how many probes were placed and lists only those that
+// failed, unless verbose; each probe once however many windows placed
+// it, and a window's marks never as a probe that failed.
+func TestProbeLines(t *testing.T) {
+	lib := "/usr/lib/x86_64-linux-gnu/libibverbs/libmlx5-rdmav34.so"
+	var attach []trace.Attach
+	attach = append(attach,
+		trace.Attach{Func: "create_qp", Path: lib, Offset: 0x100, How: "symbol"},
+		trace.Attach{Func: "post_send", Path: lib, Offset: 0x200, How: trace.HowErrorSite},
+		trace.Attach{Func: "poll_cq", Path: lib, Offset: 0x300, How: "symbol", Err: "attaching uprobe: permission denied"})
+	for range 3 { // three sample windows
+		for _, e := range []string{trace.WindowOpening, "", trace.WindowClosing, trace.SampleEnded} {
+			attach = append(attach, trace.Attach{Func: "post_send", Path: lib, Offset: 0x400, How: trace.HowSample, Err: e})
+		}
+	}
+	s := analyzer.Snapshot{Attach: attach}
+	for _, c := range []struct {
+		verbose     bool
+		lines       int
+		has, hasNot []string
+	}{
+		{false, 2, []string{"probes: 3 placed (-v lists where", "poll_cq            NOT ATTACHED"}, []string{"(symbol)", "window begins", "window ends", "window ended"}},
+		{true, 4, []string{"create_qp          " + lib + "+0x100 (symbol)", "+0x400 (sample window)", "poll_cq            NOT ATTACHED"}, []string{"probes: ", "window begins", "window ends", "window ended"}},
+	} {
+		var out bytes.Buffer
+		if err := (Text{Verbose: c.verbose}).Write(&out, s); err != nil {
+			t.Fatal(err)
+		}
+		text := out.String()
+		got := strings.Count(text, "\n  probe")
+		for _, h := range c.has {
+			if !strings.Contains(text, h) {
+				t.Errorf("verbose %v: the text lacks %q:\n%s", c.verbose, h, text)
+			}
+		}
+		for _, h := range c.hasNot {
+			if strings.Contains(text, h) {
+				t.Errorf("verbose %v: the text has %q:\n%s", c.verbose, h, text)
+			}
+		}
+		if got != c.lines {
+			t.Errorf("verbose %v: %d probe lines, want %d:\n%s", c.verbose, got, c.lines, text)
+		}
 	}
 }

@@ -416,6 +416,17 @@ const (
 
 func (*Attach) Kind() Kind { return KindAttach }
 
+// WindowMark reports whether the record marks a sentinel window's opening
+// or end (its Err one of the marks above), not a probe's placement or
+// failure.
+func (a *Attach) WindowMark() bool {
+	switch a.Err {
+	case WindowOpening, WindowClosing, SampleEnded, EscalationEnded, EscalationInSample:
+		return a.How == HowSample || a.How == HowEscalation
+	}
+	return false
+}
+
 // Scan is what the memory scan of a process traced after it started read
 // and found (probe.ScanDataPath).
 type Scan struct {

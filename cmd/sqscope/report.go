@@ -19,7 +19,8 @@ type reportFlags struct {
 	json   bool
 	page   cli.Page
 	bf     cli.BF
-	failOn cli.FailOn
+	failOn  cli.FailOn
+	verbose bool
 }
 
 func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
@@ -31,6 +32,7 @@ func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
 	f.page.Register(fs, "plots, every QP, the diagnoses")
 	f.bf.Register(fs)
 	f.failOn.Register(fs)
+	cli.RegisterVerbose(fs, &f.verbose)
 	return fs, f
 }
 
@@ -72,7 +74,7 @@ func (f *reportFlags) write(ctx context.Context, cmd string, fs *flag.FlagSet, p
 		err = rc.WritePage(ctx, out, out.Name, verbs.DefaultNICModel())
 	default:
 		fmt.Fprintln(stdout, rc.Info.TextHeader())
-		err = report.WriteText(stdout, rc.Snap)
+		err = report.Text{Verbose: f.verbose}.Write(stdout, rc.Snap)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: writing the report: %w", cmd, err)

@@ -96,9 +96,9 @@ func watch(ctx context.Context, tf *cli.Target, rest []string, o watchOpts, stdo
 		}
 		err := s.RunEvery(ctx, every, func() {
 			fmt.Fprintf(stdout, "--- %s\n", time.Now().Format("15:04:05"))
-			report.WriteText(stdout, s.Analyzer().Snapshot())
+			report.Text{Verbose: tf.Verbose}.Write(stdout, s.Analyzer().Snapshot())
 		})
-		if werr := report.WriteText(stdout, s.Analyzer().Snapshot()); err == nil && werr != nil {
+		if werr := (report.Text{Verbose: tf.Verbose}).Write(stdout, s.Analyzer().Snapshot()); err == nil && werr != nil {
 			err = fmt.Errorf("writing the report: %w", werr)
 		}
 		return err

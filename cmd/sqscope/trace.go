@@ -77,7 +77,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				Interval *analyzer.Interval `json:"interval,omitempty"`
 			}{snap, cost, iv}, interval == 0)
 		}
-		if err := report.WriteText(w, snap); err != nil {
+		if err := (report.Text{Verbose: tf.Verbose}).Write(w, snap); err != nil {
 			return fmt.Errorf("trace: writing the summary: %w", err)
 		}
 		_, err := fmt.Fprintln(w, cost)

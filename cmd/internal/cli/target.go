@@ -44,6 +44,7 @@ type Target struct {
 	Duration  time.Duration
 	RingMiB   int
 	FailOn    FailOn // --fail-on: a diagnosis severity
+	Verbose   bool   // -v: the text lists every probe
 	Keep      bool   // --keep-target
 	RecordTo  string // record's -o
 	Force     bool   // record's --force
@@ -106,6 +107,7 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 	}
 	durflag.Var(fs, &tf.Timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so, a `DURATION` such as 10s or 10")
 	tf.FailOn.Register(fs)
+	RegisterVerbose(fs, &tf.Verbose)
 	fs.IntVar(&tf.RingMiB, "ring-mib", 0, "ring buffer size in MiB, a power of two (default 32 in events mode, 8 in counters mode)")
 	tf.Attach.Register(fs)
 }
@@ -201,6 +203,14 @@ func (tf *Target) Status(s analyzer.Snapshot) error {
 		return err
 	}
 	return tf.FailOn.Status(s.Diagnoses)
+}
+
+// RegisterVerbose adds -v/--verbose: the text lists every probe, where it
+// was placed and how it was found (the JSON always does).
+func RegisterVerbose(fs *flag.FlagSet, v *bool) {
+	for _, n := range []string{"v", "verbose"} {
+		fs.BoolVar(v, n, false, "list every probe in the text, where it was placed and how it was found (--json always does)")
+	}
 }
 
 // FailOn is --fail-on (trace, record, top, report): exit with status 3
