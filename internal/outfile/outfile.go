@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 )
 
@@ -93,8 +94,9 @@ type File struct {
 // Create checks path (see Check) and opens it for writing with mode perm:
 // in place when it does not exist (created exclusively, so a file that
 // appears meanwhile is not overwritten), else as a temporary file that
-// Commit renames over it. The replaced file's mode is kept when keepMode
-// is set; otherwise the new file has perm.
+// Commit renames over it. The replaced file's mode and owner are kept
+// when keepMode is set; otherwise the new file has perm. A new file run
+// through sudo is the sudo user's (SUDO_UID, SUDO_GID).
 func Create(path string, perm fs.FileMode, inputs []string, force, keepMode bool) (*File, error) {
 	exists, err := Check(path, inputs, force)
 	if err != nil {
@@ -105,15 +107,55 @@ func Create(path string, perm fs.FileMode, inputs []string, force, keepMode bool
 		if err != nil {
 			return nil, err
 		}
-		return &File{File: f, path: path}, nil
+		return giveToUser(&File{File: f, path: path})
 	}
 	mode := perm
+	var keep *syscall.Stat_t // the replaced file's owner, kept with its mode
 	if keepMode {
 		if st, err := os.Stat(path); err == nil {
 			mode = st.Mode().Perm()
+			keep, _ = st.Sys().(*syscall.Stat_t)
 		}
 	}
-	return replacement(path, mode)
+	f, err := replacement(path, mode)
+	if err != nil {
+		return nil, err
+	}
+	if keep == nil {
+		return giveToUser(f)
+	}
+	if err := f.Chown(int(keep.Uid), int(keep.Gid)); err != nil && os.Geteuid() == 0 {
+		f.Abort()
+		return nil, err
+	}
+	return f, nil
+}
+
+// sudoUser is the user who ran sqscope through sudo (SUDO_UID and
+// SUDO_GID), when it runs as root: the files a user asked for are that
+// user's, as perf gives them.
+func sudoUser() (uid, gid int, ok bool) {
+	if os.Geteuid() != 0 {
+		return 0, 0, false
+	}
+	u, err1 := strconv.Atoi(os.Getenv("SUDO_UID"))
+	g, err2 := strconv.Atoi(os.Getenv("SUDO_GID"))
+	if err1 != nil || err2 != nil || u < 0 || g < 0 {
+		return 0, 0, false
+	}
+	return u, g, true
+}
+
+// giveToUser makes a new output the sudo user's (sudoUser); on failure it
+// is removed.
+func giveToUser(f *File) (*File, error) {
+	if uid, gid, ok := sudoUser(); ok {
+		if err := f.Chown(uid, gid); err != nil {
+			f.Discard()
+			return nil, fmt.Errorf("giving %s to user %d (SUDO_UID): %w", f.path, uid, err)
+		}
+	}
+	return f, nil
 }
 
 // replacement opens a temporary file next to path, with mode, that Commit
@@ -145,6 +187,9 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	f, err := replacement(path, perm)
+	if err == nil {
+		f, err = giveToUser(f)
+	}
 	if err != nil {
 		return err
 	}
@@ -210,7 +255,15 @@ func Dir(path string) error {
 		return fmt.Errorf("%s: give a directory", path)
 	}
 	err := os.Mkdir(path, 0o700)
-	if err == nil || !errors.Is(err, fs.ErrExist) {
+	if err == nil {
+		if uid, gid, ok := sudoUser(); ok {
+			if err := os.Lchown(path, uid, gid); err != nil {
+				return fmt.Errorf("giving %s to user %d (SUDO_UID): %w", path, uid, err)
+			}
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	st, err := os.Lstat(path)
@@ -235,5 +288,5 @@ func CreateNew(path string, perm fs.FileMode) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{File: f, path: path}, nil
+	return giveToUser(&File{File: f, path: path})
 }

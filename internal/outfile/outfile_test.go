@@ -300,3 +300,82 @@ func TestDirAndCreateNew(t *testing.T) {
 		t.Errorf("a file was changed")
 	}
 }
+
+// Run through sudo, the outputs a user asked for are that user's (as perf
+// gives them): a new file, a directory of outputs, a file made whole; a
+// replaced file keeps its owner with its mode.
+func TestSudoUserOwnsOutputs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a file to another user needs root")
+	}
+	const uid, gid = 65534, 65534 // nobody, nogroup
+	t.Setenv("SUDO_UID", "65534")
+	t.Setenv("SUDO_GID", "65534")
+	dir := t.TempDir()
+	owner := func(path string) (int, int) {
+		st, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := st.Sys().(*syscall.Stat_t)
+		return int(s.Uid), int(s.Gid)
+	}
+	newFile := filepath.Join(dir, "new.json")
+	f, err := Create(newFile, 0o600, nil, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	flight := filepath.Join(dir, "flight")
+	if err := Dir(flight); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := filepath.Join(flight, "one.sqscope")
+	g, err := CreateNew(inFlight, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Commit()
+	ready := filepath.Join(dir, "ready")
+	if err := WriteFile(ready, []byte("1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{newFile, flight, inFlight, ready} {
+		if u, g := owner(p); u != uid || g != gid {
+			t.Errorf("%s: owned by %d:%d, want the sudo user's %d:%d", p, u, g, uid, gid)
+		}
+	}
+	if st, _ := os.Stat(newFile); st.Mode().Perm() != 0o600 {
+		t.Errorf("%s: mode %v, want 0600", newFile, st.Mode())
+	}
+	// a file of root's replaced with keepMode stays root's
+	old := filepath.Join(dir, "old.html")
+	if err := os.WriteFile(old, []byte("x"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(old, 0, 0)
+	h, err := Create(old, 0o600, nil, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WriteString("y")
+	if err := h.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if u, g := owner(old); u != 0 || g != 0 {
+		t.Errorf("%s: replaced, owned by %d:%d, want its owner's 0:0 kept", old, u, g)
+	}
+	// without sudo's variables nothing changes hands
+	t.Setenv("SUDO_UID", "")
+	plain := filepath.Join(dir, "plain.json")
+	p, err := Create(plain, 0o600, nil, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Commit()
+	if u, _ := owner(plain); u != os.Geteuid() {
+		t.Errorf("%s: owned by %d without SUDO_UID, want %d", plain, u, os.Geteuid())
+	}
+}
