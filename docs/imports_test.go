@@ -87,6 +87,7 @@ func TestImportRules(t *testing.T) {
 		"internal/bpftest":    {"internal/trapcost"},
 		"internal/trapcost":   {},
 		"internal/durflag":    {},
+		"hostps":              {"ibv", "probe"},
 		"cmd/internal/cli":    {"analyzer", "probe", "reportpage", "session", "trace", "verbs/nicmodel", "internal/outfile", "internal/durflag"},
 	}
 	for pkg, ok := range allowed {

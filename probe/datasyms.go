@@ -60,6 +60,12 @@ type symbolHit struct {
 // debug files (debugfile.go). Reading those files takes a while: it is
 // done before the process is stopped (attachBySymbol then places them).
 func (t *Tracer) dataPathBySymbol(pid int) []symbolHit {
+	return dataPathBySymbol(pid, debugDirs(t.opts.DebugDirs))
+}
+
+// dataPathBySymbol is Tracer.dataPathBySymbol with the debug directories
+// given.
+func dataPathBySymbol(pid int, dirs []string) []symbolHit {
 	files := [][2]string{}
 	if p, err := readlinkExe(pid); err == nil {
 		files = append(files, [2]string{p, ProcDir(pid) + "/exe"})
@@ -76,7 +82,7 @@ func (t *Tracer) dataPathBySymbol(pid int) []symbolHit {
 	}
 	var hits []symbolHit
 	for _, f := range files {
-		sf, err := openSymbolFinder(f[1], filepath.Dir(f[0]), debugDirs(t.opts.DebugDirs))
+		sf, err := openSymbolFinder(f[1], filepath.Dir(f[0]), dirs)
 		if err != nil {
 			continue
 		}

@@ -37,13 +37,13 @@ func nldevType(cmd uint16) uint16 { return rdmaNLNldev<<10 | cmd }
 
 // RdmaQP is a QP the kernel lists.
 type RdmaQP struct {
-	Device string
-	Port   uint32 // 0 until the QP is bound to a port
-	QPNum  uint32
-	Type   uint8 // enum ibv_qp_type
-	State  uint8 // enum ibv_qp_state
-	PID    uint32
-	Kernel bool // made by a kernel consumer: no PID
+	Device string `json:"device"`
+	Port   uint32 `json:"port"` // 0 until the QP is bound to a port
+	QPNum  uint32 `json:"qp_num"`
+	Type   uint8  `json:"type"`  // enum ibv_qp_type
+	State  uint8  `json:"state"` // enum ibv_qp_state
+	PID    uint32 `json:"pid"`
+	Kernel bool   `json:"kernel,omitempty"` // made by a kernel consumer: no PID
 }
 
 // ErrNoRdmaNetlink is wrapped by RdmaQPs's error when the kernel has no

@@ -136,3 +136,21 @@ func adviceOf(ctx context.Context, path string, m advise.Model, snap *analyzer.S
 	adv.Rest = b.String()
 	return adv
 }
+
+// WriteText writes the recording's header line and its report as text
+// (report.Text), as report prints it.
+func (rc *Recording) WriteText(w io.Writer, t report.Text) error {
+	if _, err := fmt.Fprintln(w, rc.Info.TextHeader()); err != nil {
+		return err
+	}
+	return t.Write(w, rc.Snap)
+}
+
+// Document is the recording's report as one JSON object: what was read
+// of the file, and the snapshot.
+func (rc *Recording) Document() any {
+	return struct {
+		Recording session.RecordingInfo `json:"recording"`
+		analyzer.Snapshot
+	}{rc.Info, rc.Snap}
+}

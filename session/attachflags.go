@@ -30,8 +30,14 @@ func (f *AttachFlags) Register(fs *flag.FlagSet) {
 	durflag.Var(fs, &f.ScanTime, "scan-time", probe.DefaultScanTime, "-p, -a: spend at most `DURATION` (e.g. 10s or 10) looking for a running process's verbs contexts and QPs in its memory")
 	fs.Int64Var(&f.ScanTotalMiB, "scan-total-mib", probe.DefaultScanTotalBytes>>20, "-a: read at most this many MiB in all, over every running process's memory scan")
 	durflag.Var(fs, &f.ScanTotalTime, "scan-total-time", probe.DefaultScanTotalTime, "-a: spend at most `DURATION` in all on the running processes' memory scans")
+	DebugDirFlag(fs, &f.DebugDirs)
+}
+
+// DebugDirFlag adds --debug-dir to fs: the directories of separate debug
+// files, in dirs.
+func DebugDirFlag(fs *flag.FlagSet, dirs *[]string) {
 	fs.Func("debug-dir", "a directory of separate debug files (DIR/.build-id/xx/yyyy.debug, .gnu_debuglink targets); repeatable; default $SQSCOPE_DEBUG_DIR, else /usr/lib/debug", func(s string) error {
-		f.DebugDirs = append(f.DebugDirs, filepath.Clean(s))
+		*dirs = append(*dirs, filepath.Clean(s))
 		return nil
 	})
 }

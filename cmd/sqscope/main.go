@@ -41,6 +41,7 @@ func commands() []command {
 		{"diff", "compare two recordings, before and after a change: per QP and in total", runDiff},
 		{"advise", "replay a recording under other inline, signaling, batching and depth settings; print the best", runAdvise},
 		{"export", "convert a recording to a timeline: Perfetto protobuf or Chrome trace-event JSON", runExport},
+		{"ps", "list the processes that use verbs, their QPs as the kernel lists them, and how each would be traced", runPS},
 		{"completion", "print a shell completion script: completion bash|zsh|fish", func(_ context.Context, args []string, stdout, _ io.Writer) error {
 			var names []string
 			for _, c := range commands() {

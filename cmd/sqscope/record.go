@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -32,16 +31,9 @@ func runRecord(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := tf.Check(fs.Args()); err != nil {
 		return cli.UsageErr("record: %v", err)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	flight, err := ff.Config(tf.RecordTo, tf.Mode, set)
-	switch {
-	case err != nil:
+	if err := ff.Apply(&tf, tf.RecordTo, fs); err != nil {
 		return cli.UsageErr("record: %v", err)
-	case flight != nil && tf.Force:
-		return cli.UsageErr("record: --force: a flight recorder never replaces a file")
 	}
-	tf.Flight = flight
 	onStdout := ""
 	if tf.RecordTo == "-" {
 		onStdout = "the recording"

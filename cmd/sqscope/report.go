@@ -10,15 +10,14 @@ import (
 	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/report"
 	"github.com/sqscope/sqscope/reportpage"
-	"github.com/sqscope/sqscope/session"
 	"github.com/sqscope/sqscope/trace"
 	"github.com/sqscope/sqscope/verbs"
 )
 
 type reportFlags struct {
-	json   bool
-	page   cli.Page
-	bf     cli.BF
+	json    bool
+	page    cli.Page
+	bf      cli.BF
 	failOn  cli.FailOn
 	verbose bool
 }
@@ -66,15 +65,11 @@ func (f *reportFlags) write(ctx context.Context, cmd string, fs *flag.FlagSet, p
 	}
 	switch {
 	case f.json:
-		err = cli.WriteJSON(stdout, struct {
-			Recording session.RecordingInfo `json:"recording"`
-			analyzer.Snapshot
-		}{rc.Info, rc.Snap}, true)
+		err = cli.WriteJSON(stdout, rc.Document(), true)
 	case f.page.HTML:
 		err = rc.WritePage(ctx, out, out.Name, verbs.DefaultNICModel())
 	default:
-		fmt.Fprintln(stdout, rc.Info.TextHeader())
-		err = report.Text{Verbose: f.verbose}.Write(stdout, rc.Snap)
+		err = rc.WriteText(stdout, report.Text{Verbose: f.verbose})
 	}
 	if err != nil {
 		return fmt.Errorf("%s: writing the report: %w", cmd, err)

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"flag"
 	"io"
 
 	"github.com/sqscope/sqscope/cmd/internal/cli"
@@ -29,15 +28,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cmp.Or(tf.Check(fs.Args()), o.Check()); err != nil {
 		return cli.UsageErr("serve: %v", err)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if (flightDir != "") != ff.On() {
 		return cli.UsageErr("serve: --flight-dir DIR and --flight DURATION go together")
 	}
-	flight, err := ff.Config(flightDir, tf.Mode, set)
-	if err != nil {
+	if err := ff.Apply(&tf, flightDir, fs); err != nil {
 		return cli.UsageErr("serve: %v", err)
 	}
-	tf.Flight = flight
 	return serve.Run(ctx, o, func() (*session.Session, error) { return tf.Start(ctx, fs.Args(), stderr, nil, version) }, stderr)
 }

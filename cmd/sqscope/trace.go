@@ -18,14 +18,14 @@ import (
 func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var tf cli.Target
 	var page cli.TracePage
-	var interval float64
+	var interval time.Duration
 	var asJSON bool
 	var out string
 	fs := cli.CommandFlags("trace", "trace (-p PID | -c CMD | -a | --workload -- FLAGS | -- CMD ARGS...) [flags]",
 		"Trace every post and poll of a verbs application and print, per send queue,\nwhat it did, when the target exits or on Ctrl-C.",
 		cli.TraceExamples, stdout)
 	tf.Register(fs)
-	durflag.SecondsVar(fs, &interval, "i", 0, "also print the summary every `DURATION`, e.g. 1 or 500ms")
+	durflag.Var(fs, &interval, "i", 0, "also print the summary every `DURATION`, e.g. 1 or 500ms")
 	fs.BoolVar(&asJSON, "json", false, "print the summary as JSON: stdout holds only JSON (the target's output goes to stderr); with -i one object per line (NDJSON), its \"interval\" what the interval added")
 	fs.StringVar(&out, "o", "", "write the summary to FILE instead of stdout (- for stdout)")
 	page.Register(fs)
@@ -34,9 +34,6 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err := tf.Check(fs.Args()); err != nil {
 		return cli.UsageErr("trace: %v", err)
-	}
-	if interval < 0 {
-		return cli.UsageErr("trace: -i must be positive")
 	}
 	w, childOut, onStdout := stdout, io.Writer(nil), "the summary"
 	var f *outfile.File
@@ -84,7 +81,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	// however the trace ended, what was seen is printed (it says why)
-	err = s.RunEvery(ctx, time.Duration(interval*float64(time.Second)), func() { print() })
+	err = s.RunEvery(ctx, interval, func() { print() })
 	if perr := print(); err == nil {
 		err = perr
 	}

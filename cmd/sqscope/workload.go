@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/internal/durflag"
@@ -24,8 +23,6 @@ type workloadFlags struct {
 	json          bool
 	jsonOut       string
 	deterministic bool
-	duration      float64
-	faultAfter    float64
 }
 
 func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
@@ -56,7 +53,7 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	both("l", "post_list", func(n string) { cli.UintVar(fs, &c.PostList, n, c.PostList, "WRs per post call (one doorbell)") })
 	both("n", "iters", func(n string) { fs.Uint64Var(&c.Iters, n, c.Iters, "WRs per QP") })
 	both("D", "duration", func(n string) {
-		durflag.SecondsVar(fs, &f.duration, n, 0, "run for `DURATION` (e.g. 30 or 30s) instead of -n")
+		durflag.Var(fs, &c.Duration, n, 0, "run for `DURATION` (e.g. 30 or 30s) instead of -n")
 	})
 	for _, n := range []string{"q", "qp", "qps"} { // perftest's -q/--qp
 		fs.IntVar(&c.QPs, n, c.QPs, "QPs, one thread each unless --threads")
@@ -76,7 +73,7 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.BoolVar(&c.Receiver, "receiver", false, "on the simulator, give each RC QP a receiving peer whose receives its SENDs take (devices always have one)")
 	cli.UintVar(fs, &c.RNRRetry, "rnr-retry", c.RNRRetry, "the sender's rnr_retry with a receiver: RNR retries before IBV_WC_RNR_RETRY_EXC_ERR, 7 forever")
 	fs.StringVar(&f.fault, "fault", "", "reproduce a bug: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts, cq-overrun (with --cq-depth), rq-starve")
-	durflag.SecondsVar(fs, &f.faultAfter, "fault-after", 0, "start the fault `DURATION` (e.g. 60 or 1m) into the run")
+	durflag.Var(fs, &c.FaultAfter, "fault-after", 0, "start the fault `DURATION` (e.g. 60 or 1m) into the run")
 	fs.IntVar(&c.FaultQP, "fault-qp", -1, "apply the fault to this QP index only (-1: all)")
 	for _, n := range []string{"json", "out_json"} { // perftest's --out_json
 		fs.BoolVar(&f.json, n, false, "print one JSON object per QP")
@@ -121,12 +118,7 @@ func parseWorkload(args []string, help io.Writer) (*workloadFlags, error) {
 			return nil, cli.UsageErr("workload: %v", err)
 		}
 	}
-	c.FaultAfter = time.Duration(f.faultAfter * float64(time.Second))
-	if f.duration < 0 {
-		return nil, cli.UsageErr("workload: -D/--duration must be positive")
-	}
-	if f.duration > 0 {
-		c.Duration = time.Duration(f.duration * float64(time.Second))
+	if c.Duration > 0 {
 		if cli.FlagGiven(fs, "n", "iters") {
 			return nil, cli.UsageErr("workload: give -n/--iters or -D/--duration, not both")
 		}

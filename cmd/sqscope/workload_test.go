@@ -32,7 +32,8 @@ func TestWorkloadBadFlags(t *testing.T) {
 		{"more threads than QPs", "--qps 4 --threads 5", "--threads 5 out of range 1..4"},
 		{"srq with writes", "--srq --opcode write", "--srq needs RC and --opcode send"},
 		{"srq on UD", "--srq --connection UD", "--srq needs RC"},
-		{"negative fault-after", "--fault never-signal --fault-after -1", "--fault-after must be positive"},
+		{"negative fault-after", "--fault never-signal --fault-after -1", `invalid value "-1" for flag -fault-after: want a duration`},
+		{"negative duration", "-D -2s", `invalid value "-2s" for flag -D: want a duration`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,3 +92,12 @@ EXAMPLES
   sqscope workload -d rxe0 -x 1 --qps 16 --threads 2 --shared-cq --srq -Q 4 -n 400
         two threads on a device, each polling one send CQ and refilling one SRQ
 `
+
+// PSExamples are ps's.
+const PSExamples = `
+EXAMPLES
+  sudo sqscope ps
+        every process using verbs, its devices, its QPs as the kernel lists them, how sqscope would trace it
+  sudo sqscope ps --json | jq '.[] | {pid, comm, qps: [.qps[].qp_num]}'
+        the same as one JSON array
+`

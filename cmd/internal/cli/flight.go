@@ -47,6 +47,23 @@ func (ff *FlightFlags) Register(fs *flag.FlagSet) {
 	})
 }
 
+// Apply sets tf.Flight to the flight configuration for the directory dir
+// (nil without --flight) from the flags fs parsed; a flight recorder never
+// replaces a file, so --force is refused with it.
+func (ff *FlightFlags) Apply(tf *Target, dir string, fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	flight, err := ff.Config(dir, tf.Mode, set)
+	switch {
+	case err != nil:
+		return err
+	case flight != nil && tf.Force:
+		return errors.New("--force: a flight recorder never replaces a file")
+	}
+	tf.Flight = flight
+	return nil
+}
+
 // Config is the session's flight configuration for the directory dir and
 // the probe mode, nil when --flight is not given; set says which flags
 // were given.
