@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqscope/sqscope/ibv"
 )
 
 // rdmaQP is one QP of `rdma -j res show qp` (iproute2).
@@ -96,6 +98,7 @@ done
 sleep 0.5
 echo $c > client.pid
 rdma -j res show qp > rdma.json
+sqscope ps --json > ps.json || echo "sqscope ps exit $?"
 ( while kill -0 $c 2>/dev/null; do echo "$(cut -d' ' -f1 /proc/uptime) $(cut -d' ' -f3,14,15 /proc/$c/stat 2>/dev/null)"; sleep 0.5; done ) > states.txt 2>/dev/null &
 echo "$(cut -d' ' -f1 /proc/uptime) trace -p $c"
 sqscope trace -p $c --json -D %ds > report.json
@@ -221,6 +224,7 @@ func checkAttached(t *testing.T, r cmdResult, a perftestArgs) {
 	if len(want) == 0 {
 		t.Fatalf("rdma res show qp lists no QP of the client %d: %+v", pid, kernel)
 	}
+	checkPS(t, r, pid, want)
 	found := 0
 	var sender map[string]any
 	for _, q := range s.QPs {
@@ -331,4 +335,52 @@ func TestPerftestMsgRate(t *testing.T) {
 	if _, ok := perftestMsgRate("Couldn't connect to 127.0.0.1:18515\n"); ok {
 		t.Error("a rate read from an output without one")
 	}
+}
+
+// checkPS holds what `sqscope ps --json` listed of the client to what the
+// kernel lists (`rdma res show qp`): its QPs, each with its number, type,
+// state and device, the device open, librxe mapped, and its stripped data
+// path to be found by the memory scan.
+func checkPS(t *testing.T, r cmdResult, pid uint32, want map[uint32]rdmaQP) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.dir, "ps.json"))
+	if err != nil {
+		t.Fatalf("ps.json: %v", err)
+	}
+	var procs []struct {
+		PID       uint32   `json:"pid"`
+		Devices   []string `json:"devices"`
+		Providers []string `json:"providers"`
+		QPs       []struct {
+			Device string `json:"device"`
+			QPNum  uint32 `json:"qp_num"`
+			Type   uint8  `json:"type"`
+			State  uint8  `json:"state"`
+		} `json:"qps"`
+		DataPath map[string]string `json:"data_path"`
+	}
+	if err := json.Unmarshal(b, &procs); err != nil {
+		t.Fatalf("sqscope ps --json: %v\n%s", err, b)
+	}
+	for _, p := range procs {
+		if p.PID != pid {
+			continue
+		}
+		got := map[uint32]rdmaQP{}
+		for _, q := range p.QPs {
+			got[q.QPNum] = rdmaQP{IfName: q.Device, LQPN: q.QPNum, Type: ibv.QPTypeName(q.Type), State: ibv.QPStateName(int32(q.State)), PID: pid}
+		}
+		for n, k := range want {
+			g, ok := got[n]
+			if !ok || g.IfName != k.IfName || g.Type != k.Type || g.State != k.State {
+				t.Errorf("sqscope ps: QP %#x of the client is %+v, rdma res show qp lists %+v", n, g, k)
+			}
+		}
+		if len(got) != len(want) || !slices.Contains(p.Devices, "rxe0") || !slices.ContainsFunc(p.Providers, func(f string) bool { return strings.Contains(f, "librxe") }) ||
+			p.DataPath["post_send"] != "memory scan" {
+			t.Errorf("sqscope ps lists the client as %+v; the kernel lists %d QP(s)", p, len(want))
+		}
+		return
+	}
+	t.Errorf("sqscope ps does not list the client %d:\n%s", pid, b)
 }
