@@ -108,15 +108,21 @@ func readFlight(t testing.TB, path string) flightSpan {
 func TestFlightOverflow(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	for _, trigger := range []string{"enomem", "diagnosis=sq_overflow_unsignaled_run"} {
-		t.Run(trigger, func(t *testing.T) { flightOverflow(t, trigger) })
+		t.Run(trigger, func(t *testing.T) { flightOverflow(t, trigger, false) })
 	}
+	// the same of a command started with -c
+	t.Run("enomem, -c", func(t *testing.T) { flightOverflow(t, "enomem", true) })
 }
 
-func flightOverflow(t *testing.T, trigger string) {
+func flightOverflow(t *testing.T, trigger string, viaC bool) {
 	dir := filepath.Join(t.TempDir(), "flight")
-	cmd, stderr := startFlight(t, "--flight", "2s", "--trigger", trigger, "-o", dir, "--workload", "--",
-		"--qps", "4", "-s", "64", "-I", "64", "-Q", "16", "-t", "128", "--fault", "never-signal", "--fault-after", "3",
-		"--fault-qp", "2", "-D", "4.5", "--rate", "20000")
+	wl := []string{"--qps", "4", "-s", "64", "-I", "64", "-Q", "16", "-t", "128", "--fault", "never-signal", "--fault-after", "3",
+		"--fault-qp", "2", "-D", "4.5", "--rate", "20000"}
+	target := append([]string{"--workload", "--"}, wl...)
+	if viaC {
+		target = []string{"-c", sqscopeBin(t) + " workload " + strings.Join(wl, " ")}
+	}
+	cmd, stderr := startFlight(t, append([]string{"--flight", "2s", "--trigger", trigger, "-o", dir}, target...)...)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("record --flight: %v\n%s", err, stderr)
 	}
