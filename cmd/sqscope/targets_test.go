@@ -137,3 +137,71 @@ func TestWaitFollowsExec(t *testing.T) {
 	}
 	compareQPs(t, "the program the target execs", out.QPs, readTruth(t, truth))
 }
+
+// Ctrl-C or SIGTERM ends sqscope within a second whatever it is doing:
+// loading and verifying its programs, scanning the target's memory,
+// placing its probes, or tracing; the signal is sent at moments spread
+// over the attach, as measured here. It says nothing was traced (exit
+// 130) or prints what was (exit 0), and never leaves the target stopped.
+func TestInterruptAnyPhase(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	ready := filepath.Join(t.TempDir(), "ready")
+	wl := exec.Command(sqscopeBin(t), "workload", "-n", "100000000", "--rate", "1000", "--sim-deterministic", "--ready-file", ready)
+	if err := wl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wl.Process.Kill(); wl.Wait() })
+	waitFile(t, ready)
+	pid := fmt.Sprint(wl.Process.Pid)
+	// how long the attach takes here: the signals fall across it
+	start := time.Now()
+	if out, err := exec.Command(sqscopeBin(t), "trace", "-p", pid, "-D", "1ms").CombinedOutput(); err != nil {
+		t.Fatalf("trace -p %s -D 1ms: %v\n%s", pid, err, out)
+	}
+	attach := time.Since(start)
+	t.Logf("a trace of 1 ms took %v here", attach.Round(time.Millisecond))
+	phases := map[string]int{}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		for _, frac := range []float64{0, 0.05, 0.15, 0.3, 0.5, 0.8} {
+			tr := exec.Command(sqscopeBin(t), "trace", "-p", pid, "-D", "60s")
+			var out bytes.Buffer
+			tr.Stdout, tr.Stderr = &out, &out
+			if err := tr.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(frac * float64(attach)))
+			tr.Process.Signal(sig)
+			sent := time.Now()
+			done := make(chan error, 1)
+			go func() { done <- tr.Wait() }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(bpftest.Timeout(t, time.Second)):
+				tr.Process.Kill()
+				<-done
+				t.Fatalf("%v at %.0f%% of the attach: sqscope still ran %v after it:\n%s", sig, 100*frac, time.Since(sent), out.String())
+			}
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			switch {
+			case code == 130 && strings.Contains(out.String(), "nothing was traced"):
+				phases["attaching: nothing traced"]++
+			case code == 0 && strings.Contains(out.String(), "trace ended:"):
+				phases["tracing: the summary printed"]++
+			case code == -1 && err != nil && frac == 0:
+				// killed by the signal before Go's handler was in place: the
+				// process's first instants, nothing placed yet
+				phases["before the handler"]++
+			default:
+				t.Fatalf("%v at %.0f%% of the attach: exit %d (%v):\n%s", sig, 100*frac, code, err, out.String())
+			}
+			if st := procState(fmt.Sprintf("/proc/%d/stat", wl.Process.Pid)); st == 'T' {
+				t.Fatalf("%v at %.0f%% of the attach: the target is left stopped", sig, 100*frac)
+			}
+		}
+	}
+	t.Logf("where the signals fell: %v", phases)
+}
