@@ -15,7 +15,9 @@ import (
 // diagnoses with rxe's cause.
 func flightRxe(name, args string) guestCmd {
 	wl := "-d rxe0 -x 1 " + args + " --json-out " + truthFile
-	sh := "sqscope record --flight 10s --after 1s --trigger enomem --max-files 2 -o flight --workload -- " + wl +
+	// the after window outlasts the workload, however slow the guest: one
+	// file holds the overflow to the end
+	sh := "sqscope record --flight 10s --after 60s --trigger enomem --max-files 2 -o flight --workload -- " + wl +
 		" && set -- flight/sqscope-flight-*.sqscope && echo \"files: $#\" >&2 && sqscope report --json \"$1\" && sqscope report \"$1\" > report.txt"
 	return guestCmd{
 		name:    name,

@@ -389,6 +389,9 @@ func (s *sampler) window(from, to uint64, opened uint32, pids []uint32, note str
 	period := ((s.costSum+cost)/(o.Budget/100) - s.ownSum) / s.ownCPUNS
 	next := period - float64(o.SampleFor)
 	w.NextNS = uint64(min(float64(MaxSamplePeriod), max(float64(o.SampleEvery), next)))
+	// no sooner than the budget saves for the next window's least cost
+	// (short, asked again when it is due)
+	w.NextNS = max(w.NextNS, uint64(s.short(o)))
 	return w
 }
 

@@ -113,10 +113,12 @@ func TestSentinelBudget(t *testing.T) {
 	if m.Cost.Share > 1.25*budget {
 		t.Errorf("the windows cost %.2f%% of the target's CPU: want the budget's %g%% kept", m.Cost.Share, budget)
 	}
-	// every 0.3 s without the budget
-	if float64(m.Windows) > secs/0.5 || m.Next < 0.5 {
-		t.Errorf("%d windows in %.0f s, the next in %.1f s (their cost %.2f%% of the target's CPU): want the budget to space them out",
-			m.Windows, secs, m.Next, m.Cost.Share)
+	// every 0.3 s without the budget (the wait before the next is as
+	// long as the budget needs to save for it: short when the last
+	// window's removal cost less than it reserved)
+	if float64(m.Windows) > secs/0.5 {
+		t.Errorf("%d windows in %.0f s (their cost %.2f%% of the target's CPU): want the budget to space them out",
+			m.Windows, secs, m.Cost.Share)
 	}
 }
 
