@@ -144,8 +144,6 @@ func (tf *Target) Check(rest []string) error {
 		return fmt.Errorf("--ring-mib %d: want a power of two up to 1024", tf.RingMiB)
 	case tf.FailOn.Check() != nil:
 		return tf.FailOn.Check()
-	case tf.Duration < 0:
-		return errors.New("-D/--duration must be positive")
 	case tf.Timeout <= 0:
 		return errors.New("--verbs-timeout must be positive")
 	}
