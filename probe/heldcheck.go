@@ -197,6 +197,7 @@ func pendingMask(status, key string) uint64 {
 // exitSig: its exit record was read while it was held.
 type stopHold struct {
 	since   time.Time
+	grouped time.Time // when all its threads were seen stopped
 	tid     int
 	stopNS  uint64
 	late    bool

@@ -185,8 +185,10 @@ func (t *Tracer) deliverAttachments(fn func(trace.Event)) {
 	}
 }
 
-// resume continues stopped processes once their records are drained (or
-// after stopGrace, so a busy other process cannot keep one stopped). Each
+// resume continues stopped processes once all their threads have stopped
+// (or after groupStopMax) and the records written until then are drained
+// (or after stopGrace, so a busy other process cannot keep one stopped);
+// force says the ring was idle, and a detach continues them at once. Each
 // is in t.stopped only once the record that stopped it was handled, and
 // handling it placed the probes it revealed (or recorded why not). A
 // process someone else continued meanwhile ran without those probes: that
@@ -198,19 +200,42 @@ func (t *Tracer) resume(force bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer func() { t.haveStopped.Store(len(t.stopped) > 0) }()
+	stopping := t.stopping.Load()
 	for pid, h := range t.stopped {
-		if !force && time.Since(h.since) < stopGrace {
-			waitGroupStopped(pid, 20*time.Millisecond)
-			if t.rd.AvailableBytes() > 0 {
-				continue // read what the other threads wrote first
+		if !stopping && h.grouped.IsZero() {
+			// A thread not yet stopped may be inside a probe, its record
+			// taken but not yet in the ring: an idle ring says nothing
+			// until every thread has stopped (on a busy host that can
+			// take longer than stopGrace), so wait for that, up to
+			// groupStopMax for a thread that never stops.
+			wait := time.Duration(0) // one look between records
+			if force {
+				wait = 20 * time.Millisecond // the ring is idle
 			}
+			if !waitGroupStopped(pid, wait) {
+				if time.Since(h.since) < groupStopMax {
+					continue
+				}
+			} else {
+				h.grouped = time.Now()
+				t.stopped[pid] = h
+				if t.rd.AvailableBytes() > 0 {
+					continue // read what its threads wrote first
+				}
+			}
+		}
+		if !force && !h.grouped.IsZero() && time.Since(h.grouped) < stopGrace && t.rd.AvailableBytes() > 0 {
+			continue // read what the other threads wrote first
 		}
 		if t.holdsPrivate == nil {
 			settle(pid, h.tid, h.since.Add(stopGrace))
 		}
 		t.checkHold(pid, h)
-		t.releaseHold(pid) // continues it unless another tracer still holds it
+		// the time is taken before the SIGCONT: its threads run at once
+		// (on another CPU), and a record one of them makes before a
+		// clock read after it would look written while it was stopped
 		t.lastCont[pid] = trace.MonotonicNS()
+		t.releaseHold(pid) // continues it unless another tracer still holds it
 		t.objs.StoppedPids.Delete(uint32(pid))
 		delete(t.stopped, pid)
 	}
@@ -233,7 +258,7 @@ func (t *Tracer) continueStopped() {
 
 // markStopped notes that pid was stopped, by its thread tid, for the
 // record just handled, made at ts. A record made before this tracer last
-// continued pid (another thread's, read after stopGrace had run out) came
+// continued pid (another thread's, read after the bounds of resume ran out) came
 // too late: pid ran without the probes it revealed, and that is said.
 func (t *Tracer) markStopped(pid, tid int, ts uint64) {
 	t.mu.Lock()
@@ -241,8 +266,8 @@ func (t *Tracer) markStopped(pid, tid int, ts uint64) {
 	t.stops++
 	late := ts < t.lastCont[pid]
 	if late {
-		t.warnings = append(t.warnings, fmt.Sprintf("process %d was continued (after the %v bound on a stop) while a record that stopped it was still unread: it may have called the functions that record revealed before their probes were placed",
-			pid, stopGrace))
+		t.warnings = append(t.warnings, fmt.Sprintf("process %d was continued (after the bounds on a stop: %v for its threads to stop, %v more to read their records) while a record that stopped it was still unread: it may have called the functions that record revealed before their probes were placed",
+			pid, groupStopMax, stopGrace))
 	}
 	if _, ok := t.stopped[pid]; !ok {
 		t.stopped[pid] = stopHold{since: time.Now(), tid: tid, stopNS: ts, late: late}

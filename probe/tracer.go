@@ -167,6 +167,10 @@ const (
 	// stopGrace bounds how long a stopped process waits for records of
 	// other processes to be drained before it is continued.
 	stopGrace = 50 * time.Millisecond
+	// groupStopMax bounds the wait for every thread of a stopped process
+	// to stop (one that does not, in an uninterruptible sleep or stopped
+	// by a debugger, must not keep the others stopped).
+	groupStopMax = time.Second
 	// pollInterval is how often the reader looks for data records, which
 	// do not wake it up (at most this much latency; a quarter-full ring
 	// wakes it at once).
