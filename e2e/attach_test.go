@@ -98,14 +98,21 @@ done
 sleep 0.5
 echo $c > client.pid
 rdma -j res show qp > rdma.json
-sqscope ps --json > ps.json || echo "sqscope ps exit $?"
+# ps beside the trace, not before it: in a loaded guest a ps alone took
+# long enough for the client to end before the trace began
+( sqscope ps --json > ps.json || echo "sqscope ps exit $?"; echo "$(cut -d' ' -f1 /proc/uptime)" > ps.done ) &
+p=$!
 ( while kill -0 $c 2>/dev/null; do echo "$(cut -d' ' -f1 /proc/uptime) $(cut -d' ' -f3,14,15 /proc/$c/stat 2>/dev/null)"; sleep 0.5; done ) > states.txt 2>/dev/null &
-echo "$(cut -d' ' -f1 /proc/uptime) trace -p $c"
+tt=$(cut -d' ' -f1 /proc/uptime)
+echo "$tt trace -p $c"
 sqscope trace -p $c --json -D %ds > report.json
 r=$?
 echo "$(cut -d' ' -f1 /proc/uptime) trace exit $r"
+wait $p
+pt=$(cat ps.done)
 wait $c
 cv=$?
+ce=$(cut -d' ' -f1 /proc/uptime)
 wait $s
 sv=$?
 echo "--- client, exit $cv"
@@ -113,6 +120,7 @@ cat client.log
 echo "--- server, exit $sv"
 cat server.log
 echo "trace exit $r, client exit $cv, server exit $sv"
+echo "uptime: ps done $pt, trace -p $tt, client reaped $ce, client last seen running $(tail -n 1 states.txt | cut -d' ' -f1)"
 [ $r -eq 0 ] && [ $cv -eq 0 ] && [ $sv -eq 0 ]`, tool, perftestBase+args, traceSecs)
 	return guestCmd{
 		name:    name,
