@@ -168,6 +168,9 @@ type QP struct {
 	HistoryStartNS uint64      `json:"-"`
 	recvUntraced   bool        // receives not traced: post_recvs left out of JSON
 	Recv           *RecvQueue  `json:"recv,omitempty"` // its receive queue (recv.go); nil when not traced
+	// Memory: its send queue's counters read from its process's memory
+	// by the sentinel (memsample.go); nil when not read.
+	Memory *MemorySQ `json:"memory,omitempty"`
 }
 
 // Rates are averages over the time the QP (or, in the total, the trace) was
@@ -462,6 +465,8 @@ func (a *Analyzer) ingest(ev trace.Event) {
 		a.onPostFail(e) // sentinel.go
 	case *trace.Window:
 		a.onWindow(e) // sample.go
+	case *trace.SQSample:
+		a.onSQSample(e) // memsample.go
 	}
 }
 

@@ -71,6 +71,11 @@ func (a *Analyzer) windowAttach(e *trace.Attach) {
 				s.FirstEscalationNS = e.TimeNS
 			}
 		}
+		for _, q := range a.all {
+			if q.key.pid == e.PID {
+				q.memOut = false // the window's model, from here
+			}
+		}
 		w := &escWindow{from: e.TimeNS, sample: e.How == trace.HowSample}
 		if w.sample {
 			w.base = map[*sq][3]uint64{}
@@ -91,7 +96,7 @@ func (a *Analyzer) windowAttach(e *trace.Attach) {
 				continue
 			}
 			if !q.destroyed && !q.lowerBound() {
-				q.sampledOut, q.sampledNS = q.outstanding(), e.TimeNS
+				q.sampledOut, q.sampledNS, q.memOut = q.outstanding(), e.TimeNS, false
 			}
 			if w.sample {
 				b := w.base[q] // a QP first seen in the window: from 0
@@ -187,9 +192,13 @@ func (a *Analyzer) tracedNS(pid uint32, ns uint64) uint64 {
 	return t
 }
 
-// sampledOutstanding is the occupancy a window measured last, when the
-// model's own is a lower bound below it: ns is when (0: the model's).
+// sampledOutstanding is the occupancy read from memory last, outside a
+// window, or the one a window measured last, when the model's own is a
+// lower bound below it: ns is when (0: the model's).
 func (q *sq) sampledOutstanding() (n, ns uint64) {
+	if q.memOut && !q.destroyed {
+		return q.sampledOut, q.sampledNS // read from memory: exact then
+	}
 	if q.sampledNS == 0 || !q.lowerBound() || q.sampledOut < q.outstanding() {
 		return q.outstanding(), 0
 	}

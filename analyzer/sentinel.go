@@ -157,7 +157,7 @@ func (a *Analyzer) onPostFail(e *trace.PostFail) {
 		// the queue held what it can when the call returned: the WRs
 		// before the refused one went in
 		d := q.depth()
-		q.sampledOut, q.sampledNS = d, e.TimeNS
+		q.sampledOut, q.sampledNS, q.memOut = d, e.TimeNS, false
 		q.c.PeakOutstanding = max(q.c.PeakOutstanding, d)
 	}
 	if cause == causeSQFull {

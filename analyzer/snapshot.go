@@ -116,6 +116,7 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.WRIDsRepeat, p.CompletionsNotTraced = q.syncGuessed, a.completionsNotTraced()
 		p.PreAttachCQEs, p.RetiredUnseen = q.preCQEs, q.retiredUnseen
 		p.Recv = a.recvSnapshot(q)
+		p.Memory = q.memory()
 		addCounters(&s.Total.Counters, c)
 		if p.KernelSQ {
 			s.Total.kernelSQ = true

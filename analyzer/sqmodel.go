@@ -88,6 +88,8 @@ type sq struct {
 	// sampledOut: the occupancy measured when the last sentinel window
 	// closed (at sampledNS; 0: none), exported between windows
 	sampledOut, sampledNS uint64
+	mem                   *memSQ // its counters read from memory (memsample.go)
+	memOut                bool   // sampledOut is the last read of them: exact at sampledNS
 	// prov is the provider whose rules apply (provider.go); provLib the
 	// file of its post_send, and provFromCreate whether its create named it
 	prov           *Provider // nil: unknown, the generic model

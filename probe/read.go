@@ -67,6 +67,18 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 		t.rd.Flush()
 	})
 	defer stop()
+	if t.opts.Mode == ModeSentinel {
+		t.mem = newMemSampler()
+		inner := fn
+		fn = func(ev trace.Event) { t.mem.note(ev); inner(ev) }
+		mctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			t.runMemSampler(mctx)
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	if t.opts.Mode == ModeSentinel && t.opts.SampleEvery > 0 {
 		sctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -127,6 +139,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 			}
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			t.resume(true)
+			t.deliverAttachments(fn) // the counters read (memsample.go)
 			if time.Now().Before(next) {
 				continue
 			}

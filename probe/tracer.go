@@ -241,6 +241,7 @@ type Tracer struct {
 	scanErr   error
 	pre       []trace.Event
 	after     []trace.Event   // delivered after the attachments (a sample window's end)
+	mem       *memSampler     // the sentinel's reads of the QPs' counters (memsample.go)
 	exeHooked map[fileID]bool // executables searched for the simulated HCA
 	members   map[uint32]bool // processes followed from the target (Follow)
 	procs     []trace.Proc    // processes to announce; guarded by mu

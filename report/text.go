@@ -97,6 +97,9 @@ func writeQP(w io.Writer, q *analyzer.QP) {
 		capText("max_inline_data", q.MaxInline, q.CapsKnown), capText("max_send_sge", q.MaxSendSGE, q.CapsKnown),
 		map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 	switch {
+	case sendIdle(q) && q.Memory != nil:
+		fmt.Fprintln(w, "  sends: no call traced")
+		writeMemory(w, q)
 	case sendIdle(q):
 		fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")
 	case q.CountersOnly:
@@ -212,6 +215,9 @@ func writeEventsQP(w io.Writer, q *analyzer.QP) {
 	} else if q.OutstandingUpperBound {
 		fmt.Fprintf(w, "  CQEs polled >= %d, outstanding now <= %d, peak <= %d (upper bounds: WRs whose completions were past the poll record bound are counted until a later completion of the QP retires them)\n",
 			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
+	} else if q.OutstandingSampledNS != 0 && q.Memory != nil && q.Memory.AtNS == q.OutstandingSampledNS {
+		fmt.Fprintf(w, "  CQEs polled %d, outstanding %d at the last read of its counters, peak seen in windows %d\n",
+			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
 	} else if q.OutstandingSampledNS != 0 {
 		fmt.Fprintf(w, "  CQEs polled %d, outstanding %d when the last sample window closed (not traced since), peak seen in windows %d\n",
 			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
@@ -233,6 +239,7 @@ func writeEventsQP(w io.Writer, q *analyzer.QP) {
 		fmt.Fprintf(w, "  occupancy exact from %s: a completion of a WR posted after the attach retired every WR posted before it (%d completions of those seen); figures before then are lower bounds\n",
 			analyzer.RelTime(q.ExactSinceS), q.PreAttachCQEs)
 	}
+	writeMemory(w, q)
 	if !q.CompletionsNotTraced {
 		writeOccupancy(w, q)
 	}
@@ -376,4 +383,25 @@ func writeCuts(w io.Writer, c analyzer.Cuts) {
 	if s := Cuts(c); s != "" {
 		fmt.Fprintf(w, "  %s\n", s)
 	}
+}
+
+// writeMemory writes what the reads of a QP's counters in its process's
+// memory gave (the sentinel's); nothing without any.
+func writeMemory(w io.Writer, q *analyzer.QP) {
+	m := q.Memory
+	if m == nil {
+		return
+	}
+	fmt.Fprintf(w, "  read from its memory (no trap; %d reads): by the last, %d WRs posted", m.Samples, m.Posted)
+	if m.FromCreate {
+		fmt.Fprint(w, " since its create")
+	}
+	fmt.Fprintf(w, ", outstanding %d at the last read, highest read %d", m.Outstanding, m.Peak)
+	if m.WRPerS > 0 {
+		fmt.Fprintf(w, "; %.0f WR/s over %.1f s, every WR traced or not", m.WRPerS, m.SpanS)
+	}
+	if m.Dropped > 0 {
+		fmt.Fprintf(w, "; %d reads over the depth left out (the queue moved between the two words)", m.Dropped)
+	}
+	fmt.Fprintln(w)
 }

@@ -250,6 +250,8 @@ func (d *decoder) newEvent(kind Kind) Event {
 		return new(PostFail)
 	case KindWindow:
 		return new(Window)
+	case KindSQSample:
+		return new(SQSample)
 	}
 	return nil
 }

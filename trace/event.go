@@ -46,6 +46,7 @@ const (
 	KindScan       Kind = 19
 	KindPostFail   Kind = 20
 	KindWindow     Kind = 21
+	KindSQSample   Kind = 22
 )
 
 var kindNames = map[Kind]string{
@@ -55,7 +56,7 @@ var kindNames = map[Kind]string{
 	KindAttach: "attach", KindQPCounters: "qp_counters", KindCQCounters: "cq_counters",
 	KindCQCreate: "cq_create", KindSRQCreate: "srq_create", KindSRQDestroy: "srq_destroy", KindEnd: "end",
 	KindCQChange: "cq_change", KindProc: "proc", KindScan: "scan",
-	KindPostFail: "post_fail", KindWindow: "window",
+	KindPostFail: "post_fail", KindWindow: "window", KindSQSample: "sq_sample",
 }
 
 func (k Kind) String() string {

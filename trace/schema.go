@@ -224,6 +224,12 @@ func (c *recordCodec) fields(ev Event) {
 		c.u32(&e.BudgetPPM)
 		c.u64(&e.NextNS)
 		c.bool(&e.Tail)
+	case *SQSample:
+		c.u64(&e.QP)
+		c.u32(&e.QPNum)
+		c.u64(&e.Posted)
+		c.u64(&e.Retired)
+		c.u8(&e.Width)
 	}
 	c.end()
 }

@@ -133,6 +133,22 @@ struct ibv_srq *sqsim_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *at
 int sqsim_destroy_srq(struct ibv_srq *srq);
 int sqsim_srq_posted(struct ibv_srq *srq, uint64_t *posted, uint64_t *outstanding);
 
+/* Where a QP (the struct ibv_qp a create returns) keeps its send
+ * queue's counters, for a tracer that reads them from this process's
+ * memory without stopping it: the WRs posted, and those retired by
+ * polled completions, each `width` bytes, little-endian; posted -
+ * retired is what the SQ-full check of ibv_post_send compares with the
+ * depth. sqsim_sq_layout is the layout of this build. */
+#define SQSIM_SQ_LAYOUT_MAGIC 0x5153534cu /* "LSSQ" */
+struct sqsim_sq_layout {
+	uint32_t magic;
+	uint32_t size;    /* sizeof(struct sqsim_sq_layout) */
+	uint32_t posted;  /* offsets from the struct ibv_qp */
+	uint32_t retired;
+	uint32_t width;
+};
+extern const struct sqsim_sq_layout sqsim_sq_layout;
+
 int sqsim_qp_counters(struct ibv_qp *qp, struct sqsim_counters *out);
 int sqsim_cq_counters(struct ibv_cq *cq, struct sqsim_cq_counters *out);
 

@@ -8,6 +8,16 @@
 
 #include "sim_internal.h"
 
+#include <stddef.h>
+
+__attribute__((used)) const struct sqsim_sq_layout sqsim_sq_layout = {
+	.magic = SQSIM_SQ_LAYOUT_MAGIC,
+	.size = sizeof(struct sqsim_sq_layout),
+	.posted = offsetof(struct sim_qp, head),
+	.retired = offsetof(struct sim_qp, tail),
+	.width = sizeof(((struct sim_qp *)0)->head),
+};
+
 static uint32_t next_qpn = 0x1c0;
 static pthread_mutex_t qpn_lock = PTHREAD_MUTEX_INITIALIZER;
 

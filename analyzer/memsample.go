@@ -1,0 +1,85 @@
+package analyzer
+
+import "github.com/sqscope/sqscope/trace"
+
+// MemorySQ is what the sentinel read of a QP's send-queue counters in its
+// process's memory (trace.SQSample), without a trap: the occupancy the
+// provider's SQ-full check sees and the WRs posted, traced or not.
+type MemorySQ struct {
+	Samples uint64 `json:"samples"`
+	// Outstanding is posted - retired at the last sample (AtNS); Peak the
+	// highest of the samples, a lower bound of the queue's peak between
+	// them.
+	Outstanding uint64 `json:"outstanding"`
+	AtNS        uint64 `json:"at_ns"`
+	Peak        uint64 `json:"peak_sampled"`
+	// Posted is the QP's count of WRs posted at the last sample: all of
+	// them since its create when the trace saw the create (FromCreate).
+	Posted     uint64 `json:"posted"`
+	FromCreate bool   `json:"posted_since_create"`
+	// WRs were posted between the first sample and the last, SpanS apart:
+	// WRPerS, every WR, whether a probe saw it or not (absent with one
+	// sample).
+	WRs    uint64  `json:"wrs_between_samples"`
+	SpanS  float64 `json:"span_s"`
+	WRPerS float64 `json:"wrs_per_s,omitempty"`
+	// Dropped: samples whose difference was over the depth (the two
+	// words read while the queue moved a whole depth), left out.
+	Dropped uint64 `json:"dropped,omitempty"`
+}
+
+// memSQ is what the samples of a QP gave so far.
+type memSQ struct {
+	MemorySQ
+	firstNS, firstPosted uint64
+	raw                  uint64 // the last Posted as read, to unwrap the next
+}
+
+// onSQSample takes a read of a QP's counters.
+func (a *Analyzer) onSQSample(e *trace.SQSample) {
+	q := a.lookupQP(qpKey{e.PID, e.QPNum})
+	if q == nil || q.destroyed {
+		return
+	}
+	mask := ^uint64(0)
+	if e.Width < 8 {
+		mask = 1<<(8*uint(e.Width)) - 1
+	}
+	out := (e.Posted - e.Retired) & mask
+	m := q.mem
+	if m == nil {
+		m = &memSQ{firstNS: e.TimeNS, raw: e.Posted}
+		m.Posted = e.Posted & mask
+		m.firstPosted = m.Posted
+		m.FromCreate = q.found == FoundCreate
+		q.mem = m
+	}
+	if q.capsKnown && out > uint64(q.caps.MaxSendWR) {
+		m.Dropped++
+		return
+	}
+	m.Posted += (e.Posted - m.raw) & mask
+	m.raw = e.Posted
+	m.Samples++
+	m.Outstanding, m.AtNS = out, e.TimeNS
+	m.Peak = max(m.Peak, out)
+	m.WRs = m.Posted - m.firstPosted
+	if e.TimeNS > m.firstNS {
+		m.SpanS = float64(e.TimeNS-m.firstNS) / 1e9
+		m.WRPerS = float64(m.WRs) / m.SpanS
+	}
+	// between windows, the occupancy exported is the last read (in one,
+	// the model's, traced as it goes)
+	if w := a.sentinel.windows[e.PID]; w == nil || w.until != 0 {
+		q.sampledOut, q.sampledNS, q.memOut = out, e.TimeNS, true
+	}
+}
+
+// memory is what the samples of q gave, nil without any.
+func (q *sq) memory() *MemorySQ {
+	if q.mem == nil || q.mem.Samples == 0 {
+		return nil
+	}
+	m := q.mem.MemorySQ
+	return &m
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"math"
+	"testing"
+
+	"github.com/sqscope/sqscope/internal/bpftest"
+	"github.com/sqscope/sqscope/probe"
+)
+
+// The sentinel reads each QP's send-queue counters from the target's
+// memory, without a trap: on a healthy paced workload with no window,
+// every WR posted is counted (none was traced), its rate is the
+// workload's within 5%, and the occupancy read stays within the depth;
+// on a never-signal overflow the reads show the queue full at its depth.
+func TestSentinelReadsCounters(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	mem := func(t *testing.T, flags string) (map[string]any, map[string]any, map[string]any) {
+		t.Helper()
+		out, truth := traceSentinelWith(t, "--sample-every 0 --budget 0", flags)
+		if len(out.QPs) != 1 || len(truth) != 1 {
+			t.Fatalf("%d QPs traced, %d in the truth: want one", len(out.QPs), len(truth))
+		}
+		q := out.QPs[0]
+		m, ok := q["memory"].(map[string]any)
+		if !ok {
+			t.Fatalf("QP %v: no memory reads", q)
+		}
+		return q, m, truth[0]
+	}
+	t.Run("healthy", func(t *testing.T) {
+		q, m, w := mem(t, "-n 150000 --rate 50000 -Q 32 -t 128")
+		app := w["app"].(map[string]any)
+		truthWRs, secs := w["wrs"].(float64), app["seconds"].(float64)
+		want := truthWRs / secs
+		got := m["wrs_per_s"].(float64)
+		t.Logf("read %v times: %v WRs posted by the last read of %v, %.0f WR/s over %v s, the workload's %.0f WR/s over %.2f s",
+			m["samples"], m["posted"], truthWRs, got, m["span_s"], want, secs)
+		if q["wrs"].(float64) != 0 {
+			t.Errorf("%v WRs traced: the sentinel without windows traces no post", q["wrs"])
+		}
+		if m["samples"].(float64) < 5 || m["posted_since_create"] != true {
+			t.Errorf("memory %v: want reads every 0.1 s of a 3 s run, counted from the create", m)
+		}
+		if p := m["posted"].(float64); p > truthWRs || p < m["wrs_between_samples"].(float64) || p < truthWRs/2 {
+			t.Errorf("%v WRs posted by the last read of %v posted in all", p, truthWRs)
+		}
+		if math.Abs(got-want) > 0.05*want {
+			t.Errorf("%.0f WR/s read from memory, the workload's %.0f: want within 5%%", got, want)
+		}
+		depth := q["max_send_wr"].(float64)
+		if o, pk := m["outstanding"].(float64), m["peak_sampled"].(float64); o > depth || pk > depth || pk > w["peak_outstanding"].(float64) {
+			t.Errorf("outstanding %v, highest read %v: want within max_send_wr %v and the true peak %v", o, pk, depth, w["peak_outstanding"])
+		}
+		if _, ok := m["dropped"]; ok {
+			t.Errorf("memory %v: a read dropped on a paced workload", m)
+		}
+	})
+	t.Run("never-signal", func(t *testing.T) {
+		q, m, _ := mem(t, "--fault never-signal --fault-after 0.5 -D 1.5 --rate 20000 -t 128")
+		depth := q["max_send_wr"].(float64)
+		if m["peak_sampled"].(float64) != depth || m["outstanding"].(float64) != depth || q["outstanding"].(float64) != depth {
+			t.Errorf("QP %v, memory %v: want the queue read full at its depth %v after the overflow", q, m, depth)
+		}
+	})
+}

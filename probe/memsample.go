@@ -1,0 +1,242 @@
+package probe
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sqscope/sqscope/trace"
+)
+
+// The sentinel mode reads each QP's send-queue counters from its
+// process's memory, where the provider keeps them and says where
+// (sqLayoutSymbol): the target takes no trap and is not stopped
+// (process_vm_readv copies the words while it runs). What it gives
+// between windows is the occupancy the provider's SQ-full check sees, and
+// every WR posted, traced or not (trace.SQSample).
+
+const (
+	// MemSampleEvery is how often the sentinel reads the counters.
+	MemSampleEvery = 100 * time.Millisecond
+	// memSampleMax bounds the QPs read per round; past it they are read
+	// in turn, each less often (the samples' times say how often).
+	memSampleMax = 512
+	// sqLayoutSymbol names the provider's struct sqsim_sq_layout (see
+	// verbs/sim.h): where a QP keeps its posted and retired counts.
+	sqLayoutSymbol = "sqsim_sq_layout"
+	sqLayoutMagic  = 0x5153534c
+)
+
+// sqLayout is where a provider's QP keeps its send queue's counters.
+type sqLayout struct {
+	posted, retired uint32 // offsets from the struct ibv_qp
+	width           uint8  // bytes of each
+}
+
+// readSQLayout reads the layout a provider's file states in its
+// sqLayoutSymbol; an error says why there is none.
+func readSQLayout(path string) (sqLayout, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return sqLayout{}, err
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		syms = nil
+	}
+	dyn, _ := f.DynamicSymbols()
+	for _, s := range append(syms, dyn...) {
+		if s.Name != sqLayoutSymbol || int(s.Section) >= len(f.Sections) || s.Section == elf.SHN_UNDEF {
+			continue
+		}
+		sec := f.Sections[s.Section]
+		if s.Value < sec.Addr || s.Size < 20 {
+			break
+		}
+		b := make([]byte, 20)
+		if _, err := sec.ReadAt(b, int64(s.Value-sec.Addr)); err != nil {
+			return sqLayout{}, fmt.Errorf("reading %s: %v", sqLayoutSymbol, err)
+		}
+		le := binary.LittleEndian
+		l := sqLayout{posted: le.Uint32(b[8:]), retired: le.Uint32(b[12:]), width: uint8(le.Uint32(b[16:]))}
+		if le.Uint32(b) != sqLayoutMagic || le.Uint32(b[4:]) < 20 || (l.width != 4 && l.width != 8) {
+			return sqLayout{}, fmt.Errorf("%s holds no layout this sqscope reads", sqLayoutSymbol)
+		}
+		return l, nil
+	}
+	return sqLayout{}, errors.New("the provider states no layout of its send queue")
+}
+
+// memQP is a QP whose counters are read.
+type memQP struct {
+	num           uint32
+	lib           string
+	posted, retir uint64 // last read, to send only what changed
+	read          bool
+}
+
+// memSampler reads the counters of the QPs the trace saw created or
+// found.
+type memSampler struct {
+	mu      sync.Mutex
+	qps     map[pidAddr]*memQP
+	layouts map[string]*layoutResult
+	next    int // where the next round starts, past memSampleMax
+}
+
+type layoutResult struct {
+	l   sqLayout
+	err error
+}
+
+func newMemSampler() *memSampler {
+	return &memSampler{qps: map[pidAddr]*memQP{}, layouts: map[string]*layoutResult{}}
+}
+
+// note follows the QPs' lives from the events the tracer delivers.
+func (m *memSampler) note(ev trace.Event) {
+	switch e := ev.(type) {
+	case *trace.QPCreate:
+		if e.Lib != "" && e.QP != 0 {
+			m.mu.Lock()
+			m.qps[pidAddr{e.PID, e.QP}] = &memQP{num: e.QPNum, lib: e.Lib}
+			m.mu.Unlock()
+		}
+	case *trace.QPDestroy:
+		if e.Ret == 0 {
+			m.mu.Lock()
+			delete(m.qps, pidAddr{e.PID, e.QP})
+			m.mu.Unlock()
+		}
+	case *trace.Exit:
+		m.forget(e.PID)
+	}
+}
+
+func (m *memSampler) forget(pid uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.qps {
+		if k.pid == pid {
+			delete(m.qps, k)
+		}
+	}
+}
+
+// layout is the layout of lib as process pid maps it, read once per file.
+func (m *memSampler) layout(pid uint32, lib string) *layoutResult {
+	if r := m.layouts[lib]; r != nil {
+		return r
+	}
+	l, err := readSQLayout(ProcDir(int(pid)) + "/root" + lib)
+	if errors.Is(err, os.ErrNotExist) {
+		l, err = readSQLayout(lib)
+	}
+	r := &layoutResult{l: l, err: err}
+	m.layouts[lib] = r
+	return r
+}
+
+// round reads up to memSampleMax QPs and returns what changed since
+// their last read.
+func (m *memSampler) round() []trace.Event {
+	m.mu.Lock()
+	keys := make([]pidAddr, 0, len(m.qps))
+	for k := range m.qps {
+		keys = append(keys, k)
+	}
+	m.mu.Unlock()
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].pid < keys[j].pid || keys[i].pid == keys[j].pid && keys[i].addr < keys[j].addr
+	})
+	if len(keys) > memSampleMax {
+		start := m.next % len(keys)
+		keys = append(keys[start:], keys[:start]...)[:memSampleMax]
+		m.next = start + memSampleMax
+	}
+	var out []trace.Event
+	gone := map[uint32]bool{}
+	for _, k := range keys {
+		if gone[k.pid] {
+			continue
+		}
+		m.mu.Lock()
+		q := m.qps[k]
+		m.mu.Unlock()
+		if q == nil {
+			continue
+		}
+		lr := m.layout(k.pid, q.lib)
+		if lr.err != nil {
+			continue
+		}
+		posted, retired, err := readCounters(int(k.pid), k.addr, lr.l)
+		switch {
+		case errors.Is(err, unix.ESRCH):
+			gone[k.pid] = true
+			m.forget(k.pid)
+			continue
+		case err != nil: // the QP's memory went (a destroy not yet read)
+			continue
+		}
+		if q.read && posted == q.posted && retired == q.retir {
+			continue
+		}
+		q.read, q.posted, q.retir = true, posted, retired
+		out = append(out, &trace.SQSample{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: k.pid},
+			QP: k.addr, QPNum: q.num, Posted: posted, Retired: retired, Width: lr.l.width})
+	}
+	return out
+}
+
+// readCounters reads a QP's retired count, then its posted count: both
+// only grow, so the difference is never below what the queue held.
+func readCounters(pid int, qp uint64, l sqLayout) (posted, retired uint64, err error) {
+	var r, p uint64
+	local := []unix.Iovec{
+		{Base: (*byte)(unsafe.Pointer(&r)), Len: uint64(l.width)},
+		{Base: (*byte)(unsafe.Pointer(&p)), Len: uint64(l.width)},
+	}
+	remote := []unix.RemoteIovec{
+		{Base: uintptr(qp + uint64(l.retired)), Len: int(l.width)},
+		{Base: uintptr(qp + uint64(l.posted)), Len: int(l.width)},
+	}
+	n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	if n != 2*int(l.width) {
+		return 0, 0, fmt.Errorf("read %d bytes of %d", n, 2*l.width)
+	}
+	return p, r, nil
+}
+
+// runMemSampler reads the counters every MemSampleEvery until ctx ends,
+// handing what changed to the reader.
+func (t *Tracer) runMemSampler(ctx context.Context) {
+	tick := time.NewTicker(MemSampleEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if evs := t.mem.round(); len(evs) > 0 {
+			t.mu.Lock()
+			t.after = append(t.after, evs...)
+			t.haveUnsent.Store(true)
+			t.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,19 @@
+package trace
+
+// SQSample is a send queue's counters read from its process's memory,
+// where the provider keeps them, without stopping it or taking a trap
+// (the sentinel mode, between and during windows): the WRs posted to the
+// QP and those retired by polled completions, as the provider counts
+// them (each wraps at the provider's width, Width bytes), at TimeNS.
+// Posted - Retired is what the provider's SQ-full check compares with
+// the depth.
+type SQSample struct {
+	Header
+	QP      uint64 // address of struct ibv_qp in the target
+	QPNum   uint32
+	Posted  uint64
+	Retired uint64
+	Width   uint8
+}
+
+func (*SQSample) Kind() Kind { return KindSQSample }
