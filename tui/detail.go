@@ -118,8 +118,14 @@ func (u *UI) writeEventsDetail(b *strings.Builder, r *row, w int) {
 // figures are of.
 func SentinelNote(q *analyzer.QP) string {
 	n := "sentinel mode: the counts and rates below are of the sample and escalation windows, which the probes slow; refusals are all counted"
-	if q.OutstandingSampledNS != 0 {
+	switch m := q.Memory; {
+	case q.OutstandingSampledNS != 0 && m != nil && m.AtNS == q.OutstandingSampledNS:
+		n += "; outstanding is the last read of its counters in the process's memory"
+	case q.OutstandingSampledNS != 0:
 		n += "; outstanding is what the last window measured when it closed"
+	}
+	if m := q.Memory; m != nil && m.WRPerS > 0 {
+		n += fmt.Sprintf("; read from memory, with no trap: %.0f WR/s, every WR traced or not", m.WRPerS)
 	}
 	return n
 }
