@@ -7,9 +7,10 @@ import "github.com/sqscope/sqscope/trace"
 // provider's SQ-full check sees and the WRs posted, traced or not.
 type MemorySQ struct {
 	Samples uint64 `json:"samples"`
-	// Outstanding is posted - retired at the last sample (AtNS); Peak the
-	// highest of the samples, a lower bound of the queue's peak between
-	// them.
+	// Outstanding is posted - retired at the last sample (AtNS): with
+	// Capacity, the WRs in the ring (not yet completed), else those not
+	// retired by a polled completion; Peak the highest of the samples, a
+	// lower bound of the queue's peak between them.
 	Outstanding uint64 `json:"outstanding"`
 	AtNS        uint64 `json:"at_ns"`
 	Peak        uint64 `json:"peak_sampled"`
@@ -23,9 +24,17 @@ type MemorySQ struct {
 	WRs    uint64  `json:"wrs_between_samples"`
 	SpanS  float64 `json:"span_s"`
 	WRPerS float64 `json:"wrs_per_s,omitempty"`
-	// Dropped: samples whose difference was over the depth (the two
-	// words read while the queue moved a whole depth), left out.
+	// Dropped: samples whose difference was over what the queue holds
+	// (the two words read while the queue moved a whole depth), left out.
 	Dropped uint64 `json:"dropped,omitempty"`
+	// Capacity: what the queue holds as its reads give it (rxe: its
+	// ring's slots less one, more than the max_send_wr it reports);
+	// absent where that is the QP's max_send_wr.
+	Capacity uint32 `json:"capacity,omitempty"`
+	// PostedIncludesRefused: the provider counts a WR before its SQ-full
+	// check (librxe's send sequence number), so Posted and the rate
+	// include the WRs a full queue refused.
+	PostedIncludesRefused bool `json:"posted_includes_refused,omitempty"`
 }
 
 // memSQ is what the samples of a QP gave so far.
@@ -54,7 +63,9 @@ func (a *Analyzer) onSQSample(e *trace.SQSample) {
 		m.FromCreate = q.found == FoundCreate
 		q.mem = m
 	}
-	if q.capsKnown && out > uint64(q.caps.MaxSendWR) {
+	m.Capacity = e.Capacity
+	m.PostedIncludesRefused = nameOf(q.prov) == "rxe"
+	if e.Capacity != 0 && out > uint64(e.Capacity) || e.Capacity == 0 && q.capsKnown && out > uint64(q.caps.MaxSendWR) {
 		m.Dropped++
 		return
 	}
@@ -69,8 +80,9 @@ func (a *Analyzer) onSQSample(e *trace.SQSample) {
 		m.WRPerS = float64(m.WRs) / m.SpanS
 	}
 	// between windows, the occupancy exported is the last read (in one,
-	// the model's, traced as it goes)
-	if w := a.sentinel.windows[e.PID]; w == nil || w.until != 0 {
+	// the model's, traced as it goes); a ring's occupancy is not the WRs
+	// whose completions were not polled (rxe frees a slot at completion)
+	if w := a.sentinel.windows[e.PID]; e.Capacity == 0 && (w == nil || w.until != 0) {
 		q.sampledOut, q.sampledNS, q.memOut = out, e.TimeNS, true
 	}
 }

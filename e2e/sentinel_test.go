@@ -45,6 +45,7 @@ func tracedSentinel(name, args string, overflows bool) guestCmd {
 			}
 			for _, w := range truth.qps {
 				g := s.findQP(uint64(w.QPNum))
+				checkRingReads(t, g, w, overflows)
 				var kinds []string
 				for _, d := range s.Diagnoses {
 					if d.QPNum == w.QPNum {
@@ -73,5 +74,34 @@ func tracedSentinel(name, args string, overflows bool) guestCmd {
 				}
 			}
 		},
+	}
+}
+
+// checkRingReads holds the reads of a QP's ring in the target's memory
+// (librxe's layout, checked on each QP) to the workload's truth: the WRs
+// posted by the last read no more than it posted, the occupancy read
+// within the depth, and an overflowed queue read full.
+func checkRingReads(t *testing.T, g map[string]any, w wlQP, overflowed bool) {
+	t.Helper()
+	if g == nil {
+		return
+	}
+	m, ok := g["memory"].(map[string]any)
+	if !ok {
+		t.Errorf("QP %#x: no reads of its ring in memory", w.QPNum)
+		return
+	}
+	t.Logf("QP %#x: ring read from memory %v", w.QPNum, m)
+	// the ring holds its slots less one, more than the max_send_wr rxe
+	// reports; librxe counts a WR before its full-ring check
+	slots, _ := m["capacity"].(float64)
+	if slots < float64(w.MaxSendWR) || m["posted_includes_refused"] != true {
+		t.Errorf("QP %#x: reads %v: want the ring's capacity, at least max_send_wr %d, and the refused WRs counted", w.QPNum, m, w.MaxSendWR)
+	}
+	if m["posted"].(float64) > float64(w.App.Attempts) || m["peak_sampled"].(float64) > slots || m["outstanding"].(float64) > slots || m["samples"].(float64) == 0 {
+		t.Errorf("QP %#x: reads %v: want no more WRs than the %d tried, the occupancy within the ring's %v", w.QPNum, m, w.App.Attempts, slots)
+	}
+	if overflowed && m["peak_sampled"].(float64) != slots {
+		t.Errorf("QP %#x: highest read %v: want the full ring, %v, after the overflow", w.QPNum, m["peak_sampled"], slots)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -37,10 +39,30 @@ const (
 )
 
 // sqLayout is where a provider's QP keeps its send queue's counters.
+// With ring set (rxe), retired is not a counter: queue is the offset of
+// the pointer to the ring the kernel maps (struct rxe_queue_buf, whose
+// layout is the kernel's ABI), whose producer and consumer indices give
+// the occupancy, and posted a count of WRs posted.
 type sqLayout struct {
 	posted, retired uint32 // offsets from the struct ibv_qp
 	width           uint8  // bytes of each
+	ring            bool
+	queue           uint32
 }
+
+// rxeLayout is librxe's of rdma-core 44 (providers/rxe/rxe.h: struct
+// rxe_qp's sq.queue and ssn, the send sequence number every WR posted
+// takes, past a struct verbs_qp of that release's struct ibv_qp_ex).
+// Another release may move them: each QP's ring is checked before it is
+// read (ringOK), and a QP whose check fails is not read.
+var rxeLayout = sqLayout{posted: 0x1c0, width: 4, ring: true, queue: 0x1a8}
+
+// The ring's header (struct rxe_queue_buf, include/uapi/rdma/rdma_user_rxe.h).
+const (
+	rxeIndexMaskOff = 4
+	rxeProducerOff  = 128
+	rxeConsumerOff  = 256
+)
 
 // readSQLayout reads the layout a provider's file states in its
 // sqLayoutSymbol; an error says why there is none.
@@ -81,8 +103,11 @@ func readSQLayout(path string) (sqLayout, error) {
 type memQP struct {
 	num           uint32
 	lib           string
+	depth         uint32 // max_send_wr, 0 when not known
 	posted, retir uint64 // last read, to send only what changed
 	read          bool
+	ring          uint64 // its ring, once checked (rxe)
+	bad           bool   // its ring failed the check: not read
 }
 
 // memSampler reads the counters of the QPs the trace saw created or
@@ -109,7 +134,7 @@ func (m *memSampler) note(ev trace.Event) {
 	case *trace.QPCreate:
 		if e.Lib != "" && e.QP != 0 {
 			m.mu.Lock()
-			m.qps[pidAddr{e.PID, e.QP}] = &memQP{num: e.QPNum, lib: e.Lib}
+			m.qps[pidAddr{e.PID, e.QP}] = &memQP{num: e.QPNum, lib: e.Lib, depth: e.Caps.MaxSendWR}
 			m.mu.Unlock()
 		}
 	case *trace.QPDestroy:
@@ -138,8 +163,11 @@ func (m *memSampler) layout(pid uint32, lib string) *layoutResult {
 	if r := m.layouts[lib]; r != nil {
 		return r
 	}
-	l, err := readSQLayout(ProcDir(int(pid)) + "/root" + lib)
-	if errors.Is(err, os.ErrNotExist) {
+	var l sqLayout
+	var err error
+	if strings.HasPrefix(filepath.Base(lib), "librxe-") {
+		l = rxeLayout
+	} else if l, err = readSQLayout(ProcDir(int(pid)) + "/root" + lib); errors.Is(err, os.ErrNotExist) {
 		l, err = readSQLayout(lib)
 	}
 	r := &layoutResult{l: l, err: err}
@@ -173,14 +201,21 @@ func (m *memSampler) round() []trace.Event {
 		m.mu.Lock()
 		q := m.qps[k]
 		m.mu.Unlock()
-		if q == nil {
+		if q == nil || q.bad {
 			continue
 		}
 		lr := m.layout(k.pid, q.lib)
 		if lr.err != nil {
 			continue
 		}
-		posted, retired, err := readCounters(int(k.pid), k.addr, lr.l)
+		var posted, retired uint64
+		var capacity uint32
+		var err error
+		if lr.l.ring {
+			posted, retired, capacity, err = readRing(int(k.pid), k.addr, lr.l, q)
+		} else {
+			posted, retired, err = readCounters(int(k.pid), k.addr, lr.l)
+		}
 		switch {
 		case errors.Is(err, unix.ESRCH):
 			gone[k.pid] = true
@@ -194,7 +229,7 @@ func (m *memSampler) round() []trace.Event {
 		}
 		q.read, q.posted, q.retir = true, posted, retired
 		out = append(out, &trace.SQSample{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: k.pid},
-			QP: k.addr, QPNum: q.num, Posted: posted, Retired: retired, Width: lr.l.width})
+			QP: k.addr, QPNum: q.num, Posted: posted, Retired: retired, Width: lr.l.width, Capacity: capacity})
 	}
 	return out
 }
@@ -219,6 +254,59 @@ func readCounters(pid int, qp uint64, l sqLayout) (posted, retired uint64, err e
 		return 0, 0, fmt.Errorf("read %d bytes of %d", n, 2*l.width)
 	}
 	return p, r, nil
+}
+
+// readRing reads a QP's count of WRs posted and its ring's consumer and
+// producer indices (in that order: the occupancy read is never below the
+// ring's), and gives posted, posted less the occupancy, and what the ring
+// holds (its index mask: one slot of a power of two is kept empty). The ring's
+// pointer is checked once: it must be in a mapping of a uverbs device,
+// with an index mask of a power of two less one, no less than the depth.
+func readRing(pid int, qp uint64, l sqLayout, q *memQP) (posted, retired uint64, capacity uint32, err error) {
+	var ring uint64
+	var ssn uint32
+	if _, err := unix.ProcessVMReadv(pid,
+		[]unix.Iovec{{Base: (*byte)(unsafe.Pointer(&ring)), Len: 8}, {Base: (*byte)(unsafe.Pointer(&ssn)), Len: 4}},
+		[]unix.RemoteIovec{{Base: uintptr(qp + uint64(l.queue)), Len: 8}, {Base: uintptr(qp + uint64(l.posted)), Len: 4}}, 0); err != nil {
+		return 0, 0, 0, err
+	}
+	if q.ring == 0 {
+		if !inDeviceMapping(pid, ring) {
+			q.bad = true
+			return 0, 0, 0, errors.New("the ring's pointer is not in a uverbs mapping")
+		}
+		q.ring = ring
+	} else if ring != q.ring {
+		q.bad = true
+		return 0, 0, 0, errors.New("the ring's pointer moved")
+	}
+	var mask, cons, prod uint32
+	if _, err := unix.ProcessVMReadv(pid,
+		[]unix.Iovec{{Base: (*byte)(unsafe.Pointer(&mask)), Len: 4}, {Base: (*byte)(unsafe.Pointer(&cons)), Len: 4}, {Base: (*byte)(unsafe.Pointer(&prod)), Len: 4}},
+		[]unix.RemoteIovec{{Base: uintptr(ring + rxeIndexMaskOff), Len: 4}, {Base: uintptr(ring + rxeConsumerOff), Len: 4}, {Base: uintptr(ring + rxeProducerOff), Len: 4}}, 0); err != nil {
+		return 0, 0, 0, err
+	}
+	if mask == 0 || mask&(mask+1) != 0 || mask < q.depth || prod > mask || cons > mask {
+		q.bad = true
+		return 0, 0, 0, fmt.Errorf("ring index mask %#x, producer %d, consumer %d: not a ring", mask, prod, cons)
+	}
+	occ := (prod - cons) & mask
+	return uint64(ssn), uint64(ssn - occ), mask, nil
+}
+
+// inDeviceMapping says whether addr is in a mapping of a uverbs device of
+// process pid (where the kernel maps a ring to user space).
+func inDeviceMapping(pid int, addr uint64) bool {
+	maps, err := readMaps(pid)
+	if err != nil {
+		return false
+	}
+	for _, m := range maps {
+		if addr >= m.Start && addr < m.End {
+			return strings.HasPrefix(m.Path, "/dev/infiniband/uverbs")
+		}
+	}
+	return false
 }
 
 // runMemSampler reads the counters every MemSampleEvery until ctx ends,

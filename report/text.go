@@ -396,7 +396,14 @@ func writeMemory(w io.Writer, q *analyzer.QP) {
 	if m.FromCreate {
 		fmt.Fprint(w, " since its create")
 	}
-	fmt.Fprintf(w, ", outstanding %d at the last read, highest read %d", m.Outstanding, m.Peak)
+	if m.Capacity != 0 {
+		fmt.Fprintf(w, ", %d in its ring (not yet completed) at the last read, highest read %d of the %d it holds", m.Outstanding, m.Peak, m.Capacity)
+	} else {
+		fmt.Fprintf(w, ", outstanding %d at the last read, highest read %d", m.Outstanding, m.Peak)
+	}
+	if m.PostedIncludesRefused {
+		fmt.Fprint(w, " (the provider counts a WR before its full-ring check: the WRs posted include those refused)")
+	}
 	if m.WRPerS > 0 {
 		fmt.Fprintf(w, "; %.0f WR/s over %.1f s, every WR traced or not", m.WRPerS, m.SpanS)
 	}

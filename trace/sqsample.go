@@ -14,6 +14,10 @@ type SQSample struct {
 	Posted  uint64
 	Retired uint64
 	Width   uint8
+	// Capacity is the most the queue holds, where the read gives it (a
+	// ring's slots less the one kept empty; rxe's ring holds more than
+	// the max_send_wr it reports); 0: the QP's max_send_wr.
+	Capacity uint32
 }
 
 func (*SQSample) Kind() Kind { return KindSQSample }
