@@ -37,6 +37,11 @@ type MemorySQ struct {
 	PostedIncludesRefused bool `json:"posted_includes_refused,omitempty"`
 }
 
+// MemoryPostedKey names the WRs posted as the reads of the QP's counters
+// gave them (MemorySQ field Posted) for Reported: a QP has it only when
+// its counters were read.
+const MemoryPostedKey = "memory.posted"
+
 // memSQ is what the samples of a QP gave so far.
 type memSQ struct {
 	MemorySQ

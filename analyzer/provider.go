@@ -318,6 +318,9 @@ var savingsKeys = keySet("actual", "baseline", "doorbells_saved", "wqe_fetches_s
 // (Measured) and given by its provider's model. A front end that exports
 // figures one by one (serve) leaves out the others instead of a 0.
 func (q QP) Reported(key string) bool {
+	if key == MemoryPostedKey {
+		return q.Memory != nil
+	}
 	if q.Sentinel && !sentinelComplete[key] {
 		return false
 	}

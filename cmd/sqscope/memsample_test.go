@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
@@ -61,6 +63,25 @@ func TestSentinelReadsCounters(t *testing.T) {
 		depth := q["max_send_wr"].(float64)
 		if m["peak_sampled"].(float64) != depth || m["outstanding"].(float64) != depth || q["outstanding"].(float64) != depth {
 			t.Errorf("QP %v, memory %v: want the queue read full at its depth %v after the overflow", q, m, depth)
+		}
+	})
+	// serve exports the WRs read, a counter that grows with the workload's,
+	// in its default (sentinel) mode, and the occupancy read as the QP's
+	t.Run("serve", func(t *testing.T) {
+		step := bpftest.Timeout(t, time.Second)
+		s := startServe(t, "sentinel", fmt.Sprintf("-D %.1f --rate 20000 -t 128 -Q 16", (3*step).Seconds()+2))
+		var last float64
+		for i := 0; i < 2; i++ {
+			time.Sleep(step)
+			body, _ := s.scrape(t, "")
+			mfs := series(t, body)
+			v, ok := value(mfs, "sqscope_sq_posted_read_wrs_total", map[string]string{"qpn": "448"})
+			out, haveOut := value(mfs, "sqscope_sq_outstanding_wrs", map[string]string{"qpn": "448"})
+			if !ok || v <= last || !haveOut || out > 128 {
+				t.Fatalf("scrape %d: WRs read %v (exported %v), after %v; outstanding %v (exported %v): want a growing count and the occupancy within the depth",
+					i, v, ok, last, out, haveOut)
+			}
+			last = v
 		}
 	})
 }
