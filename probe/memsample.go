@@ -132,9 +132,16 @@ func newMemSampler() *memSampler {
 func (m *memSampler) note(ev trace.Event) {
 	switch e := ev.(type) {
 	case *trace.QPCreate:
-		if e.Lib != "" && e.QP != 0 {
+		lib := e.Lib
+		if lib == "" && strings.HasPrefix(e.Via, "sqsim_") {
+			// the simulated HCA's create, its post_send not located: the
+			// HCA is in the executable (a QP of another provider is never
+			// read with its layout)
+			lib, _ = os.Readlink(ProcDir(int(e.PID)) + "/exe")
+		}
+		if lib != "" && e.QP != 0 {
 			m.mu.Lock()
-			m.qps[pidAddr{e.PID, e.QP}] = &memQP{num: e.QPNum, lib: e.Lib, depth: e.Caps.MaxSendWR}
+			m.qps[pidAddr{e.PID, e.QP}] = &memQP{num: e.QPNum, lib: lib, depth: e.Caps.MaxSendWR}
 			m.mu.Unlock()
 		}
 	case *trace.QPDestroy:

@@ -58,6 +58,13 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 		t.warn(err.Error())
 	}
 	defer restore()
+	if t.opts.Mode == ModeSentinel {
+		// every QP delivered is noted, those of the scans done before
+		// Run first
+		t.mem = newMemSampler()
+		inner := fn
+		fn = func(ev trace.Event) { t.mem.note(ev); inner(ev) }
+	}
 	t.deliverAttachments(fn)
 	stop := context.AfterFunc(ctx, func() {
 		if err := t.Cut(); err != nil {
@@ -67,10 +74,7 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 		t.rd.Flush()
 	})
 	defer stop()
-	if t.opts.Mode == ModeSentinel {
-		t.mem = newMemSampler()
-		inner := fn
-		fn = func(ev trace.Event) { t.mem.note(ev); inner(ev) }
+	if t.mem != nil {
 		mctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {

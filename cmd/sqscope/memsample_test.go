@@ -1,8 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,6 +87,36 @@ func TestSentinelReadsCounters(t *testing.T) {
 					i, v, ok, last, out, haveOut)
 			}
 			last = v
+		}
+	})
+	// a running process's QPs, found in its memory by the attach (before
+	// the reader runs), are read too: from the provider's own count, not
+	// since their create
+	t.Run("attached", func(t *testing.T) {
+		ready := filepath.Join(t.TempDir(), "ready")
+		wl := exec.Command(sqscopeBin(t), "workload", "-D", "60", "--rate", "20000", "--ready-file", ready)
+		if err := wl.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			wl.Process.Signal(syscall.SIGINT)
+			wl.Wait()
+		}()
+		waitFile(t, ready)
+		out, err := exec.Command(sqscopeBin(t), "trace", "--json", "--mode", "sentinel", "--sample-every", "0", "--budget", "0",
+			"-p", strconv.Itoa(wl.Process.Pid), "-D", "2").Output()
+		if err != nil {
+			t.Fatalf("trace -p: %v", err)
+		}
+		var r struct {
+			QPs []map[string]any `json:"qps"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil || len(r.QPs) != 1 {
+			t.Fatalf("trace JSON (%v): want one QP\n%s", err, out)
+		}
+		m, ok := r.QPs[0]["memory"].(map[string]any)
+		if !ok || r.QPs[0]["found"] != "memory" || m["posted_since_create"] == true || m["samples"].(float64) < 2 || m["wrs_per_s"].(float64) <= 0 {
+			t.Errorf("QP %v: want it found in memory and read, its count not since its create", r.QPs[0])
 		}
 	})
 }
