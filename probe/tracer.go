@@ -370,11 +370,15 @@ func Open(opts Options) (*Tracer, error) {
 		return nil, err
 	}
 	t.sweepHolds()
-	if opts.All {
-		t.startHostScans()
-	}
 	if err := t.startWatchdog(); err != nil {
 		t.warnings = append(t.warnings, fmt.Sprintf("%v: a process this tracer stops is continued by the next sqscope if this one is killed while it holds it", err))
+	} else if t.watchdog != nil && t.watchdog.cmd.Process != nil {
+		// this executable links libibverbs: its own watchdog is no
+		// verbs process to trace host-wide
+		t.hostSeen[t.watchdog.cmd.Process.Pid] = true
+	}
+	if opts.All {
+		t.startHostScans()
 	}
 	err := t.attachAll()
 	if ierr := t.interrupted(); ierr != nil {
