@@ -57,7 +57,7 @@ vet: deps
 # minutes at most on a quiet host; the timeout leaves room for a host
 # several times slower or busier (docs/testing.md).
 test: deps check-generate vet build
-	SQSCOPE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
+	SQSCOPE_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 75m ./...
 
 # The live view of the built-in workload: healthy, then one QP stops
 # signaling and its send queue overflows. eBPF needs root.

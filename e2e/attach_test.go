@@ -107,7 +107,8 @@ tt=$(cut -d' ' -f1 /proc/uptime)
 echo "$tt trace -p $c"
 sqscope trace -p $c --json -D %ds > report.json
 r=$?
-echo "$(cut -d' ' -f1 /proc/uptime) trace exit $r"
+te=$(cut -d' ' -f1 /proc/uptime)
+echo "$te trace exit $r"
 wait $p
 pt=$(cat ps.done)
 wait $c
@@ -120,7 +121,7 @@ cat client.log
 echo "--- server, exit $sv"
 cat server.log
 echo "trace exit $r, client exit $cv, server exit $sv"
-echo "uptime: ps done $pt, trace -p $tt, client reaped $ce, client last seen running $(tail -n 1 states.txt | cut -d' ' -f1)"
+echo "uptime: trace -p $tt, trace exit $te, ps done $pt, client reaped $ce, client last seen running $(tail -n 1 states.txt | cut -d' ' -f1)"
 [ $r -eq 0 ] && [ $cv -eq 0 ] && [ $sv -eq 0 ]`, tool, perftestBase+args, traceSecs)
 	return guestCmd{
 		name:    name,

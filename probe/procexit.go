@@ -110,6 +110,16 @@ func ProcDir(pid int) string {
 	return dir
 }
 
+// endsWithin reports whether process pid ends (or has ended) within d.
+func endsWithin(pid int, d time.Duration) bool {
+	w, err := watchProcess(pid)
+	if err != nil {
+		return true
+	}
+	defer w.close()
+	return w.wait(d)
+}
+
 // Ended reports whether process pid has ended by the kernel's word: all
 // of its threads have exited. A process whose main thread has exited
 // while others run has not.
