@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,6 +35,10 @@ func TestServeAllBesideTraceP(t *testing.T) {
 	pid := fmt.Sprint(wl.Process.Pid)
 
 	s := serveWith(t, "-a", "--mode", "counters")
+	// in place for the processes running now once their scans are done
+	// (other verbs processes of the host, another sqscope's among them,
+	// make them take longer)
+	s.waitFor(t, regexp.MustCompile(`tracing every process that uses verbs: `))
 	tr := exec.Command(sqscopeBin(t), "trace", "-p", pid, "--json")
 	var stdout, stderr bytes.Buffer
 	tr.Stdout, tr.Stderr = &stdout, &stderr
