@@ -42,7 +42,8 @@ type MemorySQ struct {
 // its counters were read.
 const MemoryPostedKey = "memory.posted"
 
-// memSQ is what the samples of a QP gave so far.
+// memSQ is what the samples of a QP gave so far; memory derives the
+// rest.
 type memSQ struct {
 	MemorySQ
 	firstNS, firstPosted uint64
@@ -68,8 +69,7 @@ func (a *Analyzer) onSQSample(e *trace.SQSample) {
 		m.FromCreate = q.found == FoundCreate
 		q.mem = m
 	}
-	m.Capacity = e.Capacity
-	m.PostedIncludesRefused = nameOf(q.prov) == "rxe"
+	m.Capacity, m.PostedIncludesRefused = e.Capacity, e.PostedCountsRefused
 	if e.Capacity != 0 && out > uint64(e.Capacity) || e.Capacity == 0 && q.capsKnown && out > uint64(q.caps.MaxSendWR) {
 		m.Dropped++
 		return
@@ -79,11 +79,6 @@ func (a *Analyzer) onSQSample(e *trace.SQSample) {
 	m.Samples++
 	m.Outstanding, m.AtNS = out, e.TimeNS
 	m.Peak = max(m.Peak, out)
-	m.WRs = m.Posted - m.firstPosted
-	if e.TimeNS > m.firstNS {
-		m.SpanS = float64(e.TimeNS-m.firstNS) / 1e9
-		m.WRPerS = float64(m.WRs) / m.SpanS
-	}
 	// between windows, the occupancy exported is the last read (in one,
 	// the model's, traced as it goes); a ring's occupancy is not the WRs
 	// whose completions were not polled (rxe frees a slot at completion)
@@ -98,5 +93,17 @@ func (q *sq) memory() *MemorySQ {
 		return nil
 	}
 	m := q.mem.MemorySQ
+	m.WRs = m.Posted - q.mem.firstPosted
+	if m.AtNS > q.mem.firstNS {
+		m.SpanS = float64(m.AtNS-q.mem.firstNS) / 1e9
+		m.WRPerS = float64(m.WRs) / m.SpanS
+	}
 	return &m
+}
+
+// OutstandingRead says whether Outstanding is the last read of the QP's
+// counters in its process's memory (Memory), not a window's or the
+// model's.
+func (q *QP) OutstandingRead() bool {
+	return q.OutstandingSampledNS != 0 && q.Memory != nil && q.Memory.AtNS == q.OutstandingSampledNS
 }

@@ -21,8 +21,9 @@ import (
 // the QP's state (sq), so the models live here, one file each.
 //
 // The sentinel mode asks each model the cause of a refusal seen at an
-// error site of its provider (refused); which of its queue state is
-// readable in the target's memory would belong here too (not built).
+// error site of its provider (refused). Where its queue state is read in
+// the target's memory is the probe's (probe/memsample.go): each read
+// says what it is (trace.SQSample).
 type ProviderModel interface {
 	// label names the model in snapshots (QP.Model), "" when it gives no
 	// HCA figures: then what a post costs (doorbells rung by MMIO,

@@ -68,12 +68,13 @@ func (t *Tracer) attachAll() error {
 	}
 	if found == 0 && len(t.opts.Probes) == 0 {
 		for _, a := range t.attachments {
-			if a.Err != "" && t.opts.PID > 0 && endsWithin(t.opts.PID, time.Second) {
+			switch {
+			case a.Err == "":
+			case t.opts.PID > 0 && endsWithin(t.opts.PID, time.Second):
 				// a probe tied to a process that is exiting is refused
 				// (ESRCH, ENOENT): that is the cause, not the library
 				return fmt.Errorf("process %d exited while sqscope attached to it (%s)", t.opts.PID, a.Err)
-			}
-			if a.Err != "" {
+			default:
 				return fmt.Errorf("found no verbs functions to probe: %s", a.Err)
 			}
 		}

@@ -48,14 +48,18 @@ type sqLayout struct {
 	width           uint8  // bytes of each
 	ring            bool
 	queue           uint32
+	// postedRefused: the provider counts a WR posted before its SQ-full
+	// check, so the count includes the WRs a full queue refused
+	postedRefused bool
 }
 
 // rxeLayout is librxe's of rdma-core 44 (providers/rxe/rxe.h: struct
 // rxe_qp's sq.queue and ssn, the send sequence number every WR posted
 // takes, past a struct verbs_qp of that release's struct ibv_qp_ex).
 // Another release may move them: each QP's ring is checked before it is
-// read (ringOK), and a QP whose check fails is not read.
-var rxeLayout = sqLayout{posted: 0x1c0, width: 4, ring: true, queue: 0x1a8}
+// read (readRing), and a QP whose check fails is not read. librxe takes
+// the number in init_send_wqe, before its full-ring check.
+var rxeLayout = sqLayout{posted: 0x1c0, width: 4, ring: true, queue: 0x1a8, postedRefused: true}
 
 // The ring's header (struct rxe_queue_buf, include/uapi/rdma/rdma_user_rxe.h).
 const (
@@ -72,10 +76,7 @@ func readSQLayout(path string) (sqLayout, error) {
 		return sqLayout{}, err
 	}
 	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		syms = nil
-	}
+	syms, _ := f.Symbols() // none is no error: .dynsym may have it
 	dyn, _ := f.DynamicSymbols()
 	for _, s := range append(syms, dyn...) {
 		if s.Name != sqLayoutSymbol || int(s.Section) >= len(f.Sections) || s.Section == elf.SHN_UNDEF {
@@ -83,7 +84,7 @@ func readSQLayout(path string) (sqLayout, error) {
 		}
 		sec := f.Sections[s.Section]
 		if s.Value < sec.Addr || s.Size < 20 {
-			break
+			return sqLayout{}, fmt.Errorf("%s is %d bytes: not a layout this sqscope reads", sqLayoutSymbol, s.Size)
 		}
 		b := make([]byte, 20)
 		if _, err := sec.ReadAt(b, int64(s.Value-sec.Addr)); err != nil {
@@ -185,30 +186,31 @@ func (m *memSampler) layout(pid uint32, lib string) *layoutResult {
 // round reads up to memSampleMax QPs and returns what changed since
 // their last read.
 func (m *memSampler) round() []trace.Event {
+	type entry struct {
+		k pidAddr
+		q *memQP
+	}
 	m.mu.Lock()
-	keys := make([]pidAddr, 0, len(m.qps))
-	for k := range m.qps {
-		keys = append(keys, k)
+	qps := make([]entry, 0, len(m.qps))
+	for k, q := range m.qps {
+		qps = append(qps, entry{k, q})
 	}
 	m.mu.Unlock()
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].pid < keys[j].pid || keys[i].pid == keys[j].pid && keys[i].addr < keys[j].addr
-	})
-	if len(keys) > memSampleMax {
-		start := m.next % len(keys)
-		keys = append(keys[start:], keys[:start]...)[:memSampleMax]
+	if len(qps) > memSampleMax {
+		// in turn, in a set order
+		sort.Slice(qps, func(i, j int) bool {
+			a, b := qps[i].k, qps[j].k
+			return a.pid < b.pid || a.pid == b.pid && a.addr < b.addr
+		})
+		start := m.next % len(qps)
+		qps = append(qps[start:], qps[:start]...)[:memSampleMax]
 		m.next = start + memSampleMax
 	}
 	var out []trace.Event
 	gone := map[uint32]bool{}
-	for _, k := range keys {
-		if gone[k.pid] {
-			continue
-		}
-		m.mu.Lock()
-		q := m.qps[k]
-		m.mu.Unlock()
-		if q == nil || q.bad {
+	for _, e := range qps {
+		k, q := e.k, e.q
+		if gone[k.pid] || q.bad {
 			continue
 		}
 		lr := m.layout(k.pid, q.lib)
@@ -236,7 +238,8 @@ func (m *memSampler) round() []trace.Event {
 		}
 		q.read, q.posted, q.retir = true, posted, retired
 		out = append(out, &trace.SQSample{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: k.pid},
-			QP: k.addr, QPNum: q.num, Posted: posted, Retired: retired, Width: lr.l.width, Capacity: capacity})
+			QP: k.addr, QPNum: q.num, Posted: posted, Retired: retired, Width: lr.l.width, Capacity: capacity,
+			PostedCountsRefused: lr.l.postedRefused})
 	}
 	return out
 }

@@ -75,24 +75,12 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 	})
 	defer stop()
 	if t.mem != nil {
-		mctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			t.runMemSampler(mctx)
-		}()
-		defer func() { cancel(); <-done }()
+		defer background(ctx, t.runMemSampler)()
 	}
 	if t.opts.Mode == ModeSentinel && t.opts.SampleEvery > 0 {
-		sctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			t.runSampler(sctx)
-		}()
+		stop := background(ctx, t.runSampler)
 		defer func() {
-			cancel()
-			<-done
+			stop()
 			t.deliverAttachments(fn) // what the sampler said last
 		}()
 	}
@@ -174,6 +162,18 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 			return fmt.Errorf("reading the BPF ring buffer: %w", err)
 		}
 	}
+}
+
+// background runs f in a goroutine until ctx ends or the returned stop
+// is called, which waits for it to return.
+func background(ctx context.Context, f func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (t *Tracer) deliverAttachments(fn func(trace.Event)) {

@@ -215,7 +215,7 @@ func writeEventsQP(w io.Writer, q *analyzer.QP) {
 	} else if q.OutstandingUpperBound {
 		fmt.Fprintf(w, "  CQEs polled >= %d, outstanding now <= %d, peak <= %d (upper bounds: WRs whose completions were past the poll record bound are counted until a later completion of the QP retires them)\n",
 			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
-	} else if q.OutstandingSampledNS != 0 && q.Memory != nil && q.Memory.AtNS == q.OutstandingSampledNS {
+	} else if q.OutstandingRead() {
 		fmt.Fprintf(w, "  CQEs polled %d, outstanding %d at the last read of its counters, peak seen in windows %d\n",
 			q.CQEsPolled, q.Outstanding, q.PeakOutstanding)
 	} else if q.OutstandingSampledNS != 0 {

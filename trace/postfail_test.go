@@ -21,7 +21,7 @@ func failEvents() []Event {
 			Runs: 80_000, RunNS: 9_000_000, Traps: 80_000, TrapNS: 620, TargetCPUNS: 19_000_000_000, BudgetPPM: 10_000, NextNS: 12_000_000_000},
 		&Window{Header: Header{TimeNS: 9_600_000}, FromNS: 9_550_000, PIDs: 1, CostErr: "BPF statistics: operation not permitted"},
 		&SQSample{Header: Header{TimeNS: 9_700_000, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 1 << 33, Retired: 1<<33 - 127, Width: 8},
-		&SQSample{Header: Header{TimeNS: 9_800_000, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 3, Retired: 0xffff_fffe, Width: 4, Capacity: 255},
+		&SQSample{Header: Header{TimeNS: 9_800_000, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 3, Retired: 0xffff_fffe, Width: 4, Capacity: 255, PostedCountsRefused: true},
 	}
 }
 

@@ -231,6 +231,7 @@ func (c *recordCodec) fields(ev Event) {
 		c.u64(&e.Retired)
 		c.u8(&e.Width)
 		c.u32(&e.Capacity)
+		c.bool(&e.PostedCountsRefused)
 	}
 	c.end()
 }

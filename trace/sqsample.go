@@ -18,6 +18,10 @@ type SQSample struct {
 	// ring's slots less the one kept empty; rxe's ring holds more than
 	// the max_send_wr it reports); 0: the QP's max_send_wr.
 	Capacity uint32
+	// PostedCountsRefused: the provider counts a WR before its SQ-full
+	// check (librxe's send sequence number), so Posted includes the WRs
+	// a full queue refused.
+	PostedCountsRefused bool
 }
 
 func (*SQSample) Kind() Kind { return KindSQSample }

@@ -118,8 +118,8 @@ func (u *UI) writeEventsDetail(b *strings.Builder, r *row, w int) {
 // figures are of.
 func SentinelNote(q *analyzer.QP) string {
 	n := "sentinel mode: the counts and rates below are of the sample and escalation windows, which the probes slow; refusals are all counted"
-	switch m := q.Memory; {
-	case q.OutstandingSampledNS != 0 && m != nil && m.AtNS == q.OutstandingSampledNS:
+	switch {
+	case q.OutstandingRead():
 		n += "; outstanding is the last read of its counters in the process's memory"
 	case q.OutstandingSampledNS != 0:
 		n += "; outstanding is what the last window measured when it closed"
