@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -22,17 +21,7 @@ func TestFlightSignalAttached(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	for _, how := range []string{"-p", "-a"} {
 		t.Run(how, func(t *testing.T) {
-			ready := filepath.Join(t.TempDir(), "ready")
-			wl := exec.Command(sqscopeBin(t), "workload", "-D", "60", "--rate", "5000", "--ready-file", ready)
-			if err := wl.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				wl.Process.Signal(syscall.SIGINT)
-				wl.Wait()
-			}()
-			waitFile(t, ready)
-			pid := wl.Process.Pid
+			pid := startWorkload(t, "-D", "60", "--rate", "5000").Process.Pid
 			dir := filepath.Join(t.TempDir(), "flight")
 			target := []string{"-p", strconv.Itoa(pid)}
 			if how == "-a" {

@@ -2,14 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
@@ -73,18 +69,21 @@ func TestSentinelReadsCounters(t *testing.T) {
 	// serve exports the WRs read, a counter that grows with the workload's,
 	// in its default (sentinel) mode, and the occupancy read as the QP's
 	t.Run("serve", func(t *testing.T) {
-		step := bpftest.Timeout(t, time.Second)
-		s := startServe(t, "sentinel", fmt.Sprintf("-D %.1f --rate 20000 -t 128 -Q 16", (3*step).Seconds()+2))
-		var last float64
+		// the workload outlasts the test (serve's end ends it); each
+		// scrape waits for the count to grow, as long as the host needs
+		s := startServe(t, "sentinel", "-D 600 --rate 20000 -t 128 -Q 16")
+		var last, v, out float64
+		var ok, haveOut bool
 		for i := 0; i < 2; i++ {
-			time.Sleep(step)
-			body, _ := s.scrape(t, "")
-			mfs := series(t, body)
-			v, ok := value(mfs, "sqscope_sq_posted_read_wrs_total", map[string]string{"qpn": "448"})
-			out, haveOut := value(mfs, "sqscope_sq_outstanding_wrs", map[string]string{"qpn": "448"})
-			if !ok || v <= last || !haveOut || out > 128 {
-				t.Fatalf("scrape %d: WRs read %v (exported %v), after %v; outstanding %v (exported %v): want a growing count and the occupancy within the depth",
-					i, v, ok, last, out, haveOut)
+			waitFor(t, func() bool {
+				body, _ := s.scrape(t, "")
+				mfs := series(t, body)
+				v, ok = value(mfs, "sqscope_sq_posted_read_wrs_total", map[string]string{"qpn": "448"})
+				out, haveOut = value(mfs, "sqscope_sq_outstanding_wrs", map[string]string{"qpn": "448"})
+				return ok && v > last
+			})
+			if !haveOut || out > 128 {
+				t.Fatalf("scrape %d: WRs read %v, after %v; outstanding %v (exported %v): want the occupancy within the depth", i, v, last, out, haveOut)
 			}
 			last = v
 		}
@@ -93,16 +92,7 @@ func TestSentinelReadsCounters(t *testing.T) {
 	// the reader runs), are read too: from the provider's own count, not
 	// since their create
 	t.Run("attached", func(t *testing.T) {
-		ready := filepath.Join(t.TempDir(), "ready")
-		wl := exec.Command(sqscopeBin(t), "workload", "-D", "60", "--rate", "20000", "--ready-file", ready)
-		if err := wl.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			wl.Process.Signal(syscall.SIGINT)
-			wl.Wait()
-		}()
-		waitFile(t, ready)
+		wl := startWorkload(t, "-D", "60", "--rate", "20000")
 		out, err := exec.Command(sqscopeBin(t), "trace", "--json", "--mode", "sentinel", "--sample-every", "0", "--budget", "0",
 			"-p", strconv.Itoa(wl.Process.Pid), "-D", "2").Output()
 		if err != nil {
