@@ -244,26 +244,37 @@ func (m *memSampler) round() []trace.Event {
 	return out
 }
 
+// word is n bytes (of a little-endian value) at address from of another
+// process, to be read into to.
+type word struct {
+	to   unsafe.Pointer
+	from uint64
+	n    int
+}
+
+// readWords reads the words of process pid in their order, in one call.
+func readWords(pid int, ws ...word) error {
+	local, remote := make([]unix.Iovec, len(ws)), make([]unix.RemoteIovec, len(ws))
+	total := 0
+	for i, w := range ws {
+		local[i] = unix.Iovec{Base: (*byte)(w.to), Len: uint64(w.n)}
+		remote[i] = unix.RemoteIovec{Base: uintptr(w.from), Len: w.n}
+		total += w.n
+	}
+	n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+	if err == nil && n != total {
+		err = fmt.Errorf("read %d bytes of %d", n, total)
+	}
+	return err
+}
+
 // readCounters reads a QP's retired count, then its posted count: both
 // only grow, so the difference is never below what the queue held.
 func readCounters(pid int, qp uint64, l sqLayout) (posted, retired uint64, err error) {
-	var r, p uint64
-	local := []unix.Iovec{
-		{Base: (*byte)(unsafe.Pointer(&r)), Len: uint64(l.width)},
-		{Base: (*byte)(unsafe.Pointer(&p)), Len: uint64(l.width)},
-	}
-	remote := []unix.RemoteIovec{
-		{Base: uintptr(qp + uint64(l.retired)), Len: int(l.width)},
-		{Base: uintptr(qp + uint64(l.posted)), Len: int(l.width)},
-	}
-	n, err := unix.ProcessVMReadv(pid, local, remote, 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	if n != 2*int(l.width) {
-		return 0, 0, fmt.Errorf("read %d bytes of %d", n, 2*l.width)
-	}
-	return p, r, nil
+	n := int(l.width)
+	err = readWords(pid, word{unsafe.Pointer(&retired), qp + uint64(l.retired), n},
+		word{unsafe.Pointer(&posted), qp + uint64(l.posted), n})
+	return posted, retired, err
 }
 
 // readRing reads a QP's count of WRs posted and its ring's consumer and
@@ -275,9 +286,8 @@ func readCounters(pid int, qp uint64, l sqLayout) (posted, retired uint64, err e
 func readRing(pid int, qp uint64, l sqLayout, q *memQP) (posted, retired uint64, capacity uint32, err error) {
 	var ring uint64
 	var ssn uint32
-	if _, err := unix.ProcessVMReadv(pid,
-		[]unix.Iovec{{Base: (*byte)(unsafe.Pointer(&ring)), Len: 8}, {Base: (*byte)(unsafe.Pointer(&ssn)), Len: 4}},
-		[]unix.RemoteIovec{{Base: uintptr(qp + uint64(l.queue)), Len: 8}, {Base: uintptr(qp + uint64(l.posted)), Len: 4}}, 0); err != nil {
+	if err := readWords(pid, word{unsafe.Pointer(&ring), qp + uint64(l.queue), 8},
+		word{unsafe.Pointer(&ssn), qp + uint64(l.posted), 4}); err != nil {
 		return 0, 0, 0, err
 	}
 	if q.ring == 0 {
@@ -291,9 +301,8 @@ func readRing(pid int, qp uint64, l sqLayout, q *memQP) (posted, retired uint64,
 		return 0, 0, 0, errors.New("the ring's pointer moved")
 	}
 	var mask, cons, prod uint32
-	if _, err := unix.ProcessVMReadv(pid,
-		[]unix.Iovec{{Base: (*byte)(unsafe.Pointer(&mask)), Len: 4}, {Base: (*byte)(unsafe.Pointer(&cons)), Len: 4}, {Base: (*byte)(unsafe.Pointer(&prod)), Len: 4}},
-		[]unix.RemoteIovec{{Base: uintptr(ring + rxeIndexMaskOff), Len: 4}, {Base: uintptr(ring + rxeConsumerOff), Len: 4}, {Base: uintptr(ring + rxeProducerOff), Len: 4}}, 0); err != nil {
+	if err := readWords(pid, word{unsafe.Pointer(&mask), ring + rxeIndexMaskOff, 4},
+		word{unsafe.Pointer(&cons), ring + rxeConsumerOff, 4}, word{unsafe.Pointer(&prod), ring + rxeProducerOff, 4}); err != nil {
 		return 0, 0, 0, err
 	}
 	if mask == 0 || mask&(mask+1) != 0 || mask < q.depth || prod > mask || cons > mask {
