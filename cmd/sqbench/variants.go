@@ -305,6 +305,11 @@ type traceQP struct {
 	Rates    struct {
 		WhileTraced bool `json:"while_traced"`
 	} `json:"rates"`
+	// Memory is the QP's send-queue counters read from the target's
+	// memory; WRPerS absent (0) with fewer than two reads
+	Memory *struct {
+		WRPerS float64 `json:"wrs_per_s"`
+	} `json:"memory"`
 }
 
 // parseTraceJSON reads the tracer's summary, which follows the workload's
