@@ -144,7 +144,7 @@ func (a *Analyzer) cqEmpty(c *cqState, now uint64) {
 	}
 	c.overrunSaid = true
 	a.record(c.over, DiagCQOverrun, now, evidence{c.overPending, uint64(c.cqe), c.addr,
-		c.cqes - c.overCQEs, c.overNS, a.cqQPs(c), c.sigPending})
+		c.cqes - c.overCQEs, c.overNS, a.cqQPs(c), c.sigPending, noValue})
 }
 
 // cqesLost is how many of the QP's signaled WRs never wrote a CQE: once
@@ -170,6 +170,9 @@ func (a *Analyzer) cqQPs(c *cqState) uint64 {
 	}
 	return n
 }
+
+// cqOverrunFix is the fix of a CQ overrun, however it was seen.
+const cqOverrunFix = "Create the CQ with more entries than the signaled WRs its QPs can have outstanding together (their max_send_wr over their signal interval), or poll it before that many are pending; then destroy and recreate the QPs and the CQ."
 
 // exportState writes the message and fix of this file's diagnoses.
 func (r *diagRec) exportState(d *Diagnosis) {
@@ -197,9 +200,22 @@ func (r *diagRec) exportState(d *Diagnosis) {
 			e[3], e[0], e[1], e[2], e[4])
 		d.Fix = fmt.Sprintf("Create the CQ with at least as many entries as signaled WRs its QPs can have outstanding together (their max_send_wr over their signal interval), or poll it before more than %d completions are pending.", e[1])
 	case DiagCQOverrun:
+		if e[7] != noValue {
+			cq, of := "its send CQ", ""
+			if e[2] != noValue {
+				cq = fmt.Sprintf("its send CQ %#x", e[2])
+			}
+			if e[1] != noValue {
+				of = fmt.Sprintf(" (%d entries; QPs reporting to it: %d)", e[1], e[5])
+			}
+			d.Message = fmt.Sprintf("send CQ overrun: the provider's own count, read from the process's memory, says %s%s overran (%d time(s)): a completion was due on the full CQ, so (on mlx5) it is in error, its QPs in the error state, and no further completion comes; no post failed, so no probe on the error paths saw it",
+				cq, of, e[7])
+			d.Fix = cqOverrunFix
+			break
+		}
 		d.Message = fmt.Sprintf("send CQ overrun: CQ %#x holds %d entries but %d signaled completions were pending (QPs reporting to it: %d); it returned %d of them and now comes back empty with %d still pending: the CQ overran, so (on mlx5) it is in error, its QPs in the error state, and no further completion comes",
 			e[2], e[1], e[0], e[5], e[3], e[6])
-		d.Fix = "Create the CQ with more entries than the signaled WRs its QPs can have outstanding together (their max_send_wr over their signal interval), or poll it before that many are pending; then destroy and recreate the QPs and the CQ."
+		d.Fix = cqOverrunFix
 	}
 }
 

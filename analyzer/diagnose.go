@@ -122,7 +122,7 @@ var diagInfos = [numDiagKinds]diagInfo{
 	DiagCQOverrunRisk: {"cq_overrun_risk", SevPrediction,
 		[]string{"completions_pending", "cq_depth", "pct_of_depth", "cq", "cq_qps"}},
 	DiagCQOverrun: {"cq_overrun", SevError,
-		[]string{"completions_pending", "cq_depth", "cq", "cqes_returned_since", "over_since_ns", "cq_qps", "still_pending"}},
+		[]string{"completions_pending", "cq_depth", "cq", "cqes_returned_since", "over_since_ns", "cq_qps", "still_pending", "cq_errors_read"}},
 	DiagRQStarved: {"rq_starved", SevError,
 		[]string{"outstanding", "max_send_wr", "receiver_qp", "recvs_posted", "recvs_completed", "max_recv_wr", "receivers_empty", "receivers_traced"}},
 	DiagRNRRetryExceeded: {"rnr_retry_exceeded", SevError,

@@ -35,6 +35,10 @@ type MemorySQ struct {
 	// check (librxe's send sequence number), so Posted and the rate
 	// include the WRs a full queue refused.
 	PostedIncludesRefused bool `json:"posted_includes_refused,omitempty"`
+	// CQErrors: the times the QP's send CQ overran by the provider's own
+	// count, where it keeps one in memory (the simulated HCA); absent
+	// where it keeps none.
+	CQErrors *uint64 `json:"cq_errors,omitempty"`
 }
 
 // MemoryPostedKey names the WRs posted as the reads of the QP's counters
@@ -70,6 +74,9 @@ func (a *Analyzer) onSQSample(e *trace.SQSample) {
 		q.mem = m
 	}
 	m.Capacity, m.PostedIncludesRefused = e.Capacity, e.PostedCountsRefused
+	if e.CQErrorsRead {
+		a.memCQErrors(q, e)
+	}
 	if e.Capacity != 0 && out > uint64(e.Capacity) || e.Capacity == 0 && q.capsKnown && out > uint64(q.caps.MaxSendWR) {
 		m.Dropped++
 		return
@@ -106,4 +113,33 @@ func (q *sq) memory() *MemorySQ {
 // model's.
 func (q *QP) OutstandingRead() bool {
 	return q.OutstandingSampledNS != 0 && q.Memory != nil && q.Memory.AtNS == q.OutstandingSampledNS
+}
+
+// memCQErrors takes the provider's count of the QP's send CQ overruns: an
+// overrun fails no post and the probes on the provider's error sites see
+// nothing, so the read is how the sentinel knows; a count that grew is
+// the cq_overrun diagnosis (the same kind events mode infers from the
+// completions, which it keeps when it has them).
+func (a *Analyzer) memCQErrors(q *sq, e *trace.SQSample) {
+	m := q.mem
+	was := uint64(0)
+	if m.CQErrors != nil {
+		was = *m.CQErrors
+	}
+	n := e.CQErrors
+	m.CQErrors = &n
+	if n <= was {
+		return
+	}
+	if i := q.diags[DiagCQOverrun]; i >= 0 && a.diags[i].ev[7] == noValue {
+		return // inferred from the completions: richer evidence
+	}
+	ev := evidence{noValue, noValue, noValue, noValue, noValue, noValue, noValue, n}
+	if c := q.cq; c != nil {
+		ev[2], ev[5] = c.addr, a.cqQPs(c)
+		if c.cqe != 0 {
+			ev[1] = uint64(c.cqe)
+		}
+	}
+	a.record(q, DiagCQOverrun, e.TimeNS, ev)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -51,6 +52,9 @@ type sqLayout struct {
 	// postedRefused: the provider counts a WR posted before its SQ-full
 	// check, so the count includes the WRs a full queue refused
 	postedRefused bool
+	// cqErrors: the offset of the QP's count of its send CQ's overruns
+	// (8 bytes), 0 where the provider keeps none
+	cqErrors uint32
 }
 
 // rxeLayout is librxe's of rdma-core 44 (providers/rxe/rxe.h: struct
@@ -86,12 +90,17 @@ func readSQLayout(path string) (sqLayout, error) {
 		if s.Value < sec.Addr || s.Size < 20 {
 			return sqLayout{}, fmt.Errorf("%s is %d bytes: not a layout this sqscope reads", sqLayoutSymbol, s.Size)
 		}
-		b := make([]byte, 20)
+		// 20 bytes, or 24 with the CQ errors' offset; more is a later
+		// layout's, whose first 24 bytes mean the same
+		b := make([]byte, min(s.Size, 24))
 		if _, err := sec.ReadAt(b, int64(s.Value-sec.Addr)); err != nil {
 			return sqLayout{}, fmt.Errorf("reading %s: %v", sqLayoutSymbol, err)
 		}
 		le := binary.LittleEndian
 		l := sqLayout{posted: le.Uint32(b[8:]), retired: le.Uint32(b[12:]), width: uint8(le.Uint32(b[16:]))}
+		if len(b) >= 24 && le.Uint32(b[4:]) >= 24 {
+			l.cqErrors = le.Uint32(b[20:])
+		}
 		if le.Uint32(b) != sqLayoutMagic || le.Uint32(b[4:]) < 20 || (l.width != 4 && l.width != 8) {
 			return sqLayout{}, fmt.Errorf("%s holds no layout this sqscope reads", sqLayoutSymbol)
 		}
@@ -106,6 +115,7 @@ type memQP struct {
 	lib           string
 	depth         uint32 // max_send_wr, 0 when not known
 	posted, retir uint64 // last read, to send only what changed
+	cqErrors      uint64
 	read          bool
 	ring          uint64 // its ring, once checked (rxe)
 	bad           bool   // its ring failed the check: not read
@@ -184,8 +194,9 @@ func (m *memSampler) layout(pid uint32, lib string) *layoutResult {
 }
 
 // round reads up to memSampleMax QPs and returns what changed since
-// their last read.
-func (m *memSampler) round() []trace.Event {
+// their last read, and the processes with a QP whose send CQ overran
+// since (to be traced in full).
+func (m *memSampler) round() (out []trace.Event, overran []uint32) {
 	type entry struct {
 		k pidAddr
 		q *memQP
@@ -206,7 +217,6 @@ func (m *memSampler) round() []trace.Event {
 		qps = append(qps[start:], qps[:start]...)[:memSampleMax]
 		m.next = start + memSampleMax
 	}
-	var out []trace.Event
 	gone := map[uint32]bool{}
 	for _, e := range qps {
 		k, q := e.k, e.q
@@ -217,13 +227,13 @@ func (m *memSampler) round() []trace.Event {
 		if lr.err != nil {
 			continue
 		}
-		var posted, retired uint64
+		var posted, retired, cqErrors uint64
 		var capacity uint32
 		var err error
 		if lr.l.ring {
 			posted, retired, capacity, err = readRing(int(k.pid), k.addr, lr.l, q)
 		} else {
-			posted, retired, err = readCounters(int(k.pid), k.addr, lr.l)
+			posted, retired, cqErrors, err = readCounters(int(k.pid), k.addr, lr.l)
 		}
 		switch {
 		case errors.Is(err, unix.ESRCH):
@@ -233,15 +243,18 @@ func (m *memSampler) round() []trace.Event {
 		case err != nil: // the QP's memory went (a destroy not yet read)
 			continue
 		}
-		if q.read && posted == q.posted && retired == q.retir {
+		if q.read && posted == q.posted && retired == q.retir && cqErrors == q.cqErrors {
 			continue
 		}
-		q.read, q.posted, q.retir = true, posted, retired
+		if cqErrors > q.cqErrors && !slices.Contains(overran, k.pid) {
+			overran = append(overran, k.pid)
+		}
+		q.read, q.posted, q.retir, q.cqErrors = true, posted, retired, cqErrors
 		out = append(out, &trace.SQSample{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: k.pid},
 			QP: k.addr, QPNum: q.num, Posted: posted, Retired: retired, Width: lr.l.width, Capacity: capacity,
-			PostedCountsRefused: lr.l.postedRefused})
+			PostedCountsRefused: lr.l.postedRefused, CQErrors: cqErrors, CQErrorsRead: lr.l.cqErrors != 0})
 	}
-	return out
+	return out, overran
 }
 
 // word is n bytes (of a little-endian value) at address from of another
@@ -269,12 +282,16 @@ func readWords(pid int, ws ...word) error {
 }
 
 // readCounters reads a QP's retired count, then its posted count: both
-// only grow, so the difference is never below what the queue held.
-func readCounters(pid int, qp uint64, l sqLayout) (posted, retired uint64, err error) {
+// only grow, so the difference is never below what the queue held; and
+// its CQ errors where the layout has them.
+func readCounters(pid int, qp uint64, l sqLayout) (posted, retired, cqErrors uint64, err error) {
 	n := int(l.width)
-	err = readWords(pid, word{unsafe.Pointer(&retired), qp + uint64(l.retired), n},
-		word{unsafe.Pointer(&posted), qp + uint64(l.posted), n})
-	return posted, retired, err
+	ws := []word{{unsafe.Pointer(&retired), qp + uint64(l.retired), n}, {unsafe.Pointer(&posted), qp + uint64(l.posted), n}}
+	if l.cqErrors != 0 {
+		ws = append(ws, word{unsafe.Pointer(&cqErrors), qp + uint64(l.cqErrors), 8})
+	}
+	err = readWords(pid, ws...)
+	return posted, retired, cqErrors, err
 }
 
 // readRing reads a QP's count of WRs posted and its ring's consumer and
@@ -339,11 +356,17 @@ func (t *Tracer) runMemSampler(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if evs := t.mem.round(); len(evs) > 0 {
+		evs, overran := t.mem.round()
+		if len(evs) > 0 {
 			t.mu.Lock()
 			t.after = append(t.after, evs...)
 			t.haveUnsent.Store(true)
 			t.mu.Unlock()
+		}
+		// a CQ overrun fails no post (the provider's error sites see
+		// nothing): the process is traced in full, as after a failure
+		for _, pid := range overran {
+			t.Escalate(pid)
 		}
 	}
 }

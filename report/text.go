@@ -410,5 +410,8 @@ func writeMemory(w io.Writer, q *analyzer.QP) {
 	if m.Dropped > 0 {
 		fmt.Fprintf(w, "; %d reads over the depth left out (the queue moved between the two words)", m.Dropped)
 	}
+	if m.CQErrors != nil && *m.CQErrors > 0 {
+		fmt.Fprintf(w, "; its send CQ overran %d time(s), by the provider's count", *m.CQErrors)
+	}
 	fmt.Fprintln(w)
 }

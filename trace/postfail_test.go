@@ -22,6 +22,8 @@ func failEvents() []Event {
 		&Window{Header: Header{TimeNS: 9_600_000}, FromNS: 9_550_000, PIDs: 1, CostErr: "BPF statistics: operation not permitted"},
 		&SQSample{Header: Header{TimeNS: 9_700_000, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 1 << 33, Retired: 1<<33 - 127, Width: 8},
 		&SQSample{Header: Header{TimeNS: 9_800_000, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 3, Retired: 0xffff_fffe, Width: 4, Capacity: 255, PostedCountsRefused: true},
+		&SQSample{Header: Header{TimeNS: 9_900_000, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 191, Retired: 63, Width: 8, CQErrors: 1, CQErrorsRead: true},
+		&SQSample{Header: Header{TimeNS: 9_900_001, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 191, Retired: 63, Width: 8, CQErrorsRead: true},
 	}
 }
 

@@ -232,6 +232,10 @@ func (c *recordCodec) fields(ev Event) {
 		c.u8(&e.Width)
 		c.u32(&e.Capacity)
 		c.bool(&e.PostedCountsRefused)
+		if c.appended(e.CQErrorsRead) {
+			c.bool(&e.CQErrorsRead)
+			c.u64(&e.CQErrors)
+		}
 	}
 	c.end()
 }

@@ -22,6 +22,13 @@ type SQSample struct {
 	// check (librxe's send sequence number), so Posted includes the WRs
 	// a full queue refused.
 	PostedCountsRefused bool
+	// CQErrors is the times the QP's send CQ overran, where the provider
+	// keeps that count (CQErrorsRead): the CQ error mlx5 raises as an
+	// asynchronous event, which the simulated HCA keeps in the QP. An
+	// overrun fails no post; its QPs go to the error state and no
+	// completion comes.
+	CQErrors     uint64
+	CQErrorsRead bool
 }
 
 func (*SQSample) Kind() Kind { return KindSQSample }

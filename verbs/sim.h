@@ -146,6 +146,10 @@ struct sqsim_sq_layout {
 	uint32_t posted;  /* offsets from the struct ibv_qp */
 	uint32_t retired;
 	uint32_t width;
+	/* the count of the times the QP's send CQ overran (8 bytes): the CQ
+	 * error mlx5 raises as an asynchronous event, which the simulated
+	 * HCA keeps in the QP; 0 in a layout of 20 bytes, which has none */
+	uint32_t cq_errors;
 };
 extern const struct sqsim_sq_layout sqsim_sq_layout;
 

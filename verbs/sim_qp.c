@@ -16,6 +16,7 @@ __attribute__((used)) const struct sqsim_sq_layout sqsim_sq_layout = {
 	.posted = offsetof(struct sim_qp, head),
 	.retired = offsetof(struct sim_qp, tail),
 	.width = sizeof(((struct sim_qp *)0)->head),
+	.cq_errors = offsetof(struct sim_qp, c.cq_overrun_errs),
 };
 
 static uint32_t next_qpn = 0x1c0;

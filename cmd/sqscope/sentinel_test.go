@@ -116,12 +116,16 @@ func TestSentinelCatchesFaults(t *testing.T) {
 		// cause, not only the full queue
 		{"lazy-poll", "--fault lazy-poll=500 -Q 16 -n 5000", "enomem_sq_full", "sq_overflow_cq_not_polled"},
 		{"lazy-poll after healthy traffic", "--fault lazy-poll=500 -Q 16 --fault-after 0.3 -D 0.6 --qps 2 --fault-qp 1", "enomem_sq_full", "sq_overflow_cq_not_polled"},
+		// no post fails: the overrun is read in the QP's memory (the
+		// simulated HCA's count), and escalates as a failure does
+		{"cq-overrun", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000", "cq_overrun_errs", "cq_overrun"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			out, truth := traceSentinel(t, tc.flags)
-			if out.Sentinel.Hits == 0 || out.Sentinel.Escalations != 1 {
-				t.Errorf("sentinel %+v: want error-site hits and one escalation", out.Sentinel)
+			read := tc.count == "cq_overrun_errs" // seen in memory, not at an error site
+			if (out.Sentinel.Hits == 0) != read || out.Sentinel.Escalations != 1 {
+				t.Errorf("sentinel %+v: want one escalation, and error-site hits unless the fault fails no post", out.Sentinel)
 			}
 			var faulted []float64
 			for _, q := range truth {
@@ -148,9 +152,14 @@ func TestSentinelCatchesFaults(t *testing.T) {
 					t.Fatalf("QP %v not in the trace", q["qp_num"])
 				}
 				app := q["app"].(map[string]any) // what the application saw returned
-				if got[tc.count] != q[tc.count] || got["enomem"] != app["enomem"] {
+				count := got[tc.count]
+				if read {
+					mem, _ := got["memory"].(map[string]any)
+					count = mem["cq_errors"]
+				}
+				if count != q[tc.count] || got["enomem"] != app["enomem"] {
 					t.Errorf("QP %v: %s %v, enomem %v; the simulated HCA counted %v, the application %v",
-						q["qp_num"], tc.count, got[tc.count], got["enomem"], q[tc.count], app["enomem"])
+						q["qp_num"], tc.count, count, got["enomem"], q[tc.count], app["enomem"])
 				}
 			}
 			var diagnosed []float64

@@ -13,9 +13,9 @@ import (
 // unit and DaemonSet run it, on a process whose second QP stops
 // signaling after 2 s of healthy traffic and on a healthy process; a real
 // Prometheus with the shipped rules fires the overflow, ENOMEM and
-// near-full alerts for that QP only, and none for the rest. The CQ-overrun
-// alert needs the completions traced (events mode; the sentinel sees it
-// only when a window does): it fires on its fault with --mode events. The
+// near-full alerts for that QP only, and none for the rest; and the
+// CQ-overrun alert on its fault (an overrun fails no post: the sentinel
+// reads it in the QP's memory, where the simulated HCA counts it). The
 // counters mode, whose kernel keeps each send queue, fires the same
 // overflow, ENOMEM and near-full alerts on the same fault, and the
 // CQ-overrun one on its fault.
@@ -27,7 +27,7 @@ func TestServeAlertsFire(t *testing.T) {
 	faulty := serveWith(t, "--workload", "--", "--qps", "2", "-t", "64", "-Q", "16", "--fault", "never-signal", "--fault-qp", "1",
 		"--fault-after", "2", "-D", run, "--rate", "20000")
 	healthy := serveWith(t, "--workload", "--", "-Q", "16", "-t", "128", "-D", run, "--rate", "20000")
-	overrun := serveWith(t, "--mode", "events", "--workload", "--", "-Q", "1", "-t", "128", "--cq-depth", "32", "--fault", "cq-overrun", "-n", "2000")
+	overrun := serveWith(t, "--workload", "--", "-Q", "1", "-t", "128", "--cq-depth", "32", "--fault", "cq-overrun", "-n", "2000")
 	counted := serveWith(t, "--mode", "counters", "--workload", "--", "--qps", "2", "-t", "64", "-Q", "16", "--fault", "never-signal", "--fault-qp", "1",
 		"--fault-after", "2", "-D", run, "--rate", "20000")
 	countedOverrun := serveWith(t, "--mode", "counters", "--workload", "--", "-Q", "1", "-t", "128", "--cq-depth", "32", "--fault", "cq-overrun", "-n", "2000")

@@ -1,0 +1,56 @@
+package probe
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The layout a provider states in its sqsim_sq_layout: the 20 bytes of
+// the first layout (no CQ errors kept), the 24 of the second (their
+// offset), and anything else refused with why.
+func TestReadSQLayout(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler to build the providers' objects")
+	}
+	build := func(name, body string) string {
+		dir := t.TempDir()
+		src, obj := filepath.Join(dir, name+".c"), filepath.Join(dir, name+".o")
+		if err := os.WriteFile(src, []byte("#include <stdint.h>\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(cc, "-c", "-o", obj, src).CombinedOutput(); err != nil {
+			t.Fatalf("cc: %v\n%s", err, out)
+		}
+		return obj
+	}
+	first := build("first", `const struct { uint32_t magic, size, posted, retired, width; } sqsim_sq_layout = {0x5153534c, 20, 0x100, 0x108, 8};`)
+	second := build("second", `const struct { uint32_t magic, size, posted, retired, width, cq_errors; } sqsim_sq_layout = {0x5153534c, 24, 0x100, 0x108, 4, 0x1f0};`)
+	later := build("later", `const struct { uint32_t magic, size, posted, retired, width, cq_errors, more; } sqsim_sq_layout = {0x5153534c, 28, 0x100, 0x108, 8, 0x1f0, 7};`)
+	for _, c := range []struct {
+		path string
+		want sqLayout
+	}{
+		{first, sqLayout{posted: 0x100, retired: 0x108, width: 8}},
+		{second, sqLayout{posted: 0x100, retired: 0x108, width: 4, cqErrors: 0x1f0}},
+		{later, sqLayout{posted: 0x100, retired: 0x108, width: 8, cqErrors: 0x1f0}},
+	} {
+		got, err := readSQLayout(c.path)
+		if err != nil || got != c.want {
+			t.Errorf("%s: %+v, %v; want %+v", filepath.Base(c.path), got, err, c.want)
+		}
+	}
+	for _, c := range []struct{ name, body, err string }{
+		{"magic", `const struct { uint32_t magic, size, posted, retired, width; } sqsim_sq_layout = {1, 20, 0x100, 0x108, 8};`, "holds no layout"},
+		{"width", `const struct { uint32_t magic, size, posted, retired, width; } sqsim_sq_layout = {0x5153534c, 20, 0x100, 0x108, 2};`, "holds no layout"},
+		{"short", `const struct { uint32_t magic, size, posted; } sqsim_sq_layout = {0x5153534c, 12, 0x100};`, "12 bytes"},
+		{"none", `const int other = 1;`, "states no layout"},
+	} {
+		if _, err := readSQLayout(build(c.name, c.body)); err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.err)
+		}
+	}
+}
