@@ -131,6 +131,12 @@ type QP struct {
 	// occupancy are upper bounds (with OutstandingLowerBound too,
 	// neither), its CQEs polled a lower bound.
 	OutstandingUpperBound bool `json:"outstanding_upper_bound,omitempty"`
+	// PostsNotTraced: its completions came with no post call ever traced
+	// on it, the post probes in place (diagnosis posts_not_traced): its
+	// WQEs are written directly (direct verbs), so its send figures (WRs,
+	// occupancy, inline, signaled, doorbells, PCIe) are not seen, only its
+	// completions.
+	PostsNotTraced bool `json:"posts_not_traced,omitempty"`
 	// OutstandingSampledNS: Outstanding is what the sentinel mode's last
 	// window measured when it closed, at this time (the occupancy since
 	// is not traced); 0 when Outstanding is of now.
@@ -188,6 +194,7 @@ type Rates struct {
 	// slowed it.
 	WhileTraced  bool `json:"while_traced,omitempty"`
 	countersOnly bool // CQEs per QP not counted (counters mode)
+	postsDirect  bool // no post traced (QP.PostsNotTraced): no span, no post rate
 }
 
 // Snapshot is a copy of the analyzer's state.
@@ -356,6 +363,7 @@ type Analyzer struct {
 	// probes placed on the data path's post and poll functions
 	// (lateattach.go: completionsNotTraced)
 	postProbed, pollProbed bool
+	postFailed             bool          // a post probe was not placed
 	sentinel               sentinelState // sentinel.go
 	version                Version       // version.go
 	picked                 []*sq         // the QPs a partial snapshot copies (reused)

@@ -50,6 +50,9 @@ const (
 	// An SQ-full refusal an error-site probe saw (the sentinel mode,
 	// sentinel.go): the data path was not traced, so only the refusal.
 	DiagOverflowAtSite
+	// A QP whose completions come with no post ever traced (diagnose.go):
+	// its WQEs are written directly.
+	DiagPostsNotTraced
 
 	numDiagKinds
 )
@@ -117,6 +120,8 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"occupancy_from", "occupancy", "max_send_wr", "over_ms", "growth_wrs_per_s", "full_in_ms"}},
 	DiagCallsNotTraced: {"calls_not_traced", SevWarning,
 		[]string{"outstanding", "max_send_wr", "unmatched_cqes", "empty_wr_batches"}},
+	DiagPostsNotTraced: {"posts_not_traced", SevWarning,
+		[]string{"send_cqes_polled", "unmatched_cqes", "max_send_wr"}},
 	DiagQPNotRTS: {"post_qp_not_rts", SevError,
 		[]string{"qp_state", "errno", "api", "wr_index", "num_sge", "max_send_sge", "posts_refused"}},
 	DiagCQOverrunRisk: {"cq_overrun_risk", SevPrediction,
@@ -305,6 +310,10 @@ func (a *Analyzer) notTraced(q *sq, now uint64) {
 	}
 	q.notTracedOver = over
 	q.notTracedNoted = [2]uint64{q.c.UnmatchedCQEs, q.c.EmptyWRBatches}
+	if a.postsDirect(q) {
+		a.record(q, DiagPostsNotTraced, now, evidence{q.c.CQEsPolled, q.c.UnmatchedCQEs, q.depth()})
+		return
+	}
 	out := q.outstanding()
 	if over {
 		out = seen
@@ -493,6 +502,10 @@ func (r *diagRec) export(c traceClock) Diagnosis {
 		d.Message = fmt.Sprintf("%d WRs posted in a row without IBV_SEND_SIGNALED, %d%% of max_send_wr %d: the SQ overflows if no signaled WR follows within %d WRs",
 			e[0], e[2], e[1], e[1]-min(e[0], e[1]))
 		d.Fix = fmt.Sprintf("Signal at least one WR in every %d (half of max_send_wr).", half(e[1]))
+	case DiagPostsNotTraced:
+		d.Message = fmt.Sprintf("posts not traced: direct verbs. %d send completions of this QP were polled (%d matching no WR) while no post call on it was traced since its create, with the post probes of its provider in place: its WQEs are built and its doorbell rung without ibv_post_send or ibv_wr_* (direct verbs, as mlx5dv under UCX's rc_mlx5 and dc_mlx5 transports and DPDK's mlx5 driver post), so its WRs, occupancy, inline and signaled shares, doorbells and PCIe figures are not seen: only its completions are",
+			e[0], e[1])
+		d.Fix = "sqscope cannot see WQEs written to the send queue directly: judge this QP by its completions, or run the application on a transport that posts through ibv_post_send (UCX: UCX_TLS=rc_verbs instead of rc_mlx5) while tracing it; where the provider's counters are read from memory (--mode sentinel, simulated HCA) the WRs posted and the occupancy are still read."
 	case DiagCallsNotTraced:
 		var what []string
 		if e[0] > e[1] {
@@ -556,4 +569,14 @@ func (a *Analyzer) diagnoses() []Diagnosis {
 		out[i] = a.diags[k].export(c)
 	}
 	return out
+}
+
+// postsDirect says whether q's completions come with no post call ever
+// traced on it, its create seen and the post probes in place without a
+// failure: its WQEs are written directly (direct verbs), not through a
+// call the trace misses.
+func (a *Analyzer) postsDirect(q *sq) bool {
+	c := &q.c
+	return a.postProbed && !a.postFailed && q.found == FoundCreate && c.UnmatchedCQEs > 0 &&
+		c.PostCalls == 0 && c.WRs == 0 && c.WRAPICalls == 0 && c.EmptyWRBatches == 0 && c.Aborted == 0
 }

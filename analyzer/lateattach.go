@@ -122,7 +122,14 @@ func (q *sq) pastDepth() {
 
 // noteProbe notes a data-path probe the trace placed.
 func (a *Analyzer) noteProbe(e *trace.Attach) {
-	if e.Err != "" || e.How == trace.HowErrorSite {
+	if e.How == trace.HowErrorSite {
+		return
+	}
+	if e.Err != "" {
+		// a post probe not placed (not a window's end): posts go untraced
+		if (e.Func == "post_send" || e.Func == "wr_complete") && e.How != trace.HowSample && e.How != trace.HowEscalation {
+			a.postFailed = true
+		}
 		return
 	}
 	switch e.Func {

@@ -63,7 +63,7 @@ func (q QP) CountersNote() string {
 // with this JSON name was measured: false for what counters mode does not
 // measure, which a view then leaves out instead of showing 0.
 func (q QP) Measured(key string) bool {
-	if q.recvUntraced && recvDrop[key] {
+	if q.recvUntraced && recvDrop[key] || q.PostsNotTraced && directDrop[key] {
 		return false
 	}
 	if q.CountersOnly && q.KernelSQ && kernelMeasured[key] {
@@ -125,6 +125,17 @@ func (r RecvQueue) MarshalJSON() ([]byte, error) {
 	return dropKeys(b, unmeasuredRecv)
 }
 
+// directDrop is what a QP whose WQEs are written directly leaves out
+// (QP.PostsNotTraced): every figure of its posts, which no probe saw, and
+// what rests on them; its completions and polls stay.
+var directDrop = keySet("wrs", "post_calls", "inline", "signaled", "doorbells", "bf_writes", "wqebbs",
+	"dma_reads_wqe", "dma_reads_payload", "cqe_writes", "enomem_sq_full", "enomem_inline", "enomem_sge",
+	"enomem_unknown", "enomem", "einval", "not_rts", "other_errors", "peak_outstanding", "outstanding",
+	"outstanding_lower_bound", "longest_unsignaled_run", "mmio_bytes", "dma_bytes_wqe", "dma_bytes_payload",
+	"inline_bytes", "inline_sges", "baseline_wqe_bytes", "wrs_beyond_model", "wrs_past_bound", "wr_api_calls",
+	"aborted", "empty_wr_batches", "dma_writes_response", "dma_bytes_response", "flushed_unsignaled",
+	"signal_interval_typical", "signal_interval_longest", "occupancy", "opcodes", "pcie")
+
 type qpJSON QP
 
 // MarshalJSON leaves out, for a QP traced in counters mode, the fields
@@ -144,6 +155,9 @@ func (q QP) MarshalJSON() ([]byte, error) {
 	}
 	if q.recvUntraced {
 		drop = union(drop, recvDrop)
+	}
+	if q.PostsNotTraced {
+		drop = union(drop, directDrop)
 	}
 	if len(drop) == 0 {
 		return b, nil
@@ -191,14 +205,23 @@ func (t Totals) MarshalJSON() ([]byte, error) {
 type ratesJSON Rates
 
 // MarshalJSON leaves out the CQE rate in counters mode, which counts CQEs
-// per CQ only.
+// per CQ only, and the rates of posts where none was traced.
 func (r Rates) MarshalJSON() ([]byte, error) {
 	b, err := marshal(ratesJSON(r))
-	if err != nil || !r.countersOnly {
+	switch {
+	case err != nil:
 		return b, err
+	case r.postsDirect:
+		return dropKeys(b, directRates)
+	case r.countersOnly:
+		return dropKeys(b, unmeasuredRates)
 	}
-	return dropKeys(b, unmeasuredRates)
+	return b, nil
 }
+
+// directRates are the rates a QP with no post traced leaves out: its span
+// is its posts'.
+var directRates = keySet("span_ns", "post_wrs_per_s", "post_calls_per_s", "cqes_per_s", "wrs_per_doorbell")
 
 type savingsJSON Savings
 

@@ -102,6 +102,10 @@ func writeQP(w io.Writer, q *analyzer.QP) {
 		writeMemory(w, q)
 	case sendIdle(q):
 		fmt.Fprintln(w, "  sends: none traced (no post_send, no send completion)")
+	case q.PostsNotTraced:
+		// its send figures are not seen: none is printed as if 0
+		fmt.Fprintf(w, "  sends: no post traced, its WQEs written directly (direct verbs); %d send completions polled, %d polls of its send CQ\n", q.CQEsPolled, q.Polls)
+		writeMemory(w, q)
 	case q.CountersOnly:
 		fmt.Fprintln(w, "  "+q.CountersNote())
 		writeCountersQP(w, q)

@@ -485,3 +485,9 @@ func (s *Sim) limitError(cfg QPConfig, err error) error {
 	}
 	return err
 }
+
+// DirectPostSend is the simulated HCA's direct post path
+// (sqsim_dv_post_send), a C function pointer for a C caller: it posts as
+// ibv_post_send does without calling it, as applications on direct
+// verbs (mlx5dv) do.
+func DirectPostSend() unsafe.Pointer { return C.sqsim_dv_post_send }

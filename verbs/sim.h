@@ -153,6 +153,13 @@ struct sqsim_sq_layout {
 };
 extern const struct sqsim_sq_layout sqsim_sq_layout;
 
+/* sqsim_dv_post_send posts as ibv_post_send does, building the WQEs and
+ * ringing the doorbell itself, without the context's ops table: the way an
+ * application on mlx5's direct verbs (mlx5dv: UCX's rc_mlx5 and dc_mlx5,
+ * DPDK's mlx5 driver) posts, never calling ibv_post_send. EOPNOTSUPP for a
+ * QP of another device. */
+int sqsim_dv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
+
 int sqsim_qp_counters(struct ibv_qp *qp, struct sqsim_counters *out);
 int sqsim_cq_counters(struct ibv_cq *cq, struct sqsim_cq_counters *out);
 

@@ -186,8 +186,11 @@ SIM_HIDDEN void commit(struct sim_qp *qp, uint32_t n)
 	update_peak(qp);
 }
 
-static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-			 struct ibv_send_wr **bad_wr)
+/* post_wrs is ibv_post_send's work, inlined into each of its callers: the
+ * ops table's sim_post_send, whose error sites a tracer finds in its body,
+ * and the direct path, sqsim_dv_post_send. */
+static inline __attribute__((always_inline)) int post_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+							  struct ibv_send_wr **bad_wr)
 {
 	struct sim_qp *qp = to_sqp(ibqp);
 	uint32_t nreq = 0;
@@ -264,6 +267,22 @@ static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		*bad_wr = wr;
 	pthread_mutex_unlock(&qp->lock);
 	return err;
+}
+
+static int sim_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr)
+{
+	return post_wrs(ibqp, wr, bad_wr);
+}
+
+int sqsim_dv_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		       struct ibv_send_wr **bad_wr)
+{
+	if (ibqp->context->ops.post_send != sim_post_send) {
+		*bad_wr = wr;
+		return EOPNOTSUPP; /* not a QP of the simulated HCA */
+	}
+	return post_wrs(ibqp, wr, bad_wr);
 }
 
 /* sim_send_ops installs the send data path in a context's ops table. */

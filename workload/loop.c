@@ -346,7 +346,10 @@ static int post_batch(struct sq_endpoint *ep, const struct wl_params *p, uint32_
 			}
 			sq_wr_fill(ep, w, opcode);
 		}
-		ret = ibv_post_send(ep->qp, wrs, &bad);
+		if (p->direct_post)
+			ret = p->direct_post(ep->qp, wrs, &bad);
+		else
+			ret = ibv_post_send(ep->qp, wrs, &bad);
 		*accepted = ret ? (uint32_t)(bad - wrs) : k;
 		return ret;
 	}

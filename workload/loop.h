@@ -22,6 +22,9 @@ enum wl_fault {
 
 struct wl_params {
 	int api_wr;          /* post with ibv_wr_start..ibv_wr_complete */
+	/* set: post through it instead of ibv_post_send, as an application on
+	 * direct verbs does (the simulated HCA's sqsim_dv_post_send) */
+	int (*direct_post)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr);
 	int opcodes[16];     /* posted in turn: WR i has opcodes[i % n_opcodes] */
 	uint32_t n_opcodes;
 	uint32_t size;       /* payload bytes per WR */

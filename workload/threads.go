@@ -252,6 +252,9 @@ func newLane(cfg Config, ep *verbs.Endpoint, idx int, healthy, faulty shape) lan
 	}
 	p := &l.params
 	p.api_wr = boolInt(cfg.API == "wr")
+	if cfg.API == "direct" {
+		p.direct_post = (*[0]byte)(verbs.DirectPostSend())
+	}
 	for i, op := range cfg.Opcodes {
 		p.opcodes[i] = C.int(op)
 	}

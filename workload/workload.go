@@ -186,8 +186,10 @@ func (c *Config) Validate(cqModExplicit bool) error {
 		return usagef("--threads %d out of range 1..%d (the QPs, --qps)", c.Threads, c.QPs)
 	case c.PollBatch == 0 || c.PollBatch > 4096:
 		return usagef("--poll-batch %d out of range 1..4096", c.PollBatch)
-	case c.API != "post_send" && c.API != "wr":
-		return usagef("--api %q: want post_send or wr", c.API)
+	case c.API != "post_send" && c.API != "wr" && c.API != "direct":
+		return usagef("--api %q: want post_send, wr or direct", c.API)
+	case c.API == "direct" && c.Device != verbs.SimName:
+		return usagef("--api direct posts through the simulated HCA's direct path: -d %s has none (give -d %s)", c.Device, verbs.SimName)
 	case c.Size > 1<<24:
 		return usagef("-s/--size %d over the limit of 16 MiB", c.Size)
 	case c.Duration < 0:

@@ -49,6 +49,8 @@ func TestValidate(t *testing.T) {
 		{"default -Q with a post list not dividing the depth", func(c *Config) { c.PostList, c.TxDepth = 8, 100 }, false, true},
 		{"UD write", func(c *Config) { c.Conn = verbs.UD; c.Opcodes = []int{verbs.OpRDMAWrite} }, false, false},
 		{"bad api", func(c *Config) { c.API = "verbs" }, false, false},
+		{"direct api on the simulated HCA", func(c *Config) { c.API = "direct" }, false, true},
+		{"direct api on a device", func(c *Config) { c.API, c.Device = "direct", "rxe0" }, false, false},
 		{"no iters no duration", func(c *Config) { c.Iters = 0 }, false, false},
 	}
 	for _, tc := range tests {

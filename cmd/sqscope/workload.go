@@ -65,7 +65,7 @@ func newWorkloadFlags(help io.Writer) (*flag.FlagSet, *workloadFlags) {
 	fs.StringVar(&f.opcode, "opcode", "send", strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
 	fs.BoolVar(&c.CQEx, "cq-ex", false, "create the CQ with ibv_create_cq_ex and poll it with ibv_start_poll/ibv_next_poll")
 	cli.UintVar(fs, &c.CQDepth, "cq-depth", 0, "entries to ask for each send CQ (0: room for every WR the SQ holds)")
-	fs.StringVar(&c.API, "api", c.API, "post_send or wr (ibv_wr_start..ibv_wr_complete)")
+	fs.StringVar(&c.API, "api", c.API, "post_send, wr (ibv_wr_start..ibv_wr_complete) or direct (the simulated HCA builds the WQEs without ibv_post_send, as direct-verbs applications do)")
 	cli.UintVar(fs, &c.PollBatch, "poll-batch", c.PollBatch, "work completions per ibv_poll_cq")
 	fs.BoolVar(&c.ThreadChurn, "thread-churn", false, "start and end threads beside the traffic, about a thousand a second (as a process whose threads come and go while a tracer attaches)")
 	fs.Uint64Var(&c.Rate, "rate", 0, "cap the post rate, WR/s per QP (0: none)")
