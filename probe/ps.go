@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -32,6 +33,11 @@ type VerbsProc struct {
 	// ops table; Trace is that in a sentence.
 	DataPath map[string]string `json:"data_path"`
 	Trace    string            `json:"trace"`
+	// DirectVerbs are the objects it maps that import mlx5dv's functions
+	// for building WQEs or reaching a QP's queues itself, each as "FILE:
+	// FUNC, ...": QPs it drives that way post without ibv_post_send, and
+	// no probe sees their posts.
+	DirectVerbs []string `json:"direct_verbs,omitempty"`
 }
 
 // psFuncs are the data-path functions `sqscope ps` says how it finds.
@@ -92,6 +98,7 @@ func inspect(pid int, dirs []string) (VerbsProc, bool) {
 		}
 	}
 	p.Devices = openDevices(pid)
+	p.DirectVerbs = directVerbsImports(pid)
 	for _, h := range dataPathBySymbol(pid, dirs) {
 		if slices.Contains(psFuncs, h.r.name) && p.DataPath[h.r.name] == "" {
 			p.DataPath[h.r.name] = h.how
@@ -111,7 +118,53 @@ func inspect(pid int, dirs []string) (VerbsProc, bool) {
 	default:
 		p.Trace = fmt.Sprintf("trace -p %d: %s found by no symbol (stripped provider, no debug file): the attach reads its ops table from its memory (a scan of seconds; --scan-mib, --scan-time bound it)", pid, strings.Join(missing, " and "))
 	}
+	if len(p.DirectVerbs) > 0 {
+		p.Trace += "; it imports mlx5dv's direct-verbs functions (" + strings.Join(p.DirectVerbs, "; ") +
+			"): the QPs it drives through them post without ibv_post_send, and no probe sees their posts"
+	}
 	return p, true
+}
+
+// isDirectVerbsFunc says whether name is one of mlx5dv's functions
+// (infiniband/mlx5dv.h) that hand an application a QP's queues to write
+// WQEs into itself, or build its WQEs: an object that imports one drives
+// QPs without ibv_post_send (UCX's rc_mlx5 and dc_mlx5, DPDK's mlx5).
+func isDirectVerbsFunc(name string) bool {
+	return name == "mlx5dv_init_obj" || name == "mlx5dv_create_qp" || name == "mlx5dv_qp_ex_from_ibv_qp_ex" ||
+		strings.HasPrefix(name, "mlx5dv_wr_")
+}
+
+// directVerbsImports lists the objects process pid maps that import a
+// direct-verbs function, each as "FILE: FUNC, ...".
+func directVerbsImports(pid int) []string {
+	maps, err := readMaps(pid)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range maps {
+		if m.Path == "" || seen[m.Path] || !strings.HasPrefix(m.Path, "/") {
+			continue
+		}
+		seen[m.Path] = true
+		f, err := elf.Open(ProcDir(pid) + "/root" + m.Path)
+		if err != nil {
+			continue // not an ELF file, or gone
+		}
+		syms, _ := f.DynamicSymbols()
+		f.Close()
+		var fns []string
+		for _, sym := range syms {
+			if sym.Section == elf.SHN_UNDEF && isDirectVerbsFunc(sym.Name) && !slices.Contains(fns, sym.Name) {
+				fns = append(fns, sym.Name)
+			}
+		}
+		if len(fns) > 0 {
+			out = append(out, m.Path+": "+strings.Join(fns, ", "))
+		}
+	}
+	return out
 }
 
 // openDevices are the RDMA devices a process has open: the device of each
