@@ -1,6 +1,9 @@
 package analyzer
 
-import "github.com/sqscope/sqscope/trace"
+import (
+	"github.com/sqscope/sqscope/ibv"
+	"github.com/sqscope/sqscope/trace"
+)
 
 // Cuts count what the tracer's bounds kept it from seeing whole on a QP.
 // They are left out of JSON while zero, as the text leaves out their line.
@@ -25,6 +28,10 @@ type Cuts struct {
 	// are then a lower bound, its occupancy an upper bound:
 	// QP.OutstandingUpperBound); the total's are every CQ's.
 	CQEsPastBound uint64 `json:"cqes_past_bound,omitempty"`
+	// CQEsPastBoundRecv: of CQEsPastBound, those known to be receives of
+	// their CQ's only receiving QP (no QP sends to it, the post probes in
+	// place), counted as its receives; the rest are not attributed.
+	CQEsPastBoundRecv uint64 `json:"cqes_past_bound_receives,omitempty"`
 	// PollRecordWCs is how many completions a poll record held where a
 	// poll returned more (the tracer's bound); 0 when none did.
 	PollRecordWCs uint64 `json:"poll_record_wcs,omitempty"`
@@ -41,6 +48,7 @@ func (c *Cuts) add(o *Cuts) {
 	c.SGEsNotSummed += o.SGEsNotSummed
 	c.WalkCappedPosts += o.WalkCappedPosts
 	c.CQEsPastBound += o.CQEsPastBound
+	c.CQEsPastBoundRecv += o.CQEsPastBoundRecv
 	c.PollRecordWCs = max(c.PollRecordWCs, o.PollRecordWCs)
 }
 
@@ -53,4 +61,45 @@ func (c *cqState) pollCut(e *trace.Poll) {
 	}
 	c.pastBound += uint64(int(e.Ret) - len(e.WCs))
 	c.recordWCs = max(c.recordWCs, uint64(len(e.WCs)))
+}
+
+// pastBoundRecv attributes the completions a poll of CQ c returned past
+// its record when they can only be receives of one QP: c is the receive
+// CQ of that QP alone, no QP sending to it has posted (the post probes
+// in place), and every completion the record holds is a receive of it.
+// They are then counted as its receives, exact, not a lower bound.
+func (a *Analyzer) pastBoundRecv(c *cqState, e *trace.Poll, now uint64) {
+	past := int(e.Ret) - len(e.WCs)
+	if e.Ex || past <= 0 || !a.postProbed || a.postFailed {
+		return
+	}
+	var r *sq
+	for _, q := range a.all {
+		if q.key.pid != c.pid || q.destroyed {
+			continue
+		}
+		if q.cq == c && (q.c.PostCalls > 0 || q.c.WRs > 0 || q.c.WRAPICalls > 0 || q.c.UnmatchedCQEs > 0) {
+			return // it sends to c: some may be send completions
+		}
+		if q.rq.rcq == c {
+			if r != nil {
+				return // two QPs receive on c: whose is not known
+			}
+			r = q
+		}
+	}
+	if r == nil {
+		return
+	}
+	for i := range e.WCs {
+		if !ibv.IsRecvWC(e.WCs[i].Opcode) || e.WCs[i].QPNum != r.key.qpNum {
+			return
+		}
+	}
+	was := r.rqEmpty()
+	r.c.RecvCQEs += uint64(past)
+	c.recvCQEs += uint64(past)
+	c.pastRecv += uint64(past)
+	r.lastNS = max(r.lastNS, now)
+	a.noteRQ(r, was)
 }

@@ -119,6 +119,7 @@ func (d *Deltas) Next(cur Snapshot, now time.Time) *Interval {
 	iv.Total.Polls = cur.Total.Polls - min(d.prev.Total.Polls, cur.Total.Polls)
 	iv.Total.EmptyPolls = cur.Total.EmptyPolls - min(d.prev.Total.EmptyPolls, cur.Total.EmptyPolls)
 	iv.Total.CQEsPastBound = cur.Total.CQEsPastBound - min(d.prev.Total.CQEsPastBound, cur.Total.CQEsPastBound)
+	iv.Total.CQEsPastBoundRecv = cur.Total.CQEsPastBoundRecv - min(d.prev.Total.CQEsPastBoundRecv, cur.Total.CQEsPastBoundRecv)
 	d.prev, d.since = cur, now
 	return iv
 }

@@ -39,7 +39,7 @@ func (s Snapshot) Check() []error {
 	}
 	// counted per CQ
 	sum.Polls, sum.EmptyPolls = s.Total.Polls, s.Total.EmptyPolls
-	sum.CQEsPastBound, sum.PollRecordWCs = s.Total.CQEsPastBound, s.Total.PollRecordWCs
+	sum.CQEsPastBound, sum.CQEsPastBoundRecv, sum.PollRecordWCs = s.Total.CQEsPastBound, s.Total.CQEsPastBoundRecv, s.Total.PollRecordWCs
 	if len(s.QPs) > 0 && sum != s.Total.Counters {
 		bad("totals %+v are not the sum of the QPs' %+v", s.Total.Counters, sum)
 	}
@@ -189,9 +189,9 @@ func checkCQ(c *CQ, span uint64, bad func(string, ...any)) {
 	// (a QP's CQEs are not summed here: a send completion may come
 	// from a CQ other than the one its QP's create named, in a damaged
 	// recording, and is the QP's all the same)
-	if c.EmptyPolls > c.Polls || c.UnmatchedExCQEs+c.CQEsPastBound > c.CQEs || c.SpanNS > span {
-		bad("CQ %#x (pid %d, gen %d): %d empty of %d polls, %d unmatched and %d past the poll record bound of %d CQEs, over %d ns (trace %d ns)",
-			c.CQ, c.PID, c.Gen, c.EmptyPolls, c.Polls, c.UnmatchedExCQEs, c.CQEsPastBound, c.CQEs, c.SpanNS, span)
+	if c.EmptyPolls > c.Polls || c.UnmatchedExCQEs+c.CQEsPastBound > c.CQEs || c.CQEsPastBoundRecv > c.CQEsPastBound || c.SpanNS > span {
+		bad("CQ %#x (pid %d, gen %d): %d empty of %d polls, %d unmatched and %d past the poll record bound (%d of them receives) of %d CQEs, over %d ns (trace %d ns)",
+			c.CQ, c.PID, c.Gen, c.EmptyPolls, c.Polls, c.UnmatchedExCQEs, c.CQEsPastBound, c.CQEsPastBoundRecv, c.CQEs, c.SpanNS, span)
 	}
 }
 

@@ -46,7 +46,10 @@ type CQ struct {
 	// a QP nor told send from receive (RecvCQEs, and the counts of its
 	// QPs' completions, are then lower bounds).
 	CQEsPastBound uint64 `json:"cqes_past_bound,omitempty"`
-	PollRecordWCs uint64 `json:"poll_record_wcs,omitempty"`
+	// CQEsPastBoundRecv: of them, those counted as receives of its only
+	// receiving QP (no QP sends to it), in RecvCQEs and exact.
+	CQEsPastBoundRecv uint64 `json:"cqes_past_bound_receives,omitempty"`
+	PollRecordWCs     uint64 `json:"poll_record_wcs,omitempty"`
 	Resizes       uint64 `json:"resizes"`
 	ModCount      uint16 `json:"moderation_count"`
 	ModPeriodUS   uint16 `json:"moderation_period_us"`
@@ -241,7 +244,7 @@ func (a *Analyzer) cqSnapshot() []CQ {
 		}
 		out = append(out, CQ{PID: c.pid, CQ: c.addr, Gen: c.gen, CQE: c.cqe, Extended: c.ex,
 			Polls: c.polls, EmptyPolls: c.empty, CQEs: c.cqes, UnmatchedExCQEs: c.exUnmatched,
-			CQEsPastBound: c.pastBound, PollRecordWCs: c.recordWCs,
+			CQEsPastBound: c.pastBound, CQEsPastBoundRecv: c.pastRecv, PollRecordWCs: c.recordWCs,
 			Resizes: c.resizes, ModCount: c.modCount, ModPeriodUS: c.modPeriod,
 			Replaced: c.replaced, Destroyed: c.destroyed, SpanNS: span,
 			PollsPerSec: perSec(c.polls, span)})

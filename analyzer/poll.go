@@ -18,6 +18,7 @@ func (a *Analyzer) onPoll(e *trace.Poll) {
 	if e.Ret > 0 {
 		c.cqes += uint64(e.Ret)
 		c.pollCut(e)
+		a.pastBoundRecv(c, e, e.TimeNS)
 	} else if e.Ret == 0 {
 		c.empty++
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqscope/sqscope/analyzer/streamtest"
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -165,5 +166,58 @@ func TestIntervalPollCut(t *testing.T) {
 	}
 	if _, ok := doc["poll_record_wcs"]; ok {
 		t.Errorf("an interval's JSON holds the poll record's bound, a level: %v", doc)
+	}
+}
+
+// Completions past the poll record bound are counted as receives where
+// they can only be: their CQ is the receive CQ of one QP alone, no QP
+// sending to it posted, and the post probes are in place. The receive
+// queue is then exact; on a CQ a sender posts to, they stay unattributed
+// and the figures bounds, an upper bound never above the queue's depth.
+func TestPollRecordBoundReceivesOnly(t *testing.T) {
+	const rcv = 0x1c1
+	build := func(sender bool) Snapshot {
+		s := streamtest.New()
+		s.Add(&trace.Attach{Header: s.Header(), Func: "post_send", Path: "/usr/lib/libmlx5.so.1", How: "ops-table"},
+			&trace.Attach{Header: s.Header(), Func: "poll_cq", Path: "/usr/lib/libmlx5.so.1", How: "ops-table"})
+		s.Create(rcv, trace.QPTypeRC, trace.Caps{MaxSendWR: 16, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}, false)
+		s.PostRecvCall(streamtest.QPAddr(rcv), rcv, 64, 0, 64, false)
+		if sender { // a QP whose send CQ is the receiver's CQ posts
+			s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(0x1c2), QPNum: 0x1c2, Type: trace.QPTypeRC,
+				SendCQ: streamtest.CQAddr(rcv), RecvCQ: streamtest.CQAddr(0x1c2), Caps: streamtest.RCCaps(16, 60, 1), Via: "ibv_create_qp"})
+			s.Post(0x1c2, s.WRs(0x1c2, 1, ibv.WRSend, 0, 1, 64, 0), 0, 1)
+		}
+		s.PollCut(streamtest.CQAddr(rcv), 60, streamtest.RecvWCs(rcv, streamtest.RecordWCs, 0)...)
+		s.PostRecvCall(streamtest.QPAddr(rcv), rcv, 60, 0, 60, false)
+		s.PollCut(streamtest.CQAddr(rcv), 40, streamtest.RecvWCs(rcv, streamtest.RecordWCs, 0)...)
+		return New(Options{}).snapshotOf(s.Events)
+	}
+	snap := build(false)
+	for _, err := range snap.Check() {
+		t.Errorf("invariant: %v", err)
+	}
+	r := qpOf(t, snap, rcv).Recv
+	past := uint64(60 + 40 - 2*streamtest.RecordWCs)
+	if r == nil || r.Consumed != 100 || r.ConsumedLowerBound || r.CQEsPastBound != 0 || r.Outstanding == nil || *r.Outstanding != 24 || *r.Peak != 64 {
+		t.Errorf("receiver %+v: want 124 posted, 100 consumed exact, 24 outstanding, peak 64", r)
+	}
+	c := cqOf(t, snap, streamtest.CQAddr(rcv))
+	if c.CQEsPastBound != past || c.CQEsPastBoundRecv != past || c.RecvCQEs == nil || *c.RecvCQEs != 100 {
+		t.Errorf("CQ %+v: want %d past the bound, all receives, 100 receive CQEs", c, past)
+	}
+	if snap.Total.CQEsPastBound != past || snap.Total.CQEsPastBoundRecv != past || qpOf(t, snap, rcv).Cuts.CQEsPastBound != 0 {
+		t.Errorf("total cuts %+v, the QP's %+v: want %d past the bound, all receives, none left on the QP", snap.Total.Cuts, qpOf(t, snap, rcv).Cuts, past)
+	}
+
+	snap = build(true)
+	for _, err := range snap.Check() {
+		t.Errorf("invariant: %v", err)
+	}
+	r = qpOf(t, snap, rcv).Recv
+	if r == nil || r.Consumed != 2*streamtest.RecordWCs || !r.ConsumedLowerBound || r.CQEsPastBound != past || *r.Outstanding != 60 || *r.Peak != 64 {
+		t.Errorf("receiver beside a sender %+v: want %d consumed as a lower bound, %d past the bound, 60 outstanding at most, the peak (92 by the counts) capped at its depth 64", r, 2*streamtest.RecordWCs, past)
+	}
+	if c := cqOf(t, snap, streamtest.CQAddr(rcv)); c.CQEsPastBoundRecv != 0 {
+		t.Errorf("CQ %+v: receives told among a sender's completions", c)
 	}
 }

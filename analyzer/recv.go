@@ -250,8 +250,8 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 	out := &m.RecvQueue
 	if r.rcq != nil {
 		out.RecvCQGen = r.rcq.gen
-		if known.completions && r.rcq.pastBound > 0 {
-			out.CQEsPastBound, out.ConsumedLowerBound = r.rcq.pastBound, true
+		if past := r.rcq.pastBound - r.rcq.pastRecv; known.completions && past > 0 {
+			out.CQEsPastBound, out.ConsumedLowerBound = past, true
 		}
 	}
 	if q.capsKnown {
@@ -267,6 +267,10 @@ func (a *Analyzer) recvSnapshot(q *sq) *RecvQueue {
 		}
 	case ok:
 		m.out, m.peak = n, max(r.peak, n)
+		if out.ConsumedLowerBound && m.depth > 0 {
+			// upper bounds: never more than the queue holds
+			m.out, m.peak = min(m.out, uint64(m.depth)), min(m.peak, uint64(m.depth))
+		}
 		out.Outstanding, out.Peak = &m.out, &m.peak
 	case !q.capsKnown:
 		out.OutstandingUnknown = whyRecvNoCreate

@@ -85,7 +85,7 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 			}
 			r.PollsPerCQE = ratio(cs.polls, cs.cqes)
 			p.SendCQGen = cs.gen
-			c.CQEsPastBound, c.PollRecordWCs = cs.pastBound, cs.recordWCs
+			c.CQEsPastBound, c.PollRecordWCs = cs.pastBound-cs.pastRecv, cs.recordWCs
 		}
 		if detail {
 			p.History, p.HistoryStartNS = q.hist.copyOut()
@@ -126,12 +126,13 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 	}
 	// polls belong to CQs, which QPs may share: count each CQ once
 	s.Total.Polls, s.Total.EmptyPolls = 0, 0
-	s.Total.CQEsPastBound, s.Total.PollRecordWCs = 0, 0
+	s.Total.CQEsPastBound, s.Total.CQEsPastBoundRecv, s.Total.PollRecordWCs = 0, 0, 0
 	var cqes uint64
 	for _, cs := range a.allCQs {
 		s.Total.Polls += cs.polls
 		s.Total.EmptyPolls += cs.empty
 		s.Total.CQEsPastBound += cs.pastBound
+		s.Total.CQEsPastBoundRecv += cs.pastRecv
 		s.Total.PollRecordWCs = max(s.Total.PollRecordWCs, cs.recordWCs)
 		cqes += cs.cqes
 	}

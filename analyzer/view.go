@@ -68,6 +68,7 @@ func (c Counters) Sub(b Counters) Counters {
 	sub(&d.SGEsNotSummed, b.SGEsNotSummed)
 	sub(&d.WalkCappedPosts, b.WalkCappedPosts)
 	sub(&d.CQEsPastBound, b.CQEsPastBound)
+	sub(&d.CQEsPastBoundRecv, b.CQEsPastBoundRecv)
 	sub(&d.SignaledUnkept, b.SignaledUnkept)
 	sub(&d.DMAWritesResponse, b.DMAWritesResponse)
 	sub(&d.DMABytesResponse, b.DMABytesResponse)

@@ -152,11 +152,14 @@ func writeCQs(w io.Writer, cqs []analyzer.CQ) {
 		}
 		fmt.Fprintf(w, "; polls %d (empty %d), CQEs %d", c.Polls, c.EmptyPolls, c.CQEs)
 		if c.RecvCQEs != nil {
-			fmt.Fprintf(w, " (receive %s%d)", map[bool]string{true: ">= "}[c.CQEsPastBound > 0], *c.RecvCQEs)
+			fmt.Fprintf(w, " (receive %s%d)", map[bool]string{true: ">= "}[c.CQEsPastBound > c.CQEsPastBoundRecv], *c.RecvCQEs)
 		}
 		fmt.Fprintln(w)
-		if s := PollCuts(analyzer.Cuts{CQEsPastBound: c.CQEsPastBound, PollRecordWCs: c.PollRecordWCs}); s != "" {
-			fmt.Fprintf(w, "  %s (in its CQEs, not told send from receive)\n", s)
+		if s := PollCuts(analyzer.Cuts{CQEsPastBound: c.CQEsPastBound, CQEsPastBoundRecv: c.CQEsPastBoundRecv, PollRecordWCs: c.PollRecordWCs}); s != "" {
+			if c.CQEsPastBoundRecv < c.CQEsPastBound {
+				s += " (in its CQEs, not told send from receive)"
+			}
+			fmt.Fprintf(w, "  %s\n", s)
 		}
 		if c.UnmatchedExCQEs > 0 {
 			fmt.Fprintf(w, "  %d extended-poll completions matched no WR outstanding on this CQ's QPs (receive completions, or WRs not traced)\n", c.UnmatchedExCQEs)

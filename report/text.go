@@ -378,7 +378,14 @@ func PollCuts(c analyzer.Cuts) string {
 	if c.CQEsPastBound == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d completions past the %d a poll record holds: not attributed to a QP", c.CQEsPastBound, c.PollRecordWCs)
+	if c.CQEsPastBoundRecv == c.CQEsPastBound {
+		return fmt.Sprintf("%d completions past the %d a poll record holds: all receives of the only QP receiving on their CQ (no QP sends to it), counted as such", c.CQEsPastBound, c.PollRecordWCs)
+	}
+	s := fmt.Sprintf("%d completions past the %d a poll record holds: ", c.CQEsPastBound, c.PollRecordWCs)
+	if c.CQEsPastBoundRecv > 0 {
+		s += fmt.Sprintf("%d of them receives of the only QP receiving on their CQ, counted as such; the rest ", c.CQEsPastBoundRecv)
+	}
+	return s + "not attributed to a QP"
 }
 
 // writeCuts writes the line saying what the tracer's bounds cut on a QP;
