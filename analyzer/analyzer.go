@@ -273,11 +273,11 @@ type cqState struct {
 	recvCQEs           uint64 // receive completions of ibv_poll_cq (recv.go)
 	// pastBound: completions polls returned past what a poll record
 	// holds, recordWCs (cuts.go)
-	pastBound       uint64
-	recordWCs       uint64
+	pastBound uint64
+	recordWCs uint64
 	// pastRecv: of pastBound, those known to be receives of its only
 	// receiving QP, no QP sending to it (cuts.go: recvOnlyQP)
-	pastRecv uint64
+	pastRecv        uint64
 	firstNS, lastNS uint64 // first and last poll seen, when polls > 0
 	// counted: its polls are the kernel's totals (counters mode), whose
 	// times are those of their flushes; createdNS is its create's time

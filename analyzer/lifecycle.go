@@ -50,9 +50,9 @@ type CQ struct {
 	// receiving QP (no QP sends to it), in RecvCQEs and exact.
 	CQEsPastBoundRecv uint64 `json:"cqes_past_bound_receives,omitempty"`
 	PollRecordWCs     uint64 `json:"poll_record_wcs,omitempty"`
-	Resizes       uint64 `json:"resizes"`
-	ModCount      uint16 `json:"moderation_count"`
-	ModPeriodUS   uint16 `json:"moderation_period_us"`
+	Resizes           uint64 `json:"resizes"`
+	ModCount          uint16 `json:"moderation_count"`
+	ModPeriodUS       uint16 `json:"moderation_period_us"`
 	// Replaced: another CQ was created at its address, which ended it.
 	// Destroyed: its ibv_destroy_cq was seen, which ended it.
 	Replaced    bool    `json:"replaced,omitempty"`
