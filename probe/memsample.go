@@ -233,7 +233,7 @@ func (m *memSampler) round() (out []trace.Event, overran []uint32) {
 		if lr.l.ring {
 			posted, retired, capacity, err = readRing(int(k.pid), k.addr, lr.l, q)
 		} else {
-			posted, retired, cqErrors, err = readCounters(int(k.pid), k.addr, lr.l)
+			posted, retired, cqErrors, err = readCountersHeld(int(k.pid), k.addr, lr.l, q.depth)
 		}
 		switch {
 		case errors.Is(err, unix.ESRCH):
@@ -291,6 +291,28 @@ func readCounters(pid int, qp uint64, l sqLayout) (posted, retired, cqErrors uin
 		ws = append(ws, word{unsafe.Pointer(&cqErrors), qp + uint64(l.cqErrors), 8})
 	}
 	err = readWords(pid, ws...)
+	return posted, retired, cqErrors, err
+}
+
+// memReadTries bounds the reads of a QP's counters in one round: a read
+// whose two counters differ by more than the depth (the target posted a
+// whole queue between the two words: the reader was preempted in the
+// copy) is read again, and the analyzer leaves out one still over.
+const memReadTries = 3
+
+// readCountersHeld is readCounters, read again while the counters differ
+// by more than depth (when known).
+func readCountersHeld(pid int, qp uint64, l sqLayout, depth uint32) (posted, retired, cqErrors uint64, err error) {
+	mask := ^uint64(0)
+	if l.width < 8 {
+		mask = 1<<(8*uint(l.width)) - 1
+	}
+	for range memReadTries {
+		posted, retired, cqErrors, err = readCounters(pid, qp, l)
+		if err != nil || depth == 0 || (posted-retired)&mask <= uint64(depth) {
+			break
+		}
+	}
 	return posted, retired, cqErrors, err
 }
 
