@@ -166,6 +166,8 @@ func writeProbes(w io.Writer, attach []trace.Attach, verbose bool) {
 		}
 		seen[k] = true
 		switch {
+		case a.Func == trace.FuncDirectVerbs:
+			fmt.Fprintf(w, "  direct verbs: pid %d maps %s, which %s\n", a.PID, a.Path, a.Err)
 		case a.Err != "":
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
 		case verbose:

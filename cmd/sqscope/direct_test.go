@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqscope/sqscope/internal/bpftest"
 	"github.com/sqscope/sqscope/probe"
@@ -65,5 +66,67 @@ func TestDirectVerbsPostsNotTraced(t *testing.T) {
 	all := struth[0]["wrs"].(float64)
 	if mem == nil || mem["samples"].(float64) < 3 || mem["posted"].(float64) > all || mem["posted"].(float64) < all/2 || len(sout.Diagnoses) != 0 {
 		t.Errorf("sentinel: memory %v, diagnoses %+v; want most of the %v WRs posted read, nothing diagnosed", mem, sout.Diagnoses, all)
+	}
+}
+
+// A process whose executable imports mlx5dv's direct-verbs functions is
+// said to, with the object and the functions, in the trace's text and
+// JSON (a probe record that could not be placed); one that does not is
+// not.
+func TestDirectVerbsImportsSaid(t *testing.T) {
+	bpftest.Require(t, probe.Preflight)
+	dir := t.TempDir()
+	build := func(name string, flags ...string) string {
+		bin := filepath.Join(dir, name)
+		sim, _ := filepath.Glob("../../verbs/sim*.c")
+		args := append(append([]string{"-O2", "-Wall", "-pthread", "-I../../verbs", "-o", bin}, flags...), "testdata/direct/dv.c")
+		args = append(append(args, sim...), "-lmlx5", "-libverbs")
+		if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("cc: %v\n%s", err, out)
+		}
+		return bin
+	}
+	for _, c := range []struct {
+		name   string
+		flags  []string
+		direct bool
+	}{{"dv", []string{"-DDIRECT_VERBS"}, true}, {"plain", nil, false}} {
+		bin := build(c.name, c.flags...)
+		// the program waits on its stdin, which stays open: it runs
+		// while the trace does (the look at its objects is made when its
+		// QP's create is read), until the trace's end interrupts it
+		var stdout, stderr bytes.Buffer
+		d := bpftest.Timeout(t, 2*time.Second)
+		cmd := exec.Command(sqscopeBin(t), "trace", "--json", "-D", d.String(), "-c", bin)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stdin.Close()
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("trace -c %s: %v\n%s", c.name, err, stderr.String())
+		}
+		var out struct {
+			QPs    []map[string]any `json:"qps"`
+			Probes []struct{ Func, Path, How, Err string }
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+			t.Fatalf("trace JSON: %v\n%s", err, stdout.String())
+		}
+		var said []string
+		for _, p := range out.Probes {
+			if p.Func == "direct_verbs" {
+				said = append(said, p.Path+": "+p.Err)
+			}
+		}
+		switch {
+		case len(out.QPs) != 1 || out.QPs[0]["wrs"] != 16.0:
+			t.Errorf("%s: QPs %v: want one with its 16 WRs traced", c.name, out.QPs)
+		case c.direct && (len(said) != 1 || !strings.HasPrefix(said[0], bin+": imports mlx5dv's mlx5dv_init_obj")):
+			t.Errorf("%s: direct verbs said %q: want its executable importing mlx5dv_init_obj\n%s", c.name, said, stderr.String())
+		case !c.direct && len(said) != 0:
+			t.Errorf("%s: direct verbs said %q of a program without them", c.name, said)
+		}
 	}
 }
