@@ -396,13 +396,6 @@ const HowSimSymbol = "symbol (simulated HCA)"
 // (duty-cycled while the process is healthy), whose removal's Err is
 // SampleEnded.
 const (
-	// FuncDirectVerbs and HowImports name the record of a process whose
-	// mapped objects import mlx5dv's direct-verbs functions (Path the
-	// object, Err what it imports and what that hides): no probe can see
-	// the posts of the QPs it drives through them.
-	FuncDirectVerbs = "direct_verbs"
-	HowImports      = "imports"
-
 	HowErrorSite    = "error site"
 	HowEscalation   = "escalation"
 	EscalationEnded = "removed: the escalation window ended"
