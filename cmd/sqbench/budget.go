@@ -79,9 +79,13 @@ func (c rateCmp) say(sentence bool) string {
 
 // within says whether every round's rate is within ±pct% of the
 // workload's, and how far the farthest was.
-func (c rateCmp) within(pct float64) (bool, float64) {
-	far := max(math.Abs(c.Diff.Min), math.Abs(c.Diff.Max))
-	return c.Diff.N > 0 && c.Absent == "" && far <= pct, far
+func (c rateCmp) within(pct float64) (bool, float64) { return diffWithin(c.Diff, c.Absent, pct) }
+
+// diffWithin says whether every round's difference (in percent) is within
+// ±pct with none absent, and how far the farthest was.
+func diffWithin(diff summary, absent string, pct float64) (bool, float64) {
+	far := max(math.Abs(diff.Min), math.Abs(diff.Max))
+	return diff.N > 0 && absent == "" && far <= pct, far
 }
 
 // budgetRound is one round: the untraced run and the sentinel's, with
@@ -286,10 +290,7 @@ func withWhy(figure, why string) string {
 
 // within says whether every round's sampled share is within ±pct% of
 // the truth's, and how far the farthest was.
-func (s shareCmp) within(pct float64) (bool, float64) {
-	far := max(math.Abs(s.Diff.Min), math.Abs(s.Diff.Max))
-	return s.Diff.N > 0 && s.Absent == "" && far <= pct, far
-}
+func (s shareCmp) within(pct float64) (bool, float64) { return diffWithin(s.Diff, s.Absent, pct) }
 
 // intervalSay says how often sqscope's stated interval held the truth's
 // share.
