@@ -25,7 +25,9 @@ func TestSentinelSampleWindows(t *testing.T) {
 	// a window's probes take longer to place and remove where traps are
 	// dear: the run stretches with the host, so that two windows fit
 	secs := bpftest.Timeout(t, 4*time.Second).Seconds()
-	out, truth := traceSentinelWith(t, "--sample-every 0.4 --sample-for 0.1 --budget 0", fmt.Sprintf("-D %.1f -Q 64 -t 128", secs))
+	// SENDs inline and READs (never inline) in turn: half the WRs inline,
+	// a share no estimate gets right by saying 0 or all
+	out, truth := traceSentinelWith(t, "--sample-every 0.4 --sample-for 0.1 --budget 0", fmt.Sprintf("--opcode send,read -s 32 -I 64 -D %.1f -Q 64 -t 128", secs))
 	m := out.Sentinel.Sampling
 	if m == nil || m.Windows < 2 || m.Traced <= 0 {
 		t.Fatalf("sampling %+v: want two windows or more in 4 s at one every 0.4 s", m)
