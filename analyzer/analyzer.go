@@ -276,8 +276,12 @@ type cqState struct {
 	pastBound uint64
 	recordWCs uint64
 	// pastRecv: of pastBound, those known to be receives of its only
-	// receiving QP, no QP sending to it (cuts.go: recvOnlyQP)
+	// receiving QP, no QP sending to it (cuts.go: pastBoundRecv), which
+	// looks among users, the QPs sending or receiving on it as of
+	// Analyzer.qpEpoch usersAt
 	pastRecv        uint64
+	users           []*sq
+	usersAt         uint64
 	firstNS, lastNS uint64 // first and last poll seen, when polls > 0
 	// counted: its polls are the kernel's totals (counters mode), whose
 	// times are those of their flushes; createdNS is its create's time
@@ -346,7 +350,8 @@ type Analyzer struct {
 	srqs    []*srqState
 	recv    recvTrace // which receive figures the trace has, SRQ receives (recv.go)
 	// qpEpoch changes whenever a QP lifetime starts or ends or its send
-	// CQ is learned (the QPs of a CQ may have changed: excq.go).
+	// or receive CQ is learned (the QPs of a CQ may have changed: excq.go,
+	// cuts.go).
 	qpEpoch uint64
 	// pidProv is the provider of each process's data path (provider.go)
 	pidProv map[uint32]*Provider

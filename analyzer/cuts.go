@@ -73,11 +73,17 @@ func (a *Analyzer) pastBoundRecv(c *cqState, e *trace.Poll, now uint64) {
 	if e.Ex || past <= 0 || !a.postProbed || a.postFailed {
 		return
 	}
-	var r *sq
-	for _, q := range a.all {
-		if q.key.pid != c.pid || q.destroyed {
-			continue
+	if c.users == nil || c.usersAt != a.qpEpoch {
+		c.users = c.users[:0]
+		for _, q := range a.all {
+			if q.key.pid == c.pid && !q.destroyed && (q.cq == c || q.rq.rcq == c) {
+				c.users = append(c.users, q)
+			}
 		}
+		c.usersAt = a.qpEpoch
+	}
+	var r *sq
+	for _, q := range c.users {
 		if q.cq == c && (q.c.PostCalls > 0 || q.c.WRs > 0 || q.c.WRAPICalls > 0 || q.c.UnmatchedCQEs > 0) {
 			return // it sends to c: some may be send completions
 		}

@@ -126,8 +126,8 @@ func (a *Analyzer) noteProbe(e *trace.Attach) {
 		return
 	}
 	if e.Err != "" {
-		// a post probe not placed (not a window's end): posts go untraced
-		if (e.Func == "post_send" || e.Func == "wr_complete") && e.How != trace.HowSample && e.How != trace.HowEscalation {
+		// a post probe not placed (not a window's mark): posts go untraced
+		if (e.Func == "post_send" || e.Func == "wr_complete") && !e.WindowMark() {
 			a.postFailed = true
 		}
 		return

@@ -212,6 +212,7 @@ func (a *Analyzer) recvWC(pid uint32, c *cqState, wc *trace.WC, now uint64) {
 	r := &q.rq
 	if r.recvCQ == 0 {
 		r.recvCQ, r.rcq = c.addr, c // attached late: learn the receive CQ from its CQEs
+		a.qpEpoch++                 // the CQ's users changed
 	}
 	if wc.Status != 0 {
 		r.errors++

@@ -75,7 +75,8 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		r.PostsPerSec = perSec(c.PostCalls, r.SpanNS)
 		r.CQEsPerSec = perSec(c.CQEsPolled, r.SpanNS)
 		r.WRsPerDoorbell = ratio(c.WRs, c.Doorbells)
-		r.postsDirect = a.postsDirect(q)
+		p.PostsNotTraced = a.postsDirect(q)
+		r.postsDirect = p.PostsNotTraced
 		if cs := q.cq; cs != nil { // the send CQ's lifetime only
 			c.Polls, c.EmptyPolls = cs.polls, cs.empty
 			if q.countersOnly { // the CQ's times are those of its flushes
@@ -108,7 +109,6 @@ func (a *Analyzer) snapshot(o SnapshotOptions) Snapshot {
 		p.Found, p.StateFound = q.found, q.stateFound
 		p.OutstandingLowerBound = q.lowerBound() && !a.completionsNotTraced()
 		p.OutstandingUpperBound = c.CQEsPastBound > 0 && !q.countersOnly
-		p.PostsNotTraced = a.postsDirect(q)
 		p.Sentinel = a.snap.Sentinel != nil
 		if n, ns := q.sampledOutstanding(); ns != 0 {
 			p.Outstanding, p.OutstandingSampledNS = n, ns
