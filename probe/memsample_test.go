@@ -1,8 +1,6 @@
 package probe
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,19 +10,10 @@ import (
 // the first layout (no CQ errors kept), the 24 of the second (their
 // offset), and anything else refused with why.
 func TestReadSQLayout(t *testing.T) {
-	cc, err := exec.LookPath("cc")
-	if err != nil {
-		t.Skip("no C compiler to build the providers' objects")
-	}
+	dir := t.TempDir()
 	build := func(name, body string) string {
-		dir := t.TempDir()
-		src, obj := filepath.Join(dir, name+".c"), filepath.Join(dir, name+".o")
-		if err := os.WriteFile(src, []byte("#include <stdint.h>\n"+body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command(cc, "-c", "-o", obj, src).CombinedOutput(); err != nil {
-			t.Fatalf("cc: %v\n%s", err, out)
-		}
+		obj := filepath.Join(dir, name+".o")
+		compileC(t, dir, name, "#include <stdint.h>\n"+body, "-c", "-o", obj)
 		return obj
 	}
 	first := build("first", `const struct { uint32_t magic, size, posted, retired, width; } sqsim_sq_layout = {0x5153534c, 20, 0x100, 0x108, 8};`)

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
 	"os"
@@ -59,8 +58,9 @@ func VerbsProcs(debug []string) (procs []VerbsProc, netErr error) {
 		}
 	}
 	dirs := debugDirs(debug)
+	imports := directImports{} // the objects processes share are read once
 	for _, pid := range verbsProcesses(nil, map[fileID]bool{}) {
-		p, ok := inspect(pid, dirs)
+		p, ok := inspect(pid, dirs, imports)
 		if !ok {
 			continue // ended meanwhile
 		}
@@ -81,8 +81,9 @@ func VerbsProcs(debug []string) (procs []VerbsProc, netErr error) {
 }
 
 // inspect reads what one process maps and opens and finds its data path
-// by symbol; ok is false when it ended.
-func inspect(pid int, dirs []string) (VerbsProc, bool) {
+// by symbol, and which of its objects import direct verbs; ok is false
+// when it ended.
+func inspect(pid int, dirs []string, imports directImports) (VerbsProc, bool) {
 	p := VerbsProc{PID: pid, DataPath: map[string]string{}}
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	if err != nil {
@@ -98,7 +99,9 @@ func inspect(pid int, dirs []string) (VerbsProc, bool) {
 		}
 	}
 	p.Devices = openDevices(pid)
-	p.DirectVerbs = directVerbsImports(pid)
+	for _, d := range imports.of(pid) {
+		p.DirectVerbs = append(p.DirectVerbs, d.path+": "+strings.Join(d.funcs, ", "))
+	}
 	for _, h := range dataPathBySymbol(pid, dirs) {
 		if slices.Contains(psFuncs, h.r.name) && p.DataPath[h.r.name] == "" {
 			p.DataPath[h.r.name] = h.how
@@ -123,48 +126,6 @@ func inspect(pid int, dirs []string) (VerbsProc, bool) {
 			"): the QPs it drives through them post without ibv_post_send, and no probe sees their posts"
 	}
 	return p, true
-}
-
-// isDirectVerbsFunc says whether name is one of mlx5dv's functions
-// (infiniband/mlx5dv.h) that hand an application a QP's queues to write
-// WQEs into itself, or build its WQEs: an object that imports one drives
-// QPs without ibv_post_send (UCX's rc_mlx5 and dc_mlx5, DPDK's mlx5).
-func isDirectVerbsFunc(name string) bool {
-	return name == "mlx5dv_init_obj" || name == "mlx5dv_create_qp" || name == "mlx5dv_qp_ex_from_ibv_qp_ex" ||
-		strings.HasPrefix(name, "mlx5dv_wr_")
-}
-
-// directVerbsImports lists the objects process pid maps that import a
-// direct-verbs function, each as "FILE: FUNC, ...".
-func directVerbsImports(pid int) []string {
-	maps, err := readMaps(pid)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	seen := map[string]bool{}
-	for _, m := range maps {
-		if m.Path == "" || seen[m.Path] || !strings.HasPrefix(m.Path, "/") {
-			continue
-		}
-		seen[m.Path] = true
-		f, err := elf.Open(ProcDir(pid) + "/root" + m.Path)
-		if err != nil {
-			continue // not an ELF file, or gone
-		}
-		syms, _ := f.DynamicSymbols()
-		f.Close()
-		var fns []string
-		for _, sym := range syms {
-			if sym.Section == elf.SHN_UNDEF && isDirectVerbsFunc(sym.Name) && !slices.Contains(fns, sym.Name) {
-				fns = append(fns, sym.Name)
-			}
-		}
-		if len(fns) > 0 {
-			out = append(out, m.Path+": "+strings.Join(fns, ", "))
-		}
-	}
-	return out
 }
 
 // openDevices are the RDMA devices a process has open: the device of each
