@@ -82,6 +82,14 @@ func checkQP(s *Snapshot, q *QP, span uint64, bad func(string, ...any)) {
 	if q.CountersOnly {
 		return // what follows needs per-call events
 	}
+	if q.PostsNotTraced {
+		// its posts were not seen: no send figure but its completions
+		// (left out of its JSON), and all of those match no WR
+		if c.WRs != 0 || c.PostCalls != 0 || c.UnmatchedCQEs != c.CQEsPolled {
+			bad("%s: posts not traced, yet %d WRs in %d post calls, %d of its %d CQEs matching none", id, c.WRs, c.PostCalls, c.UnmatchedCQEs, c.CQEsPolled)
+		}
+		return
+	}
 	// every polled CQE retired a signaled WR, flushed an unsignaled one,
 	// completed a WR posted before the attach, or is counted as matching
 	// none

@@ -20,27 +20,7 @@ import (
 // mode, the counters read from its memory still count every WR it posted.
 func TestDirectVerbsPostsNotTraced(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
-	flags := "--api direct -Q 16 -n 4000"
-	truthFile := filepath.Join(t.TempDir(), "truth.json")
-	args := append([]string{"trace", "--json", "--mode", "events", "--workload", "--"}, strings.Fields(flags)...)
-	args = append(args, "--sim-deterministic", "--json-out", truthFile)
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(sqscopeBin(t), args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("sqscope %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	var out struct {
-		QPs       []map[string]any `json:"qps"`
-		Diagnoses []struct {
-			Kind  string  `json:"kind"`
-			QPNum float64 `json:"qp_num"`
-		} `json:"diagnoses"`
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		t.Fatalf("trace JSON: %v\n%s", err, stdout.String())
-	}
-	truth := readTruth(t, truthFile)
+	out, truth := traceWorkload(t, "--api direct -Q 16 -n 4000") // events mode
 	if len(out.QPs) != 1 || len(truth) != 1 {
 		t.Fatalf("QPs %v, truth %v: want one", out.QPs, truth)
 	}
@@ -75,13 +55,14 @@ func TestDirectVerbsPostsNotTraced(t *testing.T) {
 // not.
 func TestDirectVerbsImportsSaid(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
+	cc := bpftest.RequireTool(t, "cc", "gcc")
 	dir := t.TempDir()
 	build := func(name string, flags ...string) string {
 		bin := filepath.Join(dir, name)
 		sim, _ := filepath.Glob("../../verbs/sim*.c")
 		args := append(append([]string{"-O2", "-Wall", "-pthread", "-I../../verbs", "-o", bin}, flags...), "testdata/direct/dv.c")
 		args = append(append(args, sim...), "-lmlx5", "-libverbs")
-		if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+		if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 			t.Fatalf("cc: %v\n%s", err, out)
 		}
 		return bin

@@ -86,10 +86,14 @@ type traceOut struct {
 		Cores             float64 `json:"cores"`
 		NSPerEvent        float64 `json:"cpu_ns_per_event"`
 	} `json:"sqscope_cpu"`
-	QPs      []map[string]any `json:"qps"`
-	CQs      []map[string]any `json:"cqs"`
-	SRQRecvs float64          `json:"srq_recvs"`
-	Probes   []struct {
+	QPs       []map[string]any `json:"qps"`
+	CQs       []map[string]any `json:"cqs"`
+	SRQRecvs  float64          `json:"srq_recvs"`
+	Diagnoses []struct {
+		Kind  string  `json:"kind"`
+		QPNum float64 `json:"qp_num"`
+	} `json:"diagnoses"`
+	Probes []struct {
 		Func, Path, How, Err string
 	} `json:"probes"`
 }
