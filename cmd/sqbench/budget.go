@@ -30,8 +30,32 @@ var budgetTraceFlags = []string{"--mode", "sentinel", "--budget", strconv.Itoa(b
 // workload's own over its traffic time, and their difference in percent
 // of the workload's; Absent says which rounds had none, and why.
 type rateCmp struct {
-	Read, Truth, Diff summary
-	Absent            string
+	Read, Truth summary
+	diffCmp
+}
+
+// diffCmp is a figure's difference from the truth's, round by round, in
+// percent of the truth's; Absent says which rounds had none, and why.
+type diffCmp struct {
+	Diff   summary
+	Absent string
+}
+
+// within says whether every round's difference is within ±pct with none
+// absent, and how far the farthest was.
+func (c diffCmp) within(pct float64) (bool, float64) {
+	far := max(math.Abs(c.Diff.Min), math.Abs(c.Diff.Max))
+	return c.Diff.N > 0 && c.Absent == "" && far <= pct, far
+}
+
+// verdict holds the comparison to targetShareDiff in every round: what
+// was compared, what was found (said), and what that rests on.
+func (c diffCmp) verdict(what, said, basis string) string {
+	ok, far := c.within(targetShareDiff)
+	if c.Diff.N > 0 {
+		said += fmt.Sprintf("; the farthest round %.2f%%", far)
+	}
+	return verdict(fmt.Sprintf("%s within ±%.0f%% of the truth's in every round", what, targetShareDiff), ok, said+"; "+basis)
 }
 
 // rateOf compares the WR/s sqscope read with the workload's, round by
@@ -62,7 +86,7 @@ func rateOf(rounds []budgetRound) rateCmp {
 			read, truth, diff = append(read, sum), append(truth, w), append(diff, 100*(sum-w)/w)
 		}
 	}
-	return rateCmp{Read: summarize(read), Truth: summarize(truth), Diff: summarize(diff), Absent: strings.Join(why, "; ")}
+	return rateCmp{Read: summarize(read), Truth: summarize(truth), diffCmp: diffCmp{summarize(diff), strings.Join(why, "; ")}}
 }
 
 // say is the comparison in a table's cell or, for a sentence, in words.
@@ -77,17 +101,6 @@ func (c rateCmp) say(sentence bool) string {
 	return withWhy(fmt.Sprintf(f, fmtSummary(c.Read), fmtSummary(c.Truth), fmtPct(c.Diff, true)), c.Absent)
 }
 
-// within says whether every round's rate is within ±pct% of the
-// workload's, and how far the farthest was.
-func (c rateCmp) within(pct float64) (bool, float64) { return diffWithin(c.Diff, c.Absent, pct) }
-
-// diffWithin says whether every round's difference (in percent) is within
-// ±pct with none absent, and how far the farthest was.
-func diffWithin(diff summary, absent string, pct float64) (bool, float64) {
-	far := max(math.Abs(diff.Min), math.Abs(diff.Max))
-	return diff.N > 0 && absent == "" && far <= pct, far
-}
-
 // budgetRound is one round: the untraced run and the sentinel's, with
 // the tracer's summary.
 type budgetRound struct {
@@ -99,8 +112,8 @@ type budgetRound struct {
 // against the truth's over the whole run, both in percent, and their
 // difference in percent of the truth's; Absent says why there is none.
 type shareCmp struct {
-	Sampled, Truth, Diff summary
-	Absent               string
+	Sampled, Truth summary
+	diffCmp
 	// Estimated: rounds whose share came from sqscope's own estimate
 	// (sentinel.sampling.shares), Intervals those of them with an
 	// interval, Inside those whose interval held the truth's share
@@ -247,7 +260,7 @@ func shareOf(rounds []budgetRound, part func(counts) uint64, est func(*sampling)
 			sampled, truth, diff = append(sampled, 100*s), append(truth, 100*w), append(diff, 100*(s-w)/w)
 		}
 	}
-	c := shareCmp{Sampled: summarize(sampled), Truth: summarize(truth), Diff: summarize(diff),
+	c := shareCmp{Sampled: summarize(sampled), Truth: summarize(truth), diffCmp: diffCmp{Diff: summarize(diff)},
 		Estimated: estimated, Intervals: intervals, Inside: inside}
 	var why []string
 	if unseen > 0 {
@@ -287,10 +300,6 @@ func withWhy(figure, why string) string {
 	}
 	return figure + " (" + why + ")"
 }
-
-// within says whether every round's sampled share is within ±pct% of
-// the truth's, and how far the farthest was.
-func (s shareCmp) within(pct float64) (bool, float64) { return diffWithin(s.Diff, s.Absent, pct) }
 
 // intervalSay says how often sqscope's stated interval held the truth's
 // share.
@@ -360,21 +369,9 @@ func (r *report) budgetVerdicts() []string {
 			name string
 			cmp  shareCmp
 		}{{"inline", b.Inline}, {"signaled", b.Signaled}} {
-			ok, far := s.cmp.within(targetShareDiff)
-			got := s.cmp.say(true)
-			if s.cmp.Diff.N > 0 {
-				got += fmt.Sprintf("; the farthest round %.2f%%", far)
-			}
-			out = append(out, verdict(fmt.Sprintf("%s: sampled %s share within ±%.0f%% of the truth's in every round", what, s.name, targetShareDiff), ok,
-				got+"; "+s.cmp.intervalSay()))
+			out = append(out, s.cmp.verdict(fmt.Sprintf("%s: sampled %s share", what, s.name), s.cmp.say(true), s.cmp.intervalSay()))
 		}
-		ok, far := b.Rate.within(targetShareDiff)
-		got := b.Rate.say(true)
-		if b.Rate.Diff.N > 0 {
-			got += fmt.Sprintf("; the farthest round %.2f%%", far)
-		}
-		out = append(out, verdict(fmt.Sprintf("%s: WR/s within ±%.0f%% of the truth's in every round", what, targetShareDiff), ok,
-			got+"; a rate of counts read, not an estimate: it has no interval"))
+		out = append(out, b.Rate.verdict(what+": WR/s", b.Rate.say(true), "a rate of counts read, not an estimate: it has no interval"))
 	}
 	return out
 }
