@@ -81,7 +81,7 @@ sleep 0.5
 	// host the attach alone took 17 s, and a client that ends during it
 	// makes perf refuse the uprobe (ESRCH).
 	dur := regexp.MustCompile(`(^| )-D [0-9]+`)
-	sh := fmt.Sprintf(`D=$(awk -v s="$SLOW" 'BEGIN { printf "%%d", %d * (s > 1 ? s : 1) + 0.5 }')
+	sh := fmt.Sprintf(`D=$(awk -v s="$SLOW" 'BEGIN { printf "%%d", %d * s + 0.5 }')
 echo $D > duration
 echo "$SLOW" > slowness
 T=%s A=%q

@@ -235,8 +235,8 @@ func writeGuestScripts(t *testing.T, share string, cmds []guestCmd) {
 			to = 30 * time.Second
 		}
 		to = time.Duration(float64(to) * guestSlowness(t))
-		// SLOW: how much slower than a quiet host's the guest runs, for
-		// commands whose own durations must stretch with it
+		// SLOW: how much slower than a quiet host's the guest runs (1 or
+		// more), for commands whose own durations must stretch with it
 		sh := fmt.Sprintf("SLOW=%.2f\n%s\n", guestSlowness(t), c.sh)
 		must(os.WriteFile(filepath.Join(dir, id+".sh"), []byte(sh), 0o644))
 		must(os.WriteFile(filepath.Join(dir, id+".timeout"), []byte(strconv.Itoa(int(to.Seconds()))+"\n"), 0o644))
