@@ -77,7 +77,9 @@ var guestCmds = []guestCmd{
 	// The sentinel on rxe: librxe's error sites found and verified here,
 	// the overflow caught at them with rxe's cause; a healthy run untraced.
 	tracedSentinel("sentinel-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000", true),
-	tracedSentinel("sentinel-healthy", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000", false),
+	// (paced over a second, so that the ring is read while it runs
+	// however late the trace takes its QP's create)
+	tracedSentinel("sentinel-healthy", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --rate 3000", false),
 	// The flight recorder on the same overflow: one file from its first
 	// ENOMEM, read back with rxe's cause.
 	flightRxe("flight-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000"),

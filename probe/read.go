@@ -65,11 +65,13 @@ func (t *Tracer) Run(ctx context.Context, fn func(trace.Event)) error {
 		inner := fn
 		fn = func(ev trace.Event) { t.mem.note(ev); inner(ev) }
 	}
-	// each process with a QP is looked at for direct verbs (direct.go);
-	// what the looks found is delivered before Run returns
+	// each process with a QP is looked at for direct verbs (direct.go),
+	// after its event is delivered (the analyzer and the memory reads
+	// have the QP before the look reads its files); what the looks found
+	// is delivered before Run returns
 	direct := newDirectWatch(t)
 	outer := fn
-	fn = func(ev trace.Event) { direct.note(ev); outer(ev) }
+	fn = func(ev trace.Event) { outer(ev); direct.note(ev) }
 	defer t.deliverAttachments(fn)
 	t.deliverAttachments(fn)
 	stop := context.AfterFunc(ctx, func() {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"math"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/sqscope/sqscope/internal/bpftest"
@@ -109,4 +111,21 @@ func TestSentinelReadsCounters(t *testing.T) {
 			t.Errorf("QP %v: want it found in memory and read, its count not since its create", r.QPs[0])
 		}
 	})
+}
+
+// startWorkload starts `sqscope workload ARGS` and waits until it says
+// it runs (its --ready-file); the test's end interrupts it and waits.
+func startWorkload(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	wl := exec.Command(sqscopeBin(t), append(append([]string{"workload"}, args...), "--ready-file", ready)...)
+	if err := wl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		wl.Process.Signal(syscall.SIGINT)
+		wl.Wait()
+	})
+	waitFile(t, ready)
+	return wl
 }

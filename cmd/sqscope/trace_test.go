@@ -499,23 +499,6 @@ func TestTraceRunningProcess(t *testing.T) {
 	}
 }
 
-// startWorkload starts `sqscope workload ARGS` and waits until it says
-// it runs (its --ready-file); the test's end interrupts it and waits.
-func startWorkload(t *testing.T, args ...string) *exec.Cmd {
-	t.Helper()
-	ready := filepath.Join(t.TempDir(), "ready")
-	wl := exec.Command(sqscopeBin(t), append(append([]string{"workload"}, args...), "--ready-file", ready)...)
-	if err := wl.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		wl.Process.Signal(syscall.SIGINT)
-		wl.Wait()
-	})
-	waitFile(t, ready)
-	return wl
-}
-
 func waitFile(t *testing.T, path string) {
 	t.Helper()
 	waitFor(t, func() bool { _, err := os.Stat(path); return err == nil })
