@@ -10,7 +10,7 @@ BIN := sqscope
 # pages' script on a small DOM).
 DEB_PKGS := gcc make pkg-config clang llvm libbpf-dev bpftool \
 	libibverbs-dev ibverbs-providers rdma-core tmux \
-	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils fish \
+	qemu-system-x86 linux-image-amd64 busybox-static kmod iproute2 perftest xz-utils fish zsh bash-completion \
 	protobuf-compiler prometheus chromium nodejs
 
 .PHONY: all deps build test demo bench generate check-generate vet clean

@@ -33,14 +33,20 @@ func (n *Numbers) String() string {
 	return strings.Join(s, ",")
 }
 
+// Type names the value in help: a list of numbers.
+func (n *Numbers) Type() string { return "N,..." }
+
 func (n *Numbers) Set(s string) error {
 	v, err := ParseNumbers(s)
 	*n = append(*n, v...)
 	return err
 }
 
-// String and Set make a Time a flag.Value.
+// String, Set and Type make a Time a flag.Value.
 func (t *Time) String() string { return t.Source }
+
+// Type names the value in help.
+func (t *Time) Type() string { return "TIME" }
 
 func (t *Time) Set(s string) (err error) {
 	*t, err = ParseTime(s)

@@ -152,3 +152,15 @@ func openDevices(pid int) []string {
 	}
 	return devs
 }
+
+// VerbsPIDs lists the processes of the host that use verbs, other than
+// this one, with their names: what VerbsProcs finds, without looking
+// into each (a shell completing -p asks it).
+func VerbsPIDs() map[int]string {
+	out := map[int]string{}
+	for _, pid := range verbsProcesses(nil, map[fileID]bool{}) {
+		comm, _ := os.ReadFile(ProcDir(pid) + "/comm")
+		out[pid] = strings.TrimSpace(string(comm))
+	}
+	return out
+}

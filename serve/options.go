@@ -6,11 +6,12 @@ package serve
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/sqscope/sqscope/internal/durflag"
 )
@@ -64,12 +65,12 @@ type Options struct {
 }
 
 // Register adds serve's flags to fs.
-func (o *Options) Register(fs *flag.FlagSet) {
-	fs.StringVar(&o.Listen, "listen", DefaultListen, "HOST:PORT to serve /metrics and /healthz on (:PORT for every address)")
-	fs.IntVar(&o.MaxQPs, "max-qps", 4096, "QPs given series of their own; past it, a QP's counts go to its process's series with qpn=\"folded\"")
+func (o *Options) Register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Listen, "listen", DefaultListen, "`HOST:PORT` to serve /metrics and /healthz on (:PORT for every address)")
+	fs.IntVar(&o.MaxQPs, "max-qps", 4096, "the `N` QPs given series of their own; past it, a QP's counts go to its process's series with qpn=\"folded\"")
 	durflag.Var(fs, &o.Grace, "grace", 5*time.Minute, "keep the series of a destroyed QP, or of a process that exited, for `DURATION`, then drop them")
 	durflag.Var(fs, &o.DiagWindow, "diag-window", 5*time.Minute, "sqscope_diagnosis is 1 while the diagnosis occurred within this `DURATION`")
-	fs.IntVar(&o.MaxConnections, "max-connections", DefaultMaxConnections, "HTTP connections served at once; past it a new one replaces the one idle longest, or waits for one to end")
+	fs.IntVar(&o.MaxConnections, "max-connections", DefaultMaxConnections, "the `N` HTTP connections served at once; past it a new one replaces the one idle longest, or waits for one to end")
 }
 
 // Check validates the options: a bad --listen is said before anything

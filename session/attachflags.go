@@ -1,10 +1,11 @@
 package session
 
 import (
-	"flag"
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/probe"
@@ -25,18 +26,18 @@ type AttachFlags struct {
 
 // Register adds --scan-mib, --scan-time, --scan-total-mib,
 // --scan-total-time and --debug-dir to fs.
-func (f *AttachFlags) Register(fs *flag.FlagSet) {
-	fs.Int64Var(&f.ScanMiB, "scan-mib", probe.DefaultScanBytes>>20, "-p, -a: read at most this many MiB of a running process's memory looking for its verbs contexts and QPs")
+func (f *AttachFlags) Register(fs *pflag.FlagSet) {
+	fs.Int64Var(&f.ScanMiB, "scan-mib", probe.DefaultScanBytes>>20, "-p, -a: read at most this many `MiB` of a running process's memory looking for its verbs contexts and QPs")
 	durflag.Var(fs, &f.ScanTime, "scan-time", probe.DefaultScanTime, "-p, -a: spend at most `DURATION` (e.g. 10s or 10) looking for a running process's verbs contexts and QPs in its memory")
-	fs.Int64Var(&f.ScanTotalMiB, "scan-total-mib", probe.DefaultScanTotalBytes>>20, "-a: read at most this many MiB in all, over every running process's memory scan")
+	fs.Int64Var(&f.ScanTotalMiB, "scan-total-mib", probe.DefaultScanTotalBytes>>20, "-a: read at most this many `MiB` in all, over every running process's memory scan")
 	durflag.Var(fs, &f.ScanTotalTime, "scan-total-time", probe.DefaultScanTotalTime, "-a: spend at most `DURATION` in all on the running processes' memory scans")
 	DebugDirFlag(fs, &f.DebugDirs)
 }
 
 // DebugDirFlag adds --debug-dir to fs: the directories of separate debug
 // files, in dirs.
-func DebugDirFlag(fs *flag.FlagSet, dirs *[]string) {
-	fs.Func("debug-dir", "a directory of separate debug files (DIR/.build-id/xx/yyyy.debug, .gnu_debuglink targets); repeatable; default $SQSCOPE_DEBUG_DIR, else /usr/lib/debug", func(s string) error {
+func DebugDirFlag(fs *pflag.FlagSet, dirs *[]string) {
+	fs.Func("debug-dir", "a `DIR` of separate debug files (DIR/.build-id/xx/yyyy.debug, .gnu_debuglink targets); repeatable; default $SQSCOPE_DEBUG_DIR, else /usr/lib/debug", func(s string) error {
 		*dirs = append(*dirs, filepath.Clean(s))
 		return nil
 	})

@@ -80,7 +80,7 @@ func TestCLIContract(t *testing.T) {
 		{"perftest's names", []string{"workload", "-c", "UD", "-q", "2", "-n", "100"}, "UD SEND, api post_send, 2 QP(s)", 0, "", nil, false},
 		{"a limit named", []string{"workload", "-I", "100000", "-n", "10"}, anything, 2, "the simulated HCA takes at most 828", nil, false},
 		{"-n with -D", []string{"workload", "-n", "100", "-D", "0.5"}, anything, 2, "give -n/--iters or -D/--duration, not both", nil, false},
-		{"completion", []string{"completion", "bash"}, "complete -o filenames -F _sqscope sqscope", 0, "", nil, false},
+		{"completion", []string{"completion", "bash"}, "-F __start_sqscope sqscope", 0, "", nil, false},
 		{"an unknown command", []string{"nope"}, anything, 2, `unknown command "nope"`, nil, false},
 	}
 	for _, tc := range tests {

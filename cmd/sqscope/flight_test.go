@@ -350,7 +350,7 @@ func TestFlightBadFlags(t *testing.T) {
 		{"a value to enomem", []string{"--flight", "2s", "--trigger", "enomem=1", "-o", dir}, "want enomem, signal"},
 		{"trigger without --flight", []string{"--trigger", "enomem", "-o", dir}, "--trigger needs --flight DURATION"},
 		{"max-files without --flight", []string{"--max-files", "3", "-o", dir}, "--max-files needs --flight DURATION"},
-		{"negative window", []string{"--flight", "-1s", "--trigger", "enomem", "-o", dir}, `invalid value "-1s" for flag -flight: want a duration`},
+		{"negative window", []string{"--flight", "-1s", "--trigger", "enomem", "-o", dir}, `invalid value "-1s" for --flight: want a duration`},
 		{"no files", []string{"--flight", "2s", "--trigger", "enomem", "--max-files", "0", "-o", dir}, "--max-files must be positive"},
 		{"no memory", []string{"--flight", "2s", "--trigger", "enomem", "--flight-mib", "0", "-o", dir}, "--flight-mib 0"},
 		{"standard output", []string{"--flight", "2s", "--trigger", "enomem", "-o", "-"}, "--flight needs -o DIR"},

@@ -154,7 +154,7 @@ func drawConfig(t *testing.T, seed int64) propConfig {
 		for _, k := range propKnobs {
 			k.draw(r, &c)
 		}
-		_, err := parseWorkload(c.args, &bytes.Buffer{})
+		_, err := parseWorkload(c.args)
 		if err == nil {
 			return c
 		}

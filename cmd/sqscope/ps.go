@@ -1,9 +1,9 @@
 package main
 
 import (
-	"context"
-	"io"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sqscope/sqscope/cmd/internal/cli"
 	"github.com/sqscope/sqscope/hostps"
@@ -11,23 +11,24 @@ import (
 	"github.com/sqscope/sqscope/session"
 )
 
-func runPS(_ context.Context, args []string, stdout, _ io.Writer) error {
-	fs := cli.CommandFlags("ps", "ps [flags]",
-		"List the processes of the host that use verbs (they map libibverbs, or run a binary\nwith the simulated HCA): their RDMA devices, their QPs as the kernel lists them\n(RDMA netlink, as 'rdma res show qp'; number in hex and decimal), and how\n'sqscope trace -p PID' would reach their data path. Reading other processes'\nmemory maps and files needs root.",
-		cli.PSExamples, stdout)
-	asJSON := fs.Bool("json", false, "print one JSON array instead of text")
+func psCmd() *cobra.Command {
+	var asJSON bool
 	var debug []string
-	session.DebugDirFlag(fs, &debug)
-	pos, err := cli.Positional(fs, "ps", args)
-	if err != nil {
-		return err
+	c := cli.Command("ps", "list the processes that use verbs, their QPs as the kernel lists them, and how each would be traced", "ps [flags]",
+		"List the processes of the host that use verbs (they map libibverbs, or run a binary\nwith the simulated HCA): their RDMA devices, their QPs as the kernel lists them\n(RDMA netlink, as 'rdma res show qp'; number in hex and decimal), and how\n'sqscope trace -p PID' would reach their data path. Reading other processes'\nmemory maps and files needs root.",
+		cli.PSExamples)
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON array instead of text")
+	session.DebugDirFlag(c.Flags(), &debug)
+	c.ValidArgsFunction = cobra.NoFileCompletions
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return cli.UsageErr("ps: takes no arguments, got %q", strings.Join(args, " "))
+		}
+		procs, _ := probe.VerbsProcs(debug)
+		if asJSON {
+			return cli.WriteJSON(c.OutOrStdout(), procs, true)
+		}
+		return hostps.WriteText(c.OutOrStdout(), procs)
 	}
-	if len(pos) > 0 {
-		return cli.UsageErr("ps: takes no arguments, got %q", strings.Join(pos, " "))
-	}
-	procs, _ := probe.VerbsProcs(debug)
-	if *asJSON {
-		return cli.WriteJSON(stdout, procs, true)
-	}
-	return hostps.WriteText(stdout, procs)
+	return c
 }

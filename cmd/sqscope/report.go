@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/cmd/internal/cli"
@@ -22,32 +24,32 @@ type reportFlags struct {
 	verbose bool
 }
 
-func newReportFlags(help io.Writer) (*flag.FlagSet, *reportFlags) {
+func reportCmd() *cobra.Command {
 	f := &reportFlags{}
-	fs := cli.CommandFlags("report", "report FILE [flags]",
+	c := cli.Command("report", "summarize a recording: send queues, PCIe savings, diagnoses (text, JSON or an HTML page)", "report FILE [flags]",
 		"Rebuild every send queue of a recording and print what happened: occupancy,\ndoorbells and BlueFlame writes, PCIe savings, and diagnoses with their fixes.\nA truncated recording is reported up to the cut, with a warning.",
-		cli.ReportExamples, help)
+		cli.ReportExamples)
+	fs := c.Flags()
 	fs.BoolVar(&f.json, "json", false, "print one JSON object instead of text")
 	f.page.Register(fs, "plots, every QP, the diagnoses")
 	f.bf.Register(fs)
 	f.failOn.Register(fs)
 	cli.RegisterVerbose(fs, &f.verbose)
-	return fs, f
-}
-
-func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, f := newReportFlags(stdout)
-	path, err := cli.OneFile(fs, "report", args)
-	if err != nil {
-		return err
+	cli.CompleteFailOn(c)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		path, err := cli.OneFile("report", args)
+		if err != nil {
+			return err
+		}
+		return f.write(c.Context(), "report", fs, path, c.OutOrStdout(), c.ErrOrStderr())
 	}
-	return f.write(ctx, "report", fs, path, stdout, stderr)
+	return c
 }
 
 // write reports the recording at path as the flags say; cmd labels its
 // errors (report, or replay without a terminal), fs holds the flags the
 // BlueFlame settings are read from.
-func (f *reportFlags) write(ctx context.Context, cmd string, fs *flag.FlagSet, path string, stdout, stderr io.Writer) error {
+func (f *reportFlags) write(ctx context.Context, cmd string, fs *pflag.FlagSet, path string, stdout, stderr io.Writer) error {
 	if err := f.failOn.Check(); err != nil {
 		return cli.UsageErr("%s: %v", cmd, err)
 	}

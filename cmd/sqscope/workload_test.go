@@ -26,14 +26,14 @@ func TestWorkloadBadFlags(t *testing.T) {
 		{"bad connection", "--connection XRC", "want RC or UD"},
 		{"UD write", "--connection UD --opcode write", "UD has no RDMA WRITE"},
 		{"not a number", "-s lots", "want a non-negative integer"},
-		{"unknown flag", "--turbo", "flag provided but not defined"},
+		{"unknown flag", "--turbo", "workload: unknown flag: --turbo"},
 		{"stray argument", "now", `unexpected argument "now"`},
 		{"too many QPs", "--qps 4097", "--qps 4097 out of range 1..4096"},
 		{"more threads than QPs", "--qps 4 --threads 5", "--threads 5 out of range 1..4"},
 		{"srq with writes", "--srq --opcode write", "--srq needs RC and --opcode send"},
 		{"srq on UD", "--srq --connection UD", "--srq needs RC"},
-		{"negative fault-after", "--fault never-signal --fault-after -1", `invalid value "-1" for flag -fault-after: want a duration`},
-		{"negative duration", "-D -2s", `invalid value "-2s" for flag -D: want a duration`},
+		{"negative fault-after", "--fault never-signal --fault-after -1", `invalid value "-1" for --fault-after: want a duration`},
+		{"negative duration", "-D -2s", `invalid value "-2s" for -D/--duration: want a duration`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,10 +5,11 @@ package durflag
 
 import (
 	"errors"
-	"flag"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // maxSeconds bounds a bare number: past it a duration overflows.
@@ -33,15 +34,20 @@ func Parse(v string) (time.Duration, error) {
 
 // Var defines a duration flag name with default def: usage names its
 // placeholder in backquotes, e.g. "stop after `DURATION`".
-func Var(fs *flag.FlagSet, d *time.Duration, name string, def time.Duration, usage string) {
-	*d = def
-	fs.Var((*value)(d), name, usage)
+func Var(fs *pflag.FlagSet, d *time.Duration, name string, def time.Duration, usage string) {
+	VarP(fs, d, name, "", def, usage)
 }
 
-// SecondsVar defines a duration flag kept as a number of seconds.
-func SecondsVar(fs *flag.FlagSet, s *float64, name string, def float64, usage string) {
+// VarP is Var with a one-letter name too (short: "" for none).
+func VarP(fs *pflag.FlagSet, d *time.Duration, name, short string, def time.Duration, usage string) {
+	*d = def
+	fs.VarP((*value)(d), name, short, usage)
+}
+
+// SecondsVarP defines a duration flag kept as a number of seconds.
+func SecondsVarP(fs *pflag.FlagSet, s *float64, name, short string, def float64, usage string) {
 	*s = def
-	fs.Var((*seconds)(s), name, usage)
+	fs.VarP((*seconds)(s), name, short, usage)
 }
 
 type value time.Duration
@@ -54,9 +60,14 @@ func (d *value) Set(v string) error {
 	return err
 }
 
+// Type names the value in help: DURATION.
+func (d *value) Type() string { return "DURATION" }
+
+// String is the value as help shows a default: "0" for none, which
+// help leaves out.
 func (d *value) String() string {
-	if d == nil {
-		return "0s"
+	if d == nil || *d == 0 {
+		return "0"
 	}
 	return time.Duration(*d).String()
 }
@@ -70,6 +81,8 @@ func (s *seconds) Set(v string) error {
 	}
 	return err
 }
+
+func (s *seconds) Type() string { return "DURATION" }
 
 func (s *seconds) String() string {
 	if s == nil {

@@ -1,11 +1,12 @@
 package durflag
 
 import (
-	"flag"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // Every duration flag takes a Go duration or a bare number of seconds,
@@ -30,13 +31,13 @@ func TestDurations(t *testing.T) {
 		{"soon", 0, true},
 	} {
 		t.Run(c.in, func(t *testing.T) {
-			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
 			fs.SetOutput(io.Discard)
 			var d time.Duration
 			var s float64
-			Var(fs, &d, "D", time.Minute, "for `DURATION`")
-			SecondsVar(fs, &s, "i", 1, "every `DURATION`")
-			err := fs.Parse([]string{"-D", c.in, "-i", c.in})
+			VarP(fs, &d, "duration", "D", time.Minute, "for `DURATION`")
+			SecondsVarP(fs, &s, "interval", "i", 1, "every `DURATION`")
+			err := fs.Parse([]string{"-D", c.in, "--interval", c.in})
 			switch {
 			case c.bad && (err == nil || !strings.Contains(err.Error(), c.in)):
 				t.Errorf("%q: error %v, want one naming the value", c.in, err)
@@ -50,20 +51,18 @@ func TestDurations(t *testing.T) {
 // The defaults stand until a flag is given, and help shows them with the
 // usage's placeholder.
 func TestDefaults(t *testing.T) {
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
 	var d time.Duration
 	var s float64
-	Var(fs, &d, "D", 10*time.Second, "stop after `DURATION`")
-	SecondsVar(fs, &s, "i", 0.1, "every `DURATION`")
-	var help strings.Builder
-	fs.SetOutput(&help)
-	fs.PrintDefaults()
+	VarP(fs, &d, "duration", "D", 10*time.Second, "stop after `DURATION`")
+	SecondsVarP(fs, &s, "interval", "i", 0.1, "every `DURATION`")
+	help := fs.FlagUsages()
 	if d != 10*time.Second || s != 0.1 {
 		t.Errorf("defaults %v and %v", d, s)
 	}
-	for _, want := range []string{"-D DURATION", "(default 10s)", "-i DURATION", "(default 0.1)"} {
-		if !strings.Contains(help.String(), want) {
-			t.Errorf("help lacks %q:\n%s", want, help.String())
+	for _, want := range []string{"-D, --duration DURATION", "(default 10s)", "-i, --interval DURATION", "(default 0.1)"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
 		}
 	}
 }

@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"flag"
+	"github.com/spf13/pflag"
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/trace"
@@ -12,22 +12,20 @@ import (
 type BF struct{ preferBF, shutUpBF bool }
 
 // Register adds --mlx5-prefer-bf and --mlx5-shut-up-bf to fs.
-func (b *BF) Register(fs *flag.FlagSet) {
+func (b *BF) Register(fs *pflag.FlagSet) {
 	fs.BoolVar(&b.preferBF, "mlx5-prefer-bf", true, "the target ran with MLX5_POST_SEND_PREFER_BF=1; without the flag, what the recording says, else libmlx5's default")
 	fs.BoolVar(&b.shutUpBF, "mlx5-shut-up-bf", false, "the target ran with MLX5_SHUT_UP_BF=1, no BlueFlame writes; without the flag, what the recording says, else off")
 }
 
 // Config is the target's BlueFlame setting: the flags when given, else
 // what the recording says the target's environment held.
-func (b *BF) Config(fs *flag.FlagSet, fi trace.FileInfo) analyzer.BFConfig {
+func (b *BF) Config(fs *pflag.FlagSet, fi trace.FileInfo) analyzer.BFConfig {
 	bf := analyzer.BFFromEnv(fi.Env)
-	fs.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "mlx5-prefer-bf":
-			bf.PreferBF = b.preferBF
-		case "mlx5-shut-up-bf":
-			bf.ShutUpBF = b.shutUpBF
-		}
-	})
+	if fs.Changed("mlx5-prefer-bf") {
+		bf.PreferBF = b.preferBF
+	}
+	if fs.Changed("mlx5-shut-up-bf") {
+		bf.ShutUpBF = b.shutUpBF
+	}
 	return bf
 }

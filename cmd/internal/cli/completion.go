@@ -2,60 +2,73 @@ package cli
 
 import (
 	"fmt"
-	"io"
-	"strings"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sqscope/sqscope/probe"
 )
 
-// Completion writes a completion script for shell (bash, zsh or fish) of
-// program prog with the given commands. Flags are completed from each
-// command's own --help, so the script never goes stale.
-func Completion(w io.Writer, shell, prog string, commands []string) error {
-	cmds := strings.Join(commands, " ")
-	fn := "_" + strings.ReplaceAll(prog, "-", "_")
-	var err error
-	switch shell {
-	case "bash", "zsh":
-		if shell == "zsh" {
-			_, err = fmt.Fprintln(w, "autoload -U +X bashcompinit && bashcompinit")
-		}
-		_, err = fmt.Fprintf(w, `%[1]s() {
-	local cur=${COMP_WORDS[COMP_CWORD]}
-	if [ "$COMP_CWORD" -eq 1 ]; then
-		COMPREPLY=($(compgen -W "%[3]s help" -- "$cur"))
-	elif [ "${COMP_WORDS[1]}" = help ] && [ "$COMP_CWORD" -eq 2 ]; then
-		COMPREPLY=($(compgen -W "%[3]s" -- "$cur"))
-	elif [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "$(%[2]s "${COMP_WORDS[1]}" --help 2>/dev/null | awk '/^  -/ {gsub(",", ""); for (i = 1; i <= NF; i++) if ($i ~ /^-/) print $i}')" -- "$cur"))
-	else
-		COMPREPLY=($(compgen -f -- "$cur"))
-	fi
-}
-complete -o filenames -F %[1]s %[2]s
-`, fn, prog, cmds)
-	case "fish":
-		_, err = fmt.Fprintf(w, `complete -c %[1]s -f -n __fish_use_subcommand -a "%[2]s help"
-complete -c %[1]s -n 'not __fish_use_subcommand' -a '(%[1]s (commandline -opc)[2] --help 2>/dev/null | string match -r -- "^  -.*" | string replace -a "," "" | string split " " | string match -r -- "^-.+")'
-complete -c %[1]s -n 'not __fish_use_subcommand' -F
-`, prog, cmds)
-	default:
-		return fmt.Errorf("completion for %q: want bash, zsh or fish", shell)
-	}
-	return err
-}
+// Shells are the shells completion writes a script for.
+var Shells = []string{"bash", "zsh", "fish", "powershell"}
 
-// CompletionCommand is the completion command: its one argument names the
-// shell; --help says so.
-func CompletionCommand(args []string, w io.Writer, prog string, commands []string) error {
-	usage := "completion bash|zsh|fish: name the shell, e.g. source <(" + prog + " completion bash)"
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
-		_, err := fmt.Fprintln(w, "usage:", prog, usage)
+// CompletionCommand is `sqscope completion SHELL`: a script that
+// completes commands, flags and their values, with descriptions, by
+// asking sqscope itself (so it never goes stale).
+func CompletionCommand() *cobra.Command {
+	c := Command("completion", "print a shell completion script: completion bash|zsh|fish|powershell",
+		"completion bash|zsh|fish|powershell",
+		"Print a script that completes sqscope's commands, flags and flag values, with\ndescriptions, in the shell named; it asks sqscope itself, so it never goes stale.",
+		CompletionExamples)
+	c.ValidArgs = Shells
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return UsageErr("completion: name the shell, one of bash, zsh, fish or powershell (e.g. source <(sqscope completion bash))")
+		}
+		root, w := c.Root(), c.OutOrStdout()
+		var err error
+		switch args[0] {
+		case "bash":
+			err = root.GenBashCompletionV2(w, true)
+		case "zsh":
+			err = root.GenZshCompletion(w)
+		case "fish":
+			err = root.GenFishCompletion(w, true)
+		case "powershell":
+			err = root.GenPowerShellCompletionWithDesc(w)
+		default:
+			return UsageErr("completion for %q: want bash, zsh, fish or powershell", args[0])
+		}
 		return err
 	}
-	if len(args) != 1 {
-		return UsageErr("%s", usage)
-	}
-	if err := Completion(w, args[0], prog, commands); err != nil {
-		return UsageErr("%v", err)
-	}
-	return nil
+	return c
+}
+
+// PIDs makes flag name of c complete to the processes of the host that
+// use verbs, each described by its name.
+func PIDs(c *cobra.Command, name string) {
+	must(c.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		procs := probe.VerbsPIDs()
+		var out []cobra.Completion
+		for _, pid := range slices.Sorted(maps.Keys(procs)) {
+			out = append(out, cobra.CompletionWithDesc(strconv.Itoa(pid), fmt.Sprintf("%s (uses verbs)", procs[pid])))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}))
+}
+
+// Devices makes flag name of c complete to the simulated HCA and the
+// host's RDMA devices.
+func Devices(c *cobra.Command, name string) {
+	must(c.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		out := []cobra.Completion{cobra.CompletionWithDesc("sim", "the simulated mlx5-like HCA")}
+		ents, _ := os.ReadDir("/sys/class/infiniband")
+		for _, e := range ents {
+			out = append(out, cobra.CompletionWithDesc(e.Name(), "RDMA device"))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}))
 }

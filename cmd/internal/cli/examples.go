@@ -101,3 +101,16 @@ EXAMPLES
   sudo sqscope ps --json | jq '.[] | {pid, comm, qps: [.qps[].qp_num]}'
         the same as one JSON array
 `
+
+// CompletionExamples are `sqscope completion --help`'s examples.
+const CompletionExamples = `
+EXAMPLES
+  source <(sqscope completion bash)
+        complete in this bash (put it in ~/.bashrc to keep it)
+  sqscope completion zsh > "${fpath[1]}/_sqscope"
+        install for zsh (compinit must be on)
+  sqscope completion fish > ~/.config/fish/completions/sqscope.fish
+        install for fish
+  sqscope completion powershell | Out-String | Invoke-Expression
+        complete in this PowerShell
+`

@@ -3,13 +3,15 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/session"
@@ -33,12 +35,12 @@ const flightMiBPerSecond = 16
 func (ff *FlightFlags) On() bool { return ff.window != 0 }
 
 // Register adds the flags to fs.
-func (ff *FlightFlags) Register(fs *flag.FlagSet) {
+func (ff *FlightFlags) Register(fs *pflag.FlagSet) {
 	durflag.Var(fs, &ff.window, "flight", 0, "flight recorder: keep the events of the last `DURATION` (e.g. 10s or 10) in memory and write nothing until a --trigger; -o is then a directory")
 	durflag.Var(fs, &ff.after, "after", 5*time.Second, "flight recorder: how long after a trigger its recording goes on, a `DURATION` such as 5s or 5")
-	fs.IntVar(&ff.mib, "flight-mib", 0, fmt.Sprintf("flight recorder: memory bound of the events kept, in MiB; the oldest go first, counted (default %d per second of --flight, at least 64)", flightMiBPerSecond))
-	fs.IntVar(&ff.maxFiles, "max-files", 10, "flight recorder: recordings kept in the directory, the oldest removed")
-	fs.Func("trigger", "flight recorder: enomem (a post failed with ENOMEM), diagnosis[=KIND|SEVERITY], signal (SIGUSR1); repeatable", func(s string) error {
+	fs.IntVar(&ff.mib, "flight-mib", 0, fmt.Sprintf("flight recorder: memory bound of the events kept, in `MiB`; the oldest go first, counted (default %d per second of --flight, at least 64)", flightMiBPerSecond))
+	fs.IntVar(&ff.maxFiles, "max-files", 10, "flight recorder: the `N` recordings kept in the directory, the oldest removed")
+	fs.Func("trigger", "flight recorder: the `TRIGGER`: enomem (a post failed with ENOMEM), diagnosis[=KIND|SEVERITY], signal (SIGUSR1); repeatable", func(s string) error {
 		t, err := session.ParseFlightTrigger(s)
 		if err == nil {
 			ff.triggers = append(ff.triggers, t)
@@ -47,12 +49,19 @@ func (ff *FlightFlags) Register(fs *flag.FlagSet) {
 	})
 }
 
+// Complete makes c's --trigger complete to the triggers.
+func (ff *FlightFlags) Complete(c *cobra.Command) {
+	Values(c, "trigger", "enomem\ta post failed with ENOMEM", "diagnosis\tany diagnosis",
+		"diagnosis=error\ta diagnosis of this severity or worse (error, warning, prediction)",
+		"diagnosis=sq_overflow_unsignaled_run\ta diagnosis of this kind", "signal\tSIGUSR1 sent to sqscope")
+}
+
 // Apply sets tf.Flight to the flight configuration for the directory dir
 // (nil without --flight) from the flags fs parsed; a flight recorder never
 // replaces a file, so --force is refused with it.
-func (ff *FlightFlags) Apply(tf *Target, dir string, fs *flag.FlagSet) error {
+func (ff *FlightFlags) Apply(tf *Target, dir string, fs *pflag.FlagSet) error {
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
 	flight, err := ff.Config(dir, tf.Mode, set)
 	switch {
 	case err != nil:

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/sqscope/sqscope/internal/outfile"
@@ -89,9 +89,9 @@ type Page struct {
 }
 
 // Register adds the flags; what says what the page holds.
-func (p *Page) Register(fs *flag.FlagSet, what string) {
+func (p *Page) Register(fs *pflag.FlagSet, what string) {
 	fs.BoolVar(&p.HTML, "html", false, "write one self-contained HTML page ("+what+") to -o")
-	fs.StringVar(&p.Out, "o", outfile.Stdout, "with --html: output file (- for stdout, not a terminal); an existing file keeps its mode, a new one is 0600")
+	fs.StringVarP(&p.Out, "output", "o", outfile.Stdout, "with --html: output `FILE` (- for stdout, not a terminal); an existing file keeps its mode, a new one is 0600")
 	fs.BoolVar(&p.Force, "force", false, "let -o replace an existing recording")
 }
 

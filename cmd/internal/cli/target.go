@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/internal/durflag"
@@ -61,13 +63,13 @@ const (
 	DefaultBudget      = 1.0
 )
 
-func (tf *Target) Register(fs *flag.FlagSet) {
-	fs.IntVar(&tf.PID, "p", 0, "trace a running process by PID")
-	fs.StringVar(&tf.Cmd, "c", "", "start CMD (a command line) and trace it")
+func (tf *Target) Register(fs *pflag.FlagSet) {
+	fs.IntVarP(&tf.PID, "pid", "p", 0, "trace the running process `PID`")
+	fs.StringVarP(&tf.Cmd, "command", "c", "", "start `CMD` (a command line) and trace it")
 	fs.BoolVar(&tf.Workload, "workload", false, "start the built-in workload with the flags after -- and trace it")
-	fs.BoolVar(&tf.All, "a", false, "trace every process of the host that uses verbs, running now or started later, until Ctrl-C or -D")
+	fs.BoolVarP(&tf.All, "all", "a", false, "trace every process of the host that uses verbs, running now or started later, until Ctrl-C or -D")
 	fs.BoolVar(&tf.NoFollow, "no-follow", false, "trace only the started command, not the processes it starts (by default its children are traced too)")
-	fs.Func("probe", "explicit data-path probe FUNC=LIB:0xOFFSET (post_send, poll_cq, post_recv); repeatable", func(s string) error {
+	fs.Func("probe", "explicit data-path probe `FUNC=LIB:0xOFFSET` (post_send, poll_cq, post_recv); repeatable", func(s string) error {
 		p, err := probe.ParseProbe(s)
 		if err != nil {
 			return err
@@ -76,20 +78,20 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&tf.Anywhere, "force-probe", false, "accept a --probe offset inside a function the library's symbols know (by default only a function's start)")
-	fs.StringVar(&tf.Mode, "mode", "events", "events (every call), counters (per-QP totals kept in the kernel, lower overhead) or sentinel (probes only where the provider's post fails; every call traced for --escalate after a failure)")
+	fs.StringVar(&tf.Mode, "mode", "events", "the probe `MODE`: events (every call), counters (per-QP totals kept in the kernel, lower overhead) or sentinel (probes only where the provider's post fails; every call traced for --escalate after a failure)")
 	durflag.Var(fs, &tf.Escalate, "escalate", probe.DefaultEscalate, "sentinel mode: how long a process is traced in full after a failure, a `DURATION` such as 30s or 30")
 	tf.Sampling = session.Sampling{Every: DefaultSampleEvery, For: probe.DefaultSampleFor, Budget: DefaultBudget}
-	fs.Func("sample-every", "sentinel mode: trace every healthy process in full for --sample-for this often, e.g. 10s or 10 (0: never; default 10s)", func(v string) (err error) {
+	fs.Func("sample-every", "sentinel mode: trace every healthy process in full for --sample-for this often, a `DURATION` such as 10s or 10 (0: never; default 10s)", func(v string) (err error) {
 		tf.sampleSet = true
 		tf.Sampling.Every, err = durflag.Parse(v)
 		return err
 	})
-	fs.Func("sample-for", "sentinel mode: how long a sample window lasts, e.g. 200ms or 0.2 (default 200ms)", func(v string) (err error) {
+	fs.Func("sample-for", "sentinel mode: how long a sample window lasts, a `DURATION` such as 200ms or 0.2 (default 200ms)", func(v string) (err error) {
 		tf.sampleSet = true
 		tf.Sampling.For, err = durflag.Parse(v)
 		return err
 	})
-	fs.Func("budget", "sentinel mode: the most the sample windows' probes may cost, in percent of the traced processes' own CPU time, measured; windows come rarer to keep to it (0: no budget; default 1)", func(v string) error {
+	fs.Func("budget", "sentinel mode: the most the sample windows' probes may cost, in `PERCENT` of the traced processes' own CPU time, measured; windows come rarer to keep to it (0: no budget; default 1)", func(v string) error {
 		tf.sampleSet = true
 		f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
 		if err != nil || f < 0 || f > 100 || math.IsNaN(f) {
@@ -102,14 +104,26 @@ func (tf *Target) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&tf.NoStop, "no-stop", false, "never pause the target while probes for newly found functions are attached (calls in that window are missed)")
 	fs.BoolVar(&tf.Keep, "keep-target", false, "leave a command sqscope started running when tracing stops first (default: stop it with SIGINT, then SIGTERM, then SIGKILL)")
 	fs.BoolVar(&tf.Wait, "wait", false, "keep waiting for a target that has not loaded a verbs library")
-	for _, n := range []string{"D", "duration"} {
-		durflag.Var(fs, &tf.Duration, n, 0, "stop tracing after `DURATION`, e.g. 30s or 30 (a command sqscope started is stopped too, as on Ctrl-C)")
-	}
+	durflag.VarP(fs, &tf.Duration, "duration", "D", 0, "stop tracing after `DURATION`, e.g. 30s or 30 (a command sqscope started is stopped too, as on Ctrl-C)")
 	durflag.Var(fs, &tf.Timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so, a `DURATION` such as 10s or 10")
 	tf.FailOn.Register(fs)
 	RegisterVerbose(fs, &tf.Verbose)
-	fs.IntVar(&tf.RingMiB, "ring-mib", 0, "ring buffer size in MiB, a power of two (default 32 in events mode, 8 in counters mode)")
+	fs.IntVar(&tf.RingMiB, "ring-mib", 0, "ring buffer size in `MiB`, a power of two (default 32 in events mode, 8 in counters mode)")
 	tf.Attach.Register(fs)
+}
+
+// Complete makes c's target flags complete their values: -p to the
+// processes that use verbs, --mode and --fail-on to what they take.
+func (tf *Target) Complete(c *cobra.Command) {
+	PIDs(c, "pid")
+	Values(c, "mode", "events\tevery post and poll", "counters\tper-QP totals kept in the kernel",
+		"sentinel\tprobes where the provider's post fails, memory reads and sample windows")
+	CompleteFailOn(c)
+}
+
+// CompleteFailOn makes c's --fail-on complete to the severities.
+func CompleteFailOn(c *cobra.Command) {
+	Values(c, "fail-on", "error\texit 3 on an error", "warning\ton a warning or an error", "prediction\ton any diagnosis")
 }
 
 // Check validates the combination; rest is what followed "--".
@@ -205,10 +219,8 @@ func (tf *Target) Status(s analyzer.Snapshot) error {
 
 // RegisterVerbose adds -v/--verbose: the text lists every probe, where it
 // was placed and how it was found (the JSON always does).
-func RegisterVerbose(fs *flag.FlagSet, v *bool) {
-	for _, n := range []string{"v", "verbose"} {
-		fs.BoolVar(v, n, false, "list every probe in the text, where it was placed and how it was found (--json always does)")
-	}
+func RegisterVerbose(fs *pflag.FlagSet, v *bool) {
+	fs.BoolVarP(v, "verbose", "v", false, "list every probe in the text, where it was placed and how it was found (--json always does)")
 }
 
 // FailOn is --fail-on (trace, record, top, report): exit with status 3
@@ -216,8 +228,8 @@ func RegisterVerbose(fs *flag.FlagSet, v *bool) {
 type FailOn string
 
 // Register adds --fail-on to fs.
-func (f *FailOn) Register(fs *flag.FlagSet) {
-	fs.StringVar((*string)(f), "fail-on", "", "exit with status 3 when a diagnosis of this severity or worse was made: error, warning or prediction (for CI)")
+func (f *FailOn) Register(fs *pflag.FlagSet) {
+	fs.StringVar((*string)(f), "fail-on", "", "exit with status 3 when a diagnosis of this `SEVERITY` or worse was made: error, warning or prediction (for CI)")
 }
 
 // Check says what is wrong with the severity given.

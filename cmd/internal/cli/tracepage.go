@@ -2,11 +2,12 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/spf13/pflag"
 
 	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/internal/outfile"
@@ -26,7 +27,7 @@ type TracePage struct {
 }
 
 // Register adds --html to fs.
-func (p *TracePage) Register(fs *flag.FlagSet) {
+func (p *TracePage) Register(fs *pflag.FlagSet) {
 	fs.Func("html", "also write the HTML report of what was traced, as 'sqscope report --html' does, to `FILE` when the trace ends (- for stdout, not a terminal); an existing file keeps its mode and is replaced only by a complete page, a new one is 0600", func(v string) error {
 		if v == "" {
 			return fmt.Errorf("give a file name (or %s for stdout)", outfile.Stdout)

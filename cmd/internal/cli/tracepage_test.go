@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 
 	"github.com/sqscope/sqscope/cmd/internal/cli/ptytest"
 	"github.com/sqscope/sqscope/report/pagetest"
@@ -119,7 +120,7 @@ func TestTracePageOpen(t *testing.T) {
 		})
 	}
 
-	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("trace", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var p TracePage
 	p.Register(fs)
