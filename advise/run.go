@@ -54,7 +54,12 @@ func Run(ctx context.Context, path string, o Options, stdout, stderr io.Writer) 
 	rep.Model = m
 	streams, not, res, err := Load(ctx, r, m.BF)
 	rep.NotAdvised = not
-	if err != nil {
+	switch {
+	case err != nil && res.Corrupt != nil: // the damage, not what it left
+		return fail(fmt.Errorf("advise: %w; %v", res.Err(path), err))
+	case err != nil && res.Truncated != nil:
+		return fail(fmt.Errorf("advise: %s stops early: %v; %v before the cut", path, res.Truncated, err))
+	case err != nil:
 		return fail(fmt.Errorf("advise: %s: %w", path, err))
 	}
 	if w := res.Warning(path); w != "" {

@@ -366,6 +366,10 @@ func TestReportBadInput(t *testing.T) {
 	corrupt := append([]byte(nil), full...)
 	corrupt[len(corrupt)-40] ^= 0xff // in the last block of records
 	damaged := write("damaged.sqscope", corrupt)
+	early := append([]byte(nil), full...)
+	early[130] ^= 0xff // in the first block
+	damagedEarly := write("damaged-early.sqscope", early)
+	cut := write("cut.sqscope", full[:140])
 
 	tests := []struct {
 		name string
@@ -383,6 +387,9 @@ func TestReportBadInput(t *testing.T) {
 		{"two files", []string{"report", good, good}, 2, "report: one recording at a time, got 2", ""},
 		{"unknown flag", []string{"report", good, "--bogus"}, 2, "report: unknown flag: --bogus", ""},
 		{"flag after --", []string{"report", "--", "--json"}, 1, "--json: no such file", ""},
+		{"advise says a damaged recording is damaged", []string{"advise", damagedEarly}, 1, "advise: " + damagedEarly + ": corrupt recording at byte", ""},
+		{"advise says where a cut recording stops", []string{"advise", cut}, 1, "advise: " + cut + " stops early: recording truncated", ""},
+		{"advise, damaged after its WRs", []string{"advise", damaged}, 1, "block checksum mismatch (used the 15 events before it)", ""},
 		{"export foreign file", []string{"export", foreign, "-o", filepath.Join(dir, "x.json")}, 1, "not an sqscope recording", ""},
 		{"export unknown format", []string{"export", "--format", "svg", good}, 2, `export: unknown format "svg" (want perfetto or chrome)`, ""},
 		{"export filter selects nothing", []string{"export", "--qp", "0x99", good, "-o", filepath.Join(dir, "x.json")}, 1,
