@@ -55,7 +55,7 @@ func workloadFlagSet(fs *pflag.FlagSet) (*pflag.FlagSet, *workloadFlags) {
 	f := &workloadFlags{cfg: workload.Defaults()}
 	c := &f.cfg
 	cli.Aliases(fs, map[string]string{"qps": "qp", "out_json": "json", "out_json_file": "json-out"})
-	fs.StringVarP(&c.Device, "ib-dev", "d", c.Device, "`DEVICE`: sim (simulated mlx5-like HCA) or a verbs device name")
+	fs.StringVarP(&c.Device, "ib-dev", "d", c.Device, "the `DEVICE`: sim (simulated mlx5-like HCA) or a verbs device name")
 	fs.IntVarP(&c.GIDIndex, "gid-index", "x", c.GIDIndex, "`GID` index on RoCE (-1: choose RoCE v2)")
 	fs.IntVar(&c.Port, "ib-port", c.Port, "device `PORT`")
 	cli.UintVarP(fs, &c.Size, "size", "s", c.Size, "payload bytes per WR")
@@ -69,8 +69,8 @@ func workloadFlagSet(fs *pflag.FlagSet) (*pflag.FlagSet, *workloadFlags) {
 	fs.IntVar(&c.Threads, "threads", 0, "spread the QPs over `N` threads, each posting to its QPs in turn (0: one per QP)")
 	fs.BoolVar(&c.SharedCQ, "shared-cq", false, "one send CQ per thread, shared by its QPs (--cq-depth sets its entries), on the simulated HCA or a device (within its max_cqe)")
 	fs.BoolVar(&c.SRQ, "srq", false, "SENDs to receivers that take their receives from one shared receive queue per thread (implies --receiver; on a device the peers of the thread's QPs share it)")
-	fs.StringVarP(&f.conn, "connection", "c", "RC", "`TYPE`: RC or UD")
-	fs.StringVar(&f.opcode, "opcode", "send", "`OPCODE`: "+strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
+	fs.StringVarP(&f.conn, "connection", "c", "RC", "the QP `TYPE`: RC or UD")
+	fs.StringVar(&f.opcode, "opcode", "send", "the `OPCODE`: "+strings.Join(workload.OpcodeNames(), ", ")+"; several, comma-separated, are posted in turn")
 	fs.BoolVar(&c.CQEx, "cq-ex", false, "create the CQ with ibv_create_cq_ex and poll it with ibv_start_poll/ibv_next_poll")
 	cli.UintVarP(fs, &c.CQDepth, "cq-depth", "", 0, "entries to ask for each send CQ (0: room for every WR the SQ holds)")
 	fs.StringVar(&c.API, "api", c.API, "the `API`: post_send, wr (ibv_wr_start..ibv_wr_complete) or direct (the simulated HCA builds the WQEs without ibv_post_send, as direct-verbs applications do)")
@@ -80,7 +80,7 @@ func workloadFlagSet(fs *pflag.FlagSet) (*pflag.FlagSet, *workloadFlags) {
 	fs.BoolVar(&c.SigAll, "sig-all", false, "create QPs with sq_sig_all=1")
 	fs.BoolVar(&c.Receiver, "receiver", false, "on the simulator, give each RC QP a receiving peer whose receives its SENDs take (devices always have one)")
 	cli.UintVarP(fs, &c.RNRRetry, "rnr-retry", "", c.RNRRetry, "the sender's rnr_retry with a receiver: RNR retries before IBV_WC_RNR_RETRY_EXC_ERR, 7 forever")
-	fs.StringVar(&f.fault, "fault", "", "reproduce a bug, `FAULT`: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts, cq-overrun (with --cq-depth), rq-starve")
+	fs.StringVar(&f.fault, "fault", "", "reproduce a bug, the `FAULT`: never-signal, lazy-poll=N, inline-too-big, too-many-sge, bad-opcode, post-before-rts, cq-overrun (with --cq-depth), rq-starve")
 	durflag.Var(fs, &c.FaultAfter, "fault-after", 0, "start the fault `DURATION` (e.g. 60 or 1m) into the run")
 	fs.IntVar(&c.FaultQP, "fault-qp", -1, "apply the fault to QP `INDEX` only (-1: all)")
 	fs.BoolVar(&f.json, "json", false, "print the result as JSON (also perftest's --out_json)")

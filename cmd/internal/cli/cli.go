@@ -5,6 +5,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -54,7 +55,7 @@ func (u *uint32Flag) Type() string { return "N" }
 func (u *uint32Flag) Set(s string) error {
 	x, err := strconv.ParseUint(s, 10, 64)
 	if err != nil && !strings.Contains(err.Error(), strconv.ErrRange.Error()) || strings.HasPrefix(s, "-") {
-		return fmt.Errorf("want a non-negative integer, got %q", s)
+		return errors.New("want a non-negative integer")
 	}
 	if err != nil || x > 1<<32-1 {
 		return fmt.Errorf("%s is more than this flag takes (at most %d)", s, uint32(1<<32-1))

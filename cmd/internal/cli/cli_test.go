@@ -59,8 +59,8 @@ func TestFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--nope"}, "report: unknown flag: --nope"},
 		{[]string{"-z"}, "report: unknown shorthand flag: 'z' in -z"},
-		{[]string{"-s", "x"}, `report: invalid value "x" for -s/--size: want a non-negative integer, got "x"`},
-		{[]string{"--size"}, "report: flag needs an argument: --size"},
+		{[]string{"-s", "x"}, `report: invalid value "x" for -s/--size: want a non-negative integer`},
+		{[]string{"--size"}, "report: -s/--size needs a value (N)"},
 	} {
 		_, _, _, _, err := testCommand(tc.args...)
 		var ee *ExitError

@@ -40,20 +40,31 @@ func Command(name, summary, usage, about, examples string) *cobra.Command {
 // strconv's or pflag's wording.
 func FlagError(err error) error {
 	var iv *pflag.InvalidValueError
-	if !errors.As(err, &iv) {
+	var vr *pflag.ValueRequiredError
+	switch {
+	case errors.As(err, &vr):
+		f := vr.GetFlag()
+		placeholder, _ := pflag.UnquoteUsage(f)
+		return fmt.Errorf("%s needs a value (%s)", flagNames(f), placeholder)
+	case !errors.As(err, &iv):
 		return err
 	}
 	f := iv.GetFlag()
-	name := "--" + f.Name
-	if f.Shorthand != "" {
-		name = "-" + f.Shorthand + "/" + name
-	}
+	name := flagNames(f)
 	cause := errors.Unwrap(iv)
 	var ne *strconv.NumError
 	if errors.As(cause, &ne) {
 		cause = numWant(f.Value.Type(), ne)
 	}
 	return fmt.Errorf("invalid value %q for %s: %v", iv.GetValue(), name, cause)
+}
+
+// flagNames is a flag's names as help lists them: -p/--pid.
+func flagNames(f *pflag.Flag) string {
+	if f.Shorthand != "" {
+		return "-" + f.Shorthand + "/--" + f.Name
+	}
+	return "--" + f.Name
 }
 
 // numWant is what a number flag wants, said in words.

@@ -40,7 +40,7 @@ func CompletionCommand() *cobra.Command {
 		case "powershell":
 			err = root.GenPowerShellCompletionWithDesc(w)
 		default:
-			return UsageErr("completion for %q: want bash, zsh, fish or powershell", args[0])
+			return UsageErr("completion: no script for %q: want bash, zsh, fish or powershell", args[0])
 		}
 		return err
 	}
