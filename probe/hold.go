@@ -7,9 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // A held child is this very executable, started again in a tiny hold mode
@@ -22,6 +26,68 @@ import (
 // The hold mode runs from this package's init, before main: any program
 // that imports probe can be re-executed this way.
 const holdEnv = "SQSCOPE_PROBE_HOLD"
+
+// holdCredEnv, when set, names the user and groups the hold process
+// becomes before its exec ("UID:GID:G1,G2,..."; Cred.Hold sets it).
+const holdCredEnv = "SQSCOPE_PROBE_HOLD_CRED"
+
+// Cred is a user a started command runs as (sqscope's -u): its user and
+// group ids and supplementary groups.
+type Cred struct {
+	User   string // as given, for messages
+	UID    uint32
+	GID    uint32
+	Groups []uint32
+}
+
+// Hold makes the held command cmd run as c: the hold process, started as
+// root, takes c's groups and ids just before its exec (so that it need
+// not be able to run this executable).
+func (c *Cred) Hold(cmd *exec.Cmd) {
+	groups := make([]string, len(c.Groups))
+	for i, g := range c.Groups {
+		groups[i] = strconv.FormatUint(uint64(g), 10)
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(env, fmt.Sprintf("%s=%d:%d:%s", holdCredEnv, c.UID, c.GID, strings.Join(groups, ",")))
+}
+
+// becomeUser takes the user and groups cred says ("UID:GID:G1,G2").
+func becomeUser(cred string) error {
+	f := strings.SplitN(cred, ":", 3)
+	if len(f) != 3 {
+		return fmt.Errorf("bad %s %q", holdCredEnv, cred)
+	}
+	uid, err1 := strconv.Atoi(f[0])
+	gid, err2 := strconv.Atoi(f[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("bad %s %q: %w", holdCredEnv, cred, err)
+	}
+	var groups []int
+	for _, g := range strings.Split(f[2], ",") {
+		if g == "" {
+			continue
+		}
+		n, err := strconv.Atoi(g)
+		if err != nil {
+			return fmt.Errorf("bad %s %q: %w", holdCredEnv, cred, err)
+		}
+		groups = append(groups, n)
+	}
+	if err := syscall.Setgroups(groups); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setgid(gid); err != nil {
+		return fmt.Errorf("setgid %d: %w", gid, err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		return fmt.Errorf("setuid %d: %w", uid, err)
+	}
+	return nil
+}
 
 // File descriptors of the hold process (cmd.ExtraFiles start at 3).
 const (
@@ -56,9 +122,25 @@ func hold() int {
 	}
 	gate.Close()
 	syscall.CloseOnExec(holdErrFD)
+	if cred, ok := os.LookupEnv(holdCredEnv); ok {
+		// a change of user clears the parent-death signal: set it again,
+		// and give up if the parent died before it was
+		var sig int
+		ppid := os.Getppid()
+		unix.Prctl(unix.PR_GET_PDEATHSIG, uintptr(unsafe.Pointer(&sig)), 0, 0, 0)
+		if err := becomeUser(cred); err != nil {
+			return fail("running %s as %s: %v", os.Args[1], cred, err)
+		}
+		if sig != 0 {
+			unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(sig), 0, 0, 0)
+			if os.Getppid() != ppid {
+				return 126
+			}
+		}
+	}
 	env := make([]string, 0, len(os.Environ()))
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, holdEnv+"=") {
+		if !strings.HasPrefix(e, holdEnv+"=") && !strings.HasPrefix(e, holdCredEnv+"=") {
 			env = append(env, e)
 		}
 	}

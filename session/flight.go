@@ -118,6 +118,8 @@ type Flight struct {
 	base trace.FileInfo // the session's, for each file's header
 	ring *trace.Ring
 	warn io.Writer
+	// notes receives the line that says a recording was written
+	notes io.Writer
 	// escalate, in the sentinel mode, traces a process (0: every one) in
 	// full for a while: a trigger's file then holds the calls after it
 	escalate func(pid uint32)
@@ -158,7 +160,7 @@ type flightFile struct {
 }
 
 // newFlight prepares the directory of cfg before any target exists.
-func newFlight(cfg FlightConfig, warn io.Writer) (*Flight, error) {
+func newFlight(cfg FlightConfig, warn, notes io.Writer) (*Flight, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
@@ -170,7 +172,7 @@ func newFlight(cfg FlightConfig, warn io.Writer) (*Flight, error) {
 		return nil, err
 	}
 	slices.Sort(files)
-	return &Flight{cfg: cfg, warn: warn, files: files, written: map[string]int{}, seenDiag: map[diagKey]uint64{},
+	return &Flight{cfg: cfg, warn: warn, notes: notes, files: files, written: map[string]int{}, seenDiag: map[diagKey]uint64{},
 		objs: newFlightObjects()}, nil
 }
 
@@ -452,7 +454,7 @@ func (f *Flight) finish() {
 	}
 	f.written[c.info.Trigger]++
 	f.latest = FlightFile{Path: c.path, Trigger: c.info.Trigger, Done: time.Now()}
-	fmt.Fprintf(f.warn, "sqscope: flight recording %s: %s (%s), %.1f s before it and %.1f s after; %d events, %d bytes; the window written in %.1f ms\n",
+	fmt.Fprintf(f.notes, "sqscope: flight recording %s: %s (%s), %.1f s before it and %.1f s after; %d events, %d bytes; the window written in %.1f ms\n",
 		c.path, c.info.Trigger, c.info.Detail, float64(c.info.TriggerNS-c.info.WindowNS)/1e9,
 		float64(f.afterHeld(c))/1e9, c.w.Events(), c.w.Bytes(), float64(c.took)/1e6)
 }

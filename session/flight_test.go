@@ -57,7 +57,7 @@ func TestFlightStatsAndFiles(t *testing.T) {
 	const bound = 64 << 10
 	var warn bytes.Buffer // written under the recorder's lock; read after Close
 	f, err := newFlight(FlightConfig{Dir: dir, Window: 10 * time.Second, After: 20 * time.Millisecond, MaxBytes: bound,
-		MaxFiles: 2, Triggers: []FlightTrigger{{On: TriggerENOMEM}}}, &warn)
+		MaxFiles: 2, Triggers: []FlightTrigger{{On: TriggerENOMEM}}}, &warn, &warn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,11 @@ type Config struct {
 	ChildOut io.Writer
 	// Warnings receives the tracer's warnings, one line each.
 	Warnings io.Writer
+	// RunAs is the user a started command runs as (nil: sqscope's).
+	RunAs *probe.Cred
+	// Notes receives what the tracer says that is no warning (what it
+	// traces, what it wrote), one line each; nil: Warnings.
+	Notes io.Writer
 
 	// RecordTo, when set, is the recording file to write, created before
 	// the target starts (see Recorder): a path, or "-" for standard
@@ -142,6 +147,9 @@ func Start(cfg Config) (_ *Session, err error) {
 	if cfg.Warnings == nil {
 		cfg.Warnings = io.Discard
 	}
+	if cfg.Notes == nil {
+		cfg.Notes = cfg.Warnings
+	}
 	s := &Session{cfg: cfg, startCPU: SelfCPU(), startWall: time.Now()}
 	opts := probe.Options{Probes: cfg.Probes, ProbesAnywhere: cfg.ProbesAnywhere, NoStop: cfg.NoStop, RingBytes: cfg.RingBytes, CallTimes: cfg.CallTimes,
 		ReuseEvents: true} // the analyzer and the recording writer keep nothing of an event
@@ -182,7 +190,7 @@ func Start(cfg Config) (_ *Session, err error) {
 		if cfg.RecordTo != "" {
 			return nil, errors.New("a flight recorder writes its own files: no recording besides")
 		}
-		if s.flight, err = newFlight(*cfg.Flight, cfg.Warnings); err != nil {
+		if s.flight, err = newFlight(*cfg.Flight, cfg.Warnings, cfg.Notes); err != nil {
 			return nil, err
 		}
 	}
@@ -218,6 +226,9 @@ func Start(cfg Config) (_ *Session, err error) {
 			// ended with sqscope, however sqscope ends (SIGKILL, a crash)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		}
+		if cfg.RunAs != nil {
+			cfg.RunAs.Hold(cmd)
+		}
 		child, err := probe.StartHeldCmd(cmd)
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", cfg.Argv[0], err)
@@ -250,10 +261,10 @@ func Start(cfg Config) (_ *Session, err error) {
 	s.openCPU, s.openWall = SelfCPU(), time.Now()
 	s.warnLate()
 	if cfg.PID != 0 && cfg.Wait && !probe.UsesVerbs(cfg.PID) {
-		fmt.Fprintf(cfg.Warnings, "sqscope: process %d uses no verbs library yet: its probes are in place, waiting for it (--wait), across an exec too\n", cfg.PID)
+		fmt.Fprintf(cfg.Notes, "sqscope: process %d uses no verbs library yet: its probes are in place, waiting for it (--wait), across an exec too\n", cfg.PID)
 	}
 	if n := len(tr.Running()); cfg.All && n > 0 {
-		fmt.Fprintf(cfg.Warnings, "sqscope: every process that uses verbs is traced from its first call; scanning the %d running now %v\n", n, tr.Running())
+		fmt.Fprintf(cfg.Notes, "sqscope: every process that uses verbs is traced from its first call; scanning the %d running now %v\n", n, tr.Running())
 	}
 	return s, nil
 }
@@ -371,7 +382,7 @@ func (s *Session) Run(ctx context.Context) error {
 		if running := s.tracer.RunningTraced(); running != nil {
 			select {
 			case <-running:
-				fmt.Fprintf(s.cfg.Warnings, "sqscope: tracing every process that uses verbs: %d running now %v, and every one that starts\n", len(s.tracer.Running()), s.tracer.Running())
+				fmt.Fprintf(s.cfg.Notes, "sqscope: tracing every process that uses verbs: %d running now %v, and every one that starts\n", len(s.tracer.Running()), s.tracer.Running())
 			case <-ctx.Done():
 				return
 			}

@@ -24,6 +24,8 @@ func diffCmd() *cobra.Command {
 	fs.StringVar((*string)(&o.Match), "match", string(diff.ByProcess), "pair QPs `BY` process (name and QP order) or qpn (QP number)")
 	page.Register(fs, "the runs, the totals, every QP in a table and its figures as bars")
 	bf.Register(fs)
+	var quiet bool
+	cli.RegisterQuiet(fs, &quiet)
 	cli.Values(c, "match", string(diff.ByProcess)+"\tby process name and QP order", string(diff.ByQPN)+"\tby QP number")
 	c.RunE = func(c *cobra.Command, files []string) error {
 		stdout, stderr := c.OutOrStdout(), c.ErrOrStderr()
@@ -47,7 +49,7 @@ func diffCmd() *cobra.Command {
 			return fmt.Errorf("diff: %w", err)
 		}
 		if out.IsFile() {
-			fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs matched\n", out.Name, len(rep.QPs))
+			fmt.Fprintf(cli.Notes(stderr, quiet), "sqscope: wrote %s: %d QPs matched\n", out.Name, len(rep.QPs))
 		}
 		return nil
 	}

@@ -13,10 +13,10 @@ import (
 )
 
 type exportFlags struct {
-	format, out string
-	force       bool
-	o           export.Options
-	bf          cli.BF
+	format, out  string
+	force, quiet bool
+	o            export.Options
+	bf           cli.BF
 }
 
 func exportCmd() *cobra.Command {
@@ -38,6 +38,7 @@ func exportCmd() *cobra.Command {
 	durflag.Var(fs, &f.o.RateStep, "rate-step", export.DefaultRateStep, "period of the rate counter tracks, a `DURATION`")
 	durflag.Var(fs, &f.o.Fold, "fold", export.DefaultFold, "fold failed posts of a QP less than this `DURATION` apart into one slice")
 	f.bf.Register(fs)
+	cli.RegisterQuiet(fs, &f.quiet)
 	cli.Values(c, "format", "chrome\ttrace-event JSON (chrome://tracing, Perfetto)", "perfetto\tPerfetto's protobuf trace, smaller")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		ctx, stdout, stderr := c.Context(), c.OutOrStdout(), c.ErrOrStderr()
@@ -91,7 +92,7 @@ func exportCmd() *cobra.Command {
 		}
 		if out.IsFile() {
 			c := x.Stats()
-			fmt.Fprintf(stderr, "sqscope: wrote %s: %d trace events (%d counter samples, %d slices, %d instants; %d failed posts folded into %d) from %d recorded events\n",
+			fmt.Fprintf(cli.Notes(stderr, f.quiet), "sqscope: wrote %s: %d trace events (%d counter samples, %d slices, %d instants; %d failed posts folded into %d) from %d recorded events\n",
 				f.out, c.Events(), c.Counters, c.Slices, c.Instants, c.Folded, c.Bursts, res.Events)
 		}
 		return nil

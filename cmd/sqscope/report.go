@@ -22,6 +22,7 @@ type reportFlags struct {
 	bf      cli.BF
 	failOn  cli.FailOn
 	verbose bool
+	quiet   bool
 }
 
 func reportCmd() *cobra.Command {
@@ -35,6 +36,7 @@ func reportCmd() *cobra.Command {
 	f.bf.Register(fs)
 	f.failOn.Register(fs)
 	cli.RegisterVerbose(fs, &f.verbose)
+	cli.RegisterQuiet(fs, &f.quiet)
 	cli.CompleteFailOn(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		path, err := cli.OneFile("report", args)
@@ -80,7 +82,7 @@ func (f *reportFlags) write(ctx context.Context, cmd string, fs *pflag.FlagSet, 
 		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	if out.IsFile() {
-		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs, %d diagnoses\n", out.Name, len(rc.Snap.QPs), len(rc.Snap.Diagnoses))
+		fmt.Fprintf(cli.Notes(stderr, f.quiet), "sqscope: wrote %s: %d QPs, %d diagnoses\n", out.Name, len(rc.Snap.QPs), len(rc.Snap.Diagnoses))
 	}
 	if err := f.failOn.Status(rc.Snap.Diagnoses); err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)

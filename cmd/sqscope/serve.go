@@ -37,7 +37,7 @@ func serveCmd() *cobra.Command {
 			return cli.UsageErr("serve: %v", err)
 		}
 		ctx := c.Context()
-		return serve.Run(ctx, o, func() (*session.Session, error) { return tf.Start(ctx, args, c.ErrOrStderr(), nil, version) }, c.ErrOrStderr())
+		return serve.Run(ctx, o, func() (*session.Session, error) { return tf.Start(ctx, args, c.ErrOrStderr(), nil, version) }, tf.Notes(c.ErrOrStderr()))
 	}
 	return c
 }

@@ -120,7 +120,7 @@ func RecordFlight(ctx context.Context, tf *Target, s *session.Session, stderr io
 	if len(written) == 0 {
 		written = append(written, "none: no trigger fired")
 	}
-	fmt.Fprintf(stderr, "sqscope: flight recorder: recordings written: %s; %d kept in %s; %d trigger(s) during a recording's window (in it); %d event(s) dropped by --flight-mib before their time; %d lost; %s\n",
+	fmt.Fprintf(tf.Notes(stderr), "sqscope: flight recorder: recordings written: %s; %d kept in %s; %d trigger(s) during a recording's window (in it); %d event(s) dropped by --flight-mib before their time; %d lost; %s\n",
 		strings.Join(written, ", "), len(st.Files), tf.RecordTo, st.Absorbed, st.Dropped, snap.Lost, snap.Ended)
 	if cerr != nil {
 		return errors.Join(runErr, fmt.Errorf("record: %w", cerr))

@@ -47,7 +47,9 @@ type Target struct {
 	RingMiB   int
 	FailOn    FailOn // --fail-on: a diagnosis severity
 	Verbose   bool   // -v: the text lists every probe
+	Quiet     bool   // -q: no notes on stderr
 	Keep      bool   // --keep-target
+	User      string // -u: the user a started command runs as
 	RecordTo  string // record's -o
 	Force     bool   // record's --force
 	// Flight: record's flight recorder (RecordTo is its directory)
@@ -68,6 +70,7 @@ func (tf *Target) Register(fs *pflag.FlagSet) {
 	fs.StringVarP(&tf.Cmd, "command", "c", "", "start `CMD` (a command line) and trace it")
 	fs.BoolVar(&tf.Workload, "workload", false, "start the built-in workload with the flags after -- and trace it")
 	fs.BoolVarP(&tf.All, "all", "a", false, "trace every process of the host that uses verbs, running now or started later, until Ctrl-C or -D")
+	fs.StringVarP(&tf.User, "user", "u", "", "run the command sqscope starts (-c, -- CMD, --workload) as `USER` (a name or a number), with its groups, as strace -u does; sqscope stays root")
 	fs.BoolVar(&tf.NoFollow, "no-follow", false, "trace only the started command, not the processes it starts (by default its children are traced too)")
 	fs.Func("probe", "explicit data-path probe `FUNC=LIB:0xOFFSET` (post_send, poll_cq, post_recv); repeatable", func(s string) error {
 		p, err := probe.ParseProbe(s)
@@ -108,6 +111,7 @@ func (tf *Target) Register(fs *pflag.FlagSet) {
 	durflag.Var(fs, &tf.Timeout, "verbs-timeout", 10*time.Second, "how long to wait for the target to load a verbs library before saying so, a `DURATION` such as 10s or 10")
 	tf.FailOn.Register(fs)
 	RegisterVerbose(fs, &tf.Verbose)
+	RegisterQuiet(fs, &tf.Quiet)
 	fs.IntVar(&tf.RingMiB, "ring-mib", 0, "ring buffer size in `MiB`, a power of two (default 32 in events mode, 8 in counters mode)")
 	tf.Attach.Register(fs)
 }
@@ -138,6 +142,8 @@ func (tf *Target) Check(rest []string) error {
 		return fmt.Errorf("bad process id %d", tf.PID)
 	case len(rest) > 0 && !tf.Workload && n > 0:
 		return fmt.Errorf("unexpected arguments %q: a command goes after -- without -c, -p or -a, workload flags after --workload --", strings.Join(rest, " "))
+	case tf.User != "" && (tf.PID != 0 || tf.All):
+		return errors.New("-u: only a command sqscope starts runs as another user (-c, -- CMD, --workload)")
 	case tf.NoFollow && (tf.PID != 0 || tf.All):
 		return errors.New("--no-follow: only a command sqscope starts is followed (-c, -- CMD, --workload)")
 	case tf.Mode != session.ModeEvents && tf.Mode != session.ModeCounters && tf.Mode != session.ModeSentinel:
@@ -173,10 +179,16 @@ func (tf *Target) Check(rest []string) error {
 // command ended by SIGINT).
 func (tf *Target) Start(ctx context.Context, rest []string, stderr, childOut io.Writer, version string) (*session.Session, error) {
 	cfg := session.Config{Context: ctx, PID: tf.PID, All: tf.All, Follow: !tf.NoFollow && tf.PID == 0 && !tf.All, Probes: tf.Probes, ProbesAnywhere: tf.Anywhere, Mode: tf.Mode, Escalate: tf.Escalate, Sampling: tf.Sampling, CallTimes: tf.CallTime, NoStop: tf.NoStop,
-		Wait: tf.Wait, VerbsTimeout: tf.Timeout, Duration: tf.Duration, KeepTarget: tf.Keep, RingBytes: tf.RingMiB << 20, ChildOut: childOut, Warnings: stderr,
+		Wait: tf.Wait, VerbsTimeout: tf.Timeout, Duration: tf.Duration, KeepTarget: tf.Keep, RingBytes: tf.RingMiB << 20, ChildOut: childOut, Warnings: stderr, Notes: tf.Notes(stderr),
 		RecordTo: tf.RecordTo, RecordForce: tf.Force, Version: version, Attach: tf.Attach}
 	if tf.Flight != nil {
 		cfg.RecordTo, cfg.Flight = "", tf.Flight
+	}
+	if tf.User != "" {
+		var err error
+		if cfg.RunAs, err = lookupUser(tf.User); err != nil {
+			return nil, &ExitError{Code: 2, Err: err}
+		}
 	}
 	switch {
 	case tf.Workload:
@@ -222,6 +234,24 @@ func (tf *Target) Status(s analyzer.Snapshot) error {
 func RegisterVerbose(fs *pflag.FlagSet, v *bool) {
 	fs.BoolVarP(v, "verbose", "v", false, "list every probe in the text, where it was placed and how it was found (--json always does)")
 }
+
+// RegisterQuiet adds -q/--quiet: no notes on stderr, only warnings and
+// errors.
+func RegisterQuiet(fs *pflag.FlagSet, q *bool) {
+	fs.BoolVarP(q, "quiet", "q", false, "print no notes on stderr (what is traced, what was written); warnings and errors still")
+}
+
+// Notes is where a command's notes go: stderr, or nowhere with -q.
+func Notes(stderr io.Writer, quiet bool) io.Writer {
+	if quiet {
+		return io.Discard
+	}
+	return stderr
+}
+
+// Notes is where the tracing command's notes go: stderr, or nowhere
+// with -q.
+func (tf *Target) Notes(stderr io.Writer) io.Writer { return Notes(stderr, tf.Quiet) }
 
 // FailOn is --fail-on (trace, record, top, report): exit with status 3
 // when a diagnosis of its severity or worse was made, as a CI step wants.

@@ -137,7 +137,7 @@ func (p *TracePage) Write(ctx context.Context, tf *Target, nic nicmodel.Model, s
 		return fmt.Errorf("writing the page %s: %w", p.out.Name, err)
 	}
 	if p.out.IsFile() {
-		fmt.Fprintf(stderr, "sqscope: wrote %s: %d QPs, %d diagnoses\n", p.out.Name, len(snap.QPs), len(snap.Diagnoses))
+		fmt.Fprintf(tf.Notes(stderr), "sqscope: wrote %s: %d QPs, %d diagnoses\n", p.out.Name, len(snap.QPs), len(snap.Diagnoses))
 	}
 	return nil
 }
