@@ -151,15 +151,29 @@ func otherHolders(t *testing.T, pid, dead int) []uint32 {
 }
 
 // A command sqscope started ends when sqscope is killed (SIGKILL), unless
-// --keep-target.
+// --keep-target; run as another user (-u) too, though a change of user
+// clears the parent-death signal.
 func TestKilledTracerEndsItsCommand(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
-	for _, keep := range []bool{false, true} {
-		t.Run(fmt.Sprintf("keep-target=%v", keep), func(t *testing.T) {
-			ready := filepath.Join(t.TempDir(), "ready")
+	for _, tc := range []struct {
+		keep bool
+		user string
+	}{{false, ""}, {true, ""}, {false, "nobody"}} {
+		keep := tc.keep
+		t.Run(fmt.Sprintf("keep-target=%v,user=%s", keep, tc.user), func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "sqscope-killed-") // t.TempDir's parent is root's alone
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			os.Chmod(dir, 0o777)
+			ready := filepath.Join(dir, "ready")
 			args := []string{"trace", "--workload", "--", "-D", "60", "--rate", "1000", "--ready-file", ready}
 			if keep {
 				args = append([]string{"trace", "--keep-target"}, args[1:]...)
+			}
+			if tc.user != "" {
+				args = append([]string{"trace", "-u", tc.user}, args[1:]...)
 			}
 			tr := exec.Command(sqscopeBin(t), args...)
 			if err := tr.Start(); err != nil {

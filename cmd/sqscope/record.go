@@ -76,8 +76,10 @@ func record(ctx context.Context, tf *cli.Target, page *cli.TracePage, rest []str
 		return errors.Join(runErr, fmt.Errorf("record: %w", cerr))
 	}
 	snap := s.Analyzer().Snapshot()
-	fmt.Fprintf(tf.Notes(stderr), "sqscope: recorded %d events (%d bytes) of %d QP(s) to %s, %d lost; %s\n",
-		rec.Events(), rec.Bytes(), len(snap.QPs), tf.RecordTo, snap.Lost, snap.Ended)
+	// the target's events, as report counts them; the records are those
+	// and sqscope's own (where its probes went, exits)
+	fmt.Fprintf(tf.Notes(stderr), "sqscope: recorded %d events (%d records, %d bytes) of %d QP(s) to %s, %d lost; %s\n",
+		snap.Events, rec.Events(), rec.Bytes(), len(snap.QPs), tf.RecordTo, snap.Lost, snap.Ended)
 	if perr := page.Write(ctx, tf, verbs.DefaultNICModel(), stderr); perr != nil && runErr == nil {
 		runErr = fmt.Errorf("record: %w", perr)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +66,8 @@ func TestRunAsUser(t *testing.T) {
 }
 
 // Run through sudo, a recording is the sudo user's, 0600; -q leaves
-// stderr to warnings, where without it the recording is said.
+// stderr to warnings, where without it the recording is said, with the
+// events report counts in it.
 func TestRecordOwnerAndQuiet(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	bin := sqscopeBin(t)
@@ -94,6 +96,17 @@ func TestRecordOwnerAndQuiet(t *testing.T) {
 		said := strings.Contains(stderr.String(), "sqscope: recorded ")
 		if said == quiet {
 			t.Errorf("%q: stderr %q", args, stderr.String())
+		}
+		if !quiet { // the events it says it recorded are those report counts
+			var n int
+			fmt.Sscanf(stderr.String()[strings.Index(stderr.String(), "sqscope: recorded "):], "sqscope: recorded %d events", &n)
+			rep, err := exec.Command(bin, "report", "--json", out).Output()
+			var doc struct {
+				Events int `json:"events"`
+			}
+			if err != nil || json.Unmarshal(rep, &doc) != nil || n == 0 || doc.Events != n {
+				t.Errorf("record said %d events, report counts %d (%v)", n, doc.Events, err)
+			}
 		}
 		if quiet && stderr.Len() > 0 {
 			t.Errorf("-q: stderr holds more than warnings: %q", stderr.String())
