@@ -55,8 +55,37 @@ func WriteText(w io.Writer, procs []probe.VerbsProc) error {
 			fmt.Fprintf(w, "  QPs: not listed: %s\n", p.QPsAbsent)
 		}
 		fmt.Fprintf(w, "  %s\n", p.Trace)
+		if p.Scan != nil {
+			writeScan(w, p.Scan)
+		}
 	}
 	return nil
+}
+
+// writeScan says what the memory scan of ps -v found in a process.
+func writeScan(w io.Writer, sc *probe.PSScan) {
+	if sc.Err != "" {
+		fmt.Fprintf(w, "  memory scan: failed: %s\n", sc.Err)
+		return
+	}
+	fmt.Fprintf(w, "  memory scan: read %.1f MiB of %d mappings in %.2f s: %d verbs context(s), %d QP(s)\n",
+		float64(sc.BytesRead)/(1<<20), sc.Mappings, sc.Seconds, len(sc.Contexts), len(sc.QPs))
+	for _, c := range sc.Contexts {
+		fmt.Fprintf(w, "    context of %s\n", c)
+	}
+	for _, q := range sc.QPs {
+		fmt.Fprintf(w, "    QP %#x (%d) %s %s\n", q.QPNum, q.QPNum, q.Type, q.State)
+	}
+	if sc.Cut != "" {
+		fmt.Fprintf(w, "    cut short by %s: objects past it were not seen\n", sc.Cut)
+	}
+	if len(sc.Missed) > 0 {
+		var qps []string
+		for _, n := range sc.Missed {
+			qps = append(qps, fmt.Sprintf("%#x (%d)", n, n))
+		}
+		fmt.Fprintf(w, "    the kernel lists QP(s) the scan did not find: %s\n", strings.Join(qps, ", "))
+	}
 }
 
 // providerName is a provider library's short name: libmlx5-rdmav34.so is

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -37,6 +38,58 @@ type VerbsProc struct {
 	// FUNC, ...": QPs it drives that way post without ibv_post_send, and
 	// no probe sees their posts.
 	DirectVerbs []string `json:"direct_verbs,omitempty"`
+	// Scan is what the memory scan of `trace -p` finds in it now (ps -v);
+	// nil unless asked for.
+	Scan *PSScan `json:"scan,omitempty"`
+}
+
+// PSScan is what a memory scan of a process found: its verbs contexts and
+// QPs, what it read, and the QPs the kernel lists that it did not find.
+type PSScan struct {
+	BytesRead int64       `json:"bytes_read"`
+	Mappings  int         `json:"mappings"`
+	Seconds   float64     `json:"seconds"`
+	Contexts  []string    `json:"contexts"` // each context's provider file
+	QPs       []ScanQPRow `json:"qps"`
+	// Cut names the bound that ended the scan early: objects past it
+	// were not seen.
+	Cut string `json:"cut,omitempty"`
+	Err string `json:"error,omitempty"`
+	// Missed are the QP numbers the kernel lists for the process that
+	// the scan did not find (nil where the kernel lists none).
+	Missed []uint32 `json:"kernel_qps_not_found,omitempty"`
+}
+
+// ScanQPRow is a QP a scan found.
+type ScanQPRow struct {
+	QPNum uint32 `json:"qpn"`
+	Type  string `json:"type"`
+	State string `json:"state"`
+}
+
+// ScanVerbsProc runs the memory scan `trace -p` would on p, within b, and
+// keeps what it found in p.Scan. The process runs on; it is not stopped.
+func ScanVerbsProc(p *VerbsProc, b ScanBounds) {
+	res, err := ScanDataPath(p.PID, b)
+	sc := &PSScan{BytesRead: res.Bytes, Mappings: res.Mappings, Seconds: res.Duration.Seconds(), Cut: res.Cut,
+		Contexts: []string{}, QPs: []ScanQPRow{}}
+	if err != nil && !errors.Is(err, ErrScanBound) {
+		sc.Err = err.Error()
+	}
+	for _, c := range res.Contexts {
+		sc.Contexts = append(sc.Contexts, c.Provider)
+	}
+	found := map[uint32]bool{}
+	for _, q := range res.QPs {
+		found[q.QPNum] = true
+		sc.QPs = append(sc.QPs, ScanQPRow{QPNum: q.QPNum, Type: ibv.QPTypeName(q.Type), State: ibv.QPStateName(int32(q.State))})
+	}
+	for _, q := range p.QPs {
+		if !found[q.QPNum] {
+			sc.Missed = append(sc.Missed, q.QPNum)
+		}
+	}
+	p.Scan = sc
 }
 
 // psFuncs are the data-path functions `sqscope ps` says how it finds.

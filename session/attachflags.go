@@ -27,11 +27,28 @@ type AttachFlags struct {
 // Register adds --scan-mib, --scan-time, --scan-total-mib,
 // --scan-total-time and --debug-dir to fs.
 func (f *AttachFlags) Register(fs *pflag.FlagSet) {
-	fs.Int64Var(&f.ScanMiB, "scan-mib", probe.DefaultScanBytes>>20, "-p, -a: read at most this many `MiB` of a running process's memory looking for its verbs contexts and QPs")
-	durflag.Var(fs, &f.ScanTime, "scan-time", probe.DefaultScanTime, "-p, -a: spend at most `DURATION` (e.g. 10s or 10) looking for a running process's verbs contexts and QPs in its memory")
+	f.RegisterScan(fs, "-p, -a: ")
 	fs.Int64Var(&f.ScanTotalMiB, "scan-total-mib", probe.DefaultScanTotalBytes>>20, "-a: read at most this many `MiB` in all, over every running process's memory scan")
 	durflag.Var(fs, &f.ScanTotalTime, "scan-total-time", probe.DefaultScanTotalTime, "-a: spend at most `DURATION` in all on the running processes' memory scans")
+}
+
+// RegisterScan adds --scan-mib, --scan-time and --debug-dir to fs, each
+// usage after prefix (which commands they act in).
+func (f *AttachFlags) RegisterScan(fs *pflag.FlagSet, prefix string) {
+	fs.Int64Var(&f.ScanMiB, "scan-mib", probe.DefaultScanBytes>>20, prefix+"read at most this many `MiB` of a running process's memory looking for its verbs contexts and QPs")
+	durflag.Var(fs, &f.ScanTime, "scan-time", probe.DefaultScanTime, prefix+"spend at most `DURATION` (e.g. 10s or 10) looking for a running process's verbs contexts and QPs in its memory")
 	DebugDirFlag(fs, &f.DebugDirs)
+}
+
+// Bounds are the bounds of one process's memory scan the flags give.
+func (f *AttachFlags) Bounds() (probe.ScanBounds, error) {
+	switch {
+	case f.ScanMiB < 0:
+		return probe.ScanBounds{}, fmt.Errorf("--scan-mib %d: want a positive size", f.ScanMiB)
+	case f.ScanTime < 0:
+		return probe.ScanBounds{}, fmt.Errorf("--scan-time %v: want a positive time", f.ScanTime)
+	}
+	return probe.ScanBounds{MaxBytes: f.ScanMiB << 20, MaxTime: f.ScanTime}, nil
 }
 
 // DebugDirFlag adds --debug-dir to fs: the directories of separate debug
@@ -45,17 +62,16 @@ func DebugDirFlag(fs *pflag.FlagSet, dirs *[]string) {
 
 // options sets the probe options the flags say (0: the defaults).
 func (f *AttachFlags) options(o *probe.Options) error {
+	b, err := f.Bounds()
 	switch {
-	case f.ScanMiB < 0:
-		return fmt.Errorf("--scan-mib %d: want a positive size", f.ScanMiB)
-	case f.ScanTime < 0:
-		return fmt.Errorf("--scan-time %v: want a positive time", f.ScanTime)
+	case err != nil:
+		return err
 	case f.ScanTotalMiB < 0:
 		return fmt.Errorf("--scan-total-mib %d: want a positive size", f.ScanTotalMiB)
 	case f.ScanTotalTime < 0:
 		return fmt.Errorf("--scan-total-time %v: want a positive time", f.ScanTotalTime)
 	}
-	o.ScanBounds = probe.ScanBounds{MaxBytes: f.ScanMiB << 20, MaxTime: f.ScanTime}
+	o.ScanBounds = b
 	o.ScanTotal = probe.ScanBounds{MaxBytes: f.ScanTotalMiB << 20, MaxTime: f.ScanTotalTime}
 	o.DebugDirs = f.DebugDirs
 	return nil

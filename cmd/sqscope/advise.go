@@ -43,7 +43,7 @@ func adviseCmd() *cobra.Command {
 			}
 			defer os.RemoveAll(dir)
 			tf.RecordTo = filepath.Join(dir, "run.sqscope")
-			if err := record(ctx, &tf, nil, pos, stderr, stderr); err != nil {
+			if err := cli.Record(ctx, &tf, nil, pos, stderr, stderr, version, o.Model.NIC); err != nil {
 				return err
 			}
 			pos = []string{tf.RecordTo}

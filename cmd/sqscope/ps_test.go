@@ -61,6 +61,36 @@ func TestPS(t *testing.T) {
 	if err != nil || !strings.Contains(string(text), fmt.Sprintf("pid %d (%s):", wl.Process.Pid, comm)) || !strings.Contains(string(text), "simulated HCA") {
 		t.Errorf("ps: %v\n%s", err, text)
 	}
+	// -v: the memory scan a trace -p would run finds the workload's
+	// context and its QP, in its state
+	out, err = exec.Command(sqscopeBin(t), "ps", "-v", "--json").Output()
+	var scanned []struct {
+		PID  int `json:"pid"`
+		Scan *struct {
+			BytesRead int64    `json:"bytes_read"`
+			Contexts  []string `json:"contexts"`
+			QPs       []struct {
+				QPNum uint32 `json:"qpn"`
+				Type  string `json:"type"`
+				State string `json:"state"`
+			} `json:"qps"`
+		} `json:"scan"`
+	}
+	if err != nil || json.Unmarshal(out, &scanned) != nil {
+		t.Fatalf("ps -v --json: %v\n%s", err, out)
+	}
+	for _, p := range scanned {
+		if p.PID != wl.Process.Pid {
+			continue
+		}
+		if sc := p.Scan; sc == nil || sc.BytesRead == 0 || len(sc.Contexts) != 1 || len(sc.QPs) != 1 ||
+			sc.QPs[0].QPNum != 0x1c0 || sc.QPs[0].Type != "RC" || sc.QPs[0].State != "RTS" {
+			t.Errorf("ps -v: the workload's scan %+v; want its context and QP 0x1c0 RC RTS", sc)
+		}
+	}
+	if text, err := exec.Command(sqscopeBin(t), "ps", "-v").Output(); err != nil || !strings.Contains(string(text), "    QP 0x1c0 (448) RC RTS\n") {
+		t.Errorf("ps -v: %v\n%s", err, text)
+	}
 	if _, _, code, err := sqscope("ps", "1234"); code != 2 || err == nil || !strings.Contains(err.Error(), "ps: takes no arguments") {
 		t.Errorf("ps 1234: exit %d, %v; want 2", code, err)
 	}

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -52,39 +49,7 @@ func recordCmd() *cobra.Command {
 		if page.ToStdout() {
 			childOut = stderr
 		}
-		return record(c.Context(), &tf, &page, args, stderr, childOut)
+		return cli.Record(c.Context(), &tf, &page, args, stderr, childOut, version, verbs.DefaultNICModel())
 	}
 	return c
-}
-
-// record traces the target tf names into tf.RecordTo, and writes page
-// (nil: none); rest is what followed "--"; a started target writes to
-// childOut (nil: sqscope's own).
-func record(ctx context.Context, tf *cli.Target, page *cli.TracePage, rest []string, stderr, childOut io.Writer) error {
-	s, err := tf.Start(ctx, rest, stderr, childOut, version)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	page.Watch(tf, s)
-	if tf.Flight != nil {
-		return cli.RecordFlight(ctx, tf, s, stderr)
-	}
-	rec := s.Recorder()
-	runErr := s.Run(ctx) // however it ends, the file holds what was seen and why it ended
-	if cerr := rec.Close(); cerr != nil {
-		return errors.Join(runErr, fmt.Errorf("record: %w", cerr))
-	}
-	snap := s.Analyzer().Snapshot()
-	// the target's events, as report counts them; the records are those
-	// and sqscope's own (where its probes went, exits)
-	fmt.Fprintf(tf.Notes(stderr), "sqscope: recorded %d events (%d records, %d bytes) of %d QP(s) to %s, %d lost; %s\n",
-		snap.Events, rec.Events(), rec.Bytes(), len(snap.QPs), tf.RecordTo, snap.Lost, snap.Ended)
-	if perr := page.Write(ctx, tf, verbs.DefaultNICModel(), stderr); perr != nil && runErr == nil {
-		runErr = fmt.Errorf("record: %w", perr)
-	}
-	if runErr == nil {
-		runErr = tf.Status(snap)
-	}
-	return runErr
 }

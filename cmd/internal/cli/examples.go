@@ -100,6 +100,8 @@ EXAMPLES
         every process using verbs, its devices, its QPs as the kernel lists them, how sqscope would trace it
   sudo sqscope ps --json | jq '.[] | {pid, comm, qps: [.qps[].qp_num]}'
         the same as one JSON array
+  sudo sqscope ps -v
+        also scan each process's memory as 'trace -p' would: the verbs contexts and QPs found there
 `
 
 // CompletionExamples are `sqscope completion --help`'s examples.
