@@ -40,7 +40,7 @@ func TestProcesses(t *testing.T) {
 			{PID: 102, Parent: 100, Comm: "sh", Joined: trace.ProcFork, Exited: true, ExitCode: i32(-1), ExitSignal: 9},
 		},
 		comms:   map[uint32]string{7: "sqscope", 8: "sh"},
-		textHas: []string{"3 process(es)", "pid 101 (sqscope): forked by 100, exited with code 0", "pid 102 (sh): forked by 100, killed by signal 9", "QP 0x7 (pid 101 sqscope, RC"},
+		textHas: []string{"3 process(es)", "pid 101 (sqscope): forked by 100, exited with code 0", "pid 102 (sh): forked by 100, killed by signal 9", "QP 0x7 (qpn 7, pid 101 sqscope, RC"},
 	}, {
 		name: "the target's exit ends it",
 		events: []trace.Event{

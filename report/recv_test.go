@@ -38,7 +38,7 @@ func TestReceiveSideCountersModeText(t *testing.T) {
 			t.Fatalf("counted %v: the snapshot says nothing of the receives not traced", counted)
 		}
 		out := text(t, snap)
-		want := []string{"receive side: " + why, "QP 0x1d0 (pid 7, RC, found by its create)", "  sends: none traced",
+		want := []string{"receive side: " + why, "QP 0x1d0 (qpn 464, pid 7, RC, found by its create)", "  sends: none traced",
 			"send and recv CQ of 1 QP (0x1d0); polls 38110 (empty 31710), CQEs 6400\n",
 			"note: 40 post calls were on QPs created before the tracer attached"}
 		if counted {

@@ -92,8 +92,10 @@ func writeQP(w io.Writer, q *analyzer.QP) {
 	if q.Comm != "" {
 		who += " " + q.Comm
 	}
-	fmt.Fprintf(w, "QP %#x (pid %s, %s%s, %s): %s, %s, %s%s; %s\n",
-		q.QPNum, who, typeText(q.Type), life, foundText(q), capText("max_send_wr", q.MaxSendWR, q.CapsKnown || q.CapsInferred),
+	// the QP number in hex, and in decimal as qpn (Prometheus's label and
+	// rdma res show)
+	fmt.Fprintf(w, "QP %#x (qpn %d, pid %s, %s%s, %s): %s, %s, %s%s; %s\n",
+		q.QPNum, q.QPNum, who, typeText(q.Type), life, foundText(q), capText("max_send_wr", q.MaxSendWR, q.CapsKnown || q.CapsInferred),
 		capText("max_inline_data", q.MaxInline, q.CapsKnown), capText("max_send_sge", q.MaxSendSGE, q.CapsKnown),
 		map[bool]string{true: ", sq_sig_all"}[q.SigAll], caps)
 	switch {

@@ -43,7 +43,7 @@ func TestProcessesText(t *testing.T) {
 			QPs: []analyzer.QP{{PID: 101, Comm: "sqscope", QPNum: 7, Type: "RC"}},
 		},
 		textHas: []string{"3 process(es)", "pid 101 (sqscope): forked by 100, exited with code 0",
-			"pid 102 (sh): forked by 100, killed by signal 9 (killed)", "QP 0x7 (pid 101 sqscope, RC"},
+			"pid 102 (sh): forked by 100, killed by signal 9 (killed)", "QP 0x7 (qpn 7, pid 101 sqscope, RC"},
 	}, {
 		name: "the target alone is not listed",
 		snap: analyzer.Snapshot{

@@ -33,8 +33,10 @@ const (
 		"--budget of the target's CPU; --mode counters or events for every call's totals) and\n" +
 		"serve the numbers on /metrics\n" +
 		"for Prometheus (text or OpenMetrics), /healthz for supervisors, until SIGTERM or Ctrl-C,\n" +
-		"which detach the probes. deploy/ holds alerting rules, a Grafana dashboard, a systemd\n" +
-		"unit and a Kubernetes DaemonSet."
+		"which detach the probes. A QP's series carry its number as qpn in decimal, as\n" +
+		"'rdma res show qp' prints it (the live view and reports give it in hex too).\n" +
+		"deploy/ holds alerting rules, a Grafana dashboard, a systemd unit and a Kubernetes\n" +
+		"DaemonSet."
 	Examples = `
 EXAMPLES
   sqscope serve -a

@@ -32,7 +32,17 @@ func (u *UI) renderAlerts() {
 		case u.snap.FirstNS > 0:
 			when = fmt.Sprintf("at +%.1fs · ", u.since(a.FirstNS))
 		}
-		fmt.Fprintf(&b, "[%s]QP %#x %s: %s[-]\n  %sfix: %s\n", color, a.QPNum, strings.ToUpper(a.Severity),
+		if u.width > 0 && u.width < narrowWidth {
+			// narrow: the kind names it (the detail has the evidence),
+			// and the fix comes before when, so that it is seen whole
+			fmt.Fprintf(&b, "[%s]QP %#x (%d) %s %s[-]\n  fix: %s\n", color, a.QPNum, a.QPNum, strings.ToUpper(a.Severity),
+				a.Kind, tview.Escape(a.Fix))
+			if when != "" {
+				fmt.Fprintf(&b, "  %s\n", strings.TrimSuffix(when, " · "))
+			}
+			continue
+		}
+		fmt.Fprintf(&b, "[%s]QP %#x (%d) %s: %s[-]\n  %sfix: %s\n", color, a.QPNum, a.QPNum, strings.ToUpper(a.Severity),
 			tview.Escape(a.Message), when, tview.Escape(a.Fix))
 	}
 	if b.Len() == 0 {

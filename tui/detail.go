@@ -66,7 +66,7 @@ func (u *UI) renderDetail() {
 	if q.Comm != "" {
 		who += " (" + tview.Escape(q.Comm) + ")"
 	}
-	fmt.Fprintf(&b, "[::b]QP %#x[::-] pid %s %s  depth %d  max_inline %d  max_sge %d", q.QPNum, who, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE)
+	fmt.Fprintf(&b, "[::b]QP %#x (%d)[::-] pid %s %s  depth %d  max_inline %d  max_sge %d", q.QPNum, q.QPNum, who, q.Type, q.MaxSendWR, q.MaxInline, q.MaxSendSGE)
 	if q.SigAll {
 		b.WriteString("  sq_sig_all")
 	}

@@ -9,21 +9,17 @@ import (
 )
 
 func helpModal() tview.Primitive {
-	t := tview.NewTextView().SetText(strings.Join([]string{
-		"↑/↓ or j/k  select a QP",
-		"Enter       detail of the selected QP (again: back)",
-		"o / O       sort by the next column / reverse",
-		"p           pause / resume",
-		"r           reset counters (rates and totals start again)",
-		"s           save a snapshot report to a file",
-		"/           filter QPs (by number or pid); empty clears",
-		"g           group by process, by CQ, none (a line of totals each)",
-		"← / →       replay: seek 10 s back / forward",
-		"+ / -       replay: faster / slower",
-		"a           select the QP of the newest alert",
-		"?           this help",
-		"q, Ctrl-C   quit",
+	// it fits a screen of 80×24 whole
+	lines := []string{
+		"↑↓ j/k  select a QP              Enter   detail of the QP (again: back)",
+		"o / O   sort by next column/back p       pause / resume",
+		"r       reset counters and rates s       save a snapshot report",
+		"/       filter QPs (number, pid) g       group: process, CQ, none",
+		"← / →   replay: seek 10 s        + / -   replay: faster / slower",
+		"a       QP of the newest alert   q ^C    quit        ? this help",
 		"",
+		"QP          its number in hex (the detail and alerts add decimal, the",
+		"            base of Prometheus's qpn label and rdma res show)",
 		"OCCUPANCY   WRs outstanding now, bar of the depth",
 		"PEAK        most WRs ever outstanding",
 		"INLINE%     WRs posted with IBV_SEND_INLINE",
@@ -36,12 +32,13 @@ func helpModal() tview.Primitive {
 		"",
 		"past 256 QPs the lines on screen are fresh at every refresh;",
 		"the order, filter, group totals and new QPs once a second",
-	}, "\n"))
-	t.SetBorder(true).SetTitle(" keys (any key closes) ")
+	}
+	t := tview.NewTextView().SetText(strings.Join(lines, "\n"))
+	t.SetBorder(true).SetTitle(" sqscope live view: keys and columns (any key closes) ")
 	return tview.NewFlex().
 		AddItem(nil, 0, 1, false).
 		AddItem(tview.NewFlex().SetDirection(tview.FlexRow).
-			AddItem(nil, 0, 1, false).AddItem(t, 28, 0, true).AddItem(nil, 0, 1, false), 64, 0, true).
+			AddItem(nil, 0, 1, false).AddItem(t, len(lines)+2, 0, true).AddItem(nil, 0, 1, false), 76, 0, true).
 		AddItem(nil, 0, 1, false)
 }
 

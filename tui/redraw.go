@@ -53,10 +53,20 @@ type tableWindow struct {
 // stack is the pages (the view, the help over it) drawn without clearing
 // the screen first, as tview.Pages does: the view covers all of it, each
 // pane clears its own, and tview has cleared the screen before the draw.
-type stack struct{ *tview.Pages }
+type stack struct {
+	*tview.Pages
+	// resized is told the screen's width when it changes, before the
+	// pages are drawn at it
+	resized func(width int)
+	width   int
+}
 
 func (s *stack) Draw(screen tcell.Screen) {
 	x, y, w, h := s.GetRect()
+	if w != s.width && s.resized != nil {
+		s.width = w
+		s.resized(w)
+	}
 	names := s.GetPageNames(true) // front to back
 	for i := len(names) - 1; i >= 0; i-- {
 		p := s.GetPage(names[i])

@@ -124,6 +124,7 @@ type UI struct {
 	detailOnly bool
 	message    string
 	start      time.Time
+	width      int // the screen width last drawn at (0: not yet drawn)
 	now        func() time.Time
 	saveDir    string
 
@@ -213,12 +214,29 @@ func New(src Source, info Info, app runner) *UI {
 		AddItem(u.header, 1, 0, false).
 		AddItem(u.body, 0, 1, true).
 		AddItem(u.footer, 1, 0, false)
-	u.pages = &stack{tview.NewPages().AddPage("main", u.root, true, true)}
+	u.pages = &stack{Pages: tview.NewPages().AddPage("main", u.root, true, true), resized: u.resized}
 	u.pages.AddPage("help", helpModal(), true, false)
 	app.SetRoot(u.pages, true)
 	app.SetInputCapture(u.handleKey)
 	app.SetFocus(u.table)
 	return u
+}
+
+// narrowWidth is the screen width below which the alerts pane takes half
+// the lower row and says each alert in its short form, so that its fix is
+// seen whole.
+const narrowWidth = 120
+
+// resized lays the view out for a screen width newly drawn at.
+func (u *UI) resized(width int) {
+	u.width = width
+	if width < narrowWidth {
+		u.lower.ResizeItem(u.detail, 0, 1).ResizeItem(u.alerts, 0, 1)
+	} else {
+		u.lower.ResizeItem(u.detail, 0, 3).ResizeItem(u.alerts, 0, 2)
+	}
+	u.renderHeader()
+	u.renderAlerts()
 }
 
 // Root is the top primitive (tests draw it on a simulation screen).
@@ -299,14 +317,32 @@ func (u *UI) renderHeader() {
 	if s.Lost > 0 {
 		lost = fmt.Sprintf("[white:red]LOST %d[-:-]", s.Lost)
 	}
-	// the facts first: a long command line is what the width cuts; a
-	// replay shows the recording's time, not the wall clock's
+	// a replay shows the recording's time, not the wall clock's
 	when := elapsed.String()
 	if p, ok := u.src.(Player); ok {
 		pos, length := p.Position()
 		when = fmt.Sprintf("replay %s of %s x%.2g", pos.Truncate(time.Second), length.Truncate(time.Second), p.Speed(1))
 	}
-	h := fmt.Sprintf("[::b]sqscope[::-] | %s | %s | events/s %s | %s", u.info.Mode, when, humanRate(u.eventsPS), lost)
+	// what must be seen first: paused, lost events, the target (its
+	// command line cut to a third of a narrow screen, its pid kept)
+	h := "[::b]sqscope[::-]"
+	if paused {
+		h += " | [black:yellow]PAUSED[-:-]"
+	}
+	if s.Lost > 0 {
+		h += " | " + lost
+	}
+	target := u.info.Target
+	if limit := u.width / 3; u.width > 0 && u.width < narrowWidth && len([]rune(target)) > limit {
+		target = string([]rune(target)[:max(limit-1, 8)]) + "…"
+	}
+	if u.info.PID > 0 {
+		target += fmt.Sprintf(" (pid %d)", u.info.PID)
+	}
+	h += " | " + tview.Escape(target) + fmt.Sprintf(" | %s | %s | events/s %s", u.info.Mode, when, humanRate(u.eventsPS))
+	if s.Lost == 0 {
+		h += " | " + lost
+	}
 	if c := s.Total.CQEsPastBound; c > 0 {
 		h += fmt.Sprintf(" | [orange]%d CQEs past the poll record bound[-]", c)
 	}
@@ -322,14 +358,7 @@ func (u *UI) renderHeader() {
 	if s.Exited {
 		h += fmt.Sprintf(" | target exited (%d)", s.ExitCode)
 	}
-	if paused {
-		h += " | [black:yellow]PAUSED[-:-]"
-	}
-	target := u.info.Target
-	if u.info.PID > 0 {
-		target += fmt.Sprintf(" (pid %d)", u.info.PID)
-	}
-	u.setText(u.header, h+" | "+tview.Escape(target))
+	u.setText(u.header, h)
 }
 
 func (u *UI) renderFooter() {

@@ -182,7 +182,7 @@ func TestOverflowAlert(t *testing.T) {
 		Fix:     "Set IBV_SEND_SIGNALED on at least one WR in every 102."}}
 	u.Apply(s2, time.Unix(1001, 0))
 	lines := draw(u, scr)
-	if _, l := find(lines, "SQ overflow (ENOMEM)"); !strings.Contains(l, "QP 0x1c1 ERROR: SQ overflow") {
+	if _, l := find(lines, "SQ overflow (ENOMEM)"); !strings.Contains(l, "QP 0x1c1 (449) ERROR: SQ overflow") {
 		t.Fatalf("alert line %q", l)
 	}
 	if _, l := find(lines, "seen 96 times, first +1.5s, last +1.9s · fix:"); l == "" {
@@ -250,11 +250,11 @@ func TestKeys(t *testing.T) {
 		t.Fatal("s did not save")
 	}
 	app.key(tcell.KeyRune, '?')
-	if _, l := find(draw(u, scr), "keys (any key closes)"); l == "" {
+	if _, l := find(draw(u, scr), "keys and columns (any key closes)"); l == "" {
 		t.Fatal("? did not show help")
 	}
 	app.key(tcell.KeyRune, 'x')
-	if _, l := find(draw(u, scr), "keys (any key closes)"); l != "" {
+	if _, l := find(draw(u, scr), "keys and columns (any key closes)"); l != "" {
 		t.Fatal("help did not close")
 	}
 	app.key(tcell.KeyRune, 'q')
@@ -479,7 +479,7 @@ func TestEightyByTwentyFour(t *testing.T) {
 	if sel, _ := u.Selected(); sel != 0x1c2 {
 		t.Fatalf("a selected %#x, want the QP of the newest alert 0x1c2", sel)
 	}
-	if _, l := find(lines, "QP 0x1c2 pid 42"); l == "" {
+	if _, l := find(lines, "QP 0x1c2 (450) pid 42"); l == "" {
 		t.Fatalf("the detail does not show QP 0x1c2:\n%s", strings.Join(lines, "\n"))
 	}
 	if last := lines[len(lines)-1]; !strings.Contains(last, "QP 0x1c2: sq_overflow_never_signaled") {

@@ -209,7 +209,7 @@ func TestReportComplete(t *testing.T) {
 	for _, want := range []string{
 		"recording " + path + ": app (pid 7) on host kernel 6.8.0 started 2023-11-14T22:13:20Z probes symbol sqscope test\n",
 		"sqscope: 19 events over 0.000 s, 2 QP(s), 0 lost events\n",
-		"QP 0x11 (pid 7, RC, found by its create): max_send_wr 4",
+		"QP 0x11 (qpn 17, pid 7, RC, found by its create): max_send_wr 4",
 		"  ERROR sq_overflow_never_signaled: QP 0x11 (pid 7) at +0.000018000 s\n",
 	} {
 		if !strings.Contains(out, want) {

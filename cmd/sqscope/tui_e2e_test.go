@@ -133,7 +133,7 @@ func TestDemoAt80x24(t *testing.T) {
 		t.Fatalf("the footer's keys are cut at 80 columns:\n%s", screen)
 	}
 	m.run("send-keys", "-t", m.name, "a")
-	m.waitFor("the detail of QP 0x1c2", regexp.MustCompile(`QP 0x1c2 pid \d+`), 10*time.Second)
+	m.waitFor("the detail of QP 0x1c2", regexp.MustCompile(`QP 0x1c2 \(450\) pid \d+`), 10*time.Second)
 	m.run("send-keys", "-t", m.name, "q")
 	m.waitFor("exit status", regexp.MustCompile(`SQSCOPE_EXIT=0`), 45*time.Second)
 }
