@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -144,7 +145,7 @@ func (g goBench) args() []string {
 func goBenchmarks(ctx context.Context, c *config, r *report) error {
 	for _, g := range goBenches {
 		args := g.args()
-		show := c.goBin + " " + strings.Join(args, " ")
+		show := filepath.Base(c.goBin) + " " + strings.Join(args, " ")
 		if g.root {
 			show = "SQSCOPE_BIN=" + c.show() + " " + show
 		}

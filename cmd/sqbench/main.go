@@ -129,7 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("the probe benchmarks load eBPF: run as root (sudo make bench)")
 	}
 
-	r := &report{machine: describeMachine(c.bpftrace), argv: append([]string{"sqbench"}, args...)}
+	r := &report{machine: describeMachine(c.bpftrace), argv: shownArgs(args)}
 	r.background = cpuBusy(time.Second)
 	if r.background > 25 {
 		fmt.Fprintf(stderr, "sqbench: %.0f%% of the CPUs are busy with other work: expect noisy numbers\n", r.background)
@@ -182,6 +182,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\nwritten to %s (%s)\n", c.out, r.elapsed.Round(time.Second))
 	}
 	return nil
+}
+
+// shownArgs is sqbench's command line as the report shows it: a program
+// given by its path (-go, -sqscope, -bpftrace) by its name, as any host
+// runs it.
+func shownArgs(args []string) []string {
+	out := []string{"sqbench"}
+	for i, a := range args {
+		if i > 0 && (args[i-1] == "-go" || args[i-1] == "-bpftrace") && filepath.IsAbs(a) {
+			a = filepath.Base(a)
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // parseLists reads post list lengths, comma-separated.
