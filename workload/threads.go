@@ -386,6 +386,10 @@ func laneResult(cfg Config, dev verbs.Device, ep *verbs.Endpoint, l *lane, r *C.
 		MaxLatencyNS: uint64(r.lat_max_ns), RecvsPosted: uint64(r.recvs_posted), RecvCQEs: uint64(r.recv_cqes),
 		Seconds: float64(r.end_ns-r.start_ns) / 1e9, CPUSeconds: float64(r.cpu_ns) / 1e9, Stalled: r.stalled != 0,
 	}
+	if app.Seconds > 0 {
+		rate := float64(app.WRs) / app.Seconds
+		app.WRsPerS = &rate
+	}
 	if r.fault_start_ns != 0 {
 		app.FaultStartSeconds = float64(r.fault_start_ns-r.start_ns) / 1e9
 		app.FaultStartWR = uint64(r.fault_attempt)

@@ -290,6 +290,9 @@ type AppCounters struct {
 	AvgLatencyNS    float64 `json:"avg_latency_ns"`
 	MaxLatencyNS    uint64  `json:"max_latency_ns"`
 	Seconds         float64 `json:"seconds"`
+	// WRsPerS is WRs over Seconds (absent when the run took no
+	// measurable time).
+	WRsPerS *float64 `json:"wrs_per_s,omitempty"`
 	// CPUSeconds is the CPU time the QP's thread used over Seconds: its
 	// whole run when it drives several QPs, the probes' work included.
 	CPUSeconds  float64 `json:"cpu_seconds"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,10 @@ func TestWorkloadCommand(t *testing.T) {
 	if f("wrs") != 1e6 || f("inline") != f("wrs") || f("signaled") != f("wrs")/16 || f("cqe_writes") != f("signaled") ||
 		f("bf_writes") != f("post_calls") || f("enomem_sq_full")+f("enomem_inline")+f("enomem_sge")+f("einval") != 0 {
 		t.Fatalf("%v", q)
+	}
+	app := q["app"].(map[string]any)
+	if rate, secs := app["wrs_per_s"].(float64), app["seconds"].(float64); secs <= 0 || math.Abs(rate-app["wrs"].(float64)/secs) > 1e-6*rate {
+		t.Errorf("the application's WR/s %v over %v s, want its WRs over its seconds", app["wrs_per_s"], secs)
 	}
 
 	out.Reset()
