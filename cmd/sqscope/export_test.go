@@ -348,8 +348,9 @@ func TestExportPerfettoCut(t *testing.T) {
 	}
 }
 
-// Perfetto's trace is binary: to a terminal it is refused, one line and
-// exit 2, and nothing is written; Chrome's JSON is text and goes there.
+// Perfetto's trace and a recording are binary: to a terminal they are
+// refused, one line and exit 2, and nothing is written; Chrome's JSON is
+// text and goes there.
 func TestExportToTerminal(t *testing.T) {
 	tty := ptytest.Open(t)
 	good := filepath.Join(t.TempDir(), "good.sqscope")
@@ -366,5 +367,12 @@ func TestExportToTerminal(t *testing.T) {
 		if c.code == 2 && (err == nil || !strings.Contains(err.Error(), "standard output is a terminal: give -o FILE")) {
 			t.Errorf("export --format %s to a terminal: %v, want it to say to give -o FILE", c.format, err)
 		}
+	}
+	// a recording to a terminal (record -o -) is refused the same way,
+	// before anything starts
+	var errb bytes.Buffer
+	err := run(context.Background(), []string{"record", "-o", "-", "--workload", "--", "-n", "10"}, tty, &errb)
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "record: standard output is a terminal: give -o FILE") {
+		t.Errorf("record -o - to a terminal: %v, want exit 2 saying to give -o FILE", err)
 	}
 }

@@ -39,7 +39,9 @@ func recordCmd() *cobra.Command {
 		}
 		onStdout := ""
 		if tf.RecordTo == "-" {
-			onStdout = "the recording"
+			if onStdout = "the recording"; cli.IsTerminal(stdout) {
+				return cli.UsageErr("record: standard output is a terminal: give -o FILE (or redirect standard output)")
+			}
 		}
 		if err := page.Open("record", &tf, nil, onStdout, stdout); err != nil {
 			return err
