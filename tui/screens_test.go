@@ -94,3 +94,19 @@ func checkScreen(t *testing.T, name string, lines []string) {
 		t.Errorf("footer: %q", last)
 	}
 }
+
+// A long command line is cut to a third of the screen, its pid kept, so
+// that the figures after it are seen (all of them on a wide screen).
+func TestHeaderLongTarget(t *testing.T) {
+	for _, width := range []int{80, 160} {
+		u, _, scr := newTestUI(t, healthy())
+		u.info.Target = "sqscope workload --qps 4 -s 64 -I 64 -Q 16 -t 128 --rate 4000 -D 40 --fault never-signal --fault-after 3 --fault-qp 2"
+		u.start = u.now()
+		scr.SetSize(width, 40)
+		draw(u, scr)
+		header := draw(u, scr)[0]
+		if !strings.Contains(header, "… (pid 42)") || width >= 120 && !strings.Contains(header, "lost 0") {
+			t.Errorf("%d columns: header %q; want the command line cut, its pid and the figures after it", width, header)
+		}
+	}
+}

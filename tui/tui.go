@@ -324,7 +324,8 @@ func (u *UI) renderHeader() {
 		when = fmt.Sprintf("replay %s of %s x%.2g", pos.Truncate(time.Second), length.Truncate(time.Second), p.Speed(1))
 	}
 	// what must be seen first: paused, lost events, the target (its
-	// command line cut to a third of a narrow screen, its pid kept)
+	// command line cut to a third of the screen, its pid kept, so that
+	// the figures after it fit)
 	h := "[::b]sqscope[::-]"
 	if paused {
 		h += " | [black:yellow]PAUSED[-:-]"
@@ -333,7 +334,7 @@ func (u *UI) renderHeader() {
 		h += " | " + lost
 	}
 	target := u.info.Target
-	if limit := u.width / 3; u.width > 0 && u.width < narrowWidth && len([]rune(target)) > limit {
+	if limit := u.width / 3; u.width > 0 && len([]rune(target)) > limit {
 		target = string([]rune(target)[:max(limit-1, 8)]) + "…"
 	}
 	if u.info.PID > 0 {
