@@ -48,6 +48,18 @@ func completionShell(t *testing.T, shell string, args ...string) string {
 	return string(out)
 }
 
+// shellWords are the words of a command line, each quoted for a shell
+// array, and how many there are (the last may be empty: the word being
+// completed).
+func shellWords(line string) (string, int) {
+	words := strings.Split(line, " ")
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = "'" + w + "'"
+	}
+	return strings.Join(q, " "), len(words)
+}
+
 // checkCompletions compares what a shell offered for each case, a block
 // of lines per case ended by "--", each line a completion (its first
 // word, or what precedes a ':' of zsh's description).
@@ -81,12 +93,8 @@ func TestBashCompletion(t *testing.T) {
 	var prog strings.Builder
 	prog.WriteString("source /usr/share/bash-completion/bash_completion\nsource <(sqscope completion bash)\n")
 	for _, tc := range completionCases {
-		words := strings.Split(tc.line, " ")
-		q := make([]string, len(words))
-		for i, w := range words {
-			q[i] = "'" + w + "'"
-		}
-		prog.WriteString("COMP_WORDS=(" + strings.Join(q, " ") + "); COMP_CWORD=" + strconv.Itoa(len(words)-1) +
+		words, n := shellWords(tc.line)
+		prog.WriteString("COMP_WORDS=(" + words + "); COMP_CWORD=" + strconv.Itoa(n-1) +
 			"; COMP_LINE='" + tc.line + "'; COMP_POINT=${#COMP_LINE}; COMP_TYPE=9; COMPREPLY=(); __start_sqscope 2>/dev/null; printf '%s\\n' \"${COMPREPLY[@]}\"; echo --\n")
 	}
 	checkCompletions(t, "bash", completionShell(t, "bash", "--norc", "--noprofile", "-c", prog.String()))
@@ -98,12 +106,8 @@ func TestZshCompletion(t *testing.T) {
 	var prog strings.Builder
 	prog.WriteString("autoload -U compinit && compinit -u\nsource <(sqscope completion zsh)\n_describe() { print -rl -- \"${completions[@]}\" }\n")
 	for _, tc := range completionCases {
-		words := strings.Split(tc.line, " ")
-		q := make([]string, len(words))
-		for i, w := range words {
-			q[i] = "'" + w + "'"
-		}
-		prog.WriteString("words=(" + strings.Join(q, " ") + "); CURRENT=" + strconv.Itoa(len(words)) + "; _sqscope; echo --\n")
+		words, n := shellWords(tc.line)
+		prog.WriteString("words=(" + words + "); CURRENT=" + strconv.Itoa(n) + "; _sqscope; echo --\n")
 	}
 	checkCompletions(t, "zsh", completionShell(t, "zsh", "-f", "-c", prog.String()))
 }

@@ -161,13 +161,7 @@ func TestKilledTracerEndsItsCommand(t *testing.T) {
 	}{{false, ""}, {true, ""}, {false, "nobody"}} {
 		keep := tc.keep
 		t.Run(fmt.Sprintf("keep-target=%v,user=%s", keep, tc.user), func(t *testing.T) {
-			dir, err := os.MkdirTemp("", "sqscope-killed-") // t.TempDir's parent is root's alone
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			os.Chmod(dir, 0o777)
-			ready := filepath.Join(dir, "ready")
+			ready := filepath.Join(worldDir(t), "ready")
 			args := []string{"trace", "--workload", "--", "-D", "60", "--rate", "1000", "--ready-file", ready}
 			if keep {
 				args = append([]string{"trace", "--keep-target"}, args[1:]...)

@@ -18,17 +18,27 @@ import (
 // nobody is the user the tests run commands as.
 const nobody = 65534
 
+// worldDir is a temporary directory every user may write in (t.TempDir's
+// parent is root's alone), removed at the end of the test.
+func worldDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sqscope-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // -u runs the started command as that user, with sqscope tracing it as
 // root: the workload's ready file is nobody's, and its QP is traced.
 func TestRunAsUser(t *testing.T) {
 	bpftest.Require(t, probe.Preflight)
 	bin := sqscopeBin(t)
-	dir, err := os.MkdirTemp("", "sqscope-user-") // t.TempDir's parent is root's alone
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o777)
+	dir := worldDir(t)
 	ready := filepath.Join(dir, "ready")
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(bin, "trace", "-u", "nobody", "--json", "--workload", "--", "-n", "2000", "--ready-file", ready)
