@@ -144,6 +144,16 @@ var diagInfos = [numDiagKinds]diagInfo{
 		[]string{"max_send_wr", "num_sge", "inline_bytes", "qp_state", "refusals"}},
 }
 
+// DiagKindNames are the names of every diagnosis kind (Diagnosis.Kind),
+// each with its severity.
+func DiagKindNames() (names, severities []string) {
+	for k := range numDiagKinds {
+		names = append(names, diagInfos[k].name)
+		severities = append(severities, diagInfos[k].severity)
+	}
+	return names, severities
+}
+
 // DiagKindNamed finds the kind a diagnosis names (Diagnosis.Kind).
 func DiagKindNamed(name string) (DiagKind, bool) {
 	for k := range numDiagKinds {

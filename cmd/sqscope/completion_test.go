@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sqscope/sqscope/analyzer"
 )
 
 // completionCases are command lines (the last word being completed) and
@@ -136,5 +140,23 @@ func TestCompletionScripts(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "want bash, zsh, fish or powershell") {
 		t.Errorf("completion tcsh: exit %d: %s", cmd.ProcessState.ExitCode(), out)
+	}
+}
+
+// --trigger completes to every diagnosis kind the analyzer has, and the
+// severities, as the flight recorder takes them.
+func TestTriggerCompletion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"__complete", "record", "--trigger", ""}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	kinds, _ := analyzer.DiagKindNames()
+	for _, want := range append([]string{"enomem", "signal", "diagnosis", "diagnosis=warning"}, kinds...) {
+		if !strings.HasPrefix(want, "diagnosis") && slices.Contains(kinds, want) {
+			want = "diagnosis=" + want
+		}
+		if !strings.Contains(out.String(), "\n"+want+"\t") && !strings.HasPrefix(out.String(), want+"\t") {
+			t.Errorf("--trigger does not complete to %s:\n%s", want, out.String())
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sqscope/sqscope/analyzer"
 	"github.com/sqscope/sqscope/internal/durflag"
 	"github.com/sqscope/sqscope/session"
 )
@@ -49,11 +50,17 @@ func (ff *FlightFlags) Register(fs *pflag.FlagSet) {
 	})
 }
 
-// Complete makes c's --trigger complete to the triggers.
+// Complete makes c's --trigger complete to the triggers, every
+// diagnosis kind and severity among them.
 func (ff *FlightFlags) Complete(c *cobra.Command) {
-	Values(c, "trigger", "enomem\ta post failed with ENOMEM", "diagnosis\tany diagnosis",
-		"diagnosis=error\ta diagnosis of this severity or worse (error, warning, prediction)",
-		"diagnosis=sq_overflow_unsignaled_run\ta diagnosis of this kind", "signal\tSIGUSR1 sent to sqscope")
+	values := []string{"enomem\ta post failed with ENOMEM", "diagnosis\tany diagnosis", "signal\tSIGUSR1 sent to sqscope",
+		"diagnosis=error\ta diagnosis of this severity", "diagnosis=warning\ta diagnosis of this severity or worse",
+		"diagnosis=prediction\ta diagnosis of this severity or worse"}
+	kinds, sevs := analyzer.DiagKindNames()
+	for i, k := range kinds {
+		values = append(values, "diagnosis="+k+"\tthis diagnosis ("+sevs[i]+")")
+	}
+	Values(c, "trigger", values...)
 }
 
 // Apply sets tf.Flight to the flight configuration for the directory dir
