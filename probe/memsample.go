@@ -281,37 +281,51 @@ func readWords(pid int, ws ...word) error {
 	return err
 }
 
-// readCounters reads a QP's retired count, then its posted count: both
-// only grow, so the difference is never below what the queue held; and
-// its CQ errors where the layout has them.
-func readCounters(pid int, qp uint64, l sqLayout) (posted, retired, cqErrors uint64, err error) {
+// readCounters reads a QP's posted count, its retired count, then its
+// posted count again (process_vm_readv copies them in that order), and
+// its CQ errors where the layout has them. Both counts only grow: when
+// the two posted counts are equal, posted less retired is what the queue
+// held when retired was read; when the target posted in between, the
+// first (before) less retired is a lower bound of it, the second an
+// upper one.
+func readCounters(pid int, qp uint64, l sqLayout) (before, posted, retired, cqErrors uint64, err error) {
 	n := int(l.width)
-	ws := []word{{unsafe.Pointer(&retired), qp + uint64(l.retired), n}, {unsafe.Pointer(&posted), qp + uint64(l.posted), n}}
+	ws := []word{{unsafe.Pointer(&before), qp + uint64(l.posted), n}, {unsafe.Pointer(&retired), qp + uint64(l.retired), n},
+		{unsafe.Pointer(&posted), qp + uint64(l.posted), n}}
 	if l.cqErrors != 0 {
 		ws = append(ws, word{unsafe.Pointer(&cqErrors), qp + uint64(l.cqErrors), 8})
 	}
 	err = readWords(pid, ws...)
-	return posted, retired, cqErrors, err
+	return before, posted, retired, cqErrors, err
 }
 
 // memReadTries bounds the reads of a QP's counters in one round: a read
-// whose two counters differ by more than the depth (the target posted a
-// whole queue between the two words: the reader was preempted in the
-// copy) is read again, and the analyzer leaves out one still over.
+// during which the target posted (the two posted counts differ), or whose
+// counters differ by more than the depth (the reader was preempted in the
+// copy), is read again; the analyzer leaves out one still over.
 const memReadTries = 3
 
-// readCountersHeld is readCounters, read again while the counters differ
-// by more than depth (when known).
+// readCountersHeld is readCounters, read again while the target posted
+// during the copy or the counters differ by more than depth (when
+// known). A read the target posted during, every time, gives its first
+// posted count: the queue held no less, never a value it did not hold.
 func readCountersHeld(pid int, qp uint64, l sqLayout, depth uint32) (posted, retired, cqErrors uint64, err error) {
 	mask := ^uint64(0)
 	if l.width < 8 {
 		mask = 1<<(8*uint(l.width)) - 1
 	}
+	var before uint64
 	for range memReadTries {
-		posted, retired, cqErrors, err = readCounters(pid, qp, l)
-		if err != nil || depth == 0 || (posted-retired)&mask <= uint64(depth) {
+		before, posted, retired, cqErrors, err = readCounters(pid, qp, l)
+		if err != nil {
+			return posted, retired, cqErrors, err
+		}
+		if before == posted && (depth == 0 || (posted-retired)&mask <= uint64(depth)) {
 			break
 		}
+	}
+	if before != posted && (before-retired)&mask <= (posted-retired)&mask {
+		posted = before
 	}
 	return posted, retired, cqErrors, err
 }
