@@ -63,13 +63,3 @@ func (u *uint32Flag) Set(s string) error {
 	*u = uint32Flag(x)
 	return nil
 }
-
-// FlagGiven reports whether any of the names was given on the command line.
-func FlagGiven(fs *pflag.FlagSet, names ...string) bool {
-	for _, n := range names {
-		if fs.Changed(n) {
-			return true
-		}
-	}
-	return false
-}

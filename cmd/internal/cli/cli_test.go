@@ -94,7 +94,7 @@ func TestOneFile(t *testing.T) {
 	}
 }
 
-func TestUintVarAndFlagGiven(t *testing.T) {
+func TestUintVar(t *testing.T) {
 	for _, tc := range []struct {
 		arg  string
 		want uint32
@@ -110,8 +110,8 @@ func TestUintVarAndFlagGiven(t *testing.T) {
 		if v != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("-s %s: %d, %v; want %d, %q", tc.arg, v, err, tc.want, tc.err)
 		}
-		if FlagGiven(fs, "size") != (err == nil) || FlagGiven(fs, "t") {
-			t.Errorf("-s %s: FlagGiven wrong", tc.arg)
+		if fs.Changed("size") != (err == nil) || fs.Changed("t") {
+			t.Errorf("-s %s: Changed wrong", tc.arg)
 		}
 	}
 }
