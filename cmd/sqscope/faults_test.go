@@ -97,7 +97,7 @@ func TestFaultRecordingDiagnoses(t *testing.T) {
 			if err != nil {
 				t.Fatalf("report %s: %v\n%s", rec, err, stderr.String())
 			}
-			faultGolden(t, golden, diagnosisLines(t, out), *updateFaults,
+			goldenFile(t, golden, diagnosisLines(t, out), *updateFaults,
 				"go test ./cmd/sqscope -run TestFaultRecordingDiagnoses -update-faults, as root")
 		})
 	}
@@ -105,7 +105,7 @@ func TestFaultRecordingDiagnoses(t *testing.T) {
 
 // faultGolden compares the diagnoses of a recording with its golden file,
 // or rewrites it when update is set; how says how to make it.
-func faultGolden(t *testing.T, golden, got string, update bool, how string) {
+func goldenFile(t *testing.T, golden, got string, update bool, how string) {
 	t.Helper()
 	if update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
@@ -118,7 +118,7 @@ func faultGolden(t *testing.T, golden, got string, update bool, how string) {
 		t.Fatalf("%v (%s)", err, how)
 	}
 	if got != string(want) {
-		t.Fatalf("diagnoses changed from %s:\n--- got\n%s--- want\n%s", golden, got, want)
+		t.Fatalf("%s changed:\n--- got\n%s--- want\n%s", golden, got, want)
 	}
 }
 
@@ -227,7 +227,7 @@ func TestFaultRecordingsGeneric(t *testing.T) {
 				}
 			}
 			golden := filepath.Join("testdata", "faults", fr.name+".generic.golden")
-			faultGolden(t, golden, diagnosisLines(t, genericJSON), *updateGeneric,
+			goldenFile(t, golden, diagnosisLines(t, genericJSON), *updateGeneric,
 				"go test ./cmd/sqscope -run TestFaultRecordingsGeneric -args -update-generic")
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,41 +19,7 @@ var updateHelp = flag.Bool("update-help", false, "rewrite the goldens of every c
 // rewrites it with -update-help.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "help", name)
-	if *updateHelp {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update-help to write it)", err, t.Name())
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from its golden (-update-help rewrites it):\n%s", path, lineDiff(string(want), got))
-	}
-}
-
-// lineDiff names the first line two texts differ on.
-func lineDiff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < max(len(w), len(g)); i++ {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			return fmt.Sprintf("line %d:\n  want %q\n  got  %q", i+1, wl, gl)
-		}
-	}
-	return "(same lines)"
+	goldenFile(t, filepath.Join("testdata", "help", name), got, *updateHelp, "go test ./cmd/sqscope -run "+t.Name()+" -update-help")
 }
 
 // Every command's help, and sqscope's own, is as its golden says: the
