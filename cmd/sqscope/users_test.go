@@ -118,8 +118,12 @@ func TestRecordOwnerAndQuiet(t *testing.T) {
 				t.Errorf("record said %d events, report counts %d (%v)", n, doc.Events, err)
 			}
 		}
-		if quiet && stderr.Len() > 0 {
-			t.Errorf("-q: stderr holds more than warnings: %q", stderr.String())
+		// a shared host may give warnings (another tracer): -q keeps
+		// those, and nothing else
+		for _, l := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+			if quiet && l != "" && !strings.Contains(l, "warning") {
+				t.Errorf("-q: stderr holds more than warnings: %q", l)
+			}
 		}
 	}
 }
