@@ -14,6 +14,13 @@ import "github.com/sqscope/sqscope/trace"
 // pre-attach WRs: counted, not matched. The queue's depth also bounds
 // the model: a successful post leaves at most max_send_wr outstanding,
 // so WRs past it must have retired without their completion being seen.
+//
+// Where the depth is not known (caps are not in the memory a scan reads)
+// the count is still a lower bound: the tracer places the polls' probes
+// before the posts' (probe.postLast), so every completion of a WR seen
+// posted is seen, and each completion retires at least what the queue
+// retired of the WRs posted since (with shared wr_ids, the oldest that
+// matches: more, never less).
 
 // How a QP became known to the analyzer (QP.Found).
 const (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -479,16 +480,22 @@ func (t *Tracer) learnHow(pid uint32, fns []uint64, how string) int {
 	defer t.learnMu.Unlock()
 	placed := 0
 	var maps []mapping
+	type fnAt struct {
+		r    role
+		addr uint64
+	}
+	var order []fnAt
 	for i, addr := range fns {
-		if addr == 0 {
-			continue
+		if r, ok := roleByFn(i); ok && addr != 0 {
+			order = append(order, fnAt{r, addr})
 		}
+	}
+	// the polls' probes before the posts' (the process may be running)
+	slices.SortStableFunc(order, func(a, b fnAt) int { return postLast(a.r, b.r) })
+	for _, f := range order {
+		r, addr := f.r, f.addr
 		k := pidAddr{pid, addr}
 		if t.known[k] {
-			continue
-		}
-		r, ok := roleByFn(i)
-		if !ok {
 			continue
 		}
 		if maps == nil {

@@ -3,6 +3,7 @@ package probe
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/sqscope/sqscope/trace"
@@ -115,6 +116,8 @@ func dataPathBySymbol(pid int, dirs []string) []symbolHit {
 // it placed.
 func (t *Tracer) attachBySymbol(pid int, hits []symbolHit) int {
 	placed := 0
+	hits = slices.Clone(hits)
+	slices.SortStableFunc(hits, func(a, b symbolHit) int { return postLast(a.r, b.r) }) // polls first
 	for _, h := range hits {
 		if t.sentinelDefers(h.r) {
 			placed += t.deferDataPath(uint32(pid), h.r, h.path, h.openPath, h.off, h.how)

@@ -349,26 +349,68 @@ func TestStopClosesAttachRace(t *testing.T) {
 		name   string
 		noStop bool
 		exact  bool
+		args   []string
 	}{
-		{"stop", false, true},
-		{"no-stop", true, false},
+		{"stop", false, true, []string{"run"}},
+		{"no-stop", true, false, []string{"run"}},
+		// posting on while the probes are placed one by one
+		{"no-stop-paced", true, false, []string{"paced", "10000", "100"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, evs, tr := traceRun(t, Options{NoStop: c.noStop, attachDelay: 30 * time.Millisecond}, "run")
-			want := parseStats(t, out)
+			out, evs, tr := traceRun(t, Options{NoStop: c.noStop, attachDelay: 30 * time.Millisecond}, c.args...)
 			got := tallyEvents(evs)
-			exact := got.PostCalls == want.PostCalls && got.Polls == want.Polls-want.EmptyPolls &&
-				got.WRBatches == want.WRBatches
-			t.Logf("stops %d; posts traced %d of %d, polls %d of %d, wr batches %d of %d",
-				tr.stops, got.PostCalls, want.PostCalls, got.Polls, want.Polls-want.EmptyPolls, got.WRBatches, want.WRBatches)
-			if exact != c.exact {
-				t.Errorf("exact = %v, want %v", exact, c.exact)
+			if c.args[0] == "paced" {
+				if got.PostCalls == 0 || got.PostCalls >= 10000 {
+					t.Errorf("%d posts of 10000 traced: want the probes placed while the target posted", got.PostCalls)
+				}
+				t.Logf("posts traced %d of 10000", got.PostCalls)
+			} else {
+				want := parseStats(t, out)
+				exact := got.PostCalls == want.PostCalls && got.Polls == want.Polls-want.EmptyPolls &&
+					got.WRBatches == want.WRBatches
+				t.Logf("stops %d; posts traced %d of %d, polls %d of %d, wr batches %d of %d",
+					tr.stops, got.PostCalls, want.PostCalls, got.Polls, want.Polls-want.EmptyPolls, got.WRBatches, want.WRBatches)
+				if exact != c.exact {
+					t.Errorf("exact = %v, want %v", exact, c.exact)
+				}
 			}
 			if (tr.stops > 0) == c.noStop {
 				t.Errorf("%d stops with NoStop=%v", tr.stops, c.noStop)
 			}
+			// Stopped or not, the polls' probes are placed before the
+			// posts': every signaled WR of a post seen has its completion
+			// seen (the target polls them all), else a late QP's model
+			// would hold it outstanding for ever.
+			if missed, cut := unseenCompletions(evs); missed > 0 && !cut {
+				t.Errorf("%d signaled WRs of traced posts have no traced completion: a post's probe was placed before its poll's", missed)
+			}
 		})
 	}
+}
+
+// unseenCompletions counts the signaled WRs the traced posts accepted
+// whose completions no traced poll returned, and whether some traced
+// poll returned more completions than its record holds (which may be
+// theirs).
+func unseenCompletions(evs []trace.Event) (missed int, cut bool) {
+	signaled := map[uint64]bool{}
+	for _, e := range evs {
+		switch e := e.(type) {
+		case *trace.Post:
+			for i, w := range e.WRs {
+				if !e.Aborted && uint32(i) < e.Accepted && w.Flags&ibv.SendSignaled != 0 {
+					signaled[w.ID] = true
+				}
+			}
+			cut = cut || e.Truncated > 0
+		case *trace.Poll:
+			for _, wc := range e.WCs {
+				delete(signaled, wc.ID)
+			}
+			cut = cut || e.Truncated > 0
+		}
+	}
+	return len(signaled), cut
 }
 
 // TestDecodedValues checks field values of the events of known calls of

@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"strings"
+
 	"github.com/cilium/ebpf"
 
 	"github.com/sqscope/sqscope/bpf"
@@ -142,6 +144,28 @@ func wrOpcode(p *bpf.VerbsPrograms) *ebpf.Program { return p.WrOpcode }
 // probed reports whether r is a data-path function sqscope places programs
 // on (not the control path, not a function it only lists as not traced).
 func (r role) probed() bool { return r.fn >= 0 && (r.entry != nil || r.ret != nil) }
+
+// posts reports whether r is a function that posts (post_send, post_recv,
+// the wr_* builders), not one that polls or creates.
+func (r role) posts() bool {
+	return strings.HasPrefix(r.name, "post_") || strings.HasPrefix(r.name, "wr_")
+}
+
+// postLast orders roles so that those that post come after the others,
+// for slices.SortStableFunc: probes placed in that order, while the
+// process runs, see the completion of every post they see (a post seen
+// before its poll's probe was placed could have its completion polled
+// unseen, and a late QP's model would then hold it outstanding for ever,
+// a "lower bound" above what the queue holds).
+func postLast(a, b role) int {
+	switch {
+	case a.posts() == b.posts():
+		return 0
+	case b.posts():
+		return -1
+	}
+	return 1
+}
 
 func roleByName(name string) (role, bool) {
 	for _, r := range roles {

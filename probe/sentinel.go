@@ -444,18 +444,7 @@ func (t *Tracer) markWindow(pid uint32, w *window, how, mark string) {
 // posts'.
 func pollsFirst(fns []deferredProbe) []deferredProbe {
 	fns = slices.Clone(fns)
-	post := func(d deferredProbe) bool {
-		return strings.HasPrefix(d.r.name, "post_") || strings.HasPrefix(d.r.name, "wr_")
-	}
-	slices.SortStableFunc(fns, func(a, b deferredProbe) int {
-		switch {
-		case post(a) == post(b):
-			return 0
-		case post(b):
-			return -1
-		}
-		return 1
-	})
+	slices.SortStableFunc(fns, func(a, b deferredProbe) int { return postLast(a.r, b.r) })
 	return fns
 }
 

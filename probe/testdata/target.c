@@ -733,7 +733,16 @@ static uint64_t now_ns(void)
 /* post_loop posts n one-WR inline SENDs of 64 bytes on a new QP of
  * depth WRs, every sig_every-th one signaled, and polls after each; it
  * returns the time per iteration. */
+static double post_loop_paced(long n, uint32_t depth, long sig_every, long pace_us);
+
 static double post_loop(long n, uint32_t depth, long sig_every)
+{
+	return post_loop_paced(n, depth, sig_every, 0);
+}
+
+/* post_loop_paced is post_loop with a sleep of pace_us after each
+ * iteration (0: none). */
+static double post_loop_paced(long n, uint32_t depth, long sig_every, long pace_us)
 {
 	struct ibv_context *ctx = fake_open();
 	struct ibv_pd *pd = sqsim_alloc_pd(ctx);
@@ -755,6 +764,8 @@ static double post_loop(long n, uint32_t depth, long sig_every)
 		wr.send_flags = IBV_SEND_INLINE | (i % sig_every == sig_every - 1 ? IBV_SEND_SIGNALED : 0);
 		ibv_post_send(qp, &wr, &bad);
 		retire(qp, ibv_poll_cq(&cq->cq, 16, wc));
+		if (pace_us)
+			usleep(pace_us);
 	}
 	return (double)(now_ns() - t0) / n;
 }
@@ -762,6 +773,14 @@ static double post_loop(long n, uint32_t depth, long sig_every)
 static int bench(long n)
 {
 	printf("{\"ns_per_iter\":%.1f,\"iters\":%ld}\n", post_loop(n, 1 << 20, 1), n);
+	return 0;
+}
+
+/* paced: n signaled one-WR posts, each followed by a poll and a sleep of
+ * us microseconds: a target that posts on while probes are placed. */
+static int paced(long n, long us)
+{
+	printf("{\"ns_per_iter\":%.1f,\"iters\":%ld}\n", post_loop_paced(n, 1 << 20, 1, us), n);
 	return 0;
 }
 
@@ -841,6 +860,8 @@ int main(int argc, char **argv)
 		return run(1);
 	if (argc >= 3 && !strcmp(argv[1], "bench"))
 		return bench(atol(argv[2]));
+	if (argc >= 4 && !strcmp(argv[1], "paced"))
+		return paced(atol(argv[2]), atol(argv[3]));
 	if (argc >= 3 && !strcmp(argv[1], "idle"))
 		return idle(atol(argv[2]));
 	if (argc >= 2 && !strcmp(argv[1], "cut"))
