@@ -534,7 +534,12 @@ func TestServeHostWide(t *testing.T) {
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	s.waitFor(t, regexp.MustCompile(`stopped, probes detached`))
+	for l := range s.lines { // to the end of its stderr
+		s.log.WriteString(l + "\n")
+	}
 	if err := s.cmd.Wait(); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
+	// a workload that ran to its end: nothing to warn of
+	noWarnings(t, s.log.String())
 }
