@@ -82,13 +82,17 @@ func (a *Analyzer) recordNotRTS(q *sq, p *trace.Post, n int, inferred bool) {
 // then; overrunSaid that the overrun was diagnosed (an overrun CQ stays in
 // error).
 type cqPending struct {
-	sigPending  uint64
-	riskSaid    bool
-	over        *sq
-	overNS      uint64
-	overPending uint64
-	overCQEs    uint64
-	overrunSaid bool
+	cqMemPending // memsample.go
+	sigPending   uint64
+	riskSaid     bool
+	over         *sq
+	overNS       uint64
+	overPending  uint64
+	overCQEs     uint64
+	overrunSaid  bool
+	// dryNS: the first of the empty polls since the CQ returned its
+	// dryCQEs-th completion, once an overrun may have happened (cqEmpty)
+	dryNS, dryCQEs uint64
 }
 
 // qpPending is what a QP added to its send CQ's count.
@@ -128,18 +132,36 @@ func (a *Analyzer) notePending(q *sq, now uint64) {
 	// more pending than it holds is a risk
 	if !c.riskSaid && c.sigPending > d {
 		c.riskSaid = true
-		a.record(q, DiagCQOverrunRisk, now, evidence{c.sigPending, d, 100 * c.sigPending / d, c.addr, a.cqQPs(c)})
+		a.record(q, DiagCQOverrunRisk, now, evidence{c.sigPending, d, 100 * c.sigPending / d, c.addr, a.cqQPs(c), noValue})
 	}
 }
+
+// overrunDryNS is how long a CQ that may have overrun must stay dry,
+// polled and returning nothing, for the overrun to be said: one that
+// overran never returns a completion again, while one waiting on a slow
+// HCA, a long message or retries does.
+const overrunDryNS = 250_000_000
 
 // cqEmpty notes polls of CQ c that came back empty. Once more signaled
 // completions were pending than the CQ holds, a CQ that goes dry before
 // returning them all, with some still pending, has lost them: it overran
-// (the overrun itself happens in the HCA, out of the trace's sight).
+// (the overrun itself happens in the HCA, out of the trace's sight). An
+// overrun is a completion due on a full CQ, whose entries are all
+// returned after it: so the CQ has returned at least its depth since the
+// post that took the pending past it, and then stays dry (overrunDryNS).
+// Fewer returned, or a completion after the dry spell began, and it was
+// waiting on the HCA: no overrun.
 func (a *Analyzer) cqEmpty(c *cqState, now uint64) {
 	a.checkStarvedCQ(c, now)
 	if c.overrunSaid || c.over == nil || c.cqe == 0 || c.sigPending == 0 ||
-		c.cqes-c.overCQEs >= c.overPending {
+		c.cqes-c.overCQEs >= c.overPending || c.cqes-c.overCQEs < uint64(c.cqe) {
+		return
+	}
+	if c.dryNS == 0 || c.dryCQEs != c.cqes || now < c.dryNS {
+		c.dryNS, c.dryCQEs = now, c.cqes // dry from this poll on
+		return
+	}
+	if now-c.dryNS < overrunDryNS {
 		return
 	}
 	c.overrunSaid = true
@@ -196,8 +218,12 @@ func (r *diagRec) exportState(d *Diagnosis) {
 		}
 		d.Fix = "Move the QP through INIT and RTR to RTS with ibv_modify_qp before posting sends (wait for the connection to be established), and move it back to RTS after a reset."
 	case DiagCQOverrunRisk:
-		d.Message = fmt.Sprintf("send CQ %#x has %d signaled completions pending (posted, not yet polled), more than its %d entries (%d%%; QPs reporting to it: %d): it overruns unless they are polled before all their WRs complete",
-			e[3], e[0], e[1], e[2], e[4])
+		read := ""
+		if e[5] != noValue {
+			read = ", by the provider's own counts read in the process's memory"
+		}
+		d.Message = fmt.Sprintf("send CQ %#x has %d signaled completions pending (posted, not yet polled%s), more than its %d entries (%d%%; QPs reporting to it: %d): it overruns unless they are polled before all their WRs complete",
+			e[3], e[0], read, e[1], e[2], e[4])
 		d.Fix = fmt.Sprintf("Create the CQ with at least as many entries as signaled WRs its QPs can have outstanding together (their max_send_wr over their signal interval), or poll it before more than %d completions are pending.", e[1])
 	case DiagCQOverrun:
 		if e[7] != noValue {

@@ -41,6 +41,8 @@ func TestStateEvidence(t *testing.T) {
 			ids := s.Signaled(1, 20)
 			s.Poll(1, ids[:15]...)
 			s.EmptyPolls(1, 5)
+			s.Wait(300e6)
+			s.EmptyPolls(1, 5)
 		}, "cq_overrun", 1, map[string]uint64{"completions_pending": 16, "cq_depth": 15, "cq": 0x2001,
 			"cqes_returned_since": 15, "over_since_ns": 3100, "cq_qps": 1, "still_pending": 5}, Counters{}},
 	}

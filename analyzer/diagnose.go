@@ -125,7 +125,7 @@ var diagInfos = [numDiagKinds]diagInfo{
 	DiagQPNotRTS: {"post_qp_not_rts", SevError,
 		[]string{"qp_state", "errno", "api", "wr_index", "num_sge", "max_send_sge", "posts_refused"}},
 	DiagCQOverrunRisk: {"cq_overrun_risk", SevPrediction,
-		[]string{"completions_pending", "cq_depth", "pct_of_depth", "cq", "cq_qps"}},
+		[]string{"completions_pending", "cq_depth", "pct_of_depth", "cq", "cq_qps", "pending_read"}},
 	DiagCQOverrun: {"cq_overrun", SevError,
 		[]string{"completions_pending", "cq_depth", "cq", "cqes_returned_since", "over_since_ns", "cq_qps", "still_pending", "cq_errors_read"}},
 	DiagRQStarved: {"rq_starved", SevError,

@@ -160,6 +160,7 @@ func (a *Analyzer) qpDestroyed(e *trace.QPDestroy) {
 	if q != nil && e.Ret == 0 {
 		q.destroyed = true
 		a.qpEpoch++
+		a.memSigMove(q, nil) // its pending completions no longer count on its CQ
 	}
 }
 

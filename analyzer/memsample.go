@@ -39,6 +39,11 @@ type MemorySQ struct {
 	// count, where it keeps one in memory (the simulated HCA); absent
 	// where it keeps none.
 	CQErrors *uint64 `json:"cq_errors,omitempty"`
+	// SignaledPending: the QP's signaled WRs posted less its send
+	// completions polled, by the provider's own counts at the last read
+	// where it keeps them (the simulated HCA): what it has pending on
+	// its send CQ; absent where it keeps none.
+	SignaledPending *uint64 `json:"signaled_pending,omitempty"`
 }
 
 // MemoryPostedKey names the WRs posted as the reads of the QP's counters
@@ -52,6 +57,10 @@ type memSQ struct {
 	MemorySQ
 	firstNS, firstPosted uint64
 	raw                  uint64 // the last Posted as read, to unwrap the next
+	// sigCQ is the send CQ whose memPending holds sigNoted of this QP's
+	// signaled pending (memSigPending)
+	sigCQ    *cqState
+	sigNoted uint64
 }
 
 // onSQSample takes a read of a QP's counters.
@@ -76,6 +85,9 @@ func (a *Analyzer) onSQSample(e *trace.SQSample) {
 	m.Capacity, m.PostedIncludesRefused = e.Capacity, e.PostedCountsRefused
 	if e.CQErrorsRead {
 		a.memCQErrors(q, e)
+	}
+	if e.SignaledRead {
+		a.memSigPending(q, e)
 	}
 	if e.Capacity != 0 && out > uint64(e.Capacity) || e.Capacity == 0 && q.capsKnown && out > uint64(q.caps.MaxSendWR) {
 		m.Dropped++
@@ -142,4 +154,60 @@ func (a *Analyzer) memCQErrors(q *sq, e *trace.SQSample) {
 		}
 	}
 	a.record(q, DiagCQOverrun, e.TimeNS, ev)
+}
+
+// cqMemPending is, per CQ, the signaled completions its QPs have pending
+// by the provider's counts read in memory (memSigPending), and whether
+// the risk was said for it.
+type cqMemPending struct {
+	memPending  uint64
+	memRiskSaid bool
+}
+
+// memSigPending takes the provider's counts of the QP's signaled WRs
+// posted and its send completions polled: their difference is what the
+// QP has pending on its send CQ, read without a trap between windows.
+// The CQ's sum over its QPs past its depth is the cq_overrun_risk
+// prediction events mode makes from the posts and polls (notePending):
+// the CQ overruns unless polled before they all complete. It is said
+// once per CQ until the sum falls below half the depth.
+func (a *Analyzer) memSigPending(q *sq, e *trace.SQSample) {
+	pend := e.Signaled - min(e.SendCQEsPolled, e.Signaled) // flushed WRs' completions may outnumber
+	m := q.mem
+	m.SignaledPending = &pend
+	a.memSigMove(q, q.cq)
+	c := q.cq
+	if c == nil {
+		return
+	}
+	c.memPending = c.memPending - min(m.sigNoted, c.memPending) + pend
+	m.sigNoted = pend
+	d := uint64(c.cqe)
+	if d == 0 {
+		return // depth unknown: its create was not seen
+	}
+	if c.memPending < half(d) {
+		c.memRiskSaid = false
+	}
+	if c.memRiskSaid || c.memPending <= d {
+		return
+	}
+	c.memRiskSaid = true
+	if c.riskSaid {
+		return // already said from the posts and polls of a window
+	}
+	a.record(q, DiagCQOverrunRisk, e.TimeNS, evidence{c.memPending, d, 100 * c.memPending / d, c.addr, a.cqQPs(c), 1})
+}
+
+// memSigMove takes q's share of pending completions off the CQ it was
+// counted on, when that is not to (nil: q is gone).
+func (a *Analyzer) memSigMove(q *sq, to *cqState) {
+	m := q.mem
+	if m == nil || m.sigCQ == to {
+		return
+	}
+	if c := m.sigCQ; c != nil {
+		c.memPending -= min(m.sigNoted, c.memPending)
+	}
+	m.sigCQ, m.sigNoted = to, 0
 }

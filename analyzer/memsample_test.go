@@ -1,6 +1,8 @@
 package analyzer
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,5 +87,66 @@ func TestSQSampleCQErrors(t *testing.T) {
 	b.Ingest(&trace.SQSample{Header: trace.Header{TimeNS: 2e9, PID: pid}, QP: qp, QPNum: qpn, Posted: 9, Width: 8})
 	if s := b.Snapshot(); s.QPs[0].Memory.CQErrors != nil || len(s.Diagnoses) != 0 {
 		t.Errorf("no count kept: CQ errors %v, diagnoses %+v", s.QPs[0].Memory.CQErrors, s.Diagnoses)
+	}
+}
+
+// The provider's counts of a QP's signaled WRs posted and its send
+// completions polled, read in memory, give what it has pending on its
+// send CQ: summed over the CQ's QPs, past the CQ's depth, the
+// cq_overrun_risk prediction events mode makes from the calls, said once,
+// from the reads; within the depth nothing; a destroyed QP's share leaves
+// the sum.
+func TestSQSampleSignaledPending(t *testing.T) {
+	const pid, cq, depth = 7, 0x7f00_0000_2000, 32
+	a := New(Options{})
+	a.Ingest(&trace.CQCreate{Header: trace.Header{TimeNS: 1e9, PID: pid}, CQ: cq, CQE: depth})
+	qps := []struct {
+		num uint32
+		qp  uint64
+	}{{0x1c0, 0x7f00_0000_1000}, {0x1c1, 0x7f00_0000_3000}}
+	for _, q := range qps {
+		a.Ingest(&trace.QPCreate{Header: trace.Header{TimeNS: 1e9, PID: pid}, QP: q.qp, QPNum: q.num, SendCQ: cq, RecvCQ: cq,
+			Caps: trace.Caps{MaxSendWR: 128}, Via: "ibv_create_qp"})
+	}
+	read := func(i int, ns, signaled, polled uint64) {
+		a.Ingest(&trace.SQSample{Header: trace.Header{TimeNS: ns, PID: pid}, QP: qps[i].qp, QPNum: qps[i].num,
+			Posted: signaled, Retired: polled, Width: 8, SignaledRead: true, Signaled: signaled, SendCQEsPolled: polled})
+	}
+	read(0, 2e9, 40, 20) // 20 pending
+	read(1, 2e9, 30, 18) // 12: 32 on the CQ, its depth
+	if s := a.Snapshot(); len(s.Diagnoses) != 0 || s.QPs[0].Memory.SignaledPending == nil || *s.QPs[0].Memory.SignaledPending != 20 {
+		t.Fatalf("32 pending on a CQ of 32: diagnoses %+v, pending %v; want none, and 20 read on the first QP", s.Diagnoses, s.QPs[0].Memory.SignaledPending)
+	}
+	read(1, 3e9, 31, 18) // 13: 33
+	read(0, 4e9, 41, 20) // 34: said once
+	s := a.Snapshot()
+	if len(s.Diagnoses) != 1 {
+		t.Fatalf("diagnoses %+v: want one cq_overrun_risk", s.Diagnoses)
+	}
+	d := s.Diagnoses[0]
+	if d.Kind != "cq_overrun_risk" || d.QPNum != qps[1].num || d.Count != 1 || d.FirstNS != 3e9 ||
+		d.Evidence["completions_pending"] != 33 || d.Evidence["cq_depth"] != depth || d.Evidence["cq_qps"] != 2 || d.Evidence["pending_read"] != 1 {
+		t.Errorf("diagnosis %+v", d)
+	}
+	if !strings.Contains(d.Message, "33 signaled completions pending (posted, not yet polled, by the provider's own counts read in the process's memory), more than its 32 entries") {
+		t.Errorf("message %q", d.Message)
+	}
+	// the second QP destroyed, the first's 21 alone fall under half the
+	// depth only at 15: no second diagnosis until then and past the depth
+	a.Ingest(&trace.QPDestroy{Header: trace.Header{TimeNS: 5e9, PID: pid}, QP: qps[1].qp, QPNum: qps[1].num})
+	read(0, 6e9, 41, 30) // 11: below half
+	read(0, 7e9, 70, 30) // 40: said again
+	var again []string
+	for _, d := range a.Snapshot().Diagnoses {
+		again = append(again, fmt.Sprintf("%s QP %#x at %d s: %d pending", d.Kind, d.QPNum, d.LastNS/1e9, d.Evidence["completions_pending"]))
+	}
+	if want := []string{"cq_overrun_risk QP 0x1c0 at 7 s: 40 pending", "cq_overrun_risk QP 0x1c1 at 3 s: 33 pending"}; !slices.Equal(again, want) {
+		t.Errorf("after the pending fell below half the depth and rose past it again: %q, want %q", again, want)
+	}
+	// a flushed QP's completions may outnumber its signaled WRs: no
+	// pending, no wrap
+	read(0, 8e9, 70, 100)
+	if p := a.Snapshot().QPs[0].Memory.SignaledPending; p == nil || *p != 0 {
+		t.Errorf("pending %v with more completions polled than signaled WRs: want 0", p)
 	}
 }

@@ -55,6 +55,10 @@ type sqLayout struct {
 	// cqErrors: the offset of the QP's count of its send CQ's overruns
 	// (8 bytes), 0 where the provider keeps none
 	cqErrors uint32
+	// signaled, cqesPolled: the offsets of the QP's counts of signaled
+	// WRs posted and of send completions polled (8 bytes each), 0 where
+	// the provider keeps none
+	signaled, cqesPolled uint32
 }
 
 // rxeLayout is librxe's of rdma-core 44 (providers/rxe/rxe.h: struct
@@ -90,9 +94,10 @@ func readSQLayout(path string) (sqLayout, error) {
 		if s.Value < sec.Addr || s.Size < 20 {
 			return sqLayout{}, fmt.Errorf("%s is %d bytes: not a layout this sqscope reads", sqLayoutSymbol, s.Size)
 		}
-		// 20 bytes, or 24 with the CQ errors' offset; more is a later
-		// layout's, whose first 24 bytes mean the same
-		b := make([]byte, min(s.Size, 24))
+		// 20 bytes, 24 with the CQ errors' offset, 32 with the signaled
+		// counts'; more is a later layout's, whose first 32 bytes mean
+		// the same
+		b := make([]byte, min(s.Size, 32))
 		if _, err := sec.ReadAt(b, int64(s.Value-sec.Addr)); err != nil {
 			return sqLayout{}, fmt.Errorf("reading %s: %v", sqLayoutSymbol, err)
 		}
@@ -100,6 +105,9 @@ func readSQLayout(path string) (sqLayout, error) {
 		l := sqLayout{posted: le.Uint32(b[8:]), retired: le.Uint32(b[12:]), width: uint8(le.Uint32(b[16:]))}
 		if len(b) >= 24 && le.Uint32(b[4:]) >= 24 {
 			l.cqErrors = le.Uint32(b[20:])
+		}
+		if len(b) >= 32 && le.Uint32(b[4:]) >= 32 {
+			l.signaled, l.cqesPolled = le.Uint32(b[24:]), le.Uint32(b[28:])
 		}
 		if le.Uint32(b) != sqLayoutMagic || le.Uint32(b[4:]) < 20 || (l.width != 4 && l.width != 8) {
 			return sqLayout{}, fmt.Errorf("%s holds no layout this sqscope reads", sqLayoutSymbol)
@@ -116,6 +124,7 @@ type memQP struct {
 	depth         uint32 // max_send_wr, 0 when not known
 	posted, retir uint64 // last read, to send only what changed
 	cqErrors      uint64
+	sig           sigCounts
 	read          bool
 	ring          uint64 // its ring, once checked (rxe)
 	bad           bool   // its ring failed the check: not read
@@ -228,12 +237,13 @@ func (m *memSampler) round() (out []trace.Event, overran []uint32) {
 			continue
 		}
 		var posted, retired, cqErrors uint64
+		var sig sigCounts
 		var capacity uint32
 		var err error
 		if lr.l.ring {
 			posted, retired, capacity, err = readRing(int(k.pid), k.addr, lr.l, q)
 		} else {
-			posted, retired, cqErrors, err = readCountersHeld(int(k.pid), k.addr, lr.l, q.depth)
+			posted, retired, cqErrors, sig, err = readCountersHeld(int(k.pid), k.addr, lr.l, q.depth)
 		}
 		switch {
 		case errors.Is(err, unix.ESRCH):
@@ -243,16 +253,17 @@ func (m *memSampler) round() (out []trace.Event, overran []uint32) {
 		case err != nil: // the QP's memory went (a destroy not yet read)
 			continue
 		}
-		if q.read && posted == q.posted && retired == q.retir && cqErrors == q.cqErrors {
+		if q.read && posted == q.posted && retired == q.retir && cqErrors == q.cqErrors && sig == q.sig {
 			continue
 		}
 		if cqErrors > q.cqErrors && !slices.Contains(overran, k.pid) {
 			overran = append(overran, k.pid)
 		}
-		q.read, q.posted, q.retir, q.cqErrors = true, posted, retired, cqErrors
+		q.read, q.posted, q.retir, q.cqErrors, q.sig = true, posted, retired, cqErrors, sig
 		out = append(out, &trace.SQSample{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: k.pid},
 			QP: k.addr, QPNum: q.num, Posted: posted, Retired: retired, Width: lr.l.width, Capacity: capacity,
-			PostedCountsRefused: lr.l.postedRefused, CQErrors: cqErrors, CQErrorsRead: lr.l.cqErrors != 0})
+			PostedCountsRefused: lr.l.postedRefused, CQErrors: cqErrors, CQErrorsRead: lr.l.cqErrors != 0,
+			SignaledRead: sig.read, Signaled: sig.posted, SendCQEsPolled: sig.polled})
 	}
 	return out, overran
 }
@@ -288,15 +299,29 @@ func readWords(pid int, ws ...word) error {
 // held when retired was read; when the target posted in between, the
 // first (before) less retired is a lower bound of it, the second an
 // upper one.
-func readCounters(pid int, qp uint64, l sqLayout) (before, posted, retired, cqErrors uint64, err error) {
+func readCounters(pid int, qp uint64, l sqLayout) (before, posted, retired, cqErrors uint64, sig sigCounts, err error) {
 	n := int(l.width)
 	ws := []word{{unsafe.Pointer(&before), qp + uint64(l.posted), n}, {unsafe.Pointer(&retired), qp + uint64(l.retired), n},
 		{unsafe.Pointer(&posted), qp + uint64(l.posted), n}}
 	if l.cqErrors != 0 {
 		ws = append(ws, word{unsafe.Pointer(&cqErrors), qp + uint64(l.cqErrors), 8})
 	}
+	if l.signaled != 0 && l.cqesPolled != 0 {
+		// signaled before polled: both only grow, so their difference
+		// is never above what was pending when signaled was read
+		sig.read = true
+		ws = append(ws, word{unsafe.Pointer(&sig.posted), qp + uint64(l.signaled), 8},
+			word{unsafe.Pointer(&sig.polled), qp + uint64(l.cqesPolled), 8})
+	}
 	err = readWords(pid, ws...)
-	return before, posted, retired, cqErrors, err
+	return before, posted, retired, cqErrors, sig, err
+}
+
+// sigCounts is a QP's count of signaled WRs posted and of its send
+// completions polled, where the provider keeps them (read).
+type sigCounts struct {
+	read           bool
+	posted, polled uint64
 }
 
 // memReadTries bounds the reads of a QP's counters in one round: a read
@@ -309,16 +334,16 @@ const memReadTries = 3
 // during the copy or the counters differ by more than depth (when
 // known). A read the target posted during, every time, gives its first
 // posted count: the queue held no less, never a value it did not hold.
-func readCountersHeld(pid int, qp uint64, l sqLayout, depth uint32) (posted, retired, cqErrors uint64, err error) {
+func readCountersHeld(pid int, qp uint64, l sqLayout, depth uint32) (posted, retired, cqErrors uint64, sig sigCounts, err error) {
 	mask := ^uint64(0)
 	if l.width < 8 {
 		mask = 1<<(8*uint(l.width)) - 1
 	}
 	var before uint64
 	for range memReadTries {
-		before, posted, retired, cqErrors, err = readCounters(pid, qp, l)
+		before, posted, retired, cqErrors, sig, err = readCounters(pid, qp, l)
 		if err != nil {
-			return posted, retired, cqErrors, err
+			return posted, retired, cqErrors, sig, err
 		}
 		if before == posted && (depth == 0 || (posted-retired)&mask <= uint64(depth)) {
 			break
@@ -327,7 +352,7 @@ func readCountersHeld(pid int, qp uint64, l sqLayout, depth uint32) (posted, ret
 	if before != posted && (before-retired)&mask <= (posted-retired)&mask {
 		posted = before
 	}
-	return posted, retired, cqErrors, err
+	return posted, retired, cqErrors, sig, err
 }
 
 // readRing reads a QP's count of WRs posted and its ring's consumer and

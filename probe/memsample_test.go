@@ -8,7 +8,8 @@ import (
 
 // The layout a provider states in its sqsim_sq_layout: the 20 bytes of
 // the first layout (no CQ errors kept), the 24 of the second (their
-// offset), and anything else refused with why.
+// offset), the 32 of the third (the signaled counts' offsets), and
+// anything else refused with why.
 func TestReadSQLayout(t *testing.T) {
 	dir := t.TempDir()
 	build := func(name, body string) string {
@@ -19,6 +20,8 @@ func TestReadSQLayout(t *testing.T) {
 	first := build("first", `const struct { uint32_t magic, size, posted, retired, width; } sqsim_sq_layout = {0x5153534c, 20, 0x100, 0x108, 8};`)
 	second := build("second", `const struct { uint32_t magic, size, posted, retired, width, cq_errors; } sqsim_sq_layout = {0x5153534c, 24, 0x100, 0x108, 4, 0x1f0};`)
 	later := build("later", `const struct { uint32_t magic, size, posted, retired, width, cq_errors, more; } sqsim_sq_layout = {0x5153534c, 28, 0x100, 0x108, 8, 0x1f0, 7};`)
+	third := build("third", `const struct { uint32_t magic, size, posted, retired, width, cq_errors, signaled, cqes_polled; } sqsim_sq_layout = {0x5153534c, 32, 0x100, 0x108, 8, 0x1f0, 0x200, 0x218};`)
+	later3 := build("later3", `const struct { uint32_t magic, size, posted, retired, width, cq_errors, signaled, cqes_polled, more; } sqsim_sq_layout = {0x5153534c, 36, 0x100, 0x108, 8, 0x1f0, 0x200, 0x218, 9};`)
 	for _, c := range []struct {
 		path string
 		want sqLayout
@@ -26,6 +29,8 @@ func TestReadSQLayout(t *testing.T) {
 		{first, sqLayout{posted: 0x100, retired: 0x108, width: 8}},
 		{second, sqLayout{posted: 0x100, retired: 0x108, width: 4, cqErrors: 0x1f0}},
 		{later, sqLayout{posted: 0x100, retired: 0x108, width: 8, cqErrors: 0x1f0}},
+		{third, sqLayout{posted: 0x100, retired: 0x108, width: 8, cqErrors: 0x1f0, signaled: 0x200, cqesPolled: 0x218}},
+		{later3, sqLayout{posted: 0x100, retired: 0x108, width: 8, cqErrors: 0x1f0, signaled: 0x200, cqesPolled: 0x218}},
 	} {
 		got, err := readSQLayout(c.path)
 		if err != nil || got != c.want {

@@ -423,6 +423,9 @@ func writeMemory(w io.Writer, q *analyzer.QP) {
 	if m.Dropped > 0 {
 		fmt.Fprintf(w, "; %d reads over the depth left out (the queue moved between the two words)", m.Dropped)
 	}
+	if m.SignaledPending != nil {
+		fmt.Fprintf(w, "; %d signaled completions pending on its send CQ (posted, not yet polled) at the last read", *m.SignaledPending)
+	}
 	if m.CQErrors != nil && *m.CQErrors > 0 {
 		fmt.Fprintf(w, "; its send CQ overran %d time(s), by the provider's count", *m.CQErrors)
 	}

@@ -236,6 +236,10 @@ func (c *recordCodec) fields(ev Event) {
 			c.bool(&e.CQErrorsRead)
 			c.u64(&e.CQErrors)
 		}
+		if c.appendedFlag(&e.SignaledRead) {
+			c.u64(&e.Signaled)
+			c.u64(&e.SendCQEsPolled)
+		}
 	}
 	c.end()
 }

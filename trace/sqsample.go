@@ -29,6 +29,14 @@ type SQSample struct {
 	// completion comes.
 	CQErrors     uint64
 	CQErrorsRead bool
+	// Signaled and SendCQEsPolled are the QP's counts of signaled WRs
+	// posted and of its send completions polled, where the provider
+	// keeps them (SignaledRead), Signaled read first: Signaled less
+	// SendCQEsPolled is never above what the QP had pending on its send
+	// CQ, posted and not yet polled, when Signaled was read.
+	Signaled       uint64
+	SendCQEsPolled uint64
+	SignaledRead   bool
 }
 
 func (*SQSample) Kind() Kind { return KindSQSample }

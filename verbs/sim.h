@@ -150,6 +150,12 @@ struct sqsim_sq_layout {
 	 * error mlx5 raises as an asynchronous event, which the simulated
 	 * HCA keeps in the QP; 0 in a layout of 20 bytes, which has none */
 	uint32_t cq_errors;
+	/* the counts of the QP's signaled WRs posted and of its send
+	 * completions polled (8 bytes each): the one less the other is what
+	 * it has pending on its send CQ, posted and not yet polled; 0 in a
+	 * layout under 32 bytes, which has none */
+	uint32_t signaled;
+	uint32_t cqes_polled;
 };
 extern const struct sqsim_sq_layout sqsim_sq_layout;
 

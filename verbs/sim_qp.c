@@ -17,6 +17,8 @@ __attribute__((used)) const struct sqsim_sq_layout sqsim_sq_layout = {
 	.retired = offsetof(struct sim_qp, tail),
 	.width = sizeof(((struct sim_qp *)0)->head),
 	.cq_errors = offsetof(struct sim_qp, c.cq_overrun_errs),
+	.signaled = offsetof(struct sim_qp, c.signaled),
+	.cqes_polled = offsetof(struct sim_qp, c.cqes_polled),
 };
 
 static uint32_t next_qpn = 0x1c0;

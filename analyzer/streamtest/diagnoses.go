@@ -236,7 +236,36 @@ var StateDiagnoses = []Diag{
 		ids := s.Signaled(1, 20)
 		s.Poll(1, ids[:15]...)
 		s.EmptyPolls(1, 5)
+		s.Wait(300e6) // dry for good
+		s.EmptyPolls(1, 5)
 	}, []string{"cq_overrun", "cq_overrun_risk"}},
+
+	{"over the depth, dry a while, then a completion: a slow HCA, no overrun", "", func(s *Stream) {
+		s.CQCreate(1, 15)
+		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
+		s.ToRTS(1)
+		ids := s.Signaled(1, 20)
+		s.Poll(1, ids[:15]...)
+		s.EmptyPolls(1, 5)
+		s.Wait(100e6)
+		s.EmptyPolls(1, 5)
+		s.Poll(1, ids[15])
+		s.EmptyPolls(1, 5)
+		s.Wait(300e6)
+		s.EmptyPolls(1, 5)
+		s.Poll(1, ids[16:]...)
+	}, []string{"cq_overrun_risk"}},
+
+	{"over the depth, dry for long with fewer than the depth returned: waiting on the HCA", "", func(s *Stream) {
+		s.CQCreate(1, 15)
+		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
+		s.ToRTS(1)
+		ids := s.Signaled(1, 20)
+		s.Poll(1, ids[:10]...)
+		s.EmptyPolls(1, 5)
+		s.Wait(2e9)
+		s.EmptyPolls(1, 5)
+	}, []string{"cq_overrun_risk"}},
 
 	{"over the depth but polled in time: a risk, no overrun", "", func(s *Stream) {
 		s.CQCreate(1, 15)
