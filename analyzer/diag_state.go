@@ -93,6 +93,10 @@ type cqPending struct {
 	// dryNS: the first of the empty polls since the CQ returned its
 	// dryCQEs-th completion, once an overrun may have happened (cqEmpty)
 	dryNS, dryCQEs uint64
+	// skipped: signaled completions of its QPs that never came, later
+	// ones having come (cqSkipped); skippedSaid that it was diagnosed
+	skipped     uint64
+	skippedSaid bool
 }
 
 // qpPending is what a QP added to its send CQ's count.
@@ -166,7 +170,25 @@ func (a *Analyzer) cqEmpty(c *cqState, now uint64) {
 	}
 	c.overrunSaid = true
 	a.record(c.over, DiagCQOverrun, now, evidence{c.overPending, uint64(c.cqe), c.addr,
-		c.cqes - c.overCQEs, c.overNS, a.cqQPs(c), c.sigPending, noValue})
+		c.cqes - c.overCQEs, c.overNS, a.cqQPs(c), c.sigPending, noValue, noValue})
+}
+
+// cqSkipped notes n signaled WRs of q whose completions never came from
+// CQ c, a later WR's having come: a provider that drops a completion due
+// on a full CQ and goes on (rxe: the kernel drops it and raises
+// IB_EVENT_CQ_ERR on the async event file; the QP stays in RTS) overran
+// it, once more completions were pending than it holds. Not said where
+// the trace may have missed the completions itself: a poll record cut
+// (completions past its bound), a late QP not yet synced or synced by a
+// guess (its wr_ids repeat).
+func (a *Analyzer) cqSkipped(q *sq, c *cqState, n, now uint64) {
+	c.skipped += n
+	if c.skippedSaid || c.over == nil || c.cqe == 0 || c.pastBound > 0 || q.syncGuessed || q.lateUnsynced() {
+		return
+	}
+	c.skippedSaid = true
+	a.record(c.over, DiagCQOverrun, now, evidence{c.overPending, uint64(c.cqe), c.addr,
+		c.cqes - c.overCQEs, c.overNS, a.cqQPs(c), noValue, noValue, c.skipped})
 }
 
 // cqesLost is how many of the QP's signaled WRs never wrote a CQE: once
@@ -237,6 +259,12 @@ func (r *diagRec) exportState(d *Diagnosis) {
 			d.Message = fmt.Sprintf("send CQ overrun: the provider's own count, read from the process's memory, says %s%s overran (%d time(s)): a completion was due on the full CQ, so (on mlx5) it is in error, its QPs in the error state, and no further completion comes; no post failed, so no probe on the error paths saw it",
 				cq, of, e[7])
 			d.Fix = cqOverrunFix
+			break
+		}
+		if e[8] != noValue {
+			d.Message = fmt.Sprintf("send CQ overrun: CQ %#x holds %d entries but %d signaled completions were pending (QPs reporting to it: %d); %d signaled WRs' completions never came while later WRs' did (%d returned since): completions due on the full CQ were dropped and the QPs went on (rxe drops them and raises IB_EVENT_CQ_ERR on the async event file), so the application waits for completions that never come",
+				e[2], e[1], e[0], e[5], e[8], e[3])
+			d.Fix = "Create the CQ with more entries than the signaled WRs its QPs can have outstanding together (their max_send_wr over their signal interval), or poll it before that many are pending; count the completions of the WRs dropped as lost (read the async events to see IBV_EVENT_CQ_ERR)."
 			break
 		}
 		d.Message = fmt.Sprintf("send CQ overrun: CQ %#x holds %d entries but %d signaled completions were pending (QPs reporting to it: %d); it returned %d of them and now comes back empty with %d still pending: the CQ overran, so (on mlx5) it is in error, its QPs in the error state, and no further completion comes",

@@ -45,6 +45,15 @@ func TestStateEvidence(t *testing.T) {
 			s.EmptyPolls(1, 5)
 		}, "cq_overrun", 1, map[string]uint64{"completions_pending": 16, "cq_depth": 15, "cq": 0x2001,
 			"cqes_returned_since": 15, "over_since_ns": 3100, "cq_qps": 1, "still_pending": 5}, Counters{}},
+		{"completions dropped by a 15-entry CQ", func(s *streamtest.Stream) {
+			s.CQCreate(1, 15)
+			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
+			s.ToRTS(1)
+			ids := s.Signaled(1, 20)
+			s.Poll(1, ids[:15]...)
+			s.Poll(1, ids[19])
+		}, "cq_overrun", 1, map[string]uint64{"completions_pending": 16, "cq_depth": 15, "cq": 0x2001,
+			"cqes_returned_since": 16, "over_since_ns": 3100, "cq_qps": 1, "completions_skipped": 4}, Counters{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

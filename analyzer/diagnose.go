@@ -85,7 +85,7 @@ const MaxDiagnoses = 1024
 // noValue marks evidence that does not apply (e.g. a CQ never polled).
 const noValue = ^uint64(0)
 
-const maxEvidence = 8
+const maxEvidence = 9
 
 type diagInfo struct {
 	name     string
@@ -127,7 +127,7 @@ var diagInfos = [numDiagKinds]diagInfo{
 	DiagCQOverrunRisk: {"cq_overrun_risk", SevPrediction,
 		[]string{"completions_pending", "cq_depth", "pct_of_depth", "cq", "cq_qps", "pending_read"}},
 	DiagCQOverrun: {"cq_overrun", SevError,
-		[]string{"completions_pending", "cq_depth", "cq", "cqes_returned_since", "over_since_ns", "cq_qps", "still_pending", "cq_errors_read"}},
+		[]string{"completions_pending", "cq_depth", "cq", "cqes_returned_since", "over_since_ns", "cq_qps", "still_pending", "cq_errors_read", "completions_skipped"}},
 	DiagRQStarved: {"rq_starved", SevError,
 		[]string{"outstanding", "max_send_wr", "receiver_qp", "recvs_posted", "recvs_completed", "max_recv_wr", "receivers_empty", "receivers_traced"}},
 	DiagRNRRetryExceeded: {"rnr_retry_exceeded", SevError,

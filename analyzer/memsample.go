@@ -146,7 +146,7 @@ func (a *Analyzer) memCQErrors(q *sq, e *trace.SQSample) {
 	if i := q.diags[DiagCQOverrun]; i >= 0 && a.diags[i].ev[7] == noValue {
 		return // inferred from the completions: richer evidence
 	}
-	ev := evidence{noValue, noValue, noValue, noValue, noValue, noValue, noValue, n}
+	ev := evidence{noValue, noValue, noValue, noValue, noValue, noValue, noValue, n, noValue}
 	if c := q.cq; c != nil {
 		ev[2], ev[5] = c.addr, a.cqQPs(c)
 		if c.cqe != 0 {

@@ -61,7 +61,11 @@ func (a *Analyzer) onSendWC(q *sq, c *cqState, e *trace.Poll, wc *trace.WC) {
 		a.qpEpoch++
 	}
 	q.noteFound(FoundCompletion)
+	skipped := q.skippedCQEs
 	q.complete(wc, e.TimeNS)
+	if n := q.skippedCQEs - skipped; n > 0 {
+		a.cqSkipped(q, c, n, e.TimeNS) // diag_state.go
+	}
 	a.notePending(q, e.TimeNS)
 	if wc.Status == ibv.WCRNRRetryExcErr {
 		a.rnrExceeded(q, e.TimeNS)

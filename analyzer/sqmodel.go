@@ -161,6 +161,7 @@ type sq struct {
 	stateFound            string // the state the memory scan saw
 	preCQEs               uint64 // completions of WRs posted before the attach
 	retiredUnseen         uint64 // WRs retired by the depth bound, completions not seen
+	skippedCQEs           uint64 // signaled WRs retired by a later WR's completion, theirs never seen
 	// overSeen is what the trace alone left outstanding when the depth
 	// bound last retired WRs, until checkNotTraced says so (then 0)
 	overSeen uint64
@@ -662,6 +663,16 @@ func (q *sq) complete(wc *trace.WC, now uint64) {
 	// a flushed unsignaled WR writes a CQE too
 	if !q.slot(seq).signaled {
 		q.c.FlushedUnsignaled++
+	}
+	// completions come in order: a later WR's, successful, while an
+	// older signaled one is outstanding says that one's never will (a
+	// full CQ dropped it: skippedCQEs, diag_state.go)
+	if ok && haveSig && seq > oldest.seq && wc.Status == 0 {
+		for s := oldest.seq; s < seq; s++ {
+			if q.slot(s).signaled {
+				q.skippedCQEs++
+			}
+		}
 	}
 	q.tail = seq + 1
 	q.sigOldest()

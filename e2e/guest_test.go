@@ -74,6 +74,9 @@ var guestCmds = []guestCmd{
 	// polling with WRITEs overflows nothing and stays quiet.
 	tracedRxe("fault-lazy-poll-rnr", "--opcode send -s 64 -t 128 -Q 16 -l 1 -n 3000 --fault lazy-poll=1000", "sq_overflow_rnr_retry"),
 	tracedRxe("lazy-poll-write-quiet", "--opcode write -s 64 -t 128 -Q 16 -l 1 -n 2000 --fault lazy-poll=1000", ""),
+	// A send CQ too small, polled late: rxe drops the completions due on
+	// it full and goes on, said as such.
+	tracedRxeCQOverrun("fault-cq-overrun-drops", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000"),
 	// The receiver of the same lazily polled SENDs reaps 64 completions a
 	// poll, past the 32 a poll record holds: its receives counted exactly.
 	tracedRecvPastBound("lazy-poll-recv-past-poll-record", "--opcode send -s 64 -t 64 -Q 8 -l 1 -n 2000 --fault lazy-poll=500 --poll-batch 64"),

@@ -240,6 +240,23 @@ var StateDiagnoses = []Diag{
 		s.EmptyPolls(1, 5)
 	}, []string{"cq_overrun", "cq_overrun_risk"}},
 
+	{"CQ overrun that drops completions and goes on (rxe)", "cq_overrun_dropped", func(s *Stream) {
+		s.CQCreate(1, 15)
+		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
+		s.ToRTS(1)
+		ids := s.Signaled(1, 20)
+		s.Poll(1, ids[:15]...)
+		s.Poll(1, ids[19]) // 15..18 dropped on the full CQ
+	}, []string{"cq_overrun", "cq_overrun_risk"}},
+
+	{"completions out of sight, pending within the CQ: no overrun", "", func(s *Stream) {
+		s.CQCreate(1, 15)
+		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
+		s.ToRTS(1)
+		ids := s.Signaled(1, 10)
+		s.Poll(1, ids[9])
+	}, nil},
+
 	{"over the depth, dry a while, then a completion: a slow HCA, no overrun", "", func(s *Stream) {
 		s.CQCreate(1, 15)
 		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)

@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// tracedRxeCQOverrun records a send CQ smaller than the signaled WRs its
+// QP keeps outstanding, polled late (the workload's cq-overrun fault): rxe
+// drops the completions due on the full CQ and the QP goes on (the
+// workload polls fewer completions than it signaled). The report names
+// the overrun with rxe's behaviour, the completions that never came, not
+// mlx5's CQ in error.
+func tracedRxeCQOverrun(name, args string) guestCmd {
+	wl := "-d rxe0 -x 1 " + args + " --json-out " + truthFile
+	sh := "sqscope record -o run.sqscope --workload -- " + wl +
+		" && sqscope report --json run.sqscope && sqscope report run.sqscope > report.txt"
+	return guestCmd{
+		name:    name,
+		sh:      sh,
+		timeout: 40 * time.Second,
+		check: func(t *testing.T, r cmdResult) {
+			s, truth := readTraced(t, r, sh)
+			if len(truth.qps) != 1 {
+				t.Fatalf("%d sending QPs in the truth, want 1", len(truth.qps))
+			}
+			w := truth.qps[0]
+			if w.CQEsPolled >= w.Signaled {
+				t.Fatalf("QP %#x: %d completions polled of %d signaled: rxe dropped none\ntruth: %s", w.QPNum, w.CQEsPolled, w.Signaled, truth.raw[w.QPNum])
+			}
+			var kinds []string
+			for _, d := range s.Diagnoses {
+				if d.QPNum != w.QPNum {
+					t.Errorf("diagnosis %s for QP %#x, not the workload's sending QP: %s", d.Kind, d.QPNum, d.Message)
+					continue
+				}
+				kinds = append(kinds, d.Kind)
+				if d.Kind != "cq_overrun" {
+					continue
+				}
+				if sk := d.Evidence["completions_skipped"]; sk == 0 || sk > w.Signaled-w.CQEsPolled {
+					t.Errorf("cq_overrun: %d completions skipped, the workload lost %d: %v", sk, w.Signaled-w.CQEsPolled, d.Evidence)
+				}
+				if !strings.Contains(d.Message, "dropped and the QPs went on") || strings.Contains(d.Message, "error state") {
+					t.Errorf("cq_overrun names mlx5's behaviour, not rxe's: %s", d.Message)
+				}
+				t.Logf("%s: %s", d.Kind, d.Message)
+			}
+			slices.Sort(kinds)
+			if strings.Join(kinds, " ") != "cq_overrun cq_overrun_risk" {
+				t.Errorf("diagnoses %v, want cq_overrun and cq_overrun_risk", kinds)
+			}
+			b, err := os.ReadFile(filepath.Join(r.dir, "report.txt"))
+			if err != nil || !strings.Contains(string(b), "ERROR cq_overrun") {
+				t.Errorf("the text report (%v) does not give the overrun:\n%s", err, b)
+			}
+			t.Logf("QP %#x: %d signaled, %d completions polled (the workload's count)", w.QPNum, w.Signaled, w.CQEsPolled)
+		},
+	}
+}
