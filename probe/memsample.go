@@ -137,6 +137,13 @@ type memSampler struct {
 	qps     map[pidAddr]*memQP
 	layouts map[string]*layoutResult
 	next    int // where the next round starts, past memSampleMax
+	// said: the processes and files whose QPs are not read, said once
+	said map[pidFile]bool
+}
+
+type pidFile struct {
+	pid  uint32
+	file string
 }
 
 type layoutResult struct {
@@ -145,7 +152,7 @@ type layoutResult struct {
 }
 
 func newMemSampler() *memSampler {
-	return &memSampler{qps: map[pidAddr]*memQP{}, layouts: map[string]*layoutResult{}}
+	return &memSampler{qps: map[pidAddr]*memQP{}, layouts: map[string]*layoutResult{}, said: map[pidFile]bool{}}
 }
 
 // note follows the QPs' lives from the events the tracer delivers.
@@ -181,6 +188,11 @@ func (m *memSampler) forget(pid uint32) {
 	for k := range m.qps {
 		if k.pid == pid {
 			delete(m.qps, k)
+		}
+	}
+	for k := range m.said {
+		if k.pid == pid {
+			delete(m.said, k)
 		}
 	}
 }
@@ -234,6 +246,7 @@ func (m *memSampler) round() (out []trace.Event, overran []uint32) {
 		}
 		lr := m.layout(k.pid, q.lib)
 		if lr.err != nil {
+			out = m.notRead(out, k.pid, q.lib, lr.err.Error())
 			continue
 		}
 		var posted, retired, cqErrors uint64
@@ -249,6 +262,9 @@ func (m *memSampler) round() (out []trace.Event, overran []uint32) {
 		case errors.Is(err, unix.ESRCH):
 			gone[k.pid] = true
 			m.forget(k.pid)
+			continue
+		case err != nil && q.bad: // its ring failed the check
+			out = m.notRead(out, k.pid, q.lib, err.Error()+" (the layout sqscope carries is rdma-core 44's)")
 			continue
 		case err != nil: // the QP's memory went (a destroy not yet read)
 			continue
@@ -266,6 +282,21 @@ func (m *memSampler) round() (out []trace.Event, overran []uint32) {
 			SignaledRead: sig.read, Signaled: sig.posted, SendCQEsPolled: sig.polled})
 	}
 	return out, overran
+}
+
+// notRead appends, once per process and file, the record that its QPs
+// of that provider file are not read, and why.
+func (m *memSampler) notRead(out []trace.Event, pid uint32, lib, why string) []trace.Event {
+	k := pidFile{pid, lib}
+	m.mu.Lock()
+	said := m.said[k]
+	m.said[k] = true
+	m.mu.Unlock()
+	if said {
+		return out
+	}
+	return append(out, &trace.Attach{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: pid},
+		Func: trace.FuncMemoryRead, Path: lib, Err: why})
 }
 
 // word is n bytes (of a little-endian value) at address from of another

@@ -1,9 +1,12 @@
 package probe
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sqscope/sqscope/trace"
 )
 
 // The layout a provider states in its sqsim_sq_layout: the 20 bytes of
@@ -46,5 +49,34 @@ func TestReadSQLayout(t *testing.T) {
 		if _, err := readSQLayout(build(c.name, c.body)); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.err)
 		}
+	}
+}
+
+// QPs of a provider file that states no layout are not read, and the
+// round says so once per process and file, with why.
+func TestMemSampleSaysNotRead(t *testing.T) {
+	exe, err := os.Executable() // a file with no sqsim_sq_layout
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMemSampler()
+	pid := uint32(os.Getpid())
+	for _, qp := range []uint64{0x1000, 0x2000} {
+		m.note(&trace.QPCreate{Header: trace.Header{PID: pid}, QP: qp, QPNum: uint32(qp >> 8), Lib: exe})
+	}
+	var said []*trace.Attach
+	for range 3 {
+		evs, _ := m.round()
+		for _, e := range evs {
+			a, ok := e.(*trace.Attach)
+			if !ok {
+				t.Fatalf("a read of a QP whose provider states no layout: %+v", e)
+			}
+			said = append(said, a)
+		}
+	}
+	if len(said) != 1 || said[0].Func != trace.FuncMemoryRead || said[0].Path != exe || said[0].PID != pid ||
+		!strings.Contains(said[0].Err, "states no layout") {
+		t.Fatalf("said %+v: want one record that %s's QPs are not read, and why", said, exe)
 	}
 }

@@ -168,6 +168,8 @@ func writeProbes(w io.Writer, attach []trace.Attach, verbose bool) {
 		switch {
 		case a.Func == trace.FuncDirectVerbs:
 			fmt.Fprintf(w, "  direct verbs: pid %d maps %s, which %s\n", a.PID, a.Path, a.Err)
+		case a.Func == trace.FuncMemoryRead:
+			fmt.Fprintf(w, "  memory reads: the QPs of pid %d on %s are not read: %s; their occupancy is seen only in windows\n", a.PID, a.Path, a.Err)
 		case a.Err != "":
 			fmt.Fprintf(w, "  probe %-18s NOT ATTACHED %s+%#x: %s\n", a.Func, a.Path, a.Offset, a.Err)
 		case verbose:

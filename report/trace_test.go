@@ -84,20 +84,22 @@ func TestProbeLines(t *testing.T) {
 	attach = append(attach,
 		trace.Attach{Func: "create_qp", Path: lib, Offset: 0x100, How: "symbol"},
 		trace.Attach{Func: "post_send", Path: lib, Offset: 0x200, How: trace.HowErrorSite},
-		trace.Attach{Func: "poll_cq", Path: lib, Offset: 0x300, How: "symbol", Err: "attaching uprobe: permission denied"})
+		trace.Attach{Func: "poll_cq", Path: lib, Offset: 0x300, How: "symbol", Err: "attaching uprobe: permission denied"},
+		trace.Attach{Header: trace.Header{PID: 7}, Func: trace.FuncMemoryRead, Path: lib, Err: "the provider states no layout of its send queue"})
 	for range 3 { // three sample windows
 		for _, e := range []string{trace.WindowOpening, "", trace.WindowClosing, trace.SampleEnded} {
 			attach = append(attach, trace.Attach{Func: "post_send", Path: lib, Offset: 0x400, How: trace.HowSample, Err: e})
 		}
 	}
 	s := analyzer.Snapshot{Attach: attach}
+	memNote := "memory reads: the QPs of pid 7 on " + lib + " are not read: the provider states no layout of its send queue; their occupancy is seen only in windows"
 	for _, c := range []struct {
 		verbose     bool
 		lines       int
 		has, hasNot []string
 	}{
-		{false, 2, []string{"probes: 3 placed (-v lists where", "poll_cq            NOT ATTACHED"}, []string{"(symbol)", "window begins", "window ends", "window ended"}},
-		{true, 4, []string{"create_qp          " + lib + "+0x100 (symbol)", "+0x400 (sample window)", "poll_cq            NOT ATTACHED"}, []string{"probes: ", "window begins", "window ends", "window ended"}},
+		{false, 2, []string{"probes: 3 placed (-v lists where", "poll_cq            NOT ATTACHED", memNote}, []string{"(symbol)", "window begins", "window ends", "window ended"}},
+		{true, 4, []string{"create_qp          " + lib + "+0x100 (symbol)", "+0x400 (sample window)", "poll_cq            NOT ATTACHED", memNote}, []string{"probes: ", "window begins", "window ends", "window ended"}},
 	} {
 		var out bytes.Buffer
 		if err := (Text{Verbose: c.verbose}).Write(&out, s); err != nil {

@@ -8,3 +8,9 @@ const (
 	FuncDirectVerbs = "direct_verbs"
 	HowImports      = "imports"
 )
+
+// FuncMemoryRead names the Attach record of the sentinel's memory reads
+// of a provider's QPs in one process that cannot be made (Path the
+// provider's file, Err why): those QPs' occupancy is seen only while a
+// window traces them.
+const FuncMemoryRead = "memory_read"
