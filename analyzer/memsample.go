@@ -44,6 +44,13 @@ type MemorySQ struct {
 	// where it keeps them (the simulated HCA): what it has pending on
 	// its send CQ; absent where it keeps none.
 	SignaledPending *uint64 `json:"signaled_pending,omitempty"`
+	// SendCQFill is what the QP's send CQ held unpolled at the last read
+	// and SendCQCapacity the most it holds, where the CQ is a ring read
+	// in memory (rxe); SendCQFullReads the reads that found it full (it
+	// takes no more completions: rxe drops them); absent elsewhere.
+	SendCQFill      *uint32 `json:"send_cq_fill,omitempty"`
+	SendCQCapacity  uint32  `json:"send_cq_capacity,omitempty"`
+	SendCQFullReads uint64  `json:"send_cq_full_reads,omitempty"`
 }
 
 // MemoryPostedKey names the WRs posted as the reads of the QP's counters
@@ -88,6 +95,13 @@ func (a *Analyzer) onSQSample(e *trace.SQSample) {
 	}
 	if e.SignaledRead {
 		a.memSigPending(q, e)
+	}
+	if e.CQRingRead {
+		fill := e.CQFill
+		m.SendCQFill, m.SendCQCapacity = &fill, e.CQCapacity
+		if fill == e.CQCapacity {
+			m.SendCQFullReads++
+		}
 	}
 	if e.Capacity != 0 && out > uint64(e.Capacity) || e.Capacity == 0 && q.capsKnown && out > uint64(q.caps.MaxSendWR) {
 		m.Dropped++

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +60,59 @@ func tracedRxeCQOverrun(name, args string) guestCmd {
 				t.Errorf("the text report (%v) does not give the overrun:\n%s", err, b)
 			}
 			t.Logf("QP %#x: %d signaled, %d completions polled (the workload's count)", w.QPNum, w.Signaled, w.CQEsPolled)
+		},
+	}
+}
+
+// sentinelRxeCQOverrun runs the same overrun under the sentinel with no
+// sample window: no post fails, so no error site sees it; the reads of
+// the send CQ's ring find it full, which traces the process in full (an
+// escalation window), whose completions show the ones dropped.
+func sentinelRxeCQOverrun(name, args string) guestCmd {
+	wl := "-d rxe0 -x 1 " + args + " --json-out " + truthFile
+	sh := "sqscope trace --json --mode sentinel --sample-every 0 --budget 0 --workload -- " + wl
+	return guestCmd{
+		name:    name,
+		sh:      sh,
+		timeout: 60 * time.Second,
+		check: func(t *testing.T, r cmdResult) {
+			s, truth := readTraced(t, r, sh)
+			if len(truth.qps) != 1 {
+				t.Fatalf("%d sending QPs in the truth, want 1", len(truth.qps))
+			}
+			w := truth.qps[0]
+			if w.CQEsPolled >= w.Signaled {
+				t.Fatalf("QP %#x: %d completions polled of %d signaled: rxe dropped none", w.QPNum, w.CQEsPolled, w.Signaled)
+			}
+			var sent struct {
+				Sentinel *struct {
+					Hits        uint64 `json:"error_site_hits"`
+					Escalations uint64 `json:"escalations"`
+				} `json:"sentinel"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout[strings.Index(r.stdout, "\n{")+1:]), &sent); err != nil || sent.Sentinel == nil {
+				t.Fatalf("no sentinel in the trace's JSON (%v)\n%s", err, tail(r.stdout, 30))
+			}
+			g := s.findQP(uint64(w.QPNum))
+			if g == nil {
+				t.Fatalf("QP %#x not in the trace", w.QPNum)
+			}
+			m, _ := g["memory"].(map[string]any)
+			if num(m, "send_cq_full_reads") == 0 || num(m, "send_cq_capacity") == 0 {
+				t.Errorf("QP %#x: its send CQ never read full: memory %v", w.QPNum, m)
+			}
+			if sent.Sentinel.Hits != 0 || sent.Sentinel.Escalations == 0 {
+				t.Errorf("sentinel %+v: want no error site run and an escalation from the full CQ read", *sent.Sentinel)
+			}
+			var kinds []string
+			for _, d := range s.Diagnoses {
+				kinds = append(kinds, d.Kind)
+				t.Logf("%s (QP %#x): %s", d.Kind, d.QPNum, d.Message)
+			}
+			if !slices.Contains(kinds, "cq_overrun") {
+				t.Errorf("diagnoses %v: want cq_overrun, from the escalation window's completions", kinds)
+			}
+			t.Logf("QP %#x: %d signaled, %d polled; memory %v; sentinel %+v", w.QPNum, w.Signaled, w.CQEsPolled, m, *sent.Sentinel)
 		},
 	}
 }

@@ -59,6 +59,9 @@ type sqLayout struct {
 	// WRs posted and of send completions polled (8 bytes each), 0 where
 	// the provider keeps none
 	signaled, cqesPolled uint32
+	// cqRing: the send CQ is a ring read as the send queue's is (rxe,
+	// memcq.go)
+	cqRing bool
 }
 
 // rxeLayout is librxe's of rdma-core 44 (providers/rxe/rxe.h: struct
@@ -67,7 +70,7 @@ type sqLayout struct {
 // Another release may move them: each QP's ring is checked before it is
 // read (readRing), and a QP whose check fails is not read. librxe takes
 // the number in init_send_wqe, before its full-ring check.
-var rxeLayout = sqLayout{posted: 0x1c0, width: 4, ring: true, queue: 0x1a8, postedRefused: true}
+var rxeLayout = sqLayout{posted: 0x1c0, width: 4, ring: true, queue: 0x1a8, postedRefused: true, cqRing: true}
 
 // The ring's header (struct rxe_queue_buf, include/uapi/rdma/rdma_user_rxe.h).
 const (
@@ -125,6 +128,8 @@ type memQP struct {
 	posted, retir uint64 // last read, to send only what changed
 	cqErrors      uint64
 	sig           sigCounts
+	sendCQ        uint64 // the address of its send CQ
+	cqFill        uint32 // its send CQ's ring at the last read (rxe)
 	read          bool
 	ring          uint64 // its ring, once checked (rxe)
 	bad           bool   // its ring failed the check: not read
@@ -139,6 +144,10 @@ type memSampler struct {
 	next    int // where the next round starts, past memSampleMax
 	// said: the processes and files whose QPs are not read, said once
 	said map[pidFile]bool
+	// cqs: the send CQs whose rings are read (memcq.go); rounds counts
+	// the rounds, each CQ read once in one
+	cqs    map[pidAddr]*memCQ
+	rounds uint64
 }
 
 type pidFile struct {
@@ -152,7 +161,8 @@ type layoutResult struct {
 }
 
 func newMemSampler() *memSampler {
-	return &memSampler{qps: map[pidAddr]*memQP{}, layouts: map[string]*layoutResult{}, said: map[pidFile]bool{}}
+	return &memSampler{qps: map[pidAddr]*memQP{}, layouts: map[string]*layoutResult{}, said: map[pidFile]bool{},
+		cqs: map[pidAddr]*memCQ{}}
 }
 
 // note follows the QPs' lives from the events the tracer delivers.
@@ -168,7 +178,7 @@ func (m *memSampler) note(ev trace.Event) {
 		}
 		if lib != "" && e.QP != 0 {
 			m.mu.Lock()
-			m.qps[pidAddr{e.PID, e.QP}] = &memQP{num: e.QPNum, lib: lib, depth: e.Caps.MaxSendWR}
+			m.qps[pidAddr{e.PID, e.QP}] = &memQP{num: e.QPNum, lib: lib, depth: e.Caps.MaxSendWR, sendCQ: e.SendCQ}
 			m.mu.Unlock()
 		}
 	case *trace.QPDestroy:
@@ -195,6 +205,11 @@ func (m *memSampler) forget(pid uint32) {
 			delete(m.said, k)
 		}
 	}
+	for k := range m.cqs {
+		if k.pid == pid {
+			delete(m.cqs, k)
+		}
+	}
 }
 
 // layout is the layout of lib as process pid maps it, read once per file.
@@ -216,8 +231,9 @@ func (m *memSampler) layout(pid uint32, lib string) *layoutResult {
 
 // round reads up to memSampleMax QPs and returns what changed since
 // their last read, and the processes with a QP whose send CQ overran
-// since (to be traced in full).
+// since, or was read full (to be traced in full).
 func (m *memSampler) round() (out []trace.Event, overran []uint32) {
+	m.rounds++
 	type entry struct {
 		k pidAddr
 		q *memQP
@@ -269,17 +285,38 @@ func (m *memSampler) round() (out []trace.Event, overran []uint32) {
 		case err != nil: // the QP's memory went (a destroy not yet read)
 			continue
 		}
-		if q.read && posted == q.posted && retired == q.retir && cqErrors == q.cqErrors && sig == q.sig {
+		var cq *memCQ
+		if lr.l.cqRing && q.sendCQ != 0 {
+			var full bool
+			if cq, full = m.sendCQ(k.pid, q.sendCQ); full && !slices.Contains(overran, k.pid) {
+				overran = append(overran, k.pid)
+			}
+			if cq.bad && cq.err != nil {
+				out = m.notRead(out, k.pid, q.lib+" (send CQ)", cq.err.Error()+" (the layout sqscope carries is rdma-core 44's)")
+			}
+			if cq.bad || cq.err != nil {
+				cq = nil
+			}
+		}
+		var cqFill uint32
+		if cq != nil {
+			cqFill = cq.fill
+		}
+		if q.read && posted == q.posted && retired == q.retir && cqErrors == q.cqErrors && sig == q.sig && cqFill == q.cqFill {
 			continue
 		}
 		if cqErrors > q.cqErrors && !slices.Contains(overran, k.pid) {
 			overran = append(overran, k.pid)
 		}
-		q.read, q.posted, q.retir, q.cqErrors, q.sig = true, posted, retired, cqErrors, sig
-		out = append(out, &trace.SQSample{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: k.pid},
+		q.read, q.posted, q.retir, q.cqErrors, q.sig, q.cqFill = true, posted, retired, cqErrors, sig, cqFill
+		s := &trace.SQSample{Header: trace.Header{TimeNS: trace.MonotonicNS(), PID: k.pid},
 			QP: k.addr, QPNum: q.num, Posted: posted, Retired: retired, Width: lr.l.width, Capacity: capacity,
 			PostedCountsRefused: lr.l.postedRefused, CQErrors: cqErrors, CQErrorsRead: lr.l.cqErrors != 0,
-			SignaledRead: sig.read, Signaled: sig.posted, SendCQEsPolled: sig.polled})
+			SignaledRead: sig.read, Signaled: sig.posted, SendCQEsPolled: sig.polled}
+		if cq != nil {
+			s.CQRingRead, s.CQFill, s.CQCapacity = true, cq.fill, cq.capacity
+		}
+		out = append(out, s)
 	}
 	return out, overran
 }
@@ -456,7 +493,9 @@ func (t *Tracer) runMemSampler(ctx context.Context) {
 			t.mu.Unlock()
 		}
 		// a CQ overrun fails no post (the provider's error sites see
-		// nothing): the process is traced in full, as after a failure
+		// nothing): the process whose send CQ overran, or was read full
+		// (rxe drops what comes on it then), is traced in full, as after
+		// a failure
 		for _, pid := range overran {
 			t.Escalate(pid)
 		}

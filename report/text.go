@@ -429,5 +429,11 @@ func writeMemory(w io.Writer, q *analyzer.QP) {
 	if m.CQErrors != nil && *m.CQErrors > 0 {
 		fmt.Fprintf(w, "; its send CQ overran %d time(s), by the provider's count", *m.CQErrors)
 	}
+	if m.SendCQFill != nil {
+		fmt.Fprintf(w, "; its send CQ's ring held %d unpolled completions of the %d it holds at the last read", *m.SendCQFill, m.SendCQCapacity)
+		if m.SendCQFullReads > 0 {
+			fmt.Fprintf(w, ", read full %d time(s) (a full CQ takes no more: rxe drops the completions due on it)", m.SendCQFullReads)
+		}
+	}
 	fmt.Fprintln(w)
 }

@@ -24,6 +24,14 @@ func failEvents() []Event {
 		&SQSample{Header: Header{TimeNS: 9_800_000, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 3, Retired: 0xffff_fffe, Width: 4, Capacity: 255, PostedCountsRefused: true},
 		&SQSample{Header: Header{TimeNS: 9_900_000, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 191, Retired: 63, Width: 8, CQErrors: 1, CQErrorsRead: true},
 		&SQSample{Header: Header{TimeNS: 9_900_001, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 191, Retired: 63, Width: 8, CQErrorsRead: true},
+		// the signaled counts (the simulated HCA), and an rxe send CQ's
+		// ring read without them: neither read is taken for the other
+		&SQSample{Header: Header{TimeNS: 9_900_002, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 191, Retired: 63, Width: 8, CQErrorsRead: true,
+			SignaledRead: true, Signaled: 64, SendCQEsPolled: 63},
+		&SQSample{Header: Header{TimeNS: 9_900_003, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 3, Retired: 1, Width: 4, Capacity: 255,
+			CQRingRead: true, CQFill: 63, CQCapacity: 63},
+		&SQSample{Header: Header{TimeNS: 9_900_004, PID: 4242}, QP: 0x7f12_0000_4000, QPNum: 0x1c0, Posted: 3, Retired: 1, Width: 4, Capacity: 255,
+			CQRingRead: true, SignaledRead: true},
 	}
 }
 

@@ -236,9 +236,14 @@ func (c *recordCodec) fields(ev Event) {
 			c.bool(&e.CQErrorsRead)
 			c.u64(&e.CQErrors)
 		}
-		if c.appendedFlag(&e.SignaledRead) {
+		if c.appended(e.SignaledRead) { // not a flag group: one follows
+			c.bool(&e.SignaledRead)
 			c.u64(&e.Signaled)
 			c.u64(&e.SendCQEsPolled)
+		}
+		if c.appendedFlag(&e.CQRingRead) { // the last group
+			c.u32(&e.CQFill)
+			c.u32(&e.CQCapacity)
 		}
 	}
 	c.end()

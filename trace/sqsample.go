@@ -37,6 +37,11 @@ type SQSample struct {
 	Signaled       uint64
 	SendCQEsPolled uint64
 	SignaledRead   bool
+	// CQFill is what the QP's send CQ held unpolled and CQCapacity the
+	// most it holds, where the provider's CQ is a ring read in memory
+	// (CQRingRead: rxe): a CQ read full takes no more completions.
+	CQFill, CQCapacity uint32
+	CQRingRead         bool
 }
 
 func (*SQSample) Kind() Kind { return KindSQSample }

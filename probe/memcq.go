@@ -1,0 +1,92 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+)
+
+// The send CQ of an rxe QP is a ring the kernel maps to user space, as
+// its send queue is: librxe keeps the ring's pointer in struct rxe_cq
+// (rdma-core 44: past a struct verbs_cq and a struct mminfo), the kernel
+// writes completions at its producer index and librxe polls them from
+// its consumer index (struct rxe_queue_buf, the kernel's ABI). A ring
+// read full holds no more: rxe drops the next completion due on it
+// (raising IBV_EVENT_CQ_ERR on the async event file) and the QP goes on,
+// which no post's failure shows. A read cannot tell that from a CQ run
+// exactly full by an application that expects no more completions, so a
+// full read is no diagnosis: it traces the process in full (an
+// escalation window), whose completions tell the dropped ones (the
+// analyzer's cqSkipped).
+
+// rxeCQQueueOff is the offset of struct rxe_cq's queue pointer.
+const rxeCQQueueOff = 0x130
+
+// memCQ is a send CQ whose ring is read (rxe), once per round whatever
+// the QPs that report to it.
+type memCQ struct {
+	ring           uint64 // once checked
+	bad            bool   // its ring failed the check: not read
+	full           bool   // read full at its last read
+	fill, capacity uint32 // at its last read
+	round          uint64 // the round of its last read
+	err            error
+}
+
+// sendCQ reads the ring of the send CQ at address cq of process pid in
+// this round (once, whatever the QPs that report to it), and says
+// whether it was read full where the read before was not.
+func (m *memSampler) sendCQ(pid uint32, cq uint64) (c *memCQ, becameFull bool) {
+	k := pidAddr{pid, cq}
+	m.mu.Lock()
+	c = m.cqs[k]
+	if c == nil {
+		c = &memCQ{}
+		m.cqs[k] = c
+	}
+	m.mu.Unlock()
+	if c.round == m.rounds || c.bad {
+		return c, false
+	}
+	c.round = m.rounds
+	fill, capacity, err := readCQRing(int(pid), cq, c)
+	c.err = err
+	if err != nil {
+		return c, false
+	}
+	was := c.full
+	c.fill, c.capacity, c.full = fill, capacity, fill == capacity
+	return c, c.full && !was
+}
+
+// readCQRing reads the producer index of a CQ's ring, then its consumer
+// index (in that order: the fill read is never above the ring's at any
+// one time), and gives the completions it holds unpolled and the most it
+// holds (its index mask: one slot of a power of two is kept empty). The
+// ring's pointer is checked once, as a send queue's is (readRing).
+func readCQRing(pid int, cq uint64, c *memCQ) (fill, capacity uint32, err error) {
+	var ring uint64
+	if err := readWords(pid, word{unsafe.Pointer(&ring), cq + rxeCQQueueOff, 8}); err != nil {
+		return 0, 0, err
+	}
+	if c.ring == 0 {
+		if !inDeviceMapping(pid, ring) {
+			c.bad = true
+			return 0, 0, errors.New("the CQ ring's pointer is not in a uverbs mapping")
+		}
+		c.ring = ring
+	} else if ring != c.ring {
+		c.bad = true
+		return 0, 0, errors.New("the CQ ring's pointer moved")
+	}
+	var mask, prod, cons uint32
+	if err := readWords(pid, word{unsafe.Pointer(&mask), ring + rxeIndexMaskOff, 4},
+		word{unsafe.Pointer(&prod), ring + rxeProducerOff, 4}, word{unsafe.Pointer(&cons), ring + rxeConsumerOff, 4}); err != nil {
+		return 0, 0, err
+	}
+	if mask == 0 || mask&(mask+1) != 0 || prod > mask || cons > mask {
+		c.bad = true
+		return 0, 0, fmt.Errorf("CQ ring index mask %#x, producer %d, consumer %d: not a ring", mask, prod, cons)
+	}
+	return (prod - cons) & mask, mask, nil
+}
