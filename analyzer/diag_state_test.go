@@ -35,9 +35,7 @@ func TestStateEvidence(t *testing.T) {
 		}, "post_qp_not_rts", 1, map[string]uint64{"qp_state": ibv.QPSInit, "errno": ibv.EINVAL, "api": 1,
 			"wr_index": 0, "num_sge": 1, "max_send_sge": 1, "posts_refused": 1}, Counters{NotRTS: 1, EINVAL: 1}},
 		{"overrun of a 15-entry CQ", func(s *streamtest.Stream) {
-			s.CQCreate(1, 15)
-			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
-			s.ToRTS(1)
+			s.SmallCQ()
 			ids := s.Signaled(1, 20)
 			s.Poll(1, ids[:15]...)
 			s.EmptyPolls(1, 5)
@@ -46,9 +44,7 @@ func TestStateEvidence(t *testing.T) {
 		}, "cq_overrun", 1, map[string]uint64{"completions_pending": 16, "cq_depth": 15, "cq": 0x2001,
 			"cqes_returned_since": 15, "over_since_ns": 3100, "cq_qps": 1, "still_pending": 5}, Counters{}},
 		{"completions dropped by a 15-entry CQ", func(s *streamtest.Stream) {
-			s.CQCreate(1, 15)
-			s.Create(1, trace.QPTypeRC, streamtest.RCCaps(64, 60, 1), false)
-			s.ToRTS(1)
+			s.SmallCQ()
 			ids := s.Signaled(1, 20)
 			s.Poll(1, ids[:15]...)
 			s.Poll(1, ids[19])

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,13 +25,7 @@ func tracedRxeCQOverrun(name, args string) guestCmd {
 		timeout: 40 * time.Second,
 		check: func(t *testing.T, r cmdResult) {
 			s, truth := readTraced(t, r, sh)
-			if len(truth.qps) != 1 {
-				t.Fatalf("%d sending QPs in the truth, want 1", len(truth.qps))
-			}
-			w := truth.qps[0]
-			if w.CQEsPolled >= w.Signaled {
-				t.Fatalf("QP %#x: %d completions polled of %d signaled: rxe dropped none\ntruth: %s", w.QPNum, w.CQEsPolled, w.Signaled, truth.raw[w.QPNum])
-			}
+			w := droppedQP(t, truth)
 			var kinds []string
 			for _, d := range s.Diagnoses {
 				if d.QPNum != w.QPNum {
@@ -77,22 +70,8 @@ func sentinelRxeCQOverrun(name, args string) guestCmd {
 		timeout: 60 * time.Second,
 		check: func(t *testing.T, r cmdResult) {
 			s, truth := readTraced(t, r, sh)
-			if len(truth.qps) != 1 {
-				t.Fatalf("%d sending QPs in the truth, want 1", len(truth.qps))
-			}
-			w := truth.qps[0]
-			if w.CQEsPolled >= w.Signaled {
-				t.Fatalf("QP %#x: %d completions polled of %d signaled: rxe dropped none", w.QPNum, w.CQEsPolled, w.Signaled)
-			}
-			var sent struct {
-				Sentinel *struct {
-					Hits        uint64 `json:"error_site_hits"`
-					Escalations uint64 `json:"escalations"`
-				} `json:"sentinel"`
-			}
-			if err := json.Unmarshal([]byte(r.stdout[strings.Index(r.stdout, "\n{")+1:]), &sent); err != nil || sent.Sentinel == nil {
-				t.Fatalf("no sentinel in the trace's JSON (%v)\n%s", err, tail(r.stdout, 30))
-			}
+			w := droppedQP(t, truth)
+			ss := sentinelOf(t, r)
 			g := s.findQP(uint64(w.QPNum))
 			if g == nil {
 				t.Fatalf("QP %#x not in the trace", w.QPNum)
@@ -101,8 +80,8 @@ func sentinelRxeCQOverrun(name, args string) guestCmd {
 			if num(m, "send_cq_full_reads") == 0 || num(m, "send_cq_capacity") == 0 {
 				t.Errorf("QP %#x: its send CQ never read full: memory %v", w.QPNum, m)
 			}
-			if sent.Sentinel.Hits != 0 || sent.Sentinel.Escalations == 0 {
-				t.Errorf("sentinel %+v: want no error site run and an escalation from the full CQ read", *sent.Sentinel)
+			if ss.Hits != 0 || ss.Escalations == 0 {
+				t.Errorf("sentinel %+v: want no error site run and an escalation from the full CQ read", *ss)
 			}
 			var kinds []string
 			for _, d := range s.Diagnoses {
@@ -112,7 +91,21 @@ func sentinelRxeCQOverrun(name, args string) guestCmd {
 			if !slices.Contains(kinds, "cq_overrun") {
 				t.Errorf("diagnoses %v: want cq_overrun, from the escalation window's completions", kinds)
 			}
-			t.Logf("QP %#x: %d signaled, %d polled; memory %v; sentinel %+v", w.QPNum, w.Signaled, w.CQEsPolled, m, *sent.Sentinel)
+			t.Logf("QP %#x: %d signaled, %d polled; memory %v; sentinel %+v", w.QPNum, w.Signaled, w.CQEsPolled, m, *ss)
 		},
 	}
+}
+
+// droppedQP is the one sending QP of the truth, which must have polled
+// fewer completions than it signaled (rxe dropped the rest).
+func droppedQP(t *testing.T, truth workloadTruth) wlQP {
+	t.Helper()
+	if len(truth.qps) != 1 {
+		t.Fatalf("%d sending QPs in the truth, want 1", len(truth.qps))
+	}
+	w := truth.qps[0]
+	if w.CQEsPolled >= w.Signaled {
+		t.Fatalf("QP %#x: %d completions polled of %d signaled: rxe dropped none\ntruth: %s", w.QPNum, w.CQEsPolled, w.Signaled, truth.raw[w.QPNum])
+	}
+	return w
 }

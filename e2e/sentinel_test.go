@@ -22,18 +22,7 @@ func tracedSentinel(name, args string, overflows bool) guestCmd {
 		timeout: 60 * time.Second,
 		check: func(t *testing.T, r cmdResult) {
 			s, truth := readTraced(t, r, sh)
-			var sent struct {
-				Sentinel *struct {
-					Sites       int    `json:"sites_probed"`
-					Without     int    `json:"functions_without_sites"`
-					Hits        uint64 `json:"error_site_hits"`
-					Escalations uint64 `json:"escalations"`
-				} `json:"sentinel"`
-			}
-			if err := json.Unmarshal([]byte(r.stdout[strings.Index(r.stdout, "\n{")+1:]), &sent); err != nil || sent.Sentinel == nil {
-				t.Fatalf("no sentinel in the trace's JSON (%v)\n%s", err, tail(r.stdout, 30))
-			}
-			ss := sent.Sentinel
+			ss := sentinelOf(t, r)
 			t.Logf("sentinel: %+v", *ss)
 			for _, p := range s.Probes {
 				if p.How == "error site" {
@@ -75,6 +64,27 @@ func tracedSentinel(name, args string, overflows bool) guestCmd {
 			}
 		},
 	}
+}
+
+// sentinelSummary is the sentinel's part of a trace's JSON.
+type sentinelSummary struct {
+	Sites       int    `json:"sites_probed"`
+	Without     int    `json:"functions_without_sites"`
+	Hits        uint64 `json:"error_site_hits"`
+	Escalations uint64 `json:"escalations"`
+}
+
+// sentinelOf reads the sentinel's part of the summary a traced command
+// printed last.
+func sentinelOf(t *testing.T, r cmdResult) *sentinelSummary {
+	t.Helper()
+	var sent struct {
+		Sentinel *sentinelSummary `json:"sentinel"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout[strings.Index(r.stdout, "\n{")+1:]), &sent); err != nil || sent.Sentinel == nil {
+		t.Fatalf("no sentinel in the trace's JSON (%v)\n%s", err, tail(r.stdout, 30))
+	}
+	return sent.Sentinel
 }
 
 // checkRingReads holds the reads of a QP's ring in the target's memory

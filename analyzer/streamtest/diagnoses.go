@@ -214,25 +214,19 @@ var StateDiagnoses = []Diag{
 	}, nil},
 
 	{"more pending than the CQ holds", "cq_overrun_risk", func(s *Stream) {
-		s.CQCreate(1, 15)
-		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
-		s.ToRTS(1)
+		s.SmallCQ()
 		s.Poll(1, s.Signaled(1, 16)...)
 	}, []string{"cq_overrun_risk"}},
 
 	{"a CQ run exactly full by flow control: quiet", "", func(s *Stream) {
-		s.CQCreate(1, 15)
-		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
-		s.ToRTS(1)
+		s.SmallCQ()
 		for range 5 {
 			s.Poll(1, s.Signaled(1, 15)...)
 		}
 	}, nil},
 
 	{"CQ overrun", "cq_overrun", func(s *Stream) {
-		s.CQCreate(1, 15)
-		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
-		s.ToRTS(1)
+		s.SmallCQ()
 		ids := s.Signaled(1, 20)
 		s.Poll(1, ids[:15]...)
 		s.EmptyPolls(1, 5)
@@ -241,26 +235,20 @@ var StateDiagnoses = []Diag{
 	}, []string{"cq_overrun", "cq_overrun_risk"}},
 
 	{"CQ overrun that drops completions and goes on (rxe)", "cq_overrun_dropped", func(s *Stream) {
-		s.CQCreate(1, 15)
-		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
-		s.ToRTS(1)
+		s.SmallCQ()
 		ids := s.Signaled(1, 20)
 		s.Poll(1, ids[:15]...)
 		s.Poll(1, ids[19]) // 15..18 dropped on the full CQ
 	}, []string{"cq_overrun", "cq_overrun_risk"}},
 
 	{"completions out of sight, pending within the CQ: no overrun", "", func(s *Stream) {
-		s.CQCreate(1, 15)
-		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
-		s.ToRTS(1)
+		s.SmallCQ()
 		ids := s.Signaled(1, 10)
 		s.Poll(1, ids[9])
 	}, nil},
 
 	{"over the depth, dry a while, then a completion: a slow HCA, no overrun", "", func(s *Stream) {
-		s.CQCreate(1, 15)
-		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
-		s.ToRTS(1)
+		s.SmallCQ()
 		ids := s.Signaled(1, 20)
 		s.Poll(1, ids[:15]...)
 		s.EmptyPolls(1, 5)
@@ -274,9 +262,7 @@ var StateDiagnoses = []Diag{
 	}, []string{"cq_overrun_risk"}},
 
 	{"over the depth, dry for long with fewer than the depth returned: waiting on the HCA", "", func(s *Stream) {
-		s.CQCreate(1, 15)
-		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
-		s.ToRTS(1)
+		s.SmallCQ()
 		ids := s.Signaled(1, 20)
 		s.Poll(1, ids[:10]...)
 		s.EmptyPolls(1, 5)
@@ -285,9 +271,7 @@ var StateDiagnoses = []Diag{
 	}, []string{"cq_overrun_risk"}},
 
 	{"over the depth but polled in time: a risk, no overrun", "", func(s *Stream) {
-		s.CQCreate(1, 15)
-		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
-		s.ToRTS(1)
+		s.SmallCQ()
 		ids := s.Signaled(1, 20)
 		s.Poll(1, ids[:16]...)
 		s.Poll(1, ids[16:]...)
@@ -295,9 +279,7 @@ var StateDiagnoses = []Diag{
 	}, []string{"cq_overrun_risk"}},
 
 	{"CQ polled as it fills: quiet", "", func(s *Stream) {
-		s.CQCreate(1, 15)
-		s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
-		s.ToRTS(1)
+		s.SmallCQ()
 		for range 10 {
 			s.Poll(1, s.Signaled(1, 8)...)
 			s.EmptyPolls(1, 2)

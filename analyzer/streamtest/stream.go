@@ -85,6 +85,14 @@ func (s *Stream) CQCreate(qpn uint32, cqe int32) {
 	s.Add(&trace.CQChange{Header: s.Header(), Op: trace.CQOpCreate, CQ: CQAddr(qpn), CQE: cqe, Via: "sqsim_create_cq"})
 }
 
+// SmallCQ creates RC QP 1, of depth 64, on a CQ of 15 entries, and moves
+// it to RTS: more signaled WRs can be outstanding than its CQ holds.
+func (s *Stream) SmallCQ() {
+	s.CQCreate(1, 15)
+	s.Create(1, trace.QPTypeRC, RCCaps(64, 60, 1), false)
+	s.ToRTS(1)
+}
+
 // WRs returns n WRs of one shape with the QP's next wr_ids; every
 // sigEvery-th WR of the QP (counting from 1) is signaled when sigEvery > 0.
 func (s *Stream) WRs(qpn uint32, n int, op uint8, flags uint32, sges, bytes uint32, sigEvery uint64) []trace.WR {
