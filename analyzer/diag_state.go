@@ -89,6 +89,7 @@ type cqPending struct {
 	overNS       uint64
 	overPending  uint64
 	overCQEs     uint64
+	overQPs      uint64 // the QPs reporting to it then (some may be gone when the overrun is said)
 	overrunSaid  bool
 	// dryNS: the first of the empty polls since the CQ returned its
 	// dryCQEs-th completion, once an overrun may have happened (cqEmpty)
@@ -130,6 +131,7 @@ func (a *Analyzer) notePending(q *sq, now uint64) {
 	}
 	if c.sigPending > d && c.over == nil {
 		c.over, c.overNS, c.overPending, c.overCQEs = q, now, c.sigPending, c.cqes
+		c.overQPs = a.cqQPs(c)
 	}
 	// an application that keeps its signaled WRs within the CQ (perftest's
 	// CQ of -t entries under -Q 1) is safe however full the CQ runs: only
@@ -170,7 +172,7 @@ func (a *Analyzer) cqEmpty(c *cqState, now uint64) {
 	}
 	c.overrunSaid = true
 	a.record(c.over, DiagCQOverrun, now, evidence{c.overPending, uint64(c.cqe), c.addr,
-		c.cqes - c.overCQEs, c.overNS, a.cqQPs(c), c.sigPending, noValue, noValue})
+		c.cqes - c.overCQEs, c.overNS, c.overQPs, c.sigPending, noValue, noValue})
 }
 
 // cqSkipped notes n signaled WRs of q whose completions never came from
@@ -188,7 +190,7 @@ func (a *Analyzer) cqSkipped(q *sq, c *cqState, n, now uint64) {
 	}
 	c.skippedSaid = true
 	a.record(c.over, DiagCQOverrun, now, evidence{c.overPending, uint64(c.cqe), c.addr,
-		c.cqes - c.overCQEs, c.overNS, a.cqQPs(c), noValue, noValue, c.skipped})
+		c.cqes - c.overCQEs, c.overNS, c.overQPs, noValue, noValue, c.skipped})
 }
 
 // cqesLost is how many of the QP's signaled WRs never wrote a CQE: once

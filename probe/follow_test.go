@@ -102,13 +102,17 @@ func TestLibibverbsOfFollowsLDLibraryPath(t *testing.T) {
 	}
 }
 
-// waitExeced waits until pid's comm is comm, that is until its exec is done.
+// waitExeced waits until pid's comm is comm and its environment is
+// there, that is until its exec is done: the kernel names the new image
+// before it lays out its stack, so for a while its environ reads empty
+// (on a busy host long enough to be read).
 func waitExeced(t *testing.T, pid int, comm string) {
 	t.Helper()
 	deadline := time.Now().Add(bpftest.Timeout(t, 10*time.Second))
 	for {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err == nil && strings.TrimSpace(string(b)) == comm {
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err == nil && strings.TrimSpace(string(b)) == comm && len(env) > 0 {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -118,7 +118,11 @@ func TestTraceAllStartsLater(t *testing.T) {
 				continue
 			}
 			if len(got) != 1 || len(truth) != 1 {
-				t.Fatalf("%s: QPs: trace %d, truth %d", what, len(got), len(truth))
+				var qps []string
+				for _, q := range got {
+					qps = append(qps, fmt.Sprintf("qpn %v found %v wrs %v", q["qp_num"], q["found"], q["wrs"]))
+				}
+				t.Fatalf("%s: QPs: trace %d (%s), truth %d", what, len(got), strings.Join(qps, "; "), len(truth))
 			}
 			for _, f := range []string{"wrs", "post_calls", "signaled"} {
 				if got[0][f] != truth[0][f] {
