@@ -77,7 +77,9 @@ var guestCmds = []guestCmd{
 	// A send CQ too small, polled late: rxe drops the completions due on
 	// it full and goes on, said as such.
 	tracedRxeCQOverrun("fault-cq-overrun-drops", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 2000"),
-	sentinelRxeCQOverrun("sentinel-cq-overrun-drops", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 4000"),
+	// (paced, so that the CQ stays full for half of each cycle of 128
+	// WRs, where a 100 ms read finds it, however fast the guest runs)
+	sentinelRxeCQOverrun("sentinel-cq-overrun-drops", "-t 128 -Q 1 --cq-depth 32 --fault cq-overrun -n 4000 --rate 2000"),
 	// The receiver of the same lazily polled SENDs reaps 64 completions a
 	// poll, past the 32 a poll record holds: its receives counted exactly.
 	tracedRecvPastBound("lazy-poll-recv-past-poll-record", "--opcode send -s 64 -t 64 -Q 8 -l 1 -n 2000 --fault lazy-poll=500 --poll-batch 64"),
