@@ -628,7 +628,8 @@ func (q *sq) complete(wc *trace.WC, now uint64) {
 	if wc.Status != 0 {
 		q.c.CQEErrors++
 	}
-	if q.lateUnsynced() && q.lateCompletion(wc, now) {
+	unsynced := q.lateUnsynced()
+	if unsynced && q.lateCompletion(wc, now) {
 		return
 	}
 	if q.head == q.tail {
@@ -666,8 +667,10 @@ func (q *sq) complete(wc *trace.WC, now uint64) {
 	}
 	// completions come in order: a later WR's, successful, while an
 	// older signaled one is outstanding says that one's never will (a
-	// full CQ dropped it: skippedCQEs, diag_state.go)
-	if ok && haveSig && seq > oldest.seq && wc.Status == 0 {
+	// full CQ dropped it: skippedCQEs, diag_state.go); not the completion
+	// that syncs a late QP, whose older ones may have been polled before
+	// the poll probe was in place
+	if ok && haveSig && seq > oldest.seq && wc.Status == 0 && !unsynced {
 		for s := oldest.seq; s < seq; s++ {
 			if q.slot(s).signaled {
 				q.skippedCQEs++

@@ -17,7 +17,8 @@ import (
 // exactly full by an application that expects no more completions, so a
 // full read is no diagnosis: it traces the process in full (an
 // escalation window), whose completions tell the dropped ones (the
-// analyzer's cqSkipped).
+// analyzer's cqSkipped). Once per CQ: a healthy application that runs
+// its CQ full again and again pays for one window, not one each time.
 
 // rxeCQQueueOff is the offset of struct rxe_cq's queue pointer.
 const rxeCQQueueOff = 0x130
@@ -28,6 +29,7 @@ type memCQ struct {
 	ring           uint64 // once checked
 	bad            bool   // its ring failed the check: not read
 	full           bool   // read full at its last read
+	escalated      bool   // a full read has traced its process in full
 	fill, capacity uint32 // at its last read
 	round          uint64 // the round of its last read
 	err            error
@@ -35,8 +37,8 @@ type memCQ struct {
 
 // sendCQ reads the ring of the send CQ at address cq of process pid in
 // this round (once, whatever the QPs that report to it), and says
-// whether it was read full where the read before was not.
-func (m *memSampler) sendCQ(pid uint32, cq uint64) (c *memCQ, becameFull bool) {
+// whether it was read full for the first time.
+func (m *memSampler) sendCQ(pid uint32, cq uint64) (c *memCQ, firstFull bool) {
 	k := pidAddr{pid, cq}
 	m.mu.Lock()
 	c = m.cqs[k]
@@ -54,9 +56,12 @@ func (m *memSampler) sendCQ(pid uint32, cq uint64) (c *memCQ, becameFull bool) {
 	if err != nil {
 		return c, false
 	}
-	was := c.full
 	c.fill, c.capacity, c.full = fill, capacity, fill == capacity
-	return c, c.full && !was
+	if !c.full || c.escalated {
+		return c, false
+	}
+	c.escalated = true
+	return c, true
 }
 
 // readCQRing reads the producer index of a CQ's ring, then its consumer

@@ -241,6 +241,13 @@ var StateDiagnoses = []Diag{
 		s.Poll(1, ids[19]) // 15..18 dropped on the full CQ
 	}, []string{"cq_overrun", "cq_overrun_risk"}},
 
+	{"a late QP synced past completions polled before the attach: no overrun", "", func(s *Stream) {
+		s.CQCreate(1, 15)
+		s.MemQP(1, ibv.QPSRTS)
+		ids := s.Signaled(1, 20)
+		s.Poll(1, ids[19]) // the first completion seen: the others' polled unseen
+	}, []string{"cq_overrun_risk"}},
+
 	{"completions out of sight, pending within the CQ: no overrun", "", func(s *Stream) {
 		s.SmallCQ()
 		ids := s.Signaled(1, 10)
