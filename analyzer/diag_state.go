@@ -119,27 +119,42 @@ func (a *Analyzer) notePending(q *sq, now uint64) {
 	if c == nil || q.countersOnly && !q.kernUsable() {
 		return
 	}
-	cur := q.sigOutstanding()
-	c.sigPending = c.sigPending - min(q.pendNoted, c.sigPending) + cur
-	q.pendNoted = cur
+	moveShare(&c.sigPending, &q.pendNoted, q.sigOutstanding())
 	d := uint64(c.cqe)
 	if d == 0 {
 		return // depth unknown: its create was not seen
 	}
-	if c.sigPending < half(d) {
-		c.riskSaid = false
-	}
+	risk := riskDue(c.sigPending, d, &c.riskSaid)
 	if c.sigPending > d && c.over == nil {
 		c.over, c.overNS, c.overPending, c.overCQEs = q, now, c.sigPending, c.cqes
 		c.overQPs = a.cqQPs(c)
 	}
-	// an application that keeps its signaled WRs within the CQ (perftest's
-	// CQ of -t entries under -Q 1) is safe however full the CQ runs: only
-	// more pending than it holds is a risk
-	if !c.riskSaid && c.sigPending > d {
-		c.riskSaid = true
+	if risk {
 		a.record(q, DiagCQOverrunRisk, now, evidence{c.sigPending, d, 100 * c.sigPending / d, c.addr, a.cqQPs(c), noValue})
 	}
+}
+
+// moveShare replaces a QP's share *noted of a CQ's count *total with cur.
+func moveShare(total, noted *uint64, cur uint64) {
+	*total = *total - min(*noted, *total) + cur
+	*noted = cur
+}
+
+// riskDue reports whether a CQ's count of completions pending calls for
+// the risk to be said, and notes it in *said: once past the depth d, and
+// again only after the count fell below half of it. An application that
+// keeps its signaled WRs within the CQ (perftest's CQ of -t entries under
+// -Q 1) is safe however full the CQ runs: only more pending than it
+// holds is a risk.
+func riskDue(pending, d uint64, said *bool) bool {
+	if pending < half(d) {
+		*said = false
+	}
+	if *said || pending <= d {
+		return false
+	}
+	*said = true
+	return true
 }
 
 // overrunDryNS is how long a CQ that may have overrun must stay dry,

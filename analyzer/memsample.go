@@ -194,21 +194,13 @@ func (a *Analyzer) memSigPending(q *sq, e *trace.SQSample) {
 	if c == nil {
 		return
 	}
-	c.memPending = c.memPending - min(m.sigNoted, c.memPending) + pend
-	m.sigNoted = pend
+	moveShare(&c.memPending, &m.sigNoted, pend)
 	d := uint64(c.cqe)
 	if d == 0 {
 		return // depth unknown: its create was not seen
 	}
-	if c.memPending < half(d) {
-		c.memRiskSaid = false
-	}
-	if c.memRiskSaid || c.memPending <= d {
-		return
-	}
-	c.memRiskSaid = true
-	if c.riskSaid {
-		return // already said from the posts and polls of a window
+	if !riskDue(c.memPending, d, &c.memRiskSaid) || c.riskSaid {
+		return // not due, or already said from the posts and polls of a window
 	}
 	a.record(q, DiagCQOverrunRisk, e.TimeNS, evidence{c.memPending, d, 100 * c.memPending / d, c.addr, a.cqQPs(c), 1})
 }
