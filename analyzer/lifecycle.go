@@ -139,6 +139,14 @@ func (a *Analyzer) qpCreated(e *trace.QPCreate) *sq {
 	switch old := a.qps[qpKey{e.PID, e.QPNum}]; {
 	case e.Gen != 0:
 		q = a.qpGens[objKey{e.PID, e.Gen}] // its counts may have come first
+		if q == nil && old != nil && !old.destroyed && old.gen == 0 && old.found == FoundMemory && old.qp == e.QP {
+			// found in memory while its create was returning (the scan
+			// saw the QP, the record of its create came after): the same
+			// QP, not a second one
+			q = old
+			q.gen = e.Gen
+			a.qpGens[objKey{e.PID, e.Gen}] = q
+		}
 		if q == nil {
 			q = a.newQP(e.PID, e.QPNum, e.QP, e.Gen, e.TimeNS)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sqscope/sqscope/analyzer/streamtest"
+	"github.com/sqscope/sqscope/ibv"
 	"github.com/sqscope/sqscope/trace"
 )
 
@@ -140,5 +141,28 @@ func TestEndAndSRQs(t *testing.T) {
 	// the end is said, and is no event of the target's: it moves no clock
 	if s.Ended != "interrupt signal received" || s.EndedOnError || s.LastNS != 100 || s.Events != 5 {
 		t.Errorf("ended %q (error %v), last %d ns, %d events", s.Ended, s.EndedOnError, s.LastNS, s.Events)
+	}
+}
+
+// A QP the memory scan found while its create was returning, whose
+// create record (with its generation) comes after: one QP, its create's
+// caps and its posts, not a second one found in memory with nothing.
+func TestMemoryFoundThenCreated(t *testing.T) {
+	const qpn = 0x1c0
+	s := streamtest.New()
+	s.MemQP(qpn, ibv.QPSInit)
+	s.Add(&trace.QPCreate{Header: s.Header(), QP: streamtest.QPAddr(qpn), QPNum: qpn, Type: trace.QPTypeRC, Gen: 7,
+		SendCQ: streamtest.CQAddr(qpn), RecvCQ: streamtest.CQAddr(qpn), Caps: streamtest.RCCaps(128, 60, 1), Via: "sqsim_create_qp"})
+	s.ToRTS(qpn)
+	s.Send(qpn, 4, 0, 4)
+	snap := run(t, s, Options{BF: DefaultBF})
+	if len(snap.QPs) != 1 {
+		for _, q := range snap.QPs {
+			t.Logf("QP %#x found %s gen %d wrs %d", q.QPNum, q.Found, q.Gen, q.WRs)
+		}
+		t.Fatalf("%d QPs, want 1", len(snap.QPs))
+	}
+	if q := snap.QPs[0]; q.WRs != 4 || !q.CapsKnown || q.MaxSendWR != 128 {
+		t.Errorf("QP %+v: want its 4 WRs and its create's caps", q)
 	}
 }
