@@ -1,10 +1,6 @@
 package probe
 
-import (
-	"errors"
-	"fmt"
-	"unsafe"
-)
+import "unsafe"
 
 // The send CQ of an rxe QP is a ring the kernel maps to user space, as
 // its send queue is: librxe keeps the ring's pointer in struct rxe_cq
@@ -26,8 +22,7 @@ const rxeCQQueueOff = 0x130
 // memCQ is a send CQ whose ring is read (rxe), once per round whatever
 // the QPs that report to it.
 type memCQ struct {
-	ring           uint64 // once checked
-	bad            bool   // its ring failed the check: not read
+	rxeRing               // bad: it failed the check, not read
 	full           bool   // read full at its last read
 	escalated      bool   // a full read has traced its process in full
 	fill, capacity uint32 // at its last read
@@ -68,30 +63,15 @@ func (m *memSampler) sendCQ(pid uint32, cq uint64) (c *memCQ, firstFull bool) {
 // index (in that order: the fill read is never above the ring's at any
 // one time), and gives the completions it holds unpolled and the most it
 // holds (its index mask: one slot of a power of two is kept empty). The
-// ring's pointer is checked once, as a send queue's is (readRing).
+// ring is checked as a send queue's is (rxeRing).
 func readCQRing(pid int, cq uint64, c *memCQ) (fill, capacity uint32, err error) {
 	var ring uint64
 	if err := readWords(pid, word{unsafe.Pointer(&ring), cq + rxeCQQueueOff, 8}); err != nil {
 		return 0, 0, err
 	}
-	if c.ring == 0 {
-		if !inDeviceMapping(pid, ring) {
-			c.bad = true
-			return 0, 0, errors.New("the CQ ring's pointer is not in a uverbs mapping")
-		}
-		c.ring = ring
-	} else if ring != c.ring {
-		c.bad = true
-		return 0, 0, errors.New("the CQ ring's pointer moved")
-	}
-	var mask, prod, cons uint32
-	if err := readWords(pid, word{unsafe.Pointer(&mask), ring + rxeIndexMaskOff, 4},
-		word{unsafe.Pointer(&prod), ring + rxeProducerOff, 4}, word{unsafe.Pointer(&cons), ring + rxeConsumerOff, 4}); err != nil {
+	mask, prod, cons, err := c.indices(pid, ring, 0, true, "CQ ring")
+	if err != nil {
 		return 0, 0, err
-	}
-	if mask == 0 || mask&(mask+1) != 0 || prod > mask || cons > mask {
-		c.bad = true
-		return 0, 0, fmt.Errorf("CQ ring index mask %#x, producer %d, consumer %d: not a ring", mask, prod, cons)
 	}
 	return (prod - cons) & mask, mask, nil
 }

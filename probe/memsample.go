@@ -131,8 +131,7 @@ type memQP struct {
 	sendCQ        uint64 // the address of its send CQ
 	cqFill        uint32 // its send CQ's ring at the last read (rxe)
 	read          bool
-	ring          uint64 // its ring, once checked (rxe)
-	bad           bool   // its ring failed the check: not read
+	rxeRing       // its ring (rxe); bad: it failed the check, not read
 }
 
 // memSampler reads the counters of the QPs the trace saw created or
@@ -436,27 +435,53 @@ func readRing(pid int, qp uint64, l sqLayout, q *memQP) (posted, retired uint64,
 		word{unsafe.Pointer(&ssn), qp + uint64(l.posted), 4}); err != nil {
 		return 0, 0, 0, err
 	}
-	if q.ring == 0 {
-		if !inDeviceMapping(pid, ring) {
-			q.bad = true
-			return 0, 0, 0, errors.New("the ring's pointer is not in a uverbs mapping")
-		}
-		q.ring = ring
-	} else if ring != q.ring {
-		q.bad = true
-		return 0, 0, 0, errors.New("the ring's pointer moved")
-	}
-	var mask, cons, prod uint32
-	if err := readWords(pid, word{unsafe.Pointer(&mask), ring + rxeIndexMaskOff, 4},
-		word{unsafe.Pointer(&cons), ring + rxeConsumerOff, 4}, word{unsafe.Pointer(&prod), ring + rxeProducerOff, 4}); err != nil {
+	// consumer first: the occupancy read is never below the ring's
+	mask, prod, cons, err := q.indices(pid, ring, q.depth, false, "ring")
+	if err != nil {
 		return 0, 0, 0, err
-	}
-	if mask == 0 || mask&(mask+1) != 0 || mask < q.depth || prod > mask || cons > mask {
-		q.bad = true
-		return 0, 0, 0, fmt.Errorf("ring index mask %#x, producer %d, consumer %d: not a ring", mask, prod, cons)
 	}
 	occ := (prod - cons) & mask
 	return uint64(ssn), uint64(ssn - occ), mask, nil
+}
+
+// rxeRing is a ring the kernel maps to user space (struct rxe_queue_buf,
+// the kernel's ABI) as a provider structure points to it: the pointer is
+// checked once (in a mapping of a uverbs device) and must not move, and
+// each read's index mask must be a power of two less one, no less than
+// the depth, both indices within it. A ring that fails is bad: not read
+// again.
+type rxeRing struct {
+	ring uint64 // the pointer, once checked
+	bad  bool
+}
+
+// indices checks ptr, the ring's pointer as just read, and reads the ring's
+// index mask and its producer and consumer indices, the producer first
+// when prodFirst (the fill read is then never above the ring's at any one
+// time; else never below); what names the ring in errors.
+func (r *rxeRing) indices(pid int, ptr uint64, depth uint32, prodFirst bool, what string) (mask, prod, cons uint32, err error) {
+	if r.ring == 0 {
+		if !inDeviceMapping(pid, ptr) {
+			r.bad = true
+			return 0, 0, 0, fmt.Errorf("the %s's pointer is not in a uverbs mapping", what)
+		}
+		r.ring = ptr
+	} else if ptr != r.ring {
+		r.bad = true
+		return 0, 0, 0, fmt.Errorf("the %s's pointer moved", what)
+	}
+	first, second := word{unsafe.Pointer(&cons), ptr + rxeConsumerOff, 4}, word{unsafe.Pointer(&prod), ptr + rxeProducerOff, 4}
+	if prodFirst {
+		first, second = second, first
+	}
+	if err := readWords(pid, word{unsafe.Pointer(&mask), ptr + rxeIndexMaskOff, 4}, first, second); err != nil {
+		return 0, 0, 0, err
+	}
+	if mask == 0 || mask&(mask+1) != 0 || mask < depth || prod > mask || cons > mask {
+		r.bad = true
+		return 0, 0, 0, fmt.Errorf("%s index mask %#x, producer %d, consumer %d: not a ring", what, mask, prod, cons)
+	}
+	return mask, prod, cons, nil
 }
 
 // inDeviceMapping says whether addr is in a mapping of a uverbs device of
