@@ -345,6 +345,10 @@ func testEndToEnd(t *testing.T, opts Options) {
 // is slow; without it, the first posts run before their probe exists.
 func TestStopClosesAttachRace(t *testing.T) {
 	requireBPF(t)
+	// the paced target posts every 100 us for 0.3 s on the reference
+	// machine, longer on a slower host, so that its probes are placed
+	// while it posts however long placing them takes here
+	paced := int(bpftest.Timeout(t, 300*time.Millisecond) / (100 * time.Microsecond))
 	for _, c := range []struct {
 		name   string
 		noStop bool
@@ -354,16 +358,16 @@ func TestStopClosesAttachRace(t *testing.T) {
 		{"stop", false, true, []string{"run"}},
 		{"no-stop", true, false, []string{"run"}},
 		// posting on while the probes are placed one by one
-		{"no-stop-paced", true, false, []string{"paced", "10000", "100"}},
+		{"no-stop-paced", true, false, []string{"paced", fmt.Sprint(paced), "100"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, evs, tr := traceRun(t, Options{NoStop: c.noStop, attachDelay: 30 * time.Millisecond}, c.args...)
 			got := tallyEvents(evs)
 			if c.args[0] == "paced" {
-				if got.PostCalls == 0 || got.PostCalls >= 10000 {
-					t.Errorf("%d posts of 10000 traced: want the probes placed while the target posted", got.PostCalls)
+				if got.PostCalls == 0 || got.PostCalls >= uint64(paced) {
+					t.Errorf("%d posts of %d traced: want the probes placed while the target posted", got.PostCalls, paced)
 				}
-				t.Logf("posts traced %d of 10000", got.PostCalls)
+				t.Logf("posts traced %d of %d", got.PostCalls, paced)
 			} else {
 				want := parseStats(t, out)
 				exact := got.PostCalls == want.PostCalls && got.Polls == want.Polls-want.EmptyPolls &&
